@@ -1,0 +1,3 @@
+from opsctl.cli.main import main
+
+main()

@@ -1,0 +1,97 @@
+"""The `opsctl` entry point: global options, lazy command groups, and error -> exit code mapping."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from opsctl import __version__
+from opsctl.errors import OpsctlError
+
+# name -> "module:attribute". Modules load only when their command runs, so `opsctl --help`
+# and the fast paths never import kubernetes, pagerduty or slo-generator.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "config": ("opsctl.cli.config_cmd:config", "Validate and show the configuration."),
+    "slo": ("opsctl.cli.slo_cmd:slo", "SLO reports, error budgets and burn rates."),
+    "metrics": ("opsctl.cli.metrics_cmd:metrics", "Load client-side metrics into the embedded store."),
+    "sim": ("opsctl.cli.sim_cmd:sim", "Simulate client-side traffic into the embedded store."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        entry = COMMANDS.get(name)
+        if entry is None:
+            return None
+        module_name, attr = entry[0].split(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+class AppContext:
+    """Carried in click's ctx.obj; loads the config once, on first use."""
+
+    def __init__(self, config_path: str | None):
+        self.config_path = config_path
+        self._config = None
+
+    @property
+    def config(self):
+        if self._config is None:
+            from opsctl.config import load_config
+
+            self._config = load_config(self.config_path)
+        return self._config
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--config", "config_path", metavar="PATH", envvar="OPSCTL_CONFIG",
+              help="Config file (default: $OPSCTL_CONFIG, ./opsctl.yaml, else the built-in embedded default).")
+@click.version_option(__version__, prog_name="opsctl")
+@click.pass_context
+def cli(ctx, config_path):
+    """opsctl keeps an LLM inference service at four nines.
+
+    \b
+    Examples:
+      opsctl sim generate --days 28          # four weeks of simulated traffic
+      opsctl slo report                      # SLOs, error budget left, burn rates
+      opsctl slo report --prometheus-url http://prometheus:9090 -o json
+
+    Exit codes: 0 ok, 1 failed, 2 invalid input, 3 no data, 4 refused by a guard, 5 conflict.
+    """
+    ctx.obj = AppContext(config_path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="opsctl", standalone_mode=False)
+    except OpsctlError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2 if exc.exit_code == 2 else exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""`opsctl slo report|validate`."""
+
+from __future__ import annotations
+
+import click
+
+from opsctl.cli.output import emit, output_option, render_table
+
+
+@click.group()
+def slo():
+    """SLOs, error budgets and burn rates over the proxy's client-side metrics.
+
+    \b
+    Examples:
+      opsctl slo report                                   # configured source and SLOs
+      opsctl slo report --prometheus-url http://127.0.0.1:9090 slos/ -o json
+      opsctl slo report --at 2026-11-26T15:00:00Z --fail-on page
+      opsctl slo validate slos/
+    """
+
+
+def _slo_paths(app, paths):
+    return list(paths) or [app.config.slo_dir]
+
+
+@slo.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.pass_obj
+def validate(app, paths):
+    """Check SLO files; every problem is listed with its file and field (exit 2)."""
+    from opsctl.slo.model import load_slos
+
+    slos = load_slos(_slo_paths(app, paths), app.config.backends)
+    for s in slos:
+        click.echo(f"ok  {s.file}  {s.name} ({s.kind}, goal {s.goal:g}, backend {s.backend})")
+
+
+@slo.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--prometheus-url", metavar="URL", help="Query this Prometheus-compatible server (overrides the config).")
+@click.option("--source", "source_kind", type=click.Choice(["embedded", "prometheus"]), help="Metric source (overrides the config).")
+@click.option("--at", "at", metavar="RFC3339", help="Evaluate at this instant (default: now; embedded: newest data).")
+@click.option("--fail-on", type=click.Choice(["page", "ticket"]), help="Exit 1 when any SLO is at this level or worse.")
+@output_option
+@click.pass_obj
+def report(app, paths, prometheus_url, source_kind, at, fail_on, output):
+    """Per SLO: SLI over the period, error budget left, burn rates and alert status.
+
+    Status follows the multi-window multi-burn-rate pairs (page: 1h & 5m, 6h & 30m; ticket:
+    1d & 2h, 3d & 6h), their factors scaled to the SLO period. Exit 3 when any SLO has no data.
+    """
+    from opsctl.clock import parse_rfc3339
+    from opsctl.errors import NoDataError, OpsctlError, UsageError
+    from opsctl.metrics.base import open_source
+    from opsctl.slo.model import load_slos
+    from opsctl.slo.report import build_report
+
+    cfg = app.config
+    if prometheus_url and source_kind == "embedded":
+        raise UsageError("--prometheus-url and --source embedded contradict each other")
+    slos = load_slos(_slo_paths(app, paths), cfg.backends)
+    source = open_source(cfg, kind=source_kind, prometheus_url=prometheus_url)
+    source.check()
+    try:
+        when = parse_rfc3339(at) if at else source.default_time()
+    except ValueError as exc:
+        raise UsageError(f"--at: not an RFC 3339 time: {at!r}") from exc
+    progress = (lambda msg: click.echo(msg, err=True)) if output == "table" else None
+    results = build_report(slos, source, when, cfg.slos.period_seconds, progress=progress)
+    emit([r.to_dict() for r in results], output, table=_table)
+    unknown = [r.slo.name for r in results if r.status.level == "unknown"]
+    if unknown:
+        raise NoDataError(f"no data for {len(unknown)} SLO(s): {', '.join(unknown)}")
+    if fail_on:
+        levels = ("page",) if fail_on == "page" else ("page", "ticket")
+        hit = [r.slo.name for r in results if r.status.level in levels]
+        if hit:
+            raise OpsctlError(f"{len(hit)} SLO(s) at {fail_on} or worse: {', '.join(hit)}")
+
+
+def _pct(value, digits=4):
+    return "-" if value is None else f"{value * 100:.{digits}f}%"
+
+
+def _table(rows):
+    table_rows = []
+    for r in rows:
+        rated = {w: v for w, v in r["burn_rate"].items() if v is not None}
+        worst = max(rated.items(), key=lambda kv: kv[1]) if rated else None
+        table_rows.append([
+            r["name"],
+            r["backend"],
+            f"{r['goal'] * 100:g}%",
+            _pct(r["sli"]),
+            _pct(r["error_budget_remaining"], 1),
+            f"{worst[1]:.2f}x ({worst[0]})" if worst else "-",
+            r["status"].upper() if r["status"] != "ok" else "ok",
+            "" if r["status"] == "ok" else r["reason"],
+        ])
+    return render_table(["SLO", "BACKEND", "GOAL", "SLI", "BUDGET LEFT", "WORST BURN", "STATUS", "WHY"], table_rows)

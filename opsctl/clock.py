@@ -1,0 +1,82 @@
+"""Wall clock and simulated clock: drills on the embedded environment run in simulated time."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+
+class WallClock:
+    def now(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
+
+class SimClock:
+    """A clock that only moves when told to; `sleep` advances it instantly."""
+
+    def __init__(self, start: float):
+        self._now = float(start)
+
+    def now(self) -> float:
+        return self._now
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("a simulated clock cannot go backwards")
+        self._now += seconds
+
+
+def parse_rfc3339(value: str) -> float:
+    """RFC 3339 / ISO 8601 timestamp -> UNIX seconds. A naive timestamp is taken as UTC."""
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    parsed = datetime.fromisoformat(text)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.timestamp()
+
+
+def format_rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(value: str | int | float) -> int:
+    """'5m', '1h30m', '28d', '90s' or a number of seconds -> seconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"negative duration {value!r}")
+        return int(value)
+    text = str(value).strip()
+    if not text:
+        raise ValueError("empty duration")
+    total, number = 0, ""
+    for char in text:
+        if char.isdigit():
+            number += char
+        elif char in _UNITS and number:
+            total += int(number) * _UNITS[char]
+            number = ""
+        else:
+            raise ValueError(f"invalid duration {value!r}: use forms like 30s, 5m, 1h30m, 28d")
+    if number:
+        raise ValueError(f"invalid duration {value!r}: a number needs a unit (s, m, h, d, w)")
+    return total
+
+
+def format_duration(seconds: int) -> str:
+    """Inverse of parse_duration for whole units: 300 -> '5m', 2419200 -> '28d'."""
+    for unit, size in (("w", 0), ("d", 86400), ("h", 3600), ("m", 60)):
+        if size and seconds % size == 0 and seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

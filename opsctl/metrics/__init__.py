@@ -1,0 +1,1 @@
+"""Metric sources behind one interface: Prometheus-compatible servers and the embedded store."""

@@ -1,0 +1,179 @@
+"""The embedded store: 10-second client-side aggregates per backend in SQLite, in the state dir.
+
+Each row holds one backend's increments for one step (ts is the step's end) plus running totals
+(`c_*`), so `increase(x[w])` at instant t is two indexed lookups: total(t) - total(t - w).
+Queries evaluate at the 10-second grid: t is rounded down to a step boundary.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from opsctl.errors import NoDataError, UsageError
+from opsctl.metrics import schema
+from opsctl.metrics.promql import parse_range_query
+
+_COLS = schema.VALUE_COLUMNS
+_CUM = tuple(f"c_{c}" for c in _COLS)
+
+
+class EmbeddedStore:
+    def __init__(self, conn: sqlite3.Connection, path: Path):
+        self.conn = conn
+        self.path = path
+        self.description = f"embedded store {path}"
+
+    # -- opening ----------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path, *, create: bool) -> "EmbeddedStore":
+        path = Path(path)
+        if not create and not path.exists():
+            raise NoDataError(
+                f"no embedded metrics at {path}",
+                hint="load some with `opsctl sim generate` or `opsctl metrics ingest FILE`",
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        cols = ", ".join(f"{c} REAL NOT NULL DEFAULT 0" for c in _COLS + _CUM)
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS steps (backend TEXT NOT NULL, ts INTEGER NOT NULL, {cols},"
+            " PRIMARY KEY (backend, ts)) WITHOUT ROWID"
+        )
+        return cls(conn, path)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def write_steps(
+        self,
+        backend: str,
+        timestamps: Sequence[int],
+        values: Mapping[str, Sequence[float]],
+        *,
+        mode: str = "add",
+    ) -> int:
+        """Write one backend's steps. mode 'add' adds to what a step holds, 'replace' overwrites it.
+
+        Timestamps must be on the 10-second grid. Running totals are rebuilt afterwards.
+        """
+        unknown = set(values) - set(_COLS)
+        if unknown:
+            raise UsageError(f"unknown embedded-store columns: {', '.join(sorted(unknown))}")
+        if mode not in ("add", "replace"):
+            raise ValueError(mode)
+        if not len(timestamps):
+            return 0
+        cols = [c for c in _COLS if c in values]
+        columns = [values[c] for c in cols]
+        rows = ([backend, int(ts)] + [float(col[i]) for col in columns] for i, ts in enumerate(timestamps))
+        placeholders = ", ".join("?" for _ in range(len(cols) + 2))
+        if mode == "add":
+            update = ", ".join(f"{c} = {c} + excluded.{c}" for c in cols)
+        else:
+            update = ", ".join(f"{c} = excluded.{c}" for c in _COLS)
+        sql = (
+            f"INSERT INTO steps (backend, ts, {', '.join(cols)}) VALUES ({placeholders})"
+            f" ON CONFLICT (backend, ts) DO UPDATE SET {update}"
+        )
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.executemany(sql, rows)
+            self._rebuild_totals(backend, int(min(timestamps)))
+        return len(timestamps)
+
+    def _rebuild_totals(self, backend: str, since: int) -> None:
+        prev = self.conn.execute(
+            f"SELECT {', '.join(_CUM)} FROM steps WHERE backend = ? AND ts < ? ORDER BY ts DESC LIMIT 1",
+            (backend, since),
+        ).fetchone() or (0.0,) * len(_CUM)
+        window = ", ".join(
+            f"{p} + SUM({c}) OVER (ORDER BY ts ROWS UNBOUNDED PRECEDING) AS {k}"
+            for c, k, p in zip(_COLS, _CUM, prev)
+        )
+        assign = ", ".join(f"{k} = w.{k}" for k in _CUM)
+        self.conn.execute(
+            f"UPDATE steps SET {assign} FROM (SELECT ts, {window} FROM steps WHERE backend = ? AND ts >= ?) AS w"
+            " WHERE steps.backend = ? AND steps.ts = w.ts",
+            (backend, since, backend),
+        )
+
+    def delete_range(self, start: int, end: int, backends: Iterable[str] | None = None) -> None:
+        """Remove steps in [start, end] (e.g. before re-simulating a period) and fix the totals."""
+        targets = list(backends) if backends is not None else self.backends()
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            for backend in targets:
+                self.conn.execute("DELETE FROM steps WHERE backend = ? AND ts >= ? AND ts <= ?", (backend, start, end))
+                self._rebuild_totals(backend, start)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def backends(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT DISTINCT backend FROM steps ORDER BY backend")]
+
+    def time_range(self) -> tuple[int, int] | None:
+        row = self.conn.execute("SELECT MIN(ts), MAX(ts) FROM steps").fetchone()
+        return None if row[0] is None else (int(row[0]), int(row[1]))
+
+    def check(self) -> None:
+        if self.time_range() is None:
+            raise NoDataError(
+                f"the embedded store {self.path} is empty",
+                hint="load some with `opsctl sim generate` or `opsctl metrics ingest FILE`",
+            )
+
+    def default_time(self) -> float:
+        span = self.time_range()
+        if span is None:
+            self.check()
+        return float(span[1])
+
+    def totals(self, backend: str, at: int) -> dict[str, float]:
+        """Running totals of every column through instant `at` (0 before the first step)."""
+        row = self.conn.execute(
+            f"SELECT {', '.join(_CUM)} FROM steps WHERE backend = ? AND ts <= ? ORDER BY ts DESC LIMIT 1",
+            (backend, at),
+        ).fetchone()
+        return dict(zip(_COLS, row or (0.0,) * len(_COLS)))
+
+    def has_steps(self, backend: str, start: int, end: int) -> bool:
+        return self.conn.execute(
+            "SELECT 1 FROM steps WHERE backend = ? AND ts > ? AND ts <= ? LIMIT 1", (backend, start, end)
+        ).fetchone() is not None
+
+    def query_many(self, exprs: Sequence[str], at: float) -> list[float | None]:
+        at = int(at) // schema.STEP_SECONDS * schema.STEP_SECONDS
+        backends = self.backends()
+        cache: dict[tuple[str, int], dict[str, float]] = {}
+
+        def totals(backend: str, when: int) -> dict[str, float]:
+            key = (backend, when)
+            if key not in cache:
+                cache[key] = self.totals(backend, when)
+            return cache[key]
+
+        results: list[float | None] = []
+        for expr in exprs:
+            query = parse_range_query(expr)
+            series = schema.series_columns(query.selector.metric)
+            total, matched = 0.0, False
+            for backend in backends:
+                if series is None or not self.has_steps(backend, at - query.window, at):
+                    continue
+                for own_labels, column in series.items():
+                    labels = dict(own_labels, backend=backend)
+                    if query.selector.label_matches(labels):
+                        matched = True
+                        total += totals(backend, at)[column] - totals(backend, at - query.window)[column]
+            if not matched:
+                results.append(None)
+            else:
+                results.append(total / query.window if query.function == "rate" else total)
+        return results

@@ -1,0 +1,143 @@
+"""Prometheus and anything that speaks its HTTP API (Thanos, Mimir, VictoriaMetrics).
+
+prometheus-api-client retries connection errors with backoff on every query, so with Prometheus
+down a report would hang for minutes. Here: one probe that fails fast, no automatic retries,
+a per-request timeout, a deadline for the whole batch, bounded concurrency, and every query of a
+report pinned to one evaluation instant. Many small instant queries are sent as a few unions
+(`q1 or q2 ...`, each tagged with a label) so a report costs a handful of round trips.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Sequence
+
+from opsctl.config import PrometheusSource as Settings
+from opsctl.errors import NoDataError, SourceUnavailable, UsageError
+
+TAG = "opsctl_query"
+BATCH_SIZE = 60
+
+
+class PrometheusSource:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.url = settings.url.rstrip("/")
+        self.description = f"Prometheus at {self.url}"
+        self._client = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            from prometheus_api_client import PrometheusConnect
+            from urllib3.util.retry import Retry
+
+            auth, headers = None, {}
+            a = self.settings.auth
+            if a.bearer_token:
+                headers["Authorization"] = f"Bearer {a.bearer_token.resolve()}"
+            elif a.username:
+                auth = (a.username, a.password.resolve())
+            self._client = PrometheusConnect(
+                url=self.url,
+                headers=headers or None,
+                auth=auth,
+                disable_ssl=not self.settings.verify_tls,
+                retry=Retry(total=0, connect=0, read=0, redirect=2, status=0),
+                timeout=self.settings.timeout,
+                method="POST",
+            )
+        return self._client
+
+    def check(self) -> None:
+        """One fast probe, so a dead Prometheus costs one timeout, not minutes of retries."""
+        import requests
+
+        try:
+            response = self.client._session.get(
+                f"{self.url}/api/v1/status/buildinfo",
+                headers=self.client.headers,
+                auth=self.client.auth,
+                timeout=min(self.settings.timeout, 5.0),
+            )
+        except requests.Timeout as exc:
+            raise SourceUnavailable(f"{self.url} did not answer within {min(self.settings.timeout, 5.0)}s") from exc
+        except requests.RequestException as exc:
+            raise SourceUnavailable(
+                f"cannot reach Prometheus at {self.url}: {_cause(exc)}",
+                hint="check --prometheus-url / metrics.prometheus.url and that the server is up",
+            ) from exc
+        if response.status_code in (401, 403):
+            raise UsageError(
+                f"Prometheus at {self.url} refused the credentials (HTTP {response.status_code})",
+                hint="set metrics.prometheus.auth (bearer_token or username/password) from env or a file",
+            )
+        if response.status_code == 404:
+            return  # some PromQL-compatible servers lack buildinfo; queries will tell
+        if response.status_code >= 400:
+            raise SourceUnavailable(f"Prometheus at {self.url} answered HTTP {response.status_code}")
+
+    def default_time(self) -> float:
+        return time.time()
+
+    def query_many(self, exprs: Sequence[str], at: float) -> list[float | None]:
+        if not exprs:
+            return []
+        batches = [list(range(i, min(i + BATCH_SIZE, len(exprs)))) for i in range(0, len(exprs), BATCH_SIZE)]
+        results: list[float | None] = [None] * len(exprs)
+        deadline = time.monotonic() + self.settings.report_deadline
+        pool = ThreadPoolExecutor(max_workers=min(self.settings.max_concurrency, len(batches)))
+        try:
+            futures = [pool.submit(self._query_batch, [exprs[i] for i in b], at) for b in batches]
+            done, pending = wait(futures, timeout=self.settings.report_deadline)
+            if pending:
+                raise SourceUnavailable(
+                    f"{self.url} did not answer {len(exprs)} queries within the report deadline "
+                    f"of {self.settings.report_deadline:g}s"
+                )
+            for batch, future in zip(batches, futures):
+                for index, value in zip(batch, future.result()):
+                    results[index] = value
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        if time.monotonic() > deadline:
+            raise SourceUnavailable(f"{self.url}: report deadline of {self.settings.report_deadline:g}s passed")
+        return results
+
+    def query_union(self, expr: str, at: float) -> list[dict]:
+        """One instant query pinned at `at`; returns Prometheus' result vector."""
+        import requests
+        from prometheus_api_client import PrometheusApiClientException
+
+        try:
+            return self.client.custom_query(expr, params={"time": f"{at:.3f}"})
+        except requests.Timeout as exc:
+            raise SourceUnavailable(f"{self.url} did not answer within {self.settings.timeout:g}s") from exc
+        except requests.RequestException as exc:
+            raise SourceUnavailable(f"cannot reach Prometheus at {self.url}: {_cause(exc)}") from exc
+        except PrometheusApiClientException as exc:
+            text = str(exc)
+            if "HTTP Status Code 400" in text or "HTTP Status Code 422" in text:
+                raise UsageError(f"Prometheus rejected the query: {text[:300]}") from exc
+            if "HTTP Status Code 401" in text or "HTTP Status Code 403" in text:
+                raise UsageError(f"Prometheus refused the credentials: {text[:120]}") from exc
+            raise SourceUnavailable(f"Prometheus at {self.url} failed: {text[:300]}") from exc
+
+    def _query_batch(self, exprs: list[str], at: float) -> list[float | None]:
+        union = " or ".join(f'label_replace({e}, "{TAG}", "{i}", "", "")' for i, e in enumerate(exprs))
+        values: list[float | None] = [None] * len(exprs)
+        for sample in self.query_union(union, at):
+            index = sample.get("metric", {}).get(TAG)
+            if index is None:
+                raise NoDataError(f"unexpected answer from {self.url}: a series without the {TAG} label")
+            values[int(index)] = float(sample["value"][1])
+        return values
+
+
+def _cause(exc: Exception) -> str:
+    text = str(exc)
+    for marker in ("Connection refused", "Name or service not known", "timed out", "No route to host"):
+        if marker in text:
+            return marker.lower()
+    return text.split(":")[-1].strip()[:200] or type(exc).__name__

@@ -1,0 +1,91 @@
+"""The small part of PromQL opsctl itself writes: selectors and `sum(increase(sel[Ns]))`.
+
+The embedded store answers only these forms; anything else is a clear error, not a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from opsctl.errors import UsageError
+
+_MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(,|$)')
+_SELECTOR = re.compile(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(.*)\})?\s*$", re.S)
+_RANGE_CALL = re.compile(r"^\s*(sum\s*\(\s*)?(increase|rate)\s*\(\s*(.+?)\s*\[(\d+)s\]\s*\)\s*(\))?\s*$", re.S)
+
+
+@dataclass(frozen=True)
+class Matcher:
+    label: str
+    op: str
+    value: str
+
+    def matches(self, actual: str) -> bool:
+        if self.op == "=":
+            return actual == self.value
+        if self.op == "!=":
+            return actual != self.value
+        full = re.fullmatch(self.value, actual) is not None
+        return full if self.op == "=~" else not full
+
+
+@dataclass(frozen=True)
+class Selector:
+    metric: str
+    matchers: tuple[Matcher, ...]
+
+    def label_matches(self, labels: dict[str, str]) -> bool:
+        """Prometheus semantics: a label the series lacks has the empty value."""
+        return all(m.matches(labels.get(m.label, "")) for m in self.matchers)
+
+
+@dataclass(frozen=True)
+class RangeQuery:
+    function: str  # increase | rate
+    selector: Selector
+    window: int
+    summed: bool
+
+
+def _unescape(value: str) -> str:
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), value)
+
+
+def parse_selector(text: str) -> Selector:
+    match = _SELECTOR.match(text)
+    if not match:
+        raise UsageError(f"not a PromQL series selector: {text!r}")
+    metric, body = match.group(1), (match.group(2) or "").strip()
+    matchers = []
+    pos = 0
+    while pos < len(body):
+        m = _MATCHER.match(body, pos)
+        if not m:
+            raise UsageError(f"cannot parse label matchers in {text!r} near {body[pos:pos + 20]!r}")
+        label, op, value = m.group(1), m.group(2), _unescape(m.group(3))
+        if op in ("=~", "!~"):
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise UsageError(f"invalid regular expression {value!r} in {text!r}: {exc}") from exc
+        matchers.append(Matcher(label, op, value))
+        pos = m.end()
+    return Selector(metric, tuple(matchers))
+
+
+def parse_range_query(expr: str) -> RangeQuery:
+    match = _RANGE_CALL.match(expr)
+    if not match or bool(match.group(1)) != bool(match.group(5)):
+        raise UsageError(
+            f"the embedded store answers only sum(increase(SELECTOR[Ns])) and sum(rate(...)), not {expr!r}",
+            hint="use a Prometheus source for other PromQL",
+        )
+    return RangeQuery(match.group(2), parse_selector(match.group(3)), int(match.group(4)), bool(match.group(1)))
+
+
+def increase_query(selector: str, window_seconds: int) -> str:
+    """The exact string slo-generator's Prometheus backend builds for good_bad_ratio."""
+    query = selector.strip()
+    query = query.replace("[window", f"[{window_seconds}s") if "[window" in query else f"{query}[{window_seconds}s]"
+    return f"sum(increase({query}))"

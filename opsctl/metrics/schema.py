@@ -1,0 +1,73 @@
+"""The client-side metrics the LLM proxy records, and their names. One home for these names.
+
+Every 10 seconds the proxy records, per backend:
+  llm_proxy_requests_total{backend, outcome}           counter; outcome in OUTCOMES
+  llm_proxy_request_duration_seconds_bucket{backend, le} histogram of every request's latency
+  llm_proxy_request_duration_seconds_count / _sum
+  llm_proxy_prompt_tokens_total{backend}, llm_proxy_completion_tokens_total{backend}
+"""
+
+from __future__ import annotations
+
+STEP_SECONDS = 10
+
+REQUESTS = "llm_proxy_requests_total"
+DURATION = "llm_proxy_request_duration_seconds"
+DURATION_BUCKET = DURATION + "_bucket"
+DURATION_COUNT = DURATION + "_count"
+DURATION_SUM = DURATION + "_sum"
+PROMPT_TOKENS = "llm_proxy_prompt_tokens_total"
+COMPLETION_TOKENS = "llm_proxy_completion_tokens_total"
+
+# ok: a 2xx answer. client_error: a 4xx other than 429, the caller's fault, not counted against
+# availability. throttled: 429 (e.g. the vendor's auth layer). server_error: 5xx. timeout: no answer.
+OUTCOMES = ("ok", "client_error", "throttled", "server_error", "timeout")
+BAD_OUTCOMES = ("throttled", "server_error", "timeout")
+
+# Histogram bucket bounds in seconds, with their OpenMetrics label values ("1.0", not "1").
+BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0)
+
+
+def le_label(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(float(bound))
+
+
+LE_LABELS = tuple(le_label(b) for b in BUCKETS) + ("+Inf",)
+
+
+def outcome_for_status(status: int | str) -> str:
+    """Map a proxy log's HTTP status (or 'timeout') to an outcome."""
+    if isinstance(status, str):
+        if status.lower() == "timeout":
+            return "timeout"
+        status = int(status)
+    if 200 <= status < 400:
+        return "ok"
+    if status == 429:
+        return "throttled"
+    if 400 <= status < 500:
+        return "client_error" if status != 408 else "timeout"
+    return "server_error"
+
+
+# Column layout of one embedded-store row (one backend, one 10-second step).
+REQUEST_COLUMNS = tuple(f"req_{o}" for o in OUTCOMES)
+BUCKET_COLUMNS = tuple(f"le_{i}" for i in range(len(LE_LABELS)))  # cumulative per Prometheus' le
+VALUE_COLUMNS = REQUEST_COLUMNS + BUCKET_COLUMNS + ("lat_count", "lat_sum", "prompt_tokens", "completion_tokens")
+
+
+def series_columns(metric: str) -> dict[tuple[tuple[str, str], ...], str] | None:
+    """For a metric name, map each series' own labels (besides backend) to its store column."""
+    if metric == REQUESTS:
+        return {(("outcome", o),): f"req_{o}" for o in OUTCOMES}
+    if metric == DURATION_BUCKET:
+        return {(("le", le),): f"le_{i}" for i, le in enumerate(LE_LABELS)}
+    if metric == DURATION_COUNT:
+        return {(): "lat_count"}
+    if metric == DURATION_SUM:
+        return {(): "lat_sum"}
+    if metric == PROMPT_TOKENS:
+        return {(): "prompt_tokens"}
+    if metric == COMPLETION_TOKENS:
+        return {(): "completion_tokens"}
+    return None

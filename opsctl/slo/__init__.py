@@ -1,0 +1,1 @@
+"""SLOs: the model, slo-generator adapter, pure burn-rate math, windows and naming conventions."""

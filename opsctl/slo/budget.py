@@ -1,0 +1,78 @@
+"""Pure error-budget and burn-rate math, and the multi-window multi-burn-rate status.
+
+Inputs are event counts over windows; None means no data (no series matched, or the data
+stopped), which is never read as healthy. A window with zero events has no burn rate but is data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from opsctl.slo.conventions import ALERT_PAIRS, AlertPair
+
+
+@dataclass(frozen=True)
+class WindowCounts:
+    good: float | None
+    valid: float | None
+
+    @property
+    def has_data(self) -> bool:
+        return self.good is not None and self.valid is not None
+
+    @property
+    def bad(self) -> float | None:
+        return None if not self.has_data else max(self.valid - self.good, 0.0)
+
+
+def error_ratio(counts: WindowCounts) -> float | None:
+    if not counts.has_data or counts.valid <= 0:
+        return None
+    return min(max((counts.valid - counts.good) / counts.valid, 0.0), 1.0)
+
+
+def burn_rate(counts: WindowCounts, goal: float) -> float | None:
+    """How many times faster than sustainable the budget burns: error ratio / (1 - goal)."""
+    ratio = error_ratio(counts)
+    return None if ratio is None else ratio / (1.0 - goal)
+
+
+def budget_remaining(counts: WindowCounts, goal: float) -> float | None:
+    """Fraction of the period's budget left; negative when overspent."""
+    rate = burn_rate(counts, goal)
+    return None if rate is None else 1.0 - rate
+
+
+@dataclass(frozen=True)
+class Status:
+    level: str  # ok | ticket | page | unknown
+    fired: tuple[str, ...]  # e.g. "page: 1h/5m > 13.44x"
+    reason: str
+
+
+def pair_fires(pair: AlertPair, burns: dict[str, float | None], period_seconds: int) -> bool:
+    factor = pair.factor(period_seconds)
+    long, short = burns.get(pair.long), burns.get(pair.short)
+    return long is not None and short is not None and long > factor and short > factor
+
+
+def evaluate_status(
+    burns: dict[str, float | None],
+    missing: list[str],
+    period_has_events: bool,
+    period_seconds: int,
+) -> Status:
+    """`missing` names windows with no data at all; they make the status unknown, never ok."""
+    if missing:
+        return Status("unknown", (), f"no data over {', '.join(missing)}")
+    if not period_has_events:
+        return Status("unknown", (), "no valid events over the period")
+    fired = tuple(
+        f"{p.severity}: {p.long}/{p.short} burn > {p.factor(period_seconds):.4g}x"
+        for p in ALERT_PAIRS
+        if pair_fires(p, burns, period_seconds)
+    )
+    for level in ("page", "ticket"):
+        if any(f.startswith(level) for f in fired):
+            return Status(level, fired, "; ".join(fired))
+    return Status("ok", (), "no burn-rate pair above its threshold")

@@ -1,0 +1,66 @@
+"""slo-generator as a library: `compute()` with an injected client that answers from memory.
+
+opsctl fetches every count of a report at one instant first (see report.py); slo-generator then
+computes each window from those answers. That avoids its pitfalls: its own Prometheus client
+ignores the timestamp, has no timeout, runs good and valid queries at different instants and
+configures itself through environment variables; it `sys.exit(0)`s on an unknown backend or
+policy name. Its burn rate is rounded to 0.1 and its SLI to 6 decimals, so opsctl keeps the
+exact counts for its own math and cross-checks the SLI against slo-generator's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from opsctl.errors import OpsctlError
+from opsctl.slo.model import SloDefinition
+
+
+class MemoClient:
+    """The `client` slo-generator's Prometheus backend calls: `.query(metric=PROMQL) -> JSON str`."""
+
+    def __init__(self, answers: dict[str, float | None], at: float):
+        self.answers = answers
+        self.at = at
+
+    def query(self, metric: str) -> str:
+        if metric not in self.answers:
+            raise OpsctlError(f"internal error: slo-generator asked for a query opsctl did not plan: {metric}")
+        value = self.answers[metric]
+        result = [] if value is None else [{"metric": {}, "value": [self.at, repr(float(value))]}]
+        return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
+
+
+def _shared_config(windows: dict[str, int]) -> dict:
+    steps = [
+        {
+            "name": name,
+            "window": seconds,
+            "burn_rate_threshold": 1,
+            "alert": False,
+            "message_alert": "burning",
+            "message_ok": "ok",
+        }
+        for name, seconds in windows.items()
+    ]
+    return {
+        "backends": {"prometheus": {}},
+        "exporters": {},
+        "error_budget_policies": {"default": {"steps": steps}},
+    }
+
+
+def compute_windows(slo: SloDefinition, windows: dict[str, int], client: MemoClient) -> dict[str, dict]:
+    """Run slo-generator over every window; returns its JSON report per window name."""
+    from slo_generator.compute import compute
+
+    logging.getLogger("slo_generator").setLevel(logging.CRITICAL)
+    document = slo.slo_generator_config()
+    document["spec"]["error_budget_policy"] = "default"
+    document["spec"]["exporters"] = []
+    try:
+        reports = compute(document, _shared_config(windows), timestamp=client.at, client=client, do_export=False)
+    except SystemExit as exc:  # slo-generator exits on unknown backends and policies
+        raise OpsctlError(f"slo-generator refused {slo.file}: unknown backend or error budget policy") from exc
+    return {r["error_budget_policy_step_name"]: r for r in reports}

@@ -1,0 +1,147 @@
+"""An SLO report: every count fetched at one instant, each SLO computed, status per SLO."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from opsctl.clock import format_duration, format_rfc3339
+from opsctl.errors import OpsctlError
+from opsctl.metrics.base import MetricSource
+from opsctl.metrics.promql import increase_query
+from opsctl.slo import budget
+from opsctl.slo.conventions import WINDOWS
+from opsctl.slo.generator import MemoClient, compute_windows
+from opsctl.slo.model import SloDefinition
+
+PERIOD = "period"
+SLI_TOLERANCE = 1e-6  # slo-generator rounds its SLI to 6 decimals
+
+
+@dataclass
+class SloResult:
+    slo: SloDefinition
+    at: float
+    period_seconds: int
+    counts: dict[str, budget.WindowCounts]
+    burn_rate: dict[str, float | None]
+    status: budget.Status
+    sli: float | None = None
+    error_budget_remaining: float | None = None
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def events(self) -> float | None:
+        return self.counts[PERIOD].valid
+
+    @property
+    def bad_events(self) -> float | None:
+        return self.counts[PERIOD].bad
+
+    def worst_burn(self) -> tuple[str, float] | None:
+        rated = [(w, r) for w, r in self.burn_rate.items() if r is not None]
+        return max(rated, key=lambda item: item[1]) if rated else None
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.slo.name,
+            "backend": self.slo.backend,
+            "kind": self.slo.kind,
+            "goal": self.slo.goal,
+            "period": format_duration(self.period_seconds),
+            "at": format_rfc3339(self.at),
+            "sli": self.sli,
+            "error_budget_remaining": self.error_budget_remaining,
+            "burn_rate": dict(self.burn_rate),
+            "status": self.status.level,
+            "reason": self.status.reason,
+            "alerts": list(self.status.fired),
+            "events": _count(self.events),
+            "bad_events": _count(self.bad_events),
+            "file": self.slo.file,
+        }
+
+
+def _count(value: float | None) -> float | int | None:
+    if value is None:
+        return None
+    return int(round(value)) if abs(value - round(value)) < 1e-9 else value
+
+
+def report_windows(period_seconds: int) -> dict[str, int]:
+    return {**WINDOWS, PERIOD: period_seconds}
+
+
+def plan_queries(slos: Sequence[SloDefinition], windows: dict[str, int]) -> list[str]:
+    """Every distinct query a report needs, in the exact form slo-generator will ask for it."""
+    seen: dict[str, None] = {}
+    for slo in slos:
+        for seconds in windows.values():
+            seen.setdefault(increase_query(slo.filter_good, seconds))
+            seen.setdefault(increase_query(slo.filter_valid, seconds))
+    return list(seen)
+
+
+def build_report(
+    slos: Sequence[SloDefinition],
+    source: MetricSource,
+    at: float,
+    period_seconds: int,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> list[SloResult]:
+    windows = report_windows(period_seconds)
+    queries = plan_queries(slos, windows)
+    if progress:
+        progress(f"querying {source.description}: {len(queries)} queries for {len(slos)} SLOs")
+    answers = dict(zip(queries, source.query_many(queries, at)))
+    client = MemoClient(answers, at)
+    return [_evaluate(slo, windows, answers, client, at, period_seconds) for slo in slos]
+
+
+def _evaluate(slo, windows, answers, client, at, period_seconds) -> SloResult:
+    counts = {
+        name: budget.WindowCounts(
+            good=answers[increase_query(slo.filter_good, seconds)],
+            valid=answers[increase_query(slo.filter_valid, seconds)],
+        )
+        for name, seconds in windows.items()
+    }
+    missing = []
+    for name, c in counts.items():
+        if c.good is None and c.valid is None:
+            missing.append(name)
+        elif c.good is None:
+            missing.append(f"{name} (filter_good matched no series)")
+        elif c.valid is None:
+            missing.append(f"{name} (filter_valid matched no series)")
+    burns = {name: budget.burn_rate(counts[name], slo.goal) for name in WINDOWS}
+    period = counts[PERIOD]
+    status = budget.evaluate_status(
+        burns, missing, period.has_data and period.valid > 0, period_seconds
+    )
+    result = SloResult(slo, at, period_seconds, counts, burns, status, missing=missing)
+    if period.has_data and period.valid > 0:
+        result.sli = 1.0 - budget.error_ratio(period)
+        result.error_budget_remaining = budget.budget_remaining(period, slo.goal)
+    _cross_check(slo, windows, counts, client)
+    return result
+
+
+def _cross_check(slo, windows, counts, client) -> None:
+    """slo-generator computes the same windows from the same answers; its SLI must agree with ours."""
+    computable = {n: s for n, s in windows.items() if counts[n].has_data and counts[n].valid > 0}
+    if not computable:
+        return
+    reports = compute_windows(slo, computable, client)
+    for name in computable:
+        report = reports.get(name)
+        if report is None or not report.get("valid"):
+            errors = "; ".join(report.get("errors", [])) if report else "no report"
+            raise OpsctlError(f"slo-generator could not compute {slo.name} over {name}: {errors}")
+        ours = 1.0 - budget.error_ratio(counts[name])
+        if abs(report["sli_measurement"] - round(ours, 6)) > SLI_TOLERANCE:
+            raise OpsctlError(
+                f"internal error: slo-generator's SLI {report['sli_measurement']} for {slo.name} over {name}"
+                f" disagrees with opsctl's {ours:.6f}"
+            )

@@ -1,0 +1,159 @@
+"""Shared fixtures: running the CLI in-process, temp configs, and real Prometheus on loopback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI") == "true"
+
+
+def require_binary(name: str) -> str:
+    """Path of a binary; outside CI a missing one skips, under CI=true it fails."""
+    path = shutil.which(name)
+    if path:
+        return path
+    if IN_CI:
+        pytest.fail(f"{name} is required under CI but is not installed (.ci/run installs it)")
+    pytest.skip(f"{name} not installed")
+
+
+@dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def run_opsctl(*args: str, env: dict | None = None, cwd: Path | None = None, input: str | None = None) -> Result:
+    """Run the real CLI in a subprocess: exit codes, stdout and stderr exactly as a user sees them."""
+    inherited = {k: v for k, v in os.environ.items() if k != "OPSCTL_CONFIG"}
+    full_env = {**inherited, "PYTHONPATH": str(REPO), **(env or {})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "opsctl", *args],
+        capture_output=True, text=True, env=full_env, cwd=cwd, input=input, timeout=300,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def opsctl():
+    return run_opsctl
+
+
+def write_config(directory: Path, extra: str = "", *, slo_dir: Path | None = None, source: str = "embedded",
+                 prometheus_url: str = "http://127.0.0.1:9090") -> Path:
+    """A config like the embedded default, with its state under `directory`."""
+    path = directory / "opsctl.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        service: llm-inference
+        backends:
+          internal: {{kind: internal, description: vLLM pods}}
+          databricks: {{kind: vendor, vendor: databricks}}
+        metrics:
+          source: {source}
+          prometheus: {{url: "{prometheus_url}", timeout: 5, report_deadline: 30}}
+        slos: {{dir: "{slo_dir or REPO / 'slos'}", period: 28d}}
+        state_dir: "{directory / 'state'}"
+        """) + textwrap.dedent(extra))
+    return path
+
+
+@pytest.fixture
+def config_file(tmp_path):
+    return write_config(tmp_path)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError as exc:
+            last = exc
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} not ready after {timeout}s: {last}")
+
+
+class PrometheusServer:
+    """A real Prometheus on 127.0.0.1 with a temp data dir, optionally backfilled by promtool."""
+
+    def __init__(self, workdir: Path, openmetrics: Path | None = None, config_yaml: str | None = None,
+                 rule_files: list[Path] | None = None, extra_args: list[str] | None = None):
+        self.binary = require_binary("prometheus")
+        self.promtool = require_binary("promtool")
+        self.workdir = workdir
+        self.data = workdir / "prom-data"
+        self.data.mkdir(parents=True, exist_ok=True)
+        if openmetrics is not None:
+            subprocess.run(
+                [self.promtool, "tsdb", "create-blocks-from", "openmetrics", str(openmetrics), str(self.data)],
+                check=True, capture_output=True, timeout=600,
+            )
+        config = workdir / "prometheus.yml"
+        rules = "".join(f"\n  - {p}" for p in (rule_files or []))
+        config.write_text(config_yaml or ("global:\n  evaluation_interval: 15s\n" + (f"rule_files:{rules}\n" if rules else "")))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(workdir / "prometheus.log", "w")
+        self.proc = subprocess.Popen(
+            [self.binary, f"--config.file={config}", f"--storage.tsdb.path={self.data}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=3650d",
+             "--web.enable-lifecycle", *(extra_args or [])],
+            stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_http(f"{self.url}/-/ready", timeout=60)
+        except Exception:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self.log.close()
+
+
+@pytest.fixture
+def prometheus_factory(tmp_path):
+    servers: list[PrometheusServer] = []
+
+    def start(**kwargs) -> PrometheusServer:
+        workdir = tmp_path / f"prom{len(servers)}"
+        workdir.mkdir()
+        server = PrometheusServer(workdir, **kwargs)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

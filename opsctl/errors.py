@@ -36,7 +36,7 @@ class ConfigError(UsageError):
 
     def __init__(self, message: str, *, problems: list[str] | None = None, hint: str | None = None):
         self.problems = problems or [message]
-        if problems and len(problems) > 1:
+        if problems and problems != [message]:
             message = message + "\n" + "\n".join(f"  - {p}" for p in problems)
         super().__init__(message, hint=hint)
 

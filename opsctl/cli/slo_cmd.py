@@ -83,6 +83,15 @@ def _pct(value, digits=4):
     return "-" if value is None else f"{value * 100:.{digits}f}%"
 
 
+def _why(row) -> str:
+    if row["status"] == "ok":
+        return ""
+    if row["alerts"]:
+        more = len(row["alerts"]) - 1
+        return row["alerts"][0] + (f" (+{more} more)" if more else "")
+    return row["reason"]
+
+
 def _table(rows):
     table_rows = []
     for r in rows:
@@ -96,6 +105,6 @@ def _table(rows):
             _pct(r["error_budget_remaining"], 1),
             f"{worst[1]:.2f}x ({worst[0]})" if worst else "-",
             r["status"].upper() if r["status"] != "ok" else "ok",
-            "" if r["status"] == "ok" else r["reason"],
+            _why(r),
         ])
     return render_table(["SLO", "BACKEND", "GOAL", "SLI", "BUDGET LEFT", "WORST BURN", "STATUS", "WHY"], table_rows)

@@ -54,20 +54,16 @@ class PrometheusSource:
         """One fast probe, so a dead Prometheus costs one timeout, not minutes of retries."""
         import requests
 
+        timeout = min(self.settings.timeout, 5.0)
         try:
             response = self.client._session.get(
                 f"{self.url}/api/v1/status/buildinfo",
                 headers=self.client.headers,
                 auth=self.client.auth,
-                timeout=min(self.settings.timeout, 5.0),
+                timeout=timeout,
             )
-        except requests.Timeout as exc:
-            raise SourceUnavailable(f"{self.url} did not answer within {min(self.settings.timeout, 5.0)}s") from exc
         except requests.RequestException as exc:
-            raise SourceUnavailable(
-                f"cannot reach Prometheus at {self.url}: {_cause(exc)}",
-                hint="check --prometheus-url / metrics.prometheus.url and that the server is up",
-            ) from exc
+            raise self._unavailable(exc, timeout) from exc
         if response.status_code in (401, 403):
             raise UsageError(
                 f"Prometheus at {self.url} refused the credentials (HTTP {response.status_code})",
@@ -112,10 +108,8 @@ class PrometheusSource:
 
         try:
             return self.client.custom_query(expr, params={"time": f"{at:.3f}"})
-        except requests.Timeout as exc:
-            raise SourceUnavailable(f"{self.url} did not answer within {self.settings.timeout:g}s") from exc
         except requests.RequestException as exc:
-            raise SourceUnavailable(f"cannot reach Prometheus at {self.url}: {_cause(exc)}") from exc
+            raise self._unavailable(exc, self.settings.timeout) from exc
         except PrometheusApiClientException as exc:
             text = str(exc)
             if "HTTP Status Code 400" in text or "HTTP Status Code 422" in text:
@@ -123,6 +117,15 @@ class PrometheusSource:
             if "HTTP Status Code 401" in text or "HTTP Status Code 403" in text:
                 raise UsageError(f"Prometheus refused the credentials: {text[:120]}") from exc
             raise SourceUnavailable(f"Prometheus at {self.url} failed: {text[:300]}") from exc
+
+    def _unavailable(self, exc: Exception, timeout: float) -> SourceUnavailable:
+        hint = "check --prometheus-url / metrics.prometheus.url and that the server is up"
+        if "timed out" in str(exc).lower() or isinstance(exc, TimeoutError):
+            return SourceUnavailable(
+                f"Prometheus at {self.url} did not answer within {timeout:g}s",
+                hint="a slow server: raise metrics.prometheus.timeout, or check its load",
+            )
+        return SourceUnavailable(f"cannot reach Prometheus at {self.url}: {_cause(exc)}", hint=hint)
 
     def _query_batch(self, exprs: list[str], at: float) -> list[float | None]:
         union = " or ".join(f'label_replace({e}, "{TAG}", "{i}", "", "")' for i, e in enumerate(exprs))

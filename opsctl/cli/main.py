@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "slo": ("opsctl.cli.slo_cmd:slo", "SLO reports, error budgets and burn rates."),
     "metrics": ("opsctl.cli.metrics_cmd:metrics", "Load client-side metrics into the embedded store."),
     "sim": ("opsctl.cli.sim_cmd:sim", "Simulate client-side traffic into the embedded store."),
+    "serve": ("opsctl.cli.serve_cmd:serve", "Receive Alertmanager/PagerDuty webhooks and act by policy."),
 }
 
 

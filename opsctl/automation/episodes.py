@@ -104,7 +104,7 @@ class EpisodeStore:
         self.db = Database(path, SCHEMA)
         self.clock = clock
         self.owner = owner or default_owner()
-        self.lease = lease
+        self.lease_seconds = lease
 
     # -- alerts -------------------------------------------------------------------------------
 
@@ -155,7 +155,7 @@ class EpisodeStore:
         cur = conn.execute(
             "UPDATE episodes SET owner = ?, lease_until = ? WHERE id = ?"
             " AND (owner IS NULL OR owner = ? OR lease_until IS NULL OR lease_until < ?)",
-            (me, now + self.lease, episode_id, me, now),
+            (me, now + self.lease_seconds, episode_id, me, now),
         )
         if cur.rowcount != 1:
             raise Busy(f"episode {episode_id} is being acted on by another worker")
@@ -192,7 +192,7 @@ class EpisodeStore:
             if row is None:
                 return None
             conn.execute("UPDATE episodes SET state = 'restoring', owner = ?, lease_until = ? WHERE id = ?",
-                         (self._me(), now + self.lease, row["id"]))
+                         (self._me(), now + self.lease_seconds, row["id"]))
             return self.get(row["id"], conn)
 
     def next_restore_due(self) -> float | None:

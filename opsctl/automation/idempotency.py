@@ -129,7 +129,7 @@ class DeliveryLog:
         self.db = Database(path, SCHEMA)
         self.clock = clock
         self.owner = owner or default_owner()
-        self.lease = lease
+        self.lease_seconds = lease
 
     def admit(self, events: list[NewEvent], received_at: float | None = None) -> list[NewEvent]:
         """Record events not seen before, in one transaction; returns those that are new."""
@@ -156,7 +156,7 @@ class DeliveryLog:
             cur = conn.execute(
                 "UPDATE events SET state = 'running', owner = ?, lease_until = ?, attempts = attempts + 1"
                 " WHERE key = ? AND ((state = 'pending' AND not_before <= ?) OR (state = 'running' AND lease_until < ?))",
-                (self.owner, now + self.lease, key, now, now),
+                (self.owner, now + self.lease_seconds, key, now, now),
             )
             if cur.rowcount != 1:
                 return None

@@ -22,8 +22,9 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 
 class ServeMetrics:
     def __init__(self, queue_depth: Callable[[], int], queue_capacity: int):
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
+        disable_created_metrics()  # no *_created series: they double the output and nobody queries them
         self.registry = CollectorRegistry(auto_describe=True)
         self.deliveries = Counter("opsctl_webhook_deliveries", "Webhook requests by source and answer.",
                                   ["source", "result"], registry=self.registry)

@@ -58,9 +58,13 @@ def parse_timestamp(value: str) -> Timestamp:
         from datetime import timedelta
 
         tz = timezone(sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6])))
-    moment = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), tzinfo=tz)
-    utc = moment.astimezone(timezone.utc)
-    canonical = utc.strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
+    try:
+        moment = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), tzinfo=tz)
+        utc = moment.astimezone(timezone.utc)
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"not a valid instant: {value[:60]!r} ({exc})") from None
+    canonical = (f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}"
+                 f".{nanos:09d}Z")
     seconds = utc.timestamp() + nanos / 1e9 if utc.year > 1 else float("-inf")
     return Timestamp(seconds, canonical)
 

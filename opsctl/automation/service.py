@@ -120,7 +120,10 @@ class AutomationService:
                 if not unseen:
                     self.metrics.delivery(source, "duplicate")
                     return Answer(202, {"status": "duplicate", "events": len(events), "new": 0})
-                if self.queue.room() < len(unseen):
+                room = self.queue.room()
+                # A delivery larger than the whole queue is taken when the queue is idle (the sweep
+                # queues what did not fit); otherwise it could never be accepted at all.
+                if room < len(unseen) and room < self.queue.capacity:
                     self.metrics.delivery(source, "queue_full")
                     return Answer(503, {"error": "queue full: retry later", "queue_capacity": self.queue.capacity})
                 new = self.deliveries.admit(unseen, received_at)
@@ -129,7 +132,8 @@ class AutomationService:
                 self.metrics.delivery(source, "unavailable")
                 return Answer(503, {"error": "state database busy: retry later"})
             if new and not self.queue.offer([(e.partition, e.key) for e in new]):
-                log.warning("queue filled meanwhile: %d events recorded, the sweep queues them", len(new))
+                queued = sum(1 for e in new if self.queue.offer([(e.partition, e.key)]))
+                log.warning("queue full: %d of %d events queued, the sweep queues the rest", queued, len(new))
         self.metrics.delivery(source, "accepted")
         return Answer(202, {"status": "accepted", "events": len(events), "new": len(new)})
 

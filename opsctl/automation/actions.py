@@ -62,6 +62,7 @@ class RestoreRequest:
     context: Context
     backend: str  # the backend the automation failed over from, to get its traffic back
     incident: str | None
+    saved: Mapping[str, Any] = field(default_factory=dict)  # the failover's Outcome.data (split before/after)
 
 
 @dataclass(frozen=True)

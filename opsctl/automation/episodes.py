@@ -14,9 +14,10 @@ event from an earlier firing never reopens or resolves a later one.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -42,6 +43,7 @@ CREATE TABLE IF NOT EXISTS episodes (
     ticket TEXT,
     failover TEXT,                     -- outcome status of the failover, NULL before one was tried
     owned INTEGER NOT NULL DEFAULT 0,  -- 1 when this automation moved the traffic (so it may restore)
+    saved TEXT,                        -- JSON: what the failover returned (the split before and after)
     restore_due REAL,
     restore_refusals INTEGER NOT NULL DEFAULT 0,
     owner TEXT,
@@ -84,11 +86,13 @@ class Episode:
     owned: bool
     restore_due: float | None
     restore_refusals: int
+    saved: dict = field(default_factory=dict)
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "Episode":
         return cls(row["id"], row["policy"], row["target"], row["state"], row["opened_at"], row["incident"],
-                   row["ticket"], row["failover"], bool(row["owned"]), row["restore_due"], row["restore_refusals"])
+                   row["ticket"], row["failover"], bool(row["owned"]), row["restore_due"], row["restore_refusals"],
+                   json.loads(row["saved"]) if row["saved"] else {})
 
     @property
     def traffic_moved(self) -> bool:

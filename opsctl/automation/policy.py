@@ -18,6 +18,7 @@ dry run (or the global dry run) goes through the same steps with an executor tha
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -164,7 +165,7 @@ class PolicyEngine:
             self._act_on_firing(policy, event, episode, target, taken, failed, cancelled)
         finally:
             store.release(episode.id, incident=episode.incident, ticket=episode.ticket, failover=episode.failover,
-                          owned=int(episode.owned))
+                          owned=int(episode.owned), saved=json.dumps(episode.saved, sort_keys=True))
 
     def _act_on_firing(self, policy, event, episode: Episode, target, taken, failed, cancelled: bool) -> None:
         actions = policy.policy.actions
@@ -185,6 +186,7 @@ class PolicyEngine:
             episode.failover = outcome.status
             if outcome.status in ("applied", "dry_run"):
                 episode.owned = True
+                episode.saved = dict(outcome.data)
             done.append(f"failover from {target}: {outcome.status} ({outcome.detail})")
         if actions.ticket is not None and not episode.ticket:
             outcome = self._ticket(policy, event, episode, target, executor, context, dry, taken, failed)
@@ -313,15 +315,16 @@ class PolicyEngine:
                           f"restore-{episode.id}")
         started = self.clock()
         try:
-            outcome = executor.restore(RestoreRequest(context, backend=episode.target, incident=episode.incident))
+            outcome = executor.restore(RestoreRequest(context, backend=episode.target, incident=episode.incident,
+                                                      saved=episode.saved))
         except Exception as exc:  # a failed restore is retried after restore_retry
             log.exception("episode %s: restore failed", episode.id)
             outcome = Outcome("failed", _describe(exc))
         self._record(policy, None, episode, "restore", outcome, dry, taken, started=started,
                      received_at=episode.restore_due)
         with store.db.transaction() as conn:
-            if outcome.status in ("applied", "noop", "dry_run"):
-                store.close(conn, episode.id, f"restored: {outcome.status}")
+            if outcome.status in ("applied", "noop", "dry_run", "skipped"):
+                store.close(conn, episode.id, f"restore {outcome.status}: {outcome.detail}"[:500])
             else:
                 store.update(episode.id, conn, state="restore_pending", owner=None, lease_until=None,
                              restore_due=self.clock() + self.settings.restore_retry_seconds,

@@ -2,8 +2,8 @@
 
 An operation signals "worth retrying" by raising `RemoteUnavailable` (429, 5xx, network). Anything
 else propagates at once. The loop stops at whichever comes first: `max_attempts`, or the deadline
-(a wait that would end past the deadline is not started). A server's Retry-After is honoured up to
-`max_delay`.
+(a wait that would end past the deadline is not started). A server's Retry-After is honoured as a
+minimum wait; one that reaches past the deadline ends the loop at once, saying when to come back.
 """
 
 from __future__ import annotations
@@ -39,11 +39,12 @@ class RetryPolicy:
         )
 
     def backoff(self, attempt: int, retry_after: float | None = None, rand: Callable[[], float] = random.random) -> float:
-        """Delay before attempt `attempt + 1` (attempt counts from 1): full jitter, capped."""
+        """Delay before attempt `attempt + 1` (attempt counts from 1): full jitter, capped at max_delay;
+        never shorter than the server's Retry-After."""
         ceiling = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
         delay = ceiling * rand()
         if retry_after is not None:
-            delay = max(delay, min(retry_after, self.max_delay))
+            delay = max(delay, retry_after)
         return delay
 
 
@@ -72,8 +73,10 @@ def call_with_retry(
                 raise _gave_up(what, exc, attempt, elapsed, "attempt limit reached", maybe_sent) from exc
             delay = policy.backoff(attempt, exc.retry_after)
             if elapsed + delay >= policy.deadline:
-                raise _gave_up(what, exc, attempt, elapsed, f"deadline of {policy.deadline:g}s reached",
-                               maybe_sent) from exc
+                why = f"deadline of {policy.deadline:g}s reached"
+                if exc.retry_after is not None and exc.retry_after > policy.max_delay:
+                    why = f"the server asks to wait {exc.retry_after:g}s, past the {policy.deadline:g}s deadline"
+                raise _gave_up(what, exc, attempt, elapsed, why, maybe_sent) from exc
             log.warning("%s: %s; retrying in %.2fs (attempt %d of %d)", what, exc.message, delay, attempt + 1,
                         policy.max_attempts)
             if on_retry:

@@ -289,16 +289,16 @@ class PagerDutyPager:
             try:
                 return fn()
             except pagerduty.HttpError as exc:
-                # `from None`: the library's message quotes the last characters of the key.
-                raise self._http_error(exc.response, what, permission, credential) from None
+                err = self._http_error(exc.response, what, permission, credential)
             except pagerduty.Error as exc:
                 err = network_error("PagerDuty", what, client.url, exc)
-                if isinstance(err, RemoteUnavailable) and err.maybe_sent and not retry_ambiguous:
-                    raise OpsctlError(err.message, hint="the request may have reached PagerDuty: check there "
-                                                        "before running the command again") from None
-                raise err from None
             except pagerduty.UrlError as exc:
-                raise UsageError(f"PagerDuty: {what}: {exc}") from None
+                err = UsageError(f"PagerDuty: {what}: {exc}")
+            if isinstance(err, RemoteUnavailable) and err.maybe_sent and not retry_ambiguous:
+                err = OpsctlError(err.message, hint="the request may have reached PagerDuty: check there before "
+                                                    "running the command again")
+            # `from None`: the library's messages quote the last characters of the key.
+            raise err from None
 
         return call_with_retry(attempt, self.policy, f"PagerDuty {what}", on_retry=self.on_retry)
 

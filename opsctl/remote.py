@@ -149,7 +149,8 @@ def render_request(method: str, url: str, headers: Mapping[str, str], body: byte
     return out
 
 
-def network_error(service: str, what: str, url: str, exc: BaseException) -> OpsctlError:
+def network_error(service: str, what: str, url: str, exc: BaseException,
+                  redactor: "Redactor | None" = None) -> OpsctlError:
     """The opsctl error for a failure below HTTP (httpx, httpx2 or socket errors, found by class name).
 
     An untrusted certificate is a configuration problem (exit 2, not retried); a refused or
@@ -170,6 +171,8 @@ def network_error(service: str, what: str, url: str, exc: BaseException) -> Opsc
     names = {type(e).__name__ for e in chain}
     cause = chain[-1]
     text = short(str(cause) or type(cause).__name__, 160)
+    if redactor is not None:
+        text = redactor.scrub(text)
     refused = bool(names & {"ConnectError", "ConnectTimeout", "ConnectionRefusedError", "PoolTimeout"})
     return RemoteUnavailable(f"{service}: {what}: cannot reach {url}: {type(cause).__name__}: {text}",
                              maybe_sent=not refused)

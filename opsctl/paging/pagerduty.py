@@ -291,7 +291,7 @@ class PagerDutyPager:
             except pagerduty.HttpError as exc:
                 err = self._http_error(exc.response, what, permission, credential)
             except pagerduty.Error as exc:
-                err = network_error("PagerDuty", what, client.url, exc)
+                err = network_error("PagerDuty", what, client.url, exc, self.redactor)
             except pagerduty.UrlError as exc:
                 err = UsageError(f"PagerDuty: {what}: {exc}")
             if isinstance(err, RemoteUnavailable) and err.maybe_sent and not retry_ambiguous:

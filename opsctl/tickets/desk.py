@@ -14,6 +14,8 @@ have filed something keeps it, so the next run checks before sending.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from opsctl.errors import ConflictError, OpsctlError
 from opsctl.remote import RemoteUnavailable
 from opsctl.retry import RetryPolicy, call_with_retry
@@ -45,6 +47,8 @@ class TicketDesk:
                                    stale_after=self.policy.deadline + 60)
         if claim.state == "filed":
             return _from_record(claim.record, request)
+        if claim.wire_key != key:
+            request = replace(request, idempotency_key=claim.wire_key)
         interrupted = claim.state == "interrupted"
         state = {"maybe_sent": False}
         try:
@@ -115,7 +119,8 @@ class TicketDesk:
 
 
 def _from_record(rec: dict, request: TicketRequest) -> FiledTicket:
-    return FiledTicket(id=rec["ticket_id"], provider=rec["provider"], vendor=rec["vendor"], key=rec["key"],
+    return FiledTicket(id=rec["ticket_id"], provider=rec["provider"], vendor=rec["vendor"],
+                       key=rec.get("wire_key", rec["key"]),
                        filed_at=rec["filed_at"], category=rec["category"], severity=rec["severity"],
                        subject=rec.get("subject") or request.title, drill=rec.get("drill", False),
                        url=rec.get("url"), status=rec.get("last_status"), outcome="existing")

@@ -99,8 +99,13 @@ class HttpApi:
                 for v in value:
                     walk(v)
             elif isinstance(value, dict):
-                for k in ("error", "message", "description", "details", "errorMessage", "errorMessages", "errors"):
-                    if k in value:
+                for k in ("error", "message", "description", "errorMessage", "errorMessages", "errors", "details"):
+                    if k not in value:
+                        continue
+                    if k in ("details", "errors") and isinstance(value[k], dict):  # {field: [problems]}
+                        for v in value[k].values():
+                            walk(v)
+                    else:
                         walk(value[k])
 
         walk(body)

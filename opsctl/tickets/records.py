@@ -23,7 +23,8 @@ from opsctl.tickets.base import FiledTicket, TicketRequest, TicketStatus
 @dataclass(frozen=True)
 class Claim:
     state: str  # new | filed | interrupted
-    record: dict | None = None
+    record: dict | None
+    wire_key: str  # the idempotency key the channel sees
 
 
 class TicketRecords:
@@ -32,16 +33,22 @@ class TicketRecords:
 
     def claim(self, request: TicketRequest, provider: str, *, now: float, window: float | None,
               stale_after: float) -> Claim:
-        """Claim `request.key` for sending, or say why not to send: already filed, or interrupted."""
+        """Claim `request.key` for sending, or say why not to send: already filed, or interrupted.
+
+        `window` (derived keys only): a filed record older than this is history, and the new ticket
+        goes out under a fresh wire key (the channel would otherwise return the old ticket).
+        """
         key = request.key
         with updating(self.path, _empty()) as data:
             records = data["records"]
             rec = records.get(key)
+            wire_key = key
             if rec and rec["state"] == "filed":
                 if window is None or now - rec["filed_at"] <= window:
-                    return Claim("filed", dict(rec))
+                    return Claim("filed", dict(rec), rec.get("wire_key", key))
                 # Same content long after: a new ticket. Keep the old record under another name.
                 records[f"{key}@{int(rec['filed_at'])}"] = rec
+                wire_key = f"{key}.{int(now)}"
                 rec = None
             if rec and rec["state"] == "pending":
                 age = time.time() - rec["started_at"]
@@ -51,13 +58,13 @@ class TicketRecords:
                         hint="wait for it to finish, then `opsctl ticket list` shows the ticket",
                     )
                 rec.update(pid=os.getpid(), host=socket.gethostname(), resumed_at=time.time())
-                return Claim("interrupted", dict(rec))
+                return Claim("interrupted", dict(rec), rec.get("wire_key", key))
             records[key] = {
-                "key": key, "state": "pending", "vendor": request.vendor, "provider": provider,
+                "key": key, "wire_key": wire_key, "state": "pending", "vendor": request.vendor, "provider": provider,
                 "category": request.category, "severity": request.severity, "subject": request.title,
                 "drill": request.drill, "started_at": time.time(), "pid": os.getpid(), "host": socket.gethostname(),
             }
-            return Claim("new")
+            return Claim("new", None, wire_key)
 
     def complete(self, key: str, filed: FiledTicket) -> None:
         with updating(self.path, _empty()) as data:
@@ -92,7 +99,7 @@ class TicketRecords:
         records = read_json(self.path, _empty())["records"]
         if id_or_key in records:
             return records[id_or_key]
-        matches = [r for r in records.values() if r.get("ticket_id") == id_or_key]
+        matches = [r for r in records.values() if id_or_key in (r.get("ticket_id"), r.get("wire_key"))]
         return max(matches, key=lambda r: r.get("filed_at", 0)) if matches else None
 
     def list(self, vendor: str | None = None) -> list[dict]:
@@ -104,7 +111,7 @@ class TicketRecords:
                 "id": rec.get("ticket_id"), "state": rec["state"], "vendor": rec.get("vendor"),
                 "provider": rec.get("provider"), "category": rec.get("category"), "severity": rec.get("severity"),
                 "subject": rec.get("subject"), "drill": rec.get("drill", False), "status": rec.get("last_status"),
-                "url": rec.get("url"), "idempotency_key": rec["key"],
+                "url": rec.get("url"), "idempotency_key": rec.get("wire_key", rec["key"]),
                 "filed_at": format_rfc3339(rec["filed_at"]) if rec.get("filed_at") is not None else None,
             }))
         return [row for _, row in sorted(rows, key=lambda r: r[0], reverse=True)]

@@ -52,7 +52,8 @@ class FakeHTTPSServer:
         self.ca = ca
         self.requests: list[Request] = []
         self.faults: list[Fault] = []
-        self.hooks: list[Callable[[Request], None]] = []
+        self.hooks: list[Callable[[Request], None]] = []  # before handling a request
+        self.after_hooks: list[Callable[[Request], None]] = []  # after handling, before answering
         self.lock = threading.RLock()
         cert = ca.issue_cert("127.0.0.1", "localhost")
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -85,7 +86,11 @@ class FakeHTTPSServer:
 
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):
+                pass  # a client that went away (killed in a crash test) is not an error here
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
@@ -141,6 +146,8 @@ class FakeHTTPSServer:
             return fault.status, fault.body, fault.headers
         with self.lock:
             result = self.route(req)
+        for hook in list(self.after_hooks):
+            hook(req)
         if fault is not None:
             return fault.status, fault.body, fault.headers
         return result

@@ -30,6 +30,8 @@ class _Handler:
             "raw": envelope.original_content, "authenticated": session.authenticated,
             "tls": session.ssl is not None,
         })
+        for hook in list(self.server.after_data_hooks):
+            hook()
         return "250 OK"
 
 
@@ -39,6 +41,7 @@ class FakeSMTP:
         self.password = password
         self.messages: list[dict] = []
         self.data_failures: list[str] = []
+        self.after_data_hooks: list = []  # run after a message arrived, before the server answers
         self.auth_attempts: list[str] = []
         context = None
         if starttls:

@@ -14,7 +14,7 @@ from opsctl.paging.base import ChangeEvent, PageEvent
 from opsctl.paging.registry import open_pager
 from opsctl.tickets.base import TicketRequest
 from opsctl.tickets.registry import open_ticket_provider
-from tests.fakes.fixtures import FAST_RETRY, load, run_cli, write_config
+from tests.fakes.fixtures import load, run_cli, write_config
 from tests.fakes.pagerduty import FakePagerDuty
 from tests.paging.conftest import API_TOKEN, ROUTING_KEY, pd_config_text
 from tests.tickets.conftest import (

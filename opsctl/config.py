@@ -193,8 +193,7 @@ class PagingConfig:
             raise ValueError("provider pagerduty needs pagerduty.routing_key ({env: ...} or {file: ...})")
 
 
-SEVERITIES = ("Sev1", "Sev2", "Sev3", "Sev4")
-TICKET_PROVIDERS = ("local", "zendesk", "jira", "email", "webhook")
+SEVERITIES = ("Sev1", "Sev2", "Sev3", "Sev4")  # opsctl's ticket severities, Sev1 = service down
 
 
 @dataclass(frozen=True)

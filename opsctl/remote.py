@@ -176,3 +176,16 @@ def network_error(service: str, what: str, url: str, exc: BaseException,
     refused = bool(names & {"ConnectError", "ConnectTimeout", "ConnectionRefusedError", "PoolTimeout"})
     return RemoteUnavailable(f"{service}: {what}: cannot reach {url}: {type(cause).__name__}: {text}",
                              maybe_sent=not refused)
+
+
+def tls_context(ca_file=None):
+    """The system's trusted CAs, plus `ca_file` when set (a TLS-inspecting proxy, a private CA)."""
+    import ssl
+
+    context = ssl.create_default_context()
+    if ca_file:
+        try:
+            context.load_verify_locations(cafile=str(ca_file))
+        except (OSError, ssl.SSLError) as exc:
+            raise UsageError(f"ca_file {ca_file}: cannot load it as a CA bundle: {exc}") from exc
+    return context

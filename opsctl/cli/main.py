@@ -68,6 +68,8 @@ def cli(ctx, config_path):
       opsctl sim generate --days 28          # four weeks of simulated traffic
       opsctl slo report                      # SLOs, error budget left, burn rates
       opsctl slo report --prometheus-url http://prometheus:9090 -o json
+      opsctl page trigger -s "databricks 5xx at 12%" --component databricks
+      opsctl ticket file --vendor databricks --category inference --severity Sev2 --subject "..."
 
     Exit codes: 0 ok, 1 failed, 2 invalid input, 3 no data, 4 refused by a guard, 5 conflict.
     """

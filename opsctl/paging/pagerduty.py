@@ -39,6 +39,7 @@ from opsctl.remote import (
     network_error,
     parse_retry_after,
     short,
+    tls_context,
 )
 from opsctl.retry import RetryPolicy, call_with_retry
 
@@ -235,9 +236,7 @@ class PagerDutyPager:
         s = self.settings
         kwargs: dict[str, Any] = {}
         if self.ca_file:
-            import ssl
-
-            kwargs["verify"] = ssl.create_default_context(cafile=str(self.ca_file))
+            kwargs["verify"] = tls_context(self.ca_file)
         if self._transport is not None:
             kwargs["transport"] = self._transport
         if kind == "events":

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from opsctl.clock import format_rfc3339
+from opsctl.config import SEVERITIES
 from opsctl.errors import UsageError
-
-SEVERITIES = ("Sev1", "Sev2", "Sev3", "Sev4")
 DRILL_PREFIX = "[DRILL] "
 DRILL_TAG = "drill"
 KEY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")

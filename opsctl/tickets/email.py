@@ -16,7 +16,7 @@ from pathlib import Path
 
 from opsctl.clock import WallClock
 from opsctl.errors import UsageError
-from opsctl.remote import Redactor, RemoteAuthError, RemoteRejected, RemoteUnavailable, short
+from opsctl.remote import Redactor, RemoteAuthError, RemoteRejected, RemoteUnavailable, short, tls_context
 from opsctl.tickets.base import FiledTicket, TicketRequest, TicketStatus, route
 
 NOT_READABLE = ("email cannot be read back: the vendor answers by mail; check the support inbox or the "
@@ -61,7 +61,7 @@ class EmailProvider:
         timeout = timeout or s.retry.timeout
         sending = False
         try:
-            context = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
+            context = tls_context(self.ca_file)
             if s.security == "ssl":
                 smtp = smtplib.SMTP_SSL(s.host, s.port, timeout=timeout, context=context)
             else:

@@ -7,13 +7,20 @@ saying where the secret lives. Retries belong to `desk.TicketDesk`, not here.
 
 from __future__ import annotations
 
-import ssl
 from pathlib import Path
 from typing import Any, Callable
 
 from opsctl import __version__
 from opsctl.errors import OpsctlError
-from opsctl.remote import Redactor, error_for_status, network_error, parse_retry_after, render_request, short
+from opsctl.remote import (
+    Redactor,
+    error_for_status,
+    network_error,
+    parse_retry_after,
+    render_request,
+    short,
+    tls_context,
+)
 
 
 class HttpApi:
@@ -34,9 +41,7 @@ class HttpApi:
         if self._client is None:
             import httpx
 
-            verify: Any = True
-            if self.ca_file:
-                verify = ssl.create_default_context(cafile=str(self.ca_file))
+            verify: Any = tls_context(self.ca_file) if self.ca_file else True
             self._client = httpx.Client(verify=verify, timeout=self.timeout, follow_redirects=False,
                                         headers={"User-Agent": f"opsctl/{__version__}", "Accept": "application/json"})
         return self._client

@@ -13,15 +13,25 @@ DRY_RUN_ID = "(dry-run)"
 
 
 class DryRunTicketProvider:
-    def __init__(self, inner, clock):
+    def __init__(self, inner, clock, records=None, window: float | None = None):
         self.inner = inner
         self.clock = clock
+        self.records = records
+        self.window = window
         self.name = inner.name
         self.vendor = inner.vendor
         self.can_find = False
         self.resend_is_safe = True
 
     def file(self, request: TicketRequest, *, timeout: float | None = None) -> FiledTicket:
+        rec = self.records.get(request.key) if self.records is not None else None
+        if rec and rec.get("state") == "filed" and (
+                not request.key_is_derived or self.window is None or self.clock.now() - rec["filed_at"] <= self.window):
+            # The real run would return this ticket and send nothing.
+            return FiledTicket(id=rec["ticket_id"], provider=self.name, vendor=self.vendor, key=request.key,
+                               filed_at=rec["filed_at"], category=request.category, severity=request.severity,
+                               subject=rec.get("subject") or request.title, drill=request.drill, url=rec.get("url"),
+                               status="already filed: nothing would be sent", outcome="dry-run")
         return FiledTicket(id=DRY_RUN_ID, provider=self.name, vendor=self.vendor, key=request.key,
                            filed_at=self.clock.now(), category=request.category, severity=request.severity,
                            subject=request.title, drill=request.drill, outcome="dry-run",

@@ -76,7 +76,7 @@ def open_ticket_provider(cfg, vendor: str, *, dry_run: bool = False, resend: boo
     if dry_run:
         from opsctl.tickets.noop import DryRunTicketProvider
 
-        return DryRunTicketProvider(channel, clock)
+        return DryRunTicketProvider(channel, clock, ticket_records(cfg), parse_duration(cfg.tickets.dedup_window))
     from opsctl.tickets.desk import TicketDesk
 
     settings = getattr(cfg.tickets, name, None)

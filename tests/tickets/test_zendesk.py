@@ -151,3 +151,10 @@ def test_a_dry_run_files_nothing_and_shows_the_exact_request_with_the_token_reda
     assert req["json"]["ticket"]["subject"].startswith("[DRILL] ")
     assert ZD_TOKEN not in repr(filed.to_dict())
     assert ticket_records(zd_cfg).list() == []
+
+
+def test_a_dry_run_of_a_ticket_already_filed_says_nothing_would_be_sent(zendesk, zd_cfg):
+    filed = open_ticket_provider(zd_cfg, "databricks").file(request())
+    dry = open_ticket_provider(zd_cfg, "databricks", dry_run=True).file(request())
+    assert (dry.id, dry.requests, dry.status) == (filed.id, (), "already filed: nothing would be sent")
+    assert len(zendesk.requests_to("POST", "/api/v2/tickets.json")) == 1

@@ -79,3 +79,9 @@ tickets:
                       "--subject", "x"], config=path)
     assert result.returncode == 2
     assert "unknown vendor 'openai' (tickets.vendors: databricks)" in result.stderr
+
+
+def test_the_embedded_default_declares_each_section_once():
+    # yaml.safe_load keeps the last of two duplicate keys silently; make sure there are none.
+    top = [line.split(":")[0] for line in BUILTIN_CONFIG.read_text().splitlines() if line[:1].isalpha()]
+    assert len(top) == len(set(top)), top

@@ -18,6 +18,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "metrics": ("opsctl.cli.metrics_cmd:metrics", "Load client-side metrics into the embedded store."),
     "sim": ("opsctl.cli.sim_cmd:sim", "Simulate client-side traffic into the embedded store."),
     "serve": ("opsctl.cli.serve_cmd:serve", "Receive Alertmanager/PagerDuty webhooks and act by policy."),
+    "page": ("opsctl.cli.page_cmd:page", "Page on-call, follow incidents, on-call and maintenance windows."),
+    "ticket": ("opsctl.cli.ticket_cmd:ticket", "File vendor support tickets and read them back."),
 }
 
 
@@ -67,6 +69,8 @@ def cli(ctx, config_path):
       opsctl sim generate --days 28          # four weeks of simulated traffic
       opsctl slo report                      # SLOs, error budget left, burn rates
       opsctl slo report --prometheus-url http://prometheus:9090 -o json
+      opsctl page trigger -s "databricks 5xx at 12%" --component databricks
+      opsctl ticket file --vendor databricks --category inference --severity Sev2 --subject "..."
 
     Exit codes: 0 ok, 1 failed, 2 invalid input, 3 no data, 4 refused by a guard, 5 conflict.
     """

@@ -4,9 +4,11 @@ A policy matches an alert when every `match` label is equal and every `match_re`
 matches its regular expression (a missing label is the empty string, as in Alertmanager). For a
 firing alert, a policy's episode (see episodes.py) takes its actions once, in this order:
 
-    page      open an incident (folds into the open one: the dedup key is stable per policy and target)
     failover  move all user traffic away from the backend, through the traffic guards; during a
               freeze it is an emergency tied to the incident only where the policy says so
+    page      open the incident that asks a human to confirm (or act, when the failover was
+              refused); its dedup key is stable per policy and target and names the incident the
+              failover already recorded, so repeated alerts fold into the open incident
     ticket    file the support ticket with the backend's vendor
     note      add what was done to the incident
 
@@ -168,26 +170,33 @@ class PolicyEngine:
                           owned=int(episode.owned), saved=json.dumps(episode.saved, sort_keys=True))
 
     def _act_on_firing(self, policy, event, episode: Episode, target, taken, failed, cancelled: bool) -> None:
+        """Failover first (seconds count at four nines), then the page that asks a human to confirm it,
+        the vendor ticket, and the note. The incident key is known before paging (it is the pager's
+        dedup key), so the failover already names the incident the page opens."""
         actions = policy.policy.actions
         executor, dry = self.executor_for(policy)
         context = self._context(policy, event)
+        incident_key = f"opsctl-automation-{policy.name}-{target}"
         done: list[str] = []
         if cancelled:
             done.append("restore cancelled: the alert fired again inside the hold-down")
+        failover: Outcome | None = None
+        if actions.failover is not None and episode.failover not in ("applied", "noop", "dry_run"):
+            failover = self._failover(policy, event, episode, target, executor, context, dry, taken, failed,
+                                      incident=episode.incident or incident_key)
+            episode.failover = failover.status
+            if failover.status in ("applied", "dry_run"):
+                episode.owned = True
+                episode.saved = dict(failover.data)
+            done.append(f"failover from {target}: {failover.status} ({failover.detail})")
         if actions.page is not None and not episode.incident:
             outcome = self._run(policy, event, episode, "page", dry, lambda: executor.page(PageRequest(
-                context, summary=self._page_summary(policy, event, target), severity=actions.page.severity,
-                dedup_key=f"opsctl-automation-{policy.name}-{target}", details=self._details(event),
+                context, summary=self._page_summary(policy, event, target, failover), severity=actions.page.severity,
+                dedup_key=incident_key, details={**self._details(event), **(
+                    {"failover": failover.to_dict()} if failover else {})},
             )), taken, failed)
             if outcome.status in ("applied", "noop", "dry_run"):
-                episode.incident = str(outcome.data.get("incident") or "") or None
-        if actions.failover is not None and episode.failover not in ("applied", "noop", "dry_run"):
-            outcome = self._failover(policy, event, episode, target, executor, context, dry, taken, failed)
-            episode.failover = outcome.status
-            if outcome.status in ("applied", "dry_run"):
-                episode.owned = True
-                episode.saved = dict(outcome.data)
-            done.append(f"failover from {target}: {outcome.status} ({outcome.detail})")
+                episode.incident = str(outcome.data.get("incident") or incident_key)
         if actions.ticket is not None and not episode.ticket:
             outcome = self._ticket(policy, event, episode, target, executor, context, dry, taken, failed)
             if outcome.status in ("applied", "noop", "dry_run", "skipped"):
@@ -198,20 +207,22 @@ class PolicyEngine:
             self._run(policy, event, episode, "note", dry, lambda: executor.note(
                 NoteRequest(context, incident=episode.incident, text=text)), taken, failed)
 
-    def _failover(self, policy, event, episode, target, executor, context, dry, taken, failed) -> Outcome:
+    def _failover(self, policy, event, episode, target, executor, context, dry, taken, failed, *,
+                  incident: str) -> Outcome:
         failover = policy.policy.actions.failover
         if target not in self.backends:
             outcome = Outcome("skipped", f"{target!r} is not a configured backend (known: {', '.join(sorted(self.backends))})")
             return self._record(policy, event, episode, "failover", outcome, dry, taken)
         with self.store.db.transaction() as conn:
-            others = self.store.other_moved(conn, episode)
-        if others:
-            away = ", ".join(sorted({e.target for e in others}))
+            moved_away = {e.target for e in self.store.other_moved(conn, episode)}
+        receivers = set(self.backends) - {target}
+        if receivers and receivers <= moved_away:
+            away = ", ".join(sorted(moved_away))
             outcome = Outcome("refused", f"traffic is already failed over away from {away}; failing over from"
                                          f" {target} too would leave no healthy backend: a human decides")
             return self._record(policy, event, episode, "failover", outcome, dry, taken)
         return self._run(policy, event, episode, "failover", dry, lambda: executor.failover(FailoverRequest(
-            context, backend=target, emergency_in_freeze=failover.emergency_in_freeze, incident=episode.incident,
+            context, backend=target, emergency_in_freeze=failover.emergency_in_freeze, incident=incident,
         )), taken, failed)
 
     def _ticket(self, policy, event, episode, target, executor, context, dry, taken, failed) -> Outcome:
@@ -369,11 +380,20 @@ class PolicyEngine:
         return Context(policy.name, event.labels.get("alertname", ""), dict(event.labels), event.summary(), event.key,
                        event.generator_url)
 
-    def _page_summary(self, policy: CompiledPolicy, event: AlertEvent, target: str) -> str:
-        actions = policy.policy.actions
+    def _page_summary(self, policy: CompiledPolicy, event: AlertEvent, target: str, failover: Outcome | None) -> str:
         what = event.labels.get("slo") or event.labels.get("alertname", "alert")
-        doing = f"; failing over away from {target} automatically, confirm" if actions.failover else ""
-        return f"{what} burning ({event.labels.get('severity', 'alert')}){doing}"[:1024]
+        head = f"{what} burning ({event.labels.get('severity', 'alert')})"
+        if failover is None:
+            return head[:1024]
+        tail = {
+            "applied": f"traffic failed over away from {target} automatically; confirm",
+            "dry_run": f"dry run: would fail over away from {target}",
+            "noop": f"no traffic on {target} to move",
+            "refused": f"automatic failover away from {target} REFUSED ({failover.detail}); act now",
+            "skipped": f"no automatic failover ({failover.detail})",
+            "failed": f"automatic failover away from {target} FAILED ({failover.detail}); act now",
+        }[failover.status]
+        return f"{head}: {tail}"[:1024]
 
     @staticmethod
     def _details(event: AlertEvent) -> dict:

@@ -40,14 +40,14 @@ def test_alertmanager_notifies_serve_which_acts_once_then_restores_after_the_hol
         # Alertmanager re-sends the same alert (the push again, a group_interval later): no new actions.
         am.push([_am_alert(ends_in=300, starts=starts)])
         time.sleep(3)
-        assert [a["action"] for a in actions(tmp_path)] == ["page", "failover", "ticket", "note"]
+        assert [a["action"] for a in actions(tmp_path)] == ["failover", "page", "ticket", "note"]
         resolved_at = time.monotonic()
         am.push([_am_alert(ends_in=-1, starts=starts)])  # endsAt in the past: resolved
         wait_for(lambda: actions(tmp_path, "restore"), timeout=30, what="restore after the hold-down")
         waited = time.monotonic() - resolved_at
         assert waited >= 2.0  # the hold-down
         done = [(a["action"], a["status"]) for a in actions(tmp_path)]
-        assert done == [("page", "dry_run"), ("failover", "dry_run"), ("ticket", "dry_run"), ("note", "dry_run"),
+        assert done == [("failover", "dry_run"), ("page", "dry_run"), ("ticket", "dry_run"), ("note", "dry_run"),
                         ("note", "dry_run"), ("restore", "dry_run"), ("note", "dry_run")]
         assert table_counts(tmp_path)["episodes"] == 1
         m = server.metrics()

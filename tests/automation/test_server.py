@@ -181,7 +181,7 @@ def test_duplicate_deliveries_act_once(tmp_path):
         assert replies == [202] * 15
         wait_for(lambda: len(actions(tmp_path, "note")) >= 1, what="the note after the firing alert")
         done = [(a["action"], a["status"]) for a in actions(tmp_path)]
-        assert done == [("page", "dry_run"), ("failover", "dry_run"), ("ticket", "dry_run"), ("note", "dry_run")]
+        assert done == [("failover", "dry_run"), ("page", "dry_run"), ("ticket", "dry_run"), ("note", "dry_run")]
         assert table_counts(tmp_path)["events"] == 1
         m = server.metrics()
         assert m['opsctl_webhook_deliveries_total{result="accepted",source="alertmanager"}'] == 1
@@ -200,7 +200,7 @@ def test_a_second_alert_of_the_same_episode_does_not_repeat_page_failover_or_tic
         assert server.post_alertmanager(message(alert(fingerprint="f2", long_window="6h"))).status == 202
         wait_for(lambda: table_counts(tmp_path)["alert_state"] == 2, what="second alert recorded")
         wait_for(lambda: server.metrics().get('opsctl_automation_events_total{result="done"}') == 2, what="2 events done")
-        assert [a["action"] for a in actions(tmp_path)] == ["page", "failover", "ticket", "note"]
+        assert [a["action"] for a in actions(tmp_path)] == ["failover", "page", "ticket", "note"]
     finally:
         server.stop()
 

@@ -112,6 +112,7 @@ class NewEvent:
     source: str
     partition: str
     payload: dict
+    needs_action: bool = True  # False: recorded as done at once (no policy matches it)
 
 
 @dataclass(frozen=True)
@@ -137,10 +138,13 @@ class DeliveryLog:
         new: list[NewEvent] = []
         with self.db.transaction() as conn:
             for ev in events:
+                state, done_at, result = ("pending", None, None) if ev.needs_action else (
+                    "done", now, '{"actions": [], "policies": []}')
                 cur = conn.execute(
-                    "INSERT OR IGNORE INTO events (key, source, payload, partition, state, received_at)"
-                    " VALUES (?, ?, ?, ?, 'pending', ?)",
-                    (ev.key, ev.source, json.dumps(ev.payload, sort_keys=True), ev.partition, now),
+                    "INSERT OR IGNORE INTO events (key, source, payload, partition, state, received_at, done_at, result)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (ev.key, ev.source, json.dumps(ev.payload, sort_keys=True), ev.partition, state, now, done_at,
+                     result),
                 )
                 if cur.rowcount == 1:
                     new.append(ev)

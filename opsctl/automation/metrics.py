@@ -9,7 +9,8 @@
                                                           skipped, refused (by a guard), failed
     opsctl_automation_action_latency_seconds{action}      delivery arrival -> action done (restore:
                                                           hold-down end -> done)
-    opsctl_automation_events_total{result}                events handled: done, retried, failed
+    opsctl_automation_events_total{result}                events handled: done, retried, failed, and
+                                                          no_policy (recorded, never queued)
     opsctl_automation_queue_depth / _queue_capacity       queued + in-flight events, and the bound
 """
 

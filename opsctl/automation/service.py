@@ -26,7 +26,7 @@ from opsctl.automation.idempotency import (
 )
 from opsctl.automation.metrics import ServeMetrics
 from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent
-from opsctl.automation.policy import ActionFailed, AlertEvent, PolicyEngine, Taken
+from opsctl.automation.policy import ActionFailed, AlertEvent, PolicyEngine, Taken, matching
 from opsctl.automation.queue import WorkQueue
 
 if TYPE_CHECKING:
@@ -101,7 +101,10 @@ class AutomationService:
                 "starts_at": alert.starts_at.canonical, "fingerprint": alert.fingerprint,
                 "group_key": message.group_key, "generator_url": alert.generator_url,
             }
-            events.append(NewEvent(key, "alertmanager", alert.labels.get("backend") or alert.fingerprint, payload))
+            # An alert no policy matches is recorded (for dedupe and the record) but never queued.
+            acts = bool(matching(self.engine.policies, alert.labels))
+            events.append(NewEvent(key, "alertmanager", alert.labels.get("backend") or alert.fingerprint, payload,
+                                   needs_action=acts))
         return self._admit("alertmanager", events, received_at)
 
     def accept_pagerduty(self, event: PagerDutyEvent, webhook_id: str, received_at: float) -> Answer:
@@ -120,13 +123,15 @@ class AutomationService:
                 if not unseen:
                     self.metrics.delivery(source, "duplicate")
                     return Answer(202, {"status": "duplicate", "events": len(events), "new": 0})
-                room = self.queue.room()
+                room, wanted = self.queue.room(), sum(1 for e in unseen if e.needs_action)
                 # A delivery larger than the whole queue is taken when the queue is idle (the sweep
                 # queues what did not fit); otherwise it could never be accepted at all.
-                if room < len(unseen) and room < self.queue.capacity:
+                if room < wanted and room < self.queue.capacity:
                     self.metrics.delivery(source, "queue_full")
                     return Answer(503, {"error": "queue full: retry later", "queue_capacity": self.queue.capacity})
                 new = self.deliveries.admit(unseen, received_at)
+                idle = sum(1 for e in new if not e.needs_action)
+                new = [e for e in new if e.needs_action]
             except sqlite3.OperationalError as exc:  # locked past the busy timeout: let the sender retry
                 log.warning("delivery log unavailable: %s", exc)
                 self.metrics.delivery(source, "unavailable")
@@ -134,8 +139,10 @@ class AutomationService:
             if new and not self.queue.offer([(e.partition, e.key) for e in new]):
                 queued = sum(1 for e in new if self.queue.offer([(e.partition, e.key)]))
                 log.warning("queue full: %d of %d events queued, the sweep queues the rest", queued, len(new))
+        if idle:
+            self.metrics.events.labels("no_policy").inc(idle)
         self.metrics.delivery(source, "accepted")
-        return Answer(202, {"status": "accepted", "events": len(events), "new": len(new)})
+        return Answer(202, {"status": "accepted", "events": len(events), "new": len(new) + idle, "queued": len(new)})
 
     # -- acting -------------------------------------------------------------------------------
 

@@ -91,14 +91,15 @@ def pd_event(event_id: str = "01EVENT", event_type: str = "incident.acknowledged
     }}
 
 
-def write_serve_config(directory: Path, *, policies: str, automation_extra: str = "", extra: str = "") -> Path:
+def write_serve_config(directory: Path, *, policies: str, automation_extra: str = "", extra: str = "",
+                       slo_dir: Path | None = None, period: str = "28d") -> Path:
     path = directory / "opsctl.yaml"
     path.write_text(textwrap.dedent(f"""\
         service: llm-inference
         backends:
           internal: {{kind: internal, description: vLLM pods}}
           databricks: {{kind: vendor, vendor: databricks, description: Databricks Model Serving}}
-        slos: {{dir: "{REPO / 'slos'}", period: 28d}}
+        slos: {{dir: "{slo_dir or REPO / 'slos'}", period: {period}}}
         state_dir: "{directory / 'state'}"
         """) + textwrap.dedent(extra) + "automation:\n" + textwrap.indent(textwrap.dedent(automation_extra), "  ")
         + "  policies:\n" + textwrap.indent(textwrap.dedent(policies), "    "))
@@ -201,6 +202,18 @@ def table_counts(config_dir: Path) -> dict[str, int]:
         conn.close()
 
 
+def event_states(config_dir: Path) -> list[str]:
+    """The delivery log's event states (pending, running, done, failed), read from its SQLite file."""
+    path = state_db(config_dir)
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    try:
+        return [r[0] for r in conn.execute("SELECT state FROM events ORDER BY received_at")]
+    finally:
+        conn.close()
+
+
 def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -215,7 +228,8 @@ class Alertmanager:
     """A real prometheus-alertmanager on 127.0.0.1, no clustering, temp storage, one webhook receiver."""
 
     def __init__(self, workdir: Path, webhook_url: str, *, token: str = TOKEN, group_wait: str = "1s",
-                 group_interval: str = "2s", repeat_interval: str = "1h", resolve_timeout: str = "5m"):
+                 group_interval: str = "2s", repeat_interval: str = "1h", resolve_timeout: str = "5m",
+                 port: int | None = None):
         self.binary = require_binary("prometheus-alertmanager")
         workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = workdir
@@ -241,7 +255,7 @@ class Alertmanager:
                         credentials_file: {workdir / 'token'}
             """))
         self.config = config
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(workdir / "alertmanager.log", "w")
         self.proc = subprocess.Popen(
@@ -274,3 +288,59 @@ class Alertmanager:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
         self.log.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The live path: file actuator, local pager and ticket ledgers, healthy metrics in the embedded store
+
+LIVE_EXTRA = """\
+traffic:
+  actuator: file
+  default_split: {databricks: 80, internal: 20}
+  rate_limit: {max_changes: 50, window: 1h}
+capacity: {backend: internal, source: static, replicas: 10, rps_per_replica: 150, headroom: 0.25, max_replicas: 10}
+paging: {provider: local}
+tickets:
+  provider: local
+  vendors:
+    databricks:
+      categories: {inference: Model Serving, platform: Workspace}
+      severities: {Sev1: "Severity 1", Sev2: "Severity 2", Sev3: "Severity 3", Sev4: "Severity 4"}
+"""
+
+ALWAYS_FROZEN = """\
+freezes:
+  - {name: launch, timezone: UTC, start: "2020-01-01T00:00", end: "2099-01-01T00:00", reason: launch week}
+"""
+
+
+def write_live_config(directory: Path, *, policies: str = FAILOVER_POLICY, automation_extra: str = "",
+                      frozen: bool = False, healthy_store: Path | None = None) -> Path:
+    """A config whose failover really moves the split in state/traffic/split.json."""
+    import shutil
+
+    (directory / "state").mkdir(parents=True, exist_ok=True)
+    if healthy_store is not None:
+        shutil.copy(healthy_store, directory / "state" / "metrics.sqlite")
+    extra = LIVE_EXTRA + (ALWAYS_FROZEN if frozen else "freezes: []\n")
+    return write_serve_config(directory, policies=policies, automation_extra=automation_extra, extra=extra)
+
+
+def split(directory: Path) -> dict | None:
+    """The split as the grammar service reads it: the file actuator's JSON, read directly."""
+    path = directory / "state" / "traffic" / "split.json"
+    return json.loads(path.read_text())["weights"] if path.exists() else None
+
+
+def audit(directory: Path, kind: str = "traffic") -> list[dict]:
+    path = directory / "state" / "audit.jsonl"
+    if not path.exists():
+        return []
+    entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [e for e in entries if e.get("kind") == kind]
+
+
+def ledger(directory: Path, name: str) -> dict:
+    """The local pager's (paging/ledger.json) or ticket provider's (tickets/ledger.json) ledger."""
+    path = directory / "state" / name
+    return json.loads(path.read_text()) if path.exists() else {}

@@ -94,6 +94,22 @@ def noise(round_no: int) -> list[dict]:
     return out
 
 
+def failover_row(workdir: Path, round_no: int) -> dict:
+    """The service's own record of the round's failover: when its delivery arrived, when it started."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{workdir / 'state' / 'automation' / 'automation.sqlite'}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT received_at, started_at, finished_at FROM actions WHERE action = 'failover'"
+                            " ORDER BY id").fetchall()
+    finally:
+        conn.close()
+    if len(rows) <= round_no:
+        return None
+    received_at, started_at, finished_at = rows[round_no]
+    return {"received_at": received_at, "started_at": started_at, "finished_at": finished_at}
+
+
 def run(rounds: int, workdir: Path) -> dict:
     (workdir / "state").mkdir(parents=True)
     store = EmbeddedStore.open(workdir / "state" / "metrics.sqlite", create=True)
@@ -106,6 +122,8 @@ def run(rounds: int, workdir: Path) -> dict:
     server = Serve(config)
     trigger_ms: list[float] = []
     answer_ms: list[float] = []
+    stages: dict[str, list[float]] = {"sent -> received": [], "received -> worker starts the failover": [],
+                                      "failover: guards, actuator write, audit": []}
     try:
         pool = ThreadPoolExecutor(CONCURRENCY)
         for r in range(rounds):
@@ -131,6 +149,10 @@ def run(rounds: int, workdir: Path) -> dict:
             applied = wait(lambda: [e for e in audit(workdir) if e["action"] == "failover" and e["outcome"] == "applied"
                                     ][r:] or None, 30, "the failover")
             trigger_ms.append((applied[0]["ts"] - sent[0]) * 1000)
+            row = wait(lambda: failover_row(workdir, r), 30, "the failover's record")
+            stages["sent -> received"].append((row["received_at"] - sent[0]) * 1000)
+            stages["received -> worker starts the failover"].append((row["started_at"] - row["received_at"]) * 1000)
+            stages["failover: guards, actuator write, audit"].append((applied[0]["ts"] - row["started_at"]) * 1000)
             assert split(workdir) == FAILED_OVER
             resolved = message(alert(fingerprint=f"ff{r:06x}", starts_at=starts, status="resolved"),
                                group_key=f"trigger-{r}")
@@ -147,6 +169,7 @@ def run(rounds: int, workdir: Path) -> dict:
         "rounds": rounds,
         "trigger_ms": trigger_ms,
         "answer_ms": answer_ms,
+        "stages": stages,
         "events_done": metrics.get('opsctl_automation_events_total{result="done"}', 0),
         "events_failed": failed,
     }
@@ -168,6 +191,8 @@ def summarize(result: dict) -> str:
         f"| delivery -> actuator (failover applied) | {statistics.median(t):.1f} | {percentile(t, 99):.1f} |"
         f" {max(t):.1f} | {len(t)} |",
         f"| delivery answered (202) | {statistics.median(a):.1f} | {percentile(a, 99):.1f} | {max(a):.1f} | {len(a)} |",
+        *(f"| &nbsp;&nbsp;trigger: {name} | {statistics.median(v):.1f} | {percentile(v, 99):.1f} | {max(v):.1f} |"
+          f" {len(v)} |" for name, v in result["stages"].items()),
         "",
         f"Target p99 < 100 ms for delivery -> actuator: {'met' if percentile(t, 99) < 100 else 'NOT met'}."
         f" Events handled: {result['events_done']:.0f} done, {result['events_failed']:.0f} failed.",

@@ -168,7 +168,11 @@ class EpisodeStore:
         if not fields:
             return
         cols = ", ".join(f"{k} = ?" for k in fields)
-        (conn or self.db.conn).execute(f"UPDATE episodes SET {cols} WHERE id = ?", (*fields.values(), episode_id))
+        sql, args = f"UPDATE episodes SET {cols} WHERE id = ?", (*fields.values(), episode_id)
+        if conn is not None:
+            conn.execute(sql, args)
+        else:
+            self.db.write(sql, args)
 
     def release(self, episode_id: int, **fields) -> None:
         self.update(episode_id, owner=None, lease_until=None, **fields)
@@ -212,7 +216,7 @@ class EpisodeStore:
     def record_action(self, *, event_key: str | None, policy: str, episode: int | None, action: str, status: str,
                       detail: str, dry_run: bool, received_at: float | None, started_at: float,
                       finished_at: float) -> None:
-        self.db.conn.execute(
+        self.db.write(
             "INSERT INTO actions (at, event_key, policy, episode, action, status, detail, dry_run, received_at,"
             " started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (finished_at, event_key, policy, episode, action, status, detail[:2000], int(dry_run), received_at,

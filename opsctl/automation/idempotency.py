@@ -46,6 +46,7 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_by_state ON events (state, not_before);
 """
 
+ADMIT_BUSY_TIMEOUT = 2.0  # seconds an incoming delivery waits for the write lock before it is answered 503
 DEFAULT_LEASE = 300.0  # longer than any bounded action (pager and ticket calls have 30 s deadlines)
 MAX_ATTEMPTS = 3
 
@@ -111,9 +112,13 @@ class Database:
         return conn
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, timeout: float = -1) -> Iterator[sqlite3.Connection]:
+        """A write transaction; `timeout` bounds the wait for this process's writers (then
+        sqlite3.OperationalError, as SQLite raises when another process holds the lock too long)."""
         conn = self.conn
-        with self.write_lock:
+        if not self.write_lock.acquire(timeout=timeout):
+            raise sqlite3.OperationalError("database is locked (by another writer in this process)")
+        try:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -121,6 +126,8 @@ class Database:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+        finally:
+            self.write_lock.release()
 
     def write(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
         """One write statement in its own (autocommit) transaction."""
@@ -158,7 +165,9 @@ class DeliveryLog:
         """Record events not seen before, in one transaction; returns those that are new."""
         now = self.clock() if received_at is None else received_at
         new: list[NewEvent] = []
-        with self.db.transaction() as conn:
+        # A sender waits for this answer (5 s at most): do not wait long for another replica's write.
+        self.db.conn.execute(f"PRAGMA busy_timeout = {int(ADMIT_BUSY_TIMEOUT * 1000)}")
+        with self.db.transaction(timeout=ADMIT_BUSY_TIMEOUT) as conn:
             for ev in events:
                 state, done_at, result = ("pending", None, None) if ev.needs_action else (
                     "done", now, '{"actions": [], "policies": []}')

@@ -163,13 +163,15 @@ class PolicyEngine:
             if cancelled:
                 store.update(episode.id, conn, state="open", restore_due=None)
                 episode.state = "open"
+            moved_away = {e.target for e in store.other_moved(conn, episode)}
         try:
-            self._act_on_firing(policy, event, episode, target, taken, failed, cancelled)
+            self._act_on_firing(policy, event, episode, target, taken, failed, cancelled, moved_away)
         finally:
             store.release(episode.id, incident=episode.incident, ticket=episode.ticket, failover=episode.failover,
                           owned=int(episode.owned), saved=json.dumps(episode.saved, sort_keys=True))
 
-    def _act_on_firing(self, policy, event, episode: Episode, target, taken, failed, cancelled: bool) -> None:
+    def _act_on_firing(self, policy, event, episode: Episode, target, taken, failed, cancelled: bool,
+                       moved_away: set[str]) -> None:
         """Failover first (seconds count at four nines), then the page that asks a human to confirm it,
         the vendor ticket, and the note. The incident key is known before paging (it is the pager's
         dedup key), so the failover already names the incident the page opens."""
@@ -183,7 +185,7 @@ class PolicyEngine:
         failover: Outcome | None = None
         if actions.failover is not None and episode.failover not in ("applied", "noop", "dry_run"):
             failover = self._failover(policy, event, episode, target, executor, context, dry, taken, failed,
-                                      incident=episode.incident or incident_key)
+                                      incident=episode.incident or incident_key, moved_away=moved_away)
             episode.failover = failover.status
             if failover.status in ("applied", "dry_run"):
                 episode.owned = True
@@ -208,13 +210,11 @@ class PolicyEngine:
                 NoteRequest(context, incident=episode.incident, text=text)), taken, failed)
 
     def _failover(self, policy, event, episode, target, executor, context, dry, taken, failed, *,
-                  incident: str) -> Outcome:
+                  incident: str, moved_away: set[str]) -> Outcome:
         failover = policy.policy.actions.failover
         if target not in self.backends:
             outcome = Outcome("skipped", f"{target!r} is not a configured backend (known: {', '.join(sorted(self.backends))})")
             return self._record(policy, event, episode, "failover", outcome, dry, taken)
-        with self.store.db.transaction() as conn:
-            moved_away = {e.target for e in self.store.other_moved(conn, episode)}
         receivers = set(self.backends) - {target}
         if receivers and receivers <= moved_away:
             away = ", ".join(sorted(moved_away))

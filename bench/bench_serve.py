@@ -2,7 +2,8 @@
 
 A running `opsctl serve` (subprocess, loopback) with the live executor: file actuator, local pager
 and ticket ledgers, one day of healthy metrics in the embedded store for the guards. Each round
-sends 50 Alertmanager deliveries at once from 50 threads released by one barrier: one page-level
+sends 50 Alertmanager deliveries at once from 50 threads released by one barrier, each on its own
+kept-alive HTTP connection (as Alertmanager's client keeps them): one page-level
 availability alert on databricks (the trigger) and 49 other alerts (ticket-level burn alerts of
 every SLO and backend, none matching a policy, each its own delivery and fingerprint, a third of
 them about databricks and so queued on the trigger's worker). Measured per round:
@@ -20,6 +21,7 @@ Appends the figures under "## serve" in bench/RESULTS.md (other sections are kep
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import platform
@@ -126,6 +128,8 @@ def run(rounds: int, workdir: Path) -> dict:
                                       "failover: guards, actuator write, audit": []}
     try:
         pool = ThreadPoolExecutor(CONCURRENCY)
+        # Like Alertmanager, each sender keeps its HTTP connection open between deliveries.
+        connections = [http.client.HTTPConnection("127.0.0.1", server.port, timeout=30) for _ in range(CONCURRENCY)]
         for r in range(rounds):
             starts = f"2026-11-29T{10 + r // 3600 % 10:02d}:{r // 60 % 60:02d}:{r % 60:02d}.5Z"
             trigger = alert(fingerprint=f"ff{r:06x}", starts_at=starts)
@@ -136,12 +140,15 @@ def run(rounds: int, workdir: Path) -> dict:
             sent = [0.0] * CONCURRENCY
 
             def deliver(i: int) -> float:
+                conn = connections[i]
                 barrier.wait(10)
                 sent[i] = time.time()
                 t0 = time.perf_counter()
-                reply = request(f"{server.url}/v1/alertmanager", bodies[i], headers=bearer())
-                if reply.status != 202:
-                    raise RuntimeError(f"delivery answered {reply.status}: {reply.body[:200]!r}")
+                conn.request("POST", "/v1/alertmanager", body=bodies[i], headers=bearer())
+                response = conn.getresponse()
+                body = response.read()
+                if response.status != 202:
+                    raise RuntimeError(f"delivery answered {response.status}: {body[:200]!r}")
                 return (time.perf_counter() - t0) * 1000
 
             answers = list(pool.map(deliver, range(CONCURRENCY)))
@@ -161,6 +168,8 @@ def run(rounds: int, workdir: Path) -> dict:
                                                             and e["outcome"] == "applied"]) == r + 1, 30, "the restore")
             wait(lambda: server.metrics().get("opsctl_automation_queue_depth") == 0, 30, "an idle queue")
         pool.shutdown()
+        for conn in connections:
+            conn.close()
         metrics = server.metrics()
     finally:
         server.stop()

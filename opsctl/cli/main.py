@@ -17,6 +17,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "slo": ("opsctl.cli.slo_cmd:slo", "SLO reports, error budgets and burn rates."),
     "metrics": ("opsctl.cli.metrics_cmd:metrics", "Load client-side metrics into the embedded store."),
     "sim": ("opsctl.cli.sim_cmd:sim", "Simulate client-side traffic into the embedded store."),
+    "probe": ("opsctl.cli.probe_cmd:probe", "Golden-set consistency probe of the backends' APIs."),
+    "shadow": ("opsctl.cli.shadow_cmd:shadow", "Shadow traffic: is a backend ready for real traffic?"),
+    "ab": ("opsctl.cli.ab_cmd:ab", "A/B equivalence (TOST) of a business metric for a migration."),
+    "cost": ("opsctl.cli.cost_cmd:cost", "Cost per million tokens per backend."),
 }
 
 

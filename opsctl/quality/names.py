@@ -1,12 +1,12 @@
 """One home for the names of the figures the consistency probe pushes (Prometheus conventions:
 snake_case, unit suffix, `_ratio` for 0..1 shares). Labels: `backend`, `reference` (the golden
-file, `golden`, or another backend's name), `quantile`."""
+file, `golden`, or another backend's name), `percentile`."""
 
 from __future__ import annotations
 
 EXACT_MATCH = "opsctl_probe_exact_match_ratio"  # {backend, reference}
 ERROR_RATIO = "opsctl_probe_error_ratio"  # {backend}: prompts not answered after retries
-LATENCY = "opsctl_probe_latency_seconds"  # {backend, quantile}
+LATENCY = "opsctl_probe_latency_seconds"  # {backend, percentile}; not `quantile`, which is for summaries
 PROMPT_TOKEN_MISMATCH = "opsctl_probe_prompt_token_mismatch_ratio"  # {backend, reference}
 PROMPT_TOKEN_OFFSET = "opsctl_probe_prompt_token_offset"  # {backend, reference}: only when constant
 BOS_SUSPECTED = "opsctl_probe_bos_suspected"  # {backend, reference}: 1 on a constant off-by-one
@@ -16,7 +16,7 @@ LAST_RUN = "opsctl_probe_last_run_timestamp_seconds"
 
 LABEL_BACKEND = "backend"
 LABEL_REFERENCE = "reference"
-LABEL_QUANTILE = "quantile"
+LABEL_PERCENTILE = "percentile"
 LABEL_SERVICE = "service"
 GOLDEN = "golden"
 

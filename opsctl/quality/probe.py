@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import combinations
 from typing import TYPE_CHECKING, Mapping, Sequence
 
@@ -261,14 +261,26 @@ def analyze(cases: Sequence[GoldenCase], answers: Mapping[str, Sequence[Answer]]
         pairs.append(pair)
         checks.append(Check(f"{a} vs {b}", pair.exact_match >= settings.min_exact_match_between,
                             f"exact match {pair.exact_match:.1%} (at least {settings.min_exact_match_between:.1%})"))
-        token_checks.append(token_check(a, b, [x.prompt_tokens for x in answers[a]],
-                                        [y.prompt_tokens for y in answers[b]]))
+        first, second = _culprit_first(a, b, token_checks)
+        tc = token_check(first, second, [x.prompt_tokens for x in answers[first]],
+                         [y.prompt_tokens for y in answers[second]])
+        if tc.mismatched and first != a:
+            tc = replace(tc, message=tc.message + f" ({second} matches the golden file)")
+        token_checks.append(tc)
 
     if settings.fail_on_prompt_token_mismatch:
         for tc in token_checks:
             if tc.mismatched:
                 checks.append(Check(f"{tc.backend} vs {tc.reference}: prompt tokens", False, tc.message))
     return ProbeReport(n, backends, pairs, token_checks, checks)
+
+
+def _culprit_first(a: str, b: str, checks: Sequence[TokenCheck]) -> tuple[str, str]:
+    """Order a pair so the backend the golden file shows to be off comes first, when it says so."""
+    golden = {c.backend: c for c in checks if c.reference == names.GOLDEN and c.compared}
+    if a in golden and b in golden and golden[a].mismatched == 0 and golden[b].mismatched:
+        return b, a
+    return a, b
 
 
 def samples(report: ProbeReport, *, service: str, at: float) -> list["Sample"]:
@@ -287,7 +299,7 @@ def samples(report: ProbeReport, *, service: str, at: float) -> list["Sample"]:
         for key, value in b.latency.items():
             if value is not None:
                 quantile = str(int(key[1:]) / 100)
-                out.append(Sample(names.LATENCY, value, {**base, names.LABEL_QUANTILE: quantile}))
+                out.append(Sample(names.LATENCY, value, {**base, names.LABEL_PERCENTILE: quantile}))
     for p in report.pairs:
         for x, y in ((p.a, p.b), (p.b, p.a)):
             out.append(Sample(names.EXACT_MATCH, p.exact_match,

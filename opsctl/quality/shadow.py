@@ -199,7 +199,7 @@ def _checks(s: TrafficFigures, p: TrafficFigures, required: float | None, settin
     else:
         limit = required * settings.min_load_ratio
         checks.append(ShadowCheck(
-            "load", s.rate >= limit, s.rate, required, limit,
+            "load", s.rate >= limit, s.rate, p.rate, limit,
             f"{s.name} carried {s.rate:.1f} req/s on average; it would take {required:.1f} req/s now "
             f"(needs at least {settings.min_load_ratio:g}x = {limit:.1f} req/s)"))
     return checks

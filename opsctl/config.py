@@ -580,7 +580,11 @@ def _build_dataclass(cls: type, value: Any, path: str, problems: list[str]) -> A
     if value is None:
         value = {}
     if not isinstance(value, dict):
-        problems.append(f"{_where(path)}: expected a mapping, got {_show(value)}")
+        if cls is SecretRef:  # an inline secret: say so without echoing it
+            problems.append(f"{_where(path)}: expected a mapping {{env: NAME}} or {{file: PATH}}, got a "
+                            f"{type(value).__name__} (secret values do not belong in the config; not shown)")
+        else:
+            problems.append(f"{_where(path)}: expected a mapping, got {_show(value)}")
         return None
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}

@@ -43,6 +43,11 @@ def equivalence(output, alpha, margin, relative_margin, **arms):
     Give successes/trials for a proportion, or mean/variance/n for a mean, for both arms.
     Equivalent when the (1 - 2 alpha) confidence interval of B - A lies inside the margin.
     Exit 0 when equivalent, 1 when equivalence is not shown, 2 on bad input.
+
+    \b
+    Example:
+      opsctl ab equivalence --successes-a 4000 --trials-a 10000 \\
+          --successes-b 4050 --trials-b 10000 --margin 0.02
     """
     from opsctl.errors import OpsctlError, UsageError
     from opsctl.quality import equivalence as eq

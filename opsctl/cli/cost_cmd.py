@@ -31,6 +31,10 @@ def report(app, window, prometheus_url, source_kind, at, output):
     Internal: replicas x GPUs x hours x GPU hourly price. Vendor: provisioned hourly price x hours,
     or per-million-token prices. Warns when a backend carried too small a share of the tokens
     (cost.min_traffic_share). Exit 3 when a priced backend has no data in the window.
+
+    \b
+    Example:
+      opsctl cost report --window 7d -o json
     """
     from opsctl.errors import NoDataError
     from opsctl.quality.cost import cost_report

@@ -44,6 +44,10 @@ def consistency(app, golden_path, backends, push, push_to, pushgateway_url, dry_
 
     Exit 0 when every threshold holds, 1 when one does not (the figures are still pushed), 2 on
     bad input or refused credentials.
+
+    \b
+    Example:
+      opsctl probe consistency --golden golden.jsonl --backend internal --backend databricks --push
     """
     from pathlib import Path
 

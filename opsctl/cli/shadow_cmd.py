@@ -34,6 +34,10 @@ def report(app, backend, primary, window, share, prometheus_url, source_kind, at
     """Error rate, latency percentiles and load of the shadow backend against the primary.
 
     Exit 0 when ready, 1 when not ready (the reasons are listed), 3 when a figure has no data.
+
+    \b
+    Example:
+      opsctl shadow report --backend internal --window 2h --share 0.5
     """
     from opsctl.errors import NoDataError, OpsctlError, UsageError
     from opsctl.quality.shadow import shadow_report

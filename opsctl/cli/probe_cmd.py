@@ -69,6 +69,10 @@ def consistency(app, golden_path, backends, push, push_to, pushgateway_url, dry_
     if push:  # a bad target fails before the probe runs
         target = open_sink(cfg, push_to or ("pushgateway" if pushgateway_url else None), url=pushgateway_url)
         sink = open_sink(cfg, "none") if dry_run else target
+    apis = {cfg.endpoints[n].api for n in names}
+    if len(apis) > 1:
+        click.echo("warning: the backends use different APIs (" + ", ".join(f"{n}: {cfg.endpoints[n].api}" for n in names)
+                   + "); the chat template changes answers and prompt-token counts on one side only", err=True)
     clients = open_clients(cfg, names, clock=clock)
     try:
         answers = run_probe(cases, clients, deadline_seconds=settings.deadline, concurrency=settings.concurrency,

@@ -294,3 +294,18 @@ def test_backend_without_endpoint_or_unknown_exits_2(opsctl, tmp_path):
     assert result.exit_code == 2 and "unknown backend 'nope'" in result.stderr
     result = probe(opsctl, cfg, golden)
     assert result.exit_code == 2 and "no endpoints configured" in result.stderr
+
+
+def test_mixed_apis_are_warned_about_and_the_template_offset_is_named(opsctl, tmp_path, healthy):
+    cfg = healthy.config(tmp_path)
+    text = cfg.read_text().replace("model: llm-inference-ft\n    auth:\n      databricks_oauth",
+                                   "model: llm-inference-ft\n    api: chat\n    auth:\n      databricks_oauth")
+    assert "api: chat" in text
+    cfg.write_text(text)
+    result = probe(opsctl, cfg, golden_file(tmp_path))
+    assert result.exit_code == 1, result.output
+    assert "warning: the backends use different APIs (internal: completions, databricks: chat)" in result.stderr
+    # the fake's chat template adds 4 tokens on every prompt: a constant offset, not a BOS problem
+    assert "databricks counts +4 prompt tokens against the golden file on every prompt (a different template?)" \
+        in result.stdout
+    assert "internal vs databricks  100.0%" in result.stdout

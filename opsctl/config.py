@@ -355,6 +355,280 @@ class TicketsConfig:
             raise ConfigError(f"unknown vendor {name!r} (tickets.vendors: {known})") from None
 
 
+# -- quality: endpoints the probe calls, thresholds, cost ---------------------------------------
+
+
+def _check_url(what: str, url: str) -> None:
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"{what} must start with http:// or https:// (got {url!r})")
+
+
+@dataclass(frozen=True)
+class DatabricksOAuth:
+    """OAuth machine-to-machine: a service principal's client id and secret exchanged for a token.
+
+    `workspace_url` implies the token endpoint `<workspace_url>/oidc/v1/token`; `token_url` names it
+    directly. The token is refreshed `refresh_margin` seconds before it expires; `persist` also keeps
+    it in the state dir (mode 0600) so consecutive runs do not each exchange credentials.
+    """
+
+    client_id: str
+    client_secret: SecretRef
+    workspace_url: str | None = None
+    token_url: str | None = None
+    scope: str = "all-apis"
+    refresh_margin: float = 300.0
+    persist: bool = False
+
+    def __post_init__(self):
+        if bool(self.workspace_url) == bool(self.token_url):
+            raise ValueError("give exactly one of 'workspace_url' or 'token_url'")
+        _check_url("workspace_url" if self.workspace_url else "token_url", self.workspace_url or self.token_url)
+        if not self.client_id.strip():
+            raise ValueError("client_id must not be empty")
+        if not 0 <= self.refresh_margin <= 3000:
+            raise ValueError("refresh_margin must be between 0 and 3000 seconds")
+
+    @property
+    def endpoint(self) -> str:
+        return self.token_url or self.workspace_url.rstrip("/") + "/oidc/v1/token"
+
+
+@dataclass(frozen=True)
+class EndpointAuth:
+    """At most one: a bearer token (vLLM --api-key), Databricks OAuth M2M, or a personal access token."""
+
+    bearer: SecretRef | None = None
+    databricks_oauth: DatabricksOAuth | None = None
+    pat: SecretRef | None = None
+
+    def __post_init__(self):
+        given = [n for n in ("bearer", "databricks_oauth", "pat") if getattr(self, n) is not None]
+        if len(given) > 1:
+            raise ValueError(f"use one auth method, not {' and '.join(given)}")
+
+    @property
+    def method(self) -> str:
+        for name in ("bearer", "databricks_oauth", "pat"):
+            if getattr(self, name) is not None:
+                return name
+        return "none"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A backend's OpenAI-compatible API: vLLM `http://host:8000/v1`, Databricks
+    `https://<workspace>/serving-endpoints` (model = the serving endpoint's name)."""
+
+    base_url: str
+    model: str
+    api: Literal["completions", "chat"] = "completions"
+    auth: EndpointAuth = field(default_factory=EndpointAuth)
+    max_tokens: int = 256
+    verify_tls: bool = True
+
+    def __post_init__(self):
+        _check_url("base_url", self.base_url)
+        if not self.model.strip():
+            raise ValueError("model must not be empty")
+        if not 1 <= self.max_tokens <= 32768:
+            raise ValueError("max_tokens must be between 1 and 32768")
+
+
+def _check_share(name: str, value: float | None) -> None:
+    if value is not None and not 0 <= value <= 1:
+        raise ValueError(f"{name} must be between 0 and 1 (a share, e.g. 0.94)")
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """Thresholds that turn a consistency probe into pass or fail, and how hard it may push."""
+
+    min_exact_match_between: float = 0.94
+    min_exact_match_golden: float | None = 0.90
+    max_error_rate: float = 0.0
+    fail_on_prompt_token_mismatch: bool = True
+    normalize: Literal["strip", "none"] = "strip"
+    concurrency: int = 4
+    timeout: float = 30.0
+    retries: int = 3
+    backoff_base: float = 0.5
+    backoff_cap: float = 8.0
+    deadline: float = 300.0
+
+    def __post_init__(self):
+        _check_share("min_exact_match_between", self.min_exact_match_between)
+        _check_share("min_exact_match_golden", self.min_exact_match_golden)
+        _check_share("max_error_rate", self.max_error_rate)
+        if not 1 <= self.concurrency <= 64:
+            raise ValueError("concurrency must be between 1 and 64")
+        if not 0 < self.timeout <= 600:
+            raise ValueError("timeout must be between 0 and 600 seconds")
+        if not 0 <= self.retries <= 10:
+            raise ValueError("retries must be between 0 and 10")
+        if not 0 < self.backoff_base <= self.backoff_cap <= 120:
+            raise ValueError("need 0 < backoff_base <= backoff_cap <= 120 seconds")
+        if not 0 < self.deadline <= 3600:
+            raise ValueError("deadline must be between 0 and 3600 seconds")
+
+
+@dataclass(frozen=True)
+class ShadowSettings:
+    """When a backend on shadow traffic is ready to take real traffic, compared with the primary."""
+
+    window: str = "1h"
+    rate_window: str = "5m"
+    min_requests: int = 1000
+    max_error_rate_increase: float = 0.0001
+    percentiles: list[float] = field(default_factory=lambda: [0.5, 0.95, 0.99])
+    max_latency_ratio: float = 1.2
+    min_load_ratio: float = 0.9
+
+    def __post_init__(self):
+        from opsctl.clock import parse_duration
+
+        for name in ("window", "rate_window"):
+            if parse_duration(getattr(self, name)) < 60:
+                raise ValueError(f"{name} must be at least 1m")
+        if self.min_requests < 1:
+            raise ValueError("min_requests must be at least 1")
+        _check_share("max_error_rate_increase", self.max_error_rate_increase)
+        if not self.percentiles or any(not 0 < q < 1 for q in self.percentiles):
+            raise ValueError("percentiles must be a non-empty list of numbers between 0 and 1 (e.g. 0.99)")
+        if self.max_latency_ratio < 1:
+            raise ValueError("max_latency_ratio must be at least 1")
+        if not 0 < self.min_load_ratio <= 10:
+            raise ValueError("min_load_ratio must be between 0 and 10")
+
+    @property
+    def window_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.window)
+
+    @property
+    def rate_window_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.rate_window)
+
+
+@dataclass(frozen=True)
+class PushSettings:
+    """Where `opsctl probe consistency --push` writes its figures."""
+
+    target: Literal["embedded", "pushgateway"] = "embedded"
+    pushgateway_url: str = "http://127.0.0.1:9091"
+    job: str = "opsctl_probe"
+    timeout: float = 10.0
+
+    def __post_init__(self):
+        _check_url("pushgateway_url", self.pushgateway_url)
+        if not self.job or not all(c.isalnum() or c in "_-." for c in self.job):
+            raise ValueError("job must be letters, digits, '_', '-' or '.'")
+        if not 0 < self.timeout <= 120:
+            raise ValueError("timeout must be between 0 and 120 seconds")
+
+
+@dataclass(frozen=True)
+class QualityConfig:
+    probe: ProbeSettings = field(default_factory=ProbeSettings)
+    shadow: ShadowSettings = field(default_factory=ShadowSettings)
+    push: PushSettings = field(default_factory=PushSettings)
+
+
+@dataclass(frozen=True)
+class GpuPricing:
+    """Internal pods: replicas x GPUs per replica x hours x the GPU hourly price.
+
+    `replicas` is a fixed count; `replicas_query` is PromQL over the metric source giving the average
+    replica count over the window, `$window` standing for it (e.g.
+    `avg_over_time(kube_deployment_status_replicas_available{deployment="vllm"}[$window])`).
+    """
+
+    gpu_hourly_price: float
+    gpus_per_replica: int = 1
+    replicas: float | None = None
+    replicas_query: str | None = None
+
+    def __post_init__(self):
+        if self.gpu_hourly_price < 0:
+            raise ValueError("gpu_hourly_price must not be negative")
+        if self.gpus_per_replica < 1:
+            raise ValueError("gpus_per_replica must be at least 1")
+        if (self.replicas is None) == (self.replicas_query is None):
+            raise ValueError("give exactly one of 'replicas' (a count) or 'replicas_query' (PromQL)")
+        if self.replicas is not None and self.replicas < 0:
+            raise ValueError("replicas must not be negative")
+
+
+@dataclass(frozen=True)
+class ProvisionedPricing:
+    """Vendor provisioned throughput: a fixed price per hour, whatever the traffic."""
+
+    hourly_price: float
+
+    def __post_init__(self):
+        if self.hourly_price < 0:
+            raise ValueError("hourly_price must not be negative")
+
+
+@dataclass(frozen=True)
+class TokenPricing:
+    """Vendor pay-per-token: prices per million input (prompt) and output (completion) tokens."""
+
+    input_per_million: float
+    output_per_million: float
+
+    def __post_init__(self):
+        if self.input_per_million < 0 or self.output_per_million < 0:
+            raise ValueError("prices must not be negative")
+
+
+@dataclass(frozen=True)
+class BackendCost:
+    """Exactly one pricing model per backend."""
+
+    gpu: GpuPricing | None = None
+    provisioned: ProvisionedPricing | None = None
+    per_token: TokenPricing | None = None
+
+    def __post_init__(self):
+        given = [n for n in ("gpu", "provisioned", "per_token") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of 'gpu', 'provisioned' or 'per_token'")
+
+    @property
+    def model(self) -> str:
+        return next(n for n in ("gpu", "provisioned", "per_token") if getattr(self, n) is not None)
+
+
+@dataclass(frozen=True)
+class FrontierReference:
+    name: str = "frontier model"
+    price_per_million: float = 0.0
+
+    def __post_init__(self):
+        if self.price_per_million < 0:
+            raise ValueError("price_per_million must not be negative")
+
+
+@dataclass(frozen=True)
+class CostConfig:
+    currency: str = "USD"
+    window: str = "7d"
+    min_traffic_share: float = 0.05
+    frontier: FrontierReference | None = None
+    backends: dict[str, BackendCost] = field(default_factory=dict)
+
+    def __post_init__(self):
+        from opsctl.clock import parse_duration
+
+        if parse_duration(self.window) < 3600:
+            raise ValueError("window must be at least 1h")
+        _check_share("min_traffic_share", self.min_traffic_share)
+
+
 @dataclass(frozen=True)
 class Config:
     service: str
@@ -363,6 +637,9 @@ class Config:
     slos: SloConfig = field(default_factory=SloConfig)
     paging: PagingConfig = field(default_factory=PagingConfig)
     tickets: TicketsConfig = field(default_factory=TicketsConfig)
+    endpoints: dict[str, Endpoint] = field(default_factory=dict)
+    quality: QualityConfig = field(default_factory=QualityConfig)
+    cost: CostConfig = field(default_factory=CostConfig)
     state_dir: str = ".opsctl"
     # Where the config came from, and the directory relative paths resolve against.
     source_path: str = field(default="<built-in>", metadata={"internal": True})
@@ -374,6 +651,12 @@ class Config:
         for name in self.backends:
             if not name.replace("-", "").replace("_", "").isalnum() or name == "all":
                 raise ValueError(f"backends: invalid backend name {name!r} (letters, digits, - and _; 'all' is reserved)")
+        for section, names in (("endpoints", self.endpoints), ("cost.backends", self.cost.backends)):
+            unknown = sorted(set(names) - set(self.backends))
+            if unknown:
+                raise ValueError(
+                    f"{section}: {', '.join(unknown)} not a configured backend (known: {', '.join(sorted(self.backends))})"
+                )
 
     def path(self, value: str) -> Path:
         """Resolve a path from the config against the config file's directory."""
@@ -531,7 +814,11 @@ def _build_dataclass(cls: type, value: Any, path: str, problems: list[str]) -> A
     if value is None:
         value = {}
     if not isinstance(value, dict):
-        problems.append(f"{_where(path)}: expected a mapping, got {_show(value)}")
+        if cls is SecretRef:  # an inline secret: say so without echoing it
+            problems.append(f"{_where(path)}: expected a mapping {{env: NAME}} or {{file: PATH}}, got a "
+                            f"{type(value).__name__} (secret values do not belong in the config; not shown)")
+        else:
+            problems.append(f"{_where(path)}: expected a mapping, got {_show(value)}")
         return None
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}

@@ -715,12 +715,33 @@ def load_yaml_file(path: Path, what: str = "file") -> Any:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from exc
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_strict_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{path}: YAML syntax error at {where}: {problem}") from exc
+
+
+def _strict_loader():
+    """A SafeLoader that refuses duplicate keys, which PyYAML would silently let the last one win."""
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return loader.construct_mapping(node, deep=deep)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return StrictLoader
 
 
 def load_config_file(path: Path) -> Config:

@@ -17,6 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "slo": ("opsctl.cli.slo_cmd:slo", "SLO reports, error budgets and burn rates."),
     "metrics": ("opsctl.cli.metrics_cmd:metrics", "Load client-side metrics into the embedded store."),
     "sim": ("opsctl.cli.sim_cmd:sim", "Simulate client-side traffic into the embedded store."),
+    "traffic": ("opsctl.cli.traffic_cmd:traffic", "Traffic split: status, set, ramp, failover, restore, history."),
+    "freeze": ("opsctl.cli.freeze_cmd:freeze", "Change freezes: status and list."),
 }
 
 

@@ -238,7 +238,7 @@ def set_(app, weights, shadow, dry_run, reason, incident, emergency, yes, output
       opsctl traffic set internal=100 --emergency --incident INC-7 --yes
     """
     from opsctl.traffic.controller import ChangeRequest
-    from opsctl.traffic.split import Split, parse_assignments
+    from opsctl.traffic.split import Split, check_known, parse_assignments
 
     assigned = parse_assignments(weights, "BACKEND=PCT")
     mirrored = parse_assignments(shadow, "--shadow")
@@ -248,6 +248,7 @@ def set_(app, weights, shadow, dry_run, reason, incident, emergency, yes, output
     confirm = _confirmer(yes, dry_run, list(app.config.backends))
 
     def plan(before):
+        check_known([*assigned, *mirrored], app.config.backends, "set")
         current_shadow = dict(before.shadow) if before else {}
         current_shadow.update(mirrored)
         return Split.of(assigned, current_shadow)

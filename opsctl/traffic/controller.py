@@ -150,7 +150,13 @@ class TrafficController:
             )
             stored = self.actuator.read()
             result.before, result.version_before = stored.split, stored.version
-            result.requested = result.after = request.plan(stored.split)
+            try:
+                result.requested = result.after = request.plan(stored.split)
+            except UsageError as exc:  # a plan that cannot be made is refused by bounds, and audited
+                result.guards.append(GuardResult("bounds", False, exc.message, exc.hint or ""))
+                result.outcome, result.message = "refused", exc.message
+                self._audit(result)
+                raise _attach(exc, result)
             if result.requested == stored.split:
                 result.outcome, result.message = "unchanged", "the split is already as asked"
                 self._audit(result)

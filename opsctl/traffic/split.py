@@ -111,6 +111,14 @@ def split_problems(weights: Mapping[str, object], shadow: Mapping[str, object], 
     return problems
 
 
+def check_known(names: Iterable[str], known: Iterable[str], flag: str) -> None:
+    """Unknown backend names are an error even with weight 0 (which the canonical form drops)."""
+    known = list(known)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"{flag}: unknown backend {unknown[0]!r} (known: {', '.join(sorted(known))})")
+
+
 def parse_assignments(items: Iterable[str], flag: str) -> dict[str, int]:
     """['internal=30', 'databricks=70'] -> {'internal': 30, 'databricks': 70}; bad syntax is exit 2.
     Ranges and backend names are checked by the bounds guard, so such attempts are audited."""

@@ -130,11 +130,19 @@ class Capacity:
         s = self.settings
         if s.source == "static":
             return s.replicas, s.replicas
-        dep = self.kube.call(f"read {self.where}", self.kube.apps().read_namespaced_deployment_status,
-                             s.deployment, self.namespace)
-        ready = (dep.status.ready_replicas if dep.status else None) or 0
-        desired = dep.spec.replicas if dep.spec and dep.spec.replicas is not None else 0
-        return ready, desired
+        dep = self._deployment()
+        ready = (dep.get("status") or {}).get("readyReplicas") or 0
+        desired = (dep.get("spec") or {}).get("replicas") or 0
+        return int(ready), int(desired)
+
+    def _deployment(self) -> dict:
+        """The Deployment as plain JSON: only replicas and status are needed, so the client's full
+        model (strict about every field of the pod template) is not built."""
+        import json
+
+        response = self.kube.call(f"read {self.where}", self.kube.apps().read_namespaced_deployment_status,
+                                  self.settings.deployment, self.namespace, _preload_content=False)
+        return json.loads(response.data)
 
     def _rates(self) -> tuple[float | None, float | None]:
         try:
@@ -216,11 +224,10 @@ class Capacity:
 
     def _event(self, before: int, after: int, reason: str, share: int) -> None:
         try:
-            dep = self.kube.call(f"read {self.where}", self.kube.apps().read_namespaced_deployment_status,
-                                 self.settings.deployment, self.namespace)
+            meta = self._deployment()["metadata"]
             self.kube.record_event(
-                involved={"apiVersion": "apps/v1", "kind": "Deployment", "name": dep.metadata.name,
-                          "namespace": dep.metadata.namespace, "uid": dep.metadata.uid},
+                involved={"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"],
+                          "namespace": meta["namespace"], "uid": meta.get("uid")},
                 reason="ScaledForTraffic",
                 message=f"opsctl scaled {before} -> {after} replicas to carry {share}% of traffic"
                         + (f": {reason}" if reason else ""),

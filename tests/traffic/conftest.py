@@ -151,6 +151,6 @@ def deployment(namespace: str, name: str, replicas: int) -> dict:
             "selector": {"matchLabels": {"app": name}},
             "template": {"metadata": {"labels": {"app": name}},
                          "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.6.3",
-                                                  "resources": {"limits": {"nvidia.com/gpu": 1}}}]}},
+                                                  "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}},
         },
     }

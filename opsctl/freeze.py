@@ -152,6 +152,11 @@ def _zone(name: str):
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
+        from zoneinfo import available_timezones
+
+        if not available_timezones():
+            raise ValueError(f"time zone {name!r}: this machine has no time zone database"
+                             " (install the system tzdata package, or `pip install tzdata`)") from exc
         raise ValueError(f"unknown time zone {name!r} (use an IANA name such as America/New_York or UTC)") from exc
 
 

@@ -205,7 +205,7 @@ class RampRunner:
         interval = int(state.data.get("interval") or 0)
         clock = self.ctl.clock
         deadline = clock.now() + interval
-        tick = 10 if interval > 60 else 1
+        tick = 1 if interval <= 10 else 10 if interval <= 600 else 60  # at most ~60 progress lines
         for _ in range(interval // tick + 2):
             left = deadline - clock.now()
             if left <= 0:

@@ -181,10 +181,19 @@ def test_istio_weights_and_mirror_are_written_as_one_merge_patch_of_the_whole_ro
     assert event["involvedObject"]["kind"] == "VirtualService"
     again = json.loads(env.run("traffic", "status", "-o", "json").stdout)
     assert again["split"] == {"weights": {"internal": 60, "databricks": 40}, "shadow": {"internal": 10}}
-    assert env.run("traffic", "set", "databricks=40", "internal=60", "--shadow", "internal=0",
-                   "--reason", "stop mirror", "--yes").exit_code == 0
+    # Two shadow backends need Istio's `mirrors` list.
+    assert env.run("traffic", "set", "databricks=40", "internal=60", "--shadow", "databricks=5",
+                   "--reason", "mirror both", "--yes").exit_code == 0
     primary = kube_api.get("networking.istio.io", "virtualservices", NS, "llm")["spec"]["http"][1]
     assert "mirror" not in primary and "mirrorPercentage" not in primary
+    assert [(m["destination"]["host"], m["percentage"]["value"]) for m in primary["mirrors"]] == [
+        ("databricks-egress.llm.svc.cluster.local", 5.0), ("vllm.llm.svc.cluster.local", 10.0)]
+    both = json.loads(env.run("traffic", "status", "-o", "json").stdout)
+    assert both["split"]["shadow"] == {"internal": 10, "databricks": 5}
+    assert env.run("traffic", "set", "databricks=40", "internal=60", "--shadow", "internal=0", "--shadow",
+                   "databricks=0", "--reason", "stop mirror", "--yes").exit_code == 0
+    primary = kube_api.get("networking.istio.io", "virtualservices", NS, "llm")["spec"]["http"][1]
+    assert not {"mirror", "mirrorPercentage", "mirrors"} & set(primary)
 
 
 def test_istio_route_with_an_unmapped_destination_is_a_usage_error(make_env, kube_api):

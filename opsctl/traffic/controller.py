@@ -69,6 +69,7 @@ class ChangeResult:
     shortfall: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     recorded: list[str] = field(default_factory=list)
+    audited: bool = False
 
     @property
     def overrides(self) -> tuple[str, ...]:
@@ -141,82 +142,89 @@ class TrafficController:
             raise UsageError("--emergency needs --incident ID: an override must name the incident it serves")
         operation = request.operation_id or new_operation_id(request.action)
         attempts = self.cfg.traffic.conflict_attempts
-        confirmed: list[Split | None] = []
-        last: ConflictError | None = None
+        confirmed: list[Split | None] = []  # the split the person confirmed against, once asked
         for attempt in range(1, attempts + 1):
             result = ChangeResult(
                 request.action, operation, self.actor, self.dry_run, self.actuator.kind, self.actuator.target,
                 request.reason, request.incident, request.emergency, attempt,
             )
-            stored = self.actuator.read()
-            result.before, result.version_before = stored.split, stored.version
             try:
-                result.requested = result.after = request.plan(stored.split)
-            except UsageError as exc:  # a plan that cannot be made is refused by bounds, and audited
-                result.guards.append(GuardResult("bounds", False, exc.message, exc.hint or ""))
-                result.outcome, result.message = "refused", exc.message
-                self._audit(result)
-                raise _attach(exc, result)
-            if result.requested == stored.split:
-                result.outcome, result.message = "unchanged", "the split is already as asked"
-                self._audit(result)
-                return result
-            ctx = GuardContext(
-                self.cfg, request.action, stored.split, result.requested, request.emergency, request.incident,
-                self.clock.now(), operation, self.dry_run, self.audit, request.reason, self.clock, self.progress,
-            )
-            self._check(result, ctx, POLICY_GUARDS)
-            if request.confirm is not None and not self.dry_run:
-                if not confirmed:
-                    if not request.confirm(result):
-                        result.outcome, result.message = "declined", "not confirmed; nothing changed"
-                        self._audit(result)
-                        raise _attach(OpsctlError("not confirmed; nothing changed"), result)
-                    confirmed.append(stored.split)
-                elif confirmed[0] != stored.split:
-                    result.outcome = "conflict"
-                    result.message = (f"the split changed after you confirmed: it is now "
-                                      f"{stored.split.describe(self.order) if stored.split else 'unset'}")
-                    self._audit(result)
-                    raise _attach(ConflictError(result.message, hint="check `opsctl traffic status` and run again"), result)
-            capacity = self._check(result, ctx, (CAPACITY_GUARD,))[0]
-            limit = capacity.details.get("limit")
-            if limit and request.trim is not None:
-                result.after = request.trim(stored.split, result.requested, limit)
-                result.shortfall = self._shortfall(result.requested, result.after, limit)
-                if result.after == stored.split:
-                    result.outcome = "refused"
-                    result.message = f"capacity: none of the requested move fits ({capacity.message})"
-                    self._audit(result)
-                    raise _attach(GuardRefused(result.message, hint="add GPUs or raise capacity.max_replicas"), result)
-            try:
-                written = self.actuator.write(result.after, stored.version, dry_run=self.dry_run)
-            except ConflictError as exc:
-                last = exc
-                result.outcome, result.message = "conflict", exc.message
-                self._audit(result)
-                if self.progress:
-                    self.progress(f"attempt {attempt}/{attempts} met a concurrent change; re-reading")
-                continue
+                if self._attempt(request, result, confirmed):
+                    return result
             except OpsctlError as exc:
-                result.outcome, result.message = "failed", exc.message
-                self._audit(result)
+                if not result.audited:  # e.g. a guard could not be evaluated: still one audited attempt
+                    result.outcome, result.message = "failed", exc.message
+                    self._audit(result)
                 raise _attach(exc, result)
-            result.version = written.version
-            result.outcome = "dry-run" if self.dry_run else "applied"
-            if written.detail:
-                result.message = written.detail
-            self._audit(result)
-            if not self.dry_run:
-                self._announce(result)
-            return result
-        error = ConflictError(
+            if self.progress:
+                self.progress(f"attempt {attempt}/{attempts} met a concurrent change; re-reading")
+        raise _attach(ConflictError(
             f"gave up after {attempts} attempts: each write to {self.actuator.target} met a concurrent change"
-            f" ({last.message if last else 'conflict'})",
+            f" ({result.message})",
             hint="another operator or controller keeps changing the split; check `opsctl traffic history` and"
                  " `opsctl traffic status`, then run again",
+        ), result)
+
+    def _attempt(self, request: ChangeRequest, result: ChangeResult, confirmed: list) -> bool:
+        """One read-plan-check-write round. True when done; False when the write met a concurrent change."""
+        stored = self.actuator.read()
+        result.before, result.version_before = stored.split, stored.version
+        try:
+            result.requested = result.after = request.plan(stored.split)
+        except UsageError as exc:  # a plan that cannot be made is refused by bounds, and audited
+            result.guards.append(GuardResult("bounds", False, exc.message, exc.hint or ""))
+            result.outcome, result.message = "refused", exc.message
+            self._audit(result)
+            raise
+        if result.requested == stored.split:
+            result.outcome, result.message = "unchanged", "the split is already as asked"
+            self._audit(result)
+            return True
+        ctx = GuardContext(
+            self.cfg, request.action, stored.split, result.requested, request.emergency, request.incident,
+            self.clock.now(), result.operation_id, self.dry_run, self.audit, request.reason, self.clock, self.progress,
         )
-        raise _attach(error, result)
+        self._check(result, ctx, POLICY_GUARDS)
+        if request.confirm is not None and not self.dry_run:
+            self._confirm(request, result, stored.split, confirmed)
+        capacity = self._check(result, ctx, (CAPACITY_GUARD,))[0]
+        limit = capacity.details.get("limit")
+        if limit and request.trim is not None:
+            result.after = request.trim(stored.split, result.requested, limit)
+            result.shortfall = self._shortfall(result.requested, result.after, limit)
+            if result.after == stored.split:
+                result.outcome = "refused"
+                result.message = f"capacity: none of the requested move fits ({capacity.message})"
+                self._audit(result)
+                raise GuardRefused(result.message, hint="add GPUs or raise capacity.max_replicas")
+        try:
+            written = self.actuator.write(result.after, stored.version, dry_run=self.dry_run)
+        except ConflictError as exc:
+            result.outcome, result.message = "conflict", exc.message
+            self._audit(result)
+            return False
+        result.version = written.version
+        result.outcome = "dry-run" if self.dry_run else "applied"
+        result.message = written.detail
+        self._audit(result)
+        if not self.dry_run:
+            self._announce(result)
+        return True
+
+    def _confirm(self, request: ChangeRequest, result: ChangeResult, before: Split | None, confirmed: list) -> None:
+        """Ask once. A retry after a conflict may proceed only if the split is still the one confirmed."""
+        if not confirmed:
+            if not request.confirm(result):
+                result.outcome, result.message = "declined", "not confirmed; nothing changed"
+                self._audit(result)
+                raise OpsctlError("not confirmed; nothing changed")
+            confirmed.append(before)
+        elif confirmed[0] != before:
+            result.outcome = "conflict"
+            result.message = ("the split changed after you confirmed: it is now "
+                              f"{before.describe(self.order) if before else 'unset'}")
+            self._audit(result)
+            raise ConflictError(result.message, hint="check `opsctl traffic status` and run again")
 
     # -- steps ------------------------------------------------------------------------------------
 
@@ -231,13 +239,13 @@ class TrafficController:
         self._audit(result)
         first = failed[0]
         if first.name == "bounds":
-            raise _attach(UsageError(f"invalid split: {first.message}", hint=first.remedy), result)
+            raise UsageError(f"invalid split: {first.message}", hint=first.remedy)
         hint = " | ".join(g.remedy for g in failed if g.remedy)
         if len(failed) == 1:
             text = f"refused by guard {first.name}: {first.message}"
         else:
             text = f"refused by guards {', '.join(g.name for g in failed)}: {result.message}"
-        raise _attach(GuardRefused(text, hint=hint or None), result)
+        raise GuardRefused(text, hint=hint or None)
 
     @staticmethod
     def _shortfall(requested: Split, after: Split, limit: dict) -> dict:
@@ -253,6 +261,7 @@ class TrafficController:
         # The controller's clock stamps the entry, so the rate guard compares like with like in drills
         # on simulated time; on the wall clock it is simply now.
         self.audit.append(entry, now=self.clock.now())
+        result.audited = True
 
     def _announce(self, result: ChangeResult) -> None:
         notice = ChangeNotice(result.action, result.before, result.after, result.actor, result.reason,

@@ -338,3 +338,14 @@ def test_istio_and_gateway_conflicts_exit_5_after_the_last_attempt(make_env, kub
     result = env.run("traffic", "set", "databricks=70", "internal=30", "--reason", "x", "--yes")
     assert result.exit_code == 5, result.output
     assert [e["outcome"] for e in env.audit()] == ["conflict", "conflict"]
+
+
+def test_a_guard_that_cannot_be_evaluated_fails_the_change_and_is_audited(make_env, kube_api):
+    seed_configmap(kube_api)  # but no Deployment for the capacity guard to read
+    env = kube_env(make_env, kube_api, actuator="configmap", capacity=kube_capacity(max_replicas=4))
+    result = env.run("traffic", "set", "databricks=70", "internal=30", "--reason", "x", "--yes")
+    assert result.exit_code == 2, result.output
+    assert "read Deployment llm/vllm: not found" in result.stderr
+    [entry] = env.audit()
+    assert entry["outcome"] == "failed" and "not found" in entry["message"]
+    assert kube_api.get("", "configmaps", NS, "grammar-split")["data"]["split.json"] == SPLIT_80_20

@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 # Running
 
 
+class SplitMoved(ConflictError):
+    """Someone else changed the split during the ramp: the ramp stops and does not fight back."""
+
+
 @dataclass
 class RampOutcome:
     state: dict
@@ -159,7 +163,7 @@ class RampRunner:
                     self._finish(state, "stopped", f"the split was changed outside the ramp: it is"
                                  f" {current.describe(self.backends) if current else 'unset'}, the ramp expected"
                                  f" {expected.describe(self.backends)}; stopping without rollback")
-                    raise ConflictError(state.data["message"], hint="see `opsctl traffic history`")
+                    raise SplitMoved(state.data["message"], hint="see `opsctl traffic history`")
                 state.data["pending"] = index
                 state.save()
                 try:
@@ -169,8 +173,11 @@ class RampRunner:
                         results.append(exc.result)
                     self._rollback(state, results, f"step {index + 1}/{total} refused: {exc.message}")
                     raise self._aborted(state, results, GuardRefused(state.data["message"], hint=exc.hint)) from exc
-                except ConflictError as exc:
+                except SplitMoved as exc:
                     self._finish(state, "stopped", f"step {index + 1}/{total}: {exc.message}; stopping without rollback")
+                    raise
+                except ConflictError as exc:  # lost every write race: the ramp stays resumable
+                    exc.hint = "the ramp is paused at this step; continue with `opsctl traffic ramp --resume`"
                     raise
                 results.append(result)
                 self._say(f"step {index + 1}/{total}: {wanted.describe(self.backends)} applied"
@@ -191,7 +198,8 @@ class RampRunner:
     def _request(self, state: RampState, expected: Split, wanted: Split, index: int, total: int) -> ChangeRequest:
         def plan(before: Split | None) -> Split:
             if before != expected:
-                raise ConflictError(f"the split was changed outside the ramp before step {index + 1}/{total}")
+                raise SplitMoved(f"the split was changed outside the ramp before step {index + 1}/{total}: it is"
+                                 f" {before.describe(self.backends) if before else 'unset'}")
             return wanted
 
         return ChangeRequest(

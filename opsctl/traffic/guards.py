@@ -131,7 +131,8 @@ def check_freeze(ctx: GuardContext) -> GuardResult:
     spans = "; ".join(s.describe() for s in active)
     return GuardResult(
         "freeze", False, f"change freeze in force: {spans}; routine traffic changes are refused",
-        f"wait until it ends, or {EMERGENCY_HINT.replace('an override', f'overriding {names}')}", details=details,
+        "wait until it ends, or for an emergency tied to an incident re-run with --emergency --incident ID"
+        f" (recorded as overriding {names})", details=details,
     )
 
 
@@ -143,11 +144,10 @@ def check_rate(ctx: GuardContext) -> GuardResult:
         and e.get("operation") != ctx.operation_id,
         since=ctx.now - window,
     )
-    first_seen: dict[str, float] = {}
+    first_seen: dict[str, float] = {}  # operation -> its first applied change in the window
     for e in entries:
-        if e.get("ts", 0) >= ctx.now - window:
-            op = e.get("operation") or e.get("time")
-            first_seen[op] = min(first_seen.get(op, e["ts"]), e["ts"])
+        op = e.get("operation") or e.get("time")
+        first_seen[op] = min(first_seen.get(op, e["ts"]), e["ts"])
     count = len(first_seen)
     details = {"changes_in_window": count, "max_changes": limit.max_changes, "window": limit.window}
     if count < limit.max_changes:

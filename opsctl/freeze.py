@@ -262,13 +262,16 @@ class FreezeCalendar:
     def _span(self, window: "FreezeWindow", start: float, end: float, kind: str) -> FreezeSpan:
         return FreezeSpan(window.name, start, end, window.timezone, window.reason, kind)
 
+    def _fixed(self, window: "FreezeWindow", tz) -> FreezeSpan:
+        start = _local(window.start, tz, "start").timestamp()
+        return self._span(window, start, _local(window.end, tz, "end").timestamp(), "fixed")
+
     def _latest_start(self, window: "FreezeWindow", at: float) -> FreezeSpan | None:
         """The occurrence that started last at or before `at` (it may have ended)."""
         tz = _zone(window.timezone)
         if window.cron is None:
-            start = _local(window.start, tz, "start").timestamp()
-            end = _local(window.end, tz, "end").timestamp()
-            return self._span(window, start, end, "fixed") if start <= at else None
+            span = self._fixed(window, tz)
+            return span if span.start <= at else None
         from opsctl.clock import parse_duration
 
         duration = parse_duration(window.duration)
@@ -287,9 +290,8 @@ class FreezeCalendar:
     def _next_start(self, window: "FreezeWindow", at: float) -> FreezeSpan | None:
         tz = _zone(window.timezone)
         if window.cron is None:
-            start = _local(window.start, tz, "start").timestamp()
-            end = _local(window.end, tz, "end").timestamp()
-            return self._span(window, start, end, "fixed") if start > at else None
+            span = self._fixed(window, tz)
+            return span if span.start > at else None
         from opsctl.clock import parse_duration
 
         duration = parse_duration(window.duration)

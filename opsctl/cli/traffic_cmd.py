@@ -81,20 +81,32 @@ def _confirmer(yes: bool, dry_run: bool, order):
     return confirm
 
 
-def _run_change(app, output: str, call):
-    """Run a change, render its result (also when it was refused), and let the error set the exit code."""
+def _run_and_render(call, output: str, order, *, attached: str, render) -> None:
+    """Run a change and render what it returns, or what its error carries (a refusal still shows its
+    guards; -o json still prints the result); the error then sets the exit code."""
     from opsctl.errors import OpsctlError
 
-    order = list(app.config.backends)
     try:
-        result = call()
+        outcome = call()
     except OpsctlError as exc:
-        result = getattr(exc, "result", None)
-        if result is not None:
-            _emit_change(result.to_dict(order), output, order, err=output == "table")
+        carried = getattr(exc, attached, None)
+        if carried is not None:
+            render(carried.to_dict(order), output, order, err=output == "table")
         raise
-    _emit_change(result.to_dict(order), output, order)
-    return result
+    except KeyboardInterrupt:
+        if attached == "outcome":
+            click.echo("interrupted: the ramp's state is saved; continue with `opsctl traffic ramp --resume`"
+                       " or return to its start with `opsctl traffic ramp --abort`", err=True)
+        raise
+    render(outcome.to_dict(order), output, order)
+
+
+def _run_change(app, output: str, call) -> None:
+    _run_and_render(call, output, list(app.config.backends), attached="result", render=_emit_change)
+
+
+def _run_ramp(call, output, order) -> None:
+    _run_and_render(call, output, order, attached="outcome", render=_emit_ramp)
 
 
 def _emit_change(data: dict, output: str, order, err: bool = False) -> None:
@@ -320,23 +332,6 @@ def ramp(app, to, step, interval, resume, abort, dry_run, reason, incident, emer
     return _run_ramp(lambda: runner.start(
         action="ramp", target_of=target_of, step=step if step is not None else cfg.traffic.ramp.step, interval=seconds, reason=reason,
         incident=incident, emergency=emergency, confirm=confirm), output, order)
-
-
-def _run_ramp(call, output, order):
-    from opsctl.errors import OpsctlError
-
-    try:
-        outcome = call()
-    except OpsctlError as exc:
-        outcome = getattr(exc, "outcome", None)
-        if outcome is not None:
-            _emit_ramp(outcome.to_dict(order), output, order, err=output == "table")
-        raise
-    except KeyboardInterrupt:
-        click.echo("interrupted: the ramp's state is saved; continue with `opsctl traffic ramp --resume`"
-                   " or return to its start with `opsctl traffic ramp --abort`", err=True)
-        raise
-    _emit_ramp(outcome.to_dict(order), output, order)
 
 
 def _emit_ramp(data: dict, output: str, order, err: bool = False) -> None:

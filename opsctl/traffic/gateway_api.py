@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import copy
 
-from opsctl.errors import ConflictError, NoDataError, UsageError
+from opsctl.errors import NoDataError, UsageError
 from opsctl.traffic.base import ChangeNotice, StoredSplit, WriteResult
-from opsctl.traffic.kube import FIELD_MANAGER, MERGE_PATCH, Kube, object_ref
+from opsctl.traffic.kube import CustomObject, Kube
 from opsctl.traffic.split import Split, largest_remainder
 
 GROUP = "gateway.networking.k8s.io"
@@ -26,15 +26,13 @@ class GatewayApiActuator:
 
     def __init__(self, kube: Kube, *, namespace: str, name: str, rule: int, api_version: str,
                  destinations: dict, backends: list[str]):
-        self.kube = kube
         self.namespace = namespace
-        self.name = name
         self.rule = rule
-        self.version = api_version
         self.destinations = destinations
         self.backends = backends
         self.target = f"HTTPRoute {namespace}/{name} rule {rule}"
-        self._object: dict | None = None
+        self.object = CustomObject(kube, group=GROUP, version=api_version, plural=PLURAL, kind="HTTPRoute",
+                                   namespace=namespace, name=name, target=self.target)
 
     def _backend_of(self, ref: dict) -> str | None:
         if ref.get("kind", "Service") != "Service" or ref.get("group", "") not in ("", "core"):
@@ -53,19 +51,15 @@ class GatewayApiActuator:
             ref["port"] = d.port
         return ref
 
-    def _get(self) -> dict:
-        obj = self.kube.call(
-            f"read {self.target}", self.kube.custom().get_namespaced_custom_object,
-            GROUP, self.version, self.namespace, PLURAL, self.name,
-        )
+    def _rules(self, obj: dict) -> list:
         rules = (obj.get("spec") or {}).get("rules") or []
         if self.rule >= len(rules):
             raise UsageError(f"{self.target}: the route has {len(rules)} rule(s)", hint="fix traffic.gateway_api.rule")
-        self._object = obj
-        return obj
+        return rules
 
     def read(self) -> StoredSplit:
-        obj = self._get()
+        obj = self.object.get()
+        self._rules(obj)
         rule = obj["spec"]["rules"][self.rule]
         refs = rule.get("backendRefs") or []
         version = obj["metadata"]["resourceVersion"]
@@ -127,29 +121,11 @@ class GatewayApiActuator:
         return rule
 
     def write(self, split: Split, expected_version: str, *, dry_run: bool) -> WriteResult:
-        obj = self._object
-        if obj is None or obj["metadata"]["resourceVersion"] != expected_version:
-            obj = self._get()
-            if obj["metadata"]["resourceVersion"] != expected_version:
-                raise ConflictError(f"{self.target} changed since it was read (resourceVersion {expected_version}"
-                                    f" -> {obj['metadata']['resourceVersion']})")
-        rules = copy.deepcopy(obj["spec"]["rules"])
+        rules = copy.deepcopy(self._rules(self.object.at_version(expected_version)))
         rules[self.rule] = self._rewrite_rule(rules[self.rule], split)
-        body = {"metadata": {"resourceVersion": expected_version}, "spec": {"rules": rules}}
-        result = self.kube.call(
-            f"patch {self.target}", self.kube.custom().patch_namespaced_custom_object,
-            GROUP, self.version, self.namespace, PLURAL, self.name, body,
-            field_manager=FIELD_MANAGER, dry_run="All" if dry_run else None, _content_type=MERGE_PATCH,
-        )
-        if not dry_run:
-            self._object = result
+        result = self.object.patch_spec({"rules": rules}, expected_version, dry_run=dry_run)
         return WriteResult(result["metadata"]["resourceVersion"], dry_run,
                            "server dry run (dryRun=All) accepted" if dry_run else "")
 
     def record_event(self, notice: ChangeNotice) -> str | None:
-        if self._object is None:
-            return None
-        return self.kube.record_event(
-            involved=object_ref(self._object, f"{GROUP}/{self.version}", "HTTPRoute"),
-            reason="TrafficSplitChanged", message=notice.message(self.backends), warning=notice.emergency,
-        )
+        return self.object.record_event(notice.message(self.backends), warning=notice.emergency)

@@ -1,19 +1,17 @@
 """The split as an Istio VirtualService: route weights of one HTTP route, `mirror` for shadow traffic.
 
 One shadow backend is written as `mirror` + `mirrorPercentage` (every Istio version); several as
-`mirrors` (Istio 1.18+). A dict patch on a custom object is a JSON merge patch, which replaces lists
-whole, so the write sends the complete `spec.http` list recomputed from the object as read, together
-with that object's `metadata.resourceVersion`: the API server refuses it (409) if anything changed
-in between, and nothing of anyone else's is lost.
+`mirrors` (Istio 1.18+). The write sends the complete `spec.http` list recomputed from the object as
+read, with its resourceVersion (see kube.CustomObject): other routes and fields are kept as they are.
 """
 
 from __future__ import annotations
 
 import copy
 
-from opsctl.errors import ConflictError, NoDataError, UsageError
+from opsctl.errors import NoDataError, UsageError
 from opsctl.traffic.base import ChangeNotice, StoredSplit, WriteResult
-from opsctl.traffic.kube import FIELD_MANAGER, MERGE_PATCH, Kube, object_ref
+from opsctl.traffic.kube import CustomObject, Kube
 from opsctl.traffic.split import Split
 
 GROUP = "networking.istio.io"
@@ -25,15 +23,12 @@ class IstioActuator:
 
     def __init__(self, kube: Kube, *, namespace: str, name: str, route: str | None, api_version: str,
                  destinations: dict, backends: list[str]):
-        self.kube = kube
-        self.namespace = namespace
-        self.name = name
         self.route_name = route
-        self.version = api_version
         self.destinations = destinations  # backend -> config.Destination
         self.backends = backends
         self.target = f"VirtualService {namespace}/{name}" + (f" route {route}" if route else "")
-        self._object: dict | None = None
+        self.object = CustomObject(kube, group=GROUP, version=api_version, plural=PLURAL, kind="VirtualService",
+                                   namespace=namespace, name=name, target=self.target)
 
     # -- mapping between Istio destinations and backends ---------------------------------------
 
@@ -70,11 +65,7 @@ class IstioActuator:
     # -- Actuator ---------------------------------------------------------------------------------
 
     def read(self) -> StoredSplit:
-        obj = self.kube.call(
-            f"read {self.target}", self.kube.custom().get_namespaced_custom_object,
-            GROUP, self.version, self.namespace, PLURAL, self.name,
-        )
-        self._object = obj
+        obj = self.object.get()
         route = obj["spec"]["http"][self._route_index(obj)]
         entries = route.get("route") or []
         if not entries:
@@ -137,31 +128,13 @@ class IstioActuator:
         return route
 
     def write(self, split: Split, expected_version: str, *, dry_run: bool) -> WriteResult:
-        obj = self._object
-        if obj is None or obj["metadata"]["resourceVersion"] != expected_version:
-            self.read()
-            obj = self._object
-            if obj["metadata"]["resourceVersion"] != expected_version:
-                raise ConflictError(f"{self.target} changed since it was read (resourceVersion {expected_version}"
-                                    f" -> {obj['metadata']['resourceVersion']})")
+        obj = self.object.at_version(expected_version)
         http = copy.deepcopy(obj["spec"]["http"])
         index = self._route_index(obj)
         http[index] = self._rewrite_route(http[index], split)
-        body = {"metadata": {"resourceVersion": expected_version}, "spec": {"http": http}}
-        result = self.kube.call(
-            f"patch {self.target}", self.kube.custom().patch_namespaced_custom_object,
-            GROUP, self.version, self.namespace, PLURAL, self.name, body,
-            field_manager=FIELD_MANAGER, dry_run="All" if dry_run else None, _content_type=MERGE_PATCH,
-        )
-        if not dry_run:
-            self._object = result
+        result = self.object.patch_spec({"http": http}, expected_version, dry_run=dry_run)
         return WriteResult(result["metadata"]["resourceVersion"], dry_run,
                            "server dry run (dryRun=All) accepted" if dry_run else "")
 
     def record_event(self, notice: ChangeNotice) -> str | None:
-        if self._object is None:
-            return None
-        return self.kube.record_event(
-            involved=object_ref(self._object, f"{GROUP}/{self.version}", "VirtualService"),
-            reason="TrafficSplitChanged", message=notice.message(self.backends), warning=notice.emergency,
-        )
+        return self.object.record_event(notice.message(self.backends), warning=notice.emergency)

@@ -174,6 +174,54 @@ def _cause(exc: BaseException) -> str:
     return str(reason or exc)[:300]
 
 
+class CustomObject:
+    """One namespaced custom object (a VirtualService, an HTTPRoute) that an actuator reads and
+    merge-patches. A dict patch on a custom object is a JSON merge patch, which replaces lists whole:
+    callers send whole lists recomputed from the object as read, and `patch()` puts that object's
+    resourceVersion in the body, so the API server answers 409 if anything changed in between."""
+
+    def __init__(self, kube: Kube, *, group: str, version: str, plural: str, kind: str, namespace: str,
+                 name: str, target: str):
+        self.kube = kube
+        self.group, self.version, self.plural, self.kind = group, version, plural, kind
+        self.namespace, self.name, self.target = namespace, name, target
+        self.last: dict | None = None  # the object as last read or written
+
+    def get(self) -> dict:
+        self.last = self.kube.call(
+            f"read {self.target}", self.kube.custom().get_namespaced_custom_object,
+            self.group, self.version, self.namespace, self.plural, self.name,
+        )
+        return self.last
+
+    def at_version(self, version: str) -> dict:
+        """The object as read at `version`; ConflictError if it has moved on since."""
+        obj = self.last if self.last is not None and self.last["metadata"]["resourceVersion"] == version else self.get()
+        if obj["metadata"]["resourceVersion"] != version:
+            raise ConflictError(f"{self.target} changed since it was read (resourceVersion {version}"
+                                f" -> {obj['metadata']['resourceVersion']})")
+        return obj
+
+    def patch_spec(self, spec: dict, version: str, *, dry_run: bool) -> dict:
+        body = {"metadata": {"resourceVersion": version}, "spec": spec}
+        result = self.kube.call(
+            f"patch {self.target}", self.kube.custom().patch_namespaced_custom_object,
+            self.group, self.version, self.namespace, self.plural, self.name, body,
+            field_manager=FIELD_MANAGER, dry_run="All" if dry_run else None, _content_type=MERGE_PATCH,
+        )
+        if not dry_run:
+            self.last = result
+        return result
+
+    def record_event(self, message: str, *, warning: bool) -> str | None:
+        if self.last is None:
+            return None
+        return self.kube.record_event(
+            involved=object_ref(self.last, f"{self.group}/{self.version}", self.kind),
+            reason="TrafficSplitChanged", message=message, warning=warning,
+        )
+
+
 def object_ref(obj: dict, api_version: str, kind: str) -> dict:
     """An ObjectReference for an Event, from an object as a dict."""
     meta = obj.get("metadata") or {}

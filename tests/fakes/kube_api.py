@@ -260,8 +260,16 @@ class FakeKubeAPI:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):
+                import sys
+
+                if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+                    super().handle_error(request, client_address)  # a client closing keep-alive is no error
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
         return self

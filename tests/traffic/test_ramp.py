@@ -17,6 +17,14 @@ PLAN_80_20_TO_40_60 = [
 ]
 
 
+def ramp_in_background(env, interval: str, steps_done: int = 1):
+    """Start `ramp --to internal=60 --step 10` (4 steps from 80/20) and wait until `steps_done` are recorded."""
+    proc = env.popen("traffic", "ramp", "--to", "internal=60", "--step", "10", "--interval", interval,
+                     "--reason", "rollout", "--yes")
+    env.wait_for(lambda: (env.ramp_state() or {}).get("done") == steps_done, what=f"{steps_done} step(s)")
+    return proc
+
+
 def applied(env, operation: str | None = None) -> list[dict]:
     return [e for e in env.audit() if e["outcome"] == "applied" and (operation is None or e["operation"] == operation)]
 
@@ -70,9 +78,7 @@ def burning(first_step: int, last_step: int) -> dict:
 
 def test_a_page_level_burn_after_a_step_aborts_the_ramp_and_returns_to_the_start(make_env):
     env = make_env()
-    proc = env.popen("traffic", "ramp", "--to", "internal=60", "--step", "10", "--interval", "3s",
-                     "--reason", "rollout", "--yes")
-    env.wait_for(lambda: (env.ramp_state() or {}).get("done") == 1, what="the first step")
+    proc = ramp_in_background(env, "3s")
     # While the ramp watches step 1, the proxy reports internal failing 5% of requests for an hour.
     write_metrics(env.state / "metrics.sqlite", burning(DAY - 360, DAY - 1))
     out, err = proc.communicate(timeout=60)
@@ -88,9 +94,7 @@ def test_a_page_level_burn_after_a_step_aborts_the_ramp_and_returns_to_the_start
 
 def test_missing_data_after_a_step_aborts_the_ramp_too(make_env):
     env = make_env()
-    proc = env.popen("traffic", "ramp", "--to", "internal=60", "--step", "10", "--interval", "3s",
-                     "--reason", "rollout", "--yes")
-    env.wait_for(lambda: (env.ramp_state() or {}).get("done") == 1, what="the first step")
+    proc = ramp_in_background(env, "3s")
     os.unlink(env.state / "metrics.sqlite")  # the metric source is gone: no data is never healthy
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 4, err
@@ -100,9 +104,7 @@ def test_missing_data_after_a_step_aborts_the_ramp_too(make_env):
 
 def test_kill_9_in_the_middle_of_a_ramp_then_resume_finishes_it_without_repeating_a_step(make_env):
     env = make_env()
-    proc = env.popen("traffic", "ramp", "--to", "internal=60", "--step", "10", "--interval", "1s",
-                     "--reason", "rollout", "--yes")
-    env.wait_for(lambda: (env.ramp_state() or {}).get("done") == 2, what="two steps")
+    proc = ramp_in_background(env, "1s", steps_done=2)
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=10)
     state = env.ramp_state()
@@ -128,9 +130,7 @@ def test_kill_9_in_the_middle_of_a_ramp_then_resume_finishes_it_without_repeatin
 
 def test_a_second_ramp_and_a_manual_set_are_refused_while_one_runs_and_abort_returns_to_the_start(make_env):
     env = make_env()
-    proc = env.popen("traffic", "ramp", "--to", "internal=60", "--step", "10", "--interval", "30s",
-                     "--reason", "slow rollout", "--yes")
-    env.wait_for(lambda: (env.ramp_state() or {}).get("done") == 1, what="the first step")
+    proc = ramp_in_background(env, "30s")
     second = env.run("traffic", "ramp", "--to", "internal=90", "--interval", "0s", "--reason", "x", "--yes")
     assert second.exit_code == 5
     assert f"another ramp is running (pid {proc.pid}" in second.stderr
@@ -151,9 +151,7 @@ def test_a_second_ramp_and_a_manual_set_are_refused_while_one_runs_and_abort_ret
 
 def test_a_change_outside_the_ramp_stops_it_without_fighting_back(make_env):
     env = make_env()
-    proc = env.popen("traffic", "ramp", "--to", "internal=60", "--step", "10", "--interval", "2s",
-                     "--reason", "rollout", "--yes")
-    env.wait_for(lambda: (env.ramp_state() or {}).get("done") == 1, what="the first step")
+    proc = ramp_in_background(env, "2s")
     failover = env.run("traffic", "failover", "--from", "internal", "--incident", "INC-8", "--yes")
     assert failover.exit_code == 0, failover.output
     _out, err = proc.communicate(timeout=60)

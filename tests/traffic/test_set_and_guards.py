@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import textwrap
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import pytest
 

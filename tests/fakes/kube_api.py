@@ -223,6 +223,7 @@ class Request:
     query: dict
     content_type: str
     body: object
+    authorization: str | None = None
 
 
 class FakeKubeAPI:
@@ -250,7 +251,8 @@ class FakeKubeAPI:
             def _handle(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                code, body = api.handle(self.command, self.path, self.headers.get("Content-Type", ""), raw)
+                code, body = api.handle(self.command, self.path, self.headers.get("Content-Type", ""), raw,
+                                        self.headers.get("Authorization"))
                 data = json.dumps(body).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
@@ -341,7 +343,8 @@ class FakeKubeAPI:
                 return g, plural
         raise ValueError(f"the fake does not serve {api_version} {obj.get('kind')}")
 
-    def handle(self, method: str, raw_path: str, content_type: str, raw: bytes) -> tuple[int, dict]:
+    def handle(self, method: str, raw_path: str, content_type: str, raw: bytes,
+               authorization: str | None = None) -> tuple[int, dict]:
         parts = urlsplit(raw_path)
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         try:
@@ -349,7 +352,8 @@ class FakeKubeAPI:
         except ValueError:
             return 400, ApiError(400, "BadRequest", "the body of the request is not valid JSON").status()
         with self.lock:
-            self.requests.append(Request(method, parts.path, query, content_type.split(";")[0].strip(), body))
+            self.requests.append(Request(method, parts.path, query, content_type.split(";")[0].strip(), body,
+                                         authorization))
             try:
                 return self._dispatch(method, parts.path, query, content_type.split(";")[0].strip(), body)
             except ApiError as exc:

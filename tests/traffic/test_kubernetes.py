@@ -349,3 +349,33 @@ def test_a_guard_that_cannot_be_evaluated_fails_the_change_and_is_audited(make_e
     [entry] = env.audit()
     assert entry["outcome"] == "failed" and "not found" in entry["message"]
     assert kube_api.get("", "configmaps", NS, "grammar-split")["data"]["split.json"] == SPLIT_80_20
+
+
+def test_a_kubeconfig_context_is_used_and_its_token_never_reaches_the_audit_log(make_env, kube_api, tmp_path):
+    seed_configmap(kube_api)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Config
+        clusters:
+          - name: fake
+            cluster: {{server: "{kube_api.url}"}}
+          - name: elsewhere
+            cluster: {{server: "http://127.0.0.1:9"}}
+        users:
+          - name: oncall
+            user: {{token: kubeconfig-token-123}}
+        contexts:
+          - name: prod
+            context: {{cluster: fake, user: oncall, namespace: {NS}}}
+          - name: other
+            context: {{cluster: elsewhere, user: oncall}}
+        current-context: other
+        """))
+    env = kube_env(make_env, kube_api, actuator="configmap")
+    text = env.config.read_text().replace(f'host: "{kube_api.url}"', f'kubeconfig: "{kubeconfig}", context: prod')
+    env.config.write_text(text)
+    result = env.run("traffic", "set", "databricks=70", "internal=30", "--reason", "via kubeconfig", "--yes")
+    assert result.exit_code == 0, result.output
+    assert {r.authorization for r in kube_api.requests} == {"Bearer kubeconfig-token-123"}
+    assert "kubeconfig-token-123" not in (env.state / "audit.jsonl").read_text()

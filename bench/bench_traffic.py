@@ -1,6 +1,6 @@
 """Benchmark: `opsctl traffic status` and `opsctl traffic set` on the file actuator, against `python -c pass`.
 
-Builds a throwaway environment (the file actuator, static capacity, one day of healthy client-side
+Builds a throwaway environment (the file actuator, static capacity, 28 days of healthy client-side
 metrics in the embedded store, no freeze), then runs the three commands interleaved, N times each,
 as separate processes, and reports wall times. Every `set` is a real change (it alternates between
 two splits), so it runs every guard: bounds, freeze, rate, error budget (the receiving backend's SLOs
@@ -35,6 +35,7 @@ from opsctl.metrics.embedded import EmbeddedStore  # noqa: E402
 from tests.slo import data as d  # noqa: E402
 
 END = 1_795_000_000
+DAYS = 28  # a full SLO period of 10-second steps, as `opsctl sim generate --days 28` leaves it
 TARGET_MS = 200.0
 
 
@@ -42,7 +43,8 @@ def environment(root: Path) -> Path:
     state = root / "state"
     state.mkdir()
     store = EmbeddedStore.open(state / "metrics.sqlite", create=True)
-    d.write(store, {"databricks": d.make_traffic(END, 8640, 8000), "internal": d.make_traffic(END, 8640, 2000)})
+    steps = DAYS * 8640
+    d.write(store, {"databricks": d.make_traffic(END, steps, 8000), "internal": d.make_traffic(END, steps, 2000)})
     store.close()
     config = root / "opsctl.yaml"
     config.write_text(textwrap.dedent(f"""\
@@ -146,7 +148,8 @@ def main() -> None:
         f"`python bench/bench_traffic.py --runs {args.runs}` on {platform.node()} ({os.cpu_count()} CPUs, Python"
         f" {platform.python_version()}, load average {load:.2f} when done), {time.strftime('%Y-%m-%d')}. Each command"
         " is a fresh process; the three run interleaved in the same loop. `set` changes the split every time"
-        " (20 <-> 25 internal), so it runs every guard (bounds, freeze, rate, error budget over the embedded store,"
+        " (20 <-> 25 internal), so it runs every guard (bounds, freeze, rate, error budget over an embedded store"
+        f" holding {DAYS} days of 10-second steps for both backends,"
         " capacity from the current request rate), writes the split atomically and appends an fsynced audit entry.",
         "",
         "With bytecode cached (as an installed package has it):",

@@ -11,6 +11,7 @@ else the built-in embedded default (state under `./.opsctl/`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import types
 import typing
@@ -629,6 +630,194 @@ class CostConfig:
         _check_share("min_traffic_share", self.min_traffic_share)
 
 
+# ---------------------------------------------------------------------------------------------
+# Traffic control, capacity and freezes
+
+
+def _check_duration(value: str, what: str, *, minimum: int = 0) -> int:
+    from opsctl.clock import parse_duration
+
+    seconds = parse_duration(value)
+    if seconds < minimum:
+        raise ValueError(f"{what} must be at least {minimum}s")
+    return seconds
+
+
+@dataclass(frozen=True)
+class KubernetesSettings:
+    """How opsctl reaches the cluster: an explicit `host` (e.g. `kubectl proxy`), a kubeconfig, or in-cluster."""
+
+    host: str | None = None
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespace: str = "default"
+    timeout: float = 10.0
+
+    def __post_init__(self):
+        if self.host and not self.host.startswith(("http://", "https://")):
+            raise ValueError(f"host must start with http:// or https:// (got {self.host!r})")
+        if self.host and self.kubeconfig:
+            raise ValueError("give either host or kubeconfig, not both")
+        if not 0 < self.timeout <= 300:
+            raise ValueError("timeout must be between 0 and 300 seconds")
+
+
+@dataclass(frozen=True)
+class FileActuatorSettings:
+    path: str = "traffic/split.json"  # relative paths resolve under state_dir
+
+
+@dataclass(frozen=True)
+class ConfigMapSettings:
+    name: str = "grammar-traffic-split"
+    key: str = "split.json"
+    namespace: str | None = None  # default: traffic.kubernetes.namespace
+
+
+@dataclass(frozen=True)
+class IstioSettings:
+    name: str = "llm-inference"  # the VirtualService
+    namespace: str | None = None
+    route: str | None = None  # spec.http[].name; default: the first HTTP route
+    api_version: Literal["v1", "v1beta1", "v1alpha3"] = "v1"
+
+
+@dataclass(frozen=True)
+class GatewayApiSettings:
+    name: str = "llm-inference"  # the HTTPRoute
+    namespace: str | None = None
+    rule: int = 0  # index into spec.rules
+    api_version: Literal["v1", "v1beta1"] = "v1"
+
+    def __post_init__(self):
+        if self.rule < 0:
+            raise ValueError("rule must be a rule index (0 or more)")
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where one backend's requests go: Istio destination host, or Gateway API backendRef (a Service) name."""
+
+    host: str
+    port: int | None = None
+    subset: str | None = None  # Istio only
+    namespace: str | None = None  # Gateway API only
+
+    def __post_init__(self):
+        if not self.host:
+            raise ValueError("host must not be empty")
+        if self.port is not None and not 1 <= self.port <= 65535:
+            raise ValueError(f"port must be between 1 and 65535 (got {self.port})")
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """Flap damping: at most `max_changes` traffic operations per `window` (a ramp counts once)."""
+
+    max_changes: int = 6
+    window: str = "1h"
+
+    def __post_init__(self):
+        if not 1 <= self.max_changes <= 1000:
+            raise ValueError("max_changes must be between 1 and 1000")
+        _check_duration(self.window, "window", minimum=1)
+
+    @property
+    def window_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.window)
+
+
+@dataclass(frozen=True)
+class RampDefaults:
+    step: int = 10  # percentage points per step
+    interval: str = "5m"  # wait between steps, then check the receiving backend's burn rate
+
+    def __post_init__(self):
+        if not 1 <= self.step <= 100:
+            raise ValueError("step must be between 1 and 100")
+        _check_duration(self.interval, "interval")
+
+
+@dataclass(frozen=True)
+class TrafficConfig:
+    actuator: Literal["file", "configmap", "istio", "gateway-api"] = "file"
+    # The split before anything was stored (file actuator); must name configured backends and sum to 100.
+    default_split: dict[str, int] = field(default_factory=dict)
+    file: FileActuatorSettings = field(default_factory=FileActuatorSettings)
+    kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
+    configmap: ConfigMapSettings = field(default_factory=ConfigMapSettings)
+    istio: IstioSettings = field(default_factory=IstioSettings)
+    gateway_api: GatewayApiSettings = field(default_factory=GatewayApiSettings)
+    destinations: dict[str, Destination] = field(default_factory=dict)
+    rate_limit: RateLimit = field(default_factory=RateLimit)
+    ramp: RampDefaults = field(default_factory=RampDefaults)
+    # A write that meets a concurrent change (file version moved, 409 Conflict) re-reads, re-plans and
+    # re-checks its guards, up to this many attempts in all; then exit 5.
+    conflict_attempts: int = 5
+
+    def __post_init__(self):
+        if not 1 <= self.conflict_attempts <= 20:
+            raise ValueError("conflict_attempts must be between 1 and 20")
+
+
+@dataclass(frozen=True)
+class CapacityConfig:
+    """The internal backend's capacity: ready replicas x rps_per_replica must carry its share x (1 + headroom).
+
+    `source: kubernetes` reads (and scales, through the scale subresource) a Deployment; `source: static`
+    takes `replicas` as the ready count and never scales (the embedded environment has no cluster).
+    """
+
+    backend: str
+    rps_per_replica: float
+    source: Literal["kubernetes", "static"] = "kubernetes"
+    namespace: str | None = None  # default: traffic.kubernetes.namespace
+    deployment: str | None = None
+    replicas: int | None = None  # static only
+    headroom: float = 0.2
+    max_replicas: int = 1
+    ready_timeout: str = "10m"
+    poll_interval: str = "5s"
+    rate_window: str = "5m"  # request rate = sum(rate(llm_proxy_requests_total[rate_window]))
+
+    def __post_init__(self):
+        if self.rps_per_replica <= 0:
+            raise ValueError("rps_per_replica must be positive")
+        if not 0 <= self.headroom <= 10:
+            raise ValueError("headroom must be between 0 and 10 (0.2 = keep 20% spare)")
+        if self.max_replicas < 0:
+            raise ValueError("max_replicas must not be negative")
+        if self.source == "kubernetes" and not self.deployment:
+            raise ValueError("source kubernetes needs deployment (the internal backend's Deployment name)")
+        if self.source == "static" and self.replicas is None:
+            raise ValueError("source static needs replicas (the ready replica count)")
+        if self.replicas is not None and self.replicas < 0:
+            raise ValueError("replicas must not be negative")
+        _check_duration(self.ready_timeout, "ready_timeout")
+        _check_duration(self.poll_interval, "poll_interval", minimum=0)
+        _check_duration(self.rate_window, "rate_window", minimum=10)
+
+
+@dataclass(frozen=True)
+class FreezeWindow:
+    """A change freeze: a fixed range (`start`/`end`, local times in `timezone`) or `cron` plus `duration`."""
+
+    name: str
+    timezone: str = "UTC"
+    start: str | None = None
+    end: str | None = None
+    cron: str | None = None
+    duration: str | None = None
+    reason: str = ""
+
+    def __post_init__(self):
+        from opsctl.freeze import validate_window
+
+        validate_window(self)
+
+
 @dataclass(frozen=True)
 class Config:
     service: str
@@ -640,6 +829,9 @@ class Config:
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
     quality: QualityConfig = field(default_factory=QualityConfig)
     cost: CostConfig = field(default_factory=CostConfig)
+    traffic: TrafficConfig = field(default_factory=TrafficConfig)
+    capacity: CapacityConfig | None = None
+    freezes: list[FreezeWindow] = field(default_factory=list)
     state_dir: str = ".opsctl"
     # Where the config came from, and the directory relative paths resolve against.
     source_path: str = field(default="<built-in>", metadata={"internal": True})
@@ -657,6 +849,39 @@ class Config:
                 raise ValueError(
                     f"{section}: {', '.join(unknown)} not a configured backend (known: {', '.join(sorted(self.backends))})"
                 )
+        self._check_traffic()
+
+    def _check_traffic(self) -> None:
+        """Cross-section checks: traffic, capacity and freezes must name configured backends."""
+        known = ", ".join(sorted(self.backends))
+        split = self.traffic.default_split
+        for name, weight in split.items():
+            if name not in self.backends:
+                raise ValueError(f"traffic.default_split: unknown backend {name!r} (known: {known})")
+            if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= 100:
+                raise ValueError(f"traffic.default_split.{name}: weight must be an integer from 0 to 100")
+        if split and sum(split.values()) != 100:
+            raise ValueError(f"traffic.default_split: weights must sum to 100 (they sum to {sum(split.values())})")
+        for name in self.traffic.destinations:
+            if name not in self.backends:
+                raise ValueError(f"traffic.destinations: unknown backend {name!r} (known: {known})")
+        if self.traffic.actuator in ("istio", "gateway-api"):
+            missing = sorted(set(self.backends) - set(self.traffic.destinations))
+            if missing:
+                raise ValueError(
+                    f"traffic.destinations: actuator {self.traffic.actuator} needs a destination for every backend"
+                    f" (missing: {', '.join(missing)})"
+                )
+        if self.capacity is not None:
+            backend = self.backends.get(self.capacity.backend)
+            if backend is None:
+                raise ValueError(f"capacity.backend: unknown backend {self.capacity.backend!r} (known: {known})")
+            if backend.kind != "internal":
+                raise ValueError(f"capacity.backend: {self.capacity.backend!r} is a vendor backend; capacity models our own pods")
+        names = [w.name for w in self.freezes]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"freezes: duplicate freeze name(s): {', '.join(duplicates)}")
 
     def path(self, value: str) -> Path:
         """Resolve a path from the config against the config file's directory."""
@@ -670,6 +895,11 @@ class Config:
     @property
     def state_path(self) -> Path:
         return self.path(self.state_dir)
+
+    @property
+    def audit_path(self) -> Path:
+        return self.state_path / "audit.jsonl"
+
 
     def backend(self, name: str) -> Backend:
         try:
@@ -723,11 +953,14 @@ def load_yaml_file(path: Path, what: str = "file") -> Any:
         raise ConfigError(f"{path}: YAML syntax error at {where}: {problem}") from exc
 
 
+@functools.lru_cache(maxsize=1)
 def _strict_loader():
     """A SafeLoader that refuses duplicate keys, which PyYAML would silently let the last one win."""
     import yaml
 
-    class StrictLoader(yaml.SafeLoader):
+    # libyaml's loader when present: ~10x faster, which the CLI's fast paths notice (traffic set
+    # reads the SLO files for its budget guard).
+    class StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         pass
 
     def mapping(loader, node, deep=False):

@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "shadow": ("opsctl.cli.shadow_cmd:shadow", "Shadow traffic: is a backend ready for real traffic?"),
     "ab": ("opsctl.cli.ab_cmd:ab", "A/B equivalence (TOST) of a business metric for a migration."),
     "cost": ("opsctl.cli.cost_cmd:cost", "Cost per million tokens per backend."),
+    "traffic": ("opsctl.cli.traffic_cmd:traffic", "Traffic split: status, set, ramp, failover, restore, history."),
+    "freeze": ("opsctl.cli.freeze_cmd:freeze", "Change freezes: status and list."),
 }
 
 

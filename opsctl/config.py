@@ -11,6 +11,7 @@ else the built-in embedded default (state under `./.opsctl/`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import types
 import typing
@@ -355,6 +356,468 @@ class TicketsConfig:
             raise ConfigError(f"unknown vendor {name!r} (tickets.vendors: {known})") from None
 
 
+# -- quality: endpoints the probe calls, thresholds, cost ---------------------------------------
+
+
+def _check_url(what: str, url: str) -> None:
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"{what} must start with http:// or https:// (got {url!r})")
+
+
+@dataclass(frozen=True)
+class DatabricksOAuth:
+    """OAuth machine-to-machine: a service principal's client id and secret exchanged for a token.
+
+    `workspace_url` implies the token endpoint `<workspace_url>/oidc/v1/token`; `token_url` names it
+    directly. The token is refreshed `refresh_margin` seconds before it expires; `persist` also keeps
+    it in the state dir (mode 0600) so consecutive runs do not each exchange credentials.
+    """
+
+    client_id: str
+    client_secret: SecretRef
+    workspace_url: str | None = None
+    token_url: str | None = None
+    scope: str = "all-apis"
+    refresh_margin: float = 300.0
+    persist: bool = False
+
+    def __post_init__(self):
+        if bool(self.workspace_url) == bool(self.token_url):
+            raise ValueError("give exactly one of 'workspace_url' or 'token_url'")
+        _check_url("workspace_url" if self.workspace_url else "token_url", self.workspace_url or self.token_url)
+        if not self.client_id.strip():
+            raise ValueError("client_id must not be empty")
+        if not 0 <= self.refresh_margin <= 3000:
+            raise ValueError("refresh_margin must be between 0 and 3000 seconds")
+
+    @property
+    def endpoint(self) -> str:
+        return self.token_url or self.workspace_url.rstrip("/") + "/oidc/v1/token"
+
+
+@dataclass(frozen=True)
+class EndpointAuth:
+    """At most one: a bearer token (vLLM --api-key), Databricks OAuth M2M, or a personal access token."""
+
+    bearer: SecretRef | None = None
+    databricks_oauth: DatabricksOAuth | None = None
+    pat: SecretRef | None = None
+
+    def __post_init__(self):
+        given = [n for n in ("bearer", "databricks_oauth", "pat") if getattr(self, n) is not None]
+        if len(given) > 1:
+            raise ValueError(f"use one auth method, not {' and '.join(given)}")
+
+    @property
+    def method(self) -> str:
+        for name in ("bearer", "databricks_oauth", "pat"):
+            if getattr(self, name) is not None:
+                return name
+        return "none"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A backend's OpenAI-compatible API: vLLM `http://host:8000/v1`, Databricks
+    `https://<workspace>/serving-endpoints` (model = the serving endpoint's name)."""
+
+    base_url: str
+    model: str
+    api: Literal["completions", "chat"] = "completions"
+    auth: EndpointAuth = field(default_factory=EndpointAuth)
+    max_tokens: int = 256
+    verify_tls: bool = True
+
+    def __post_init__(self):
+        _check_url("base_url", self.base_url)
+        if not self.model.strip():
+            raise ValueError("model must not be empty")
+        if not 1 <= self.max_tokens <= 32768:
+            raise ValueError("max_tokens must be between 1 and 32768")
+
+
+def _check_share(name: str, value: float | None) -> None:
+    if value is not None and not 0 <= value <= 1:
+        raise ValueError(f"{name} must be between 0 and 1 (a share, e.g. 0.94)")
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """Thresholds that turn a consistency probe into pass or fail, and how hard it may push."""
+
+    min_exact_match_between: float = 0.94
+    min_exact_match_golden: float | None = 0.90
+    max_error_rate: float = 0.0
+    fail_on_prompt_token_mismatch: bool = True
+    normalize: Literal["strip", "none"] = "strip"
+    concurrency: int = 4
+    timeout: float = 30.0
+    retries: int = 3
+    backoff_base: float = 0.5
+    backoff_cap: float = 8.0
+    deadline: float = 300.0
+
+    def __post_init__(self):
+        _check_share("min_exact_match_between", self.min_exact_match_between)
+        _check_share("min_exact_match_golden", self.min_exact_match_golden)
+        _check_share("max_error_rate", self.max_error_rate)
+        if not 1 <= self.concurrency <= 64:
+            raise ValueError("concurrency must be between 1 and 64")
+        if not 0 < self.timeout <= 600:
+            raise ValueError("timeout must be between 0 and 600 seconds")
+        if not 0 <= self.retries <= 10:
+            raise ValueError("retries must be between 0 and 10")
+        if not 0 < self.backoff_base <= self.backoff_cap <= 120:
+            raise ValueError("need 0 < backoff_base <= backoff_cap <= 120 seconds")
+        if not 0 < self.deadline <= 3600:
+            raise ValueError("deadline must be between 0 and 3600 seconds")
+
+
+@dataclass(frozen=True)
+class ShadowSettings:
+    """When a backend on shadow traffic is ready to take real traffic, compared with the primary."""
+
+    window: str = "1h"
+    rate_window: str = "5m"
+    min_requests: int = 1000
+    max_error_rate_increase: float = 0.0001
+    percentiles: list[float] = field(default_factory=lambda: [0.5, 0.95, 0.99])
+    max_latency_ratio: float = 1.2
+    min_load_ratio: float = 0.9
+
+    def __post_init__(self):
+        from opsctl.clock import parse_duration
+
+        for name in ("window", "rate_window"):
+            if parse_duration(getattr(self, name)) < 60:
+                raise ValueError(f"{name} must be at least 1m")
+        if self.min_requests < 1:
+            raise ValueError("min_requests must be at least 1")
+        _check_share("max_error_rate_increase", self.max_error_rate_increase)
+        if not self.percentiles or any(not 0 < q < 1 for q in self.percentiles):
+            raise ValueError("percentiles must be a non-empty list of numbers between 0 and 1 (e.g. 0.99)")
+        if self.max_latency_ratio < 1:
+            raise ValueError("max_latency_ratio must be at least 1")
+        if not 0 < self.min_load_ratio <= 10:
+            raise ValueError("min_load_ratio must be between 0 and 10")
+
+    @property
+    def window_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.window)
+
+    @property
+    def rate_window_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.rate_window)
+
+
+@dataclass(frozen=True)
+class PushSettings:
+    """Where `opsctl probe consistency --push` writes its figures."""
+
+    target: Literal["embedded", "pushgateway"] = "embedded"
+    pushgateway_url: str = "http://127.0.0.1:9091"
+    job: str = "opsctl_probe"
+    timeout: float = 10.0
+
+    def __post_init__(self):
+        _check_url("pushgateway_url", self.pushgateway_url)
+        if not self.job or not all(c.isalnum() or c in "_-." for c in self.job):
+            raise ValueError("job must be letters, digits, '_', '-' or '.'")
+        if not 0 < self.timeout <= 120:
+            raise ValueError("timeout must be between 0 and 120 seconds")
+
+
+@dataclass(frozen=True)
+class QualityConfig:
+    probe: ProbeSettings = field(default_factory=ProbeSettings)
+    shadow: ShadowSettings = field(default_factory=ShadowSettings)
+    push: PushSettings = field(default_factory=PushSettings)
+
+
+@dataclass(frozen=True)
+class GpuPricing:
+    """Internal pods: replicas x GPUs per replica x hours x the GPU hourly price.
+
+    `replicas` is a fixed count; `replicas_query` is PromQL over the metric source giving the average
+    replica count over the window, `$window` standing for it (e.g.
+    `avg_over_time(kube_deployment_status_replicas_available{deployment="vllm"}[$window])`).
+    """
+
+    gpu_hourly_price: float
+    gpus_per_replica: int = 1
+    replicas: float | None = None
+    replicas_query: str | None = None
+
+    def __post_init__(self):
+        if self.gpu_hourly_price < 0:
+            raise ValueError("gpu_hourly_price must not be negative")
+        if self.gpus_per_replica < 1:
+            raise ValueError("gpus_per_replica must be at least 1")
+        if (self.replicas is None) == (self.replicas_query is None):
+            raise ValueError("give exactly one of 'replicas' (a count) or 'replicas_query' (PromQL)")
+        if self.replicas is not None and self.replicas < 0:
+            raise ValueError("replicas must not be negative")
+
+
+@dataclass(frozen=True)
+class ProvisionedPricing:
+    """Vendor provisioned throughput: a fixed price per hour, whatever the traffic."""
+
+    hourly_price: float
+
+    def __post_init__(self):
+        if self.hourly_price < 0:
+            raise ValueError("hourly_price must not be negative")
+
+
+@dataclass(frozen=True)
+class TokenPricing:
+    """Vendor pay-per-token: prices per million input (prompt) and output (completion) tokens."""
+
+    input_per_million: float
+    output_per_million: float
+
+    def __post_init__(self):
+        if self.input_per_million < 0 or self.output_per_million < 0:
+            raise ValueError("prices must not be negative")
+
+
+@dataclass(frozen=True)
+class BackendCost:
+    """Exactly one pricing model per backend."""
+
+    gpu: GpuPricing | None = None
+    provisioned: ProvisionedPricing | None = None
+    per_token: TokenPricing | None = None
+
+    def __post_init__(self):
+        given = [n for n in ("gpu", "provisioned", "per_token") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of 'gpu', 'provisioned' or 'per_token'")
+
+    @property
+    def model(self) -> str:
+        return next(n for n in ("gpu", "provisioned", "per_token") if getattr(self, n) is not None)
+
+
+@dataclass(frozen=True)
+class FrontierReference:
+    name: str = "frontier model"
+    price_per_million: float = 0.0
+
+    def __post_init__(self):
+        if self.price_per_million < 0:
+            raise ValueError("price_per_million must not be negative")
+
+
+@dataclass(frozen=True)
+class CostConfig:
+    currency: str = "USD"
+    window: str = "7d"
+    min_traffic_share: float = 0.05
+    frontier: FrontierReference | None = None
+    backends: dict[str, BackendCost] = field(default_factory=dict)
+
+    def __post_init__(self):
+        from opsctl.clock import parse_duration
+
+        if parse_duration(self.window) < 3600:
+            raise ValueError("window must be at least 1h")
+        _check_share("min_traffic_share", self.min_traffic_share)
+
+
+# ---------------------------------------------------------------------------------------------
+# Traffic control, capacity and freezes
+
+
+def _check_duration(value: str, what: str, *, minimum: int = 0) -> int:
+    from opsctl.clock import parse_duration
+
+    seconds = parse_duration(value)
+    if seconds < minimum:
+        raise ValueError(f"{what} must be at least {minimum}s")
+    return seconds
+
+
+@dataclass(frozen=True)
+class KubernetesSettings:
+    """How opsctl reaches the cluster: an explicit `host` (e.g. `kubectl proxy`), a kubeconfig, or in-cluster."""
+
+    host: str | None = None
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespace: str = "default"
+    timeout: float = 10.0
+
+    def __post_init__(self):
+        if self.host and not self.host.startswith(("http://", "https://")):
+            raise ValueError(f"host must start with http:// or https:// (got {self.host!r})")
+        if self.host and self.kubeconfig:
+            raise ValueError("give either host or kubeconfig, not both")
+        if not 0 < self.timeout <= 300:
+            raise ValueError("timeout must be between 0 and 300 seconds")
+
+
+@dataclass(frozen=True)
+class FileActuatorSettings:
+    path: str = "traffic/split.json"  # relative paths resolve under state_dir
+
+
+@dataclass(frozen=True)
+class ConfigMapSettings:
+    name: str = "grammar-traffic-split"
+    key: str = "split.json"
+    namespace: str | None = None  # default: traffic.kubernetes.namespace
+
+
+@dataclass(frozen=True)
+class IstioSettings:
+    name: str = "llm-inference"  # the VirtualService
+    namespace: str | None = None
+    route: str | None = None  # spec.http[].name; default: the first HTTP route
+    api_version: Literal["v1", "v1beta1", "v1alpha3"] = "v1"
+
+
+@dataclass(frozen=True)
+class GatewayApiSettings:
+    name: str = "llm-inference"  # the HTTPRoute
+    namespace: str | None = None
+    rule: int = 0  # index into spec.rules
+    api_version: Literal["v1", "v1beta1"] = "v1"
+
+    def __post_init__(self):
+        if self.rule < 0:
+            raise ValueError("rule must be a rule index (0 or more)")
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where one backend's requests go: Istio destination host, or Gateway API backendRef (a Service) name."""
+
+    host: str
+    port: int | None = None
+    subset: str | None = None  # Istio only
+    namespace: str | None = None  # Gateway API only
+
+    def __post_init__(self):
+        if not self.host:
+            raise ValueError("host must not be empty")
+        if self.port is not None and not 1 <= self.port <= 65535:
+            raise ValueError(f"port must be between 1 and 65535 (got {self.port})")
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """Flap damping: at most `max_changes` traffic operations per `window` (a ramp counts once)."""
+
+    max_changes: int = 6
+    window: str = "1h"
+
+    def __post_init__(self):
+        if not 1 <= self.max_changes <= 1000:
+            raise ValueError("max_changes must be between 1 and 1000")
+        _check_duration(self.window, "window", minimum=1)
+
+    @property
+    def window_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.window)
+
+
+@dataclass(frozen=True)
+class RampDefaults:
+    step: int = 10  # percentage points per step
+    interval: str = "5m"  # wait between steps, then check the receiving backend's burn rate
+
+    def __post_init__(self):
+        if not 1 <= self.step <= 100:
+            raise ValueError("step must be between 1 and 100")
+        _check_duration(self.interval, "interval")
+
+
+@dataclass(frozen=True)
+class TrafficConfig:
+    actuator: Literal["file", "configmap", "istio", "gateway-api"] = "file"
+    # The split before anything was stored (file actuator); must name configured backends and sum to 100.
+    default_split: dict[str, int] = field(default_factory=dict)
+    file: FileActuatorSettings = field(default_factory=FileActuatorSettings)
+    kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
+    configmap: ConfigMapSettings = field(default_factory=ConfigMapSettings)
+    istio: IstioSettings = field(default_factory=IstioSettings)
+    gateway_api: GatewayApiSettings = field(default_factory=GatewayApiSettings)
+    destinations: dict[str, Destination] = field(default_factory=dict)
+    rate_limit: RateLimit = field(default_factory=RateLimit)
+    ramp: RampDefaults = field(default_factory=RampDefaults)
+    # A write that meets a concurrent change (file version moved, 409 Conflict) re-reads, re-plans and
+    # re-checks its guards, up to this many attempts in all; then exit 5.
+    conflict_attempts: int = 5
+
+    def __post_init__(self):
+        if not 1 <= self.conflict_attempts <= 20:
+            raise ValueError("conflict_attempts must be between 1 and 20")
+
+
+@dataclass(frozen=True)
+class CapacityConfig:
+    """The internal backend's capacity: ready replicas x rps_per_replica must carry its share x (1 + headroom).
+
+    `source: kubernetes` reads (and scales, through the scale subresource) a Deployment; `source: static`
+    takes `replicas` as the ready count and never scales (the embedded environment has no cluster).
+    """
+
+    backend: str
+    rps_per_replica: float
+    source: Literal["kubernetes", "static"] = "kubernetes"
+    namespace: str | None = None  # default: traffic.kubernetes.namespace
+    deployment: str | None = None
+    replicas: int | None = None  # static only
+    headroom: float = 0.2
+    max_replicas: int = 1
+    ready_timeout: str = "10m"
+    poll_interval: str = "5s"
+    rate_window: str = "5m"  # request rate = sum(rate(llm_proxy_requests_total[rate_window]))
+
+    def __post_init__(self):
+        if self.rps_per_replica <= 0:
+            raise ValueError("rps_per_replica must be positive")
+        if not 0 <= self.headroom <= 10:
+            raise ValueError("headroom must be between 0 and 10 (0.2 = keep 20% spare)")
+        if self.max_replicas < 0:
+            raise ValueError("max_replicas must not be negative")
+        if self.source == "kubernetes" and not self.deployment:
+            raise ValueError("source kubernetes needs deployment (the internal backend's Deployment name)")
+        if self.source == "static" and self.replicas is None:
+            raise ValueError("source static needs replicas (the ready replica count)")
+        if self.replicas is not None and self.replicas < 0:
+            raise ValueError("replicas must not be negative")
+        _check_duration(self.ready_timeout, "ready_timeout")
+        _check_duration(self.poll_interval, "poll_interval", minimum=0)
+        _check_duration(self.rate_window, "rate_window", minimum=10)
+
+
+@dataclass(frozen=True)
+class FreezeWindow:
+    """A change freeze: a fixed range (`start`/`end`, local times in `timezone`) or `cron` plus `duration`."""
+
+    name: str
+    timezone: str = "UTC"
+    start: str | None = None
+    end: str | None = None
+    cron: str | None = None
+    duration: str | None = None
+    reason: str = ""
+
+    def __post_init__(self):
+        from opsctl.freeze import validate_window
+
+        validate_window(self)
+
+
 # ---------------------------------------------------------------------------------------------
 # Alert-triggered automation (`opsctl serve`)
 
@@ -518,6 +981,12 @@ class Config:
     automation: AutomationConfig = field(default_factory=AutomationConfig)
     paging: PagingConfig = field(default_factory=PagingConfig)
     tickets: TicketsConfig = field(default_factory=TicketsConfig)
+    endpoints: dict[str, Endpoint] = field(default_factory=dict)
+    quality: QualityConfig = field(default_factory=QualityConfig)
+    cost: CostConfig = field(default_factory=CostConfig)
+    traffic: TrafficConfig = field(default_factory=TrafficConfig)
+    capacity: CapacityConfig | None = None
+    freezes: list[FreezeWindow] = field(default_factory=list)
     state_dir: str = ".opsctl"
     # Where the config came from, and the directory relative paths resolve against.
     source_path: str = field(default="<built-in>", metadata={"internal": True})
@@ -529,6 +998,13 @@ class Config:
         for name in self.backends:
             if not name.replace("-", "").replace("_", "").isalnum() or name == "all":
                 raise ValueError(f"backends: invalid backend name {name!r} (letters, digits, - and _; 'all' is reserved)")
+        for section, names in (("endpoints", self.endpoints), ("cost.backends", self.cost.backends)):
+            unknown = sorted(set(names) - set(self.backends))
+            if unknown:
+                raise ValueError(
+                    f"{section}: {', '.join(unknown)} not a configured backend (known: {', '.join(sorted(self.backends))})"
+                )
+        self._check_traffic()
         self._check_automation()
 
     def _check_automation(self) -> None:
@@ -542,6 +1018,38 @@ class Config:
                     f" (known: {known})"
                 )
 
+    def _check_traffic(self) -> None:
+        """Cross-section checks: traffic, capacity and freezes must name configured backends."""
+        known = ", ".join(sorted(self.backends))
+        split = self.traffic.default_split
+        for name, weight in split.items():
+            if name not in self.backends:
+                raise ValueError(f"traffic.default_split: unknown backend {name!r} (known: {known})")
+            if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= 100:
+                raise ValueError(f"traffic.default_split.{name}: weight must be an integer from 0 to 100")
+        if split and sum(split.values()) != 100:
+            raise ValueError(f"traffic.default_split: weights must sum to 100 (they sum to {sum(split.values())})")
+        for name in self.traffic.destinations:
+            if name not in self.backends:
+                raise ValueError(f"traffic.destinations: unknown backend {name!r} (known: {known})")
+        if self.traffic.actuator in ("istio", "gateway-api"):
+            missing = sorted(set(self.backends) - set(self.traffic.destinations))
+            if missing:
+                raise ValueError(
+                    f"traffic.destinations: actuator {self.traffic.actuator} needs a destination for every backend"
+                    f" (missing: {', '.join(missing)})"
+                )
+        if self.capacity is not None:
+            backend = self.backends.get(self.capacity.backend)
+            if backend is None:
+                raise ValueError(f"capacity.backend: unknown backend {self.capacity.backend!r} (known: {known})")
+            if backend.kind != "internal":
+                raise ValueError(f"capacity.backend: {self.capacity.backend!r} is a vendor backend; capacity models our own pods")
+        names = [w.name for w in self.freezes]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"freezes: duplicate freeze name(s): {', '.join(duplicates)}")
+
     def path(self, value: str) -> Path:
         """Resolve a path from the config against the config file's directory."""
         p = Path(os.path.expanduser(value))
@@ -554,6 +1062,11 @@ class Config:
     @property
     def state_path(self) -> Path:
         return self.path(self.state_dir)
+
+    @property
+    def audit_path(self) -> Path:
+        return self.state_path / "audit.jsonl"
+
 
     def backend(self, name: str) -> Backend:
         try:
@@ -599,13 +1112,36 @@ def load_yaml_file(path: Path, what: str = "file") -> Any:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from exc
     try:
-        # libyaml when present: SLO files are parsed on every guarded traffic change (10x faster).
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return yaml.load(text, Loader=_strict_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{path}: YAML syntax error at {where}: {problem}") from exc
+
+
+@functools.lru_cache(maxsize=1)
+def _strict_loader():
+    """A SafeLoader that refuses duplicate keys, which PyYAML would silently let the last one win."""
+    import yaml
+
+    # libyaml's loader when present: ~10x faster, which the CLI's fast paths notice (traffic set
+    # reads the SLO files for its budget guard).
+    class StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return loader.construct_mapping(node, deep=deep)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return StrictLoader
 
 
 def load_config_file(path: Path) -> Config:
@@ -699,7 +1235,11 @@ def _build_dataclass(cls: type, value: Any, path: str, problems: list[str]) -> A
     if value is None:
         value = {}
     if not isinstance(value, dict):
-        problems.append(f"{_where(path)}: expected a mapping, got {_show(value)}")
+        if cls is SecretRef:  # an inline secret: say so without echoing it
+            problems.append(f"{_where(path)}: expected a mapping {{env: NAME}} or {{file: PATH}}, got a "
+                            f"{type(value).__name__} (secret values do not belong in the config; not shown)")
+        else:
+            problems.append(f"{_where(path)}: expected a mapping, got {_show(value)}")
         return None
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}

@@ -20,6 +20,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("opsctl.cli.serve_cmd:serve", "Receive Alertmanager/PagerDuty webhooks and act by policy."),
     "page": ("opsctl.cli.page_cmd:page", "Page on-call, follow incidents, on-call and maintenance windows."),
     "ticket": ("opsctl.cli.ticket_cmd:ticket", "File vendor support tickets and read them back."),
+    "probe": ("opsctl.cli.probe_cmd:probe", "Golden-set consistency probe of the backends' APIs."),
+    "shadow": ("opsctl.cli.shadow_cmd:shadow", "Shadow traffic: is a backend ready for real traffic?"),
+    "ab": ("opsctl.cli.ab_cmd:ab", "A/B equivalence (TOST) of a business metric for a migration."),
+    "cost": ("opsctl.cli.cost_cmd:cost", "Cost per million tokens per backend."),
+    "traffic": ("opsctl.cli.traffic_cmd:traffic", "Traffic split: status, set, ramp, failover, restore, history."),
+    "freeze": ("opsctl.cli.freeze_cmd:freeze", "Change freezes: status and list."),
 }
 
 

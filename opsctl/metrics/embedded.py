@@ -116,11 +116,24 @@ class EmbeddedStore:
     # -- reading ----------------------------------------------------------------------------
 
     def backends(self) -> list[str]:
-        return [r[0] for r in self.conn.execute("SELECT DISTINCT backend FROM steps ORDER BY backend")]
+        # A skip-scan over the (backend, ts) primary key: one index seek per backend, where
+        # DISTINCT would read every row (~50 ms for 28 days of two backends).
+        rows = self.conn.execute(
+            "WITH RECURSIVE b(name) AS (SELECT MIN(backend) FROM steps"
+            " UNION ALL SELECT (SELECT MIN(backend) FROM steps WHERE backend > b.name) FROM b WHERE b.name IS NOT NULL)"
+            " SELECT name FROM b WHERE name IS NOT NULL"
+        )
+        return [r[0] for r in rows]
 
     def time_range(self) -> tuple[int, int] | None:
-        row = self.conn.execute("SELECT MIN(ts), MAX(ts) FROM steps").fetchone()
-        return None if row[0] is None else (int(row[0]), int(row[1]))
+        # One aggregate per query, so SQLite answers each from the index instead of scanning.
+        firsts, lasts = [], []
+        for b in self.backends():
+            firsts.append(self.conn.execute("SELECT MIN(ts) FROM steps WHERE backend = ?", (b,)).fetchone()[0])
+            lasts.append(self.conn.execute("SELECT MAX(ts) FROM steps WHERE backend = ?", (b,)).fetchone()[0])
+        if not firsts:
+            return None
+        return int(min(firsts)), int(max(lasts))
 
     def check(self) -> None:
         if self.time_range() is None:

@@ -1,0 +1,441 @@
+"""`opsctl traffic status|set|ramp|failover|restore|history`."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from opsctl.cli.output import emit, output_option, render_table
+
+
+@click.group()
+def traffic():
+    """The split between backends: see it, set it, ramp it, fail over and restore.
+
+    \b
+    Examples:
+      opsctl traffic status
+      opsctl traffic set databricks=70 internal=30 --reason "load test" --yes
+      opsctl traffic ramp --to internal=50 --step 10 --interval 5m --reason "rollout" --yes
+      opsctl traffic failover --from databricks --incident INC-123 --yes
+      opsctl traffic restore --incident INC-123 --yes
+      opsctl traffic history --incident INC-123
+
+    Every change passes the guards (bounds, freeze, rate limit, error budget, capacity) and is
+    recorded in the audit log, applied or not. Exit codes: 2 invalid split, 4 refused by a guard,
+    5 lost to a concurrent change. Set $OPSCTL_ACTOR to name the actor in automation.
+    """
+
+
+def change_options(*, emergency: bool = True, incident_required: bool = False):
+    """--dry-run, -o, --reason, --incident, --yes (and --emergency) for every command that changes something."""
+
+    def wrap(fn):
+        fn = output_option(fn)
+        fn = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (automation).")(fn)
+        if emergency:
+            fn = click.option("--emergency", is_flag=True,
+                              help="Override freeze, rate and budget guards; needs --incident; recorded.")(fn)
+        fn = click.option("--incident", metavar="ID", required=incident_required,
+                          help="Incident this change serves (recorded; required for --emergency).")(fn)
+        fn = click.option("--reason", metavar="TEXT", default="", help="Why (recorded in the audit log).")(fn)
+        fn = click.option("--dry-run", is_flag=True,
+                          help="Run every guard and the server's dry run; change nothing.")(fn)
+        return fn
+
+    return wrap
+
+
+def _progress(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _controller(app, dry_run: bool):
+    from opsctl.traffic.controller import TrafficController
+
+    return TrafficController(app.config, dry_run=dry_run, progress=_progress)
+
+
+def _require_reason(reason: str, incident: str | None, dry_run: bool) -> None:
+    from opsctl.errors import UsageError
+
+    if not dry_run and not reason.strip() and not incident:
+        raise UsageError("say why: give --reason TEXT or --incident ID (both are recorded in the audit log)")
+
+
+def _confirmer(yes: bool, dry_run: bool, order):
+    """None when no question is needed; refuses to guess when nobody can answer."""
+    from opsctl.errors import UsageError
+
+    if yes or dry_run:
+        return None
+    if not sys.stdin.isatty():
+        raise UsageError("this changes live traffic: pass --yes to confirm without a terminal, or --dry-run to preview")
+
+    def confirm(what) -> bool:
+        text = what if isinstance(what, str) else _change_text(what.to_dict(order), order)
+        click.echo(text, err=True)
+        return click.confirm("Apply?", default=False, err=True)
+
+    return confirm
+
+
+def _run_and_render(call, output: str, order, *, attached: str, render) -> None:
+    """Run a change and render what it returns, or what its error carries (a refusal still shows its
+    guards; -o json still prints the result); the error then sets the exit code."""
+    from opsctl.errors import OpsctlError
+
+    try:
+        outcome = call()
+    except OpsctlError as exc:
+        carried = getattr(exc, attached, None)
+        if carried is not None:
+            render(carried.to_dict(order), output, order, err=output == "table")
+        raise
+    except KeyboardInterrupt:
+        if attached == "outcome":
+            click.echo("interrupted: the ramp's state is saved; continue with `opsctl traffic ramp --resume`"
+                       " or return to its start with `opsctl traffic ramp --abort`", err=True)
+        raise
+    render(outcome.to_dict(order), output, order)
+
+
+def _run_change(app, output: str, call) -> None:
+    _run_and_render(call, output, list(app.config.backends), attached="result", render=_emit_change)
+
+
+def _run_ramp(call, output, order) -> None:
+    _run_and_render(call, output, order, attached="outcome", render=_emit_ramp)
+
+
+def _emit_change(data: dict, output: str, order, err: bool = False) -> None:
+    if output == "table":
+        click.echo(_change_text(data, order), err=err)
+    else:
+        emit(data, output)
+
+
+def _describe(split: dict | None, order) -> str:
+    if split is None:
+        return "unset"
+    weights = split.get("weights", {})
+    text = " / ".join(f"{b} {weights.get(b, 0)}" for b in order if b in weights or weights.get(b))
+    text = text or " / ".join(f"{b} {w}" for b, w in weights.items())
+    shadow = split.get("shadow") or {}
+    if shadow:
+        text += " (shadow " + ", ".join(f"{b} {p}%" for b, p in shadow.items()) + ")"
+    return text
+
+
+def _change_text(d: dict, order) -> str:
+    lines = [
+        f"{d['outcome']:<9} {d['action']}: {_describe(d['before'], order)} -> {_describe(d['after'], order)}",
+        f"target    {d['target']} (version {d['version_before']}"
+        + (f" -> {d['version']})" if d.get("version") and d["version"] != d["version_before"] else ")"),
+    ]
+    if d.get("requested"):
+        lines.append(f"asked     {_describe(d['requested'], order)}")
+    for backend, s in (d.get("shortfall") or {}).items():
+        lines.append(f"SHORT     {backend}: {s['not_moved']} points could not move (capacity carries"
+                     f" {s['capacity_share']}%); they stay where they were")
+    if d.get("incident") or d.get("reason"):
+        lines.append(f"why       {d.get('incident') or '-'}: {d.get('reason') or ''}")
+    if d["guards"]:
+        rows = []
+        for g in d["guards"]:
+            mark = "OVERRIDE" if g.get("overridden") else "skip" if g.get("skipped") else "ok" if g["ok"] else "REFUSED"
+            rows.append([mark, g["name"], g["message"]])
+            if not g["ok"] and g.get("remedy"):
+                rows.append(["", "", f"what to do: {g['remedy']}"])
+        lines.append("guards")
+        lines.extend("  " + line for line in render_table(["", "GUARD", "RESULT"], rows).splitlines()[2:])
+    for w in d.get("warnings") or []:
+        lines.append(f"WARNING   {w}")
+    for r in d.get("recorded") or []:
+        lines.append(f"recorded  {r}")
+    if d.get("message") and d["outcome"] not in ("refused",):
+        lines.append(f"note      {d['message']}")
+    return "\n".join(lines)
+
+
+def _running_ramp_blocks(app, emergency: bool) -> None:
+    from opsctl.errors import ConflictError
+    from opsctl.traffic.rampstate import running_ramp
+
+    live = running_ramp(app.config)
+    if live and not emergency:
+        raise ConflictError(
+            f"a ramp is running (pid {live.get('pid')} on {live.get('host')}); a manual change would fight it",
+            hint="wait for it, stop it (Ctrl-C / kill PID) and `opsctl traffic ramp --abort`, or use --emergency --incident ID",
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@traffic.command()
+@output_option
+@click.pass_obj
+def status(app, output):
+    """Current weights and shadow, where they live, the last change, freezes, capacity headroom.
+
+    Exit 3 when the split is unknown (e.g. nothing stored yet and no default configured).
+    """
+    import time
+
+    from opsctl.errors import NoDataError
+    from opsctl.traffic.status import traffic_status
+
+    data = traffic_status(app.config, time.time())
+    emit(data, output, table=lambda d: _status_text(d, list(app.config.backends)))
+    if data["split"] is None:
+        raise NoDataError(f"the split is unknown: {data['note']}")
+
+
+def _status_text(d: dict, order) -> str:
+    lines = [
+        f"split       {_describe(d['split'], order)}" + (f"   ({d['note']})" if d.get("note") else ""),
+        f"actuator    {d['actuator']}: {d['target']} (version {d['version']})",
+    ]
+    last = d.get("last_change")
+    if last:
+        why = " ".join(x for x in (last.get("incident") or "", last.get("reason") or "") if x)
+        lines.append(f"last change {last['time']} {last['action']} by {last['actor']}" + (f": {why}" if why else "")
+                     + (f" [overrode {', '.join(last['overrides'])}]" if last.get("overrides") else ""))
+    else:
+        lines.append("last change none recorded")
+    if d["freezes_active"]:
+        for f in d["freezes_active"]:
+            lines.append(f"FREEZE      {f['name']} until {f['end_local']}: routine changes refused"
+                         " (emergencies: --emergency --incident ID)")
+    else:
+        nxt = d.get("next_freeze")
+        lines.append("freeze      none in force" + (f"; next: {nxt['name']} from {nxt['start_local']}" if nxt else ""))
+    cap = d.get("capacity")
+    if cap is None:
+        lines.append("capacity    not configured")
+    elif cap.get("error"):
+        lines.append(f"capacity    {cap['backend']}: unknown ({cap['error']})")
+    elif cap.get("current_rps") is None:
+        lines.append(f"capacity    {cap['backend']}: {cap['ready_replicas']} ready x {cap['rps_per_replica']:g} rps"
+                     f" = {cap['capacity_rps']:g} rps; headroom unknown: no request-rate data")
+    else:
+        lines.append(
+            f"capacity    {cap['backend']}: {cap['ready_replicas']} ready x {cap['rps_per_replica']:g} rps ="
+            f" {cap['capacity_rps']:g} rps for {cap['current_rps']:.1f} rps total; carries up to {cap['max_share']}%"
+            f" with {cap['headroom']:.0%} headroom (now {cap['share_now']}%; {cap['max_share_at_max_replicas']}%"
+            f" at {cap['max_replicas']} replicas)")
+    ramp = d.get("ramp")
+    if ramp:
+        state = "running" if ramp["live"] else "INTERRUPTED (resume: opsctl traffic ramp --resume; or --abort)"
+        lines.append(f"ramp        {ramp['id']} {state}: step {ramp['done']}/{ramp['total']} toward"
+                     f" {_describe(ramp['target'], order)}")
+    return "\n".join(lines)
+
+
+@traffic.command(name="set")
+@click.argument("weights", nargs=-1, required=True, metavar="BACKEND=PCT...")
+@click.option("--shadow", "shadow", multiple=True, metavar="BACKEND=PCT",
+              help="Mirror PCT% of requests to BACKEND, answers discarded (0 stops it). Repeatable.")
+@change_options()
+@click.pass_obj
+def set_(app, weights, shadow, dry_run, reason, incident, emergency, yes, output):
+    """Set the split in one step; the listed weights must sum to 100 (unlisted backends get 0).
+
+    \b
+    Examples:
+      opsctl traffic set databricks=80 internal=20 --reason "back to normal" --yes
+      opsctl traffic set databricks=80 internal=20 --shadow internal=10 --reason "warm-up" --yes
+      opsctl traffic set internal=100 --emergency --incident INC-7 --yes
+    """
+    from opsctl.traffic.controller import ChangeRequest
+    from opsctl.traffic.split import Split, check_known, parse_assignments
+
+    assigned = parse_assignments(weights, "BACKEND=PCT")
+    mirrored = parse_assignments(shadow, "--shadow")
+    _require_reason(reason, incident, dry_run)
+    if not dry_run:
+        _running_ramp_blocks(app, emergency)
+    confirm = _confirmer(yes, dry_run, list(app.config.backends))
+
+    def plan(before):
+        check_known([*assigned, *mirrored], app.config.backends, "set")
+        current_shadow = dict(before.shadow) if before else {}
+        current_shadow.update(mirrored)
+        return Split.of(assigned, current_shadow)
+
+    ctl = _controller(app, dry_run)
+    _run_change(app, output, lambda: ctl.apply(ChangeRequest(
+        "set", plan, reason=reason, incident=incident, emergency=emergency, confirm=confirm)))
+
+
+@traffic.command()
+@click.option("--to", "to", multiple=True, metavar="BACKEND=PCT",
+              help="Target weight; repeat for several. One backend alone: the others share the rest in"
+                   " proportion to their current weights.")
+@click.option("--step", type=int, help="Percentage points per step (default: traffic.ramp.step).")
+@click.option("--interval", metavar="DUR", help="Wait between steps before the burn check, e.g. 5m, 30s, 0s"
+                                                " (default: traffic.ramp.interval).")
+@click.option("--resume", is_flag=True, help="Continue a ramp interrupted by a crash or Ctrl-C.")
+@click.option("--abort", is_flag=True, help="Return an interrupted ramp to where it started.")
+@change_options()
+@click.pass_obj
+def ramp(app, to, step, interval, resume, abort, dry_run, reason, incident, emergency, yes, output):
+    """Move the split in steps, checking the receiving backend's burn rate between steps.
+
+    A page-level burn or missing data aborts the ramp and returns to where it started (exit 4).
+    Progress is printed on the terminal. State is saved after every step, so `--resume`
+    continues after a crash; a second ramp is refused while one runs (exit 5).
+
+    \b
+    Examples:
+      opsctl traffic ramp --to internal=50 --step 10 --interval 5m --reason "rollout" --yes
+      opsctl traffic ramp --to databricks=40 --to internal=40 --to spare=20 --reason "3-way" --yes
+      opsctl traffic ramp --resume
+      opsctl traffic ramp --abort --reason "operator stopped it"
+    """
+    from opsctl.clock import parse_duration
+    from opsctl.errors import UsageError
+    from opsctl.traffic.ramp import RampRunner
+    from opsctl.traffic.split import Split, fill_remainder, parse_assignments
+
+    cfg = app.config
+    order = list(cfg.backends)
+    if resume and abort:
+        raise UsageError("--resume and --abort contradict each other")
+    if (resume or abort) and (to or step or interval or dry_run):
+        raise UsageError("--resume and --abort take the ramp's saved plan; do not give --to, --step, --interval or --dry-run")
+    runner = RampRunner(_controller(app, dry_run), progress=_progress)
+    if resume:
+        return _run_ramp(runner.resume, output, order)
+    if abort:
+        return _run_ramp(lambda: runner.abort(reason), output, order)
+    if not to:
+        raise UsageError("give the target with --to BACKEND=PCT (or --resume / --abort)")
+    assigned = parse_assignments(to, "--to")
+    try:
+        seconds = parse_duration(interval if interval is not None else cfg.traffic.ramp.interval)
+    except ValueError as exc:
+        raise UsageError(f"--interval: {exc}") from None
+    _require_reason(reason, incident, dry_run)
+    confirm = _confirmer(yes, dry_run, order)
+
+    def target_of(current: Split) -> Split:
+        if len(assigned) == 1 or sum(assigned.values()) != 100:
+            unknown = [b for b in assigned if b not in cfg.backends]
+            if unknown:
+                raise UsageError(f"--to: unknown backend {unknown[0]!r} (known: {', '.join(order)})")
+            return Split.of(fill_remainder(assigned, current, order), current.shadow)
+        return Split.of(assigned, current.shadow)
+
+    return _run_ramp(lambda: runner.start(
+        action="ramp", target_of=target_of, step=step if step is not None else cfg.traffic.ramp.step, interval=seconds, reason=reason,
+        incident=incident, emergency=emergency, confirm=confirm), output, order)
+
+
+def _emit_ramp(data: dict, output: str, order, err: bool = False) -> None:
+    if output != "table":
+        emit(data, output)
+        return
+    ramp = data["ramp"]
+    lines = [f"{data['status']}: {data['message']}"]
+    if ramp.get("steps"):
+        lines.append("plan: " + " -> ".join(_describe(s, order) for s in ramp["steps"]))
+    for step in data["steps"]:
+        lines.append("")
+        lines.append(_change_text(step, order))
+    click.echo("\n".join(lines), err=err)
+
+
+@traffic.command()
+@click.option("--from", "source", required=True, metavar="BACKEND", help="The failing backend to move traffic off.")
+@click.option("--to", "receivers", multiple=True, metavar="BACKEND",
+              help="Where its share goes (default: every other backend, in proportion to its weight).")
+@change_options(emergency=False, incident_required=True)
+@click.pass_obj
+def failover(app, source, receivers, dry_run, reason, incident, yes, output):
+    """Emergency: move as much of BACKEND's share to the others as their capacity allows, in one step.
+
+    Always an emergency tied to --incident: freeze, rate and budget guards are overridden and the
+    overrides recorded; capacity is not: the internal Deployment is scaled up to its maximum and
+    only what its ready replicas carry moves; the rest is reported. Shadow traffic stops.
+    `opsctl traffic restore --incident ID` returns to the split saved here.
+
+    \b
+    Example:
+      opsctl traffic failover --from databricks --incident INC-123 --reason "vendor 5xx" --yes
+    """
+    from opsctl.traffic.failover import failover as do_failover
+
+    confirm = _confirmer(yes, dry_run, list(app.config.backends))
+    ctl = _controller(app, dry_run)
+    _run_change(app, output, lambda: do_failover(ctl, source, incident, to=receivers, reason=reason, confirm=confirm))
+
+
+@traffic.command()
+@click.option("--step", type=int, help="Percentage points per step (default: traffic.ramp.step).")
+@click.option("--interval", metavar="DUR", help="Wait between steps (default: traffic.ramp.interval).")
+@change_options(incident_required=True)
+@click.pass_obj
+def restore(app, step, interval, dry_run, reason, incident, emergency, yes, output):
+    """Return gradually to the split saved when the incident's failover began (a ramp).
+
+    Inside a freeze, a restore is a change like any other: add --emergency. An interrupted restore
+    continues with `opsctl traffic ramp --resume`.
+
+    \b
+    Example:
+      opsctl traffic restore --incident INC-123 --step 20 --interval 5m --yes
+    """
+    from opsctl.clock import parse_duration
+    from opsctl.errors import UsageError
+    from opsctl.traffic.failover import saved_split
+    from opsctl.traffic.ramp import RampRunner
+
+    cfg = app.config
+    order = list(cfg.backends)
+    try:
+        seconds = parse_duration(interval if interval is not None else cfg.traffic.ramp.interval)
+    except ValueError as exc:
+        raise UsageError(f"--interval: {exc}") from None
+    ctl = _controller(app, dry_run)
+    saved, entry = saved_split(ctl.audit, incident, order)
+    _progress(f"restoring the split saved by the failover of {entry.get('time')}: {saved.describe(order)}")
+    confirm = _confirmer(yes, dry_run, order)
+    runner = RampRunner(ctl, progress=_progress)
+    return _run_ramp(lambda: runner.start(
+        action="restore", target_of=lambda current: saved, step=step if step is not None else cfg.traffic.ramp.step, interval=seconds,
+        reason=reason or f"restore after incident {incident}", incident=incident, emergency=emergency,
+        confirm=confirm), output, order)
+
+
+@traffic.command()
+@click.option("--limit", type=int, default=20, show_default=True, help="Newest N entries (0: all).")
+@click.option("--incident", metavar="ID", help="Only entries for this incident.")
+@click.option("--applied", is_flag=True, help="Only applied changes (no refusals, conflicts or dry runs).")
+@output_option
+@click.pass_obj
+def history(app, limit, incident, applied, output):
+    """The audit trail of traffic changes, newest first: every attempt, applied or refused.
+
+    \b
+    Examples:
+      opsctl traffic history
+      opsctl traffic history --incident INC-123 -o json
+    """
+    from opsctl.audit import AuditLog
+
+    order = list(app.config.backends)
+
+    def wanted(e: dict) -> bool:
+        return (e.get("kind") == "traffic" and (incident is None or e.get("incident") == incident)
+                and (not applied or (e.get("outcome") == "applied" and not e.get("dry_run"))))
+
+    entries = AuditLog(app.config.audit_path).find(wanted, limit=limit or None)
+    rows = [[e.get("time"), e.get("actor"), e.get("action"), e.get("outcome"),
+             f"{_describe(e.get('before'), order)} -> {_describe(e.get('after'), order)}",
+             e.get("incident") or "", ",".join(e.get("overrides") or []), (e.get("reason") or "")[:60]]
+            for e in entries]
+    emit(entries, output, table=lambda _: render_table(
+        ["TIME", "ACTOR", "ACTION", "OUTCOME", "CHANGE", "INCIDENT", "OVERRIDES", "REASON"], rows))

@@ -1,0 +1,1 @@
+"""Traffic control: the split between backends, its actuators, guards, controller and capacity."""

@@ -1,0 +1,258 @@
+"""Capacity of the internal backend: can its ready replicas carry a new share of the current traffic?
+
+    needed rps = current request rate x share / 100 x (1 + headroom)
+    capacity   = ready replicas x rps_per_replica
+
+The current request rate is `sum(rate(llm_proxy_requests_total[W]))` over every backend and
+outcome, from the metric source; None (no series) is no data, never zero. When short, `ensure()`
+scales the Deployment through its scale subresource (resourceVersion in the patch, 409 -> re-read)
+up to `max_replicas` and waits for ready replicas until `ready_timeout`; when GPUs are still short
+it reports the share that fits, so a failover can move only that much.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from opsctl.clock import parse_duration
+from opsctl.errors import ConflictError, NoDataError, OpsctlError
+from opsctl.metrics import schema
+
+if TYPE_CHECKING:
+    from opsctl.config import CapacityConfig, Config
+    from opsctl.metrics.base import MetricSource
+    from opsctl.traffic.kube import Kube
+
+
+def rate_query(capacity: "CapacityConfig", backend: str | None = None) -> str:
+    window = parse_duration(capacity.rate_window)
+    selector = f'{schema.REQUESTS}{{backend="{backend}"}}' if backend else schema.REQUESTS
+    return f"sum(rate({selector}[{window}s]))"
+
+
+@dataclass
+class CapacityReading:
+    backend: str
+    ready: int
+    desired: int
+    max_replicas: int
+    rps_per_replica: float
+    headroom: float
+    total_rps: float | None  # None: no data
+    backend_rps: float | None
+    where: str  # "Deployment llm/vllm" or "static"
+
+    @property
+    def capacity_rps(self) -> float:
+        return self.ready * self.rps_per_replica
+
+    def needed_rps(self, share: int) -> float | None:
+        if self.total_rps is None:
+            return None
+        return self.total_rps * share / 100 * (1 + self.headroom)
+
+    def replicas_for(self, share: int) -> int | None:
+        needed = self.needed_rps(share)
+        return None if needed is None else math.ceil(needed / self.rps_per_replica - 1e-9)
+
+    def max_share(self, ready: int | None = None) -> int | None:
+        """The largest whole share of current traffic `ready` replicas carry with headroom."""
+        if self.total_rps is None:
+            return None
+        ready = self.ready if ready is None else ready
+        if self.total_rps <= 0:
+            return 100
+        fits = ready * self.rps_per_replica / (self.total_rps * (1 + self.headroom)) * 100
+        return max(0, min(100, math.floor(fits + 1e-9)))
+
+    def to_dict(self) -> dict:
+        return {
+            "backend": self.backend,
+            "where": self.where,
+            "ready_replicas": self.ready,
+            "desired_replicas": self.desired,
+            "max_replicas": self.max_replicas,
+            "rps_per_replica": self.rps_per_replica,
+            "headroom": self.headroom,
+            "capacity_rps": self.capacity_rps,
+            "current_rps": self.total_rps,
+            "backend_rps": self.backend_rps,
+            "max_share": self.max_share(),
+            "max_share_at_max_replicas": self.max_share(self.max_replicas),
+        }
+
+
+@dataclass
+class EnsureResult:
+    share: int  # what was asked for
+    fits: int | None  # the share the ready replicas carry (None: no data)
+    reading: CapacityReading
+    scaled_from: int | None = None
+    scaled_to: int | None = None
+    waited: float = 0.0
+    timed_out: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def enough(self) -> bool:
+        return self.fits is not None and self.fits >= self.share
+
+
+class Capacity:
+    def __init__(self, cfg: "Config", source: Callable[[], "MetricSource"], at: Callable[[], float], *,
+                 kube: "Kube | None" = None, clock=None):
+        from opsctl.clock import WallClock
+
+        self.cfg = cfg
+        self.settings: CapacityConfig = cfg.capacity
+        self._source = source
+        self._at = at
+        self._kube = kube
+        self.clock = clock or WallClock()
+        s = self.settings
+        self.namespace = s.namespace or cfg.traffic.kubernetes.namespace
+        self.where = f"Deployment {self.namespace}/{s.deployment}" if s.source == "kubernetes" else "static replicas"
+
+    @property
+    def kube(self) -> "Kube":
+        if self._kube is None:
+            from opsctl.traffic.registry import kube_for
+
+            self._kube = kube_for(self.cfg.traffic.kubernetes, self.cfg.base_dir)
+        return self._kube
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def _replicas(self) -> tuple[int, int]:
+        """(ready, desired) replicas of the Deployment."""
+        s = self.settings
+        if s.source == "static":
+            return s.replicas, s.replicas
+        dep = self._deployment()
+        ready = (dep.get("status") or {}).get("readyReplicas") or 0
+        desired = (dep.get("spec") or {}).get("replicas") or 0
+        return int(ready), int(desired)
+
+    def _deployment(self) -> dict:
+        """The Deployment as plain JSON: only replicas and status are needed, so the client's full
+        model (strict about every field of the pod template) is not built."""
+        import json
+
+        response = self.kube.call(f"read {self.where}", self.kube.apps().read_namespaced_deployment_status,
+                                  self.settings.deployment, self.namespace, _preload_content=False)
+        return json.loads(response.data)
+
+    def _rates(self) -> tuple[float | None, float | None]:
+        try:
+            source = self._source()
+        except NoDataError:
+            return None, None
+        total, own = source.query_many([rate_query(self.settings), rate_query(self.settings, self.settings.backend)],
+                                       self._at())
+        return total, own
+
+    def read(self) -> CapacityReading:
+        ready, desired = self._replicas()
+        total, own = self._rates()
+        s = self.settings
+        return CapacityReading(s.backend, ready, desired, s.max_replicas, s.rps_per_replica, s.headroom,
+                               total, own, self.where)
+
+    # -- scaling ----------------------------------------------------------------------------------
+
+    def ensure(self, share: int, *, dry_run: bool, reason: str = "",
+               progress: Callable[[str], None] | None = None) -> EnsureResult:
+        """Make the ready replicas carry `share`% of current traffic, scaling up to max_replicas."""
+        reading = self.read()
+        result = EnsureResult(share, reading.max_share(), reading)
+        needed = reading.replicas_for(share)
+        if needed is None or reading.ready >= needed:
+            return result
+        s = self.settings
+        target = min(needed, s.max_replicas)
+        if target <= reading.ready:
+            result.notes.append(f"already at {reading.ready} ready replicas; max_replicas is {s.max_replicas}")
+            return result
+        if s.source == "static":
+            result.notes.append("static capacity: opsctl cannot scale it")
+            return result
+        if target > reading.desired:
+            result.scaled_from, result.scaled_to = reading.desired, target
+            self._scale_to(target, dry_run=dry_run, reason=reason, share=share)
+        if dry_run:
+            result.notes.append(f"dry run: would scale {self.where} to {target} replicas and wait for them")
+            result.fits = reading.max_share(target)  # what it would carry once ready
+            result.reading = reading
+            return result
+        ready, waited, timed_out = self._wait_ready(target, progress)
+        reading.ready = ready
+        result.reading = reading
+        result.fits = reading.max_share(ready)
+        result.waited = waited
+        result.timed_out = timed_out
+        if timed_out:
+            result.notes.append(f"only {ready} of {target} replicas ready after {s.ready_timeout}")
+        return result
+
+    def _scale_to(self, replicas: int, *, dry_run: bool, reason: str, share: int) -> None:
+        from opsctl.traffic.kube import FIELD_MANAGER, MERGE_PATCH
+
+        s = self.settings
+        apps = self.kube.apps()
+        last: ConflictError | None = None
+        for _ in range(self.cfg.traffic.conflict_attempts):
+            scale = self.kube.call(f"read the scale of {self.where}", apps.read_namespaced_deployment_scale,
+                                   s.deployment, self.namespace)
+            current = (scale.spec.replicas if scale.spec else None) or 0
+            if current >= replicas:
+                return  # someone (an HPA, a person) already scaled at least as far
+            body = {"metadata": {"resourceVersion": scale.metadata.resource_version}, "spec": {"replicas": replicas}}
+            try:
+                self.kube.call(f"scale {self.where}", apps.patch_namespaced_deployment_scale, s.deployment,
+                               self.namespace, body, field_manager=FIELD_MANAGER,
+                               dry_run="All" if dry_run else None, _content_type=MERGE_PATCH)
+            except ConflictError as exc:
+                last = exc
+                continue
+            if not dry_run:
+                self._event(current, replicas, reason, share)
+            return
+        raise ConflictError(f"could not scale {self.where}: {self.cfg.traffic.conflict_attempts} attempts met"
+                            f" concurrent changes ({last})")
+
+    def _event(self, before: int, after: int, reason: str, share: int) -> None:
+        try:
+            meta = self._deployment()["metadata"]
+            self.kube.record_event(
+                involved={"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"],
+                          "namespace": meta["namespace"], "uid": meta.get("uid")},
+                reason="ScaledForTraffic",
+                message=f"opsctl scaled {before} -> {after} replicas to carry {share}% of traffic"
+                        + (f": {reason}" if reason else ""),
+                action="Scale",
+            )
+        except OpsctlError:
+            pass  # the scale happened; a missing Event is not worth failing a failover over
+
+    def _wait_ready(self, target: int, progress) -> tuple[int, float, bool]:
+        s = self.settings
+        timeout = parse_duration(s.ready_timeout)
+        poll = max(parse_duration(s.poll_interval), 0) or 1
+        started = self.clock.now()
+        deadline = started + timeout
+        polls = int(timeout / poll) + 2  # the loop is bounded even if the clock misbehaves
+        ready = 0
+        for _ in range(polls):
+            ready, _desired = self._replicas()
+            if ready >= target:
+                return ready, self.clock.now() - started, False
+            now = self.clock.now()
+            if now >= deadline:
+                break
+            if progress:
+                progress(f"waiting for {self.where}: {ready}/{target} replicas ready"
+                         f" ({int(deadline - now)}s left)")
+            self.clock.sleep(min(poll, max(deadline - now, 0)))
+        return ready, self.clock.now() - started, True

@@ -1,0 +1,280 @@
+"""The one call every traffic change ends in, from the CLI, automation and drills alike:
+
+    read -> plan -> guards -> (confirm) -> capacity -> write -> audit -> Kubernetes Event / hooks
+
+The plan is a function of the current split, so when the write meets a concurrent change (the
+file's version moved, or the API server answered 409) the controller re-reads, re-plans and
+re-checks every guard, up to `traffic.conflict_attempts` times, then fails with exit 5. Every
+attempt, applied or not, is one audit entry.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from opsctl.audit import AuditLog, current_actor
+from opsctl.errors import ConflictError, GuardRefused, OpsctlError, UsageError
+from opsctl.traffic.base import ChangeHook, ChangeNotice, StoredSplit
+from opsctl.traffic.guards import ACTIONS, CAPACITY_GUARD, POLICY_GUARDS, GuardContext, GuardResult, guard
+from opsctl.traffic.split import Split
+
+if TYPE_CHECKING:
+    from opsctl.config import Config
+    from opsctl.traffic.base import Actuator
+
+Planner = Callable[[Split | None], Split]
+Trimmer = Callable[[Split | None, Split, dict], Split]
+
+
+def new_operation_id(action: str) -> str:
+    return f"{action}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(3)}"
+
+
+@dataclass
+class ChangeRequest:
+    action: str  # set | ramp | failover | restore | rollback
+    plan: Planner  # the wanted split, given the current one
+    reason: str = ""
+    incident: str | None = None
+    emergency: bool = False
+    operation_id: str | None = None  # a ramp's steps share one (the rate limit counts it once)
+    trim: Trimmer | None = None  # cuts the plan to capacity limits (failover moves what fits)
+    confirm: Callable[["ChangeResult"], bool] | None = None  # asked once, after the policy guards pass
+
+
+@dataclass
+class ChangeResult:
+    action: str
+    operation_id: str
+    actor: str
+    dry_run: bool
+    actuator: str
+    target: str
+    reason: str
+    incident: str | None
+    emergency: bool
+    attempt: int = 1
+    before: Split | None = None
+    requested: Split | None = None
+    after: Split | None = None
+    version_before: str | None = None
+    version: str | None = None
+    outcome: str = "planned"  # applied | dry-run | unchanged | refused | conflict | declined | failed
+    guards: list[GuardResult] = field(default_factory=list)
+    message: str = ""
+    shortfall: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    recorded: list[str] = field(default_factory=list)
+    audited: bool = False
+
+    @property
+    def overrides(self) -> tuple[str, ...]:
+        return tuple(g.name for g in self.guards if g.overridden)
+
+    def to_dict(self, order: Sequence[str] | None = None) -> dict:
+        def split(s):
+            return None if s is None else s.to_dict(order)
+
+        out = {
+            "action": self.action,
+            "operation": self.operation_id,
+            "outcome": self.outcome,
+            "actor": self.actor,
+            "reason": self.reason,
+            "incident": self.incident,
+            "emergency": self.emergency,
+            "dry_run": self.dry_run,
+            "actuator": self.actuator,
+            "target": self.target,
+            "attempt": self.attempt,
+            "before": split(self.before),
+            "after": split(self.after),
+            "version_before": self.version_before,
+            "version": self.version,
+            "guards": [g.to_dict() for g in self.guards],
+            "overrides": list(self.overrides),
+        }
+        if self.requested is not None and self.requested != self.after:
+            out["requested"] = split(self.requested)
+        for key in ("message", "shortfall", "warnings", "recorded"):
+            value = getattr(self, key)
+            if value:
+                out[key] = value
+        return out
+
+
+def _attach(error: OpsctlError, result: ChangeResult) -> OpsctlError:
+    error.result = result  # the CLI renders it (e.g. -o json) before exiting with the error's code
+    return error
+
+
+class TrafficController:
+    def __init__(self, cfg: "Config", *, dry_run: bool = False, actuator: "Actuator | None" = None, clock=None,
+                 hooks: Sequence[ChangeHook] = (), progress: Callable[[str], None] | None = None,
+                 actor: str | None = None):
+        from opsctl.clock import WallClock
+
+        if actuator is None:
+            from opsctl.traffic.registry import open_actuator
+
+            actuator = open_actuator(cfg, dry_run=dry_run)
+        self.cfg = cfg
+        self.dry_run = dry_run
+        self.actuator = actuator
+        self.clock = clock or WallClock()
+        self.hooks = list(hooks)
+        self.progress = progress
+        self.actor = actor or current_actor()
+        self.audit = AuditLog(cfg.audit_path)
+        self.order = list(cfg.backends)
+
+    def read(self) -> StoredSplit:
+        return self.actuator.read()
+
+    def apply(self, request: ChangeRequest) -> ChangeResult:
+        if request.action not in ACTIONS:
+            raise UsageError(f"unknown traffic action {request.action!r} (known: {', '.join(ACTIONS)})")
+        if request.emergency and not request.incident:
+            raise UsageError("--emergency needs --incident ID: an override must name the incident it serves")
+        operation = request.operation_id or new_operation_id(request.action)
+        attempts = self.cfg.traffic.conflict_attempts
+        confirmed: list[Split | None] = []  # the split the person confirmed against, once asked
+        for attempt in range(1, attempts + 1):
+            result = ChangeResult(
+                request.action, operation, self.actor, self.dry_run, self.actuator.kind, self.actuator.target,
+                request.reason, request.incident, request.emergency, attempt,
+            )
+            try:
+                if self._attempt(request, result, confirmed):
+                    return result
+            except OpsctlError as exc:
+                if not result.audited:  # e.g. a guard could not be evaluated: still one audited attempt
+                    result.outcome, result.message = "failed", exc.message
+                    self._audit(result)
+                raise _attach(exc, result)
+            if self.progress:
+                self.progress(f"attempt {attempt}/{attempts} met a concurrent change; re-reading")
+        raise _attach(ConflictError(
+            f"gave up after {attempts} attempts: each write to {self.actuator.target} met a concurrent change"
+            f" ({result.message})",
+            hint="another operator or controller keeps changing the split; check `opsctl traffic history` and"
+                 " `opsctl traffic status`, then run again",
+        ), result)
+
+    def _attempt(self, request: ChangeRequest, result: ChangeResult, confirmed: list) -> bool:
+        """One read-plan-check-write round. True when done; False when the write met a concurrent change."""
+        stored = self.actuator.read()
+        result.before, result.version_before = stored.split, stored.version
+        try:
+            result.requested = result.after = request.plan(stored.split)
+        except UsageError as exc:  # a plan that cannot be made is refused by bounds, and audited
+            result.guards.append(GuardResult("bounds", False, exc.message, exc.hint or ""))
+            result.outcome, result.message = "refused", exc.message
+            self._audit(result)
+            raise
+        if result.requested == stored.split:
+            result.outcome, result.message = "unchanged", "the split is already as asked"
+            self._audit(result)
+            return True
+        ctx = GuardContext(
+            self.cfg, request.action, stored.split, result.requested, request.emergency, request.incident,
+            self.clock.now(), result.operation_id, self.dry_run, self.audit, request.reason, self.clock, self.progress,
+        )
+        self._check(result, ctx, POLICY_GUARDS)
+        if request.confirm is not None and not self.dry_run:
+            self._confirm(request, result, stored.split, confirmed)
+        capacity = self._check(result, ctx, (CAPACITY_GUARD,))[0]
+        limit = capacity.details.get("limit")
+        if limit and request.trim is not None:
+            result.after = request.trim(stored.split, result.requested, limit)
+            result.shortfall = self._shortfall(result.requested, result.after, limit)
+            if result.after == stored.split:
+                result.outcome = "refused"
+                result.message = f"capacity: none of the requested move fits ({capacity.message})"
+                self._audit(result)
+                raise GuardRefused(result.message, hint="add GPUs or raise capacity.max_replicas")
+        try:
+            written = self.actuator.write(result.after, stored.version, dry_run=self.dry_run)
+        except ConflictError as exc:
+            result.outcome, result.message = "conflict", exc.message
+            self._audit(result)
+            return False
+        result.version = written.version
+        result.outcome = "dry-run" if self.dry_run else "applied"
+        result.message = written.detail
+        self._audit(result)
+        if not self.dry_run:
+            self._announce(result)
+        return True
+
+    def _confirm(self, request: ChangeRequest, result: ChangeResult, before: Split | None, confirmed: list) -> None:
+        """Ask once. A retry after a conflict may proceed only if the split is still the one confirmed."""
+        if not confirmed:
+            if not request.confirm(result):
+                result.outcome, result.message = "declined", "not confirmed; nothing changed"
+                self._audit(result)
+                raise OpsctlError("not confirmed; nothing changed")
+            confirmed.append(before)
+        elif confirmed[0] != before:
+            result.outcome = "conflict"
+            result.message = ("the split changed after you confirmed: it is now "
+                              f"{before.describe(self.order) if before else 'unset'}")
+            self._audit(result)
+            raise ConflictError(result.message, hint="check `opsctl traffic status` and run again")
+
+    # -- steps ------------------------------------------------------------------------------------
+
+    def _check(self, result: ChangeResult, ctx: GuardContext, names: Sequence[str]) -> list[GuardResult]:
+        checked = [guard(name)(ctx) for name in names]
+        result.guards.extend(checked)
+        failed = [g for g in checked if not g.ok]
+        if not failed:
+            return checked
+        result.outcome = "refused"
+        result.message = "; ".join(f"{g.name}: {g.message}" for g in failed)
+        self._audit(result)
+        first = failed[0]
+        if first.name == "bounds":
+            raise UsageError(f"invalid split: {first.message}", hint=first.remedy)
+        hint = " | ".join(g.remedy for g in failed if g.remedy)
+        if len(failed) == 1:
+            text = f"refused by guard {first.name}: {first.message}"
+        else:
+            text = f"refused by guards {', '.join(g.name for g in failed)}: {result.message}"
+        raise GuardRefused(text, hint=hint or None)
+
+    @staticmethod
+    def _shortfall(requested: Split, after: Split, limit: dict) -> dict:
+        return {
+            b: {"asked": requested.weight(b), "moved_to": after.weight(b), "capacity_share": fits,
+                "not_moved": requested.weight(b) - after.weight(b)}
+            for b, fits in limit.items()
+            if requested.weight(b) != after.weight(b)
+        }
+
+    def _audit(self, result: ChangeResult) -> None:
+        entry = {"kind": "traffic", **result.to_dict(self.order), "pid": os.getpid()}
+        # The controller's clock stamps the entry, so the rate guard compares like with like in drills
+        # on simulated time; on the wall clock it is simply now.
+        self.audit.append(entry, now=self.clock.now())
+        result.audited = True
+
+    def _announce(self, result: ChangeResult) -> None:
+        notice = ChangeNotice(result.action, result.before, result.after, result.actor, result.reason,
+                              result.incident, result.emergency or result.action == "failover", result.overrides)
+        try:
+            recorded = self.actuator.record_event(notice)
+            if recorded:
+                result.recorded.append(recorded)
+        except OpsctlError as exc:
+            result.warnings.append(f"the change is applied, but recording its Kubernetes Event failed: {exc.message}")
+        for hook in self.hooks:
+            try:
+                hook.on_change(notice)
+                result.recorded.append(f"hook {hook.name}")
+            except Exception as exc:  # a hook must not turn an applied change into a failure
+                result.warnings.append(f"the change is applied, but hook {hook.name} failed: {exc}")

@@ -1,0 +1,98 @@
+"""Failover (the emergency move off a failing backend, in one step) and the split it saved.
+
+A failover moves the failing backend's whole share to the others, in proportion to their current
+weights (equally when they have none), and stops shadow traffic: mirrored copies cost the internal
+GPUs capacity the failover needs and probe a backend that is failing. When the receiving internal
+backend cannot carry its new share even after scaling, only what fits moves; the rest stays on the
+failing backend and is reported.
+
+The split to restore is the `before` of the incident's first applied failover in the audit log,
+the one record that is fsynced and never rewritten.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from opsctl.errors import NoDataError, UsageError
+from opsctl.traffic.controller import ChangeRequest, ChangeResult
+from opsctl.traffic.split import Split, largest_remainder
+
+if TYPE_CHECKING:
+    from opsctl.audit import AuditLog
+    from opsctl.traffic.controller import TrafficController
+
+
+def failover_plan(source: str, receivers: Sequence[str]) -> Callable[[Split | None], Split]:
+    def plan(before: Split | None) -> Split:
+        if before is None:
+            raise NoDataError("the current split is unknown, so there is nothing to fail over from",
+                              hint="set it with `opsctl traffic set ... --emergency --incident ID`")
+        moved = before.weight(source)
+        if moved == 0:
+            return Split.of(before.weights)  # nothing to move; still stop shadow traffic
+        base = {b: before.weight(b) for b in receivers}
+        total = sum(base.values())
+        exact = {b: (moved * base[b] / total if total else moved / len(receivers)) for b in receivers}
+        exact["\0kept"] = 100 - moved
+        gained = largest_remainder(exact)
+        gained.pop("\0kept")
+        weights = {b: w for b, w in before.weights.items() if b != source and b not in receivers}
+        for b in receivers:
+            weights[b] = before.weight(b) + gained[b]
+        return Split.of(weights)
+
+    return plan
+
+
+def failover_trim(source: str) -> Callable[[Split | None, Split, dict], Split]:
+    """Cut each capacity-limited receiver to the share it carries; the rest stays on `source`."""
+
+    def trim(before: Split | None, requested: Split, limit: dict) -> Split:
+        weights = dict(requested.weights)
+        kept = 0
+        for backend, fits in limit.items():
+            floor = before.weight(backend) if before else 0  # a failover never takes traffic away from it
+            allowed = max(fits - requested.shadow_of(backend), floor)
+            if weights.get(backend, 0) > allowed:
+                kept += weights[backend] - allowed
+                weights[backend] = allowed
+        weights[source] = weights.get(source, 0) + kept
+        return Split.of(weights, requested.shadow)
+
+    return trim
+
+
+def failover(ctl: "TrafficController", source: str, incident: str, *, to: Sequence[str] = (), reason: str = "",
+             confirm=None) -> ChangeResult:
+    backends = list(ctl.cfg.backends)
+    if source not in ctl.cfg.backends:
+        raise UsageError(f"--from: unknown backend {source!r} (known: {', '.join(backends)})")
+    receivers = list(to) or [b for b in backends if b != source]
+    for b in receivers:
+        if b not in ctl.cfg.backends:
+            raise UsageError(f"--to: unknown backend {b!r} (known: {', '.join(backends)})")
+        if b == source:
+            raise UsageError(f"--to: {b!r} is the backend being failed over from")
+    if not receivers:
+        raise UsageError(f"there is no other backend to fail {source!r} over to")
+    if not incident:
+        raise UsageError("a failover needs --incident ID: it is an emergency tied to an incident")
+    return ctl.apply(ChangeRequest(
+        "failover", failover_plan(source, receivers), reason=reason or f"failover from {source}",
+        incident=incident, emergency=True, trim=failover_trim(source), confirm=confirm,
+    ))
+
+
+def saved_split(audit: "AuditLog", incident: str, backends: Sequence[str]) -> tuple[Split, dict]:
+    """The split before the incident's first applied failover, and that audit entry."""
+    entries = audit.find(lambda e: e.get("kind") == "traffic" and e.get("action") == "failover"
+                         and e.get("outcome") == "applied" and e.get("incident") == incident)
+    if not entries:
+        raise UsageError(f"no applied failover is recorded for incident {incident!r}",
+                         hint="see `opsctl traffic history`; to set a split directly use `opsctl traffic set`")
+    first = entries[-1]  # newest first
+    if first.get("before") is None:
+        raise NoDataError(f"the failover for incident {incident!r} started from an unknown split; nothing to restore",
+                          hint="set the split with `opsctl traffic set`")
+    return Split.from_dict(first["before"], backends, f"audit entry of {first.get('time')}"), first

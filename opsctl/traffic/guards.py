@@ -1,0 +1,282 @@
+"""Named checks a traffic change must pass. Each returns a GuardResult: name, ok, message, and what to do.
+
+    bounds    weights 0-100 summing to 100, known backends only            never overridden (exit 2)
+    freeze    no routine change inside a freeze window                     emergency overrides, named
+    rate      at most N operations per window (a ramp counts once)         emergency overrides
+    budget    no routine move toward a backend burning at page level,
+              with a spent period budget, or without data                  emergency overrides
+    capacity  the internal backend's ready replicas carry its new share    scales first; a failover
+              with headroom (scaling up to max_replicas when short)        moves only what fits
+
+A change is routine unless it is an emergency (`--emergency` with an incident; a failover always
+is) or the rollback of an aborted ramp. Overrides are recorded in the result and the audit log.
+Guards that cannot apply are skipped cheaply: budget only looks at backends whose share of user
+traffic grows (shadow answers are thrown away), capacity only at internal backends whose load grows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from opsctl.errors import NoDataError
+from opsctl.traffic.split import Split, split_problems
+
+if TYPE_CHECKING:
+    from opsctl.audit import AuditLog
+    from opsctl.config import Config
+    from opsctl.metrics.base import MetricSource
+
+ACTIONS = ("set", "ramp", "failover", "restore", "rollback")
+PARTIAL_ACTIONS = ("failover",)  # may move less than asked when capacity is short
+
+
+@dataclass
+class GuardResult:
+    name: str
+    ok: bool
+    message: str
+    remedy: str = ""
+    overridden: bool = False
+    skipped: bool = False
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out = {"name": self.name, "ok": self.ok, "message": self.message}
+        if self.remedy:
+            out["remedy"] = self.remedy
+        if self.overridden:
+            out["overridden"] = True
+        if self.skipped:
+            out["skipped"] = True
+        if self.details:
+            out["details"] = self.details
+        return out
+
+
+@dataclass
+class GuardContext:
+    cfg: "Config"
+    action: str
+    before: Split | None
+    after: Split
+    emergency: bool
+    incident: str | None
+    now: float
+    operation_id: str
+    dry_run: bool
+    audit: "AuditLog"
+    reason: str = ""
+    clock: object = None
+    progress: Callable[[str], None] | None = None
+    _source: "MetricSource | None" = None
+    _at: float | None = None
+
+    @property
+    def overriding(self) -> str | None:
+        """Why routine guards may be overridden: None for a routine change."""
+        if self.action == "rollback":
+            return "rollback of an aborted ramp"
+        if self.emergency:
+            return f"emergency for incident {self.incident}"
+        return None
+
+    def source(self) -> "MetricSource":
+        if self._source is None:
+            from opsctl.metrics.base import open_source
+
+            source = open_source(self.cfg)
+            source.check()
+            self._source = source
+        return self._source
+
+    def at(self) -> float:
+        if self._at is None:
+            self._at = self.source().default_time()
+        return self._at
+
+
+def _refuse_or_override(ctx: GuardContext, name: str, problem: str, remedy: str, details: dict | None = None) -> GuardResult:
+    why = ctx.overriding
+    if why:
+        return GuardResult(name, True, f"overridden ({why}): {problem}", overridden=True, details=details or {})
+    return GuardResult(name, False, problem, remedy, details=details or {})
+
+
+EMERGENCY_HINT = "for an emergency tied to an incident, re-run with --emergency --incident ID (recorded as an override)"
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def check_bounds(ctx: GuardContext) -> GuardResult:
+    problems = split_problems(ctx.after.weights, ctx.after.shadow, ctx.cfg.backends)
+    if problems:
+        return GuardResult("bounds", False, "; ".join(problems),
+                           "give whole percentages 0-100 for configured backends, summing to 100")
+    return GuardResult("bounds", True, "weights are 0-100, sum to 100, and name known backends")
+
+
+def check_freeze(ctx: GuardContext) -> GuardResult:
+    from opsctl.freeze import FreezeCalendar
+
+    active = FreezeCalendar(ctx.cfg.freezes).active(ctx.now)
+    if not active:
+        return GuardResult("freeze", True, "no change freeze in force")
+    names = ", ".join(repr(s.name) for s in active)
+    details = {"freezes": [s.to_dict() for s in active]}
+    if ctx.overriding:
+        return GuardResult("freeze", True, f"overrides freeze {names} ({ctx.overriding})", overridden=True,
+                           details=details)
+    spans = "; ".join(s.describe() for s in active)
+    return GuardResult(
+        "freeze", False, f"change freeze in force: {spans}; routine traffic changes are refused",
+        "wait until it ends, or for an emergency tied to an incident re-run with --emergency --incident ID"
+        f" (recorded as overriding {names})", details=details,
+    )
+
+
+def check_rate(ctx: GuardContext) -> GuardResult:
+    limit = ctx.cfg.traffic.rate_limit
+    window = limit.window_seconds
+    entries = ctx.audit.find(
+        lambda e: e.get("kind") == "traffic" and e.get("outcome") == "applied" and not e.get("dry_run")
+        and e.get("operation") != ctx.operation_id,
+        since=ctx.now - window,
+    )
+    first_seen: dict[str, float] = {}  # operation -> its first applied change in the window
+    for e in entries:
+        op = e.get("operation") or e.get("time")
+        first_seen[op] = min(first_seen.get(op, e["ts"]), e["ts"])
+    count = len(first_seen)
+    details = {"changes_in_window": count, "max_changes": limit.max_changes, "window": limit.window}
+    if count < limit.max_changes:
+        return GuardResult("rate", True, f"{count} of {limit.max_changes} changes used in the last {limit.window}",
+                           details=details)
+    from opsctl.audit import timestamp
+
+    free_at = min(first_seen.values()) + window
+    return _refuse_or_override(
+        ctx, "rate", f"rate limit reached: {count} traffic changes in the last {limit.window} (max {limit.max_changes})",
+        f"wait until {timestamp(free_at)}, raise traffic.rate_limit.max_changes, or {EMERGENCY_HINT}", details,
+    )
+
+
+def slo_results(cfg: "Config", source: Callable[[], "MetricSource"], at: Callable[[], float], backends: list[str]):
+    """The backends' own SLOs evaluated at the source's evaluation instant (status only, no
+    slo-generator cross-check). Returns (results, backends without any SLO). Raises NoDataError
+    when the metric source cannot answer."""
+    from opsctl.slo.model import load_slos
+    from opsctl.slo.report import build_report
+
+    slos = [s for s in load_slos([cfg.slo_dir], cfg.backends) if s.backend in backends]
+    missing = [b for b in backends if not any(s.backend == b for s in slos)]
+    if not slos:
+        return [], missing
+    results = build_report(slos, source(), at(), cfg.slos.period_seconds, cross_check=False)
+    return results, missing
+
+
+def health_problems(results, missing: list[str], *, budget_spent_counts: bool) -> list[str]:
+    problems = [f"{b}: no SLO defined, so its error budget is unknown" for b in missing]
+    for r in results:
+        level = r.status.level
+        if level == "page":
+            problems.append(f"{r.slo.name} burns at page level ({r.status.reason})")
+        elif level == "unknown":
+            problems.append(f"{r.slo.name} has no data ({r.status.reason})")
+        elif budget_spent_counts and r.error_budget_remaining is not None and r.error_budget_remaining <= 0:
+            problems.append(f"{r.slo.name} has spent its error budget ({r.error_budget_remaining * 100:.1f}% left)")
+    return problems
+
+
+def check_budget(ctx: GuardContext) -> GuardResult:
+    receiving = ctx.after.increased(ctx.before)
+    if not receiving:
+        return GuardResult("budget", True, "no backend gets a bigger share of user traffic", skipped=True)
+    try:
+        results, missing = slo_results(ctx.cfg, ctx.source, ctx.at, receiving)
+    except NoDataError as exc:
+        return _refuse_or_override(
+            ctx, "budget", f"no data to judge {', '.join(receiving)}'s error budget: {exc.message}",
+            f"make the metric source answer (no data is never healthy), or {EMERGENCY_HINT}",
+        )
+    # Restoring after an incident returns to the normal split: a budget the incident spent does not
+    # block it, a page-level burn or missing data does.
+    problems = health_problems(results, missing, budget_spent_counts=ctx.action != "restore")
+    details = {"backends": receiving, "slos": {r.slo.name: r.status.level for r in results}}
+    if problems:
+        return _refuse_or_override(
+            ctx, "budget", f"moving traffic toward {', '.join(receiving)}: " + "; ".join(problems),
+            f"wait for the burn to stop or move traffic toward a healthy backend; or {EMERGENCY_HINT}", details,
+        )
+    return GuardResult("budget", True, f"{', '.join(receiving)}: no page-level burn, budget left, data present",
+                       details=details)
+
+
+def check_capacity(ctx: GuardContext) -> GuardResult:
+    from opsctl.traffic.capacity import Capacity
+
+    growing = [b for b in ctx.after.load_increased(ctx.before) if ctx.cfg.backends[b].kind == "internal"]
+    if not growing:
+        return GuardResult("capacity", True, "no internal backend gets more load", skipped=True)
+    cap = ctx.cfg.capacity
+    unmodelled = [b for b in growing if cap is None or cap.backend != b]
+    if unmodelled:
+        return _refuse_or_override(
+            ctx, "capacity", f"no capacity model for internal backend(s) {', '.join(unmodelled)}",
+            f"configure the `capacity:` section for it, or {EMERGENCY_HINT}",
+        )
+    backend = cap.backend
+    share = ctx.after.load_share(backend)
+    capacity = Capacity(ctx.cfg, ctx.source, ctx.at, clock=ctx.clock)
+    result = capacity.ensure(share, dry_run=ctx.dry_run, reason=ctx.reason, progress=ctx.progress)
+    r = result.reading
+    details = {**r.to_dict(), "share": share, "fits": result.fits, "notes": result.notes}
+    if result.scaled_to is not None:
+        details["scaled"] = {"from": result.scaled_from, "to": result.scaled_to, "dry_run": ctx.dry_run}
+    if result.fits is None:
+        if ctx.overriding:
+            return GuardResult(
+                "capacity", True,
+                f"WARNING capacity unverified ({ctx.overriding}): no request-rate data, so whether {backend}"
+                f" can carry {share}% is unknown; moving the full share", overridden=True, details=details,
+            )
+        return GuardResult(
+            "capacity", False, f"no request-rate data: cannot tell whether {backend} can carry {share}% of traffic",
+            f"make the metric source answer (no data is never healthy), or {EMERGENCY_HINT}", details=details,
+        )
+    needed = r.needed_rps(share)
+    summary = (f"{r.ready} ready x {r.rps_per_replica:g} rps = {r.capacity_rps:g} rps; {share}% of"
+               f" {r.total_rps:.1f} rps with {r.headroom:.0%} headroom needs {needed:.1f} rps")
+    if result.enough:
+        scaled = f" (scaled {result.scaled_from} -> {result.scaled_to})" if result.scaled_to is not None else ""
+        return GuardResult("capacity", True, f"{backend} carries {share}%{scaled}: {summary}", details=details)
+    details["limit"] = {backend: result.fits}
+    short = (f"{backend} can carry only {result.fits}% of current traffic, {share}% asked: {summary};"
+             f" at max_replicas {cap.max_replicas} it would carry {r.max_share(cap.max_replicas)}%")
+    if ctx.action in PARTIAL_ACTIONS:
+        return GuardResult("capacity", True, f"limited: {short}", details=details)
+    return GuardResult(
+        "capacity", False, short,
+        f"ask for at most {result.fits}%, raise capacity.max_replicas or add GPUs, then retry", details=details,
+    )
+
+
+GUARDS: dict[str, Callable[[GuardContext], GuardResult]] = {
+    "bounds": check_bounds,
+    "freeze": check_freeze,
+    "rate": check_rate,
+    "budget": check_budget,
+    "capacity": check_capacity,
+}
+# Cheap guards first; capacity last, and only when they pass, because it may scale the Deployment.
+POLICY_GUARDS = ("bounds", "freeze", "rate", "budget")
+CAPACITY_GUARD = "capacity"
+
+
+def guard(name: str) -> Callable[[GuardContext], GuardResult]:
+    try:
+        return GUARDS[name]
+    except KeyError:
+        raise KeyError(f"unknown guard {name!r} (known: {', '.join(GUARDS)})") from None

@@ -1,0 +1,235 @@
+"""The official kubernetes client, wrapped where it enters opsctl.
+
+The client takes ~300 ms to import, so it is imported only inside these functions. Every call has
+a timeout; API errors become opsctl errors (409 -> ConflictError, exit 5; `ApiException.body` is a
+str holding a Status object, whose message is quoted). Writes use field manager `opsctl`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from opsctl.errors import ConflictError, OpsctlError, UsageError
+
+if TYPE_CHECKING:
+    from opsctl.config import KubernetesSettings
+
+FIELD_MANAGER = "opsctl"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+class Kube:
+    """One API client per process and settings; `call()` runs an API method with opsctl's error mapping."""
+
+    def __init__(self, settings: "KubernetesSettings", base_dir: Path | str = "."):
+        self.settings = settings
+        self.base_dir = Path(base_dir)
+        self._client = None
+
+    @property
+    def where(self) -> str:
+        if self.settings.host:
+            return self.settings.host
+        if self._client is not None:
+            return self._client.configuration.host
+        return "the Kubernetes API"
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = _api_client(self.settings, self.base_dir)
+        return self._client
+
+    def core(self):
+        from kubernetes.client import CoreV1Api
+
+        return CoreV1Api(self.client)
+
+    def apps(self):
+        from kubernetes.client import AppsV1Api
+
+        return AppsV1Api(self.client)
+
+    def custom(self):
+        from kubernetes.client import CustomObjectsApi
+
+        return CustomObjectsApi(self.client)
+
+    def call(self, what: str, method: Callable, *args, **kwargs) -> Any:
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+
+        kwargs.setdefault("_request_timeout", self.settings.timeout)
+        try:
+            return method(*args, **kwargs)
+        except ApiException as exc:
+            raise api_error(exc, what) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise OpsctlError(
+                f"{what}: cannot reach {self.where}: {_cause(exc)}",
+                hint="check traffic.kubernetes (host / kubeconfig / context) and that the API server is up",
+            ) from exc
+
+    def record_event(self, *, involved: dict, reason: str, message: str, warning: bool = False,
+                     action: str = "Update") -> str:
+        """Create a core/v1 Event on `involved` (apiVersion, kind, name, namespace, uid)."""
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        host = socket.gethostname()
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"]},
+            "involvedObject": involved,
+            "reason": reason,
+            "message": message,
+            "type": "Warning" if warning else "Normal",
+            "action": action,
+            "source": {"component": FIELD_MANAGER, "host": host},
+            "reportingComponent": FIELD_MANAGER,
+            "reportingInstance": host,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        event = self.call(
+            f"record an Event on {involved['kind']} {involved['namespace']}/{involved['name']}",
+            self.core().create_namespaced_event, involved["namespace"], body, field_manager=FIELD_MANAGER,
+        )
+        return f"Event {involved['namespace']}/{event.metadata.name} ({reason})"
+
+
+def _api_client(settings: "KubernetesSettings", base_dir: Path):
+    from kubernetes import client, config
+
+    if settings.host:
+        configuration = client.Configuration(host=settings.host.rstrip("/"))
+        configuration.retries = 1
+        return client.ApiClient(configuration)
+    kubeconfig = settings.kubeconfig
+    if kubeconfig:
+        path = Path(os.path.expanduser(kubeconfig))
+        kubeconfig = str(path if path.is_absolute() else base_dir / path)
+    else:
+        env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+        default = Path(os.path.expanduser(env or "~/.kube/config"))
+        if default.is_file():
+            kubeconfig = str(default)
+    try:
+        if kubeconfig:
+            configuration = client.Configuration()
+            config.load_kube_config(config_file=kubeconfig, context=settings.context,
+                                    client_configuration=configuration, persist_config=False)
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            configuration = client.Configuration()
+            config.load_incluster_config(client_configuration=configuration)
+        else:
+            raise UsageError(
+                "no Kubernetes access: no kubeconfig found and not running in a cluster",
+                hint="set traffic.kubernetes.kubeconfig (or $KUBECONFIG), or traffic.kubernetes.host for `kubectl proxy`",
+            )
+    except config.ConfigException as exc:
+        raise UsageError(f"cannot load Kubernetes credentials ({kubeconfig or 'in-cluster'}): {exc}") from exc
+    configuration.retries = 1
+    return client.ApiClient(configuration)
+
+
+def status_message(body: str | None) -> str:
+    """The message of the Status object in an error body (a str), else the body's start."""
+    if not body:
+        return ""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.strip()[:300]
+    if isinstance(data, dict) and data.get("message"):
+        return str(data["message"])[:500]
+    return body.strip()[:300]
+
+
+def api_error(exc, what: str) -> OpsctlError:
+    message = status_message(exc.body) or (exc.reason or "")
+    status = exc.status
+    if status == 409:
+        return ConflictError(f"{what}: conflict with a concurrent change: {message}")
+    if status == 404:
+        return UsageError(f"{what}: not found: {message}", hint="check the namespace and name in the traffic / capacity config")
+    if status in (401, 403):
+        return OpsctlError(
+            f"{what}: the API server refused access (HTTP {status}): {message}",
+            hint="opsctl needs get and patch on the target, patch on deployments/scale, and create on events",
+        )
+    if status in (400, 415, 422):
+        return UsageError(f"{what}: the API server rejected the request (HTTP {status}): {message}")
+    return OpsctlError(f"{what}: the API server failed (HTTP {status}): {message}")
+
+
+def _cause(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None)
+    return str(reason or exc)[:300]
+
+
+class CustomObject:
+    """One namespaced custom object (a VirtualService, an HTTPRoute) that an actuator reads and
+    merge-patches. A dict patch on a custom object is a JSON merge patch, which replaces lists whole:
+    callers send whole lists recomputed from the object as read, and `patch()` puts that object's
+    resourceVersion in the body, so the API server answers 409 if anything changed in between."""
+
+    def __init__(self, kube: Kube, *, group: str, version: str, plural: str, kind: str, namespace: str,
+                 name: str, target: str):
+        self.kube = kube
+        self.group, self.version, self.plural, self.kind = group, version, plural, kind
+        self.namespace, self.name, self.target = namespace, name, target
+        self.last: dict | None = None  # the object as last read or written
+
+    def get(self) -> dict:
+        self.last = self.kube.call(
+            f"read {self.target}", self.kube.custom().get_namespaced_custom_object,
+            self.group, self.version, self.namespace, self.plural, self.name,
+        )
+        return self.last
+
+    def at_version(self, version: str) -> dict:
+        """The object as read at `version`; ConflictError if it has moved on since."""
+        obj = self.last if self.last is not None and self.last["metadata"]["resourceVersion"] == version else self.get()
+        if obj["metadata"]["resourceVersion"] != version:
+            raise ConflictError(f"{self.target} changed since it was read (resourceVersion {version}"
+                                f" -> {obj['metadata']['resourceVersion']})")
+        return obj
+
+    def patch_spec(self, spec: dict, version: str, *, dry_run: bool) -> dict:
+        body = {"metadata": {"resourceVersion": version}, "spec": spec}
+        result = self.kube.call(
+            f"patch {self.target}", self.kube.custom().patch_namespaced_custom_object,
+            self.group, self.version, self.namespace, self.plural, self.name, body,
+            field_manager=FIELD_MANAGER, dry_run="All" if dry_run else None, _content_type=MERGE_PATCH,
+        )
+        if not dry_run:
+            self.last = result
+        return result
+
+    def record_event(self, message: str, *, warning: bool) -> str | None:
+        if self.last is None:
+            return None
+        return self.kube.record_event(
+            involved=object_ref(self.last, f"{self.group}/{self.version}", self.kind),
+            reason="TrafficSplitChanged", message=message, warning=warning,
+        )
+
+
+def object_ref(obj: dict, api_version: str, kind: str) -> dict:
+    """An ObjectReference for an Event, from an object as a dict."""
+    meta = obj.get("metadata") or {}
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "uid": meta.get("uid"),
+        "resourceVersion": meta.get("resourceVersion"),
+    }

@@ -1,0 +1,298 @@
+"""Ramps: move the split step by step, checking the receiving backend's burn rate between steps.
+
+Each step goes through the controller (guards, audit, Event) under the ramp's operation id. After a
+step the ramp waits `interval`, then evaluates the SLOs of the backends gaining traffic: a page-level
+burn or missing data aborts the ramp and returns the split to where it started; so does a guard
+refusing the next step. A restore is a ramp back to the split saved by an incident's failover.
+
+State lives in `<state_dir>/traffic/ramp.json`, written atomically before and after every step,
+so after a crash `--resume` continues where the ramp stopped (a step that was written but not yet
+recorded is recognised by the split itself). One ramp at a time: `ramp.lock` is held with flock for
+the ramp's lifetime (the kernel releases it if the process dies) and names the holder's pid and
+host, which is checked for liveness too. A ramp whose process died stays `running` in its state file
+and blocks new ramps until it is resumed or aborted.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from opsctl.clock import format_duration
+from opsctl.errors import ConflictError, GuardRefused, NoDataError, OpsctlError, UsageError
+from opsctl.traffic.controller import ChangeRequest, ChangeResult, new_operation_id
+from opsctl.traffic.rampstate import RampLock, RampState, lock_path, state_path
+from opsctl.traffic.split import Split, ramp_steps
+
+if TYPE_CHECKING:
+    from opsctl.traffic.controller import TrafficController
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+class SplitMoved(ConflictError):
+    """Someone else changed the split during the ramp: the ramp stops and does not fight back."""
+
+
+@dataclass
+class RampOutcome:
+    state: dict
+    results: list[ChangeResult]
+    status: str  # completed | aborted | planned (dry run) | unchanged
+    message: str = ""
+
+    def to_dict(self, order) -> dict:
+        return {
+            "ramp": self.state,
+            "status": self.status,
+            "message": self.message,
+            "steps": [r.to_dict(order) for r in self.results],
+        }
+
+
+class RampRunner:
+    def __init__(self, ctl: "TrafficController", *, progress: Callable[[str], None] | None = None):
+        self.ctl = ctl
+        self.cfg = ctl.cfg
+        self.backends = list(ctl.cfg.backends)
+        self.progress = progress or (lambda message: None)
+
+    def _say(self, message: str) -> None:
+        self.progress(message)
+
+    # -- entry points -----------------------------------------------------------------------------
+
+    def start(self, *, action: str, target_of: Callable[[Split], Split], step: int, interval: int, reason: str,
+              incident: str | None, emergency: bool, confirm=None) -> RampOutcome:
+        if not 1 <= step <= 100:
+            raise UsageError(f"--step must be between 1 and 100 percentage points, got {step}")
+        if emergency and not incident:
+            raise UsageError("--emergency needs --incident ID: an override must name the incident it serves")
+        if self.ctl.dry_run:
+            return self._dry_run(action, target_of, step, interval, reason, incident, emergency)
+        with RampLock(lock_path(self.cfg)):
+            existing = RampState.load(self.cfg)
+            if existing is not None and existing.status == "running":
+                raise ConflictError(
+                    f"ramp {existing.data.get('id')} was interrupted at step {existing.data.get('done')}"
+                    f"/{len(existing.data.get('steps', []))} and is not finished",
+                    hint="continue it with `opsctl traffic ramp --resume`, or return to its start with"
+                         " `opsctl traffic ramp --abort --reason ...`",
+                )
+            stored = self.ctl.read()
+            if stored.split is None:
+                raise NoDataError(f"the current split is unknown ({stored.note})",
+                                  hint="set it first with `opsctl traffic set`")
+            start = stored.split
+            target = target_of(start)
+            target.validate(self.cfg.backends, "ramp target")
+            steps = ramp_steps(start, target, step)
+            if not steps:
+                return RampOutcome({"start": start.to_dict(self.backends)}, [], "unchanged",
+                                   "the split is already at the target")
+            if confirm is not None and not confirm(self._plan_text(start, steps, interval)):
+                raise OpsctlError("not confirmed; nothing changed")
+            state = RampState({
+                "id": new_operation_id(action),
+                "action": action,
+                "status": "running",
+                "start": start.to_dict(self.backends),
+                "target": target.to_dict(self.backends),
+                "steps": [s.to_dict(self.backends) for s in steps],
+                "step": step,
+                "interval": interval,
+                "done": 0,
+                "pending": None,
+                "reason": reason,
+                "incident": incident,
+                "emergency": emergency,
+                "actor": self.ctl.actor,
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }, state_path(self.cfg))
+            state.save()
+            self._say(f"ramp {state.data['id']}: {start.describe(self.backends)} -> {target.describe(self.backends)}"
+                      f" in {len(steps)} step(s), {format_duration(interval)} apart")
+            return self._run(state)
+
+    def resume(self) -> RampOutcome:
+        with RampLock(lock_path(self.cfg)):
+            state = RampState.load(self.cfg)
+            if state is None or state.status != "running":
+                raise UsageError("there is no interrupted ramp to resume"
+                                 + (f" (the last one is {state.status})" if state else ""))
+            state.data["pid"], state.data["host"] = os.getpid(), socket.gethostname()
+            state.save()
+            self._say(f"resuming ramp {state.data['id']} after step {state.data['done']}/{len(state.data['steps'])}")
+            return self._run(state)
+
+    def abort(self, reason: str) -> RampOutcome:
+        """Return an interrupted ramp to its start."""
+        with RampLock(lock_path(self.cfg)):
+            state = RampState.load(self.cfg)
+            if state is None or state.status != "running":
+                raise UsageError("there is no interrupted ramp to abort"
+                                 + (f" (the last one is {state.status})" if state else ""))
+            results: list[ChangeResult] = []
+            self._rollback(state, results, reason or "aborted by operator")
+            return RampOutcome(state.summary(), results, "aborted", state.data["message"])
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def _run(self, state: RampState) -> RampOutcome:
+        steps = state.steps(self.backends)
+        start = state.split("start", self.backends)
+        target = state.split("target", self.backends)
+        receiving = target.increased(start)
+        results: list[ChangeResult] = []
+        total = len(steps)
+        for index in range(state.data["done"], total):
+            expected = steps[index - 1] if index else start
+            wanted = steps[index]
+            current = self.ctl.read().split
+            if current == wanted and state.data.get("pending") == index:
+                self._say(f"step {index + 1}/{total} was applied before the interruption: {wanted.describe(self.backends)}")
+            else:
+                if current != expected:
+                    self._finish(state, "stopped", f"the split was changed outside the ramp: it is"
+                                 f" {current.describe(self.backends) if current else 'unset'}, the ramp expected"
+                                 f" {expected.describe(self.backends)}; stopping without rollback")
+                    raise SplitMoved(state.data["message"], hint="see `opsctl traffic history`")
+                state.data["pending"] = index
+                state.save()
+                try:
+                    result = self.ctl.apply(self._request(state, expected, wanted, index, total))
+                except GuardRefused as exc:
+                    if getattr(exc, "result", None) is not None:
+                        results.append(exc.result)
+                    self._rollback(state, results, f"step {index + 1}/{total} refused: {exc.message}")
+                    raise self._aborted(state, results, GuardRefused(state.data["message"], hint=exc.hint)) from exc
+                except SplitMoved as exc:
+                    self._finish(state, "stopped", f"step {index + 1}/{total}: {exc.message}; stopping without rollback")
+                    raise
+                except ConflictError as exc:  # lost every write race: the ramp stays resumable
+                    exc.hint = "the ramp is paused at this step; continue with `opsctl traffic ramp --resume`"
+                    raise
+                results.append(result)
+                self._say(f"step {index + 1}/{total}: {wanted.describe(self.backends)} applied"
+                          f" (version {result.version})")
+            state.data["done"], state.data["pending"] = index + 1, None
+            state.save()
+            problem = self._watch(state, receiving, index, total)
+            if problem:
+                self._rollback(state, results, problem)
+                raise self._aborted(state, results, GuardRefused(
+                    state.data["message"],
+                    hint="find out why the receiving backend burns (opsctl slo report) before ramping again"))
+        message = f"ramp complete: {target.describe(self.backends)}"
+        self._finish(state, "completed", message)
+        self._say(message)
+        return RampOutcome(state.summary(), results, "completed", message)
+
+    def _request(self, state: RampState, expected: Split, wanted: Split, index: int, total: int) -> ChangeRequest:
+        def plan(before: Split | None) -> Split:
+            if before != expected:
+                raise SplitMoved(f"the split was changed outside the ramp before step {index + 1}/{total}: it is"
+                                 f" {before.describe(self.backends) if before else 'unset'}")
+            return wanted
+
+        return ChangeRequest(
+            state.data["action"], plan, reason=f"{state.data.get('reason') or ''} (step {index + 1}/{total})".strip(),
+            incident=state.data.get("incident"), emergency=bool(state.data.get("emergency")),
+            operation_id=state.data["id"],
+        )
+
+    def _watch(self, state: RampState, receiving: list[str], index: int, total: int) -> str | None:
+        """Wait the interval, then check the receiving backends' SLOs. Returns a problem or None."""
+        interval = int(state.data.get("interval") or 0)
+        clock = self.ctl.clock
+        deadline = clock.now() + interval
+        tick = 1 if interval <= 10 else 10 if interval <= 600 else 60  # at most ~60 progress lines
+        for _ in range(interval // tick + 2):
+            left = deadline - clock.now()
+            if left <= 0:
+                break
+            self._say(f"step {index + 1}/{total}: watching {', '.join(receiving) or 'the split'},"
+                      f" {int(left + 0.999)}s to the burn check")
+            clock.sleep(min(tick, left))
+        if not receiving:
+            return None
+        from opsctl.metrics.base import open_source
+        from opsctl.traffic.guards import health_problems, slo_results
+
+        cache: dict = {}
+
+        def source():
+            if "source" not in cache:
+                cache["source"] = open_source(self.cfg)
+                cache["source"].check()
+            return cache["source"]
+
+        try:
+            results, missing = slo_results(self.cfg, source, lambda: source().default_time(), receiving)
+        except NoDataError as exc:
+            return f"burn check after step {index + 1}/{total}: no data ({exc.message})"
+        problems = health_problems(results, missing, budget_spent_counts=False)
+        if problems:
+            return f"burn check after step {index + 1}/{total}: " + "; ".join(problems)
+        self._say(f"step {index + 1}/{total}: burn check ok for {', '.join(receiving)}")
+        return None
+
+    def _rollback(self, state: RampState, results: list, why: str) -> None:
+        start = state.split("start", self.backends)
+        self._say(f"aborting: {why}; returning to {start.describe(self.backends)}")
+        request = ChangeRequest(
+            "rollback", lambda before: start, reason=f"ramp {state.data['id']} aborted: {why}",
+            incident=state.data.get("incident"), operation_id=state.data["id"],
+        )
+        try:
+            result = self.ctl.apply(request)
+        except OpsctlError as exc:
+            self._finish(state, "stopped", f"{why}; the rollback to the start failed: {exc.message}")
+            raise OpsctlError(state.data["message"],
+                              hint="set the split by hand with `opsctl traffic set ... --emergency --incident ID`") from exc
+        results.append(result)
+        self._finish(state, "aborted", f"{why}; returned to {start.describe(self.backends)}")
+
+    @staticmethod
+    def _aborted(state: RampState, results: list, error: OpsctlError) -> OpsctlError:
+        error.outcome = RampOutcome(state.summary(), results, "aborted", state.data["message"])
+        return error
+
+    def _finish(self, state: RampState, status: str, message: str) -> None:
+        state.data["status"], state.data["message"], state.data["pending"] = status, message, None
+        state.save()
+
+    # -- dry run ----------------------------------------------------------------------------------
+
+    def _dry_run(self, action, target_of, step, interval, reason, incident, emergency) -> RampOutcome:
+        stored = self.ctl.read()
+        if stored.split is None:
+            raise NoDataError(f"the current split is unknown ({stored.note})")
+        start = stored.split
+        target = target_of(start)
+        target.validate(self.cfg.backends, "ramp target")
+        steps = ramp_steps(start, target, step)
+        plan = {
+            "id": None, "action": action, "status": "planned",
+            "start": start.to_dict(self.backends), "target": target.to_dict(self.backends),
+            "steps": [s.to_dict(self.backends) for s in steps], "step": step, "interval": interval,
+        }
+        if not steps:
+            return RampOutcome(plan, [], "unchanged", "the split is already at the target")
+        # The first step is checked by every guard (dry run); later steps are checked when they run.
+        result = self.ctl.apply(ChangeRequest(action, lambda before: steps[0], reason=reason, incident=incident,
+                                              emergency=emergency))
+        return RampOutcome(plan, [result], "planned",
+                           f"dry run: {len(steps)} step(s) planned; the first passes every guard")
+
+    def _plan_text(self, start: Split, steps: list[Split], interval: int) -> str:
+        lines = [f"  {i + 1}. {s.describe(self.backends)}" for i, s in enumerate(steps)]
+        return (f"Ramp from {start.describe(self.backends)} in {len(steps)} step(s), {format_duration(interval)}"
+                f" apart, checking the burn rate between steps:\n" + "\n".join(lines))

@@ -1,0 +1,630 @@
+"""A loopback fake of the Kubernetes API server, speaking its REST protocol to the official client.
+
+What it implements, as the real server does for these resources:
+  core/v1 ConfigMaps and Events; apps/v1 Deployments with the `scale` and `status` subresources;
+  networking.istio.io VirtualServices and gateway.networking.k8s.io HTTPRoutes (custom resources).
+  GET (one, list), POST (create, generateName), PUT (replace), PATCH, DELETE.
+  - resourceVersion: one cluster-wide counter; every write bumps it. A PUT or PATCH whose body
+    carries metadata.resourceVersion different from the stored one is 409 Conflict (a Status body
+    saying "the object has been modified"); custom resources require resourceVersion on PUT.
+  - PATCH content types: application/json-patch+json (RFC 6902, with `test`),
+    application/merge-patch+json (RFC 7386: maps merge, null deletes, lists are replaced whole),
+    application/strategic-merge-patch+json for built-in kinds only (lists with a patch merge key,
+    e.g. containers by name, merge by key; `$patch` directives); custom resources answer 415 to it,
+    as the real server does. Server-side apply is not implemented (415).
+  - ?dryRun=All runs everything (validation, conflicts) and persists nothing; any other value is 400.
+  - ?fieldManager=NAME is recorded in metadata.managedFields.
+  - Admission: VirtualService HTTP route weights must sum to 100 (Istio's validating webhook);
+    HTTPRoute weights are 0..1000000 and mirror percents 0..100 (the CRD schema); ConfigMap data
+    values are strings.
+  - Deployments: after a scale, readyReplicas reaches min(replicas, schedulable) after `ready_delay`
+    seconds, as pods would start; `schedulable` models how many GPUs exist.
+Test hooks: seed objects, read them back, inject concurrent writers (the next N writes to an
+object find it modified first), read the request log and the recorded Events.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+CORE = ""
+BUILTIN_GROUPS = {"", "apps"}
+RESOURCES = {
+    # (group, plural): (kind, namespaced versions)
+    ("", "configmaps"): ("ConfigMap", ("v1",)),
+    ("", "events"): ("Event", ("v1",)),
+    ("apps", "deployments"): ("Deployment", ("v1",)),
+    ("networking.istio.io", "virtualservices"): ("VirtualService", ("v1", "v1beta1", "v1alpha3")),
+    ("gateway.networking.k8s.io", "httproutes"): ("HTTPRoute", ("v1", "v1beta1")),
+}
+# Strategic merge: list fields merged by key (the rest are replaced), as in the built-in types' patchMergeKey.
+MERGE_KEYS = {
+    "containers": "name", "initContainers": "name", "ephemeralContainers": "name", "env": "name",
+    "volumes": "name", "volumeMounts": "mountPath", "ports": "containerPort", "imagePullSecrets": "name",
+}
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str, details: dict | None = None):
+        super().__init__(message)
+        self.code, self.reason, self.message, self.details = code, reason, message, details or {}
+
+    def status(self) -> dict:
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": self.message, "reason": self.reason, "details": self.details, "code": self.code}
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# ---------------------------------------------------------------------------------------------
+# Patch semantics
+
+
+def merge_patch(target, patch):
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def strategic_merge_patch(target, patch, field_name: str | None = None):
+    """The part of Kubernetes' strategic merge patch the built-in kinds here use."""
+    if isinstance(patch, dict):
+        directive = patch.get("$patch")
+        if directive == "delete":
+            return None
+        if directive == "replace":
+            return {k: v for k, v in copy.deepcopy(patch).items() if k != "$patch"}
+        result = copy.deepcopy(target) if isinstance(target, dict) else {}
+        for key, value in patch.items():
+            if key.startswith("$setElementOrder/") or key in ("$patch", "$retainKeys"):
+                continue
+            if key.startswith("$deleteFromPrimitiveList/"):
+                name = key.split("/", 1)[1]
+                result[name] = [v for v in result.get(name) or [] if v not in value]
+                continue
+            if value is None:
+                result.pop(key, None)
+                continue
+            merged = strategic_merge_patch(result.get(key), value, key)
+            if merged is None:
+                result.pop(key, None)
+            else:
+                result[key] = merged
+        return result
+    if isinstance(patch, list):
+        key = MERGE_KEYS.get(field_name or "")
+        if key is None or not isinstance(target, list):
+            return [v for v in copy.deepcopy(patch) if not (isinstance(v, dict) and v.get("$patch") == "delete")]
+        result = copy.deepcopy(target)
+        for item in patch:
+            if not isinstance(item, dict) or key not in item:
+                raise ApiError(422, "Invalid", f"strategic merge patch: list {field_name} items need merge key {key!r}")
+            index = next((i for i, cur in enumerate(result) if isinstance(cur, dict) and cur.get(key) == item[key]), None)
+            if item.get("$patch") == "delete":
+                if index is not None:
+                    result.pop(index)
+            elif index is None:
+                result.append({k: v for k, v in item.items() if k != "$patch"})
+            else:
+                result[index] = strategic_merge_patch(result[index], item, None)
+        return result
+    return copy.deepcopy(patch)
+
+
+def _pointer(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise ApiError(422, "Invalid", f"json patch: invalid path {path!r}")
+    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+
+
+def _walk(doc, parts: list[str], path: str):
+    for part in parts:
+        if isinstance(doc, dict) and part in doc:
+            doc = doc[part]
+        elif isinstance(doc, list) and part.isdigit() and int(part) < len(doc):
+            doc = doc[int(part)]
+        else:
+            raise ApiError(422, "Invalid", f"json patch: path {path!r} does not exist")
+    return doc
+
+
+def json_patch(doc, ops):
+    """RFC 6902 JSON patch."""
+    if not isinstance(ops, list):
+        raise ApiError(400, "BadRequest", "json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+    doc = copy.deepcopy(doc)
+    for op in ops:
+        kind, path = op.get("op"), op.get("path", "")
+        parts = _pointer(path)
+        if kind == "test":
+            if _walk(doc, parts, path) != op.get("value"):
+                raise ApiError(422, "Invalid", f"json patch: test failed at {path!r}")
+            continue
+        if kind in ("move", "copy"):
+            source = _pointer(op["from"])
+            value = copy.deepcopy(_walk(doc, source, op["from"]))
+            if kind == "move":
+                doc = json_patch(doc, [{"op": "remove", "path": op["from"]}])
+            doc = json_patch(doc, [{"op": "add", "path": path, "value": value}])
+            continue
+        if not parts:
+            if kind in ("add", "replace"):
+                doc = copy.deepcopy(op["value"])
+                continue
+            raise ApiError(422, "Invalid", "json patch: cannot remove the whole document")
+        parent = _walk(doc, parts[:-1], path)
+        last = parts[-1]
+        if isinstance(parent, dict):
+            if kind == "add":
+                parent[last] = copy.deepcopy(op["value"])
+            elif kind == "replace":
+                if last not in parent:
+                    raise ApiError(422, "Invalid", f"json patch: replace of missing path {path!r}")
+                parent[last] = copy.deepcopy(op["value"])
+            elif kind == "remove":
+                if last not in parent:
+                    raise ApiError(422, "Invalid", f"json patch: remove of missing path {path!r}")
+                del parent[last]
+            else:
+                raise ApiError(422, "Invalid", f"json patch: unknown op {kind!r}")
+        elif isinstance(parent, list):
+            if kind == "add":
+                index = len(parent) if last == "-" else int(last)
+                if index > len(parent):
+                    raise ApiError(422, "Invalid", f"json patch: index out of range at {path!r}")
+                parent.insert(index, copy.deepcopy(op["value"]))
+            elif kind in ("replace", "remove"):
+                if not last.isdigit() or int(last) >= len(parent):
+                    raise ApiError(422, "Invalid", f"json patch: index out of range at {path!r}")
+                if kind == "replace":
+                    parent[int(last)] = copy.deepcopy(op["value"])
+                else:
+                    parent.pop(int(last))
+            else:
+                raise ApiError(422, "Invalid", f"json patch: unknown op {kind!r}")
+        else:
+            raise ApiError(422, "Invalid", f"json patch: {path!r} is not in a container")
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------
+# The server
+
+
+@dataclass
+class DeploymentSim:
+    ready_delay: float = 0.5
+    schedulable: int = 1000  # pods beyond this stay Pending (no GPU)
+    changed_at: float = 0.0
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict
+    content_type: str
+    body: object
+    authorization: str | None = None
+
+
+class FakeKubeAPI:
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.objects: dict[tuple[str, str, str, str], dict] = {}
+        self.rv = 1000
+        self.requests: list[Request] = []
+        self.sims: dict[tuple[str, str], DeploymentSim] = {}
+        self.conflicts: dict[tuple[str, str, str, str], int] = {}
+        self.server: ThreadingHTTPServer | None = None
+        self.thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> "FakeKubeAPI":
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _handle(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                code, body = api.handle(self.command, self.path, self.headers.get("Content-Type", ""), raw,
+                                        self.headers.get("Authorization"))
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):
+                import sys
+
+                if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+                    super().handle_error(request, client_address)  # a client closing keep-alive is no error
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.thread.join(timeout=5)
+
+    # -- test hooks -----------------------------------------------------------------------------
+
+    def _next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def seed(self, obj: dict) -> dict:
+        """Store an object as if created (uid, resourceVersion, creationTimestamp assigned)."""
+        with self.lock:
+            group, plural = self._kind_key(obj)
+            obj = copy.deepcopy(obj)
+            meta = obj.setdefault("metadata", {})
+            meta.setdefault("namespace", "default")
+            meta["uid"] = str(uuid.uuid4())
+            meta["resourceVersion"] = self._next_rv()
+            meta["creationTimestamp"] = _now()
+            meta["generation"] = 1
+            if plural == "deployments":
+                replicas = obj.setdefault("spec", {}).setdefault("replicas", 1)
+                obj["status"] = {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas,
+                                 "updatedReplicas": replicas, "observedGeneration": 1}
+            self.objects[(group, plural, meta["namespace"], meta["name"])] = obj
+            return copy.deepcopy(obj)
+
+    def get(self, group: str, plural: str, namespace: str, name: str) -> dict | None:
+        with self.lock:
+            self._reconcile_all()
+            obj = self.objects.get((group, plural, namespace, name))
+            return copy.deepcopy(obj) if obj else None
+
+    def simulate_deployment(self, namespace: str, name: str, *, ready_delay: float = 0.5, schedulable: int = 1000):
+        with self.lock:
+            self.sims[(namespace, name)] = DeploymentSim(ready_delay, schedulable, time.monotonic())
+
+    def inject_conflicts(self, group: str, plural: str, namespace: str, name: str, count: int) -> None:
+        """The next `count` writes to the object find it changed by another writer just before."""
+        with self.lock:
+            self.conflicts[(group, plural, namespace, name)] = count
+
+    def events(self, involved_name: str | None = None) -> list[dict]:
+        with self.lock:
+            return [copy.deepcopy(o) for (g, p, _ns, _n), o in sorted(self.objects.items(), key=lambda kv: int(kv[1]["metadata"]["resourceVersion"]))
+                    if p == "events" and (involved_name is None or o.get("involvedObject", {}).get("name") == involved_name)]
+
+    def writes(self) -> list[Request]:
+        return [r for r in self.requests if r.method in ("POST", "PUT", "PATCH", "DELETE")]
+
+    # -- request handling -----------------------------------------------------------------------
+
+    def _kind_key(self, obj: dict) -> tuple[str, str]:
+        api_version = obj.get("apiVersion", "v1")
+        group = api_version.split("/")[0] if "/" in api_version else ""
+        for (g, plural), (kind, _versions) in RESOURCES.items():
+            if g == group and kind == obj.get("kind"):
+                return g, plural
+        raise ValueError(f"the fake does not serve {api_version} {obj.get('kind')}")
+
+    def handle(self, method: str, raw_path: str, content_type: str, raw: bytes,
+               authorization: str | None = None) -> tuple[int, dict]:
+        parts = urlsplit(raw_path)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            return 400, ApiError(400, "BadRequest", "the body of the request is not valid JSON").status()
+        with self.lock:
+            self.requests.append(Request(method, parts.path, query, content_type.split(";")[0].strip(), body,
+                                         authorization))
+            try:
+                return self._dispatch(method, parts.path, query, content_type.split(";")[0].strip(), body)
+            except ApiError as exc:
+                return exc.code, exc.status()
+
+    def _route(self, path: str):
+        segs = [s for s in path.split("/") if s]
+        if segs[:2] == ["api", "v1"]:
+            group, version, rest = "", "v1", segs[2:]
+        elif segs[:1] == ["apis"] and len(segs) >= 3:
+            group, version, rest = segs[1], segs[2], segs[3:]
+        else:
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
+        if len(rest) < 3 or rest[0] != "namespaces":
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
+        namespace, plural = rest[1], rest[2]
+        name = rest[3] if len(rest) > 3 else None
+        sub = rest[4] if len(rest) > 4 else None
+        resource = RESOURCES.get((group, plural))
+        if resource is None or version not in resource[1]:
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
+        if sub is not None and not (plural == "deployments" and sub in ("scale", "status")):
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
+        return group, version, plural, namespace, name, sub, resource[0]
+
+    def _dispatch(self, method, path, query, content_type, body):
+        group, version, plural, namespace, name, sub, kind = self._route(path)
+        dry_run = query.get("dryRun")
+        if dry_run is not None and dry_run != "All":
+            raise ApiError(400, "BadRequest", f'Invalid dry run value: "{dry_run}"; only "All" is accepted')
+        manager = query.get("fieldManager")
+        if manager is not None and not 0 < len(manager) <= 128:
+            raise ApiError(422, "Invalid", "fieldManager must be 1 to 128 characters")
+        if name is None:
+            if method == "GET":
+                items = [self._present(o, group, version) for (g, p, ns, _n), o in self.objects.items()
+                         if g == group and p == plural and ns == namespace]
+                return 200, {"kind": f"{kind}List", "apiVersion": f"{group}/{version}" if group else version,
+                             "metadata": {"resourceVersion": str(self.rv)}, "items": items}
+            if method == "POST":
+                return 201, self._create(group, version, plural, kind, namespace, body, dry_run, manager)
+            raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on a collection")
+        key = (group, plural, namespace, name)
+        self._reconcile(key)
+        if key not in self.objects:
+            raise ApiError(404, "NotFound", f'{plural}{"." + group if group else ""} "{name}" not found',
+                           {"name": name, "group": group, "kind": plural})
+        if method in ("PUT", "PATCH"):
+            self._concurrent_writer(key)
+        current = self.objects[key]
+        if sub == "scale":
+            return self._scale(method, key, current, content_type, body, dry_run, manager)
+        if method == "GET":
+            return 200, self._present(current, group, version)
+        if method == "DELETE":
+            if not dry_run:
+                del self.objects[key]
+            return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                         "details": {"name": name, "kind": plural}}
+        if method == "PUT":
+            if body is None:
+                raise ApiError(400, "BadRequest", "a replace needs a body")
+            if group not in BUILTIN_GROUPS and not (body.get("metadata") or {}).get("resourceVersion"):
+                raise ApiError(422, "Invalid", f'{kind}.{group} "{name}" is invalid: metadata.resourceVersion:'
+                                               " Invalid value: 0x0: must be specified for an update")
+            updated = body
+        elif method == "PATCH":
+            updated = self._patched(current, group, content_type, body)
+        else:
+            raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed")
+        return 200, self._update(key, kind, group, version, current, updated, dry_run, manager)
+
+    def _patched(self, current: dict, group: str, content_type: str, body) -> dict:
+        if content_type == "application/json-patch+json":
+            return json_patch(current, body)
+        if content_type == "application/merge-patch+json":
+            if not isinstance(body, dict):
+                raise ApiError(400, "BadRequest", "a merge patch must be a JSON object")
+            return merge_patch(current, body)
+        if content_type == "application/strategic-merge-patch+json":
+            if group not in BUILTIN_GROUPS:
+                raise ApiError(415, "UnsupportedMediaType",
+                               "the body of the request was in an unknown format - accepted media types include:"
+                               " application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
+            if not isinstance(body, dict):
+                raise ApiError(400, "BadRequest", "a strategic merge patch must be a JSON object")
+            return strategic_merge_patch(current, body)
+        raise ApiError(415, "UnsupportedMediaType", f"the fake API server does not implement {content_type or 'this'} patches")
+
+    def _concurrent_writer(self, key) -> None:
+        left = self.conflicts.get(key, 0)
+        if left > 0:
+            self.conflicts[key] = left - 1
+            obj = self.objects[key]
+            annotations = obj["metadata"].setdefault("annotations", {})
+            annotations["fake.example/concurrent-writes"] = str(int(annotations.get("fake.example/concurrent-writes", "0")) + 1)
+            obj["metadata"]["resourceVersion"] = self._next_rv()
+
+    def _check_rv(self, key, kind: str, current: dict, updated: dict) -> None:
+        sent = (updated.get("metadata") or {}).get("resourceVersion")
+        if sent and sent != current["metadata"]["resourceVersion"]:
+            group, plural, _ns, name = key
+            raise ApiError(409, "Conflict",
+                           f'Operation cannot be fulfilled on {plural}{"." + group if group else ""} "{name}": the object'
+                           " has been modified; please apply your changes to the latest version and try again",
+                           {"name": name, "group": group, "kind": plural})
+
+    def _update(self, key, kind, group, version, current, updated, dry_run, manager) -> dict:
+        if not isinstance(updated, dict):
+            raise ApiError(422, "Invalid", f"{kind}: the result is not an object")
+        self._check_rv(key, kind, current, updated)
+        updated = copy.deepcopy(updated)
+        meta = updated.setdefault("metadata", {})
+        for field in ("uid", "creationTimestamp", "name", "namespace", "managedFields"):
+            if field in current["metadata"]:
+                meta[field] = current["metadata"][field]
+        updated["apiVersion"], updated["kind"] = current["apiVersion"], current["kind"]
+        if key[1] == "deployments":
+            updated["status"] = current.get("status", {})
+        self._validate(kind, updated)
+        meta["generation"] = current["metadata"].get("generation", 1) + (
+            1 if updated.get("spec") != current.get("spec") else 0)
+        if dry_run:
+            meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+            return self._present(updated, group, version)
+        meta["resourceVersion"] = self._next_rv()
+        self._manage(meta, manager, f"{group}/{version}" if group else version)
+        self.objects[key] = updated
+        if key[1] == "deployments" and updated["spec"].get("replicas") != current["spec"].get("replicas"):
+            self._scaled(key)
+        return self._present(updated, group, version)
+
+    def _create(self, group, version, plural, kind, namespace, body, dry_run, manager) -> dict:
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "a create needs an object body")
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name"):
+            if not meta.get("generateName"):
+                raise ApiError(422, "Invalid", f"{kind} is invalid: metadata.name: Required value")
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        if meta.get("namespace", namespace) != namespace:
+            raise ApiError(400, "BadRequest", "the namespace of the object does not match the namespace on the request")
+        meta["namespace"] = namespace
+        key = (group, plural, namespace, meta["name"])
+        if key in self.objects:
+            raise ApiError(409, "AlreadyExists", f'{plural} "{meta["name"]}" already exists',
+                           {"name": meta["name"], "kind": plural})
+        obj["apiVersion"] = f"{group}/{version}" if group else version
+        obj["kind"] = kind
+        self._validate(kind, obj)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = _now()
+        if dry_run:
+            return obj
+        meta["resourceVersion"] = self._next_rv()
+        self._manage(meta, manager, obj["apiVersion"])
+        self.objects[key] = obj
+        return copy.deepcopy(obj)
+
+    @staticmethod
+    def _manage(meta: dict, manager: str | None, api_version: str) -> None:
+        if not manager:
+            return
+        entries = [e for e in meta.get("managedFields") or [] if e.get("manager") != manager]
+        entries.append({"manager": manager, "operation": "Update", "apiVersion": api_version, "time": _now(),
+                        "fieldsType": "FieldsV1", "fieldsV1": {}})
+        meta["managedFields"] = entries
+
+    def _present(self, obj: dict, group: str, version: str) -> dict:
+        out = copy.deepcopy(obj)
+        if group not in BUILTIN_GROUPS:
+            out["apiVersion"] = f"{group}/{version}"
+        return out
+
+    # -- admission ------------------------------------------------------------------------------
+
+    def _validate(self, kind: str, obj: dict) -> None:
+        name = obj.get("metadata", {}).get("name")
+        if kind == "ConfigMap":
+            for k, v in (obj.get("data") or {}).items():
+                if not isinstance(v, str):
+                    raise ApiError(422, "Invalid", f'ConfigMap "{name}" is invalid: data[{k}]: must be a string')
+        elif kind == "VirtualService":
+            for i, route in enumerate((obj.get("spec") or {}).get("http") or []):
+                dests = route.get("route") or []
+                weights = [d.get("weight") for d in dests]
+                if any(w is not None and (not isinstance(w, int) or w < 0) for w in weights):
+                    raise ApiError(400, "BadRequest", f"admission webhook \"validation.istio.io\" denied the request:"
+                                                      f" http[{i}]: weight must be a non-negative integer")
+                if len(dests) > 1 and sum(w or 0 for w in weights) != 100:
+                    raise ApiError(400, "BadRequest", f"admission webhook \"validation.istio.io\" denied the request:"
+                                                      f" http[{i}]: total destination weight {sum(w or 0 for w in weights)} != 100")
+                pct = (route.get("mirrorPercentage") or {}).get("value")
+                if pct is not None and not 0 <= pct <= 100:
+                    raise ApiError(400, "BadRequest", "admission webhook denied: mirrorPercentage must be in [0, 100]")
+        elif kind == "HTTPRoute":
+            for i, rule in enumerate((obj.get("spec") or {}).get("rules") or []):
+                for ref in rule.get("backendRefs") or []:
+                    w = ref.get("weight", 1)
+                    if not isinstance(w, int) or not 0 <= w <= 1000000:
+                        raise ApiError(422, "Invalid", f'HTTPRoute "{name}" is invalid: spec.rules[{i}].backendRefs.weight')
+                for f in rule.get("filters") or []:
+                    if f.get("type") == "RequestMirror":
+                        mirror = f.get("requestMirror") or {}
+                        if "backendRef" not in mirror:
+                            raise ApiError(422, "Invalid", f"spec.rules[{i}].filters.requestMirror.backendRef: Required value")
+                        if not 0 <= mirror.get("percent", 100) <= 100:
+                            raise ApiError(422, "Invalid", f"spec.rules[{i}].filters.requestMirror.percent: 0-100")
+        elif kind == "Deployment":
+            replicas = (obj.get("spec") or {}).get("replicas")
+            if not isinstance(replicas, int) or replicas < 0:
+                raise ApiError(422, "Invalid", f'Deployment "{name}" is invalid: spec.replicas: must be >= 0')
+
+    # -- deployments ----------------------------------------------------------------------------
+
+    def _scaled(self, key) -> None:
+        _g, _p, namespace, name = key
+        sim = self.sims.setdefault((namespace, name), DeploymentSim())
+        sim.changed_at = time.monotonic()
+        obj = self.objects[key]
+        want = obj["spec"]["replicas"]
+        status = obj.setdefault("status", {})
+        status["replicas"] = want
+        if status.get("readyReplicas", 0) > want:  # scale-down takes effect at once
+            status["readyReplicas"] = status["availableReplicas"] = want
+
+    def _reconcile(self, key) -> None:
+        if key[1] != "deployments" or key not in self.objects:
+            return
+        obj = self.objects[key]
+        sim = self.sims.get((key[2], key[3]))
+        if sim is None:
+            return
+        status = obj.setdefault("status", {})
+        target = min(obj["spec"]["replicas"], sim.schedulable)
+        if status.get("readyReplicas", 0) < target and time.monotonic() - sim.changed_at >= sim.ready_delay:
+            status["readyReplicas"] = status["availableReplicas"] = status["updatedReplicas"] = target
+            status["observedGeneration"] = obj["metadata"].get("generation", 1)
+            obj["metadata"]["resourceVersion"] = self._next_rv()  # the controller's status update
+
+    def _reconcile_all(self) -> None:
+        for key in list(self.objects):
+            self._reconcile(key)
+
+    def _scale(self, method, key, deployment, content_type, body, dry_run, manager):
+        meta = deployment["metadata"]
+        scale = {
+            "kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"],
+                         "resourceVersion": meta["resourceVersion"], "creationTimestamp": meta["creationTimestamp"]},
+            "spec": {"replicas": deployment["spec"]["replicas"]},
+            "status": {"replicas": deployment.get("status", {}).get("replicas", 0),
+                       "selector": ",".join(f"{k}={v}" for k, v in
+                                            ((deployment["spec"].get("selector") or {}).get("matchLabels") or {}).items())},
+        }
+        if method == "GET":
+            return 200, scale
+        if method == "PUT":
+            updated = body
+        elif method == "PATCH":
+            updated = self._patched(scale, "apps", content_type, body)
+        else:
+            raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on scale")
+        replicas = (updated.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or replicas < 0:
+            raise ApiError(422, "Invalid", f'Scale "{meta["name"]}" is invalid: spec.replicas: must be >= 0')
+        patched_deployment = copy.deepcopy(deployment)
+        patched_deployment["spec"]["replicas"] = replicas
+        patched_deployment["metadata"]["resourceVersion"] = (updated.get("metadata") or {}).get("resourceVersion")
+        result = self._update(key, "Deployment", "apps", "v1", deployment, patched_deployment, dry_run, manager)
+        scale["spec"]["replicas"] = replicas
+        scale["metadata"]["resourceVersion"] = result["metadata"]["resourceVersion"]
+        return 200, scale

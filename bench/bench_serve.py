@@ -193,7 +193,8 @@ def summarize(result: dict) -> str:
         f"`opsctl serve` on 127.0.0.1, live executor on the file actuator (local pager and ticket ledgers, guards over"
         f" one day of embedded metrics), 2 workers; {result['rounds']} rounds of {CONCURRENCY} concurrent Alertmanager"
         f" deliveries (1 page-level availability alert that fails over + {CONCURRENCY - 1} ticket-level alerts), then"
-        f" resolve and restore; {os.cpu_count()} CPUs ({cpu}), measured {time.strftime('%Y-%m-%d')}.",
+        f" resolve and restore; {os.cpu_count()} CPUs ({cpu}), 1-minute load average {result['load'][0]:.1f} before and"
+        f" {result['load'][1]:.1f} after (the machine is shared), measured {time.strftime('%Y-%m-%d')}.",
         "",
         "| latency (ms) | p50 | p99 | max | samples |",
         "|---|---|---|---|---|",
@@ -221,8 +222,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--no-write", action="store_true", help="print, do not touch bench/RESULTS.md")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
         result = run(args.rounds, Path(tmp))
+    result["load"] = (load_before, os.getloadavg()[0])
     section = summarize(result)
     print(section)
     if not args.no_write:

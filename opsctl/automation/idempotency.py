@@ -205,11 +205,12 @@ class DeliveryLog:
              self.owner),
         )
 
-    def retry_later(self, key: str, delay: float, result: dict | None = None) -> None:
+    def retry_later(self, key: str, delay: float, result: dict | None = None, *, count: bool = True) -> None:
+        """Back to pending after `delay`; `count=False` (the episode was busy) does not use up an attempt."""
         self.db.write(
-            "UPDATE events SET state = 'pending', not_before = ?, lease_until = NULL, result = ?"
-            " WHERE key = ? AND owner = ?",
-            (self.clock() + delay, json.dumps(result or {}, default=str), key, self.owner),
+            "UPDATE events SET state = 'pending', not_before = ?, lease_until = NULL, result = ?,"
+            " attempts = attempts - ? WHERE key = ? AND owner = ?",
+            (self.clock() + delay, json.dumps(result or {}, default=str), 0 if count else 1, key, self.owner),
         )
 
     def due(self, *, older_than: float, limit: int) -> list[tuple[str, str]]:

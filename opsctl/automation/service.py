@@ -157,7 +157,7 @@ class AutomationService:
             else:
                 taken = self.engine.handle_pagerduty(key, claimed.payload, claimed.received_at)
         except Busy:
-            self.deliveries.retry_later(key, 0.5, {"busy": True})
+            self.deliveries.retry_later(key, 0.5, {"busy": True}, count=False)
             self.metrics.events.labels("retried").inc()
             return
         except Exception as exc:  # ActionFailed, or a bug: retried, then given up on (and counted)

@@ -256,9 +256,9 @@ def annotations(plan: SloRulePlan, alert: BurnAlert, burn_text: str, base_url: s
             f" ({alert.severity} above {alert.factor:g}x over {alert.long} and {alert.short})"
         ),
         "description": (
-            f"{description}. Objective {objective} over {plan.period}. The error budget burned {burn_text}x"
-            f" faster than sustainable over the last {alert.long}, and above {alert.factor:g}x over the last"
-            f" {alert.short}, with at least {alert.min_request_rate:g} requests/s."
+            f"{description}. Objective {objective} over {plan.period}. This alert fires when the error budget"
+            f" burns faster than {alert.factor:g}x the sustainable rate over both the last {alert.long} and the"
+            f" last {alert.short}, with at least {alert.min_request_rate:g} requests/s over {alert.short}."
         ),
         "burn_rate": burn_text,
         "runbook_url": cv.runbook_url(base_url, slo.name, alert.severity),

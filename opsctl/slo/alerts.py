@@ -138,38 +138,68 @@ def _windows(alerts: Sequence[BurnAlert]) -> set[str]:
     return {w for a in alerts for w in (a.long, a.short)}
 
 
+class AlertEvaluator:
+    """Evaluates the planned alerts at instants, remembering every condition it computed.
+
+    A drill's timeline or a minute-by-minute replay then queries each evaluation instant once,
+    instead of once per later instant whose `for:` reaches back to it. Reuse one evaluator only
+    while the data up to the instants asked about stays the same; `evaluate_plans` uses a fresh one.
+    """
+
+    def __init__(self, plans: Sequence[SloRulePlan], source: MetricSource, settings: RuleSettings):
+        self.plans = list(plans)
+        self.source = source
+        self.settings = settings
+        self.interval = settings.alerting.interval_seconds
+        self._checks: dict[tuple[str, int, float], _Check] = {}
+        self._unknown: dict[tuple[str, float], str | None] = {}
+
+    def _ensure(self, when: float, wanted: Sequence[tuple[SloRulePlan, int]], *, full: bool = False) -> None:
+        """Compute and remember the conditions of `wanted` (plan, alert index) at `when`; with `full`,
+        also whether each plan has data over every window."""
+        needs: dict[str, tuple[SloRulePlan, set[str]]] = {}
+        for plan, i in wanted:
+            if full and (plan.name, when) not in self._unknown:
+                needs.setdefault(plan.name, (plan, set()))[1].update(_windows(plan.alerts))
+            elif (plan.name, i, when) not in self._checks:
+                needs.setdefault(plan.name, (plan, set()))[1].update((plan.alerts[i].long, plan.alerts[i].short))
+        if not needs:
+            return
+        counts = _counts_at(self.source, when, needs)
+        for name, (plan, windows) in needs.items():
+            for i, alert in enumerate(plan.alerts):
+                if {alert.long, alert.short} <= windows:
+                    self._checks[(name, i, when)] = _check(plan, alert, counts[name])
+            if windows >= _windows(plan.alerts):
+                missing = sorted((w for w in windows if counts[name][w][1] is None), key=lambda w: cv.WINDOWS[w])
+                self._unknown[(name, when)] = (
+                    f"filter_valid matched no series over {', '.join(missing)}" if missing else None
+                )
+
+    def evaluate(self, at: float) -> AlertEvaluation:
+        everything = [(p, i) for p in self.plans for i in range(len(p.alerts))]
+        self._ensure(at, everything, full=True)
+        unknown = {p.name: why for p in self.plans if (why := self._unknown[(p.name, at)])}
+        live = [(p, i) for p, i in everything if self._checks[(p.name, i, at)].holds]
+        # `for:` - step back one evaluation interval at a time while any candidate still needs it.
+        steps = 1
+        while True:
+            needing = [(p, i) for p, i in live if math.ceil(p.alerts[i].for_seconds / self.interval) >= steps]
+            if not needing:
+                break
+            when = at - steps * self.interval
+            self._ensure(when, needing)
+            failed = {(p.name, i) for p, i in needing if not self._checks[(p.name, i, when)].holds}
+            live = [(p, i) for p, i in live if (p.name, i) not in failed]
+            steps += 1
+        firing = [_firing(p, p.alerts[i], self._checks[(p.name, i, at)], at, self.settings) for p, i in live]
+        return AlertEvaluation(at, firing, unknown)
+
+
 def evaluate_plans(
     plans: Sequence[SloRulePlan], source: MetricSource, at: float, settings: RuleSettings
 ) -> AlertEvaluation:
-    interval = settings.alerting.interval_seconds
-    counts = _counts_at(source, at, {p.name: (p, _windows(p.alerts)) for p in plans})
-    unknown: dict[str, str] = {}
-    live: list[tuple[SloRulePlan, BurnAlert, _Check]] = []
-    for plan in plans:
-        missing = [w for w, _ in plan.windows if w in counts[plan.name] and counts[plan.name][w][1] is None]
-        if missing:
-            ordered = sorted(missing, key=lambda w: cv.WINDOWS.get(w, 0))
-            unknown[plan.name] = f"filter_valid matched no series over {', '.join(ordered)}"
-        for alert in plan.alerts:
-            check = _check(plan, alert, counts[plan.name])
-            if check.holds:
-                live.append((plan, alert, check))
-    # `for:` - step back one evaluation interval at a time while any candidate still needs it.
-    steps = 1
-    while True:
-        needing = [(p, a, c) for p, a, c in live if math.ceil(a.for_seconds / interval) >= steps]
-        if not needing:
-            break
-        when = at - steps * interval
-        needs: dict[str, tuple[SloRulePlan, set[str]]] = {}
-        for p, a, _ in needing:
-            needs.setdefault(p.name, (p, set()))[1].update((a.long, a.short))
-        past = _counts_at(source, when, needs)
-        failed = {(p.name, a) for p, a, _ in needing if not _check(p, a, past[p.name]).holds}
-        live = [(p, a, c) for p, a, c in live if (p.name, a) not in failed]
-        steps += 1
-    firing = [_firing(p, a, c, at, settings) for p, a, c in live]
-    return AlertEvaluation(at, firing, unknown)
+    return AlertEvaluator(plans, source, settings).evaluate(at)
 
 
 def _firing(plan: SloRulePlan, alert: BurnAlert, check: _Check, at: float, settings: RuleSettings) -> FiringAlert:

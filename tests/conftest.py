@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,14 +86,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_http(url: str, timeout: float = 30.0) -> None:
+def wait_http(url: str, timeout: float = 30.0, ok_statuses=(200,)) -> None:
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
+                if response.status in ok_statuses:
                     return
+        except urllib.error.HTTPError as exc:
+            if exc.code in ok_statuses:
+                return
+            last = exc
         except OSError as exc:
             last = exc
         time.sleep(0.1)
@@ -103,7 +108,8 @@ class PrometheusServer:
     """A real Prometheus on 127.0.0.1 with a temp data dir, optionally backfilled by promtool."""
 
     def __init__(self, workdir: Path, openmetrics: Path | None = None, config_yaml: str | None = None,
-                 rule_files: list[Path] | None = None, extra_args: list[str] | None = None):
+                 rule_files: list[Path] | None = None, extra_args: list[str] | None = None,
+                 web_config: str | None = None):
         self.binary = require_binary("prometheus")
         self.promtool = require_binary("promtool")
         self.workdir = workdir
@@ -117,6 +123,10 @@ class PrometheusServer:
         config = workdir / "prometheus.yml"
         rules = "".join(f"\n  - {p}" for p in (rule_files or []))
         config.write_text(config_yaml or ("global:\n  evaluation_interval: 15s\n" + (f"rule_files:{rules}\n" if rules else "")))
+        extra_args = list(extra_args or [])
+        if web_config:
+            (workdir / "web.yml").write_text(web_config)
+            extra_args.append(f"--web.config.file={workdir / 'web.yml'}")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(workdir / "prometheus.log", "w")
@@ -127,7 +137,7 @@ class PrometheusServer:
             stdout=self.log, stderr=subprocess.STDOUT,
         )
         try:
-            wait_http(f"{self.url}/-/ready", timeout=60)
+            wait_http(f"{self.url}/-/ready", timeout=60, ok_statuses=(200, 401) if web_config else (200,))
         except Exception:
             self.stop()
             raise

@@ -3,8 +3,15 @@
 prometheus-api-client retries connection errors with backoff on every query, so with Prometheus
 down a report would hang for minutes. Here: one probe that fails fast, no automatic retries,
 a per-request timeout, a deadline for the whole batch, bounded concurrency, and every query of a
-report pinned to one evaluation instant. Many small instant queries are sent as a few unions
-(`q1 or q2 ...`, each tagged with a label) so a report costs a handful of round trips.
+report pinned to one evaluation instant.
+
+A report asks `sum(increase(SELECTOR[w]))` for many SLOs that differ only in label matchers on a
+few metrics. Those are answered with one `sum by (every label any matcher names) (increase(m[w]))`
+per metric and window, and each selector is then summed locally over the groups its matchers
+select: the same per-series increase() and the same sum, so the same numbers, in a few queries
+whatever the number of SLOs. Regex matchers run in Python's `re` (fully anchored, like
+Prometheus); exotic RE2-only syntax would differ. Any other query is sent as part of a union
+(`q1 or q2 ...`, each tagged with a label).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Sequence
 
 from opsctl.config import PrometheusSource as Settings
 from opsctl.errors import NoDataError, SourceUnavailable, UsageError
+from opsctl.metrics.promql import RangeQuery, parse_range_query
 
 TAG = "opsctl_query"
 BATCH_SIZE = 60
@@ -80,26 +88,55 @@ class PrometheusSource:
     def query_many(self, exprs: Sequence[str], at: float) -> list[float | None]:
         if not exprs:
             return []
-        batches = [list(range(i, min(i + BATCH_SIZE, len(exprs)))) for i in range(0, len(exprs), BATCH_SIZE)]
         results: list[float | None] = [None] * len(exprs)
-        deadline = time.monotonic() + self.settings.report_deadline
-        pool = ThreadPoolExecutor(max_workers=min(self.settings.max_concurrency, len(batches)))
+        grouped: dict[tuple, list[tuple[int, RangeQuery]]] = {}
+        others: list[int] = []
+        for index, expr in enumerate(exprs):
+            query = _groupable(expr)
+            if query is None:
+                others.append(index)
+            else:
+                key = (query.function, query.selector.metric, query.window)
+                grouped.setdefault(key, []).append((index, query))
+
+        tasks = [(self._answer_group, key, members) for key, members in grouped.items()]
+        tasks += [(self._answer_union, None, others[i:i + BATCH_SIZE]) for i in range(0, len(others), BATCH_SIZE)]
+        answers = self._run_all(tasks, exprs, at)
+        for answer in answers:
+            for index, value in answer:
+                results[index] = value
+        return results
+
+    def _run_all(self, tasks, exprs, at) -> list[list[tuple[int, float | None]]]:
+        """Run the round trips with bounded concurrency under the report deadline."""
+        pool = ThreadPoolExecutor(max_workers=max(1, min(self.settings.max_concurrency, len(tasks))))
         try:
-            futures = [pool.submit(self._query_batch, [exprs[i] for i in b], at) for b in batches]
+            futures = [pool.submit(fn, key, members, exprs, at) for fn, key, members in tasks]
             done, pending = wait(futures, timeout=self.settings.report_deadline)
             if pending:
                 raise SourceUnavailable(
                     f"{self.url} did not answer {len(exprs)} queries within the report deadline "
-                    f"of {self.settings.report_deadline:g}s"
+                    f"of {self.settings.report_deadline:g}s",
+                    hint="raise metrics.prometheus.report_deadline, or check the server's load",
                 )
-            for batch, future in zip(batches, futures):
-                for index, value in zip(batch, future.result()):
-                    results[index] = value
+            return [f.result() for f in futures]
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
-        if time.monotonic() > deadline:
-            raise SourceUnavailable(f"{self.url}: report deadline of {self.settings.report_deadline:g}s passed")
-        return results
+
+    def _answer_group(self, key, members, exprs, at) -> list[tuple[int, float | None]]:
+        function, metric, window = key
+        labels = sorted({m.label for _, q in members for m in q.selector.matchers})
+        expr = f"sum by ({', '.join(labels)}) ({function}({metric}[{window}s]))"
+        groups = [(sample.get("metric", {}), float(sample["value"][1])) for sample in self.query_union(expr, at)]
+        out = []
+        for index, query in members:
+            matched = [value for group_labels, value in groups if query.selector.label_matches(group_labels)]
+            out.append((index, sum(matched) if matched else None))
+        return out
+
+    def _answer_union(self, _key, indexes, exprs, at) -> list[tuple[int, float | None]]:
+        values = self._query_batch([exprs[i] for i in indexes], at)
+        return list(zip(indexes, values))
 
     def query_union(self, expr: str, at: float) -> list[dict]:
         """One instant query pinned at `at`; returns Prometheus' result vector."""
@@ -136,6 +173,17 @@ class PrometheusSource:
                 raise NoDataError(f"unexpected answer from {self.url}: a series without the {TAG} label")
             values[int(index)] = float(sample["value"][1])
         return values
+
+
+def _groupable(expr: str) -> RangeQuery | None:
+    """A `sum(increase|rate(sel[Ns]))` whose matchers name only ordinary labels, else None."""
+    try:
+        query = parse_range_query(expr)
+    except UsageError:
+        return None
+    if not query.summed or any(m.label.startswith("__") for m in query.selector.matchers):
+        return None
+    return query
 
 
 def _cause(exc: Exception) -> str:

@@ -218,7 +218,7 @@ def _firing(plan: SloRulePlan, alert: BurnAlert, check: _Check, at: float, setti
         request_rate=check.request_rate,
         at=at,
         labels=labels,
-        annotations=annotations(plan, alert, f"{check.burn_long:.2f}", settings.alerting.runbook_base_url),
+        annotations=annotations(plan, alert, settings.alerting.runbook_base_url, check.burn_long),
     )
 
 

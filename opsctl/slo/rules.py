@@ -144,6 +144,7 @@ def _sli_selectors(slo: SloDefinition, problems: list[str]) -> tuple[str, str] |
     """The good and valid selectors for PromQL, or None with the reason added to `problems`."""
     where = f"{slo.file}: {slo.name}"
     good, valid = parse_selector(slo.filter_good), parse_selector(slo.filter_valid)
+    # A latency SLO is known by its histogram selector; one named so without it cannot be expressed.
     declared_latency = "latency" in slo.name.lower() or "latency" in str(
         (slo.document.get("metadata") or {}).get("labels", {}).get("slo_name", "")
     ).lower()
@@ -245,10 +246,18 @@ def alert_expr(plan: SloRulePlan, alert: BurnAlert) -> str:
 GO_BURN_RATE = '{{ printf "%.2f" $value }}'
 
 
-def annotations(plan: SloRulePlan, alert: BurnAlert, burn_text: str, base_url: str) -> dict[str, str]:
-    """Alert annotations. `burn_text` is the Go template above in rules, the formatted value in-process."""
+def annotations(plan: SloRulePlan, alert: BurnAlert, base_url: str, burn: float | None = None) -> dict[str, str]:
+    """Alert annotations: Go templates for the rule (burn None), or their rendering for a burn rate.
+
+    Prometheus renders `{{ printf "%.2f" $value }}` with the alert's value, the long-window burn
+    rate; Go and Python both round the exact binary value, so the texts are identical.
+    """
     slo = plan.slo
-    description = (slo.description or slo.name).rstrip(". ").replace("{{", '{{ "{{" }}')
+    description = (slo.description or slo.name).rstrip(". ")
+    if burn is None:
+        burn_text, description = GO_BURN_RATE, description.replace("{{", '{{ "{{" }}')
+    else:
+        burn_text = f"{burn:.2f}"
     objective = f"{slo.goal * 100:.10g}%"
     return {
         "summary": (
@@ -306,7 +315,7 @@ def _group(plan: SloRulePlan, settings: RuleSettings) -> dict:
         if alert.for_seconds:
             rule["for"] = format_duration(alert.for_seconds)
         rule["labels"] = alert_labels(plan, alert, settings)
-        rule["annotations"] = annotations(plan, alert, GO_BURN_RATE, settings.alerting.runbook_base_url)
+        rule["annotations"] = annotations(plan, alert, settings.alerting.runbook_base_url)
         rules.append(rule)
     return {
         "name": cv.rule_group_name(settings.alerting.rule_group_prefix, plan.name),

@@ -123,6 +123,512 @@ class SloConfig:
         return parse_duration(self.period)
 
 
+# ---------------------------------------------------------------------------------------------
+# Paging and vendor tickets
+
+
+def _https_url(name: str, value: str) -> None:
+    # The pagerduty client refuses plain http (UrlError); vendor APIs carry credentials: https only.
+    if not value.startswith("https://"):
+        raise ValueError(f"{name} must be an https:// URL (got {value!r})")
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    """Bounds for calls to a remote service: attempts, jittered backoff, one overall deadline."""
+
+    max_attempts: int = 5
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+    deadline: float = 30.0
+    timeout: float = 10.0
+
+    def __post_init__(self):
+        if not 1 <= self.max_attempts <= 20:
+            raise ValueError("max_attempts must be between 1 and 20")
+        if not 0 <= self.base_delay <= self.max_delay <= 300:
+            raise ValueError("need 0 <= base_delay <= max_delay <= 300 seconds")
+        if not 0 < self.deadline <= 3600:
+            raise ValueError("deadline must be between 0 and 3600 seconds")
+        if not 0 < self.timeout <= 600:
+            raise ValueError("timeout must be between 0 and 600 seconds")
+
+
+@dataclass(frozen=True)
+class PagerDutySettings:
+    routing_key: SecretRef | None = None
+    # Change events may go to a separate Change Events integration; defaults to routing_key.
+    change_routing_key: SecretRef | None = None
+    api_token: SecretRef | None = None
+    service_id: str | None = None
+    escalation_policy_id: str | None = None
+    from_email: str | None = None
+    events_url: str = "https://events.pagerduty.com"
+    api_url: str = "https://api.pagerduty.com"
+    # Extra CA bundle to trust (a TLS-inspecting proxy; the loopback fake in tests).
+    ca_file: str | None = None
+    retry: RetrySettings = field(default_factory=RetrySettings)
+
+    def __post_init__(self):
+        _https_url("events_url", self.events_url)
+        _https_url("api_url", self.api_url)
+        if self.from_email is not None and "@" not in self.from_email:
+            raise ValueError(f"from_email must be an email address (got {self.from_email!r})")
+
+
+@dataclass(frozen=True)
+class LocalPagerSettings:
+    # Who the local ledger reports as on call, by escalation level (first = level 1).
+    oncall: tuple[str, ...] = ("primary on-call (local)", "secondary on-call (local)")
+
+
+@dataclass(frozen=True)
+class PagingConfig:
+    provider: Literal["local", "pagerduty"] = "local"
+    pagerduty: PagerDutySettings = field(default_factory=PagerDutySettings)
+    local: LocalPagerSettings = field(default_factory=LocalPagerSettings)
+
+    def __post_init__(self):
+        if self.provider == "pagerduty" and self.pagerduty.routing_key is None:
+            raise ValueError("provider pagerduty needs pagerduty.routing_key ({env: ...} or {file: ...})")
+
+
+SEVERITIES = ("Sev1", "Sev2", "Sev3", "Sev4")  # opsctl's ticket severities, Sev1 = service down
+
+
+@dataclass(frozen=True)
+class ZendeskSettings:
+    url: str
+    email: str
+    api_token: SecretRef
+    # Custom fields that carry the category and severity; when severity_field_id is unset the
+    # vendor's severity values are Zendesk priorities (urgent, high, normal, low).
+    category_field_id: int | None = None
+    severity_field_id: int | None = None
+    tags: tuple[str, ...] = ("opsctl",)
+    ca_file: str | None = None
+    retry: RetrySettings = field(default_factory=RetrySettings)
+
+    def __post_init__(self):
+        _https_url("url", self.url)
+        if "@" not in self.email:
+            raise ValueError(f"email must be the API user's email address (got {self.email!r})")
+
+
+@dataclass(frozen=True)
+class JiraSettings:
+    url: str
+    service_desk_id: str
+    api_token: SecretRef
+    # cloud: basic auth with email + API token; datacenter: bearer personal access token.
+    deployment: Literal["cloud", "datacenter"] = "cloud"
+    email: str | None = None
+    # "priority" (values are priority names) or a custom field id such as customfield_10050.
+    severity_field: str = "priority"
+    labels: tuple[str, ...] = ("opsctl",)
+    ca_file: str | None = None
+    retry: RetrySettings = field(default_factory=RetrySettings)
+
+    def __post_init__(self):
+        _https_url("url", self.url)
+        if self.deployment == "cloud" and not self.email:
+            raise ValueError("deployment cloud needs email (basic auth with email and API token)")
+        if self.severity_field != "priority" and not self.severity_field.startswith("customfield_"):
+            raise ValueError("severity_field must be 'priority' or a custom field id like customfield_10050")
+
+
+@dataclass(frozen=True)
+class EmailSettings:
+    host: str
+    from_addr: str
+    port: int = 587
+    security: Literal["starttls", "ssl", "none"] = "starttls"
+    username: str | None = None
+    password: SecretRef | None = None
+    ca_file: str | None = None
+    retry: RetrySettings = field(default_factory=RetrySettings)
+
+    def __post_init__(self):
+        if not 1 <= self.port <= 65535:
+            raise ValueError("port must be between 1 and 65535")
+        if "@" not in self.from_addr:
+            raise ValueError(f"from_addr must be an email address (got {self.from_addr!r})")
+        if bool(self.username) != bool(self.password):
+            raise ValueError("SMTP login needs both username and password")
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    url: str
+    bearer_token: SecretRef | None = None
+    # HMAC-SHA256 of the raw body, sent as X-Opsctl-Signature: sha256=<hex>.
+    signing_secret: SecretRef | None = None
+    # Optional GET endpoint to read a ticket back; {id} is replaced by the ticket id.
+    status_url: str | None = None
+    ca_file: str | None = None
+    retry: RetrySettings = field(default_factory=RetrySettings)
+
+    def __post_init__(self):
+        _https_url("url", self.url)
+        if self.status_url is not None:
+            _https_url("status_url", self.status_url)
+            if "{id}" not in self.status_url:
+                raise ValueError("status_url must contain {id}")
+
+
+@dataclass(frozen=True)
+class VendorTickets:
+    """How tickets reach one vendor: the channel, and opsctl's names -> the vendor's values.
+
+    categories: opsctl category (e.g. inference) -> provider value (a Zendesk field value, a Jira
+    request type id, a label in the email subject). severities: Sev1..Sev4 -> provider value.
+    """
+
+    categories: dict[str, str]
+    severities: dict[str, str]
+    provider: Literal["local", "zendesk", "jira", "email", "webhook"] | None = None
+    to: str | None = None  # email: the vendor's support address
+    group_id: int | None = None  # zendesk: the group (queue) to route to
+    tags: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if not self.categories:
+            raise ValueError("categories: map at least one opsctl category (e.g. inference)")
+        missing = [s for s in SEVERITIES if s not in self.severities]
+        unknown = [s for s in self.severities if s not in SEVERITIES]
+        if unknown:
+            raise ValueError(f"severities: unknown severity {', '.join(unknown)} (use {', '.join(SEVERITIES)})")
+        if missing:
+            raise ValueError(f"severities: map every severity; missing {', '.join(missing)}")
+        for name in self.categories:
+            if not name.replace("-", "").replace("_", "").isalnum():
+                raise ValueError(f"categories: invalid category name {name!r} (letters, digits, - and _)")
+        if self.to is not None and "@" not in self.to:
+            raise ValueError(f"to must be an email address (got {self.to!r})")
+
+
+@dataclass(frozen=True)
+class LocalTicketSettings:
+    # Who the local ledger reports as the routed group (the embedded environment has no vendor).
+    group: str = "vendor support (local)"
+
+
+@dataclass(frozen=True)
+class TicketsConfig:
+    provider: Literal["local", "zendesk", "jira", "email", "webhook"] = "local"
+    vendors: dict[str, VendorTickets] = field(default_factory=dict)
+    local: LocalTicketSettings = field(default_factory=LocalTicketSettings)
+    zendesk: ZendeskSettings | None = None
+    jira: JiraSettings | None = None
+    email: EmailSettings | None = None
+    webhook: WebhookSettings | None = None
+    # A ticket with the same derived idempotency key within this window is the same ticket.
+    dedup_window: str = "24h"
+
+    def __post_init__(self):
+        from opsctl.clock import parse_duration
+
+        if not 60 <= parse_duration(self.dedup_window) <= 30 * 86400:
+            raise ValueError("dedup_window must be between 1m and 30d")
+        for vendor, route in self.vendors.items():
+            name = route.provider or self.provider
+            if name != "local" and getattr(self, name) is None:
+                raise ValueError(f"vendors.{vendor}: provider {name} needs a tickets.{name} section")
+            if name == "email" and not route.to:
+                raise ValueError(f"vendors.{vendor}: provider email needs 'to' (the vendor's support address)")
+            if name == "jira":
+                bad = [c for c, v in route.categories.items() if not v.isdigit()]
+                if bad:
+                    raise ValueError(
+                        f"vendors.{vendor}.categories: with jira each category maps to a numeric request type id"
+                        f" ({', '.join(bad)})"
+                    )
+
+    def provider_for(self, vendor: str) -> str:
+        return self.vendor(vendor).provider or self.provider
+
+    def vendor(self, name: str) -> VendorTickets:
+        try:
+            return self.vendors[name]
+        except KeyError:
+            known = ", ".join(sorted(self.vendors)) or "none configured"
+            raise ConfigError(f"unknown vendor {name!r} (tickets.vendors: {known})") from None
+
+
+# -- quality: endpoints the probe calls, thresholds, cost ---------------------------------------
+
+
+def _check_url(what: str, url: str) -> None:
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"{what} must start with http:// or https:// (got {url!r})")
+
+
+@dataclass(frozen=True)
+class DatabricksOAuth:
+    """OAuth machine-to-machine: a service principal's client id and secret exchanged for a token.
+
+    `workspace_url` implies the token endpoint `<workspace_url>/oidc/v1/token`; `token_url` names it
+    directly. The token is refreshed `refresh_margin` seconds before it expires; `persist` also keeps
+    it in the state dir (mode 0600) so consecutive runs do not each exchange credentials.
+    """
+
+    client_id: str
+    client_secret: SecretRef
+    workspace_url: str | None = None
+    token_url: str | None = None
+    scope: str = "all-apis"
+    refresh_margin: float = 300.0
+    persist: bool = False
+
+    def __post_init__(self):
+        if bool(self.workspace_url) == bool(self.token_url):
+            raise ValueError("give exactly one of 'workspace_url' or 'token_url'")
+        _check_url("workspace_url" if self.workspace_url else "token_url", self.workspace_url or self.token_url)
+        if not self.client_id.strip():
+            raise ValueError("client_id must not be empty")
+        if not 0 <= self.refresh_margin <= 3000:
+            raise ValueError("refresh_margin must be between 0 and 3000 seconds")
+
+    @property
+    def endpoint(self) -> str:
+        return self.token_url or self.workspace_url.rstrip("/") + "/oidc/v1/token"
+
+
+@dataclass(frozen=True)
+class EndpointAuth:
+    """At most one: a bearer token (vLLM --api-key), Databricks OAuth M2M, or a personal access token."""
+
+    bearer: SecretRef | None = None
+    databricks_oauth: DatabricksOAuth | None = None
+    pat: SecretRef | None = None
+
+    def __post_init__(self):
+        given = [n for n in ("bearer", "databricks_oauth", "pat") if getattr(self, n) is not None]
+        if len(given) > 1:
+            raise ValueError(f"use one auth method, not {' and '.join(given)}")
+
+    @property
+    def method(self) -> str:
+        for name in ("bearer", "databricks_oauth", "pat"):
+            if getattr(self, name) is not None:
+                return name
+        return "none"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A backend's OpenAI-compatible API: vLLM `http://host:8000/v1`, Databricks
+    `https://<workspace>/serving-endpoints` (model = the serving endpoint's name)."""
+
+    base_url: str
+    model: str
+    api: Literal["completions", "chat"] = "completions"
+    auth: EndpointAuth = field(default_factory=EndpointAuth)
+    max_tokens: int = 256
+    verify_tls: bool = True
+
+    def __post_init__(self):
+        _check_url("base_url", self.base_url)
+        if not self.model.strip():
+            raise ValueError("model must not be empty")
+        if not 1 <= self.max_tokens <= 32768:
+            raise ValueError("max_tokens must be between 1 and 32768")
+
+
+def _check_share(name: str, value: float | None) -> None:
+    if value is not None and not 0 <= value <= 1:
+        raise ValueError(f"{name} must be between 0 and 1 (a share, e.g. 0.94)")
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """Thresholds that turn a consistency probe into pass or fail, and how hard it may push."""
+
+    min_exact_match_between: float = 0.94
+    min_exact_match_golden: float | None = 0.90
+    max_error_rate: float = 0.0
+    fail_on_prompt_token_mismatch: bool = True
+    normalize: Literal["strip", "none"] = "strip"
+    concurrency: int = 4
+    timeout: float = 30.0
+    retries: int = 3
+    backoff_base: float = 0.5
+    backoff_cap: float = 8.0
+    deadline: float = 300.0
+
+    def __post_init__(self):
+        _check_share("min_exact_match_between", self.min_exact_match_between)
+        _check_share("min_exact_match_golden", self.min_exact_match_golden)
+        _check_share("max_error_rate", self.max_error_rate)
+        if not 1 <= self.concurrency <= 64:
+            raise ValueError("concurrency must be between 1 and 64")
+        if not 0 < self.timeout <= 600:
+            raise ValueError("timeout must be between 0 and 600 seconds")
+        if not 0 <= self.retries <= 10:
+            raise ValueError("retries must be between 0 and 10")
+        if not 0 < self.backoff_base <= self.backoff_cap <= 120:
+            raise ValueError("need 0 < backoff_base <= backoff_cap <= 120 seconds")
+        if not 0 < self.deadline <= 3600:
+            raise ValueError("deadline must be between 0 and 3600 seconds")
+
+
+@dataclass(frozen=True)
+class ShadowSettings:
+    """When a backend on shadow traffic is ready to take real traffic, compared with the primary."""
+
+    window: str = "1h"
+    rate_window: str = "5m"
+    min_requests: int = 1000
+    max_error_rate_increase: float = 0.0001
+    percentiles: list[float] = field(default_factory=lambda: [0.5, 0.95, 0.99])
+    max_latency_ratio: float = 1.2
+    min_load_ratio: float = 0.9
+
+    def __post_init__(self):
+        from opsctl.clock import parse_duration
+
+        for name in ("window", "rate_window"):
+            if parse_duration(getattr(self, name)) < 60:
+                raise ValueError(f"{name} must be at least 1m")
+        if self.min_requests < 1:
+            raise ValueError("min_requests must be at least 1")
+        _check_share("max_error_rate_increase", self.max_error_rate_increase)
+        if not self.percentiles or any(not 0 < q < 1 for q in self.percentiles):
+            raise ValueError("percentiles must be a non-empty list of numbers between 0 and 1 (e.g. 0.99)")
+        if self.max_latency_ratio < 1:
+            raise ValueError("max_latency_ratio must be at least 1")
+        if not 0 < self.min_load_ratio <= 10:
+            raise ValueError("min_load_ratio must be between 0 and 10")
+
+    @property
+    def window_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.window)
+
+    @property
+    def rate_window_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.rate_window)
+
+
+@dataclass(frozen=True)
+class PushSettings:
+    """Where `opsctl probe consistency --push` writes its figures."""
+
+    target: Literal["embedded", "pushgateway"] = "embedded"
+    pushgateway_url: str = "http://127.0.0.1:9091"
+    job: str = "opsctl_probe"
+    timeout: float = 10.0
+
+    def __post_init__(self):
+        _check_url("pushgateway_url", self.pushgateway_url)
+        if not self.job or not all(c.isalnum() or c in "_-." for c in self.job):
+            raise ValueError("job must be letters, digits, '_', '-' or '.'")
+        if not 0 < self.timeout <= 120:
+            raise ValueError("timeout must be between 0 and 120 seconds")
+
+
+@dataclass(frozen=True)
+class QualityConfig:
+    probe: ProbeSettings = field(default_factory=ProbeSettings)
+    shadow: ShadowSettings = field(default_factory=ShadowSettings)
+    push: PushSettings = field(default_factory=PushSettings)
+
+
+@dataclass(frozen=True)
+class GpuPricing:
+    """Internal pods: replicas x GPUs per replica x hours x the GPU hourly price.
+
+    `replicas` is a fixed count; `replicas_query` is PromQL over the metric source giving the average
+    replica count over the window, `$window` standing for it (e.g.
+    `avg_over_time(kube_deployment_status_replicas_available{deployment="vllm"}[$window])`).
+    """
+
+    gpu_hourly_price: float
+    gpus_per_replica: int = 1
+    replicas: float | None = None
+    replicas_query: str | None = None
+
+    def __post_init__(self):
+        if self.gpu_hourly_price < 0:
+            raise ValueError("gpu_hourly_price must not be negative")
+        if self.gpus_per_replica < 1:
+            raise ValueError("gpus_per_replica must be at least 1")
+        if (self.replicas is None) == (self.replicas_query is None):
+            raise ValueError("give exactly one of 'replicas' (a count) or 'replicas_query' (PromQL)")
+        if self.replicas is not None and self.replicas < 0:
+            raise ValueError("replicas must not be negative")
+
+
+@dataclass(frozen=True)
+class ProvisionedPricing:
+    """Vendor provisioned throughput: a fixed price per hour, whatever the traffic."""
+
+    hourly_price: float
+
+    def __post_init__(self):
+        if self.hourly_price < 0:
+            raise ValueError("hourly_price must not be negative")
+
+
+@dataclass(frozen=True)
+class TokenPricing:
+    """Vendor pay-per-token: prices per million input (prompt) and output (completion) tokens."""
+
+    input_per_million: float
+    output_per_million: float
+
+    def __post_init__(self):
+        if self.input_per_million < 0 or self.output_per_million < 0:
+            raise ValueError("prices must not be negative")
+
+
+@dataclass(frozen=True)
+class BackendCost:
+    """Exactly one pricing model per backend."""
+
+    gpu: GpuPricing | None = None
+    provisioned: ProvisionedPricing | None = None
+    per_token: TokenPricing | None = None
+
+    def __post_init__(self):
+        given = [n for n in ("gpu", "provisioned", "per_token") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of 'gpu', 'provisioned' or 'per_token'")
+
+    @property
+    def model(self) -> str:
+        return next(n for n in ("gpu", "provisioned", "per_token") if getattr(self, n) is not None)
+
+
+@dataclass(frozen=True)
+class FrontierReference:
+    name: str = "frontier model"
+    price_per_million: float = 0.0
+
+    def __post_init__(self):
+        if self.price_per_million < 0:
+            raise ValueError("price_per_million must not be negative")
+
+
+@dataclass(frozen=True)
+class CostConfig:
+    currency: str = "USD"
+    window: str = "7d"
+    min_traffic_share: float = 0.05
+    frontier: FrontierReference | None = None
+    backends: dict[str, BackendCost] = field(default_factory=dict)
+
+    def __post_init__(self):
+        from opsctl.clock import parse_duration
+
+        if parse_duration(self.window) < 3600:
+            raise ValueError("window must be at least 1h")
+        _check_share("min_traffic_share", self.min_traffic_share)
+
+
 @dataclass(frozen=True)
 class SeverityAlerting:
     """How one severity's burn-rate alerts behave: `for:` and the minimum-traffic guard."""
@@ -210,6 +716,11 @@ class Config:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     slos: SloConfig = field(default_factory=SloConfig)
     alerting: AlertingConfig = field(default_factory=AlertingConfig)
+    paging: PagingConfig = field(default_factory=PagingConfig)
+    tickets: TicketsConfig = field(default_factory=TicketsConfig)
+    endpoints: dict[str, Endpoint] = field(default_factory=dict)
+    quality: QualityConfig = field(default_factory=QualityConfig)
+    cost: CostConfig = field(default_factory=CostConfig)
     state_dir: str = ".opsctl"
     # Where the config came from, and the directory relative paths resolve against.
     source_path: str = field(default="<built-in>", metadata={"internal": True})
@@ -221,6 +732,12 @@ class Config:
         for name in self.backends:
             if not name.replace("-", "").replace("_", "").isalnum() or name == "all":
                 raise ValueError(f"backends: invalid backend name {name!r} (letters, digits, - and _; 'all' is reserved)")
+        for section, names in (("endpoints", self.endpoints), ("cost.backends", self.cost.backends)):
+            unknown = sorted(set(names) - set(self.backends))
+            if unknown:
+                raise ValueError(
+                    f"{section}: {', '.join(unknown)} not a configured backend (known: {', '.join(sorted(self.backends))})"
+                )
 
     def path(self, value: str) -> Path:
         """Resolve a path from the config against the config file's directory."""
@@ -279,12 +796,33 @@ def load_yaml_file(path: Path, what: str = "file") -> Any:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from exc
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_strict_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{path}: YAML syntax error at {where}: {problem}") from exc
+
+
+def _strict_loader():
+    """A SafeLoader that refuses duplicate keys, which PyYAML would silently let the last one win."""
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return loader.construct_mapping(node, deep=deep)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return StrictLoader
 
 
 def load_config_file(path: Path) -> Config:
@@ -378,7 +916,11 @@ def _build_dataclass(cls: type, value: Any, path: str, problems: list[str]) -> A
     if value is None:
         value = {}
     if not isinstance(value, dict):
-        problems.append(f"{_where(path)}: expected a mapping, got {_show(value)}")
+        if cls is SecretRef:  # an inline secret: say so without echoing it
+            problems.append(f"{_where(path)}: expected a mapping {{env: NAME}} or {{file: PATH}}, got a "
+                            f"{type(value).__name__} (secret values do not belong in the config; not shown)")
+        else:
+            problems.append(f"{_where(path)}: expected a mapping, got {_show(value)}")
         return None
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}

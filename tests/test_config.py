@@ -88,3 +88,11 @@ def test_help_does_not_import_heavy_clients():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr
+
+
+def test_duplicate_keys_are_refused_with_their_line(opsctl, tmp_path):
+    bad = tmp_path / "dup.yaml"
+    bad.write_text("service: a\nbackends: {a: {kind: internal}}\nservice: b\n")
+    result = opsctl("--config", str(bad), "config", "validate")
+    assert result.exit_code == 2
+    assert "duplicate key 'service'" in result.stderr and "line 3" in result.stderr

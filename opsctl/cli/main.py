@@ -17,6 +17,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "slo": ("opsctl.cli.slo_cmd:slo", "SLO reports, error budgets and burn rates."),
     "metrics": ("opsctl.cli.metrics_cmd:metrics", "Load client-side metrics into the embedded store."),
     "sim": ("opsctl.cli.sim_cmd:sim", "Simulate client-side traffic into the embedded store."),
+    "page": ("opsctl.cli.page_cmd:page", "Page on-call, follow incidents, on-call and maintenance windows."),
+    "ticket": ("opsctl.cli.ticket_cmd:ticket", "File vendor support tickets and read them back."),
+    "probe": ("opsctl.cli.probe_cmd:probe", "Golden-set consistency probe of the backends' APIs."),
+    "shadow": ("opsctl.cli.shadow_cmd:shadow", "Shadow traffic: is a backend ready for real traffic?"),
+    "ab": ("opsctl.cli.ab_cmd:ab", "A/B equivalence (TOST) of a business metric for a migration."),
+    "cost": ("opsctl.cli.cost_cmd:cost", "Cost per million tokens per backend."),
 }
 
 
@@ -66,6 +72,8 @@ def cli(ctx, config_path):
       opsctl sim generate --days 28          # four weeks of simulated traffic
       opsctl slo report                      # SLOs, error budget left, burn rates
       opsctl slo report --prometheus-url http://prometheus:9090 -o json
+      opsctl page trigger -s "databricks 5xx at 12%" --component databricks
+      opsctl ticket file --vendor databricks --category inference --severity Sev2 --subject "..."
 
     Exit codes: 0 ok, 1 failed, 2 invalid input, 3 no data, 4 refused by a guard, 5 conflict.
     """

@@ -1,0 +1,152 @@
+"""`opsctl probe consistency`: golden-set consistency between backends."""
+
+from __future__ import annotations
+
+import click
+
+from opsctl.cli.output import emit, output_option, render_table
+
+MAX_LISTED = 10
+
+
+@click.group()
+def probe():
+    """Probe the backends' OpenAI-compatible APIs with a golden set.
+
+    \b
+    Examples:
+      opsctl probe consistency --golden golden.jsonl
+      opsctl probe consistency --golden golden.jsonl --backend internal --backend databricks -o json
+      opsctl probe consistency --golden golden.jsonl --push                # figures for an SLO / alert
+      opsctl probe consistency --golden golden.jsonl --push --push-to pushgateway \\
+          --pushgateway-url http://pushgateway:9091
+    """
+
+
+@probe.command()
+@click.option("--golden", "golden_path", required=True, type=click.Path(dir_okay=False),
+              help='JSONL, one case a line: {"id": "c1", "prompt": "...", "expected": "...", "prompt_tokens": 12}.')
+@click.option("--backend", "backends", multiple=True, metavar="NAME",
+              help="Backend to probe (repeatable; default: every backend with an endpoint).")
+@click.option("--push", is_flag=True, help="Write the figures as gauges (target: quality.push.target).")
+@click.option("--push-to", type=click.Choice(["embedded", "pushgateway"]), help="Override quality.push.target.")
+@click.option("--pushgateway-url", metavar="URL", help="Override quality.push.pushgateway_url.")
+@click.option("--dry-run", is_flag=True, help="With --push: show what would be pushed, write nothing.")
+@output_option
+@click.pass_obj
+def consistency(app, golden_path, backends, push, push_to, pushgateway_url, dry_run, output):
+    """Send the golden prompts to each backend and compare the answers.
+
+    Per backend: exact-match rate against the golden answers, latency percentiles, prompt-token
+    counts (usage.prompt_tokens) against the golden file; per pair of backends: exact-match rate
+    and prompt-token counts. A constant off-by-one in prompt tokens is flagged as a probable
+    missing or doubled beginning-of-text token. Thresholds come from quality.probe.
+
+    Exit 0 when every threshold holds, 1 when one does not (the figures are still pushed), 2 on
+    bad input or refused credentials.
+
+    \b
+    Example:
+      opsctl probe consistency --golden golden.jsonl --backend internal --backend databricks --push
+    """
+    from pathlib import Path
+
+    from opsctl.clock import WallClock
+    from opsctl.errors import OpsctlError, UsageError
+    from opsctl.quality.endpoints import choose_backends, open_clients
+    from opsctl.quality.golden import load_golden
+    from opsctl.quality.probe import analyze, run_probe, samples
+    from opsctl.quality.push.base import open_sink
+
+    if (push_to or pushgateway_url or dry_run) and not push:
+        raise UsageError("--push-to, --pushgateway-url and --dry-run go with --push")
+    cfg = app.config
+    cases = load_golden(Path(golden_path))
+    names = choose_backends(cfg, backends)
+    clock = WallClock()
+    settings = cfg.quality.probe
+    sink = target = None
+    if push:  # a bad target fails before the probe runs
+        target = open_sink(cfg, push_to or ("pushgateway" if pushgateway_url else None), url=pushgateway_url)
+        sink = open_sink(cfg, "none") if dry_run else target
+    apis = {cfg.endpoints[n].api for n in names}
+    if len(apis) > 1:
+        click.echo("warning: the backends use different APIs (" + ", ".join(f"{n}: {cfg.endpoints[n].api}" for n in names)
+                   + "); the chat template changes answers and prompt-token counts on one side only", err=True)
+    clients = open_clients(cfg, names, clock=clock)
+    try:
+        answers = run_probe(cases, clients, deadline_seconds=settings.deadline, concurrency=settings.concurrency,
+                            clock=clock)
+    finally:
+        for client in clients.values():
+            client.close()
+    report = analyze(cases, answers, settings)
+    data = report.to_dict()
+    if sink is not None:
+        pushed = samples(report, service=cfg.service, at=clock.now())
+        sink.push(pushed, clock.now())
+        data["pushed"] = {"target": target.description, "samples": len(pushed), "dry_run": dry_run}
+        if dry_run and output == "table":
+            for s in pushed:
+                labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+                click.echo(f"would push {s.name}{{{labels}}} {s.value:g}", err=True)
+    emit(data, output, table=_table)
+    if not report.passed:
+        failed = [c.name for c in report.checks if not c.ok]
+        raise OpsctlError(f"consistency probe failed {len(failed)} check(s): {', '.join(failed)}")
+
+
+def _ms(value):
+    return "-" if value is None else f"{value * 1000:.0f} ms"
+
+
+def _diff_lines(diffs, title):
+    lines = [f"{title}: {len(diffs)}"]
+    for d in diffs[:MAX_LISTED]:
+        where = "no answer" if d["position"] is None else f"@{d['position']}"
+        lines.append(f"  {d['case_id']} ({where}): {d['got']!r} vs {d['reference']!r}")
+    if len(diffs) > MAX_LISTED:
+        lines.append(f"  (+{len(diffs) - MAX_LISTED} more; -o json lists every case)")
+    return lines
+
+
+def _table(data):
+    tokens = {(t["backend"], t["reference"]): t for t in data["token_checks"]}
+    rows = []
+    for b in data["backends"]:
+        golden = tokens.get((b["backend"], "golden"))
+        if golden is None:
+            tok = "-"
+        elif golden["mismatched"] == 0:
+            tok = "= golden" if golden["compared"] else "no usage"
+        elif golden["offset"] is not None:
+            tok = f"{golden['offset']:+d} vs golden" + (f" (BOS {golden['bos']}?)" if golden["bos"] else "")
+        else:
+            tok = f"differs on {golden['mismatched']}"
+        rows.append([b["backend"], f"{b['answered']}/{b['cases']}", f"{b['exact_match_golden']:.1%}",
+                     _ms(b["latency"]["p50"]), _ms(b["latency"]["p95"]), _ms(b["latency"]["p99"]), tok])
+    out = [render_table(["BACKEND", "ANSWERED", "VS GOLDEN", "P50", "P95", "P99", "PROMPT TOKENS"], rows)]
+    if data["pairs"]:
+        out.append("")
+        out.append(render_table(["PAIR", "EXACT MATCH"],
+                                [[f"{p['a']} vs {p['b']}", f"{p['exact_match']:.1%}"] for p in data["pairs"]]))
+    for p in data["pairs"]:
+        if p["differences"]:
+            out += [""] + _diff_lines(p["differences"], f"Differing cases, {p['a']} vs {p['b']}")
+    for b in data["backends"]:
+        if b["differences"]:
+            out += [""] + _diff_lines(b["differences"], f"Differing from golden, {b['backend']}")
+        if b["errors"]:
+            out += ["", f"Unanswered, {b['backend']}: {len(b['errors'])}"]
+            out += [f"  {e['case_id']}: {e['error']}" for e in b["errors"][:MAX_LISTED]]
+    findings = [t["message"] for t in data["token_checks"] if t["mismatched"]]
+    if findings:
+        out += ["", "Prompt tokens:"] + [f"  {m}" for m in findings]
+    out += ["", "Checks:"]
+    out += [f"  {'ok  ' if c['ok'] else 'FAIL'}  {c['name']}: {c['detail']}" for c in data["checks"]]
+    failed = sum(1 for c in data["checks"] if not c["ok"])
+    out += ["", "Result: PASS" if data["passed"] else f"Result: FAIL ({failed} of {len(data['checks'])} checks failed)"]
+    if "pushed" in data:
+        p = data["pushed"]
+        out.append(f"{'Would push' if p['dry_run'] else 'Pushed'} {p['samples']} gauges to {p['target']}")
+    return "\n".join(out)

@@ -1,0 +1,2 @@
+"""Migration and quality checks: output consistency between backends (probe), shadow readiness,
+A/B equivalence (TOST) and cost per million tokens."""

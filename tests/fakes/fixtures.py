@@ -1,0 +1,63 @@
+"""Shared test helpers: a trustme CA, configs written to a temp dir, and running the real CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+BASE_CONFIG = """\
+service: llm-inference
+backends:
+  internal: {kind: internal}
+  databricks: {kind: vendor, vendor: databricks}
+state_dir: state
+"""
+
+FAST_RETRY = "{max_attempts: 4, base_delay: 0.01, max_delay: 0.05, deadline: 5, timeout: 3}"
+
+
+@pytest.fixture(scope="session")
+def ca():
+    import trustme
+
+    return trustme.CA()
+
+
+@pytest.fixture
+def ca_file(ca, tmp_path):
+    path = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(path))
+    return path
+
+
+def write_config(directory: Path, extra: str) -> Path:
+    path = Path(directory) / "opsctl.yaml"
+    path.write_text(BASE_CONFIG + textwrap.dedent(extra))
+    return path
+
+
+def load(path: Path):
+    from opsctl.config import load_config_file
+
+    return load_config_file(path)
+
+
+def run_cli(args: list[str], *, config: Path, env: dict[str, str] | None = None, timeout: float = 60,
+            popen: bool = False):
+    """Run `python -m opsctl` as a user would; returns CompletedProcess (or Popen with popen=True)."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OPSCTL_", "PAGERDUTY_", "ZENDESK_"))}
+    full_env["PYTHONPATH"] = str(ROOT)
+    full_env.update(env or {})
+    cmd = [sys.executable, "-m", "opsctl", "--config", str(config), *args]
+    if popen:
+        return subprocess.Popen(cmd, env=full_env, cwd=str(Path(config).parent), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    return subprocess.run(cmd, env=full_env, cwd=str(Path(config).parent), capture_output=True, text=True,
+                          timeout=timeout)

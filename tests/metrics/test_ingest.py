@@ -1,0 +1,281 @@
+"""`opsctl metrics ingest`: JSONL request logs and OpenMetrics text into the embedded store.
+
+Every expected count below is worked out by hand from the lines of the file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.metrics.conftest import parse_json
+
+T0 = 1_800_000_000  # 2027-01-15T08:00:00Z, on the 10-second grid
+
+
+def row(**values):
+    """A full store row: zeros except the given columns."""
+    from opsctl.metrics import schema
+
+    full = {c: 0.0 for c in schema.VALUE_COLUMNS}
+    full.update(values)
+    return full
+
+
+def approx_rows(rows):
+    return {ts: pytest.approx(values, abs=1e-9) for ts, values in rows.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# JSONL request log
+
+LOG = [
+    # ts, backend, status, latency_ms, prompt, completion -> step end, outcome, lowest bucket
+    {"ts": "2027-01-15T08:00:03Z", "backend": "databricks", "status": 200, "latency_ms": 182,
+     "prompt_tokens": 431, "completion_tokens": 210},                      # T0+10 ok, le 0.2
+    {"ts": T0 + 10, "backend": "databricks", "status": 200, "latency_ms": 500,
+     "prompt_tokens": 100, "completion_tokens": 50},                       # T0+10 ok, le 0.5 (inclusive)
+    {"ts": "2027-01-15T08:00:10.500Z", "backend": "databricks", "status": 503, "latency_ms": 40,
+     "prompt_tokens": 20, "completion_tokens": None},                      # T0+20 server_error, le 0.05
+    {"ts": T0 + 12, "backend": "databricks", "status": 429, "latency_ms": 3, "prompt_tokens": 7},  # T0+20 throttled
+    {"ts": T0 + 19.999, "backend": "internal", "status": "timeout", "latency_ms": 30000,
+     "prompt_tokens": 300, "completion_tokens": 0},                        # T0+20 timeout, +Inf only
+    {"ts": "2027-01-15T08:00:20Z", "backend": "internal", "status": 404, "latency_ms": 12,
+     "prompt_tokens": 5, "completion_tokens": 0},                          # T0+20 client_error, le 0.05
+    {"ts": T0 + 21, "backend": "internal", "status": 408, "latency_ms": 1000,
+     "prompt_tokens": 10, "completion_tokens": 0},                         # T0+30 timeout (408), le 1.0
+    {"ts": str(T0 + 25), "backend": "internal", "status": "301", "latency_ms": 2500,
+     "prompt_tokens": 11, "completion_tokens": 4, "request_id": "r-8"},    # T0+30 ok, le 5.0
+]
+
+EXPECTED_LOG = {
+    "databricks": {
+        T0 + 10: row(req_ok=2, le_2=1, le_3=1, le_4=2, le_5=2, le_6=2, le_7=2, le_8=2, le_9=2, le_10=2,
+                     lat_count=2, lat_sum=0.682, prompt_tokens=531, completion_tokens=260),
+        T0 + 20: row(req_server_error=1, req_throttled=1, **{f"le_{i}": 2 for i in range(11)},
+                     lat_count=2, lat_sum=0.043, prompt_tokens=27),
+    },
+    "internal": {
+        T0 + 20: row(req_timeout=1, req_client_error=1, **{f"le_{i}": 1 for i in range(10)}, le_10=2,
+                     lat_count=2, lat_sum=30.012, prompt_tokens=305),
+        T0 + 30: row(req_timeout=1, req_ok=1, le_6=1, le_7=1, le_8=2, le_9=2, le_10=2,
+                     lat_count=2, lat_sum=3.5, prompt_tokens=21, completion_tokens=4),
+    },
+}
+
+
+def write_jsonl(path, records, extra_lines=()):
+    lines = [json.dumps(r) for r in records] + list(extra_lines)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_jsonl_request_log_lands_in_the_steps_by_hand(tmp_path, cli, store_path, store_columns):
+    log = write_jsonl(tmp_path / "proxy.jsonl", LOG, extra_lines=[""])
+    result = cli("metrics", "ingest", log, "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    for backend, expected in EXPECTED_LOG.items():
+        assert store_columns(store_path, backend) == approx_rows(expected)
+    summary = parse_json(result)
+    assert summary["format"] == "jsonl" and summary["written"] is True
+    assert summary["start"] == "2027-01-15T08:00:00Z" and summary["end"] == "2027-01-15T08:00:30Z"
+    assert [(b["backend"], b["steps"], b["requests"]) for b in summary["backends"]] == [
+        ("databricks", 2, 4), ("internal", 2, 4)]
+
+
+def test_ingesting_twice_adds_and_replace_overwrites(tmp_path, cli, store_path, store_columns):
+    log = write_jsonl(tmp_path / "proxy.jsonl", LOG)
+    assert cli("metrics", "ingest", log).exit_code == 0
+    assert cli("metrics", "ingest", log).exit_code == 0
+    assert store_columns(store_path, "databricks")[T0 + 10]["req_ok"] == 4
+    assert cli("metrics", "ingest", log, "--replace").exit_code == 0
+    assert store_columns(store_path, "databricks") == approx_rows(EXPECTED_LOG["databricks"])
+
+
+def test_dry_run_validates_and_writes_nothing(tmp_path, cli, store_path):
+    log = write_jsonl(tmp_path / "proxy.jsonl", LOG)
+    result = cli("metrics", "ingest", log, "--dry-run", "-o", "json")
+    assert result.exit_code == 0 and parse_json(result)["written"] is False
+    assert not store_path.exists()
+
+
+@pytest.mark.parametrize(
+    "bad_line, problem",
+    [
+        ('{"ts": 1800000001, "backend": "databricks", "status": 200', "not valid JSON"),
+        ('[1, 2, 3]', "expected a JSON object"),
+        ('{"ts": 1800000001, "backend": "databricks", "status": 200}', "missing latency_ms"),
+        ('{"ts": "yesterday", "backend": "databricks", "status": 200, "latency_ms": 5}', "is not an RFC 3339 time"),
+        ('{"ts": 1800000001000, "backend": "databricks", "status": 200, "latency_ms": 5}', "looks like milliseconds"),
+        ('{"ts": 1800000001, "backend": "databricks", "status": "teapot", "latency_ms": 5}', "status must be"),
+        ('{"ts": 1800000001, "backend": "databricks", "status": 700, "latency_ms": 5}', "status must be"),
+        ('{"ts": 1800000001, "backend": "databricks", "status": 200, "latency_ms": -1}', "latency_ms must be"),
+        ('{"ts": 1800000001, "backend": "databricks", "status": 200, "latency_ms": 5, "prompt_tokens": 1.5}',
+         "prompt_tokens must be a non-negative integer"),
+        ('{"ts": 1800000001, "backend": "vertex", "status": 200, "latency_ms": 5}', "unknown backend 'vertex'"),
+    ],
+)
+def test_a_bad_jsonl_line_fails_with_exit_2_naming_file_and_line_and_writes_nothing(
+        tmp_path, cli, store_path, store_rows, bad_line, problem):
+    assert cli("metrics", "ingest", write_jsonl(tmp_path / "good.jsonl", LOG)).exit_code == 0
+    before = store_rows(store_path)
+    log = write_jsonl(tmp_path / "bad.jsonl", LOG[:2], extra_lines=[bad_line] + [json.dumps(r) for r in LOG[2:]])
+    result = cli("metrics", "ingest", log)
+    assert result.exit_code == 2
+    assert f"{log}:3: " in result.stderr and problem in result.stderr
+    assert "nothing was written" in result.stderr
+    assert store_rows(store_path) == before
+
+
+def test_every_bad_line_is_listed(tmp_path, cli, store_path):
+    lines = ['{"ts": 1800000001, "backend": "x", "status": 200, "latency_ms": 5}'] * 3
+    result = cli("metrics", "ingest", write_jsonl(tmp_path / "bad.jsonl", [], extra_lines=lines))
+    assert result.exit_code == 2
+    assert all(f"bad.jsonl:{n}: unknown backend 'x'" in result.stderr for n in (1, 2, 3))
+    assert not store_path.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenMetrics text
+
+OPENMETRICS = f"""\
+# TYPE llm_proxy_requests counter
+# HELP llm_proxy_requests Requests.
+llm_proxy_requests_total{{backend="databricks",outcome="ok",instance="a"}} 100 {T0}
+llm_proxy_requests_total{{backend="databricks",outcome="ok",instance="a"}} 150 {T0 + 10}
+llm_proxy_requests_total{{backend="databricks",outcome="ok",instance="a"}} 20 {T0 + 20}
+llm_proxy_requests_total{{backend="databricks",outcome="ok",instance="a"}} 45 {T0 + 27}
+llm_proxy_requests_total{{instance="b",outcome="ok",backend="databricks"}} 7 {T0 + 5}
+llm_proxy_requests_total{{instance="b",outcome="ok",backend="databricks"}} 10 {T0 + 10}
+llm_proxy_requests_total{{instance="b",outcome="ok",backend="databricks"}} 30 {T0 + 30}
+llm_proxy_requests_total{{backend="databricks",outcome="server_error",instance="a"}} 0 {T0}
+llm_proxy_requests_total{{backend="databricks",outcome="server_error",instance="a"}} 2 {T0 + 30}
+# TYPE llm_proxy_request_duration_seconds histogram
+llm_proxy_request_duration_seconds_bucket{{backend="internal",le="1"}} 5 {T0}
+llm_proxy_request_duration_seconds_bucket{{backend="internal",le="1"}} 9 {T0 + 10}
+llm_proxy_request_duration_seconds_bucket{{backend="internal",le="+Inf"}} 6 {T0}
+llm_proxy_request_duration_seconds_bucket{{backend="internal",le="+Inf"}} 11 {T0 + 10}
+llm_proxy_request_duration_seconds_count{{backend="internal"}} 6 {T0}
+llm_proxy_request_duration_seconds_count{{backend="internal"}} 11 {T0 + 10}
+llm_proxy_request_duration_seconds_sum{{backend="internal"}} 1.5 {T0}
+llm_proxy_request_duration_seconds_sum{{backend="internal"}} 2.75 {T0 + 10}
+# TYPE process_cpu_seconds counter
+process_cpu_seconds_total 12.5 {T0 + 10}
+# TYPE llm_proxy_prompt_tokens counter
+llm_proxy_prompt_tokens_total{{backend="internal"}} 1000 {T0}.5
+llm_proxy_prompt_tokens_total{{backend="internal"}} 1600 {T0 + 8} # {{trace_id="abc"}} 1 {T0 + 8}
+# EOF
+"""
+
+EXPECTED_OPENMETRICS = {
+    "databricks": {
+        # instance a: 150-100 = 50; instance b: 10-7 = 3 (7 is its baseline)
+        T0 + 10: row(req_ok=53),
+        # instance a: the counter reset from 150 to 20 counts 20
+        T0 + 20: row(req_ok=20),
+        # a: 45-20 = 25 at T0+27 -> step T0+30; b: 30-10 = 20; server_error 2-0 across a gap
+        T0 + 30: row(req_ok=45, req_server_error=2),
+    },
+    "internal": {
+        # le="1" is the 1.0 bucket (le_6); +Inf is le_10; prompt tokens at T0+0.5 are the baseline
+        T0 + 10: row(le_6=4, le_10=5, lat_count=5, lat_sum=1.25, prompt_tokens=600),
+    },
+}
+
+
+def test_openmetrics_counters_become_per_step_increments(tmp_path, cli, store_path, store_columns):
+    path = tmp_path / "metrics.txt"
+    path.write_text(OPENMETRICS)
+    result = cli("metrics", "ingest", path, "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    for backend, expected in EXPECTED_OPENMETRICS.items():
+        assert store_columns(store_path, backend) == approx_rows(expected)
+    summary = parse_json(result)
+    assert summary["format"] == "openmetrics" and summary["skipped_samples"] == 1
+    assert [(b["backend"], b["steps"], b["requests"]) for b in summary["backends"]] == [
+        ("databricks", 3, 120), ("internal", 1, 0)]
+
+
+@pytest.mark.parametrize(
+    "bad_line, problem",
+    [
+        (f'llm_proxy_requests_total{{backend="databricks",outcome="ok"}} 5', "needs a value and a timestamp"),
+        (f'llm_proxy_requests_total{{backend="databricks",outcome="ok"}} 5 {T0 * 1000}', "looks like milliseconds"),
+        (f'llm_proxy_requests_total{{backend="vertex",outcome="ok"}} 5 {T0}', "unknown backend 'vertex'"),
+        (f'llm_proxy_requests_total{{outcome="ok"}} 5 {T0}', "without a backend label"),
+        (f'llm_proxy_requests_total{{backend="databricks",outcome="fine"}} 5 {T0}', "outcome='fine'"),
+        (f'llm_proxy_request_duration_seconds_bucket{{backend="internal",le="0.25"}} 5 {T0}', "le='0.25'"),
+        (f'llm_proxy_requests_total{{backend="databricks",outcome="ok" 5 {T0}', "cannot parse the labels"),
+        (f'llm_proxy_requests_total{{backend="databricks",outcome="ok"}} NaN {T0}', "finite non-negative"),
+        (f'llm_proxy_requests_total{{backend="databricks",outcome="ok"}} many {T0}', "VALUE TIMESTAMP"),
+        # the same series as the line before it, going back in time
+        (f'llm_proxy_requests_total{{backend="databricks",outcome="server_error",instance="a"}} 3 {T0 + 20}',
+         "is not after the previous sample of this series (line 11)"),
+    ],
+)
+def test_a_bad_openmetrics_line_fails_with_exit_2_naming_file_and_line(
+        tmp_path, cli, store_path, store_rows, bad_line, problem):
+    lines = OPENMETRICS.splitlines()
+    bad_at = 12  # right after the server_error series (lines 10 and 11)
+    path = tmp_path / "bad.om"
+    path.write_text("\n".join(lines[: bad_at - 1] + [bad_line] + lines[bad_at - 1:]) + "\n")
+    result = cli("metrics", "ingest", path)
+    assert result.exit_code == 2, result.stderr
+    assert f"{path}:{bad_at}: " in result.stderr and problem in result.stderr
+    assert not store_path.exists()
+
+
+def test_content_after_eof_is_an_error(tmp_path, cli):
+    path = tmp_path / "bad.om"
+    path.write_text(OPENMETRICS + f'llm_proxy_requests_total{{backend="databricks",outcome="ok"}} 5 {T0}\n')
+    result = cli("metrics", "ingest", path)
+    assert result.exit_code == 2 and "content after '# EOF'" in result.stderr
+
+
+def test_an_openmetrics_file_with_only_baselines_has_nothing_to_ingest(tmp_path, cli, store_path):
+    path = tmp_path / "one.om"
+    path.write_text(f'llm_proxy_requests_total{{backend="databricks",outcome="ok"}} 5 {T0}\n# EOF\n')
+    result = cli("metrics", "ingest", path)
+    assert result.exit_code == 2 and "nothing to ingest" in result.stderr
+    assert not store_path.exists()
+
+
+def test_the_format_flag_overrides_detection(tmp_path, cli):
+    log = write_jsonl(tmp_path / "proxy.log", LOG)
+    result = cli("metrics", "ingest", log, "--format", "openmetrics")
+    assert result.exit_code == 2 and f"{log}:1: " in result.stderr
+
+
+def test_an_undetectable_file_asks_for_the_format(tmp_path, cli):
+    path = tmp_path / "mystery"
+    path.write_text("!!! not metrics\n")
+    result = cli("metrics", "ingest", path)
+    assert result.exit_code == 2 and "--format" in result.stderr
+
+
+def test_a_missing_file_is_exit_2(tmp_path, cli):
+    result = cli("metrics", "ingest", tmp_path / "nope.jsonl")
+    assert result.exit_code == 2 and "no such file" in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# metrics info
+
+
+def test_metrics_info_describes_the_store(tmp_path, cli):
+    assert cli("metrics", "ingest", write_jsonl(tmp_path / "proxy.jsonl", LOG)).exit_code == 0
+    result = cli("metrics", "info", "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    data = parse_json(result)
+    assert data["start"] == "2027-01-15T08:00:00Z" and data["end"] == "2027-01-15T08:00:30Z"
+    assert [(b["backend"], b["steps"], b["requests"]) for b in data["backends"]] == [
+        ("databricks", 2, 4), ("internal", 2, 4)]
+    assert data["backends"][1]["outcomes"] == {"ok": 1, "client_error": 1, "throttled": 0,
+                                               "server_error": 0, "timeout": 2}
+    table = cli("metrics", "info")
+    assert table.exit_code == 0 and "databricks" in table.stdout
+
+
+def test_metrics_info_without_a_store_is_no_data(cli):
+    result = cli("metrics", "info")
+    assert result.exit_code == 3 and "no embedded metrics" in result.stderr

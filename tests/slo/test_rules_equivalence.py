@@ -2,63 +2,84 @@
 the same alerts, with the same labels and annotations, at the same minutes; and the in-process
 evaluation gives the same answer over the embedded store and over a real Prometheus holding the data.
 
-The data: six hours of noisy traffic on both backends (Poisson requests, binomial failures,
-multinomial latency buckets) with three incidents: a 2% vendor 5xx burst (pages, then resolves),
-an internal latency regression at 500 ms, and a slow internal availability burn (ticket).
+The data comes from the traffic simulator (opsctl.metrics.simulator): six hours of both backends with
+Poisson requests, client errors, 429s, timeouts and lognormal latency, and four incidents: a 2% vendor
+5xx burst (pages, then resolves), a latency spike on the internal pods (the 500 ms SLO), lost GPU
+capacity (internal availability) and a slow vendor burn at 5x (ticket). The embedded store gets it
+with `write_to_store`, Prometheus with `export_openmetrics` + promtool backfill, and promtool's unit
+test reads its input series from that same OpenMetrics text.
 """
 
 from __future__ import annotations
 
+import re
 import time
+from collections import defaultdict
 
-import numpy as np
 import pytest
 import yaml
 
+from opsctl.clock import parse_rfc3339
 from opsctl.config import load_config_file
+from opsctl.metrics import simulator as sim
 from opsctl.metrics.embedded import EmbeddedStore
 from opsctl.slo.alerts import AlertEvaluator, evaluate_plans
 from opsctl.slo.model import load_slos
 from opsctl.slo.rules import RuleSettings, plan_rules
 from tests.conftest import REPO, run_opsctl, write_config
-from tests.slo import data as d
 from tests.slo import rules_data as r
 
 MINUTES = 6 * 60
-STEPS = MINUTES * 6
-BASE = (int(time.time()) - 2 * 86400) // 3600 * 3600  # recent enough for Prometheus' retention
-BUCKET_SHARES = {  # probability of each latency bucket (0.05 .. 10 s, +Inf)
-    "steady": (0.30, 0.30, 0.20, 0.10, 0.095, 0.003, 0.0015, 0.0004, 0.0001, 0.0, 0.0),
-    "slow": (0.10, 0.10, 0.10, 0.10, 0.20, 0.25, 0.149, 0.001, 0.0, 0.0, 0.0),
-}
+BASE = int(parse_rfc3339("2025-06-03T12:00:00Z"))  # a Tuesday, 8 am US Eastern: the morning ramp
+BACKENDS = {"databricks": "vendor", "internal": "internal"}
+RULE_METRICS = ("llm_proxy_requests_total", "llm_proxy_request_duration_seconds_bucket",
+                "llm_proxy_request_duration_seconds_count")
 
 
-def noisy(rng, rps, error_share, slow_mask) -> d.Traffic:
-    requests = rng.poisson(rps * 10, STEPS)
-    errors = rng.binomial(requests, error_share)
-    le = np.empty((11, STEPS), dtype=np.int64)
-    for kind, mask in (("steady", ~slow_mask), ("slow", slow_mask)):
-        if mask.any():
-            counts = rng.multinomial(requests[mask], BUCKET_SHARES[kind])
-            le[:, mask] = np.cumsum(counts, axis=1).T
-    return d.Traffic(np.arange(1, STEPS + 1, dtype=np.int64) * 10, requests, errors, le)
+def incidents():
+    def at(minute, length, cls, **options):
+        return cls(start=BASE + minute * 60, end=BASE + (minute + length) * 60, **options)
 
-
-def minutes(first, last):
-    mask = np.zeros(STEPS, dtype=bool)
-    mask[first * 6:last * 6] = True
-    return mask
+    return [
+        at(60, 40, sim.Vendor5xx, backend="databricks", rate=0.02),
+        at(150, 50, sim.LatencySpike, backend="internal", factor=4.0),
+        at(215, 25, sim.GpuCapacityLoss, backend="internal", rate=0.005, factor=1.0),
+        at(180, 180, sim.Vendor5xx, backend="databricks", rate=0.0005),
+    ]
 
 
 @pytest.fixture(scope="module")
 def scenario():
-    rng = np.random.default_rng(20261129)
-    vendor_errors = np.where(minutes(60, 100), 0.02, 0.00001)
-    internal_errors = np.where(minutes(220, 360), 0.0005, 0.00001)
-    return {
-        "databricks": noisy(rng, 80, vendor_errors, np.zeros(STEPS, dtype=bool)),
-        "internal": noisy(rng, 20, internal_errors, minutes(150, 200)),
-    }
+    return sim.simulate(BASE, BASE + MINUTES * 60, backends=BACKENDS, peak_rps=200, seed=11, incidents=incidents())
+
+
+@pytest.fixture(scope="module")
+def openmetrics(tmp_path_factory, scenario):
+    path = tmp_path_factory.mktemp("openmetrics") / "traffic.om"
+    sim.export_openmetrics(scenario, str(path))
+    return path
+
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+) (\d+)$")
+
+
+def promtool_series(openmetrics_path) -> list[dict]:
+    """The exporter's samples of the metrics the rules read, as promtool input (time 0 = BASE)."""
+    values: dict[str, list[int]] = defaultdict(list)
+    times: dict[str, list[int]] = defaultdict(list)
+    for line in openmetrics_path.read_text().splitlines():
+        m = _SAMPLE.match(line)
+        if not m or m.group(1) not in RULE_METRICS:
+            continue
+        key = m.group(1) + (m.group(2) or "")
+        values[key].append(int(m.group(3)))
+        times[key].append(int(m.group(4)))
+    out = []
+    for key, ts in times.items():
+        assert ts == list(range(BASE, BASE + 10 * len(ts), 10)), f"{key}: not a sample every 10 s from BASE"
+        out.append({"series": key, "values": r.encode(values[key])})
+    assert len(out) == 2 * (5 + 11 + 1)
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +90,7 @@ def setup(tmp_path_factory, scenario):
     settings = RuleSettings.from_config(cfg)
     plans = plan_rules(load_slos([REPO / "slos"], cfg.backends), settings)
     store = EmbeddedStore.open(work / "state" / "metrics.sqlite", create=True)
-    d.write(store, {b: r.shifted(t, BASE) for b, t in scenario.items()})
+    sim.write_to_store(store, scenario)
     rules_path = work / "rules.yaml"
     result = run_opsctl("--config", str(cfg_path), "slo", "rules", "--out", str(rules_path))
     assert result.exit_code == 0, result.output
@@ -102,7 +123,7 @@ def test_the_incident_window_exercises_pages_tickets_and_resolution(in_process):
     assert not any(in_process[m] for m in range(0, 60)), "quiet before the first incident"
 
 
-def test_promtool_fires_the_same_alerts_as_in_process_every_minute(tmp_path, setup, scenario, in_process):
+def test_promtool_fires_the_same_alerts_as_in_process_every_minute(tmp_path, setup, openmetrics, in_process):
     tests = []
     for m, firing in in_process.items():
         for severity, alertname in r.ALERTNAME.items():
@@ -112,18 +133,15 @@ def test_promtool_fires_the_same_alerts_as_in_process_every_minute(tmp_path, set
                 for a in firing.values() if a.severity == severity
             ]
             tests.append({"eval_time": r.minute(m), "alertname": alertname, "exp_alerts": exp})
-    result = r.run_promtool_test(tmp_path, setup["rules"], r.input_series(scenario), tests)
+    result = r.run_promtool_test(tmp_path, setup["rules"], promtool_series(openmetrics), tests)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
 
 
 @pytest.fixture(scope="module")
-def prometheus(tmp_path_factory, scenario):
+def prometheus(tmp_path_factory, openmetrics):
     from tests.conftest import PrometheusServer
 
-    work = tmp_path_factory.mktemp("prometheus")
-    om = work / "traffic.om"
-    om.write_text(d.openmetrics({b: r.shifted(t, BASE) for b, t in scenario.items()}))
-    server = PrometheusServer(work, openmetrics=om)
+    server = PrometheusServer(tmp_path_factory.mktemp("prometheus"), openmetrics=openmetrics)
     yield server
     server.stop()
 

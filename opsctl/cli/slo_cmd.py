@@ -1,4 +1,4 @@
-"""`opsctl slo report|validate`."""
+"""`opsctl slo report|validate|rules|alerts`."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ def slo():
       opsctl slo report --prometheus-url http://127.0.0.1:9090 slos/ -o json
       opsctl slo report --at 2026-11-26T15:00:00Z --fail-on page
       opsctl slo validate slos/
+      opsctl slo rules --out slo-rules.yaml && promtool check rules slo-rules.yaml
+      opsctl slo alerts --at 2026-11-26T15:00:00Z -o json
     """
 
 
@@ -108,3 +110,104 @@ def _table(rows):
             _why(r),
         ])
     return render_table(["SLO", "BACKEND", "GOAL", "SLI", "BUDGET LEFT", "WORST BURN", "STATUS", "WHY"], table_rows)
+
+
+@slo.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["rules", "prometheusrule"]), default="rules", show_default=True,
+              help="A Prometheus rule file, or a monitoring.coreos.com/v1 PrometheusRule manifest.")
+@click.option("--out", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Write to FILE (atomically) instead of standard output.")
+@click.pass_obj
+def rules(app, paths, fmt, out):
+    """Prometheus recording and burn-rate alerting rules generated from the SLOs.
+
+    Per SLO, one rule group: its error ratio over 5m, 30m, 1h, 2h, 6h, 1d, 3d and the period
+    (slo:sli_error:ratio_rate<window>), its objective, error budget and budget remaining; and
+    the multi-window multi-burn-rate alerts SloBurnRatePage and SloBurnRateTicket with the
+    `for:`, minimum-traffic guard, labels and runbook links from the config's `alerting:`.
+    An SLO that cannot be expressed (a latency SLO without histogram buckets) is an error (exit 2).
+
+    \b
+    Examples:
+      opsctl slo rules > slo-rules.yaml && promtool check rules slo-rules.yaml
+      opsctl slo rules slos/ --format prometheusrule --out deploy/slo-prometheusrule.yaml
+    """
+    from opsctl.slo.model import load_slos
+    from opsctl.slo.rules import (RuleSettings, count_rules, header, plan_rules, render_yaml, rules_document,
+                                  write_atomic)
+
+    cfg = app.config
+    settings = RuleSettings.from_config(cfg)
+    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends), settings)
+    document = rules_document(plans, settings, fmt)
+    text = render_yaml(document, header(plans, settings))
+    if out:
+        write_atomic(out, text)
+        groups, records, alerts = count_rules(document)
+        click.echo(f"wrote {out}: {groups} groups, {records} recording rules, {alerts} alerting rules", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@slo.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--prometheus-url", metavar="URL", help="Query this Prometheus-compatible server (overrides the config).")
+@click.option("--source", "source_kind", type=click.Choice(["embedded", "prometheus"]), help="Metric source (overrides the config).")
+@click.option("--at", "at", metavar="RFC3339", help="Evaluate at this instant (default: now; embedded: newest data).")
+@click.option("--fail-on", type=click.Choice(["page", "ticket"]), help="Exit 1 when an alert of this severity or worse fires.")
+@output_option
+@click.pass_obj
+def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
+    """Burn-rate alerts firing at an instant, evaluated in-process with the generated rules' logic.
+
+    Same windows, factors, minimum-traffic guard and `for:` as `opsctl slo rules`: what
+    Prometheus would have firing with those rules on the same data. Exit 3 when an SLO has no data.
+
+    \b
+    Examples:
+      opsctl slo alerts                                   # embedded store, at its newest data
+      opsctl slo alerts --at 2026-11-26T15:00:00Z -o json
+      opsctl slo alerts --prometheus-url http://127.0.0.1:9090 --fail-on page
+    """
+    from opsctl.clock import parse_rfc3339
+    from opsctl.errors import NoDataError, OpsctlError, UsageError
+    from opsctl.metrics.base import open_source
+    from opsctl.slo.alerts import evaluate_plans
+    from opsctl.slo.model import load_slos
+    from opsctl.slo.rules import RuleSettings, plan_rules
+
+    cfg = app.config
+    if prometheus_url and source_kind == "embedded":
+        raise UsageError("--prometheus-url and --source embedded contradict each other")
+    settings = RuleSettings.from_config(cfg)
+    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends), settings)
+    source = open_source(cfg, kind=source_kind, prometheus_url=prometheus_url)
+    source.check()
+    try:
+        when = parse_rfc3339(at) if at else source.default_time()
+    except ValueError as exc:
+        raise UsageError(f"--at: not an RFC 3339 time: {at!r}") from exc
+    result = evaluate_plans(plans, source, when, settings)
+    emit(result.to_dict(), output, table=_alerts_table)
+    if result.unknown:
+        raise NoDataError(f"no data for {len(result.unknown)} SLO(s): {', '.join(result.unknown)}")
+    if fail_on:
+        levels = ("page",) if fail_on == "page" else ("page", "ticket")
+        hit = sorted({a.slo for a in result.firing if a.severity in levels})
+        if hit:
+            raise OpsctlError(f"{fail_on} alerts firing for {len(hit)} SLO(s): {', '.join(hit)}")
+
+
+def _alerts_table(data):
+    lines = [f"alerts at {data['at']}: {len(data['firing'])} firing"]
+    if data["firing"]:
+        rows = [
+            [a["alertname"], a["severity"], a["slo"], a["backend"], f"{a['long_window']}/{a['short_window']}",
+             f"{a['burn_rate']:.2f}x / {a['short_burn_rate']:.2f}x", f"{a['factor']:g}x", f"{a['request_rate']:.4g}/s"]
+            for a in data["firing"]
+        ]
+        lines.append(render_table(["ALERT", "SEVERITY", "SLO", "BACKEND", "WINDOWS", "BURN (LONG / SHORT)", "ABOVE", "TRAFFIC"], rows))
+    for u in data["unknown"]:
+        lines.append(f"unknown  {u['slo']}: {u['reason']}")
+    return "\n".join(lines)

@@ -52,9 +52,11 @@ def _progress(message: str) -> None:
 
 
 def _controller(app, dry_run: bool):
+    from opsctl.paging.change_hook import PagerChangeHook
     from opsctl.traffic.controller import TrafficController
 
-    return TrafficController(app.config, dry_run=dry_run, progress=_progress)
+    hooks = [] if dry_run else [PagerChangeHook(app.config)]
+    return TrafficController(app.config, dry_run=dry_run, progress=_progress, hooks=hooks)
 
 
 def _require_reason(reason: str, incident: str | None, dry_run: bool) -> None:

@@ -50,3 +50,62 @@ LABEL_SERVICE = "service"
 LABEL_SEVERITY = "severity"
 
 ALL_BACKENDS = "all"  # the `backend` label value of an SLO over the whole service
+LABEL_LONG_WINDOW = "long_window"
+LABEL_SHORT_WINDOW = "short_window"
+
+# Labels opsctl sets on generated rules; `alerting.labels` in the config may not override them.
+RESERVED_LABELS = (
+    "alertname", LABEL_SLO, LABEL_BACKEND, LABEL_SERVICE, LABEL_SEVERITY, LABEL_LONG_WINDOW, LABEL_SHORT_WINDOW,
+)
+
+# ---------------------------------------------------------------------------------------------
+# Recording rules, in Prometheus' level:metric:operation form. Every series carries the labels
+# slo, backend and service, so one SLO's series are selected with {slo="<name>"}.
+
+RECORD_OBJECTIVE = "slo:objective:ratio"  # the goal, e.g. 0.9999
+RECORD_ERROR_BUDGET = "slo:error_budget:ratio"  # 1 - goal
+RECORD_BUDGET_REMAINING = "slo:period_error_budget_remaining:ratio"  # 1 - error ratio over period / budget
+
+
+def window_label(seconds: int) -> str:
+    """A window as Prometheus writes durations: 300 -> '5m', 2419200 -> '28d'."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def record_error_ratio(window: str) -> str:
+    """Share of valid events that were bad over `window` ('5m', '28d'): slo:sli_error:ratio_rate5m."""
+    return f"slo:sli_error:ratio_rate{window}"
+
+
+def record_valid_rate(window: str) -> str:
+    """Valid events per second over `window` (the minimum-traffic guard): slo:sli_valid:rate5m."""
+    return f"slo:sli_valid:rate{window}"
+
+
+def rule_group_name(prefix: str, slo_name: str) -> str:
+    """One rule group per SLO: recording rules first, then the alerts that read them."""
+    return f"{prefix}-{slo_name}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Alerts: one alert name per severity; the window pair is in the long_window / short_window labels.
+
+ALERT_NAMES = {"page": "SloBurnRatePage", "ticket": "SloBurnRateTicket"}
+
+
+def alert_name(severity: str) -> str:
+    return ALERT_NAMES[severity]
+
+
+def runbook_name(slo_name: str, severity: str) -> str:
+    """The runbook file an alert links to, relative to the runbooks directory / base URL."""
+    if severity not in SEVERITIES:
+        raise ValueError(f"unknown severity {severity!r}")
+    return f"{slo_name}-{severity}.md"
+
+
+def runbook_url(base_url: str, slo_name: str, severity: str) -> str:
+    return f"{base_url.rstrip('/')}/{runbook_name(slo_name, severity)}"

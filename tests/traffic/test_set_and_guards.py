@@ -301,3 +301,18 @@ def test_bad_freeze_windows_are_config_errors_naming_the_key(make_env, window, p
     result = env.run("freeze", "list")
     assert result.exit_code == 2
     assert "freezes[0]" in result.stderr and problem in result.stderr
+
+
+def test_an_applied_change_sends_a_pager_change_event_and_a_dry_run_does_not(env):
+    ledger = env.state / "paging" / "ledger.json"
+    assert env.run("traffic", "set", "databricks=60", "internal=40", "--dry-run").exit_code == 0
+    assert not ledger.exists() or json.loads(ledger.read_text())["changes"] == []
+    result = env.run("traffic", "set", "databricks=70", "internal=30", "--incident", "INC-7", "--reason", "drain",
+                     "--yes", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert "hook pager change event" in json.loads(result.stdout)["recorded"]
+    [change] = json.loads(ledger.read_text())["changes"]
+    assert change["source"] == "opsctl" and "INC-7" in change["summary"]
+    assert change["custom_details"]["before"]["weights"] == {"internal": 20, "databricks": 80}
+    assert change["custom_details"]["after"]["weights"] == {"internal": 30, "databricks": 70}
+    assert change["custom_details"]["incident"] == "INC-7"

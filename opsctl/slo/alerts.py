@@ -1,0 +1,236 @@
+"""Which burn-rate alerts fire at an instant, evaluated in-process over any MetricSource.
+
+The rules come from `opsctl.slo.rules.plan_rules`, so the windows, factors, minimum-traffic guard
+and `for:` are the generated rules' own. Each condition is computed with the same float operations
+on the same literals as the rule's PromQL (see opsctl.slo.rules). `for:` follows Prometheus: an
+alert fires at instant t when its condition held at every rule evaluation from t - for to t, the
+evaluations being `alerting.evaluation_interval` apart (ceil(for / interval) + 1 instants).
+
+Only alerts whose condition holds at `at` are checked further back, so a quiet evaluation costs
+one batch of queries. Drills call `firing_alerts` at simulated instants.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from opsctl.clock import format_rfc3339
+from opsctl.metrics.base import MetricSource
+from opsctl.metrics.promql import increase_query
+from opsctl.slo import conventions as cv
+from opsctl.slo.model import SloDefinition
+from opsctl.slo.rules import BurnAlert, RuleSettings, SloRulePlan, alert_labels, annotations, plan_rules
+
+
+@dataclass(frozen=True)
+class FiringAlert:
+    alertname: str
+    severity: str
+    slo: str
+    backend: str
+    service: str
+    long_window: str
+    short_window: str
+    factor: float
+    burn_rate: float  # over the long window: the alert's value
+    short_burn_rate: float
+    request_rate: float  # valid events per second over the short window
+    at: float
+    labels: dict[str, str] = field(compare=False)
+    annotations: dict[str, str] = field(compare=False)
+
+    def to_dict(self) -> dict:
+        return {
+            "alertname": self.alertname,
+            "severity": self.severity,
+            "slo": self.slo,
+            "backend": self.backend,
+            "service": self.service,
+            "long_window": self.long_window,
+            "short_window": self.short_window,
+            "factor": self.factor,
+            "burn_rate": self.burn_rate,
+            "short_burn_rate": self.short_burn_rate,
+            "request_rate": self.request_rate,
+            "at": format_rfc3339(self.at),
+            "labels": dict(self.labels),
+            "annotations": dict(self.annotations),
+        }
+
+
+@dataclass(frozen=True)
+class AlertEvaluation:
+    at: float
+    firing: list[FiringAlert]
+    unknown: dict[str, str]  # SLO name -> why it could not be evaluated (no data is never "quiet")
+
+    def to_dict(self) -> dict:
+        return {
+            "at": format_rfc3339(self.at),
+            "firing": [a.to_dict() for a in self.firing],
+            "unknown": [{"slo": name, "reason": why} for name, why in self.unknown.items()],
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Mirrors of the rules' PromQL
+
+
+def error_ratio(good: float | None, valid: float | None) -> float | None:
+    """1 - ((sum(increase(GOOD[w])) or vector(0)) / sum(increase(VALID[w]))); None when VALID has no series."""
+    if valid is None:
+        return None
+    good = 0.0 if good is None else good
+    if valid == 0:
+        return math.nan if good == 0 else -math.inf  # 0/0 and x/0 as Prometheus computes them
+    return 1.0 - good / valid
+
+
+@dataclass(frozen=True)
+class _Check:
+    holds: bool
+    burn_long: float | None
+    burn_short: float | None
+    request_rate: float | None
+
+
+def _check(plan: SloRulePlan, alert: BurnAlert, counts: dict[str, tuple[float | None, float | None]]) -> _Check:
+    budget = 1 - plan.slo.goal  # `(1 - GOAL)` in the rule
+    long_ratio, short_ratio = error_ratio(*counts[alert.long]), error_ratio(*counts[alert.short])
+    valid_short = counts[alert.short][1]
+    if long_ratio is None or short_ratio is None or valid_short is None:
+        return _Check(False, None, None, None)
+    burn_long, burn_short = long_ratio / budget, short_ratio / budget
+    rate = valid_short / alert.short_seconds
+    holds = burn_long > alert.factor and burn_short > alert.factor and rate >= alert.min_request_rate
+    return _Check(holds, burn_long, burn_short, rate)
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation
+
+
+def _counts_at(
+    source: MetricSource, at: float, needs: dict[str, tuple[SloRulePlan, set[str]]]
+) -> dict[str, dict[str, tuple[float | None, float | None]]]:
+    """(good, valid) increases per SLO and window at one instant, in one batch of queries."""
+    wanted: dict[str, None] = {}
+    for plan, windows in needs.values():
+        for w in windows:
+            seconds = dict(plan.windows)[w]
+            wanted.setdefault(increase_query(plan.good, seconds))
+            wanted.setdefault(increase_query(plan.valid, seconds))
+    queries = list(wanted)
+    answers = dict(zip(queries, source.query_many(queries, at)))
+    out: dict[str, dict[str, tuple[float | None, float | None]]] = {}
+    for name, (plan, windows) in needs.items():
+        spans = dict(plan.windows)
+        out[name] = {
+            w: (answers[increase_query(plan.good, spans[w])], answers[increase_query(plan.valid, spans[w])])
+            for w in windows
+        }
+    return out
+
+
+def _windows(alerts: Sequence[BurnAlert]) -> set[str]:
+    return {w for a in alerts for w in (a.long, a.short)}
+
+
+class AlertEvaluator:
+    """Evaluates the planned alerts at instants, remembering every condition it computed.
+
+    A drill's timeline or a minute-by-minute replay then queries each evaluation instant once,
+    instead of once per later instant whose `for:` reaches back to it. Reuse one evaluator only
+    while the data up to the instants asked about stays the same; `evaluate_plans` uses a fresh one.
+    """
+
+    def __init__(self, plans: Sequence[SloRulePlan], source: MetricSource, settings: RuleSettings):
+        self.plans = list(plans)
+        self.source = source
+        self.settings = settings
+        self.interval = settings.alerting.interval_seconds
+        self._checks: dict[tuple[str, int, float], _Check] = {}
+        self._unknown: dict[tuple[str, float], str | None] = {}
+
+    def _ensure(self, when: float, wanted: Sequence[tuple[SloRulePlan, int]], *, full: bool = False) -> None:
+        """Compute and remember the conditions of `wanted` (plan, alert index) at `when`; with `full`,
+        also whether each plan has data over every window."""
+        needs: dict[str, tuple[SloRulePlan, set[str]]] = {}
+        for plan, i in wanted:
+            if full and (plan.name, when) not in self._unknown:
+                needs.setdefault(plan.name, (plan, set()))[1].update(_windows(plan.alerts))
+            elif (plan.name, i, when) not in self._checks:
+                needs.setdefault(plan.name, (plan, set()))[1].update((plan.alerts[i].long, plan.alerts[i].short))
+        if not needs:
+            return
+        counts = _counts_at(self.source, when, needs)
+        for name, (plan, windows) in needs.items():
+            for i, alert in enumerate(plan.alerts):
+                if {alert.long, alert.short} <= windows:
+                    self._checks[(name, i, when)] = _check(plan, alert, counts[name])
+            if windows >= _windows(plan.alerts):
+                missing = sorted((w for w in windows if counts[name][w][1] is None), key=lambda w: cv.WINDOWS[w])
+                self._unknown[(name, when)] = (
+                    f"filter_valid matched no series over {', '.join(missing)}" if missing else None
+                )
+
+    def evaluate(self, at: float) -> AlertEvaluation:
+        everything = [(p, i) for p in self.plans for i in range(len(p.alerts))]
+        self._ensure(at, everything, full=True)
+        unknown = {p.name: why for p in self.plans if (why := self._unknown[(p.name, at)])}
+        live = [(p, i) for p, i in everything if self._checks[(p.name, i, at)].holds]
+        # `for:` - step back one evaluation interval at a time while any candidate still needs it.
+        steps = 1
+        while True:
+            needing = [(p, i) for p, i in live if math.ceil(p.alerts[i].for_seconds / self.interval) >= steps]
+            if not needing:
+                break
+            when = at - steps * self.interval
+            self._ensure(when, needing)
+            failed = {(p.name, i) for p, i in needing if not self._checks[(p.name, i, when)].holds}
+            live = [(p, i) for p, i in live if (p.name, i) not in failed]
+            steps += 1
+        firing = [_firing(p, p.alerts[i], self._checks[(p.name, i, at)], at, self.settings) for p, i in live]
+        return AlertEvaluation(at, firing, unknown)
+
+
+def evaluate_plans(
+    plans: Sequence[SloRulePlan], source: MetricSource, at: float, settings: RuleSettings
+) -> AlertEvaluation:
+    return AlertEvaluator(plans, source, settings).evaluate(at)
+
+
+def _firing(plan: SloRulePlan, alert: BurnAlert, check: _Check, at: float, settings: RuleSettings) -> FiringAlert:
+    labels = {"alertname": alert.alertname, **alert_labels(plan, alert, settings)}
+    return FiringAlert(
+        alertname=alert.alertname,
+        severity=alert.severity,
+        slo=plan.name,
+        backend=plan.slo.backend,
+        service=settings.service,
+        long_window=alert.long,
+        short_window=alert.short,
+        factor=alert.factor,
+        burn_rate=check.burn_long,
+        short_burn_rate=check.burn_short,
+        request_rate=check.request_rate,
+        at=at,
+        labels=labels,
+        annotations=annotations(plan, alert, settings.alerting.runbook_base_url, check.burn_long),
+    )
+
+
+def evaluate_alerts(
+    slos: Sequence[SloDefinition], source: MetricSource, at: float, settings: RuleSettings
+) -> AlertEvaluation:
+    """Firing alerts, and the SLOs that could not be evaluated for lack of data, at instant `at`."""
+    return evaluate_plans(plan_rules(slos, settings), source, at, settings)
+
+
+def firing_alerts(
+    slos: Sequence[SloDefinition], source: MetricSource, at: float, settings: RuleSettings
+) -> list[FiringAlert]:
+    """The alerts Prometheus would have firing at `at` with the generated rules, on the same data."""
+    return evaluate_alerts(slos, source, at, settings).firing

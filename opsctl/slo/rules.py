@@ -1,0 +1,403 @@
+"""SLOs -> Prometheus recording and alerting rules: a pure plan and generator, and a separate writer.
+
+`plan_rules` turns SLOs and settings into typed `SloRulePlan`s: the selectors, windows, factors,
+thresholds, `for:` and minimum-traffic guard of every alert. `rule_groups` renders a plan as
+Prometheus rule groups (plain data); `opsctl.slo.alerts` evaluates the same plan in-process.
+Both sides compute with the same float operations on the same literals, so on data sampled every
+10 s on a grid aligned with the evaluation instants they fire the same alerts at the same instants:
+
+    error ratio  = 1 - ((sum(increase(GOOD[w])) or vector(0)) / sum(increase(VALID[w])))
+    burn rate    = error ratio / (1 - GOAL)                     (the alert's value)
+    guard        = sum(increase(VALID[short])) / short_seconds  >= min_request_rate
+    alert        = burn(long) > FACTOR and burn(short) > FACTOR and guard, held for `for:`
+
+`or vector(0)` makes an absent success series count as zero successes: a total outage in which no
+request succeeded still pages. Prometheus' increase() extrapolates when the first or last sample
+in the range sits away from the range's edges; with a sample at every 10 s grid point (the first
+one at 0) and evaluation instants on that grid it does not, and equals the embedded store's
+difference of running totals. Evaluating after the newest sample is where the two differ
+(Prometheus extrapolates up to one step past the last sample).
+
+One rule group per SLO holds its recording rules first and then the alerts reading them: rules in a
+group run in order at one timestamp, so an alert sees the ratios recorded at the same instant.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from opsctl.clock import format_duration
+from opsctl.errors import ConfigError, UsageError
+from opsctl.metrics.promql import Matcher, Selector, parse_selector
+from opsctl.slo import conventions as cv
+from opsctl.slo.model import SloDefinition
+
+if TYPE_CHECKING:
+    from opsctl.config import AlertingConfig, Config
+
+FORMATS = ("rules", "prometheusrule")
+FACTOR_DIGITS = 10  # factors are written (and compared in-process) rounded to 10 significant digits
+
+
+@dataclass(frozen=True)
+class RuleSettings:
+    """What the rules depend on besides the SLOs."""
+
+    service: str
+    period_seconds: int
+    alerting: "AlertingConfig"
+
+    @classmethod
+    def from_config(cls, cfg: "Config") -> "RuleSettings":
+        return cls(service=cfg.service, period_seconds=cfg.slos.period_seconds, alerting=cfg.alerting)
+
+    @property
+    def period(self) -> str:
+        return cv.window_label(self.period_seconds)
+
+
+@dataclass(frozen=True)
+class BurnAlert:
+    """One multi-window burn-rate alert of one SLO, exactly as Prometheus and opsctl evaluate it."""
+
+    alertname: str
+    severity: str
+    long: str
+    short: str
+    long_seconds: int
+    short_seconds: int
+    factor: float  # burn-rate threshold, as written in the rule
+    min_request_rate: float  # valid events per second over the short window
+    for_seconds: int
+
+
+@dataclass(frozen=True)
+class SloRulePlan:
+    slo: SloDefinition
+    good: str  # selectors as written into PromQL (an exact `le` matcher becomes a regex)
+    valid: str
+    labels: tuple[tuple[str, str], ...]  # slo, backend, service
+    windows: tuple[tuple[str, int], ...]  # error-ratio windows: the burn-rate windows and the period
+    period: str
+    alerts: tuple[BurnAlert, ...]
+
+    @property
+    def name(self) -> str:
+        return self.slo.name
+
+    @property
+    def label_dict(self) -> dict[str, str]:
+        return dict(self.labels)
+
+    @property
+    def guard_windows(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(a.short for a in self.alerts))
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan
+
+
+def plan_rules(slos: Sequence[SloDefinition], settings: RuleSettings) -> list[SloRulePlan]:
+    """Validate that every SLO can be expressed as rules and plan them; every problem is listed."""
+    problems: list[str] = []
+    plans = []
+    for slo in slos:
+        selectors = _sli_selectors(slo, problems)
+        if selectors:
+            plans.append(_plan_one(slo, *selectors, settings))
+    if problems:
+        raise ConfigError(f"{len(problems)} SLO(s) cannot be expressed as Prometheus rules", problems=problems)
+    if not plans:
+        raise UsageError("no SLOs to generate rules for", hint="pass SLO files or directories, or set slos.dir")
+    return plans
+
+
+def _plan_one(slo: SloDefinition, good: str, valid: str, settings: RuleSettings) -> SloRulePlan:
+    windows = dict(cv.WINDOWS)
+    windows.setdefault(settings.period, settings.period_seconds)
+    alerts = []
+    for pair in cv.ALERT_PAIRS:
+        sev = settings.alerting.severity(pair.severity)
+        alerts.append(BurnAlert(
+            alertname=cv.alert_name(pair.severity),
+            severity=pair.severity,
+            long=pair.long,
+            short=pair.short,
+            long_seconds=cv.WINDOWS[pair.long],
+            short_seconds=cv.WINDOWS[pair.short],
+            factor=float(f"{pair.factor(settings.period_seconds):.{FACTOR_DIGITS}g}"),
+            min_request_rate=float(sev.min_request_rate),
+            for_seconds=sev.for_seconds,
+        ))
+    labels = ((cv.LABEL_SLO, slo.name), (cv.LABEL_BACKEND, slo.backend), (cv.LABEL_SERVICE, settings.service))
+    return SloRulePlan(slo, good, valid, labels, tuple(windows.items()), settings.period, tuple(alerts))
+
+
+def _sli_selectors(slo: SloDefinition, problems: list[str]) -> tuple[str, str] | None:
+    """The good and valid selectors for PromQL, or None with the reason added to `problems`."""
+    where = f"{slo.file}: {slo.name}"
+    good, valid = parse_selector(slo.filter_good), parse_selector(slo.filter_valid)
+    # A latency SLO is known by its histogram selector; one named so without it cannot be expressed.
+    declared_latency = "latency" in slo.name.lower() or "latency" in str(
+        (slo.document.get("metadata") or {}).get("labels", {}).get("slo_name", "")
+    ).lower()
+    if slo.kind != "latency":
+        if declared_latency:
+            problems.append(
+                f"{where}: a latency SLO needs a histogram: filter_good must select `<histogram>_bucket` with an"
+                f" `le` matcher (e.g. le=~\"0\\\\.5|0\\\\.50*\"), got {slo.filter_good!r}"
+            )
+            return None
+        return slo.filter_good, slo.filter_valid
+    le = [m for m in good.matchers if m.label == "le"]
+    if len(le) != 1 or le[0].op not in ("=", "=~"):
+        problems.append(
+            f"{where}: filter_good selects histogram buckets but needs exactly one `le=` or `le=~` matcher"
+            f" naming the latency threshold, got {slo.filter_good!r}"
+        )
+        return None
+    if le[0].op == "=" and _le_bound(le[0].value) is None:
+        problems.append(f"{where}: le=\"{le[0].value}\" is not a finite bucket bound")
+        return None
+    base = good.metric[: -len("_bucket")]
+    valid_le = [m for m in valid.matchers if m.label == "le"]
+    counts_all = valid.metric == f"{base}_count" or (
+        valid.metric == good.metric and len(valid_le) == 1 and valid_le[0].op == "=" and valid_le[0].value == "+Inf"
+    )
+    if not counts_all:
+        problems.append(
+            f"{where}: filter_valid must count every request of the same histogram ({base}_count), got {slo.filter_valid!r}"
+        )
+        return None
+    if le[0].op == "=":  # le="1" misses buckets exposed as "1.0" (and the other way round)
+        bound = _le_bound(le[0].value)
+        matchers = tuple(m if m.label != "le" else Matcher("le", "=~", le_regex(bound)) for m in good.matchers)
+        return format_selector(Selector(good.metric, matchers)), slo.filter_valid
+    return slo.filter_good, slo.filter_valid
+
+
+def _le_bound(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def le_regex(bound: float) -> str:
+    """A regex matching every spelling exporters use for a bucket bound: 1 -> '1(\\.0*)?', 0.5 -> '0\\.50*'."""
+    text = f"{bound:.9f}".rstrip("0").rstrip(".")
+    return re.escape(text) + "0*" if "." in text else text + r"(\.0*)?"
+
+
+def format_selector(selector: Selector) -> str:
+    def quote(value: str) -> str:
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+    body = ",".join(f"{m.label}{m.op}{quote(m.value)}" for m in selector.matchers)
+    return f"{selector.metric}{{{body}}}" if body else selector.metric
+
+
+# ---------------------------------------------------------------------------------------------
+# PromQL and annotations (the in-process evaluation in opsctl.slo.alerts mirrors these)
+
+
+def number(value: float) -> str:
+    """A float literal both Prometheus and Python read back as the same float64."""
+    return repr(float(value))
+
+
+def error_ratio_expr(plan: SloRulePlan, window: str) -> str:
+    return (
+        f"1 - ((sum(increase({plan.good}[{window}])) or vector(0))"
+        f" / sum(increase({plan.valid}[{window}])))"
+    )
+
+
+def valid_rate_expr(plan: SloRulePlan, window: str, seconds: int) -> str:
+    # increase()/seconds rather than sum(rate()): summing per-series quotients rounds differently.
+    return f"sum(increase({plan.valid}[{window}])) / {seconds}"
+
+
+def _budget_expr(plan: SloRulePlan) -> str:
+    return f"(1 - {number(plan.slo.goal)})"
+
+
+def _own(record: str, plan: SloRulePlan) -> str:
+    return f'{record}{{{cv.LABEL_SLO}="{plan.name}"}}'
+
+
+def alert_expr(plan: SloRulePlan, alert: BurnAlert) -> str:
+    budget, factor = _budget_expr(plan), number(alert.factor)
+    return (
+        f"(\n  {_own(cv.record_error_ratio(alert.long), plan)} / {budget} > {factor}\n)\n"
+        f"and\n(\n  {_own(cv.record_error_ratio(alert.short), plan)} / {budget} > {factor}\n)\n"
+        f"and\n(\n  {_own(cv.record_valid_rate(alert.short), plan)} >= {number(alert.min_request_rate)}\n)"
+    )
+
+
+GO_BURN_RATE = '{{ printf "%.2f" $value }}'
+
+
+def annotations(plan: SloRulePlan, alert: BurnAlert, base_url: str, burn: float | None = None) -> dict[str, str]:
+    """Alert annotations: Go templates for the rule (burn None), or their rendering for a burn rate.
+
+    Prometheus renders `{{ printf "%.2f" $value }}` with the alert's value, the long-window burn
+    rate; Go and Python both round the exact binary value, so the texts are identical.
+    """
+    slo = plan.slo
+    description = (slo.description or slo.name).rstrip(". ")
+    if burn is None:
+        burn_text, description = GO_BURN_RATE, description.replace("{{", '{{ "{{" }}')
+    else:
+        burn_text = f"{burn:.2f}"
+    objective = f"{slo.goal * 100:.10g}%"
+    return {
+        "summary": (
+            f"{slo.name}: error budget burning {burn_text}x over {alert.long}"
+            f" ({alert.severity} above {alert.factor:g}x over {alert.long} and {alert.short})"
+        ),
+        "description": (
+            f"{description}. Objective {objective} over {plan.period}. This alert fires when the error budget"
+            f" burns faster than {alert.factor:g}x the sustainable rate over both the last {alert.long} and the"
+            f" last {alert.short}, with at least {alert.min_request_rate:g} requests/s over {alert.short}."
+        ),
+        "burn_rate": burn_text,
+        "runbook_url": cv.runbook_url(base_url, slo.name, alert.severity),
+    }
+
+
+def alert_labels(plan: SloRulePlan, alert: BurnAlert, settings: RuleSettings) -> dict[str, str]:
+    return {
+        **settings.alerting.labels,
+        **plan.label_dict,
+        cv.LABEL_SEVERITY: alert.severity,
+        cv.LABEL_LONG_WINDOW: alert.long,
+        cv.LABEL_SHORT_WINDOW: alert.short,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Rule groups (plain data)
+
+
+def rule_groups(plans: Sequence[SloRulePlan], settings: RuleSettings) -> list[dict]:
+    return [_group(plan, settings) for plan in plans]
+
+
+def _group(plan: SloRulePlan, settings: RuleSettings) -> dict:
+    labels = plan.label_dict
+    rules: list[dict] = []
+    for window, _seconds in plan.windows:
+        rules.append({"record": cv.record_error_ratio(window), "expr": error_ratio_expr(plan, window), "labels": dict(labels)})
+    for window in plan.guard_windows:
+        rules.append({
+            "record": cv.record_valid_rate(window),
+            "expr": valid_rate_expr(plan, window, cv.WINDOWS[window]),
+            "labels": dict(labels),
+        })
+    rules.append({"record": cv.RECORD_OBJECTIVE, "expr": f"vector({number(plan.slo.goal)})", "labels": dict(labels)})
+    rules.append({"record": cv.RECORD_ERROR_BUDGET, "expr": f"vector{_budget_expr(plan)}", "labels": dict(labels)})
+    rules.append({
+        "record": cv.RECORD_BUDGET_REMAINING,
+        "expr": f"1 - ({_own(cv.record_error_ratio(plan.period), plan)} / {_own(cv.RECORD_ERROR_BUDGET, plan)})",
+        "labels": dict(labels),
+    })
+    for alert in plan.alerts:
+        rule = {"alert": alert.alertname, "expr": alert_expr(plan, alert)}
+        if alert.for_seconds:
+            rule["for"] = format_duration(alert.for_seconds)
+        rule["labels"] = alert_labels(plan, alert, settings)
+        rule["annotations"] = annotations(plan, alert, settings.alerting.runbook_base_url)
+        rules.append(rule)
+    return {
+        "name": cv.rule_group_name(settings.alerting.rule_group_prefix, plan.name),
+        "interval": format_duration(settings.alerting.interval_seconds),
+        "rules": rules,
+    }
+
+
+def rules_document(plans: Sequence[SloRulePlan], settings: RuleSettings, fmt: str = "rules") -> dict:
+    """A Prometheus rule file, or a prometheus-operator PrometheusRule manifest holding the same groups."""
+    groups = rule_groups(plans, settings)
+    if not groups or not any(g["rules"] for g in groups):
+        raise UsageError("no rules generated")
+    if fmt == "rules":
+        return {"groups": groups}
+    if fmt == "prometheusrule":
+        meta = settings.alerting.prometheus_rule
+        metadata: dict = {"name": meta.name, "namespace": meta.namespace}
+        if meta.labels:
+            metadata["labels"] = dict(meta.labels)
+        return {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PrometheusRule",
+            "metadata": metadata,
+            "spec": {"groups": groups},
+        }
+    raise UsageError(f"unknown rules format {fmt!r} (known: {', '.join(FORMATS)})")
+
+
+def count_rules(document: dict) -> tuple[int, int, int]:
+    """(groups, recording rules, alerting rules) in a rules document of either format."""
+    groups = document["groups"] if "groups" in document else document["spec"]["groups"]
+    rules = [r for g in groups for r in g["rules"]]
+    return len(groups), sum("record" in r for r in rules), sum("alert" in r for r in rules)
+
+
+def render_yaml(document: dict, header: str = "") -> str:
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper, value):
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text)
+    body = yaml.dump(document, Dumper=Dumper, sort_keys=False, width=1000, allow_unicode=True)
+    lead = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
+    return lead + body
+
+
+def header(plans: Sequence[SloRulePlan], settings: RuleSettings) -> str:
+    files = sorted({p.slo.file for p in plans})
+    return (
+        f"Generated by `opsctl slo rules` from {len(files)} SLO file(s) for {settings.service},"
+        f" period {settings.period}. Do not edit: regenerate."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Writer
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write a file whole or not at all: temp file in the same directory, fsync, rename."""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise UsageError(f"--out: directory {directory} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -1,0 +1,272 @@
+"""`opsctl slo rules`: the generated rule file and PrometheusRule manifest pass `promtool check rules`,
+carry the names, labels, factors, `for:` and runbook links the config asks for, and SLOs that
+cannot be expressed, or no SLOs at all, are errors (exit 2) rather than an empty file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import yaml
+
+from tests.conftest import REPO, require_binary, write_config
+from tests.slo import rules_data as r
+
+SLO_NAMES = sorted(p.stem for p in (REPO / "slos").glob("*.yaml"))
+WINDOW_RECORDS = [f"slo:sli_error:ratio_rate{w}" for w in ("5m", "30m", "1h", "2h", "6h", "1d", "3d", "28d")]
+GUARD_RECORDS = [f"slo:sli_valid:rate{w}" for w in ("5m", "30m", "2h", "6h")]
+META_RECORDS = ["slo:objective:ratio", "slo:error_budget:ratio", "slo:period_error_budget_remaining:ratio"]
+
+EXTRA = r.ALERTING_CONFIG + """\
+  labels: {team: llm-platform}
+  prometheus_rule: {name: llm-slo-rules, namespace: observability, labels: {release: kube-prometheus}}
+"""
+
+
+def promtool_check(path):
+    promtool = require_binary("promtool")
+    return subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    return write_config(tmp_path, EXTRA)
+
+
+def generate(opsctl, cfg, *args):
+    result = opsctl("--config", str(cfg), "slo", "rules", *args)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def alerts_of(doc):
+    return [rule for g in doc["groups"] for rule in g["rules"] if "alert" in rule]
+
+
+def test_rule_file_passes_promtool_check_rules(opsctl, cfg, tmp_path):
+    out = tmp_path / "slo-rules.yaml"
+    out.write_text(generate(opsctl, cfg).stdout)
+    check = promtool_check(out)
+    assert check.returncode == 0, check.stdout + check.stderr
+    # 9 SLOs x (8 error ratios + 4 guards + 3 budget figures + 4 alerts)
+    assert "SUCCESS: 171 rules found" in check.stdout
+
+
+def test_prometheusrule_manifest_groups_pass_promtool_check_rules(opsctl, cfg, tmp_path):
+    manifest = yaml.safe_load(generate(opsctl, cfg, "--format", "prometheusrule").stdout)
+    assert manifest["apiVersion"] == "monitoring.coreos.com/v1"
+    assert manifest["kind"] == "PrometheusRule"
+    assert manifest["metadata"] == {"name": "llm-slo-rules", "namespace": "observability",
+                                    "labels": {"release": "kube-prometheus"}}
+    extracted = tmp_path / "groups.yaml"
+    extracted.write_text(yaml.safe_dump({"groups": manifest["spec"]["groups"]}, sort_keys=False))
+    check = promtool_check(extracted)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "SUCCESS: 171 rules found" in check.stdout
+
+
+def test_one_group_per_slo_with_the_configured_interval_and_records_before_alerts(opsctl, cfg):
+    doc = yaml.safe_load(generate(opsctl, cfg).stdout)
+    assert [g["name"] for g in doc["groups"]] == [f"opsctl-slo-llm-inference-{n}" for n in SLO_NAMES]
+    for group in doc["groups"]:
+        assert group["interval"] == "1m"
+        kinds = ["alert" if "alert" in rule else "record" for rule in group["rules"]]
+        assert kinds == ["record"] * 15 + ["alert"] * 4
+        assert [rule["record"] for rule in group["rules"][:15]] == WINDOW_RECORDS + GUARD_RECORDS + META_RECORDS
+
+
+def test_recording_rules_carry_slo_backend_and_service_labels(opsctl, cfg):
+    doc = yaml.safe_load(generate(opsctl, cfg).stdout)
+    seen = {}
+    for group in doc["groups"]:
+        for rule in group["rules"]:
+            if "record" in rule:
+                assert set(rule["labels"]) == {"slo", "backend", "service"}
+                assert rule["labels"]["service"] == "llm-inference"
+                seen[rule["labels"]["slo"]] = rule["labels"]["backend"]
+    assert seen["llm-inference-service-availability"] == "all"
+    assert seen["llm-inference-internal-latency-500ms"] == "internal"
+    assert seen["llm-inference-databricks-latency-1s"] == "databricks"
+
+
+@pytest.mark.parametrize("period, factors", [
+    ("28d", {"1h": 13.44, "6h": 5.6, "1d": 2.8, "3d": 0.9333333333}),
+    ("30d", {"1h": 14.4, "6h": 6.0, "1d": 3.0, "3d": 1.0}),
+])
+def test_burn_rate_factors_follow_the_period(opsctl, tmp_path, period, factors):
+    cfg = write_config(tmp_path, EXTRA)
+    cfg.write_text(cfg.read_text().replace("period: 28d", f"period: {period}"))
+    doc = yaml.safe_load(generate(opsctl, cfg, str(REPO / "slos" / "internal-availability.yaml")).stdout)
+    for rule in alerts_of(doc):
+        long, short = rule["labels"]["long_window"], rule["labels"]["short_window"]
+        threshold = f"> {factors[long]!r}"
+        assert f'slo:sli_error:ratio_rate{long}{{slo="llm-inference-internal-availability"}} / (1 - 0.9999) {threshold}' in rule["expr"]
+        assert f'slo:sli_error:ratio_rate{short}{{slo="llm-inference-internal-availability"}} / (1 - 0.9999) {threshold}' in rule["expr"]
+    records = [rule["record"] for g in doc["groups"] for rule in g["rules"] if "record" in rule]
+    assert f"slo:sli_error:ratio_rate{period}" in records
+
+
+def test_alerts_have_severity_for_guard_labels_and_runbook_links(opsctl, cfg):
+    doc = yaml.safe_load(generate(opsctl, cfg, str(REPO / "slos" / "databricks-latency-500ms.yaml")).stdout)
+    rules = alerts_of(doc)
+    assert [(a["alert"], a["labels"]["long_window"], a["labels"]["short_window"], a["for"]) for a in rules] == [
+        ("SloBurnRatePage", "1h", "5m", "2m"),
+        ("SloBurnRatePage", "6h", "30m", "2m"),
+        ("SloBurnRateTicket", "1d", "2h", "15m"),
+        ("SloBurnRateTicket", "3d", "6h", "15m"),
+    ]
+    page, ticket = rules[0], rules[2]
+    assert page["labels"] == {
+        "team": "llm-platform", "slo": "llm-inference-databricks-latency-500ms", "backend": "databricks",
+        "service": "llm-inference", "severity": "page", "long_window": "1h", "short_window": "5m",
+    }
+    assert 'slo:sli_valid:rate5m{slo="llm-inference-databricks-latency-500ms"} >= 1.0' in page["expr"]
+    assert 'slo:sli_valid:rate2h{slo="llm-inference-databricks-latency-500ms"} >= 0.1' in ticket["expr"]
+    assert page["annotations"]["runbook_url"] == (
+        "https://runbooks.test/llm/llm-inference-databricks-latency-500ms-page.md")
+    assert ticket["annotations"]["runbook_url"] == (
+        "https://runbooks.test/llm/llm-inference-databricks-latency-500ms-ticket.md")
+    assert page["annotations"]["burn_rate"] == '{{ printf "%.2f" $value }}'
+    assert page["annotations"]["summary"] == (
+        'llm-inference-databricks-latency-500ms: error budget burning {{ printf "%.2f" $value }}x over 1h'
+        " (page above 13.44x over 1h and 5m)")
+    assert "Objective 99% over 28d" in page["annotations"]["description"]
+
+
+def test_runbook_name_is_slo_and_severity():
+    from opsctl.slo.conventions import runbook_name, runbook_url
+
+    assert runbook_name("llm-inference-internal-availability", "page") == "llm-inference-internal-availability-page.md"
+    assert runbook_url("https://x.test/rb/", "s", "ticket") == "https://x.test/rb/s-ticket.md"
+    with pytest.raises(ValueError):
+        runbook_name("s", "sms")
+
+
+def test_recorded_budget_figures_match_the_counts(tmp_path, opsctl, cfg):
+    """Objective, budget, budget left and the traffic guard, as Prometheus records them."""
+    out = tmp_path / "rules.yaml"
+    generate(opsctl, cfg, str(REPO / "slos" / "internal-availability.yaml"), "--out", str(out))
+    steps = 6 * 360
+    requests = np.full(steps, 500)  # 50 requests/s
+    errors = np.zeros(steps, dtype=int)
+    errors[::60] = 3  # 3 failures every 10 minutes: 108 over 6 h out of 1,080,000 requests
+    data = {"internal": r.traffic(requests, errors)}
+    labels = 'slo="llm-inference-internal-availability",backend="internal",service="llm-inference"'
+
+    def sample(record, value):
+        return {"expr": f'{record}{{slo="llm-inference-internal-availability"}}', "eval_time": "360m",
+                "exp_samples": [{"labels": f"{record}{{{labels}}}", "value": value}]}
+
+    tests = [
+        sample("slo:objective:ratio", 0.9999),
+        sample("slo:error_budget:ratio", 1 - 0.9999),
+        # promtool compares exactly: ratios as recorded, 1 - good/valid (108 failures: exactly the budget)
+        sample("slo:sli_error:ratio_rate28d", 1 - (1_080_000 - 108) / 1_080_000),
+        sample("slo:period_error_budget_remaining:ratio", 0.0),
+        sample("slo:sli_valid:rate5m", 50.0),
+        sample("slo:sli_error:ratio_rate1h", 1 - (180_000 - 18) / 180_000),
+    ]
+    result = r.run_promtool_test(tmp_path, out, r.input_series(data), [], tests)
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_out_writes_the_same_rules_as_stdout_and_no_temp_files(opsctl, cfg, tmp_path):
+    target = tmp_path / "out" / "rules.yaml"
+    target.parent.mkdir()
+    result = opsctl("--config", str(cfg), "slo", "rules", "--out", str(target))
+    assert result.exit_code == 0, result.output
+    assert "9 groups, 135 recording rules, 36 alerting rules" in result.stderr
+    assert target.read_text() == generate(opsctl, cfg).stdout
+    assert [p.name for p in target.parent.iterdir()] == ["rules.yaml"]
+    assert target.read_text().startswith("# Generated by `opsctl slo rules`")
+
+
+def write_slo(directory, name, good, valid, goal=0.99):
+    directory.mkdir(exist_ok=True)
+    (directory / f"{name}.yaml").write_text(textwrap.dedent(f"""\
+        apiVersion: sre.google.com/v2
+        kind: ServiceLevelObjective
+        metadata:
+          name: {name}
+          labels: {{backend: internal, slo_name: {name}}}
+        spec:
+          description: test
+          backend: prometheus
+          method: good_bad_ratio
+          service_level_indicator:
+            filter_good: '{good}'
+            filter_valid: '{valid}'
+          goal: {goal}
+        """))
+
+
+@pytest.mark.parametrize("name, good, valid, says", [
+    ("internal-latency-no-le", 'llm_proxy_request_duration_seconds_bucket{backend="internal"}',
+     'llm_proxy_request_duration_seconds_count{backend="internal"}', "needs exactly one `le=` or `le=~` matcher"),
+    ("internal-latency-no-histogram", 'llm_proxy_requests_total{backend="internal",outcome="ok"}',
+     'llm_proxy_requests_total{backend="internal"}', "a latency SLO needs a histogram"),
+    ("internal-latency-other-count", 'llm_proxy_request_duration_seconds_bucket{backend="internal",le="0.5"}',
+     'llm_proxy_requests_total{backend="internal"}', "filter_valid must count every request of the same histogram"),
+    ("internal-latency-inf", 'llm_proxy_request_duration_seconds_bucket{backend="internal",le="+Inf"}',
+     'llm_proxy_request_duration_seconds_count{backend="internal"}', "not a finite bucket bound"),
+])
+def test_slo_whose_sli_cannot_be_expressed_is_exit_2_and_writes_nothing(opsctl, tmp_path, name, good, valid, says):
+    slo_dir = tmp_path / "slos"
+    write_slo(slo_dir, name, good, valid)
+    write_slo(slo_dir, "internal-fine", 'llm_proxy_requests_total{outcome="ok"}', "llm_proxy_requests_total")
+    cfg = write_config(tmp_path, slo_dir=slo_dir)
+    out = tmp_path / "rules.yaml"
+    result = opsctl("--config", str(cfg), "slo", "rules", "--out", str(out))
+    assert result.exit_code == 2, result.output
+    assert says in result.stderr and f"{name}.yaml" in result.stderr
+    assert not out.exists()
+
+
+def test_no_slo_files_is_exit_2_not_an_empty_file(opsctl, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cfg = write_config(tmp_path, slo_dir=empty)
+    out = tmp_path / "rules.yaml"
+    result = opsctl("--config", str(cfg), "slo", "rules", "--out", str(out))
+    assert result.exit_code == 2
+    assert "no SLO files found" in result.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("extra, says", [
+    ("alerting:\n  labels: {severity: low}\n", "alerting: labels: 'severity' is set by opsctl"),
+    ("alerting:\n  evaluation_interval: 45s\n", "evaluation_interval must be a multiple of 10s"),
+    ("alerting:\n  page: {for_duration: 2m}\n", "alerting.page.min_request_rate: required key is missing"),
+    ("alerting:\n  runbook_base_url: runbooks/\n", "runbook_base_url must start with http"),
+    ("alerting:\n  paging: {}\n", "alerting.paging: unknown key"),
+])
+def test_bad_alerting_config_is_exit_2_naming_the_key(opsctl, tmp_path, extra, says):
+    cfg = write_config(tmp_path, extra)
+    result = opsctl("--config", str(cfg), "slo", "rules")
+    assert result.exit_code == 2
+    assert says in result.stderr and str(cfg) in result.stderr
+
+
+def test_unknown_format_is_a_usage_error(opsctl, cfg):
+    result = opsctl("--config", str(cfg), "slo", "rules", "--format", "sloth")
+    assert result.exit_code == 2
+
+
+def test_rules_and_alerts_commands_stay_light(tmp_path, cfg):
+    """Generating rules imports neither slo-generator nor numpy nor the cloud clients."""
+    code = textwrap.dedent(f"""
+        import sys
+        from opsctl.cli.main import cli
+        cli.main(args=["--config", {str(cfg)!r}, "slo", "rules", "--out", {str(tmp_path / 'r.yaml')!r}],
+                 prog_name="opsctl", standalone_mode=False)
+        import opsctl.slo.alerts
+        heavy = [m for m in ("slo_generator", "numpy", "kubernetes", "pagerduty", "starlette", "uvicorn")
+                 if m in sys.modules]
+        print("HEAVY", heavy)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr

@@ -44,11 +44,15 @@ class LiveExecutor:
         from opsctl.clock import WallClock
         from opsctl.traffic.controller import TrafficController
 
+        from opsctl.paging.change_hook import PagerChangeHook
+
         self.cfg = cfg
         self.clock = clock or WallClock()
         self.order = list(cfg.backends)
-        self.controller = TrafficController(cfg, clock=self.clock, actor=automation_actor())
         self._pager = None
+        # Like `opsctl traffic`: every applied change also goes to the pager as a change event.
+        hook = PagerChangeHook(cfg, clock=self.clock)
+        self.controller = TrafficController(cfg, clock=self.clock, actor=automation_actor(), hooks=[hook])
         self._desks: dict[str, object] = {}
         self._lock = threading.Lock()
 

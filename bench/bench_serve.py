@@ -112,6 +112,16 @@ def failover_row(workdir: Path, round_no: int) -> dict:
     return {"received_at": received_at, "started_at": started_at, "finished_at": finished_at}
 
 
+def closed_episodes(workdir: Path) -> int:
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{workdir / 'state' / 'automation' / 'automation.sqlite'}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT COUNT(*) FROM episodes WHERE state = 'closed'").fetchone()[0]
+    finally:
+        conn.close()
+
+
 def run(rounds: int, workdir: Path) -> dict:
     (workdir / "state").mkdir(parents=True)
     store = EmbeddedStore.open(workdir / "state" / "metrics.sqlite", create=True)
@@ -164,8 +174,7 @@ def run(rounds: int, workdir: Path) -> dict:
             resolved = message(alert(fingerprint=f"ff{r:06x}", starts_at=starts, status="resolved"),
                                group_key=f"trigger-{r}")
             assert request(f"{server.url}/v1/alertmanager", json.dumps(resolved).encode(), headers=bearer()).status == 202
-            wait(lambda: split(workdir) == DEFAULT and len([e for e in audit(workdir) if e["action"] == "restore"
-                                                            and e["outcome"] == "applied"]) == r + 1, 30, "the restore")
+            wait(lambda: split(workdir) == DEFAULT and closed_episodes(workdir) == r + 1, 30, "the restore")
             wait(lambda: server.metrics().get("opsctl_automation_queue_depth") == 0, 30, "an idle queue")
         pool.shutdown()
         for conn in connections:

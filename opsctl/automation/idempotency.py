@@ -151,6 +151,7 @@ class ClaimedEvent:
     payload: dict
     attempts: int
     received_at: float
+    partition: str = ""
 
 
 class DeliveryLog:
@@ -195,8 +196,10 @@ class DeliveryLog:
             )
             if cur.rowcount != 1:
                 return None
-            row = conn.execute("SELECT source, payload, attempts, received_at FROM events WHERE key = ?", (key,)).fetchone()
-        return ClaimedEvent(key, row["source"], json.loads(row["payload"]), row["attempts"], row["received_at"])
+            row = conn.execute("SELECT source, payload, attempts, received_at, partition FROM events WHERE key = ?",
+                               (key,)).fetchone()
+        return ClaimedEvent(key, row["source"], json.loads(row["payload"]), row["attempts"], row["received_at"],
+                            row["partition"])
 
     def finish(self, key: str, result: dict, *, failed: bool = False) -> None:
         self.db.write(

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("opsctl.automation")
 
 STATE_FILE = "automation/automation.sqlite"
+BUSY_RETRY = 0.1  # seconds before an event whose episode was busy is tried again
 SWEEP_GRACE = 5.0  # an event pending this long with no worker on it is re-queued
 RETENTION = 14 * 86400  # finished events are forgotten after this long
 
@@ -156,9 +157,12 @@ class AutomationService:
                 taken = self.engine.handle_alert(AlertEvent.from_payload(key, claimed.payload, claimed.received_at))
             else:
                 taken = self.engine.handle_pagerduty(key, claimed.payload, claimed.received_at)
-        except Busy:
-            self.deliveries.retry_later(key, 0.5, {"busy": True}, count=False)
+        except Busy:  # another worker or replica holds the episode (e.g. restoring it): try again shortly
+            self.deliveries.retry_later(key, BUSY_RETRY, {"busy": True}, count=False)
             self.metrics.events.labels("retried").inc()
+            timer = threading.Timer(BUSY_RETRY, self.queue.offer, args=([(claimed.partition, key)],))
+            timer.daemon = True
+            timer.start()
             return
         except Exception as exc:  # ActionFailed, or a bug: retried, then given up on (and counted)
             if not isinstance(exc, ActionFailed):

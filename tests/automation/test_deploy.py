@@ -115,3 +115,13 @@ def test_the_configmaps_opsctl_yaml_is_a_valid_config():
     cfg = build(Config, data, "deploy/serve/configmap.yaml")
     assert cfg.automation.policies[0].actions.restore is True
     assert cfg.automation.token.file == "/var/run/secrets/opsctl/webhook/token"
+
+
+def test_the_full_alertmanager_config_sends_to_the_same_service_with_a_token():
+    """deploy/alertmanager.yml (the whole routing) and the standalone receiver agree on where opsctl serve is."""
+    full = yaml.safe_load((REPO / "deploy" / "alertmanager.yml").read_text())
+    (receiver,) = [r for r in full["receivers"] if r["name"] == "opsctl"]
+    standalone = yaml.safe_load(RECEIVER.read_text())["receivers"][0]
+    assert receiver["webhook_configs"][0]["url"] == standalone["webhook_configs"][0]["url"]
+    assert receiver["webhook_configs"][0]["send_resolved"] is True
+    assert receiver["webhook_configs"][0]["http_config"]["authorization"]["credentials_file"]

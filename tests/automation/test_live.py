@@ -194,3 +194,23 @@ def _note_texts(directory) -> list[str]:
     """What the notes said: the local pager records notes as change events next to the incident."""
     changes = ledger(directory, "paging/ledger.json").get("changes", [])
     return [c.get("summary", "") for c in changes]
+
+
+def test_a_pagerduty_acknowledgement_is_recorded_against_the_episode_it_confirms(tmp_path, healthy_store):
+    import json
+
+    from tests.automation.helpers import PD_SECRET_NEW, pd_event, signed
+
+    config = write_live_config(tmp_path, healthy_store=healthy_store,
+                               automation_extra="hold_down: 1h\npagerduty_secrets: [{env: PD_SECRET}]\n")
+    server = Serve(config, env={"PD_SECRET": PD_SECRET_NEW})
+    try:
+        server.post_alertmanager(FIRING)
+        wait_for(lambda: actions(tmp_path, "note"), what="the episode's actions")
+        body = json.dumps(pd_event("01ACK", incident_key="opsctl-automation-availability-databricks")).encode()
+        assert server.post_pagerduty(body, signed(body, PD_SECRET_NEW, webhook_id="wh-ack")).status == 202
+        (ack,) = wait_for(lambda: actions(tmp_path, "pagerduty"), what="the acknowledgement on record")
+        assert "incident.acknowledged by Alice On-call" in ack["detail"]
+        assert split(tmp_path) == {"databricks": 0, "internal": 100}  # a PagerDuty event never moves traffic
+    finally:
+        server.stop()

@@ -189,6 +189,22 @@ class EpisodeStore:
         ).fetchall()
         return [Episode.from_row(r) for r in rows]
 
+    def recover(self) -> int:
+        """At start-up: episodes a dead process on this host held are released; a restore it was
+        running is due again (the controller's optimistic concurrency makes a repeat harmless)."""
+        from opsctl.automation.idempotency import dead_local_owner
+
+        with self.db.transaction() as conn:
+            rows = conn.execute("SELECT id, state, owner FROM episodes WHERE owner IS NOT NULL AND state != 'closed'")
+            released = 0
+            for row in rows.fetchall():
+                if dead_local_owner(row["owner"]):
+                    state = "restore_pending" if row["state"] == "restoring" else row["state"]
+                    conn.execute("UPDATE episodes SET owner = NULL, lease_until = NULL, state = ? WHERE id = ?",
+                                 (state, row["id"]))
+                    released += 1
+        return released
+
     def claim_due_restore(self) -> Episode | None:
         """Take one episode whose hold-down has passed (or whose restorer died) for this worker."""
         now = self.clock()

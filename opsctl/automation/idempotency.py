@@ -68,6 +68,28 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def dead_local_owner(owner: str | None) -> bool:
+    """True when `owner` ("host:pid[:thread]") was a process on this host that is gone: its leases can
+    be released at start-up instead of waiting for them to expire. A process that just started owns
+    nothing yet, so its own pid (a container restart reuses PID 1) counts as gone too."""
+    if not owner:
+        return False
+    host, _, rest = owner.partition(":")
+    pid_text = rest.split(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 def connect(path: Path) -> sqlite3.Connection:
     """A connection tuned for several processes sharing one file: WAL, a busy timeout, autocommit."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -215,6 +237,17 @@ class DeliveryLog:
             " attempts = attempts - ? WHERE key = ? AND owner = ?",
             (self.clock() + delay, json.dumps(result or {}, default=str), 0 if count else 1, key, self.owner),
         )
+
+    def recover(self) -> int:
+        """At start-up: events a dead process on this host was acting on go back to pending."""
+        with self.db.transaction() as conn:
+            owners = [r[0] for r in conn.execute("SELECT DISTINCT owner FROM events WHERE state = 'running'")]
+            released = 0
+            for owner in owners:
+                if dead_local_owner(owner):
+                    released += conn.execute("UPDATE events SET state = 'pending', lease_until = NULL, not_before = 0"
+                                             " WHERE state = 'running' AND owner = ?", (owner,)).rowcount
+        return released
 
     def due(self, *, older_than: float, limit: int) -> list[tuple[str, str]]:
         """(key, partition) of events nobody is working on: pending past `older_than` seconds or

@@ -67,6 +67,9 @@ class AutomationService:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
+        released = self.deliveries.recover() + self.episodes.recover()
+        if released:
+            log.warning("start-up: released %d events and episodes a previous process on this host held", released)
         self.queue.start()
         self._maintenance.start()
         self.started = True

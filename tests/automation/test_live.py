@@ -214,3 +214,32 @@ def test_a_pagerduty_acknowledgement_is_recorded_against_the_episode_it_confirms
         assert split(tmp_path) == {"databricks": 0, "internal": 100}  # a PagerDuty event never moves traffic
     finally:
         server.stop()
+
+
+def test_a_replica_killed_mid_failover_is_taken_over_at_restart(tmp_path, healthy_store):
+    import signal
+
+    config = write_live_config(tmp_path, automation_extra="hold_down: 1h\n", healthy_store=healthy_store)
+    lock_path = tmp_path / "state" / "traffic" / "split.json.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    first = Serve(config)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # the failover hangs in the actuator's write...
+        assert first.post_alertmanager(FIRING).status == 202
+        wait_for(lambda: event_states(tmp_path) == ["running"], what="the worker to take the event")
+        os.kill(first.proc.pid, signal.SIGKILL)  # ... when the process dies
+        first.proc.wait(10)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+        first.stop()
+    second = Serve(config)  # same host, same state: it releases what the dead process held
+    try:
+        started = time.monotonic()
+        wait_for(lambda: split(tmp_path) == {"databricks": 0, "internal": 100}, timeout=20, what="the takeover")
+        assert time.monotonic() - started < 10  # not the 300 s lease
+        assert [e["outcome"] for e in audit(tmp_path) if e["action"] == "failover"] == ["applied"]
+        assert event_states(tmp_path) == ["done"]
+    finally:
+        second.stop()

@@ -116,7 +116,7 @@ def check(app, directory, output):
         parts = [f"{kind} {', '.join(f'{shown}/{n}' for n in names)}"
                  for kind, names in (("stale:", state.stale), ("missing:", state.missing), ("extra:", state.extra))
                  if names]
-        raise OpsctlError(f"{shown} differs from what {Path(app.config.source_path).name} generates; "
+        raise OpsctlError(f"{shown}/ differs from what {Path(app.config.source_path).name} generates; "
                           + "; ".join(parts), hint="run `opsctl runbook generate` and commit the result")
 
 

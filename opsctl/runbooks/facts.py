@@ -295,14 +295,23 @@ class CapacityNeed:
     max_replicas: int
     needed: int | None  # replicas to carry share_after at peak, with headroom
     needed_for_moved: int | None  # replicas for the moved share alone
-    fits_at_max: int | None  # share of peak traffic max_replicas carry
-    fits_configured: int | None  # share of peak traffic the configured (static) replicas carry
+    fits_at_max: int | None  # share of peak traffic the most replicas opsctl can have ready carry
+
+    @property
+    def available(self) -> int:
+        """The most replicas there can be: static capacity is what is configured (opsctl cannot scale
+        it); a Deployment is scaled up to max_replicas."""
+        return self.replicas if self.replicas is not None else self.max_replicas
+
+    @property
+    def available_key(self) -> str:
+        return "capacity.replicas" if self.replicas is not None else "capacity.max_replicas"
 
     @property
     def enough(self) -> bool | None:
         if self.needed is None:
             return None
-        return self.needed <= self.max_replicas
+        return self.needed <= self.available
 
     @property
     def headroom_text(self) -> str:
@@ -316,10 +325,6 @@ class CapacityNeed:
         """The sum behind a replica count, with its inputs."""
         peak = "PEAK" if self.peak_rps is None else f"{self.peak_rps:g} requests/s"
         return (f"ceil({peak} x {share}% x (1 + {self.headroom:g}) / {self.rps_per_replica:g} requests/s per replica)")
-
-    @property
-    def carried_at_max_rps(self) -> float:
-        return self.max_replicas * self.rps_per_replica
 
     @property
     def carries_at_peak(self) -> int | None:
@@ -336,7 +341,7 @@ class CapacityNeed:
 
     @property
     def short_by(self) -> int | None:
-        return None if self.needed is None else max(self.needed - self.max_replicas, 0)
+        return None if self.needed is None else max(self.needed - self.available, 0)
 
 
 @dataclass(frozen=True)
@@ -409,34 +414,46 @@ def capacity_need(cfg: "Config", own_share: int, share_after: int) -> CapacityNe
         share_after=share_after, peak_rps=peak, rps_per_replica=cap.rps_per_replica, headroom=cap.headroom,
         replicas=configured, max_replicas=cap.max_replicas,
         needed=reading.replicas_for(share_after), needed_for_moved=reading.replicas_for(moved),
-        fits_at_max=reading.max_share(cap.max_replicas),
-        fits_configured=None if configured is None else reading.max_share(configured),
+        fits_at_max=reading.max_share(configured if configured is not None else cap.max_replicas),
     )
 
 
-def ramp_target(cfg: "Config", source: str) -> dict[str, int] | None:
-    """A partial move off `source` for a degraded (not down) backend: half its share, capped by what
-    the capacity backend carries at peak on max_replicas. None when nothing sensible can move."""
+@dataclass(frozen=True)
+class Ramp:
+    """A partial move off a degraded (not down) backend, and why these weights."""
+
+    weights: dict[str, int]
+    why: str
+
+
+def ramp_target(cfg: "Config", source: str) -> Ramp | None:
+    """Half the source's normal share, capped by what the capacity backend carries at peak on
+    max_replicas. None when nothing sensible can move."""
     before = normal_split(cfg)
     if before is None or before.get(source, 0) == 0:
         return None
     receivers = [b for b in cfg.backends if b != source]
     if not receivers:
         return None
-    move = before[source] // 2 or before[source]
+    half = before[source] // 2 or before[source]
+    move = half
+    why = f"half of {source}'s {before[source]}%"
     cap = cfg.capacity
     target = dict(before)
     if cap is not None and cap.backend in receivers:
-        need = capacity_need(cfg, before.get(cap.backend, 0), before.get(cap.backend, 0) + move)
-        if need.fits_at_max is not None:
-            move = max(0, min(move, need.fits_at_max - before.get(cap.backend, 0)))
+        own = before.get(cap.backend, 0)
+        need = capacity_need(cfg, own, own + half)
+        if need.fits_at_max is not None and need.fits_at_max - own < half:
+            move = max(0, need.fits_at_max - own)
+            why = (f"{cap.backend} up to the {need.fits_at_max}% it carries at the {need.peak_text} requests/s peak"
+                   f" on {need.available} replicas; half of {source}'s {before[source]}% would not fit")
         if move == 0:
             return None
         target[cap.backend] += move
     else:
         target[receivers[0]] += move
     target[source] -= move
-    return target
+    return Ramp(target, why)
 
 
 def traffic_target(cfg: "Config") -> str:

@@ -44,6 +44,10 @@ def _show(path: Path) -> str:
         return str(path)
 
 
+def _config_name(cfg) -> str:
+    return "the built-in default config" if cfg.source_path == "<built-in>" else Path(cfg.source_path).name
+
+
 def _generated(app) -> dict[str, str]:
     from opsctl.runbooks.generator import generate, load_plans
 
@@ -113,11 +117,12 @@ def check(app, directory, output):
     if output != "table" or state.clean:
         emit(data, output, table=lambda d: f"{d['dir']}: {d['current']} runbooks, all current")
     if not state.clean:
-        parts = [f"{kind} {', '.join(f'{shown}/{n}' for n in names)}"
-                 for kind, names in (("stale:", state.stale), ("missing:", state.missing), ("extra:", state.extra))
+        kinds = [(k, names) for k, names in (("stale", state.stale), ("missing", state.missing), ("extra", state.extra))
                  if names]
-        raise OpsctlError(f"{shown}/ differs from what {Path(app.config.source_path).name} generates; "
-                          + "; ".join(parts), hint="run `opsctl runbook generate` and commit the result")
+        lines = [f"  {k}: {', '.join(f'{shown}/{n}' for n in names)}" for k, names in kinds]
+        raise OpsctlError(f"{shown}/ differs from what {_config_name(app.config)} generates ("
+                          + ", ".join(f"{len(names)} {k}" for k, names in kinds) + "):\n" + "\n".join(lines),
+                          hint="run `opsctl runbook generate` and commit the result")
 
 
 @runbook.command("list")

@@ -11,7 +11,6 @@ and make `check` fail until they are moved out.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -99,24 +98,19 @@ def write(files: Mapping[str, str], directory: Path, *, dry_run: bool = False) -
         write_atomic(directory / name, files[name])
     for name in result.removed:
         (directory / name).unlink(missing_ok=True)
-    if result.written or result.removed:
+    if result.removed:
         _fsync_dir(directory)
     return result
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """The whole file or none of it: temp file in the same directory, fsync, rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode())
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """The whole file or none of it (statefile.atomic_file: temp file, fsync, rename, directory
+    fsync). UTF-8 whatever the locale, so the bytes match what `compare` expects."""
+    from opsctl.statefile import atomic_file
+
+    with atomic_file(path, mode=0o644) as handle:
+        handle.flush()
+        handle.buffer.write(text.encode())
 
 
 def _fsync_dir(directory: Path) -> None:

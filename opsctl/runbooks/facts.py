@@ -91,10 +91,6 @@ def command(*words: str) -> str:
     return " ".join(["opsctl", *(sh(w) for w in words if w is not None)])
 
 
-def placeholders_in(text: str) -> list[str]:
-    return sorted(set(_VAR.findall(text)) & set(PLACEHOLDERS))
-
-
 # ---------------------------------------------------------------------------------------------
 # What an alert means, in numbers
 
@@ -354,10 +350,6 @@ class Move:
     after: dict[str, int] | None
     capacity: CapacityNeed | None  # when the internal (capacity) backend receives traffic
     unmodelled: tuple[str, ...]  # receivers whose capacity opsctl does not model (vendors)
-
-    @property
-    def moved(self) -> int | None:
-        return None if self.before is None else self.before.get(self.source, 0)
 
     def describe(self, which: str) -> str:
         split = self.before if which == "before" else self.after

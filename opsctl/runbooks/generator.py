@@ -339,7 +339,6 @@ def template_environment(override_dir: Path | None = None):
     )
     env.filters["pct"] = f.pct
     env.filters["sh"] = f.sh
-    env.globals["placeholders_in"] = f.placeholders_in
     return env
 
 

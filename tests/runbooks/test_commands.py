@@ -53,8 +53,13 @@ def run(argv: list[str], config) -> subprocess.CompletedProcess:
                           cwd=config.parent, timeout=120, stdin=subprocess.DEVNULL)
 
 
-@pytest.fixture
-def generated(opsctl, shipped):
+@pytest.fixture(params=["shipped", "enough-capacity"])
+def generated(request, opsctl, shipped):
+    """The shipped config, and one whose internal capacity carries a full failover at peak (its
+    runbooks quote more command forms, e.g. shadow traffic after a vendor fix)."""
+    if request.param == "enough-capacity":
+        shipped.write_text(shipped.read_text().replace("  replicas: 6\n", "  replicas: 20\n")
+                           .replace("  max_replicas: 6\n", "  max_replicas: 20\n"))
     out = shipped.parent / "runbooks"
     result = opsctl("--config", str(shipped), "runbook", "generate")
     assert result.exit_code == 0, result.output
@@ -74,6 +79,8 @@ def test_every_quoted_opsctl_command_parses_against_the_real_cli(generated, ship
             argv, mode = how_to_run(words)
             commands.setdefault(tuple(argv), (mode, name, " ".join(words)))
     assert len(commands) >= 40  # sanity: the extractor found the runbooks' commands
+    if "replicas: 20" in shipped.read_text():
+        assert any(argv[:2] == ("traffic", "set") and "--shadow" in argv for argv in commands)
     modes = {mode for mode, _, _ in commands.values()}
     assert modes == {"help", "dry-run"}
 

@@ -153,3 +153,18 @@ def test_a_slow_vendor_gets_a_partial_move_capped_by_internal_capacity_at_peak(o
     text = generated(opsctl, shipped)["scenario-vendor-latency.md"]
     assert "opsctl traffic ramp --to internal=60 --to databricks=40 --incident \"$INCIDENT\"" in text
     assert "(half of databricks's 80%)" in text
+
+
+def test_configured_dashboards_are_linked_from_every_runbook_but_the_index(opsctl, shipped):
+    shipped.write_text(shipped.read_text().replace(
+        "  dashboards: {}", "  dashboards: {LLM proxy: 'https://grafana.example.com/d/llm-proxy'}"))
+    for name, text in generated(opsctl, shipped).items():
+        if name != "README.md":
+            assert "- [LLM proxy](https://grafana.example.com/d/llm-proxy)" in text, name
+
+
+def test_a_dashboard_that_is_not_a_url_is_refused_naming_the_key(opsctl, shipped):
+    shipped.write_text(shipped.read_text().replace("  dashboards: {}", "  dashboards: {LLM proxy: grafana/d/1}"))
+    result = opsctl("--config", str(shipped), "config", "validate")
+    assert result.exit_code == 2
+    assert "runbooks: dashboards.LLM proxy must start with http:// or https://" in result.stderr

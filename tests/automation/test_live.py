@@ -40,9 +40,9 @@ def test_a_page_level_availability_alert_fails_over_pages_files_the_ticket_and_r
         assert time.monotonic() - resolved_at >= 2.0
         restore = [e for e in audit(tmp_path) if e["action"] == "restore"]
         assert [e["outcome"] for e in restore] == ["applied"]
-        m = server.metrics()
+        restored = 'opsctl_automation_actions_total{action="restore",policy="availability",status="applied"}'
+        m = wait_for(lambda: (lambda m: m if m.get(restored) == 1 else None)(server.metrics()), what="the counters")
         assert m['opsctl_automation_actions_total{action="failover",policy="availability",status="applied"}'] == 1
-        assert m['opsctl_automation_actions_total{action="restore",policy="availability",status="applied"}'] == 1
         assert m['opsctl_automation_action_latency_seconds_count{action="failover"}'] == 1
     finally:
         server.stop()
@@ -58,7 +58,8 @@ def test_in_a_freeze_the_failover_is_refused_unless_the_policy_makes_it_an_emerg
         (failover,) = actions(routine, "failover")
         assert failover["status"] == "refused" and "freeze" in failover["detail"]
         assert split(routine) is None  # never written: still the configured default
-        assert server.metrics()['opsctl_automation_actions_total{action="failover",policy="availability",status="refused"}'] == 1
+        refused = 'opsctl_automation_actions_total{action="failover",policy="availability",status="refused"}'
+        wait_for(lambda: server.metrics().get(refused) == 1, what="the refusal counted")
     finally:
         server.stop()
 
@@ -239,7 +240,7 @@ def test_a_replica_killed_mid_failover_is_taken_over_at_restart(tmp_path, health
         started = time.monotonic()
         wait_for(lambda: split(tmp_path) == {"databricks": 0, "internal": 100}, timeout=20, what="the takeover")
         assert time.monotonic() - started < 10  # not the 300 s lease
+        wait_for(lambda: event_states(tmp_path) == ["done"], what="the event's remaining actions")
         assert [e["outcome"] for e in audit(tmp_path) if e["action"] == "failover"] == ["applied"]
-        assert event_states(tmp_path) == ["done"]
     finally:
         second.stop()

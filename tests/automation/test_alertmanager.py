@@ -45,6 +45,7 @@ def test_alertmanager_notifies_serve_which_acts_once_then_restores_after_the_hol
         am.push([_am_alert(ends_in=-1, starts=starts)])  # endsAt in the past: resolved
         wait_for(lambda: actions(tmp_path, "restore"), timeout=30, what="restore after the hold-down")
         waited = time.monotonic() - resolved_at
+        wait_for(lambda: len(actions(tmp_path, "note")) == 3, what="the note about the restore")
         assert waited >= 2.0  # the hold-down
         done = [(a["action"], a["status"]) for a in actions(tmp_path)]
         assert done == [("failover", "dry_run"), ("page", "dry_run"), ("ticket", "dry_run"), ("note", "dry_run"),

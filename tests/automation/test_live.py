@@ -86,7 +86,7 @@ def test_a_dry_run_policy_decides_but_changes_nothing(tmp_path, healthy_store):
         server.post_alertmanager(FIRING)
         wait_for(lambda: actions(tmp_path, "note"), what="dry-run decisions")
         server.post_alertmanager(RESOLVED)
-        wait_for(lambda: actions(tmp_path, "restore"), what="dry-run restore")
+        wait_for(lambda: actions(tmp_path, "restore") and len(actions(tmp_path, "note")) == 3, what="dry-run restore")
         assert {a["status"] for a in actions(tmp_path)} == {"dry_run"}
         assert split(tmp_path) is None and audit(tmp_path) == []
         assert ledger(tmp_path, "paging/ledger.json") == {} and ledger(tmp_path, "tickets/ledger.json") == {}

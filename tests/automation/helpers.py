@@ -332,6 +332,17 @@ def split(directory: Path) -> dict | None:
     return json.loads(path.read_text())["weights"] if path.exists() else None
 
 
+def recorded_split(directory: Path) -> dict | None:
+    """The split once the change that wrote it is also in the audit log. The controller writes the
+    split first and appends the audit entry right after, so a test that saw only the file and then
+    read the log could look between the two."""
+    weights = split(directory)
+    applied = [e for e in audit(directory) if e.get("outcome") == "applied"]
+    if weights is None or not applied or applied[-1]["after"]["weights"] != weights:
+        return None
+    return weights
+
+
 def audit(directory: Path, kind: str = "traffic") -> list[dict]:
     path = directory / "state" / "audit.jsonl"
     if not path.exists():

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
-import pytest
 import yaml
 
 from opsctl.config import build, Config

@@ -20,7 +20,7 @@ import urllib.request
 
 import pytest
 
-from tests.automation.helpers import Alertmanager, Serve, actions, audit, split, wait_for, write_serve_config
+from tests.automation.helpers import Alertmanager, Serve, actions, audit, recorded_split, wait_for, write_serve_config
 from tests.automation.proxy_target import ProxyTarget
 from tests.conftest import free_port, run_opsctl
 
@@ -117,7 +117,7 @@ def test_a_burn_rate_page_fails_over_and_the_split_returns_after_resolution_and_
             time.sleep(max(0.0, first + ERROR_SECONDS - time.time()))
             target.set_error_share("databricks", 0.0)
 
-            wait_for(lambda: split(serve_dir) == {"databricks": 0, "internal": 100}, timeout=90, what="the failover")
+            wait_for(lambda: recorded_split(serve_dir) == {"databricks": 0, "internal": 100}, timeout=90, what="the failover")
             failed_over = time.time()
             (failover,) = [e for e in audit(serve_dir) if e["action"] == "failover"]
             assert failover["outcome"] == "applied" and failover["emergency"] is False
@@ -125,7 +125,7 @@ def test_a_burn_rate_page_fails_over_and_the_split_returns_after_resolution_and_
             assert guards["budget"]["ok"] and not guards["budget"].get("overridden")  # internal judged healthy
             assert guards["capacity"]["ok"]
 
-            wait_for(lambda: split(serve_dir) == {"databricks": 80, "internal": 20}, timeout=150, what="the restore")
+            wait_for(lambda: recorded_split(serve_dir) == {"databricks": 80, "internal": 20}, timeout=150, what="the restore")
             restored = time.time()
             (restore,) = [e for e in audit(serve_dir) if e["action"] == "restore"]
             assert restore["outcome"] == "applied"

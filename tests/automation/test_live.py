@@ -8,7 +8,8 @@ import threading
 import time
 
 from tests.automation.helpers import (
-    FAILOVER_POLICY, Serve, actions, alert, audit, event_states, ledger, message, split, table_counts, wait_for, write_live_config,
+    FAILOVER_POLICY, Serve, actions, alert, audit, event_states, ledger, message, recorded_split, split, table_counts,
+    wait_for, write_live_config,
 )
 
 FIRING = message(alert(fingerprint="a1"))
@@ -21,7 +22,7 @@ def test_a_page_level_availability_alert_fails_over_pages_files_the_ticket_and_r
     server = Serve(config)
     try:
         assert server.post_alertmanager(FIRING).status == 202
-        wait_for(lambda: split(tmp_path) == {"databricks": 0, "internal": 100}, what="failover on the split file")
+        wait_for(lambda: recorded_split(tmp_path) == {"databricks": 0, "internal": 100}, what="failover on the split file")
         wait_for(lambda: actions(tmp_path, "note"), what="the note")
         failover = [e for e in audit(tmp_path) if e["action"] == "failover"]
         assert [e["outcome"] for e in failover] == ["applied"]
@@ -36,7 +37,7 @@ def test_a_page_level_availability_alert_fails_over_pages_files_the_ticket_and_r
 
         resolved_at = time.monotonic()
         assert server.post_alertmanager(RESOLVED).status == 202
-        wait_for(lambda: split(tmp_path) == {"databricks": 80, "internal": 20}, what="restore on the split file")
+        wait_for(lambda: recorded_split(tmp_path) == {"databricks": 80, "internal": 20}, what="restore on the split file")
         assert time.monotonic() - resolved_at >= 2.0
         restore = [e for e in audit(tmp_path) if e["action"] == "restore"]
         assert [e["outcome"] for e in restore] == ["applied"]
@@ -70,7 +71,7 @@ def test_in_a_freeze_the_failover_is_refused_unless_the_policy_makes_it_an_emerg
     server = Serve(config)
     try:
         assert server.post_alertmanager(FIRING).status == 202
-        wait_for(lambda: split(emergency) == {"databricks": 0, "internal": 100}, what="emergency failover")
+        wait_for(lambda: recorded_split(emergency) == {"databricks": 0, "internal": 100}, what="emergency failover")
         (entry,) = [e for e in audit(emergency) if e["action"] == "failover"]
         assert entry["emergency"] is True and "freeze" in entry["overrides"]
         assert entry["incident"] == "opsctl-automation-availability-databricks"  # the incident it paged
@@ -144,7 +145,7 @@ def test_a_full_queue_answers_503_and_records_nothing_until_there_is_room(tmp_pa
         assert table_counts(tmp_path)["events"] == 1  # the refused delivery left no trace
         assert server.metrics()['opsctl_webhook_deliveries_total{result="queue_full",source="alertmanager"}'] == 1
         fcntl.flock(fd, fcntl.LOCK_UN)
-        wait_for(lambda: split(tmp_path) == {"databricks": 0, "internal": 100}, what="the failover after the lock")
+        wait_for(lambda: recorded_split(tmp_path) == {"databricks": 0, "internal": 100}, what="the failover after the lock")
         wait_for(lambda: server.post_alertmanager(other).status == 202, what="room again")  # the sender's retry
     finally:
         os.close(fd)
@@ -156,7 +157,7 @@ def test_an_alert_firing_again_inside_the_hold_down_cancels_the_restore(tmp_path
     server = Serve(config)
     try:
         server.post_alertmanager(FIRING)
-        wait_for(lambda: split(tmp_path) == {"databricks": 0, "internal": 100}, what="the failover")
+        wait_for(lambda: recorded_split(tmp_path) == {"databricks": 0, "internal": 100}, what="the failover")
         server.post_alertmanager(RESOLVED)
         wait_for(lambda: table_counts(tmp_path)["alert_state"] == 1 and actions(tmp_path, "note")[1:], what="resolution")
         refired = message(alert(fingerprint="a1", starts_at="2026-11-29T12:20:00Z"))  # a new firing: new startsAt
@@ -179,7 +180,7 @@ def test_a_restore_a_guard_refuses_is_retried_and_noted_once(tmp_path, healthy_s
     server = Serve(config)
     try:
         server.post_alertmanager(FIRING)
-        wait_for(lambda: split(tmp_path) == {"databricks": 0, "internal": 100}, what="the emergency failover")
+        wait_for(lambda: recorded_split(tmp_path) == {"databricks": 0, "internal": 100}, what="the emergency failover")
         server.post_alertmanager(RESOLVED)
         wait_for(lambda: len(actions(tmp_path, "restore")) >= 3, timeout=30, what="three refused restores")
         assert {a["status"] for a in actions(tmp_path, "restore")} == {"refused"}
@@ -238,7 +239,7 @@ def test_a_replica_killed_mid_failover_is_taken_over_at_restart(tmp_path, health
     second = Serve(config)  # same host, same state: it releases what the dead process held
     try:
         started = time.monotonic()
-        wait_for(lambda: split(tmp_path) == {"databricks": 0, "internal": 100}, timeout=20, what="the takeover")
+        wait_for(lambda: recorded_split(tmp_path) == {"databricks": 0, "internal": 100}, timeout=20, what="the takeover")
         assert time.monotonic() - started < 10  # not the 300 s lease
         wait_for(lambda: event_states(tmp_path) == ["done"], what="the event's remaining actions")
         assert [e["outcome"] for e in audit(tmp_path) if e["action"] == "failover"] == ["applied"]

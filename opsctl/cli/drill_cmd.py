@@ -38,6 +38,18 @@ def _scenario_paths(app, paths) -> list:
     return discover(list(paths) or [cfg.path(cfg.drills.scenarios)])
 
 
+def _rel(path) -> str:
+    """A path as short as it can be said: relative to the working directory when under it."""
+    import os
+
+    text = str(path)
+    try:
+        relative = os.path.relpath(text)
+    except ValueError:
+        return text
+    return relative if not relative.startswith("..") else text
+
+
 def _progress(line: str) -> None:
     click.echo(line, err=True)
 
@@ -78,9 +90,9 @@ def list_(app, paths, runs, output):
         try:
             sc = load_scenario(path)
         except ConfigError as exc:
-            rows.append({"file": str(path), "title": None, "valid": False, "problems": exc.problems})
+            rows.append({"file": _rel(path), "title": None, "valid": False, "problems": exc.problems})
             continue
-        rows.append({"file": str(path), "title": sc.title, "valid": True, "tags": list(sc.tags),
+        rows.append({"file": _rel(path), "title": sc.title, "valid": True, "tags": list(sc.tags),
                      "faults": [f.kind for f in sc.faults], "expectations": len(sc.expectations)})
     emit(rows, output, table=lambda data: render_table(
         ["FILE", "FAULTS", "EXPECT", "TITLE"],
@@ -116,7 +128,7 @@ def validate(app, paths, live, output):
             found = check_against_config(sc, cfg, slo_names, live=live)
         except ConfigError as exc:
             found = exc.problems
-        rows.append({"file": str(path), "valid": not found, "problems": found})
+        rows.append({"file": _rel(path), "valid": not found, "problems": found})
         problems.extend(found)
     emit(rows, output, table=lambda data: "\n".join(
         f"{'ok     ' if r['valid'] else 'INVALID'} {r['file']}" + "".join(f"\n  - {p}" for p in r["problems"])
@@ -166,12 +178,12 @@ def run(app, scenario, live, dry_run, quiet, output):
     result = Engine(sc, cfg, live=live, progress=None if quiet else _progress).run()
     emit(result.report, output, table=lambda d: _summary_text(d, result.paths))
     if output != "table":
-        click.echo(f"report: {result.paths['md']} (also .json, .html)", err=True)
+        click.echo(f"report: {_rel(result.paths['md'])} (also .json, .html)", err=True)
     if result.exit_code == 4:
         raise GuardRefused(f"drill refused: {result.report.get('refusal')}")
     if result.exit_code:
         raise OpsctlError(f"drill {result.outcome}: " + "; ".join(result.failures[:5]),
-                          hint=f"see the report: {result.paths['md']}")
+                          hint=f"see the report: {_rel(result.paths['md'])}")
 
 
 def _summary_text(d: dict, paths: dict) -> str:
@@ -194,9 +206,9 @@ def _summary_text(d: dict, paths: dict) -> str:
             lines.append(f"  rollback {r['action']} {r['status']}: {r['message']}")
     for item in d.get("leftovers", []):
         lines.append(f"  LEFT BEHIND: {item}")
-    lines.append(f"report: {paths['md']}")
-    lines.append(f"        {paths['html']}")
-    lines.append(f"        {paths['json']}")
+    lines.append(f"report: {_rel(paths['md'])}")
+    lines.append(f"        {_rel(paths['html'])}")
+    lines.append(f"        {_rel(paths['json'])}")
     return "\n".join(lines)
 
 

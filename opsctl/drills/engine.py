@@ -354,6 +354,9 @@ class Engine:
         self.t_method = now
         self.state.data["method_started"] = now
         self.deadline = now + self.scenario.max_duration
+        if not self.scenario.faults:  # no fault: deadlines count from the method's start
+            self.obs.t0 = now
+            self.state.data["t0"] = now
         steps = self.scenario.method
         self._schedule(now + steps[0].pause_before, f"method[0] {steps[0].name}", lambda: self._run_step(0))
         next_tick = now
@@ -408,9 +411,6 @@ class Engine:
                 self._failover(step.backend, f"method: {step.name}")
         except OpsctlError as exc:
             raise Aborted(f"method step {index} ({step.name}) failed: {exc.message}") from exc
-        if self.obs.t0 is None and not self.scenario.faults:
-            self.obs.t0 = self.t_method  # no fault: deadlines count from the method's start
-            self.state.data["t0"] = self.t_method
         after = self._now() + wait + step.pause_after
         if index + 1 < len(self.scenario.method):
             nxt = self.scenario.method[index + 1]

@@ -281,7 +281,7 @@ def render_markdown(d: dict) -> str:
     if hyp.get("probes"):
         lines += [f"### Steady-state hypothesis: {hyp.get('title') or ''}", "",
                   "| probe | tolerance | observed | result |", "|---|---|---|---|"]
-        lines += [f"| {_md(p['name'])} | {_md(p['tolerance'])} | {_md(p['observed'])} | {'ok' if p['ok'] else 'DEVIATES'} |"
+        lines += [f"| {_md(p['name'])} | {_md(json.dumps(p['tolerance']))} | {_md(p['observed'])} | {'ok' if p['ok'] else 'DEVIATES'} |"
                   for p in hyp["probes"]]
         lines.append("")
     m = d.get("measurements") or {}

@@ -48,11 +48,12 @@ class SimWorld:
 
     def seed_baseline(self, seconds: int) -> int:
         """Write `seconds` of history ending at the drill's start; returns the number of steps."""
-        from opsctl.metrics.simulator import simulate, write_to_store
+        from opsctl.metrics.simulator import simulate
 
         series = simulate(self.start - seconds, self.start, backends=self.backends, split=self.split,
                           peak_rps=self.peak_rps, seed=self.seed)
-        write_to_store(self.store, series)
+        for name, s in series.items():
+            self.store.append_steps(name, s.timestamps, s.columns)
         return sum(len(s) for s in series.values())
 
     # -- changes of the world -------------------------------------------------------------------
@@ -96,7 +97,7 @@ class SimWorld:
             mask = (ts > self.written) & (ts <= to)
             if not mask.any():
                 continue
-            self.store.write_steps(name, ts[mask].tolist(), {c: series.columns[c][mask].tolist() for c in schema.VALUE_COLUMNS})
+            self.store.append_steps(name, ts[mask], {c: series.columns[c][mask] for c in schema.VALUE_COLUMNS})
             count += int(mask.sum())
         self.written = float(to)
         return count

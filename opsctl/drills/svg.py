@@ -46,7 +46,8 @@ def burn_chart(chart: dict) -> str:
         return TOP_PANEL[1] - frac * (TOP_PANEL[1] - TOP_PANEL[0])
 
     spent = [v.get("spent") for p in points for s, v in p["values"].items() if s in slos]
-    spent_max = max([s for s in spent if s is not None] + [0.1]) * 1.1
+    top_spent = max([s for s in spent if s is not None] + [0.0])
+    spent_max = next((c for c in (0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0) if c >= top_spent * 1.05), 100.0)
 
     def y_spent(value: float) -> float:
         return BOTTOM_PANEL[1] - min(value, spent_max) / spent_max * (BOTTOM_PANEL[1] - BOTTOM_PANEL[0])

@@ -9,6 +9,7 @@ drill of an hour of simulated time runs in seconds.
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -119,9 +120,16 @@ class EmbeddedEnvironment:
         return injector(name, self.cfg, self.run_id, self.world)
 
     def advance(self, to: float, should_stop: Callable[[], bool]) -> None:
+        pace = self.scenario.embedded.pace
+        now = self.clock.now()
+        if pace and to > now:  # watch it unfold: `pace` simulated seconds per wall second
+            wall_end = time.monotonic() + (to - now) / pace
+            while not should_stop() and time.monotonic() < wall_end:
+                time.sleep(min(0.05, wall_end - time.monotonic()))
+            if should_stop():
+                return
         if self.world is not None:
             self.world.advance(to)
-        now = self.clock.now()
         if to > now:
             self.clock.advance(to - now)
 

@@ -520,7 +520,7 @@ class Engine:
             except OpsctlError as exc:
                 self._say("escalate", f"FAILED: {exc.message}")
                 return
-            self._say("escalate", f"not acknowledged after {_offset(self.scenario.on_call.escalate_after)}:"
+            self._say("escalate", f"not acknowledged after {_offset(self.scenario.on_call.escalate_after)[1:]}:"
                                   " escalated to the next on-call level")
         else:
             self._say("escalate", f"{pager.name} escalates by its own policy; the secondary is simulated")

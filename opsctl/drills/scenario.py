@@ -707,7 +707,8 @@ def parse_scenario(data: Any, path: str, digest: str = "") -> Scenario:
         p.done(("group-wait", "severity"))
     on_call, vendor = _responders(top.child("responders"))
     stops = tuple(s for s in (_stop_condition(n) for n in top.items("stop-conditions")) if s)
-    expectations = tuple(e for e in (_expectation(n) for n in top.items("expectations", required=True)) if e)
+    indexed = [(i, _expectation(n)) for i, n in enumerate(top.items("expectations", required=True))]
+    expectations = tuple(e for _, e in indexed if e)
     rollbacks: list[str] = []
     for n in top.items("rollbacks"):
         action = n.text("action", required=True, choices=ROLLBACKS)
@@ -720,7 +721,7 @@ def parse_scenario(data: Any, path: str, digest: str = "") -> Scenario:
         top.bad("method", "must hold at least one action")
     if "expectations" in data and not data.get("expectations"):
         top.bad("expectations", "a drill measures something: list at least one expectation")
-    _cross_checks(top, method, on_call, rollbacks, expectations, max_duration)
+    _cross_checks(top, method, on_call, rollbacks, [(i, e) for i, e in indexed if e], max_duration)
     if problems:
         raise ConfigError(f"{path}: invalid drill scenario", problems=[f"{path}: {p}" for p in problems])
     return Scenario(
@@ -743,9 +744,9 @@ def _cross_checks(top: _Node, method, on_call: OnCall, rollbacks: list[str], exp
             top.bad("rollbacks", f"must include {{action: {rollback}}}: rollbacks always run, and this drill needs it")
     if len(set(rollbacks)) != len(rollbacks):
         top.bad("rollbacks", "lists an action twice")
-    for e in expectations:
+    for i, e in expectations:
         if e.within is not None and e.within > max_duration:
-            top.bad("expectations", f"{e.name!r}: within {_dur(e.within)} is beyond max-duration {_dur(max_duration)}")
+            top.bad(f"expectations[{i}].within", f"{_dur(e.within)} is beyond max-duration {_dur(max_duration)}")
     simulated_ack = on_call.acknowledge_after is not None or (
         on_call.escalate_after is not None and on_call.secondary_acknowledge_after is not None)
     if on_call.actions and not simulated_ack:

@@ -215,6 +215,12 @@ class Engine:
         label = "sim" if self.mode == "embedded" else "live"
         return f"[{label} {clock}{offset}] {self.phase:<12} {kind:<10} {message}"
 
+    def _audit(self, event: str, **fields) -> None:
+        """The audit log is the record of everything that changed: drills included, marked as such."""
+        from opsctl.drills.rollback import audit_drill
+
+        audit_drill(self.env.cfg, self.state, event, self._now(), **fields)
+
     def _set_phase(self, phase: str) -> None:
         self.phase = phase
         self.state.set_phase(phase)
@@ -247,6 +253,7 @@ class Engine:
             raise Refused(f"the current split is unknown ({stored.note}): set traffic.default_split or the split")
         self.state.data["split"]["original"] = stored.split.to_dict(list(self.env.cfg.backends))
         self.state.save()
+        self._audit("drill-started", scenario=self.scenario.title, file=self.scenario.path, mode=self.mode)
 
     def _take_live_lock(self) -> None:
         """One live drill at a time per state dir: two would fight over the same split and pages."""
@@ -439,6 +446,7 @@ class Engine:
         what = injector.apply(record)
         record["applied_at"] = now
         self.state.save()
+        self._audit("fault-injected", fault=fault.kind, backend=backend, params=dict(fault.params), target=what)
         if self.obs.t0 is None:
             self.obs.t0 = now
             self.state.data["t0"] = now
@@ -452,6 +460,7 @@ class Engine:
         record["removed_at"] = self._now()
         record["removal"] = message
         self.state.save()
+        self._audit("fault-removed", fault=record["kind"], backend=record["backend"], target=message)
         self._say("fault", f"{record['name']} ended after its duration: {message}")
 
     def _page(self, summary: str, alerts: list) -> None:
@@ -830,6 +839,8 @@ class Engine:
                                finished_at=time.time())
         data = build_report_data(self, outcome, code, wall_seconds)
         paths = write_reports(self.state.dir, data)
+        if self.refusal is None:
+            self._audit("drill-finished", outcome=outcome, abort_reason=self.abort_reason, report=str(paths["md"]))
         self.state.data["report"] = {k: str(v) for k, v in paths.items()}
         self.state.data["phase"] = "done"
         self.state.save()

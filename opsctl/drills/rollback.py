@@ -13,6 +13,14 @@ from typing import Callable
 from opsctl.errors import NoDataError, OpsctlError
 
 
+def audit_drill(cfg, state, event: str, at: float, **fields) -> None:
+    """One audit entry for something a drill did outside the traffic controller (faults, start, end)."""
+    from opsctl.audit import AuditLog, current_actor
+
+    AuditLog(cfg.audit_path).append({"kind": "drill", "event": event, "drill": True, "drill_run": state.run_id,
+                                     "incident": state.incident, "actor": current_actor(), **fields}, now=at)
+
+
 class Rollbacks:
     def __init__(self, env, state, say: Callable[[str, str], None]):
         self.env = env
@@ -49,6 +57,8 @@ class Rollbacks:
             record["removed_at"] = self.env.clock.now()
             record["removal"] = message
             self.state.save()
+            audit_drill(self.env.cfg, self.state, "fault-removed", self.env.clock.now(), fault=record["kind"],
+                        backend=record["backend"], target=message)
             done.append(message)
         return "; ".join(done)
 

@@ -227,6 +227,9 @@ def test_a_live_drill_injects_a_real_istio_fault_pages_fails_over_files_the_tick
     applied = [e for e in entries if e.get("kind") == "traffic" and e["outcome"] == "applied"]
     assert [e["action"] for e in applied] == ["failover", "restore"]
     assert all(e["drill"] is True and e["drill_run"] == report["run_id"] for e in applied)
+    drill_events = [(e["event"], e.get("target", "")) for e in entries if e.get("kind") == "drill"]
+    assert [event for event, _ in drill_events] == ["drill-started", "fault-injected", "fault-removed", "drill-finished"]
+    assert "VirtualService llm-staging/databricks-egress" in drill_events[1][1]
 
     # Measured in wall-clock seconds: detection needs one scrape and one poll after the fault.
     m = report["measurements"]

@@ -76,6 +76,10 @@ def test_each_shipped_scenario_meets_its_expectations_and_leaves_nothing_behind(
     stored = split_file(run)
     assert stored is None or stored["weights"] == {"internal": 20, "databricks": 80}
     assert all(e.get("drill") is True for e in audit(run) if e.get("kind") == "traffic")
+    events = [e["event"] for e in audit(run) if e.get("kind") == "drill"]
+    faults = ["fault-injected", "fault-removed"] if name != "escalation-only" else []
+    assert events == ["drill-started", *faults, "drill-finished"]
+    assert all(e["drill"] is True and e["drill_run"] == run.name for e in audit(run) if e.get("kind") == "drill")
     assert all("drill" in t["tags"] and t["subject"].startswith("[DRILL] ") for t in tickets(run))
     # The run used its own store and ledgers: nothing in the user's state besides the run itself.
     assert sorted(p.name for p in env.state.iterdir()) == ["drills"]

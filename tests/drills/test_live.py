@@ -235,3 +235,39 @@ def test_a_live_drill_injects_a_real_istio_fault_pages_fails_over_files_the_tick
     m = report["measurements"]
     assert 0 < m["time_to_detect"] <= m["time_to_page"] <= m["time_to_acknowledge"] <= m["time_to_mitigate"]
     assert report["clean"] and report["leftovers"] == []
+
+
+def test_a_live_drill_killed_mid_run_is_rolled_back_by_cleanup_on_the_real_targets(live_world):
+    import os
+    import signal
+
+    drill, kube, pd, zd, env = live_world
+    scenario = drill.write_scenario("live-vendor-outage", LIVE_SCENARIO)
+    proc = drill.popen("drill", "run", str(scenario), "--live")
+    try:
+        drill.wait_state(lambda s: s["split"]["written"] is not None, timeout=60, what="the live failover")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "fault" in kube.get(*ISTIO, "llm-staging", "databricks-egress")["spec"]["http"][0]
+    route = kube.get(*ISTIO, "llm", "llm-inference")["spec"]["http"][0]["route"]
+    assert [e["weight"] for e in route] == [100, 0]
+    assert [i["status"] for i in pd.incidents] != ["resolved"]
+    # A new live drill refuses to start until the interrupted one is cleaned up.
+    refused = drill.run("drill", "run", str(scenario), "--live", "--dry-run", env=env)
+    assert refused.exit_code == 4 and "stopped without rolling back" in refused.stdout
+
+    result = drill.run("drill", "cleanup", "-o", "json", env=env)
+    assert result.exit_code == 0, result.output
+    [cleaned] = json.loads(result.stdout)
+    assert cleaned["status"] == "cleaned", cleaned
+    egress = kube.get(*ISTIO, "llm-staging", "databricks-egress")
+    assert "fault" not in egress["spec"]["http"][0]
+    assert "opsctl.io/drill-run" not in (egress["metadata"].get("annotations") or {})
+    route = kube.get(*ISTIO, "llm", "llm-inference")["spec"]["http"][0]["route"]
+    assert [e["weight"] for e in route] == [20, 80]
+    assert [i["status"] for i in pd.incidents] == ["resolved"]
+    report = json.loads((drill.runs()[0] / "report.json").read_text())
+    assert report["outcome"] == "aborted" and report["clean"]

@@ -87,6 +87,12 @@ def test_kill_9_mid_drill_then_cleanup_finishes_the_rollbacks_from_the_saved_sta
     listed = json.loads(drill_env.run("drill", "list", "--runs", "-o", "json").stdout)
     assert listed[0]["outcome"].startswith("interrupted")
 
+    dry = drill_env.run("drill", "cleanup", "--dry-run", "-o", "json")
+    assert dry.exit_code == 0, dry.output
+    [planned] = json.loads(dry.stdout)
+    assert planned["status"] == "dry-run" and planned["faults"] == ["vendor-5xx on databricks (simulated)"]
+    assert len(planned["pages"]) == 1 and drill_env.state_of(run)["phase"] == "method", "a dry run changes nothing"
+
     result = drill_env.run("drill", "cleanup", "-o", "json")
     assert result.exit_code == 0, result.output
     [cleaned] = json.loads(result.stdout)

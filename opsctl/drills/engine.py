@@ -30,8 +30,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-from opsctl.clock import format_rfc3339
 from opsctl.drills.expectations import Judge, Observations, TicketSeen, Verdict
+from opsctl.drills.report import duration_text
 from opsctl.drills.safety import Check, check_real_alerts, check_real_incidents, real_incidents
 from opsctl.drills.scenario import Scenario, check_against_config, default_backend, resolve_slo
 from opsctl.errors import ConfigError, OpsctlError
@@ -144,10 +144,10 @@ class Engine:
                 self._judge_all(final=True)
             self._rollbacks()
         finally:
-            restore_signals()
             try:
                 result = self._finish(time.monotonic() - wall_start)
             finally:
+                restore_signals()  # only now: a signal while the report is written must not cut it short
                 self.env.close()
                 self.state.release()
                 if self._live_lock is not None:
@@ -378,8 +378,8 @@ class Engine:
                 self.env.advance(self.deadline, self._should_stop)
                 self._check_stop_requested()
                 if not self.obs.method_done:
-                    raise Aborted(f"max-duration {_offset(self.scenario.max_duration)} reached before the method finished")
-                self._say("deadline", f"max-duration {_offset(self.scenario.max_duration)} reached")
+                    raise Aborted(f"max-duration {duration_text(self.scenario.max_duration)} reached before the method finished")
+                self._say("deadline", f"max-duration {duration_text(self.scenario.max_duration)} reached")
                 break
             self.env.advance(at, self._should_stop)
             self._check_stop_requested()
@@ -406,7 +406,7 @@ class Engine:
             if step.action == "inject-fault":
                 self._inject(step)
             elif step.action == "wait":
-                self._say("wait", f"{step.name}: {_offset(step.duration)}")
+                self._say("wait", f"{step.name}: {duration_text(step.duration)}")
                 wait = step.duration
             elif step.action == "file-ticket":
                 self._file_ticket(step, by="method")
@@ -529,7 +529,7 @@ class Engine:
             except OpsctlError as exc:
                 self._say("escalate", f"FAILED: {exc.message}")
                 return
-            self._say("escalate", f"not acknowledged after {_offset(self.scenario.on_call.escalate_after)[1:]}:"
+            self._say("escalate", f"not acknowledged after {duration_text(self.scenario.on_call.escalate_after)}:"
                                   " escalated to the next on-call level")
         else:
             self._say("escalate", f"{pager.name} escalates by its own policy; the secondary is simulated")
@@ -652,7 +652,6 @@ class Engine:
             self._say("alert", f"resolved {key[1]} {key[0]} {key[2]}")
         self._last_firing = set(firing)
         pages = [a for a in evaluation.firing if a.severity == "page"]
-        self.obs.page_alerts_now = {a.slo for a in pages}
         if pages and self.obs.t0 is not None and not self.state.data["pages"] and not self._page_pending():
             worst = max(pages, key=lambda a: a.burn_rate)
             summary = f"{worst.slo} burning its error budget at {worst.burn_rate:.0f}x ({worst.long_window}/{worst.short_window})"
@@ -693,7 +692,7 @@ class Engine:
                 self.obs.burning_since.setdefault(slo, now)
             elif slo in self.obs.burning_since and slo not in self.obs.recovered_at and burn is not None:
                 self.obs.recovered_at[slo] = now
-                self._say("recovered", f"{slo}: burn {burn:.2f}x over the last {_offset(e.window)[1:]}")
+                self._say("recovered", f"{slo}: burn {burn:.2f}x over the last {duration_text(e.window)}")
 
     def _observe_pager(self) -> None:
         if not self.state.data["pages"]:
@@ -861,6 +860,3 @@ def _plain(value):
         return list(value)
     return value
 
-
-def fmt_time(ts: float | None) -> str | None:
-    return None if ts is None else format_rfc3339(ts)

@@ -47,7 +47,6 @@ class Observations:
     burning_since: dict[str, float] = field(default_factory=dict)  # slo -> first tick it burned
     recovered_at: dict[str, float] = field(default_factory=dict)
     window_burn: dict[tuple[str, int], float | None] = field(default_factory=dict)  # (slo, window) -> now
-    page_alerts_now: set[str] = field(default_factory=set)  # SLOs with a page alert firing now
 
 
 @dataclass

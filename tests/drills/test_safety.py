@@ -71,8 +71,8 @@ def test_kill_9_mid_drill_then_cleanup_finishes_the_rollbacks_from_the_saved_sta
     path = drill_env.scenario("vendor-outage", paced)
     proc = drill_env.popen("drill", "run", str(path))
     try:
-        state = drill_env.wait_state(lambda s: s["split"]["written"] is not None and s["pages"], timeout=60,
-                                     what="the drill's failover")
+        drill_env.wait_state(lambda s: s["split"]["written"] is not None and s["pages"], timeout=60,
+                             what="the drill's failover")
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=30)
     finally:

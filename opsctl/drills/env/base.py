@@ -55,16 +55,17 @@ def with_drill_freeze(cfg: "Config", scenario, start: float, end: float) -> "Con
         return cfg
     from opsctl.config import FreezeWindow
 
-    fmt = "%Y-%m-%dT%H:%M"
     import time
 
+    fmt = "%Y-%m-%dT%H:%M"
     window = FreezeWindow(name=scenario.freeze.name, timezone="UTC",
                           start=time.strftime(fmt, time.gmtime(start // 60 * 60)),
                           end=time.strftime(fmt, time.gmtime(end // 60 * 60 + 60)), reason=scenario.freeze.reason)
     return dataclasses.replace(cfg, freezes=[*cfg.freezes, window])
 
 
-def drill_hooks(cfg, clock, pager, run_id: str) -> list:
+def drill_hooks(cfg, clock, pager) -> list:
+    """Every applied change also goes to the pager as a change event marked as a drill."""
     from opsctl.paging.change_hook import PagerChangeHook
 
     return [PagerChangeHook(cfg, clock=clock, drill=True, pager=pager)]

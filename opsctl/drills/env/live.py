@@ -77,7 +77,7 @@ class LiveEnvironment:
 
             self._controller = TrafficController(
                 self.cfg, clock=self.clock, actor=drill_actor(self.run_id),
-                hooks=drill_hooks(self.cfg, self.clock, self.pager(), self.run_id),
+                hooks=drill_hooks(self.cfg, self.clock, self.pager()),
                 audit_fields=audit_fields(self.run_id))
         return self._controller
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from opsctl.clock import format_rfc3339
 
+SPENT_WARNING = 0.5  # an action item when one response would spend more than this share of a period's budget
+
 MEASURES = (
     ("time_to_detect", "detect", "first page-level burn-rate alert firing"),
     ("time_to_page", "page", "on-call paged (incident opened)"),
@@ -222,6 +224,12 @@ def action_items(data: dict) -> list[str]:
             items.append(f"Rollback {r['action']} {r['status']}: {r['message']}. Check it by hand.")
     for problem in data.get("leftovers", []):
         items.append(f"Left behind: {problem}. Undo it by hand (`opsctl drill cleanup` retries).")
+    budget = data.get("budget") or {}
+    for row in budget.get("slos", []):
+        if row.get("spent") is not None and row["spent"] > SPENT_WARNING:
+            items.append(f"{row['slo']}: this response would spend {row['spent']:.0%} of the"
+                         f" {budget.get('period_days')}-day error budget. Shorten the path to mitigation"
+                         " (an automated failover, a faster page, a shorter acknowledgement target).")
     return items
 
 
@@ -353,6 +361,10 @@ def render_html(d: dict) -> str:
     parts += ["<h2>Scenario</h2>", f"<p>{e(sc.get('description') or '')}</p>",
               f"<p>File <code>{e(sc['path'])}</code>; started {e(str(d.get('started_at')))};"
               f" fault (t0) at {e(str(d.get('t0') or '-'))}.</p>"]
+    if d.get("preflight"):
+        parts.append("<h3>Preflight</h3>")
+        parts.append(_table(["check", "result", ""], [
+            [c["name"], ("ok", "pass") if c["ok"] else ("REFUSED", "fail"), c["message"]] for c in d["preflight"]]))
     hyp = d.get("hypothesis") or {}
     if hyp.get("probes"):
         parts.append(f"<h3>Steady-state hypothesis: {e(hyp.get('title') or '')}</h3>")

@@ -840,6 +840,62 @@ class FreezeWindow:
         validate_window(self)
 
 
+# ---------------------------------------------------------------------------------------------
+# Runbooks
+
+
+TicketSeverity = Literal["Sev1", "Sev2", "Sev3", "Sev4"]
+
+
+@dataclass(frozen=True)
+class RunbookSeverities:
+    """The ticket severity a runbook files with a vendor, by how bad the situation is."""
+
+    outage: TicketSeverity = "Sev1"  # the vendor's endpoint is down
+    page: TicketSeverity = "Sev2"  # a page-level burn: users see errors or slow answers now
+    ticket: TicketSeverity = "Sev3"  # a slow burn: the budget runs out in days
+
+
+@dataclass(frozen=True)
+class RunbookTickets:
+    """Which vendor ticket the runbooks tell on-call to file (mapped through tickets.vendors)."""
+
+    category: str = "inference"  # opsctl category for serving incidents (e.g. inference -> Model Serving)
+    auth_category: str | None = None  # auth-layer throttling; default: category
+    severity: RunbookSeverities = field(default_factory=RunbookSeverities)
+
+
+@dataclass(frozen=True)
+class RunbooksConfig:
+    """Generated runbooks (`opsctl runbook generate|check|list`).
+
+    `base_url` is where the runbooks are published; the alerts' runbook_url links point there, so it
+    defaults to alerting.runbook_base_url. `peak_rps` (the whole service's peak request rate) sizes
+    the capacity a failover needs; without it the runbooks give the formula and the query instead.
+    """
+
+    dir: str = "runbooks"
+    base_url: str | None = None
+    templates: str = "runbooks/templates"  # overrides of the shipped templates, file by file
+    dashboards: dict[str, str] = field(default_factory=dict)  # title -> URL, listed in every runbook
+    peak_rps: float | None = None
+    golden: str = "golden.jsonl"  # the golden set `opsctl probe consistency` runs in the quality runbook
+    tickets: RunbookTickets = field(default_factory=RunbookTickets)
+
+    def __post_init__(self):
+        if self.base_url is not None:
+            _check_url("base_url", self.base_url)
+        for title, url in self.dashboards.items():
+            if not title.strip():
+                raise ValueError("dashboards: a dashboard needs a title")
+            _check_url(f"dashboards.{title}", url)
+        if self.peak_rps is not None and not 0 < self.peak_rps < 1e9:
+            raise ValueError("peak_rps must be a positive request rate (requests/s of the whole service)")
+        for what, value in (("dir", self.dir), ("templates", self.templates), ("golden", self.golden)):
+            if not value.strip():
+                raise ValueError(f"{what} must not be empty")
+
+
 @dataclass(frozen=True)
 class SeverityAlerting:
     """How one severity's burn-rate alerts behave: `for:` and the minimum-traffic guard."""
@@ -936,6 +992,7 @@ class Config:
     capacity: CapacityConfig | None = None
     freezes: list[FreezeWindow] = field(default_factory=list)
     drills: DrillsConfig = field(default_factory=DrillsConfig)
+    runbooks: RunbooksConfig = field(default_factory=RunbooksConfig)
     state_dir: str = ".opsctl"
     # Where the config came from, and the directory relative paths resolve against.
     source_path: str = field(default="<built-in>", metadata={"internal": True})
@@ -954,6 +1011,7 @@ class Config:
                     f"{section}: {', '.join(unknown)} not a configured backend (known: {', '.join(sorted(self.backends))})"
                 )
         self._check_traffic()
+        self._check_runbooks()
 
     def _check_traffic(self) -> None:
         """Cross-section checks: traffic, capacity and freezes must name configured backends."""
@@ -986,6 +1044,20 @@ class Config:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"freezes: duplicate freeze name(s): {', '.join(duplicates)}")
+
+    def _check_runbooks(self) -> None:
+        base = self.runbooks.base_url
+        if base is not None and base.rstrip("/") != self.alerting.runbook_base_url.rstrip("/"):
+            raise ValueError(
+                f"runbooks.base_url ({base}) differs from alerting.runbook_base_url"
+                f" ({self.alerting.runbook_base_url}): the alerts would link to runbooks somewhere else than"
+                " they are published; set only alerting.runbook_base_url (runbooks.base_url defaults to it)"
+            )
+
+    @property
+    def runbook_base_url(self) -> str:
+        """Where the generated runbooks are published; the alerts' runbook_url links point here."""
+        return (self.runbooks.base_url or self.alerting.runbook_base_url).rstrip("/")
 
     def path(self, value: str) -> Path:
         """Resolve a path from the config against the config file's directory."""

@@ -11,9 +11,10 @@ import contextlib
 import fcntl
 import json
 import os
+import secrets
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
 
 from opsctl.errors import ConflictError, OpsctlError
 
@@ -65,17 +66,20 @@ def read_json(path: Path, default: Any) -> Any:
         ) from exc
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
+@contextlib.contextmanager
+def atomic_file(path: Path, *, mode: int = 0o600) -> Iterator[IO[str]]:
+    """Open `path` for writing whole or not at all: a temp file in the same directory, fsynced and
+    renamed over the target when the block ends, then the directory fsynced. An error leaves the old
+    file. `mode` is the new file's permission bits (the umask still applies)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    payload = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
+        with os.fdopen(fd, "w") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -86,6 +90,15 @@ def write_json_atomic(path: Path, data: Any) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def write_text_atomic(path: Path, text: str, *, mode: int = 0o600) -> None:
+    with atomic_file(path, mode=mode) as handle:
+        handle.write(text)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
 @contextlib.contextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.source_options import open_checked_source, source_options
 
 
 @click.group()
@@ -40,9 +41,7 @@ def validate(app, paths):
 
 @slo.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--prometheus-url", metavar="URL", help="Query this Prometheus-compatible server (overrides the config).")
-@click.option("--source", "source_kind", type=click.Choice(["embedded", "prometheus"]), help="Metric source (overrides the config).")
-@click.option("--at", "at", metavar="RFC3339", help="Evaluate at this instant (default: now; embedded: newest data).")
+@source_options
 @click.option("--fail-on", type=click.Choice(["page", "ticket"]), help="Exit 1 when any SLO is at this level or worse.")
 @output_option
 @click.pass_obj
@@ -52,22 +51,13 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, output):
     Status follows the multi-window multi-burn-rate pairs (page: 1h & 5m, 6h & 30m; ticket:
     1d & 2h, 3d & 6h), their factors scaled to the SLO period. Exit 3 when any SLO has no data.
     """
-    from opsctl.clock import parse_rfc3339
-    from opsctl.errors import NoDataError, OpsctlError, UsageError
-    from opsctl.metrics.base import open_source
+    from opsctl.errors import NoDataError, OpsctlError
     from opsctl.slo.model import load_slos
     from opsctl.slo.report import build_report
 
     cfg = app.config
-    if prometheus_url and source_kind == "embedded":
-        raise UsageError("--prometheus-url and --source embedded contradict each other")
     slos = load_slos(_slo_paths(app, paths), cfg.backends)
-    source = open_source(cfg, kind=source_kind, prometheus_url=prometheus_url)
-    source.check()
-    try:
-        when = parse_rfc3339(at) if at else source.default_time()
-    except ValueError as exc:
-        raise UsageError(f"--at: not an RFC 3339 time: {at!r}") from exc
+    source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
     progress = (lambda msg: click.echo(msg, err=True)) if output == "table" else None
     results = build_report(slos, source, when, cfg.slos.period_seconds, progress=progress)
     emit([r.to_dict() for r in results], output, table=_table)
@@ -152,9 +142,7 @@ def rules(app, paths, fmt, out):
 
 @slo.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--prometheus-url", metavar="URL", help="Query this Prometheus-compatible server (overrides the config).")
-@click.option("--source", "source_kind", type=click.Choice(["embedded", "prometheus"]), help="Metric source (overrides the config).")
-@click.option("--at", "at", metavar="RFC3339", help="Evaluate at this instant (default: now; embedded: newest data).")
+@source_options
 @click.option("--fail-on", type=click.Choice(["page", "ticket"]), help="Exit 1 when an alert of this severity or worse fires.")
 @output_option
 @click.pass_obj
@@ -170,24 +158,15 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
       opsctl slo alerts --at 2026-11-26T15:00:00Z -o json
       opsctl slo alerts --prometheus-url http://127.0.0.1:9090 --fail-on page
     """
-    from opsctl.clock import parse_rfc3339
-    from opsctl.errors import NoDataError, OpsctlError, UsageError
-    from opsctl.metrics.base import open_source
+    from opsctl.errors import NoDataError, OpsctlError
     from opsctl.slo.alerts import evaluate_plans
     from opsctl.slo.model import load_slos
     from opsctl.slo.rules import RuleSettings, plan_rules
 
     cfg = app.config
-    if prometheus_url and source_kind == "embedded":
-        raise UsageError("--prometheus-url and --source embedded contradict each other")
     settings = RuleSettings.from_config(cfg)
     plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends), settings)
-    source = open_source(cfg, kind=source_kind, prometheus_url=prometheus_url)
-    source.check()
-    try:
-        when = parse_rfc3339(at) if at else source.default_time()
-    except ValueError as exc:
-        raise UsageError(f"--at: not an RFC 3339 time: {at!r}") from exc
+    source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
     result = evaluate_plans(plans, source, when, settings)
     emit(result.to_dict(), output, table=_alerts_table)
     if result.unknown:

@@ -68,6 +68,7 @@ def build_report_data(engine, outcome: str, exit_code: int, wall_seconds: float)
         clean=not engine.leftovers and not any(r["status"] == "failed" for r in engine.rollback_results),
         budget=_budget(engine),
         chart=_chart(engine),
+        runbook=_runbook(engine),
     )
     if engine.mode == "embedded" and engine.env is not None and getattr(engine.env, "start", None) is not None:
         data["sim"] = {"start": _fmt(engine.env.start), "end": _fmt(engine.env.clock.now()),
@@ -104,6 +105,18 @@ def _base(state, sc, outcome, exit_code) -> dict:
                      "description": sc.description, "tags": list(sc.tags)},
         "started_at": _fmt(state.data["started_at"]), "finished_at": _fmt(state.data.get("finished_at")),
     }
+
+
+def _runbook(engine) -> str | None:
+    """The generated runbook this drill rehearses (runbooks/scenario-<name>.md), when there is one."""
+    cfg = engine.user_cfg
+    path = cfg.path(cfg.runbooks.dir) / f"scenario-{engine.scenario.runbook or engine.scenario.name}.md"
+    if not path.is_file():
+        return None
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)
 
 
 def _timeline(events: list[dict], t0: float | None) -> list[dict]:
@@ -273,8 +286,10 @@ def render_markdown(d: dict) -> str:
     if d.get("note"):
         lines += [f"> {d['note']}", ""]
     lines += ["## Scenario", "", sc.get("description") or "", "",
-              f"- file: `{sc['path']}` (sha256 {sc.get('digest') or '-'})",
-              f"- started {d.get('started_at')}, fault (t0) at {d.get('t0') or '-'}"]
+              f"- file: `{sc['path']}` (sha256 {sc.get('digest') or '-'})"]
+    if d.get("runbook"):
+        lines.append(f"- runbook it rehearses: `{d['runbook']}`")
+    lines.append(f"- started {d.get('started_at')}, fault (t0) at {d.get('t0') or '-'}")
     if d.get("sim"):
         s = d["sim"]
         lines.append(f"- simulated {s['start']} to {s['end']} ({duration_text(s['simulated_seconds'])})")
@@ -360,7 +375,8 @@ def render_html(d: dict) -> str:
             parts.append(f'<p class="note"><b>{label}:</b> {e(str(d[key]))}</p>')
     parts += ["<h2>Scenario</h2>", f"<p>{e(sc.get('description') or '')}</p>",
               f"<p>File <code>{e(sc['path'])}</code>; started {e(str(d.get('started_at')))};"
-              f" fault (t0) at {e(str(d.get('t0') or '-'))}.</p>"]
+              f" fault (t0) at {e(str(d.get('t0') or '-'))}."
+              + (f" Runbook it rehearses: <code>{e(d['runbook'])}</code>." if d.get("runbook") else "") + "</p>"]
     if d.get("preflight"):
         parts.append("<h3>Preflight</h3>")
         parts.append(_table(["check", "result", ""], [

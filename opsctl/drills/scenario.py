@@ -3,6 +3,7 @@
     version: 1
     title: Vendor outage                      # required
     description: ...
+    runbook: vendor-outage                    # the runbook it rehearses (default: the file's name)
     max-duration: 2h                          # the drill stops and rolls back after this, whatever happens
     environment:
       embedded: {start: 2026-11-18T14:00:00Z, baseline: 3d, peak-rps: 200, seed: 7, pace: 0}
@@ -234,6 +235,7 @@ class Scenario:
     stop_conditions: tuple[StopCondition, ...] = ()
     expectations: tuple[Expectation, ...] = ()
     rollbacks: tuple[str, ...] = ()
+    runbook: str | None = None  # the runbook scenario it rehearses (runbooks/scenario-<name>.md); default: file name
 
     @property
     def faults(self) -> list[Fault]:
@@ -668,7 +670,7 @@ def _responders(node: _Node | None) -> tuple[OnCall, VendorResponder]:
     return on_call, vendor
 
 
-TOP_KEYS = ("version", "title", "description", "tags", "max-duration", "environment", "freeze",
+TOP_KEYS = ("version", "title", "description", "tags", "runbook", "max-duration", "environment", "freeze",
             "steady-state-hypothesis", "method", "paging", "responders", "stop-conditions", "expectations",
             "rollbacks")
 
@@ -685,6 +687,7 @@ def parse_scenario(data: Any, path: str, digest: str = "") -> Scenario:
     title = top.text("title", required=True)
     description = top.text("description", "") or ""
     tags = top.names("tags")
+    runbook = top.text("runbook")
     max_duration = top.duration("max-duration", 7200, minimum=10, maximum=7 * 86400)
     embedded, live = _environment(top.child("environment"))
     freeze = None
@@ -728,7 +731,7 @@ def parse_scenario(data: Any, path: str, digest: str = "") -> Scenario:
         title=title, path=path, digest=digest, description=description, tags=tags, max_duration=max_duration,
         embedded=embedded, live=live, freeze=freeze, hypothesis_title=hypothesis_title, probes=probes,
         method=method, paging=paging, on_call=on_call, vendor=vendor, stop_conditions=stops,
-        expectations=expectations, rollbacks=tuple(rollbacks),
+        expectations=expectations, rollbacks=tuple(rollbacks), runbook=runbook,
     )
 
 

@@ -716,23 +716,10 @@ def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]") ->
     import numpy as np
 
     if isinstance(out, str) or hasattr(out, "__fspath__"):
-        import os
-        import secrets
-        from pathlib import Path
+        from opsctl.statefile import atomic_file
 
-        path = Path(out)
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for open()
-        try:
-            with os.fdopen(fd, "w") as handle:
-                count = export_openmetrics(series, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return count
+        with atomic_file(out, mode=0o666) as handle:  # the umask applies, as for open()
+            return export_openmetrics(series, handle)
 
     samples = 0
     for family, kind, help_text in _FAMILIES:

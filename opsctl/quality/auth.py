@@ -16,7 +16,6 @@ Token and secret values never appear in messages, logs or reprs.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -181,25 +180,11 @@ class DatabricksOAuthToken:
 
 
 def write_private_atomic(path: Path, text: str) -> None:
-    """Write a file readable only by its owner: temp file (0600), fsync, rename, fsync the directory."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    """Write a file readable only by its owner, whole or not at all."""
+    from opsctl.statefile import write_text_atomic
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_text_atomic(path, text, mode=0o600)
 
 
 def _oauth_error(response) -> str:

@@ -25,9 +25,7 @@ group run in order at one timestamp, so an alert sees the ratios recorded at the
 from __future__ import annotations
 
 import math
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
@@ -381,23 +379,11 @@ def header(plans: Sequence[SloRulePlan], settings: RuleSettings) -> str:
 
 
 def write_atomic(path: str | Path, text: str) -> None:
-    """Write a file whole or not at all: temp file in the same directory, fsync, rename."""
+    """Write a rule file whole or not at all, readable by the Prometheus that loads it."""
+    from opsctl.statefile import write_text_atomic
+
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise UsageError(f"--out: directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_text_atomic(path, text, mode=0o644)

@@ -28,7 +28,7 @@ class DrillEnv:
         self.state = root / ".opsctl"
         text = config_text or (REPO / "opsctl.yaml").read_text()
         text = text.replace("  dir: slos\n", f"  dir: {REPO / 'slos'}\n").replace(
-            "  scenarios: chaos ", f"  scenarios: {CHAOS} ")
+            "  scenarios: chaos ", f"  scenarios: {CHAOS} ").replace("  dir: runbooks ", f"  dir: {REPO / 'runbooks'} ")
         self.config = root / "opsctl.yaml"
         self.config.write_text(text)
 

@@ -1,0 +1,6 @@
+"""Runbooks generated from the config: one per alert and one per incident scenario.
+
+facts.py computes the figures and commands a runbook quotes (pure), generator.py renders the
+Jinja2 templates into {file name: Markdown} (pure, deterministic), writer.py writes and compares
+them with a directory. Templates ship in templates/ and can be overridden file by file.
+"""

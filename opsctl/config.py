@@ -976,12 +976,167 @@ class AlertingConfig:
         return {"page": self.page, "ticket": self.ticket}[name]
 
 
+# ---------------------------------------------------------------------------------------------
+# Alert-triggered automation (`opsctl serve`)
+
+POLICY_LABELS = ("alertname", "severity", "slo", "backend", "service")  # labels a policy may match on
+
+
+def _check_bind(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"bind must be HOST:PORT, e.g. 127.0.0.1:9095 or 0.0.0.0:9095 (got {value!r})")
+    return host.strip("[]"), int(port)
+
+
+@dataclass(frozen=True)
+class FailoverAction:
+    """Move all user traffic away from a backend. `backend` unset: the alert's `backend` label.
+
+    Automated failover goes through the traffic guards like any routine change. During a change
+    freeze it counts as an emergency (overriding the freeze, recorded with the incident the policy
+    opened) only when `emergency_in_freeze` is true; otherwise the freeze refuses it.
+    """
+
+    backend: str | None = None
+    emergency_in_freeze: bool = False
+
+
+@dataclass(frozen=True)
+class PageAction:
+    severity: Literal["critical", "error", "warning", "info"] = "critical"
+
+
+@dataclass(frozen=True)
+class TicketAction:
+    """File the support ticket with the failing backend's vendor (tickets.vendors.<vendor>)."""
+
+    category: str = "inference"
+    severity: Literal["Sev1", "Sev2", "Sev3", "Sev4"] = "Sev2"
+
+
+@dataclass(frozen=True)
+class PolicyActions:
+    failover: FailoverAction | None = None
+    restore: bool = False  # after every matching alert resolved and the hold-down passed
+    page: PageAction | None = None
+    ticket: TicketAction | None = None
+    note: bool = False  # add a note to the incident the policy opened, for every action taken
+
+    def __post_init__(self):
+        if self.restore and self.failover is None:
+            raise ValueError("restore needs failover in the same policy (it undoes that failover)")
+        if not (self.failover or self.page or self.ticket or self.note):
+            raise ValueError("give at least one action: failover, page, ticket or note")
+
+
+@dataclass(frozen=True)
+class AutomationPolicy:
+    """Alerts whose labels match `match` (exact) and `match_re` (fully anchored regex) trigger `actions`."""
+
+    name: str
+    actions: PolicyActions
+    match: dict[str, str] = field(default_factory=dict)
+    match_re: dict[str, str] = field(default_factory=dict)
+    dry_run: bool = False
+    hold_down: str | None = None  # default: automation.hold_down
+
+    def __post_init__(self):
+        import re
+
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9_]{0,62}[a-z0-9])?", self.name):
+            raise ValueError(f"name must be lower case letters, digits, - and _ (got {self.name!r})")
+        if not self.match and not self.match_re:
+            raise ValueError("give match or match_re: a policy that matches every alert is refused")
+        for kind, labels in (("match", self.match), ("match_re", self.match_re)):
+            for label in labels:
+                if label not in POLICY_LABELS:
+                    raise ValueError(f"{kind}: unknown label {label!r} (known: {', '.join(POLICY_LABELS)})")
+        for label, pattern in self.match_re.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"match_re.{label}: invalid regular expression: {exc}") from None
+        if self.hold_down is not None:
+            _check_automation_duration(self.hold_down, "hold_down")
+
+    @property
+    def hold_down_seconds(self) -> int | None:
+        from opsctl.clock import parse_duration
+
+        return None if self.hold_down is None else parse_duration(self.hold_down)
+
+
+def _check_automation_duration(value: str, what: str, maximum: int = 7 * 86400) -> int:
+    from opsctl.clock import parse_duration
+
+    seconds = parse_duration(value)
+    if not 0 <= seconds <= maximum:
+        raise ValueError(f"{what} must be between 0s and {maximum // 86400}d")
+    return seconds
+
+
+@dataclass(frozen=True)
+class AutomationConfig:
+    """`opsctl serve`: webhook receiver for Alertmanager and PagerDuty, acting by policy."""
+
+    bind: str = "127.0.0.1:9095"
+    # Alertmanager authenticates with `Authorization: Bearer <token>` or basic auth
+    # (basic_auth_username, password = the token). Default: $OPSCTL_WEBHOOK_TOKEN.
+    token: SecretRef | None = None
+    basic_auth_username: str = "alertmanager"
+    # PagerDuty webhook v3 signing secrets; several during a rotation (any one verifies).
+    pagerduty_secrets: list[SecretRef] = field(default_factory=list)
+    queue_size: int = 1000  # deliveries waiting for a worker; past it the sender gets 503 and retries
+    workers: int = 2  # action threads; events about one backend always go to the same worker, in order
+    body_limit: int = 1048576  # bytes; larger bodies get 413
+    hold_down: str = "10m"  # wait after the last matching alert resolved before restoring traffic
+    restore_retry: str = "1m"  # wait before retrying a restore a guard refused or that failed
+    dry_run: bool = False  # every policy: decide and record, change nothing
+    policies: list[AutomationPolicy] = field(default_factory=list)
+
+    def __post_init__(self):
+        _check_bind(self.bind)
+        if not 1 <= self.queue_size <= 100000:
+            raise ValueError("queue_size must be between 1 and 100000")
+        if not 1 <= self.workers <= 32:
+            raise ValueError("workers must be between 1 and 32")
+        if not 1024 <= self.body_limit <= 64 * 1048576:
+            raise ValueError("body_limit must be between 1024 and 67108864 bytes")
+        if not self.basic_auth_username or ":" in self.basic_auth_username:
+            raise ValueError("basic_auth_username must be non-empty and contain no ':'")
+        _check_automation_duration(self.hold_down, "hold_down")
+        if _check_automation_duration(self.restore_retry, "restore_retry") < 1:
+            raise ValueError("restore_retry must be at least 1s")
+        names = [p.name for p in self.policies]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"policies: duplicate policy name(s): {', '.join(duplicates)}")
+
+    @property
+    def bind_address(self) -> tuple[str, int]:
+        return _check_bind(self.bind)
+
+    @property
+    def hold_down_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.hold_down)
+
+    @property
+    def restore_retry_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.restore_retry)
+
+
 @dataclass(frozen=True)
 class Config:
     service: str
     backends: dict[str, Backend]
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     slos: SloConfig = field(default_factory=SloConfig)
+    automation: AutomationConfig = field(default_factory=AutomationConfig)
     alerting: AlertingConfig = field(default_factory=AlertingConfig)
     paging: PagingConfig = field(default_factory=PagingConfig)
     tickets: TicketsConfig = field(default_factory=TicketsConfig)
@@ -1012,6 +1167,18 @@ class Config:
                 )
         self._check_traffic()
         self._check_runbooks()
+        self._check_automation()
+
+    def _check_automation(self) -> None:
+        """Policies that fail over from a fixed backend must name a configured one."""
+        known = ", ".join(sorted(self.backends))
+        for i, policy in enumerate(self.automation.policies):
+            failover = policy.actions.failover
+            if failover and failover.backend is not None and failover.backend not in self.backends:
+                raise ValueError(
+                    f"automation.policies[{i}].actions.failover.backend: unknown backend {failover.backend!r}"
+                    f" (known: {known})"
+                )
 
     def _check_traffic(self) -> None:
         """Cross-section checks: traffic, capacity and freezes must name configured backends."""

@@ -1,0 +1,1 @@
+"""Alert-triggered automation: `opsctl serve` receives webhooks and acts by policy."""

@@ -1,0 +1,248 @@
+"""Durable policy state: which alerts fire, each policy's open episode per target, and what was done.
+
+An *episode* is one incident as a policy sees it, per target (the backend it fails over from): it
+opens with the first matching alert that fires, holds the incident it paged, the ticket it filed
+and whether it moved traffic, waits out the hold-down once every matching alert resolved, and
+closes when traffic is restored (or when there was nothing to restore). At most one episode per
+policy and target is open (a partial unique index), so two replicas sharing the state cannot open
+two. While a worker acts on an episode it holds the episode's lease; another worker (or replica)
+that meets a held lease retries its event a moment later.
+
+Alert state is kept per policy and fingerprint with the alert's startsAt, so a late or replayed
+event from an earlier firing never reopens or resolves a later one.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from opsctl.automation.idempotency import Database, default_owner
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS alert_state (
+    policy TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    target TEXT NOT NULL,
+    starts_at TEXT NOT NULL,           -- canonical RFC 3339, nanoseconds: sorts as text
+    status TEXT NOT NULL,              -- firing | resolved
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (policy, fingerprint)
+);
+CREATE TABLE IF NOT EXISTS episodes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    policy TEXT NOT NULL,
+    target TEXT NOT NULL,
+    state TEXT NOT NULL,               -- open | restore_pending | restoring | closed
+    opened_at REAL NOT NULL,
+    incident TEXT,                     -- what page() returned: dedup key or incident id
+    ticket TEXT,
+    failover TEXT,                     -- outcome status of the failover, NULL before one was tried
+    owned INTEGER NOT NULL DEFAULT 0,  -- 1 when this automation moved the traffic (so it may restore)
+    saved TEXT,                        -- JSON: what the failover returned (the split before and after)
+    restore_due REAL,
+    restore_refusals INTEGER NOT NULL DEFAULT 0,
+    owner TEXT,
+    lease_until REAL,
+    closed_at REAL,
+    closed_because TEXT
+);
+CREATE UNIQUE INDEX IF NOT EXISTS one_open_episode ON episodes (policy, target) WHERE state != 'closed';
+CREATE INDEX IF NOT EXISTS episodes_due ON episodes (state, restore_due);
+CREATE TABLE IF NOT EXISTS actions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    event_key TEXT,
+    policy TEXT NOT NULL,
+    episode INTEGER,
+    action TEXT NOT NULL,              -- page | failover | ticket | note | restore
+    status TEXT NOT NULL,              -- applied | noop | refused | skipped | failed | dry_run
+    detail TEXT NOT NULL,
+    dry_run INTEGER NOT NULL,
+    received_at REAL,                  -- when the delivery that caused it arrived
+    started_at REAL NOT NULL,
+    finished_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS actions_by_policy ON actions (policy, action);
+"""
+
+OPEN_STATES = ("open", "restore_pending", "restoring")
+
+
+@dataclass
+class Episode:
+    id: int
+    policy: str
+    target: str
+    state: str
+    opened_at: float
+    incident: str | None
+    ticket: str | None
+    failover: str | None
+    owned: bool
+    restore_due: float | None
+    restore_refusals: int
+    saved: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "Episode":
+        return cls(row["id"], row["policy"], row["target"], row["state"], row["opened_at"], row["incident"],
+                   row["ticket"], row["failover"], bool(row["owned"]), row["restore_due"], row["restore_refusals"],
+                   json.loads(row["saved"]) if row["saved"] else {})
+
+    @property
+    def traffic_moved(self) -> bool:
+        return self.failover in ("applied", "dry_run") and self.owned
+
+
+class Busy(Exception):
+    """Another worker holds the episode's lease; retry the event shortly."""
+
+
+class EpisodeStore:
+    def __init__(self, path: Path, *, clock: Callable[[], float], owner: str | None = None, lease: float = 300.0):
+        self.db = Database(path, SCHEMA)
+        self.clock = clock
+        self.owner = owner or default_owner()
+        self.lease_seconds = lease
+
+    # -- alerts -------------------------------------------------------------------------------
+
+    def record_alert(self, conn, policy: str, fingerprint: str, target: str, starts_at: str, status: str) -> str:
+        """Store the alert's state; returns 'stale' when a later (or resolved) copy is already recorded."""
+        row = conn.execute("SELECT starts_at, status FROM alert_state WHERE policy = ? AND fingerprint = ?",
+                           (policy, fingerprint)).fetchone()
+        if row is not None:
+            if row["starts_at"] > starts_at:
+                return "stale"
+            if row["starts_at"] == starts_at and row["status"] == "resolved":
+                return "stale"  # resolved is final for one firing (startsAt); a firing copy is late
+        conn.execute(
+            "INSERT INTO alert_state (policy, fingerprint, target, starts_at, status, updated_at) VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (policy, fingerprint) DO UPDATE SET target = excluded.target, starts_at = excluded.starts_at,"
+            " status = excluded.status, updated_at = excluded.updated_at",
+            (policy, fingerprint, target, starts_at, status, self.clock()),
+        )
+        return "recorded"
+
+    def firing_count(self, conn, policy: str, target: str) -> int:
+        return conn.execute("SELECT COUNT(*) FROM alert_state WHERE policy = ? AND target = ? AND status = 'firing'",
+                            (policy, target)).fetchone()[0]
+
+    # -- episodes -----------------------------------------------------------------------------
+
+    def open_episode(self, conn, policy: str, target: str) -> Episode | None:
+        row = conn.execute("SELECT * FROM episodes WHERE policy = ? AND target = ? AND state != 'closed'",
+                           (policy, target)).fetchone()
+        return Episode.from_row(row) if row else None
+
+    def create_episode(self, conn, policy: str, target: str) -> Episode:
+        cur = conn.execute("INSERT INTO episodes (policy, target, state, opened_at) VALUES (?, ?, 'open', ?)",
+                           (policy, target, self.clock()))
+        return self.get(cur.lastrowid, conn)
+
+    def get(self, episode_id: int, conn=None) -> Episode:
+        conn = conn or self.db.conn
+        return Episode.from_row(conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone())
+
+    def _me(self) -> str:
+        """Leases belong to one thread: the restore scheduler and a worker in one process exclude each other."""
+        return f"{self.owner}:{threading.get_ident()}"
+
+    def lease(self, conn, episode_id: int) -> None:
+        now = self.clock()
+        me = self._me()
+        cur = conn.execute(
+            "UPDATE episodes SET owner = ?, lease_until = ? WHERE id = ?"
+            " AND (owner IS NULL OR owner = ? OR lease_until IS NULL OR lease_until < ?)",
+            (me, now + self.lease_seconds, episode_id, me, now),
+        )
+        if cur.rowcount != 1:
+            raise Busy(f"episode {episode_id} is being acted on by another worker")
+
+    def update(self, episode_id: int, conn=None, **fields) -> None:
+        if not fields:
+            return
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        sql, args = f"UPDATE episodes SET {cols} WHERE id = ?", (*fields.values(), episode_id)
+        if conn is not None:
+            conn.execute(sql, args)
+        else:
+            self.db.write(sql, args)
+
+    def release(self, episode_id: int, **fields) -> None:
+        self.update(episode_id, owner=None, lease_until=None, **fields)
+
+    def close(self, conn, episode_id: int, because: str) -> None:
+        self.update(episode_id, conn, state="closed", closed_at=self.clock(), closed_because=because,
+                    restore_due=None, owner=None, lease_until=None)
+
+    def other_moved(self, conn, episode: Episode) -> list[Episode]:
+        """Open episodes on other targets that moved traffic away from their backend."""
+        rows = conn.execute(
+            "SELECT * FROM episodes WHERE state != 'closed' AND target != ? AND owned = 1"
+            " AND failover IN ('applied', 'dry_run')", (episode.target,)
+        ).fetchall()
+        return [Episode.from_row(r) for r in rows]
+
+    def recover(self) -> int:
+        """At start-up: episodes a dead process on this host held are released; a restore it was
+        running is due again (the controller's optimistic concurrency makes a repeat harmless)."""
+        from opsctl.automation.idempotency import dead_local_owner
+
+        with self.db.transaction() as conn:
+            rows = conn.execute("SELECT id, state, owner FROM episodes WHERE owner IS NOT NULL AND state != 'closed'")
+            released = 0
+            for row in rows.fetchall():
+                if dead_local_owner(row["owner"]):
+                    state = "restore_pending" if row["state"] == "restoring" else row["state"]
+                    conn.execute("UPDATE episodes SET owner = NULL, lease_until = NULL, state = ? WHERE id = ?",
+                                 (state, row["id"]))
+                    released += 1
+        return released
+
+    def claim_due_restore(self) -> Episode | None:
+        """Take one episode whose hold-down has passed (or whose restorer died) for this worker."""
+        now = self.clock()
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "SELECT id FROM episodes WHERE (state = 'restore_pending' AND restore_due <= ?)"
+                " OR (state = 'restoring' AND lease_until < ?) ORDER BY restore_due LIMIT 1", (now, now)
+            ).fetchone()
+            if row is None:
+                return None
+            conn.execute("UPDATE episodes SET state = 'restoring', owner = ?, lease_until = ? WHERE id = ?",
+                         (self._me(), now + self.lease_seconds, row["id"]))
+            return self.get(row["id"], conn)
+
+    def next_restore_due(self) -> float | None:
+        row = self.db.conn.execute("SELECT MIN(restore_due) FROM episodes WHERE state = 'restore_pending'").fetchone()
+        return row[0]
+
+    def episodes(self, *, open_only: bool = False) -> list[Episode]:
+        sql = "SELECT * FROM episodes" + (" WHERE state != 'closed'" if open_only else "") + " ORDER BY id"
+        return [Episode.from_row(r) for r in self.db.conn.execute(sql).fetchall()]
+
+    # -- the record of actions ----------------------------------------------------------------
+
+    def record_action(self, *, event_key: str | None, policy: str, episode: int | None, action: str, status: str,
+                      detail: str, dry_run: bool, received_at: float | None, started_at: float,
+                      finished_at: float) -> None:
+        self.db.write(
+            "INSERT INTO actions (at, event_key, policy, episode, action, status, detail, dry_run, received_at,"
+            " started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (finished_at, event_key, policy, episode, action, status, detail[:2000], int(dry_run), received_at,
+             started_at, finished_at),
+        )
+
+    def actions(self, *, policy: str | None = None, action: str | None = None) -> list[dict]:
+        sql, args = "SELECT * FROM actions WHERE 1 = 1", []
+        if policy:
+            sql, args = sql + " AND policy = ?", [*args, policy]
+        if action:
+            sql, args = sql + " AND action = ?", [*args, action]
+        return [dict(r) for r in self.db.conn.execute(sql + " ORDER BY id", args).fetchall()]

@@ -1,0 +1,221 @@
+"""The live Executor: the traffic controller, the pager and the vendor ticket provider.
+
+Wiring only: the policy engine decides what to do, the traffic guards decide whether a change may
+happen. Mapping to the Executor's outcomes:
+
+    controller applied            -> applied      (data: the split before and after, the operation)
+    controller unchanged          -> noop         (traffic was already away from the backend)
+    GuardRefused / bounds         -> refused      (freeze, rate limit, budget, capacity)
+    anything else                 -> raised: the engine records `failed` and the event is retried
+
+Failover outside a freeze is a routine change and passes every guard. Inside a freeze it is an
+emergency tied to the incident only when the policy says `emergency_in_freeze`; otherwise the
+freeze guard refuses it. A restore is always routine (inside a freeze it waits for the end). It
+returns to the split saved by the failover, and only when the split is still the one the failover
+wrote: traffic somebody moved since is left to a human.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from typing import TYPE_CHECKING
+
+from opsctl.automation.actions import (
+    FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest, TicketRequest,
+)
+from opsctl.errors import ConfigError, GuardRefused, UsageError
+
+if TYPE_CHECKING:
+    from opsctl.config import Config
+
+SOURCE = "opsctl serve"
+
+
+def automation_actor() -> str:
+    return os.environ.get("OPSCTL_ACTOR", "").strip() or f"opsctl-serve@{socket.gethostname()}"
+
+
+class LiveExecutor:
+    name = "live"
+
+    def __init__(self, cfg: "Config", *, clock=None):
+        from opsctl.clock import WallClock
+        from opsctl.traffic.controller import TrafficController
+
+        from opsctl.paging.change_hook import PagerChangeHook
+
+        self.cfg = cfg
+        self.clock = clock or WallClock()
+        self.order = list(cfg.backends)
+        self._pager = None
+        # Like `opsctl traffic`: every applied change also goes to the pager as a change event.
+        hook = PagerChangeHook(cfg, clock=self.clock)
+        self.controller = TrafficController(cfg, clock=self.clock, actor=automation_actor(), hooks=[hook])
+        self._desks: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    # -- traffic ------------------------------------------------------------------------------
+
+    def failover(self, request: FailoverRequest) -> Outcome:
+        from opsctl.freeze import FreezeCalendar
+        from opsctl.traffic.controller import ChangeRequest
+        from opsctl.traffic.failover import failover_plan, failover_trim
+
+        backend = request.backend
+        receivers = [b for b in self.order if b != backend]
+        if not receivers:
+            return Outcome("skipped", f"there is no other backend to fail {backend} over to")
+        frozen = FreezeCalendar(self.cfg.freezes).active(self.clock.now())
+        emergency = bool(frozen) and request.emergency_in_freeze
+        incident = request.incident or f"opsctl-automation-{request.context.policy}-{backend}"
+        reason = f"opsctl serve, policy {request.context.policy}: {request.context.summary}"[:500]
+        change = ChangeRequest("failover", failover_plan(backend, receivers), reason=reason, incident=incident,
+                               emergency=emergency, trim=failover_trim(backend))
+        try:
+            result = self.controller.apply(change)
+        except GuardRefused as exc:
+            return Outcome("refused", exc.message, self._result_data(getattr(exc, "result", None)))
+        except UsageError as exc:  # bounds: a plan the split cannot take
+            return Outcome("refused", exc.message, self._result_data(getattr(exc, "result", None)))
+        data = self._result_data(result)
+        if result.outcome == "unchanged":
+            return Outcome("noop", f"no user traffic on {backend} to move ({result.after.describe(self.order)})", data)
+        how = " as an emergency overriding " + ", ".join(s.name for s in frozen) if emergency else ""
+        moved = f"{result.before.describe(self.order) if result.before else 'unset'} -> {result.after.describe(self.order)}"
+        short = f"; capacity kept some on {backend}: {result.shortfall}" if result.shortfall else ""
+        return Outcome("applied", f"failed over away from {backend}{how}: {moved}{short}", data)
+
+    def restore(self, request: RestoreRequest) -> Outcome:
+        from opsctl.traffic.controller import ChangeRequest
+        from opsctl.traffic.split import Split
+
+        saved = request.saved or {}
+        if not saved.get("before") or not saved.get("after"):
+            return Outcome("skipped", "the failover saved no split to return to; restore left to a human")
+        before = Split.from_dict(saved["before"], self.order, "the split saved by the failover")
+        after = Split.from_dict(saved["after"], self.order, "the split the failover wrote")
+        current = self.controller.read().split
+        if current != after:
+            now = current.describe(self.order) if current else "unknown"
+            return Outcome("skipped", f"the split changed since the failover (now {now}, the failover wrote"
+                                      f" {after.describe(self.order)}); restore left to a human")
+        # Never an emergency: inside a freeze the restore waits (retried every restore_retry) until it ends.
+        incident = request.incident or f"opsctl-automation-{request.context.policy}-{request.backend}"
+        change = ChangeRequest("restore", lambda _current: before, incident=incident, emergency=False,
+                               reason=f"opsctl serve, policy {request.context.policy}: alert resolved, hold-down passed")
+        try:
+            result = self.controller.apply(change)
+        except (GuardRefused, UsageError) as exc:
+            return Outcome("refused", exc.message, self._result_data(getattr(exc, "result", None)))
+        data = self._result_data(result)
+        if result.outcome == "unchanged":
+            return Outcome("noop", "the split is already the one saved before the failover", data)
+        return Outcome("applied", f"restored {request.backend}: {result.before.describe(self.order)} ->"
+                                  f" {result.after.describe(self.order)}", data)
+
+    def _result_data(self, result) -> dict:
+        if result is None:
+            return {}
+        data = {"operation": result.operation_id, "outcome": result.outcome}
+        if result.before is not None:
+            data["before"] = result.before.to_dict(self.order)
+        if result.after is not None:
+            data["after"] = result.after.to_dict(self.order)
+        if result.overrides:
+            data["overrides"] = list(result.overrides)
+        return data
+
+    # -- paging -------------------------------------------------------------------------------
+
+    @property
+    def pager(self):
+        with self._lock:
+            if self._pager is None:
+                from opsctl.paging.registry import open_pager
+
+                self._pager = open_pager(self.cfg, clock=self.clock)
+            return self._pager
+
+    def page(self, request: PageRequest) -> Outcome:
+        from opsctl.paging.base import Link, PageEvent
+
+        links = (Link(request.context.generator_url, "alert source"),) if request.context.generator_url else ()
+        result = self.pager.trigger(PageEvent(
+            summary=request.summary, source=SOURCE, severity=request.severity, dedup_key=request.dedup_key,
+            component=request.context.labels.get("backend"), group=request.context.policy,
+            custom_details=dict(request.details), links=links,
+        ))
+        data = {"incident": result.dedup_key or request.dedup_key}
+        if result.incident_id:
+            data["incident_id"] = result.incident_id
+        return Outcome("applied", result.detail or f"paged: {request.summary}", data)
+
+    def note(self, request: NoteRequest) -> Outcome:
+        """An incident note where the pager has them; else a change event, which PagerDuty shows
+        on the service's timeline next to the incident."""
+        from opsctl.paging.base import ChangeEvent
+
+        add_note = getattr(self.pager, "add_note", None)
+        if callable(add_note):
+            add_note(request.incident, request.text)
+            return Outcome("applied", f"note added to {request.incident}")
+        self.pager.change_event(ChangeEvent(
+            summary=request.text[:1024], source=SOURCE, timestamp=self.clock.now(),
+            custom_details={"incident": request.incident, "policy": request.context.policy},
+        ))
+        return Outcome("applied", f"recorded as a change event next to {request.incident}")
+
+    # -- tickets ------------------------------------------------------------------------------
+
+    def _desk(self, vendor: str):
+        with self._lock:
+            if vendor not in self._desks:
+                from opsctl.tickets.registry import open_ticket_provider
+
+                self._desks[vendor] = open_ticket_provider(self.cfg, vendor, clock=self.clock)
+            return self._desks[vendor]
+
+    def file_ticket(self, request: TicketRequest) -> Outcome:
+        from opsctl.tickets.base import Link, TicketRequest as Ticket
+
+        vendor = self.cfg.backends[request.backend].vendor
+        links = (Link(request.context.generator_url, "alert source"),) if request.context.generator_url else ()
+        filed = self._desk(vendor).file(Ticket(
+            vendor=vendor, category=request.category, severity=request.severity, subject=request.summary,
+            body=request.description, links=links, idempotency_key=request.idempotency_key,
+        ))
+        status = "noop" if filed.outcome == "existing" else "applied"
+        return Outcome(status, f"{vendor} ticket {filed.id} ({filed.outcome}, {filed.provider})",
+                       {"ticket": filed.id, "url": filed.url or ""})
+
+
+def check_wiring(cfg: "Config") -> None:
+    """Fail at start, not at 3 a.m.: every vendor a ticket action may reach must be configured."""
+    problems = []
+    for policy in cfg.automation.policies:
+        if policy.actions.ticket is None:
+            continue
+        fixed = policy.actions.failover.backend if policy.actions.failover else None
+        candidates = [fixed] if fixed else list(cfg.backends)
+        for name in candidates:
+            backend = cfg.backends[name]
+            if backend.kind == "vendor" and backend.vendor and backend.vendor not in cfg.tickets.vendors:
+                problems.append(f"automation.policies ({policy.name}): tickets for {name} go to vendor"
+                                f" {backend.vendor!r}, which tickets.vendors does not configure")
+            category = policy.actions.ticket.category
+            route = cfg.tickets.vendors.get(backend.vendor or "")
+            if route is not None and category not in route.categories:
+                problems.append(f"automation.policies ({policy.name}).actions.ticket.category: {category!r} is not"
+                                f" a category of vendor {backend.vendor!r} (known: {', '.join(sorted(route.categories))})")
+    if problems:
+        raise ConfigError(f"{cfg.source_path}: automation cannot file its tickets", problems=sorted(set(problems)))
+
+
+def open_executor(cfg: "Config") -> LiveExecutor:
+    check_wiring(cfg)
+    return LiveExecutor(cfg)
+
+
+__all__ = ["LiveExecutor", "automation_actor", "check_wiring", "open_executor"]

@@ -1,0 +1,277 @@
+"""The durable record of deliveries: each alert event and PagerDuty webhook is acted on once.
+
+Alertmanager and PagerDuty deliver at least once (retries, HA peers, repeat intervals). Each alert
+in a notification becomes one event keyed on groupKey + fingerprint + startsAt + status (the
+alert's own status, not the group's); a PagerDuty delivery is keyed on its X-Webhook-Id. The first
+delivery inserts the event as `pending`; any later copy finds the key and is answered 202 without
+acting again.
+
+The record lives in SQLite (WAL) under the state dir, so two or more replicas sharing the state see
+the same keys: a worker *claims* an event with one conditional UPDATE (pending -> running, with a
+lease), and only the claimant acts. A replica that dies mid-action leaves a running row whose lease
+expires; a sweep in any replica re-queues it. Replicas that do not share a state dir (Kubernetes
+pods with their own volume) may both act on a retried delivery; there the actuator's optimistic
+concurrency (resourceVersion) turns the second failover into a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    key TEXT PRIMARY KEY,
+    source TEXT NOT NULL,              -- alertmanager | pagerduty
+    payload TEXT NOT NULL,             -- JSON of what to act on
+    partition TEXT NOT NULL,           -- events with the same partition are handled in order
+    state TEXT NOT NULL,               -- pending | running | done | failed
+    attempts INTEGER NOT NULL DEFAULT 0,
+    owner TEXT,
+    lease_until REAL,
+    not_before REAL NOT NULL DEFAULT 0,
+    received_at REAL NOT NULL,
+    done_at REAL,
+    result TEXT
+);
+CREATE INDEX IF NOT EXISTS events_by_state ON events (state, not_before);
+"""
+
+ADMIT_BUSY_TIMEOUT = 2.0  # seconds an incoming delivery waits for the write lock before it is answered 503
+DEFAULT_LEASE = 300.0  # longer than any bounded action (pager and ticket calls have 30 s deadlines)
+MAX_ATTEMPTS = 3
+
+
+def event_key(*parts: str) -> str:
+    """A fixed-length key for the idempotency tuple (separator-safe)."""
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+
+def alert_event_key(group_key: str, fingerprint: str, starts_at: str, status: str) -> str:
+    return event_key("alertmanager", group_key, fingerprint, starts_at, status)
+
+
+def webhook_event_key(webhook_id: str) -> str:
+    return event_key("pagerduty", webhook_id)
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def dead_local_owner(owner: str | None) -> bool:
+    """True when `owner` ("host:pid[:thread]") was a process on this host that is gone: its leases can
+    be released at start-up instead of waiting for them to expire. A process that just started owns
+    nothing yet, so its own pid (a container restart reuses PID 1) counts as gone too."""
+    if not owner:
+        return False
+    host, _, rest = owner.partition(":")
+    pid_text = rest.split(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection tuned for several processes sharing one file: WAL, a busy timeout, autocommit."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=10.0, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=10000")
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+_WRITE_LOCKS: dict[str, threading.RLock] = {}
+_WRITE_LOCKS_GUARD = threading.Lock()
+
+
+def _write_lock(path: Path) -> threading.RLock:
+    with _WRITE_LOCKS_GUARD:
+        return _WRITE_LOCKS.setdefault(str(path.resolve()), threading.RLock())
+
+
+class Database:
+    """One SQLite file, one connection per thread; `transaction()` takes the write lock up front.
+
+    Writers in one process queue on a Python lock before SQLite's: SQLite's busy handler sleeps
+    1, 2, 5, 10 ms... between tries, which under a burst of deliveries costs more than the writes.
+    Other processes (replicas sharing the file) still meet SQLite's lock and its busy timeout."""
+
+    def __init__(self, path: Path, schema: str):
+        self.path = Path(path)
+        self._local = threading.local()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.write_lock = _write_lock(self.path)
+        with self.write_lock:
+            self.conn.executescript(schema)
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path)
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def transaction(self, timeout: float = -1) -> Iterator[sqlite3.Connection]:
+        """A write transaction; `timeout` bounds the wait for this process's writers (then
+        sqlite3.OperationalError, as SQLite raises when another process holds the lock too long)."""
+        conn = self.conn
+        if not self.write_lock.acquire(timeout=timeout):
+            raise sqlite3.OperationalError("database is locked (by another writer in this process)")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        finally:
+            self.write_lock.release()
+
+    def write(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
+        """One write statement in its own (autocommit) transaction."""
+        with self.write_lock:
+            return self.conn.execute(sql, args)
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    key: str
+    source: str
+    partition: str
+    payload: dict
+    needs_action: bool = True  # False: recorded as done at once (no policy matches it)
+
+
+@dataclass(frozen=True)
+class ClaimedEvent:
+    key: str
+    source: str
+    payload: dict
+    attempts: int
+    received_at: float
+    partition: str = ""
+
+
+class DeliveryLog:
+    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time, owner: str | None = None,
+                 lease: float = DEFAULT_LEASE):
+        self.db = Database(path, SCHEMA)
+        self.clock = clock
+        self.owner = owner or default_owner()
+        self.lease_seconds = lease
+
+    def admit(self, events: list[NewEvent], received_at: float | None = None) -> list[NewEvent]:
+        """Record events not seen before, in one transaction; returns those that are new."""
+        now = self.clock() if received_at is None else received_at
+        new: list[NewEvent] = []
+        # A sender waits for this answer (5 s at most): do not wait long for another replica's write.
+        self.db.conn.execute(f"PRAGMA busy_timeout = {int(ADMIT_BUSY_TIMEOUT * 1000)}")
+        with self.db.transaction(timeout=ADMIT_BUSY_TIMEOUT) as conn:
+            for ev in events:
+                state, done_at, result = ("pending", None, None) if ev.needs_action else (
+                    "done", now, '{"actions": [], "policies": []}')
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO events (key, source, payload, partition, state, received_at, done_at, result)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (ev.key, ev.source, json.dumps(ev.payload, sort_keys=True), ev.partition, state, now, done_at,
+                     result),
+                )
+                if cur.rowcount == 1:
+                    new.append(ev)
+        return new
+
+    def seen(self, key: str) -> bool:
+        return self.db.conn.execute("SELECT 1 FROM events WHERE key = ?", (key,)).fetchone() is not None
+
+    def claim(self, key: str) -> ClaimedEvent | None:
+        """Take the event for this worker, or None when it is done, owned by a live worker, or not due."""
+        now = self.clock()
+        with self.db.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE events SET state = 'running', owner = ?, lease_until = ?, attempts = attempts + 1"
+                " WHERE key = ? AND ((state = 'pending' AND not_before <= ?) OR (state = 'running' AND lease_until < ?))",
+                (self.owner, now + self.lease_seconds, key, now, now),
+            )
+            if cur.rowcount != 1:
+                return None
+            row = conn.execute("SELECT source, payload, attempts, received_at, partition FROM events WHERE key = ?",
+                               (key,)).fetchone()
+        return ClaimedEvent(key, row["source"], json.loads(row["payload"]), row["attempts"], row["received_at"],
+                            row["partition"])
+
+    def finish(self, key: str, result: dict, *, failed: bool = False) -> None:
+        self.db.write(
+            "UPDATE events SET state = ?, done_at = ?, result = ?, lease_until = NULL WHERE key = ? AND owner = ?",
+            ("failed" if failed else "done", self.clock(), json.dumps(result, sort_keys=True, default=str), key,
+             self.owner),
+        )
+
+    def retry_later(self, key: str, delay: float, result: dict | None = None, *, count: bool = True) -> None:
+        """Back to pending after `delay`; `count=False` (the episode was busy) does not use up an attempt."""
+        self.db.write(
+            "UPDATE events SET state = 'pending', not_before = ?, lease_until = NULL, result = ?,"
+            " attempts = attempts - ? WHERE key = ? AND owner = ?",
+            (self.clock() + delay, json.dumps(result or {}, default=str), 0 if count else 1, key, self.owner),
+        )
+
+    def recover(self) -> int:
+        """At start-up: events a dead process on this host was acting on go back to pending."""
+        with self.db.transaction() as conn:
+            owners = [r[0] for r in conn.execute("SELECT DISTINCT owner FROM events WHERE state = 'running'")]
+            released = 0
+            for owner in owners:
+                if dead_local_owner(owner):
+                    released += conn.execute("UPDATE events SET state = 'pending', lease_until = NULL, not_before = 0"
+                                             " WHERE state = 'running' AND owner = ?", (owner,)).rowcount
+        return released
+
+    def due(self, *, older_than: float, limit: int) -> list[tuple[str, str]]:
+        """(key, partition) of events nobody is working on: pending past `older_than` seconds or
+        past their retry time, and running with an expired lease (a worker or replica died)."""
+        now = self.clock()
+        rows = self.db.conn.execute(
+            "SELECT key, partition FROM events WHERE (state = 'pending' AND not_before <= ?"
+            " AND (not_before > 0 OR received_at <= ?)) OR (state = 'running' AND lease_until < ?)"
+            " ORDER BY received_at LIMIT ?",
+            (now, now - older_than, now, limit),
+        ).fetchall()
+        return [(r["key"], r["partition"]) for r in rows]
+
+    def state(self, key: str) -> dict | None:
+        row = self.db.conn.execute("SELECT * FROM events WHERE key = ?", (key,)).fetchone()
+        return dict(row) if row else None
+
+    def counts(self) -> dict[str, int]:
+        rows = self.db.conn.execute("SELECT state, COUNT(*) AS n FROM events GROUP BY state").fetchall()
+        return {r["state"]: r["n"] for r in rows}
+
+    def prune(self, older_than: float) -> int:
+        """Forget finished events older than `older_than` seconds (their keys can no longer recur)."""
+        cur = self.db.write(
+            "DELETE FROM events WHERE state IN ('done', 'failed') AND done_at < ?", (self.clock() - older_than,)
+        )
+        return cur.rowcount

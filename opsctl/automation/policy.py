@@ -1,0 +1,409 @@
+"""Alert -> action policy: which policies an alert matches, and what each does about it.
+
+A policy matches an alert when every `match` label is equal and every `match_re` label fully
+matches its regular expression (a missing label is the empty string, as in Alertmanager). For a
+firing alert, a policy's episode (see episodes.py) takes its actions once, in this order:
+
+    failover  move all user traffic away from the backend, through the traffic guards; during a
+              freeze it is an emergency tied to the incident only where the policy says so
+    page      open the incident that asks a human to confirm (or act, when the failover was
+              refused); its dedup key is stable per policy and target and names the incident the
+              failover already recorded, so repeated alerts fold into the open incident
+    ticket    file the support ticket with the backend's vendor
+    note      add what was done to the incident
+
+When every matching alert of the episode resolved, a policy with `restore` waits out the hold-down
+and then returns the traffic (`run_due_restores`); an alert firing again inside the hold-down
+cancels the restore. Traffic someone else moved is never "restored" by the automation. A policy in
+dry run (or the global dry run) goes through the same steps with an executor that changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Mapping
+
+from opsctl.automation.actions import (
+    Context, DryRunExecutor, Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest,
+    TicketRequest,
+)
+from opsctl.automation.episodes import Busy, Episode, EpisodeStore
+
+if TYPE_CHECKING:
+    from opsctl.config import AutomationConfig, AutomationPolicy, Backend
+
+log = logging.getLogger("opsctl.automation")
+
+
+class ActionFailed(Exception):
+    """An action failed unexpectedly; the event is retried (its done actions are not repeated)."""
+
+
+@dataclass(frozen=True)
+class CompiledPolicy:
+    policy: "AutomationPolicy"
+    patterns: tuple[tuple[str, re.Pattern], ...]
+
+    @classmethod
+    def of(cls, policy: "AutomationPolicy") -> "CompiledPolicy":
+        return cls(policy, tuple((k, re.compile(v)) for k, v in sorted(policy.match_re.items())))
+
+    @property
+    def name(self) -> str:
+        return self.policy.name
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for label, value in self.policy.match.items():
+            if labels.get(label, "") != value:
+                return False
+        return all(p.fullmatch(labels.get(label, "")) for label, p in self.patterns)
+
+    def target(self, labels: Mapping[str, str]) -> str:
+        """What the episode is about: the backend failed over from, else the alert's backend, SLO or name."""
+        failover = self.policy.actions.failover
+        if failover is not None and failover.backend:
+            return failover.backend
+        return labels.get("backend") or labels.get("slo") or labels.get("alertname") or "alert"
+
+
+def matching(policies: list[CompiledPolicy], labels: Mapping[str, str]) -> list[CompiledPolicy]:
+    return [p for p in policies if p.matches(labels)]
+
+
+@dataclass
+class Taken:
+    """One action's result, as recorded and counted."""
+
+    policy: str
+    action: str
+    outcome: Outcome
+    dry_run: bool
+    seconds: float  # from the delivery's arrival to the action's end
+
+
+@dataclass
+class AlertEvent:
+    """One alert of one Alertmanager notification, as queued (plain data, JSON in the delivery log)."""
+
+    key: str
+    status: str
+    labels: dict
+    annotations: dict
+    starts_at: str  # canonical RFC 3339
+    fingerprint: str
+    group_key: str
+    generator_url: str = ""
+    received_at: float = 0.0
+
+    @classmethod
+    def from_payload(cls, key: str, data: dict, received_at: float) -> "AlertEvent":
+        return cls(key=key, status=data["status"], labels=data["labels"], annotations=data["annotations"],
+                   starts_at=data["starts_at"], fingerprint=data["fingerprint"], group_key=data["group_key"],
+                   generator_url=data.get("generator_url", ""), received_at=received_at)
+
+    def summary(self) -> str:
+        labels = self.labels
+        what = labels.get("alertname", "alert")
+        about = ", ".join(f"{k}={labels[k]}" for k in ("slo", "backend", "severity") if labels.get(k))
+        text = self.annotations.get("summary") or ""
+        return f"{what} {self.status} ({about})" + (f": {text}" if text else "")
+
+
+@dataclass
+class PolicyEngine:
+    settings: "AutomationConfig"
+    backends: Mapping[str, "Backend"]
+    store: EpisodeStore
+    live: Executor
+    dry: Executor = field(default_factory=DryRunExecutor)
+    clock: Callable[[], float] = time.time
+    on_action: Callable[[Taken], None] | None = None
+
+    def __post_init__(self):
+        self.policies = [CompiledPolicy.of(p) for p in self.settings.policies]
+        self.by_name = {p.name: p for p in self.policies}
+
+    def executor_for(self, policy: CompiledPolicy) -> tuple[Executor, bool]:
+        dry = self.settings.dry_run or policy.policy.dry_run
+        return (self.dry if dry else self.live), dry
+
+    def hold_down(self, policy: CompiledPolicy) -> int:
+        own = policy.policy.hold_down_seconds
+        return self.settings.hold_down_seconds if own is None else own
+
+    # -- alerts -------------------------------------------------------------------------------
+
+    def handle_alert(self, event: AlertEvent) -> list[Taken]:
+        """Act on one alert event. Raises Busy (retry soon) or ActionFailed (retry, bounded)."""
+        taken: list[Taken] = []
+        failed: list[str] = []
+        for policy in matching(self.policies, event.labels):
+            if event.status == "firing":
+                self._firing(policy, event, taken, failed)
+            else:
+                self._resolved(policy, event, taken)
+        if failed:
+            raise ActionFailed("; ".join(failed))
+        return taken
+
+    def _firing(self, policy: CompiledPolicy, event: AlertEvent, taken: list[Taken], failed: list[str]) -> None:
+        target = policy.target(event.labels)
+        store = self.store
+        with store.db.transaction() as conn:
+            if store.record_alert(conn, policy.name, event.fingerprint, target, event.starts_at, "firing") == "stale":
+                log.info("policy %s: ignoring a late firing copy of %s", policy.name, event.fingerprint)
+                return
+            episode = store.open_episode(conn, policy.name, target) or store.create_episode(conn, policy.name, target)
+            store.lease(conn, episode.id)
+            cancelled = episode.state == "restore_pending"
+            if cancelled:
+                store.update(episode.id, conn, state="open", restore_due=None)
+                episode.state = "open"
+            moved_away = {e.target for e in store.other_moved(conn, episode)}
+        try:
+            self._act_on_firing(policy, event, episode, target, taken, failed, cancelled, moved_away)
+        finally:
+            store.release(episode.id, incident=episode.incident, ticket=episode.ticket, failover=episode.failover,
+                          owned=int(episode.owned), saved=json.dumps(episode.saved, sort_keys=True))
+
+    def _act_on_firing(self, policy, event, episode: Episode, target, taken, failed, cancelled: bool,
+                       moved_away: set[str]) -> None:
+        """Failover first (seconds count at four nines), then the page that asks a human to confirm it,
+        the vendor ticket, and the note. The incident key is known before paging (it is the pager's
+        dedup key), so the failover already names the incident the page opens."""
+        actions = policy.policy.actions
+        executor, dry = self.executor_for(policy)
+        context = self._context(policy, event)
+        incident_key = f"opsctl-automation-{policy.name}-{target}"
+        done: list[str] = []
+        if cancelled:
+            done.append("restore cancelled: the alert fired again inside the hold-down")
+        failover: Outcome | None = None
+        if actions.failover is not None and episode.failover not in ("applied", "noop", "dry_run"):
+            failover = self._failover(policy, event, episode, target, executor, context, dry, taken, failed,
+                                      incident=episode.incident or incident_key, moved_away=moved_away)
+            episode.failover = failover.status
+            if failover.status in ("applied", "dry_run"):
+                episode.owned = True
+                episode.saved = dict(failover.data)
+            done.append(f"failover from {target}: {failover.status} ({failover.detail})")
+        if actions.page is not None and not episode.incident:
+            outcome = self._run(policy, event, episode, "page", dry, lambda: executor.page(PageRequest(
+                context, summary=self._page_summary(policy, event, target, failover), severity=actions.page.severity,
+                dedup_key=incident_key, details={**self._details(event), **(
+                    {"failover": failover.to_dict()} if failover else {})},
+            )), taken, failed)
+            if outcome.status in ("applied", "noop", "dry_run"):
+                episode.incident = str(outcome.data.get("incident") or incident_key)
+        if actions.ticket is not None and not episode.ticket:
+            outcome = self._ticket(policy, event, episode, target, executor, context, dry, taken, failed)
+            if outcome.status in ("applied", "noop", "dry_run", "skipped"):
+                episode.ticket = str(outcome.data.get("ticket") or outcome.status)
+            done.append(f"vendor ticket: {outcome.status} ({outcome.detail})")
+        if actions.note and episode.incident and done:
+            text = f"opsctl automation, policy {policy.name}: {event.summary()}. " + "; ".join(done)
+            self._run(policy, event, episode, "note", dry, lambda: executor.note(
+                NoteRequest(context, incident=episode.incident, text=text)), taken, failed)
+
+    def _failover(self, policy, event, episode, target, executor, context, dry, taken, failed, *,
+                  incident: str, moved_away: set[str]) -> Outcome:
+        failover = policy.policy.actions.failover
+        if target not in self.backends:
+            outcome = Outcome("skipped", f"{target!r} is not a configured backend (known: {', '.join(sorted(self.backends))})")
+            return self._record(policy, event, episode, "failover", outcome, dry, taken)
+        receivers = set(self.backends) - {target}
+        if receivers and receivers <= moved_away:
+            away = ", ".join(sorted(moved_away))
+            outcome = Outcome("refused", f"traffic is already failed over away from {away}; failing over from"
+                                         f" {target} too would leave no healthy backend: a human decides")
+            return self._record(policy, event, episode, "failover", outcome, dry, taken)
+        return self._run(policy, event, episode, "failover", dry, lambda: executor.failover(FailoverRequest(
+            context, backend=target, emergency_in_freeze=failover.emergency_in_freeze, incident=incident,
+        )), taken, failed)
+
+    def _ticket(self, policy, event, episode, target, executor, context, dry, taken, failed) -> Outcome:
+        ticket = policy.policy.actions.ticket
+        backend = self.backends.get(target)
+        if backend is None or backend.kind != "vendor" or not backend.vendor:
+            outcome = Outcome("skipped", f"{target} is not a vendor backend: no vendor to file a ticket with")
+            return self._record(policy, event, episode, "ticket", outcome, dry, taken)
+        description = "\n".join([
+            event.summary(),
+            f"Alert: {event.labels.get('alertname', '')} since {event.starts_at}",
+            *(f"{k}: {v}" for k, v in sorted(event.labels.items())),
+            *([f"Source: {event.generator_url}"] if event.generator_url else []),
+            *([f"Incident: {episode.incident}"] if episode.incident else []),
+        ])
+        return self._run(policy, event, episode, "ticket", dry, lambda: executor.file_ticket(TicketRequest(
+            context, backend=target, category=ticket.category, severity=ticket.severity,
+            summary=f"{backend.description or target}: {event.labels.get('slo') or event.labels.get('alertname')} is failing",
+            description=description, incident=episode.incident,
+            idempotency_key=f"opsctl-automation-{policy.name}-{target}-{episode.id}",
+        )), taken, failed)
+
+    def _resolved(self, policy: CompiledPolicy, event: AlertEvent, taken: list[Taken]) -> None:
+        target = policy.target(event.labels)
+        store = self.store
+        with store.db.transaction() as conn:
+            if store.record_alert(conn, policy.name, event.fingerprint, target, event.starts_at, "resolved") == "stale":
+                return
+            episode = store.open_episode(conn, policy.name, target)
+            if episode is None or episode.state != "open":
+                return
+            if store.firing_count(conn, policy.name, target):
+                return
+            store.lease(conn, episode.id)
+            if policy.policy.actions.restore and episode.traffic_moved:
+                due = self.clock() + self.hold_down(policy)
+                store.update(episode.id, conn, state="restore_pending", restore_due=due, owner=None, lease_until=None)
+                text = f"every matching alert resolved; traffic returns to {target} after the hold-down ({self.hold_down(policy)}s)"
+            else:
+                why = ("traffic was not moved by this automation" if policy.policy.actions.restore
+                       else "the policy does not restore")
+                store.close(conn, episode.id, f"alerts resolved; {why}")
+                text = f"every matching alert resolved; episode closed ({why})"
+        executor, dry = self.executor_for(policy)
+        if policy.policy.actions.note and episode.incident:
+            self._run(policy, event, episode, "note", dry, lambda: executor.note(NoteRequest(
+                self._context(policy, event), incident=episode.incident,
+                text=f"opsctl automation, policy {policy.name}: {event.summary()}. {text}")), taken, [])
+
+    # -- PagerDuty ----------------------------------------------------------------------------
+
+    def handle_pagerduty(self, key: str, data: dict, received_at: float) -> list[Taken]:
+        """Record a verified PagerDuty event against the episode whose incident it is about.
+
+        Traffic never moves on a PagerDuty event alone: the alert's resolution drives the restore.
+        An acknowledgement is the human confirming the automated failover, and shows in the record."""
+        taken: list[Taken] = []
+        keys = [k for k in (data.get("incident_key"), data.get("data_id")) if k]
+        if not keys:
+            return taken
+        marks = ",".join("?" for _ in keys)
+        rows = self.store.db.conn.execute(
+            f"SELECT id FROM episodes WHERE incident IN ({marks}) ORDER BY id DESC LIMIT 1", keys
+        ).fetchall()
+        if not rows:
+            return taken
+        episode = self.store.get(rows[0]["id"])
+        policy = self.by_name.get(episode.policy)
+        if policy is None:
+            return taken
+        who = f" by {data['agent']}" if data.get("agent") else ""
+        outcome = Outcome("noop", f"PagerDuty {data.get('event_type')}{who} on incident {data.get('data_id') or keys[0]}"
+                                  f" (episode {episode.id}, {episode.state})")
+        event = AlertEvent(key=key, status="pagerduty", labels={}, annotations={}, starts_at="", fingerprint="",
+                           group_key="", received_at=received_at)
+        self._record(policy, event, episode, "pagerduty", outcome, self.executor_for(policy)[1], taken)
+        return taken
+
+    # -- restores -----------------------------------------------------------------------------
+
+    def run_due_restores(self, limit: int = 10) -> list[Taken]:
+        """Restore every episode whose hold-down has passed; a refused restore is retried later."""
+        taken: list[Taken] = []
+        for _ in range(limit):
+            episode = self.store.claim_due_restore()
+            if episode is None:
+                break
+            self._restore(episode, taken)
+        return taken
+
+    def _restore(self, episode: Episode, taken: list[Taken]) -> None:
+        policy = self.by_name.get(episode.policy)
+        store = self.store
+        if policy is None:
+            with store.db.transaction() as conn:
+                store.close(conn, episode.id, "policy no longer configured; restore left to a human")
+            log.warning("episode %s: policy %s is gone; traffic left as it is", episode.id, episode.policy)
+            return
+        executor, dry = self.executor_for(policy)
+        context = Context(policy.name, "", {"backend": episode.target}, f"restore {episode.target} after hold-down",
+                          f"restore-{episode.id}")
+        started = self.clock()
+        try:
+            outcome = executor.restore(RestoreRequest(context, backend=episode.target, incident=episode.incident,
+                                                      saved=episode.saved))
+        except Exception as exc:  # a failed restore is retried after restore_retry
+            log.exception("episode %s: restore failed", episode.id)
+            outcome = Outcome("failed", _describe(exc))
+        self._record(policy, None, episode, "restore", outcome, dry, taken, started=started,
+                     received_at=episode.restore_due)
+        with store.db.transaction() as conn:
+            if outcome.status in ("applied", "noop", "dry_run", "skipped"):
+                store.close(conn, episode.id, f"restore {outcome.status}: {outcome.detail}"[:500])
+            else:
+                store.update(episode.id, conn, state="restore_pending", owner=None, lease_until=None,
+                             restore_due=self.clock() + self.settings.restore_retry_seconds,
+                             restore_refusals=episode.restore_refusals + 1)
+        if policy.policy.actions.note and episode.incident and (outcome.status != "refused" or not episode.restore_refusals):
+            text = f"opsctl automation, policy {policy.name}: restore traffic to {episode.target}: {outcome.status} ({outcome.detail})"
+            if outcome.status in ("refused", "failed"):
+                text += f"; retrying every {self.settings.restore_retry}"
+            self._run(policy, None, episode, "note", dry, lambda: executor.note(
+                NoteRequest(context, incident=episode.incident, text=text)), taken, [])
+
+    # -- recording ----------------------------------------------------------------------------
+
+    def _run(self, policy, event, episode, action: str, dry: bool, call: Callable[[], Outcome], taken, failed) -> Outcome:
+        started = self.clock()
+        try:
+            outcome = call()
+        except Exception as exc:
+            log.warning("policy %s: %s failed: %s", policy.name, action, _describe(exc))
+            outcome = Outcome("failed", _describe(exc))
+            failed.append(f"{action}: {outcome.detail}")
+        return self._record(policy, event, episode, action, outcome, dry, taken, started=started)
+
+    def _record(self, policy, event, episode, action: str, outcome: Outcome, dry: bool, taken, *,
+                started: float | None = None, received_at: float | None = None) -> Outcome:
+        finished = self.clock()
+        received = received_at if received_at is not None else (event.received_at if event else finished)
+        self.store.record_action(
+            event_key=event.key if event else None, policy=policy.name, episode=episode.id if episode else None,
+            action=action, status=outcome.status, detail=outcome.detail, dry_run=dry, received_at=received,
+            started_at=started if started is not None else finished, finished_at=finished,
+        )
+        item = Taken(policy.name, action, outcome, dry, max(0.0, finished - received))
+        taken.append(item)
+        log.info("policy %s: %s %s%s: %s", policy.name, action, outcome.status, " (dry run)" if dry else "",
+                 outcome.detail)
+        if self.on_action:
+            self.on_action(item)
+        return outcome
+
+    def _context(self, policy: CompiledPolicy, event: AlertEvent) -> Context:
+        return Context(policy.name, event.labels.get("alertname", ""), dict(event.labels), event.summary(), event.key,
+                       event.generator_url)
+
+    def _page_summary(self, policy: CompiledPolicy, event: AlertEvent, target: str, failover: Outcome | None) -> str:
+        what = event.labels.get("slo") or event.labels.get("alertname", "alert")
+        head = f"{what} burning ({event.labels.get('severity', 'alert')})"
+        if failover is None:
+            return head[:1024]
+        tail = {
+            "applied": f"traffic failed over away from {target} automatically; confirm",
+            "dry_run": f"dry run: would fail over away from {target}",
+            "noop": f"no traffic on {target} to move",
+            "refused": f"automatic failover away from {target} REFUSED ({failover.detail}); act now",
+            "skipped": f"no automatic failover ({failover.detail})",
+            "failed": f"automatic failover away from {target} FAILED ({failover.detail}); act now",
+        }[failover.status]
+        return f"{head}: {tail}"[:1024]
+
+    @staticmethod
+    def _details(event: AlertEvent) -> dict:
+        return {"labels": dict(event.labels), "annotations": dict(event.annotations), "starts_at": event.starts_at,
+                "generator_url": event.generator_url, "fingerprint": event.fingerprint}
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"[:500]
+
+
+__all__ = ["ActionFailed", "AlertEvent", "Busy", "CompiledPolicy", "PolicyEngine", "Taken", "matching"]

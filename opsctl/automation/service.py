@@ -1,0 +1,204 @@
+"""The automation service without HTTP: record deliveries, queue events, act on them, restore on time.
+
+    accept_*()   deliveries -> events recorded in the delivery log (new keys only) -> queued  (202)
+                 queue cannot take them -> nothing recorded                                   (503)
+    workers      claim an event -> policy engine -> done, or retried later (bounded)
+    maintenance  every half second: restores whose hold-down passed; every second: events nobody
+                 is working on (a full queue earlier, a retry that is due, a replica that died)
+
+server.py puts HTTP in front of it; tests and the benchmark drive it through that real server.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from opsctl.automation.actions import DryRunExecutor, Executor
+from opsctl.automation.episodes import Busy, EpisodeStore
+from opsctl.automation.idempotency import (
+    MAX_ATTEMPTS, DeliveryLog, NewEvent, alert_event_key, webhook_event_key,
+)
+from opsctl.automation.metrics import ServeMetrics
+from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent
+from opsctl.automation.policy import ActionFailed, AlertEvent, PolicyEngine, Taken, matching
+from opsctl.automation.queue import WorkQueue
+
+if TYPE_CHECKING:
+    from opsctl.config import Config
+
+log = logging.getLogger("opsctl.automation")
+
+STATE_FILE = "automation/automation.sqlite"
+BUSY_RETRY = 0.1  # seconds before an event whose episode was busy is tried again
+SWEEP_GRACE = 5.0  # an event pending this long with no worker on it is re-queued
+RETENTION = 14 * 86400  # finished events are forgotten after this long
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: dict
+
+
+class AutomationService:
+    def __init__(self, cfg: "Config", live: Executor, *, clock: Callable[[], float] = time.time,
+                 state_file: Path | None = None):
+        settings = cfg.automation
+        self.cfg = cfg
+        self.clock = clock
+        path = state_file or cfg.state_path / STATE_FILE
+        self.deliveries = DeliveryLog(path, clock=clock)
+        self.episodes = EpisodeStore(path, clock=clock)
+        self.queue = WorkQueue(settings.queue_size, settings.workers, self.process)
+        self.metrics = ServeMetrics(lambda: self.queue.depth, settings.queue_size)
+        self.engine = PolicyEngine(settings, cfg.backends, self.episodes, live, DryRunExecutor(), clock,
+                                   on_action=self._count)
+        self._accept_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._maintenance = threading.Thread(target=self._maintain, name="opsctl-maintenance", daemon=True)
+        self.started = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        released = self.deliveries.recover() + self.episodes.recover()
+        if released:
+            log.warning("start-up: released %d events and episodes a previous process on this host held", released)
+        self.queue.start()
+        self._maintenance.start()
+        self.started = True
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self.queue.stop(timeout)
+        if self._maintenance.is_alive():
+            self._maintenance.join(timeout)
+        self.started = False
+
+    def ready(self) -> tuple[bool, str]:
+        if not self.started or self._stop.is_set():
+            return False, "not started"
+        if not self._maintenance.is_alive():
+            return False, "maintenance thread stopped"
+        try:
+            self.deliveries.db.conn.execute("SELECT 1 FROM events LIMIT 1").fetchall()
+        except sqlite3.Error as exc:
+            return False, f"state database unavailable: {exc}"
+        if self.queue.room() <= 0:
+            return False, "queue full"
+        return True, "ready"
+
+    # -- deliveries ---------------------------------------------------------------------------
+
+    def accept_alertmanager(self, message: AlertmanagerMessage, received_at: float) -> Answer:
+        events = []
+        for alert in message.alerts:
+            key = alert_event_key(message.group_key, alert.fingerprint, alert.starts_at.canonical, alert.status)
+            payload = {
+                "status": alert.status, "labels": dict(alert.labels), "annotations": dict(alert.annotations),
+                "starts_at": alert.starts_at.canonical, "fingerprint": alert.fingerprint,
+                "group_key": message.group_key, "generator_url": alert.generator_url,
+            }
+            # An alert no policy matches is recorded (for dedupe and the record) but never queued.
+            acts = bool(matching(self.engine.policies, alert.labels))
+            events.append(NewEvent(key, "alertmanager", alert.labels.get("backend") or alert.fingerprint, payload,
+                                   needs_action=acts))
+        return self._admit("alertmanager", events, received_at)
+
+    def accept_pagerduty(self, event: PagerDutyEvent, webhook_id: str, received_at: float) -> Answer:
+        payload = {
+            "event_id": event.id, "event_type": event.event_type, "resource_type": event.resource_type,
+            "occurred_at": event.occurred_at.canonical, "agent": event.agent, "data_id": event.data_id,
+            "incident_key": event.incident_key, "status": event.status, "title": event.title,
+        }
+        return self._admit("pagerduty", [NewEvent(webhook_event_key(webhook_id), "pagerduty",
+                                                  event.data_id or event.id, payload)], received_at)
+
+    def _admit(self, source: str, events: list[NewEvent], received_at: float) -> Answer:
+        with self._accept_lock:
+            try:
+                unseen = [e for e in events if not self.deliveries.seen(e.key)]
+                if not unseen:
+                    self.metrics.delivery(source, "duplicate")
+                    return Answer(202, {"status": "duplicate", "events": len(events), "new": 0})
+                room, wanted = self.queue.room(), sum(1 for e in unseen if e.needs_action)
+                # A delivery larger than the whole queue is taken when the queue is idle (the sweep
+                # queues what did not fit); otherwise it could never be accepted at all.
+                if room < wanted and room < self.queue.capacity:
+                    self.metrics.delivery(source, "queue_full")
+                    return Answer(503, {"error": "queue full: retry later", "queue_capacity": self.queue.capacity})
+                new = self.deliveries.admit(unseen, received_at)
+                idle = sum(1 for e in new if not e.needs_action)
+                new = [e for e in new if e.needs_action]
+            except sqlite3.OperationalError as exc:  # locked past the busy timeout: let the sender retry
+                log.warning("delivery log unavailable: %s", exc)
+                self.metrics.delivery(source, "unavailable")
+                return Answer(503, {"error": "state database busy: retry later"})
+            if new and not self.queue.offer([(e.partition, e.key) for e in new]):
+                queued = sum(1 for e in new if self.queue.offer([(e.partition, e.key)]))
+                log.warning("queue full: %d of %d events queued, the sweep queues the rest", queued, len(new))
+        if idle:
+            self.metrics.events.labels("no_policy").inc(idle)
+        self.metrics.delivery(source, "accepted")
+        return Answer(202, {"status": "accepted", "events": len(events), "new": len(new) + idle, "queued": len(new)})
+
+    # -- acting -------------------------------------------------------------------------------
+
+    def process(self, key: str) -> None:
+        """Worker: act on one event if this worker wins the claim."""
+        claimed = self.deliveries.claim(key)
+        if claimed is None:
+            return
+        try:
+            if claimed.source == "alertmanager":
+                taken = self.engine.handle_alert(AlertEvent.from_payload(key, claimed.payload, claimed.received_at))
+            else:
+                taken = self.engine.handle_pagerduty(key, claimed.payload, claimed.received_at)
+        except Busy:  # another worker or replica holds the episode (e.g. restoring it): try again shortly
+            self.deliveries.retry_later(key, BUSY_RETRY, {"busy": True}, count=False)
+            self.metrics.events.labels("retried").inc()
+            timer = threading.Timer(BUSY_RETRY, self.queue.offer, args=([(claimed.partition, key)],))
+            timer.daemon = True
+            timer.start()
+            return
+        except Exception as exc:  # ActionFailed, or a bug: retried, then given up on (and counted)
+            if not isinstance(exc, ActionFailed):
+                log.exception("event %s: unexpected error", key[:12])
+            detail = {"error": f"{type(exc).__name__}: {exc}"[:500], "attempts": claimed.attempts}
+            if claimed.attempts >= MAX_ATTEMPTS:
+                self.deliveries.finish(key, detail, failed=True)
+                self.metrics.events.labels("failed").inc()
+            else:
+                self.deliveries.retry_later(key, 2.0 ** claimed.attempts, detail)
+                self.metrics.events.labels("retried").inc()
+            return
+        self.deliveries.finish(key, {"actions": [[t.policy, t.action, t.outcome.status] for t in taken]})
+        self.metrics.events.labels("done").inc()
+
+    def _count(self, taken: Taken) -> None:
+        self.metrics.action(taken.policy, taken.action, taken.outcome.status, taken.seconds)
+
+    def _maintain(self) -> None:
+        last_sweep = last_prune = 0.0
+        while not self._stop.wait(0.25):
+            try:
+                self.engine.run_due_restores()
+                now = time.monotonic()
+                if now - last_sweep >= 1.0:
+                    last_sweep = now
+                    room = self.queue.room()
+                    if room > 0:
+                        due = self.deliveries.due(older_than=SWEEP_GRACE, limit=room)
+                        for partition_key in due:
+                            self.queue.offer([(partition_key[1], partition_key[0])])
+                if now - last_prune >= 3600:
+                    last_prune = now
+                    self.deliveries.prune(RETENTION)
+            except Exception:  # keep maintaining; the error is logged and the next round retries
+                log.exception("maintenance round failed")

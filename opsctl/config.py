@@ -801,6 +801,28 @@ class CapacityConfig:
 
 
 @dataclass(frozen=True)
+class LiveDrillSettings:
+    # The only Kubernetes namespaces a live drill may inject faults into (an Istio fault on the
+    # vendor route, the internal Deployment scaled down): staging, never production. Empty: none.
+    fault_namespaces: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        import re
+
+        for ns in self.fault_namespaces:
+            if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", ns):
+                raise ValueError(f"fault_namespaces: {ns!r} is not a Kubernetes namespace name")
+
+
+@dataclass(frozen=True)
+class DrillsConfig:
+    """Game-day drills: where scenarios live, and what a live drill may touch."""
+
+    scenarios: str = "chaos"  # `opsctl drill list` and `validate` look here (relative to the config file)
+    live: LiveDrillSettings = field(default_factory=LiveDrillSettings)
+
+
+@dataclass(frozen=True)
 class FreezeWindow:
     """A change freeze: a fixed range (`start`/`end`, local times in `timezone`) or `cron` plus `duration`."""
 
@@ -1124,6 +1146,7 @@ class Config:
     traffic: TrafficConfig = field(default_factory=TrafficConfig)
     capacity: CapacityConfig | None = None
     freezes: list[FreezeWindow] = field(default_factory=list)
+    drills: DrillsConfig = field(default_factory=DrillsConfig)
     runbooks: RunbooksConfig = field(default_factory=RunbooksConfig)
     state_dir: str = ".opsctl"
     # Where the config came from, and the directory relative paths resolve against.
@@ -1219,6 +1242,11 @@ class Config:
     @property
     def audit_path(self) -> Path:
         return self.state_path / "audit.jsonl"
+
+    @property
+    def drills_path(self) -> Path:
+        """Where drill runs keep their state and reports: <state_dir>/drills/<run-id>/."""
+        return self.state_path / "drills"
 
 
     def backend(self, name: str) -> Backend:

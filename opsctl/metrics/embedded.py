@@ -88,6 +88,33 @@ class EmbeddedStore:
             self._rebuild_totals(backend, int(min(timestamps)))
         return len(timestamps)
 
+    def append_steps(self, backend: str, timestamps: Sequence[int], values: Mapping[str, Sequence[float]]) -> int:
+        """Write steps that all come after the backend's newest one, running totals computed in one
+        numpy pass: several times faster than `write_steps` for bulk loads (a drill's baseline, or
+        its steps as simulated time moves on). Anything else falls back to `write_steps`."""
+        import numpy as np
+
+        unknown = set(values) - set(_COLS)
+        if unknown:
+            raise UsageError(f"unknown embedded-store columns: {', '.join(sorted(unknown))}")
+        ts = np.asarray(timestamps, dtype=np.int64)
+        if not ts.size:
+            return 0
+        newest = self.conn.execute("SELECT MAX(ts) FROM steps WHERE backend = ?", (backend,)).fetchone()[0]
+        if (newest is not None and int(ts[0]) <= newest) or bool(np.any(np.diff(ts) <= 0)) or bool(ts[0] % schema.STEP_SECONDS):
+            return self.write_steps(backend, ts.tolist(), values, mode="add")
+        previous = self.totals(backend, int(ts[0]) - 1)
+        increments = np.column_stack([np.asarray(values[c], dtype=np.float64) if c in values else np.zeros(ts.size)
+                                      for c in _COLS])
+        totals = np.cumsum(increments, axis=0) + np.array([previous[c] for c in _COLS])
+        rows = [(backend, t, *r) for t, r in zip(ts.tolist(), np.hstack([increments, totals]).tolist())]
+        placeholders = ", ".join("?" for _ in range(len(_COLS) + len(_CUM) + 2))
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.executemany(
+                f"INSERT INTO steps (backend, ts, {', '.join(_COLS + _CUM)}) VALUES ({placeholders})", rows)
+        return int(ts.size)
+
     def _rebuild_totals(self, backend: str, since: int) -> None:
         prev = self.conn.execute(
             f"SELECT {', '.join(_CUM)} FROM steps WHERE backend = ? AND ts < ? ORDER BY ts DESC LIMIT 1",

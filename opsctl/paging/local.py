@@ -128,6 +128,10 @@ class LocalPager:
     def incidents(self) -> list[Incident]:
         return [self._incident(i) for i in read_json(self.path, EMPTY)["incidents"]]
 
+    def open_incidents(self) -> list[Incident]:
+        """Incidents not yet resolved (triggered or acknowledged), oldest first."""
+        return [i for i in self.incidents() if i.status != "resolved"]
+
     def _incident(self, i: dict) -> Incident:
         return Incident(
             id=i["id"], dedup_key=i["dedup_key"], title=i["title"], status=i["status"], created_at=i["created_at"],

@@ -178,6 +178,23 @@ class PagerDutyPager:
             log=tuple(sorted(log, key=lambda e: e.at)),
         )
 
+    def open_incidents(self) -> list[Incident]:
+        """The service's triggered and acknowledged incidents (without their logs), oldest first."""
+        client = self._client("rest")
+        params: dict[str, Any] = {"statuses[]": ["triggered", "acknowledged"], "limit": 100}
+        if self.settings.service_id:
+            params["service_ids[]"] = [self.settings.service_id]
+        body = self._call(client, "list open incidents", lambda: client.jget("/incidents", params=params),
+                          permission=PERM_READ_INCIDENTS, credential=self._where("api_token"))
+        found = [
+            Incident(id=i["id"], dedup_key=i.get("incident_key"), title=i.get("title") or i.get("summary") or "",
+                     status=i["status"], created_at=parse_rfc3339(i["created_at"]), provider=self.name,
+                     url=i.get("html_url"))
+            for i in body.get("incidents") or []
+        ]
+        # Filter again: a server (or proxy) that ignores statuses[] must not make resolved ones look open.
+        return sorted((i for i in found if i.status in ("triggered", "acknowledged")), key=lambda i: i.created_at)
+
     def oncall(self) -> list[OnCall]:
         policy_id = self.settings.escalation_policy_id
         if not policy_id:

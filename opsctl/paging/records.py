@@ -56,11 +56,11 @@ class RecordedPager:
     def trigger(self, event: PageEvent) -> PageResult:
         return self._noted(self.inner.trigger(event))
 
-    def acknowledge(self, dedup_key: str) -> PageResult:
-        return self._noted(self.inner.acknowledge(dedup_key))
+    def acknowledge(self, dedup_key: str, **kw) -> PageResult:
+        return self._noted(self.inner.acknowledge(dedup_key, **kw))  # kw: the local pager's by=
 
-    def resolve(self, dedup_key: str) -> PageResult:
-        return self._noted(self.inner.resolve(dedup_key))
+    def resolve(self, dedup_key: str, **kw) -> PageResult:
+        return self._noted(self.inner.resolve(dedup_key, **kw))
 
     def change_event(self, change: ChangeEvent) -> PageResult:
         return self.inner.change_event(change)

@@ -115,7 +115,7 @@ def _attach(error: OpsctlError, result: ChangeResult) -> OpsctlError:
 class TrafficController:
     def __init__(self, cfg: "Config", *, dry_run: bool = False, actuator: "Actuator | None" = None, clock=None,
                  hooks: Sequence[ChangeHook] = (), progress: Callable[[str], None] | None = None,
-                 actor: str | None = None):
+                 actor: str | None = None, audit_fields: dict | None = None):
         from opsctl.clock import WallClock
 
         if actuator is None:
@@ -131,6 +131,8 @@ class TrafficController:
         self.actor = actor or current_actor()
         self.audit = AuditLog(cfg.audit_path)
         self.order = list(cfg.backends)
+        # Added to every audit entry, e.g. {"drill": True, "drill_run": ID} for changes a drill makes.
+        self.audit_fields = dict(audit_fields or {})
 
     def read(self) -> StoredSplit:
         return self.actuator.read()
@@ -257,7 +259,7 @@ class TrafficController:
         }
 
     def _audit(self, result: ChangeResult) -> None:
-        entry = {"kind": "traffic", **result.to_dict(self.order), "pid": os.getpid()}
+        entry = {"kind": "traffic", **result.to_dict(self.order), **self.audit_fields, "pid": os.getpid()}
         # The controller's clock stamps the entry, so the rate guard compares like with like in drills
         # on simulated time; on the wall clock it is simply now.
         self.audit.append(entry, now=self.clock.now())

@@ -1,0 +1,290 @@
+"""`opsctl drill list|validate|run|report|cleanup`."""
+
+from __future__ import annotations
+
+import click
+
+from opsctl.cli.output import emit, output_option, render_table
+
+
+@click.group()
+def drill():
+    """Game-day drills: mock outages that page, fail over, file the vendor ticket and measure the response.
+
+    On the embedded default a drill runs in simulated time in its own directory
+    (<state_dir>/drills/<run-id>/): its own metric store, pager and ticket ledgers and split, so it
+    finishes in seconds and touches nothing else. --live runs the same scenario against the
+    configured Prometheus, pager, ticket channel and actuator in wall-clock time, with real faults
+    in the namespaces listed in drills.live.fault_namespaces. Everything a drill does is marked as a drill.
+
+    \b
+    Examples:
+      opsctl drill list
+      opsctl drill validate chaos/
+      opsctl drill run chaos/vendor-outage.yaml
+      opsctl drill run chaos/vendor-outage.yaml --live --dry-run
+      opsctl drill report latest --format html --path
+      opsctl drill cleanup
+
+    Exit codes of `run`: 0 every expectation met, 1 an expectation failed or the drill aborted,
+    2 invalid scenario, 4 refused by preflight (a real incident open, alerts firing, steady state not met).
+    """
+
+
+def _scenario_paths(app, paths) -> list:
+    from opsctl.drills.scenario import discover
+
+    cfg = app.config
+    return discover(list(paths) or [cfg.path(cfg.drills.scenarios)])
+
+
+def _rel(path) -> str:
+    """A path as short as it can be said: relative to the working directory when under it."""
+    import os
+
+    text = str(path)
+    try:
+        relative = os.path.relpath(text)
+    except ValueError:
+        return text
+    return relative if not relative.startswith("..") else text
+
+
+def _progress(line: str) -> None:
+    click.echo(line, err=True)
+
+
+@drill.command(name="list")
+@click.argument("paths", nargs=-1, metavar="[PATH]...")
+@click.option("--runs", is_flag=True, help="List past runs (newest first) instead of scenarios.")
+@output_option
+@click.pass_obj
+def list_(app, paths, runs, output):
+    """Scenarios (default: the drills.scenarios directory), or past runs with --runs.
+
+    \b
+    Examples:
+      opsctl drill list
+      opsctl drill list --runs -o json
+    """
+    from opsctl.clock import format_rfc3339
+    from opsctl.drills.scenario import load_scenario
+    from opsctl.drills.state import iter_runs
+    from opsctl.errors import ConfigError
+
+    if runs:
+        rows = []
+        for state in iter_runs(app.config.drills_path):
+            s = state.summary()
+            s["started_at"] = format_rfc3339(s["started_at"])
+            if not state.finished and not s["running"]:
+                s["outcome"] = "interrupted (run `opsctl drill cleanup`)"
+            rows.append(s)
+        emit(rows, output, table=lambda data: render_table(
+            ["RUN", "MODE", "OUTCOME", "STARTED", "SCENARIO"],
+            [[r["run_id"], r["mode"], "running" if r["running"] else r["outcome"] or r["phase"], r["started_at"],
+              r["title"]] for r in data]) if data else "no drill runs yet")
+        return
+    rows = []
+    for path in _scenario_paths(app, paths):
+        try:
+            sc = load_scenario(path)
+        except ConfigError as exc:
+            rows.append({"file": _rel(path), "title": None, "valid": False, "problems": exc.problems})
+            continue
+        rows.append({"file": _rel(path), "title": sc.title, "valid": True, "tags": list(sc.tags),
+                     "faults": [f.kind for f in sc.faults], "expectations": len(sc.expectations)})
+    emit(rows, output, table=lambda data: render_table(
+        ["FILE", "FAULTS", "EXPECT", "TITLE"],
+        [[r["file"], ",".join(r.get("faults") or []) or "-", r.get("expectations", "-"),
+          r["title"] if r["valid"] else "INVALID: run `opsctl drill validate`"] for r in data]))
+
+
+@drill.command()
+@click.argument("paths", nargs=-1, metavar="[PATH]...")
+@click.option("--live", is_flag=True, help="Also check what a live run needs (fault targets in allowed namespaces).")
+@output_option
+@click.pass_obj
+def validate(app, paths, live, output):
+    """Check scenario files: the format (every problem with file and key path) and the config's names.
+
+    Exit 2 when any file is invalid.
+
+    \b
+    Examples:
+      opsctl drill validate
+      opsctl drill validate chaos/vendor-outage.yaml --live
+    """
+    from opsctl.drills.scenario import check_against_config, load_scenario
+    from opsctl.errors import ConfigError
+    from opsctl.slo.model import load_slos
+
+    cfg = app.config
+    slo_names = [s.name for s in load_slos([cfg.slo_dir], cfg.backends)]
+    rows, problems = [], []
+    for path in _scenario_paths(app, paths):
+        try:
+            sc = load_scenario(path)
+            found = check_against_config(sc, cfg, slo_names, live=live)
+        except ConfigError as exc:
+            found = exc.problems
+        rows.append({"file": _rel(path), "valid": not found, "problems": found})
+        problems.extend(found)
+    emit(rows, output, table=lambda data: "\n".join(
+        f"{'ok     ' if r['valid'] else 'INVALID'} {r['file']}" + "".join(f"\n  - {p}" for p in r["problems"])
+        for r in data))
+    if problems:
+        raise ConfigError(f"{sum(1 for r in rows if not r['valid'])} of {len(rows)} scenario(s) invalid")
+
+
+@drill.command()
+@click.argument("scenario", metavar="SCENARIO")
+@click.option("--live", is_flag=True, help="Run against the configured systems in wall-clock time, with real faults.")
+@click.option("--dry-run", is_flag=True, help="Preflight checks and the plan; create, inject, page and file nothing.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines on the terminal.")
+@output_option
+@click.pass_obj
+def run(app, scenario, live, dry_run, quiet, output):
+    """Run a drill scenario and write its report (Markdown, JSON, HTML).
+
+    Progress (phase lines with the simulated or wall time) goes to stderr; the summary and the
+    report's location to stdout. Ctrl-C stops the drill and runs its rollbacks.
+
+    \b
+    Examples:
+      opsctl drill run chaos/vendor-outage.yaml
+      opsctl drill run chaos/escalation-only.yaml -o json
+      opsctl drill run chaos/vendor-outage.yaml --live --dry-run
+    """
+    from opsctl.drills.engine import Engine
+    from opsctl.drills.scenario import load_scenario
+    from opsctl.errors import GuardRefused, OpsctlError
+
+    cfg = app.config
+    sc = load_scenario(scenario)
+    if dry_run:
+        from opsctl.drills.plan import dry_run_plan
+        from opsctl.drills.scenario import check_against_config, raise_problems
+        from opsctl.slo.model import load_slos
+
+        raise_problems(check_against_config(sc, cfg, [s.name for s in load_slos([cfg.slo_dir], cfg.backends)],
+                                            live=live), f"{scenario}: the scenario does not fit the config")
+        plan = dry_run_plan(sc, cfg, live=live)
+        emit(plan, output, table=_plan_text)
+        if plan["would_refuse"]:
+            raise GuardRefused("preflight would refuse this drill: " + "; ".join(
+                c["message"] for c in plan["preflight"] if not c["ok"]))
+        return
+    result = Engine(sc, cfg, live=live, progress=None if quiet else _progress).run()
+    emit(result.report, output, table=lambda d: _summary_text(d, result.paths))
+    if output != "table":
+        click.echo(f"report: {_rel(result.paths['md'])} (also .json, .html)", err=True)
+    if result.exit_code == 4:
+        raise GuardRefused(f"drill refused: {result.report.get('refusal')}")
+    if result.exit_code:
+        raise OpsctlError(f"drill {result.outcome}: " + "; ".join(result.failures[:5]),
+                          hint=f"see the report: {_rel(result.paths['md'])}")
+
+
+def _summary_text(d: dict, paths: dict) -> str:
+    from opsctl.drills.report import MEASURES, duration_text
+
+    lines = [f"drill {d['run_id']}: {d['outcome'].upper()} ({d['scenario']['title']})"]
+    if d.get("wall_seconds") is not None:
+        sim = d.get("sim")
+        lines[0] += f" in {d['wall_seconds']:.1f} s wall" + (
+            f", {duration_text(sim['simulated_seconds'])} simulated" if sim else "")
+    m = d.get("measurements") or {}
+    if m:
+        lines.append("  " + "  ".join(f"{label}: {duration_text(m.get(key))}" for key, label, _ in MEASURES
+                                      if m.get(key) is not None))
+    for v in d.get("expectations", []):
+        lines.append(f"  {'PASS' if v['passed'] else 'FAIL'}  {v['name']}"
+                     + ("" if v["passed"] else f": {v['reason']}"))
+    for r in d.get("rollbacks", []):
+        if r["status"] != "done":
+            lines.append(f"  rollback {r['action']} {r['status']}: {r['message']}")
+    for item in d.get("leftovers", []):
+        lines.append(f"  LEFT BEHIND: {item}")
+    lines.append(f"report: {_rel(paths['md'])}")
+    lines.append(f"        {_rel(paths['html'])}")
+    lines.append(f"        {_rel(paths['json'])}")
+    return "\n".join(lines)
+
+
+def _plan_text(p: dict) -> str:
+    lines = [f"dry run of {p['file']} ({p['mode']}): {p['scenario']}", "preflight:"]
+    lines += [f"  {'ok' if c['ok'] else 'REFUSED'}  {c['name']}: {c['message']}" for c in p["preflight"]]
+    if p.get("freeze"):
+        lines.append(f"freeze: a drill freeze {p['freeze']!r} is in force for the whole drill")
+    for section in ("method", "responders", "stop_conditions", "expectations", "rollbacks"):
+        lines.append(section.replace("_", " ") + ":")
+        lines += [f"  - {item}" for item in p[section]] or ["  - none"]
+    lines.append(f"bounded by max-duration {p['max_duration']}; nothing was changed")
+    return "\n".join(lines)
+
+
+@drill.command()
+@click.argument("run_id", required=False, default="latest", metavar="[RUN_ID|latest]")
+@click.option("--format", "fmt", type=click.Choice(["md", "html", "json"]),
+              help="Print the report file itself in this format.")
+@click.option("--path", "path_only", is_flag=True, help="Print only the report's path (with --format, that file).")
+@output_option
+@click.pass_obj
+def report(app, run_id, fmt, path_only, output):
+    """Show a run's report (default: the newest run).
+
+    \b
+    Examples:
+      opsctl drill report
+      opsctl drill report 20261129T101500Z-vendor-outage-1a2b -o json
+      opsctl drill report latest --format html --path
+    """
+    import json
+
+    from opsctl.drills.state import find_run
+    from opsctl.errors import NoDataError
+
+    state = find_run(app.config.drills_path, run_id)
+    path = state.report_path(fmt or "md")
+    if not state.report_path("json").exists():
+        raise NoDataError(f"drill {state.run_id} has no report yet ({'running' if state.is_running() else state.phase})",
+                          hint="an interrupted drill gets its report from `opsctl drill cleanup`")
+    if path_only:
+        click.echo(str(path))
+        return
+    if fmt:
+        click.echo(path.read_text().rstrip("\n"))
+        return
+    data = json.loads(state.report_path("json").read_text())
+    paths = {k: str(state.report_path(k)) for k in ("md", "json", "html")}
+    emit(data, output, table=lambda d: _summary_text(d, paths))
+
+
+@drill.command()
+@click.argument("run_id", required=False, metavar="[RUN_ID]")
+@click.option("--dry-run", is_flag=True, help="Show what would be rolled back; change nothing.")
+@output_option
+@click.pass_obj
+def cleanup(app, run_id, dry_run, output):
+    """Finish the rollbacks of drills whose process died (kill -9, a crash), from their saved state.
+
+    Removes the drill's faults, puts the split back (only if nobody changed it since) and resolves
+    the drill's pages, then writes the run's report. A drill still running is left alone (exit 5
+    when named). Exit 1 when something could not be undone.
+
+    \b
+    Examples:
+      opsctl drill cleanup
+      opsctl drill cleanup 20261129T101500Z-vendor-outage-1a2b --dry-run
+    """
+    from opsctl.drills.cleanup import cleanup as do_cleanup
+    from opsctl.errors import OpsctlError
+
+    results = do_cleanup(app.config, run_id, dry_run=dry_run, progress=None if output != "table" else _progress)
+    emit(results, output, table=lambda rows: "\n".join(
+        f"{r['run_id']}: {r['status']}: {r['message']}" for r in rows) if rows else "no interrupted drill to clean up")
+    bad = [r for r in results if r["status"] in ("failed", "incomplete")]
+    if bad:
+        raise OpsctlError(f"{len(bad)} drill(s) could not be fully rolled back: "
+                          + "; ".join(f"{r['run_id']}: {r['message']}" for r in bad))

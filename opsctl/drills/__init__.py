@@ -1,0 +1,1 @@
+"""Game-day drills: scenario model, engine (phases, clock), persisted run state, reports."""

@@ -1,0 +1,1 @@
+"""Where a drill runs: the embedded environment (simulated time) or the live one (wall clock)."""

@@ -1,0 +1,143 @@
+"""The embedded environment: simulated time, a private world under the run's directory.
+
+Everything a drill touches lives in <state_dir>/drills/<run-id>/: its metric store (seeded with a
+few days of baseline traffic), pager ledger, ticket ledger and records, the traffic split file and
+the audit log. The user's own store, ledgers and split are never touched. Time is a SimClock: a
+drill of an hour of simulated time runs in seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Callable
+
+from opsctl.clock import SimClock
+from opsctl.drills.env.base import audit_fields, drill_actor, drill_hooks, with_drill_freeze
+
+
+def embedded_config(cfg, run_dir: Path):
+    """The user's config pointed at the run's directory, with the embedded providers."""
+    traffic = dataclasses.replace(cfg.traffic, actuator="file",
+                                  file=dataclasses.replace(cfg.traffic.file, path="traffic/split.json"))
+    tickets = dataclasses.replace(
+        cfg.tickets, provider="local",
+        vendors={name: dataclasses.replace(v, provider="local") for name, v in cfg.tickets.vendors.items()})
+    capacity = cfg.capacity
+    if capacity is not None and capacity.source != "static":
+        # No cluster here: the simulated pods are as many as the Deployment may have.
+        capacity = dataclasses.replace(capacity, source="static",
+                                       replicas=capacity.replicas if capacity.replicas is not None else capacity.max_replicas)
+    return dataclasses.replace(
+        cfg, state_dir=str(Path(run_dir).resolve()), traffic=traffic, tickets=tickets, capacity=capacity,
+        metrics=dataclasses.replace(cfg.metrics, source="embedded"),
+        paging=dataclasses.replace(cfg.paging, provider="local"),
+    )
+
+
+class EmbeddedEnvironment:
+    mode = "embedded"
+
+    def __init__(self, user_cfg, scenario, run_id: str, run_dir: Path, *, sim_now: float | None = None):
+        self.scenario = scenario
+        self.run_id = run_id
+        self.run_dir = Path(run_dir)
+        self.tick = user_cfg.alerting.interval_seconds
+        env = scenario.embedded
+        self.start = env.start // self.tick * self.tick
+        self.clock = SimClock(self.start if sim_now is None else sim_now)
+        horizon = self.start + scenario.max_duration + 3600
+        self.cfg = with_drill_freeze(embedded_config(user_cfg, self.run_dir), scenario, self.start, horizon)
+        self.world = None
+        self._store = None
+        self._pager = None
+        self._controller = None
+        self._desks: dict = {}
+
+    @property
+    def store_path(self) -> Path:
+        return self.run_dir / "metrics.sqlite"
+
+    def prepare(self, progress: Callable[[str], None]) -> dict:
+        from opsctl.drills.simworld import SimWorld, open_drill_store
+        from opsctl.traffic.registry import open_actuator
+
+        env = self.scenario.embedded
+        stored = open_actuator(self.cfg).read()
+        split = dict(stored.split.weights) if stored.split else {}
+        self._store = open_drill_store(self.store_path)
+        backends = {name: b.kind for name, b in self.cfg.backends.items()}
+        self.world = SimWorld(self._store, backends, start=self.start,
+                              horizon=self.start + self.scenario.max_duration + 3600, peak_rps=env.peak_rps,
+                              seed=env.seed, split=split)
+        steps = self.world.seed_baseline(env.baseline)
+        progress(f"seeded {self.store_path} with {env.baseline // 86400}d of baseline traffic"
+                 f" ({steps:,} steps, peak {env.peak_rps:g} rps, seed {env.seed})")
+        return {"store": str(self.store_path), "baseline_seconds": env.baseline, "baseline_steps": steps,
+                "peak_rps": env.peak_rps, "seed": env.seed}
+
+    def reopen(self) -> None:
+        """For a cleanup: the store as the killed run left it (nothing is simulated any more)."""
+        from opsctl.drills.simworld import open_drill_store
+
+        if self.store_path.exists():
+            self._store = open_drill_store(self.store_path)
+
+    def source(self):
+        return self._store
+
+    def pager(self):
+        if self._pager is None:
+            from opsctl.paging.registry import open_pager
+
+            self._pager = open_pager(self.cfg, clock=self.clock)
+        return self._pager
+
+    def tickets(self, vendor: str):
+        if vendor not in self._desks:
+            from opsctl.tickets.registry import open_ticket_provider
+
+            self._desks[vendor] = open_ticket_provider(self.cfg, vendor, clock=self.clock)
+        return self._desks[vendor]
+
+    def vendor_ledger(self, vendor: str):
+        return getattr(self.tickets(vendor), "channel", None)
+
+    def controller(self):
+        if self._controller is None:
+            from opsctl.traffic.controller import TrafficController
+
+            self._controller = TrafficController(
+                self.cfg, clock=self.clock, actor=drill_actor(self.run_id),
+                hooks=drill_hooks(self.cfg, self.clock, self.pager()),
+                audit_fields=audit_fields(self.run_id))
+        return self._controller
+
+    def injector(self, name: str):
+        from opsctl.drills.faults.registry import injector
+
+        return injector(name, self.cfg, self.run_id, self.world)
+
+    def advance(self, to: float, should_stop: Callable[[], bool]) -> None:
+        pace = self.scenario.embedded.pace
+        now = self.clock.now()
+        if pace and to > now:  # watch it unfold: `pace` simulated seconds per wall second
+            wall_end = time.monotonic() + (to - now) / pace
+            while not should_stop() and time.monotonic() < wall_end:
+                time.sleep(min(0.05, wall_end - time.monotonic()))
+            if should_stop():
+                return
+        if self.world is not None:
+            self.world.advance(to)
+        if to > now:
+            self.clock.advance(to - now)
+
+    def split_changed(self, split) -> None:
+        if self.world is not None and split is not None:
+            self.world.set_split(dict(split.weights))
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None

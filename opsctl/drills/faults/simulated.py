@@ -1,0 +1,29 @@
+"""Embedded drills: the fault is a simulator incident in the drill's own world (its store only)."""
+
+from __future__ import annotations
+
+from opsctl.drills.faults.base import FaultInjector
+
+
+class SimulatedFault(FaultInjector):
+    name = "simulated"
+
+    def __init__(self, world=None):
+        self.world = world  # None in a cleanup: the world ended with the process, nothing ahead is written
+
+    def prepare(self, fault, backend: str, at: float) -> dict:
+        return {"injector": self.name, "kind": fault.kind, "backend": backend, "params": dict(fault.params),
+                "start": at, "end": at + fault.duration}
+
+    def apply(self, record: dict) -> str:
+        from opsctl.metrics.simulator import INCIDENT_KINDS
+
+        cls = INCIDENT_KINDS[record["kind"]]
+        incident = cls(backend=record["backend"], start=record["start"], end=record["end"], **record["params"])
+        self.world.add_incident(record["id"], incident)
+        return f"simulator incident {incident.spec()}"
+
+    def remove(self, record: dict, at: float) -> str:
+        if self.world is not None:
+            self.world.end_incident(record["id"], at)
+        return f"simulator incident {record['kind']} on {record['backend']} ended"

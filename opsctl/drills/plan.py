@@ -1,0 +1,104 @@
+"""`opsctl drill run --dry-run`: what a drill would do and where, after the read-only preflight checks.
+
+Nothing is created or changed: no run directory, no fault, no page, no ticket, no traffic change.
+"""
+
+from __future__ import annotations
+
+from opsctl.drills.report import duration_text
+from opsctl.drills.safety import Check, check_real_alerts, check_real_incidents
+from opsctl.drills.scenario import LiveScaleFault, Scenario, default_backend
+
+
+def dry_run_plan(scenario: Scenario, user_cfg, *, live: bool) -> dict:
+    from opsctl.drills.cleanup import interrupted_runs
+
+    checks = [check_real_incidents(user_cfg), check_real_alerts(user_cfg, strict=live)]
+    if live:
+        checks.append(interrupted_check(interrupted_runs(user_cfg)))
+    mode = "live" if live else "embedded"
+    where = "<state_dir>/drills/<run-id>/" if not live else None
+    cfg = user_cfg
+    steps = []
+    for i, a in enumerate(scenario.method):
+        text = f"{a.action}: {a.name}"
+        if a.fault is not None:
+            text = f"inject {a.fault.describe()} into {_fault_target(a.fault, cfg, live, where)}"
+        elif a.action == "file-ticket":
+            text = _ticket_text(a, cfg, live, where)
+        elif a.action == "traffic-set":
+            text = f"routine traffic set {a.weights} through {_actuator(cfg, live, where)} (guards apply)"
+        elif a.action == "failover":
+            text = f"fail over from {a.backend} through {_actuator(cfg, live, where)}"
+        pause = f" after {duration_text(a.pause_before)}" if a.pause_before else ""
+        steps.append(f"method[{i}]{pause}: {text}")
+    oc = scenario.on_call
+    responders = []
+    pager = "the local pager ledger in " + where if not live else f"the {cfg.paging.provider} pager"
+    responders.append(f"a firing page-level alert pages on-call after {duration_text(scenario.paging.group_wait)} via"
+                      f" {pager}, marked [DRILL] (drill: true in the details)")
+    if oc.simulated:
+        if oc.acknowledge_after is not None:
+            responders.append(f"{oc.name} acknowledges {duration_text(oc.acknowledge_after)} after the page")
+        if oc.escalate_after is not None:
+            responders.append(f"unacknowledged after {duration_text(oc.escalate_after)} the page escalates; "
+                              f"{oc.secondary_name} acknowledges after "
+                              f"{duration_text(oc.secondary_acknowledge_after) if oc.secondary_acknowledge_after is not None else 'never'}")
+        for a in oc.actions:
+            what = (f"fails over from {a.backend} through {_actuator(cfg, live, where)}" if a.action == "failover"
+                    else _ticket_text(a, cfg, live, where))
+            responders.append(f"{duration_text(a.after)} after acknowledging: {what}")
+    else:
+        responders.append("on-call is real: the drill watches the pager, the audit log and the ticket records")
+    if scenario.vendor.simulated and scenario.vendor.respond_after is not None:
+        responders.append(f"the vendor responds {duration_text(scenario.vendor.respond_after)} after the ticket"
+                          + ("" if not live else " (only on the local ticket ledger; a real vendor answers for itself)"))
+    refused = [c for c in checks if not c.ok]
+    return {
+        "scenario": scenario.title, "file": scenario.path, "mode": mode, "dry_run": True,
+        "preflight": [c.to_dict() for c in checks], "would_refuse": bool(refused),
+        "max_duration": duration_text(scenario.max_duration),
+        "freeze": scenario.freeze.name if scenario.freeze else None,
+        "method": steps, "responders": responders,
+        "stop_conditions": [f"{s.name} ({s.condition})" for s in scenario.stop_conditions],
+        "expectations": [f"{e.name} ({e.expect}" + (f", within {duration_text(e.within)})" if e.within else ")")
+                         for e in scenario.expectations],
+        "rollbacks": list(scenario.rollbacks),
+    }
+
+
+def interrupted_check(runs) -> Check:
+    if runs:
+        ids = ", ".join(r.run_id for r in runs[:3])
+        return Check("no interrupted drill awaiting cleanup", False,
+                     f"{len(runs)} drill(s) stopped without rolling back ({ids}): run `opsctl drill cleanup` first")
+    return Check("no interrupted drill awaiting cleanup", True, "none")
+
+
+def _fault_target(fault, cfg, live: bool, where) -> str:
+    backend = fault.backend or default_backend(fault.kind, cfg)
+    if not live:
+        return f"the simulated traffic of {backend} in the drill's own store ({where}metrics.sqlite)"
+    if fault.live is None:
+        return "(no live target: the scenario needs fault.live)"
+    if isinstance(fault.live, LiveScaleFault):
+        replicas = fault.live.replicas if fault.live.replicas is not None else "current x (1 - rate)"
+        return f"Deployment {fault.live.namespace}/{fault.live.deployment} scaled to {replicas} replicas"
+    route = fault.live.route or "its first HTTP route"
+    return f"an Istio fault on VirtualService {fault.live.namespace}/{fault.live.virtual_service} ({route})"
+
+
+def _actuator(cfg, live: bool, where) -> str:
+    if not live:
+        return f"the drill's own split file ({where}traffic/split.json)"
+    return f"the {cfg.traffic.actuator} actuator (audited with drill: true)"
+
+
+def _ticket_text(a, cfg, live: bool, where) -> str:
+    vendor_cfg = cfg.tickets.vendors.get(a.vendor)
+    if vendor_cfg is None:
+        return f"file a {a.severity} ticket with unknown vendor {a.vendor!r}"
+    value = vendor_cfg.categories.get(a.category)
+    routed = repr(value) if value is not None else "NOT MAPPED (the drill will report it)"
+    channel = f"the local ticket ledger in {where}" if not live else (vendor_cfg.provider or cfg.tickets.provider)
+    return f"file a [DRILL] {a.severity} ticket with {a.vendor} via {channel}, category {a.category} -> {routed}"

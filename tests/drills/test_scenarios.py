@@ -1,0 +1,226 @@
+"""Every shipped scenario runs on the embedded environment and meets its expectations, and the
+report's figures agree with the scenario and with numbers computed here, independently: the
+detection time from the burn-rate arithmetic, and from the raw counts in the drill's store."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.drills.conftest import CHAOS, SHIPPED, DrillEnv, audit, ledger, split_file, store_rows, tickets
+
+STEP = 10
+WINDOW_DAYS_PERIOD = 28
+FAULTED = ["vendor-outage", "vendor-latency", "auth-throttling", "internal-capacity-loss", "freeze-incident"]
+
+
+def seconds(text) -> int:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if isinstance(text, int):
+        return text
+    total, number = 0, ""
+    for ch in str(text):
+        if ch.isdigit():
+            number += ch
+        else:
+            total, number = total + int(number) * units[ch], ""
+    return total
+
+
+def scenario_yaml(name: str) -> dict:
+    return yaml.safe_load((CHAOS / f"{name}.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def shipped_runs(tmp_path_factory):
+    """Each shipped scenario run once through the real CLI: name -> (env, result, report, run dir)."""
+    runs = {}
+    for name in SHIPPED:
+        env = DrillEnv(tmp_path_factory.mktemp(name))
+        result = env.run("drill", "run", str(CHAOS / f"{name}.yaml"), "-o", "json")
+        report = json.loads(result.stdout) if result.stdout.strip() else None
+        runs[name] = (env, result, report, env.run_dir())
+    return runs
+
+
+def test_the_six_required_scenarios_are_shipped_and_validate(drill_env):
+    assert {"vendor-outage", "vendor-latency", "auth-throttling", "internal-capacity-loss", "escalation-only",
+            "freeze-incident"} <= set(SHIPPED)
+    result = drill_env.run("drill", "validate", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert all(r["valid"] for r in json.loads(result.stdout))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_each_shipped_scenario_meets_its_expectations_and_leaves_nothing_behind(shipped_runs, name):
+    env, result, report, run = shipped_runs[name]
+    assert result.exit_code == 0, result.output
+    assert report["outcome"] == "passed" and report["mode"] == "embedded"
+    expected = scenario_yaml(name)["expectations"]
+    assert [v["name"] for v in report["expectations"]] == [e["name"] for e in expected]
+    for v, e in zip(report["expectations"], expected):
+        assert v["passed"], v
+        if "within" in e:
+            assert 0 <= v["seconds"] <= seconds(e["within"]), v
+    assert report["clean"] and report["leftovers"] == [] and report["abort_reason"] is None
+    state = env.state_of(run)
+    assert state["phase"] == "done" and all(f["removed_at"] is not None for f in state["faults"])
+    # No open drill incident, the split back where it was, every traffic change marked as a drill.
+    if (run / "paging" / "ledger.json").exists():
+        assert all(i["status"] == "resolved" for i in ledger(run)["incidents"])
+        assert all(i["drill"] and i["title"].startswith("[DRILL] ") for i in ledger(run)["incidents"])
+    stored = split_file(run)
+    assert stored is None or stored["weights"] == {"internal": 20, "databricks": 80}
+    assert all(e.get("drill") is True for e in audit(run) if e.get("kind") == "traffic")
+    events = [e["event"] for e in audit(run) if e.get("kind") == "drill"]
+    faults = ["fault-injected", "fault-removed"] if name != "escalation-only" else []
+    assert events == ["drill-started", *faults, "drill-finished"]
+    assert all(e["drill"] is True and e["drill_run"] == run.name for e in audit(run) if e.get("kind") == "drill")
+    assert all("drill" in t["tags"] and t["subject"].startswith("[DRILL] ") for t in tickets(run))
+    # The run used its own store and ledgers: nothing in the user's state besides the run itself.
+    assert sorted(p.name for p in env.state.iterdir()) == ["drills"]
+    assert report["wall_seconds"] < 10
+    for ext in ("md", "json", "html"):
+        assert (run / f"report.{ext}").stat().st_size > 0
+
+
+@pytest.mark.parametrize("name", [n for n in FAULTED if n != "vendor-latency"])
+def test_availability_detection_time_is_what_the_burn_rate_arithmetic_predicts(shipped_runs, name):
+    """A fault failing a share r of a backend's requests, from t0: the 1h/5m page pair's long window
+    crosses factor x budget after tau = (factor x budget - b) x 3600 / (r - b) seconds (b: the
+    baseline bad share, a few 1e-5). The condition is seen at the first evaluation (every minute, on
+    the minute) at or after the first 10 s step past tau, and fires after holding for `for:` (2m)."""
+    env, result, report, run = shipped_runs[name]
+    sc = scenario_yaml(name)
+    fault = next(step["fault"] for step in sc["method"] if step["action"] == "inject-fault")
+    detect = next(e for e in sc["expectations"] if e["expect"] == "detected")
+    slo = yaml.safe_load((REPO / "slos" / f"{detect['slo']}.yaml").read_text())
+    budget = 1 - slo["spec"]["goal"]
+    factor = 0.02 * WINDOW_DAYS_PERIOD * 86400 / 3600  # 2% of a 28-day budget in one hour: 13.44
+    for_seconds, interval = 120, 60
+    bad_share = fault["rate"]  # vendor-5xx, auth-throttling, gpu-capacity-loss: `rate` of requests fail
+    baseline = 1.6e-5
+    tau = (factor * budget - baseline) * 3600 / (bad_share - baseline)
+    first_step = math.ceil(tau / STEP) * STEP
+    # t0 is on a minute (the fault comes a whole number of minutes after the drill's start).
+    first_eval = math.ceil(first_step / interval) * interval
+    predicted = first_eval + for_seconds
+    [verdict] = [v for v in report["expectations"] if v["expect"] == "detected"]
+    # One evaluation of slack either way for Poisson noise around tau.
+    assert predicted - interval <= verdict["seconds"] <= predicted + interval, (tau, verdict)
+    assert report["measurements"]["time_to_detect"] <= verdict["seconds"]
+
+
+SELECTORS = {
+    # SLO -> (backend, good columns, valid columns): read off the SLO files by hand.
+    "databricks-availability": ("databricks", ["req_ok"], ["req_ok", "req_throttled", "req_server_error", "req_timeout"]),
+    "internal-availability": ("internal", ["req_ok"], ["req_ok", "req_throttled", "req_server_error", "req_timeout"]),
+    "databricks-latency-500ms": ("databricks", ["le_4"], ["lat_count"]),  # le_4: the 0.5 s bucket
+}
+
+
+def first_page_from_raw_counts(run, slo_name: str, goal: float, t0: float, start: float, until: float) -> float | None:
+    """The first evaluation instant (start + k minutes) at which a page pair (1h/5m at 13.44x or 6h/30m
+    at 5.6x, both windows, at least 1 valid request/s over the short window) held for 2 minutes."""
+    backend, good_cols, valid_cols = SELECTORS[slo_name]
+    rows = store_rows(run, backend, t0 - 7 * 3600, until)
+    cum_good, cum_valid, ts = [0.0], [0.0], [rows[0]["ts"] - STEP]
+    for r in rows:
+        ts.append(r["ts"])
+        cum_good.append(cum_good[-1] + sum(r[c] for c in good_cols))
+        cum_valid.append(cum_valid[-1] + sum(r[c] for c in valid_cols))
+    index = {t: i for i, t in enumerate(ts)}
+
+    def over(at: int, window: int) -> tuple[float, float]:
+        hi, lo = index[at], index[at - window]
+        return cum_good[hi] - cum_good[lo], cum_valid[hi] - cum_valid[lo]
+
+    def burning(at: int, long: int, short: int, factor: float) -> bool:
+        (gl, vl), (gs, vs) = over(at, long), over(at, short)
+        return (vs / short >= 1.0 and (1 - gl / vl) / (1 - goal) > factor and (1 - gs / vs) / (1 - goal) > factor)
+
+    def condition(at: int) -> bool:
+        return burning(at, 3600, 300, 13.44) or burning(at, 21600, 1800, 5.6)
+
+    at = int(start)
+    while at <= until:
+        if at >= t0 and all(condition(at - k * 60) for k in range(3)):
+            return at
+        at += 60
+    return None
+
+
+@pytest.mark.parametrize("name", ["vendor-latency", "vendor-outage", "internal-capacity-loss"])
+def test_detection_time_matches_the_page_rule_recomputed_from_the_raw_counts_in_the_drill_store(shipped_runs, name):
+    env, result, report, run = shipped_runs[name]
+    detect = next(e for e in scenario_yaml(name)["expectations"] if e["expect"] == "detected")
+    goal = yaml.safe_load((REPO / "slos" / f"{detect['slo']}.yaml").read_text())["spec"]["goal"]
+    state = env.state_of(run)
+    t0, start = state["t0"], state["sim"]["start"]
+    [verdict] = [v for v in report["expectations"] if v["expect"] == "detected"]
+    expected = first_page_from_raw_counts(run, detect["slo"], goal, t0, start, t0 + seconds(detect["within"]))
+    assert expected is not None
+    assert verdict["seconds"] == expected - t0
+
+
+@pytest.mark.parametrize("name", ["vendor-outage", "auth-throttling", "freeze-incident", "vendor-latency"])
+def test_responder_times_in_the_report_follow_the_scenarios_delays(shipped_runs, name):
+    env, result, report, run = shipped_runs[name]
+    sc = scenario_yaml(name)
+    m = report["measurements"]
+    on_call = sc["responders"]["on-call"]
+    group_wait = seconds((sc.get("paging") or {}).get("group-wait", "30s"))
+    actions = {a["action"]: seconds(a["after"]) for a in on_call["actions"]}
+    assert m["time_to_page"] == m["time_to_detect"] + group_wait
+    assert m["time_to_acknowledge"] == m["time_to_page"] + seconds(on_call["acknowledge-after"])
+    assert m["time_to_mitigate"] == m["time_to_acknowledge"] + actions["failover"]
+    assert m["time_to_vendor_routing"] == m["time_to_acknowledge"] + actions["file-ticket"]
+    # The pager's own record agrees: the ledger's incident was created and acknowledged at those times.
+    [incident] = ledger(run)["incidents"]
+    t0 = env.state_of(run)["t0"]
+    acks = [e for e in incident["log"] if e["type"] == "acknowledge"]
+    assert incident["created_at"] - t0 == m["time_to_page"]
+    assert acks[0]["at"] - t0 == m["time_to_acknowledge"] and acks[0]["agent"] == "primary on-call (drill)"
+
+
+def test_the_failover_moves_the_whole_vendor_share_and_the_simulated_traffic_follows_it(shipped_runs):
+    env, result, report, run = shipped_runs["vendor-outage"]
+    t0 = env.state_of(run)["t0"]
+    failed_over = t0 + report["measurements"]["time_to_mitigate"]
+    [failover] = [e for e in audit(run) if e.get("action") == "failover"]
+    assert failover["before"]["weights"] == {"internal": 20, "databricks": 80}
+    assert failover["after"]["weights"] == {"internal": 100, "databricks": 0}
+    assert failover["drill"] is True and failover["incident"].startswith("DRILL-")
+    # After the failover the vendor gets no requests, and the internal pods carry them all.
+    after = store_rows(run, "databricks", failed_over + STEP, failed_over + 600)
+    assert after and sum(r["lat_count"] for r in after) == 0
+    before = store_rows(run, "databricks", t0, failed_over)
+    bad = sum(r["req_server_error"] for r in before) / sum(r["lat_count"] for r in before)
+    assert 0.08 < bad < 0.12  # the injected 10%, give or take Poisson noise
+
+
+def test_the_freeze_refuses_the_routine_change_and_the_failover_overrides_it(shipped_runs):
+    env, result, report, run = shipped_runs["freeze-incident"]
+    entries = [e for e in audit(run) if e.get("kind") == "traffic"]
+    refused = [e for e in entries if e["action"] == "set"]
+    assert [e["outcome"] for e in refused] == ["refused"]
+    assert [g["name"] for g in refused[0]["guards"] if not g["ok"]] == ["freeze"]
+    [failover] = [e for e in entries if e["action"] == "failover"]
+    assert failover["outcome"] == "applied" and failover["overrides"][:1] == ["freeze"]
+    [restore] = [e for e in entries if e["action"] == "restore"]
+    assert restore["outcome"] == "applied" and "freeze" in restore["overrides"], "the rollback overrides it too"
+
+
+def test_escalation_only_files_a_drill_ticket_in_the_inference_category_without_any_fault(shipped_runs):
+    env, result, report, run = shipped_runs["escalation-only"]
+    state = env.state_of(run)
+    assert state["faults"] == [] and state["pages"] == []
+    [ticket] = tickets(run)
+    assert ticket["category"] == "Model Serving" and ticket["opsctl_category"] == "inference"
+    assert "drill" in ticket["tags"] and ticket["first_response_at"] is not None
+    assert "DRILL: this ticket is part of a planned exercise" in ticket["body"]
+    assert split_file(run) is None, "the split was never touched"

@@ -8,7 +8,6 @@ the environment: the same config gives the same facts.
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 from dataclasses import dataclass

@@ -48,6 +48,26 @@ class DrillEnvironment(Protocol):
     def close(self) -> None: ...
 
 
+class PagingAndTickets:
+    """The pager and ticket desks of an environment, opened once, on first use, on its own config
+    and clock. Both environments mix this in; a subclass needs `cfg`, `clock`, `_pager = None` and
+    `_desks = {}`."""
+
+    def pager(self):
+        if self._pager is None:
+            from opsctl.paging.registry import open_pager
+
+            self._pager = open_pager(self.cfg, clock=self.clock)
+        return self._pager
+
+    def tickets(self, vendor: str):
+        if vendor not in self._desks:
+            from opsctl.tickets.registry import open_ticket_provider
+
+            self._desks[vendor] = open_ticket_provider(self.cfg, vendor, clock=self.clock)
+        return self._desks[vendor]
+
+
 def with_drill_freeze(cfg: "Config", scenario, start: float, end: float) -> "Config":
     """The config plus the scenario's change freeze over [start, end] (UTC), if it declares one.
     Only the drill's own controller sees it: it makes guards stricter, never looser."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from opsctl.clock import SimClock
-from opsctl.drills.env.base import audit_fields, drill_actor, drill_hooks, with_drill_freeze
+from opsctl.drills.env.base import PagingAndTickets, audit_fields, drill_actor, drill_hooks, with_drill_freeze
 
 
 def embedded_config(cfg, run_dir: Path):
@@ -36,7 +36,7 @@ def embedded_config(cfg, run_dir: Path):
     )
 
 
-class EmbeddedEnvironment:
+class EmbeddedEnvironment(PagingAndTickets):
     mode = "embedded"
 
     def __init__(self, user_cfg, scenario, run_id: str, run_dir: Path, *, sim_now: float | None = None):
@@ -86,20 +86,6 @@ class EmbeddedEnvironment:
 
     def source(self):
         return self._store
-
-    def pager(self):
-        if self._pager is None:
-            from opsctl.paging.registry import open_pager
-
-            self._pager = open_pager(self.cfg, clock=self.clock)
-        return self._pager
-
-    def tickets(self, vendor: str):
-        if vendor not in self._desks:
-            from opsctl.tickets.registry import open_ticket_provider
-
-            self._desks[vendor] = open_ticket_provider(self.cfg, vendor, clock=self.clock)
-        return self._desks[vendor]
 
     def vendor_ledger(self, vendor: str):
         return getattr(self.tickets(vendor), "channel", None)

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Callable
 
 from opsctl.clock import WallClock
-from opsctl.drills.env.base import audit_fields, drill_actor, drill_hooks, with_drill_freeze
+from opsctl.drills.env.base import PagingAndTickets, audit_fields, drill_actor, drill_hooks, with_drill_freeze
 
 SLEEP_SLICE = 0.25  # seconds: how promptly a stop request (Ctrl-C) is noticed while waiting
 
 
-class LiveEnvironment:
+class LiveEnvironment(PagingAndTickets):
     mode = "live"
 
     def __init__(self, user_cfg, scenario, run_id: str, run_dir: Path):
@@ -52,20 +52,6 @@ class LiveEnvironment:
             source.check()
             self._source = source
         return self._source
-
-    def pager(self):
-        if self._pager is None:
-            from opsctl.paging.registry import open_pager
-
-            self._pager = open_pager(self.cfg, clock=self.clock)
-        return self._pager
-
-    def tickets(self, vendor: str):
-        if vendor not in self._desks:
-            from opsctl.tickets.registry import open_ticket_provider
-
-            self._desks[vendor] = open_ticket_provider(self.cfg, vendor, clock=self.clock)
-        return self._desks[vendor]
 
     def vendor_ledger(self, vendor: str):
         channel = getattr(self.tickets(vendor), "channel", None)

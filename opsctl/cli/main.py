@@ -74,11 +74,13 @@ def cli(ctx, config_path):
 
     \b
     Examples:
-      opsctl sim generate --days 28          # four weeks of simulated traffic
-      opsctl slo report                      # SLOs, error budget left, burn rates
-      opsctl slo report --prometheus-url http://prometheus:9090 -o json
+      opsctl drill run chaos/vendor-outage.yaml   # a whole game-day drill on the embedded default
+      opsctl slo report                           # SLOs, error budget left, burn rates
+      opsctl slo alerts --prometheus-url http://prometheus:9090
+      opsctl traffic failover --from databricks --incident INC-123 --dry-run
       opsctl page trigger -s "databricks 5xx at 12%" --component databricks
       opsctl ticket file --vendor databricks --category inference --severity Sev2 --subject "..."
+      opsctl runbook list                         # the runbook for every alert and scenario
 
     Exit codes: 0 ok, 1 failed, 2 invalid input, 3 no data, 4 refused by a guard, 5 conflict.
     """

@@ -24,6 +24,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.results import write_section  # noqa: E402
+
 TARGET_S = 10.0
 
 
@@ -99,16 +103,7 @@ def main() -> None:
     ])
     print(section)
     if not args.no_write:
-        path = REPO / "bench" / "RESULTS.md"
-        text = path.read_text() if path.exists() else "# Benchmark results\n"
-        heading = "## drills"
-        if heading in text:
-            start = text.index(heading)
-            following = text.find("\n## ", start + len(heading))
-            text = text[:start] + section + ("\n" + text[following + 1:] if following != -1 else "")
-        else:
-            text = text.rstrip() + "\n\n" + section
-        path.write_text(text.rstrip() + "\n")
+        write_section("## drills", section)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.bench_slo_report import write_section  # noqa: E402
+from bench.results import write_section  # noqa: E402
 
 HEADING = "## embedded store: 28 days, 2 backends"
 
@@ -59,7 +59,7 @@ def main() -> None:
     ])
     print(text)
     if not args.no_write:
-        write_section(REPO / "bench" / "RESULTS.md", HEADING, text)
+        write_section(HEADING, text)
 
 
 if __name__ == "__main__":

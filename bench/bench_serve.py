@@ -25,7 +25,6 @@ import http.client
 import json
 import os
 import platform
-import re
 import statistics
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.results import write_section  # noqa: E402
 from opsctl.metrics.embedded import EmbeddedStore  # noqa: E402
 from tests.automation.helpers import (  # noqa: E402
     FAILOVER_POLICY, Serve, alert, audit, bearer, message, request, split, write_serve_config,
@@ -219,13 +219,6 @@ def summarize(result: dict) -> str:
     ])
 
 
-def write_results(section: str) -> None:
-    path = REPO / "bench" / "RESULTS.md"
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    text = re.sub(r"(?ms)^## serve\n.*?(?=^## |\Z)", "", text).rstrip() + "\n\n" + section
-    path.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=100)
@@ -238,7 +231,7 @@ def main() -> None:
     section = summarize(result)
     print(section)
     if not args.no_write:
-        write_results(section)
+        write_section("## serve", section)
 
 
 if __name__ == "__main__":

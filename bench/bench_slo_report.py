@@ -24,6 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.results import write_section  # noqa: E402
 from opsctl.config import PrometheusSource as PromSettings  # noqa: E402
 from opsctl.metrics.prometheus import PrometheusSource  # noqa: E402
 from opsctl.slo.model import load_slos  # noqa: E402
@@ -154,15 +155,7 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.no_write:
-        write_section(REPO / "bench" / "RESULTS.md", "## slo report against one Prometheus", text)
-
-
-def write_section(path: Path, heading: str, text: str) -> None:
-    """Replace this benchmark's section of RESULTS.md, keeping the others."""
-    existing = path.read_text() if path.exists() else "# Benchmark results\n\n"
-    sections = existing.split("\n## ")
-    kept = [s for s in sections if not ("## " + s).startswith(heading)]
-    path.write_text("\n## ".join(kept).rstrip() + "\n\n" + text)
+        write_section("## slo report against one Prometheus", text)
 
 
 if __name__ == "__main__":

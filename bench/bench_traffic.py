@@ -31,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.results import write_section  # noqa: E402
 from opsctl.metrics.embedded import EmbeddedStore  # noqa: E402
 from tests.slo import data as d  # noqa: E402
 
@@ -108,19 +109,6 @@ def render(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def write_results(section: str) -> None:
-    path = REPO / "bench" / "RESULTS.md"
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    heading = "## traffic"
-    if heading in text:
-        start = text.index(heading)
-        following = text.find("\n## ", start + len(heading))
-        text = text[:start] + section + ("\n" + text[following + 1:] if following != -1 else "")
-    else:
-        text = text.rstrip() + "\n\n" + section
-    path.write_text(text.rstrip() + "\n")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21)
@@ -166,7 +154,7 @@ def main() -> None:
     ])
     print(section)
     if not args.no_write:
-        write_results(section)
+        write_section("## traffic", section)
 
 
 if __name__ == "__main__":

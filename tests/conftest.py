@@ -104,6 +104,17 @@ def wait_http(url: str, timeout: float = 30.0, ok_statuses=(200,)) -> None:
     raise RuntimeError(f"{url} not ready after {timeout}s: {last}")
 
 
+def stop_process(proc: subprocess.Popen) -> None:
+    """Terminate a test's server process, kill it if it does not exit within 15 s, and reap it."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
 class PrometheusServer:
     """A real Prometheus on 127.0.0.1 with a temp data dir, optionally backfilled by promtool."""
 
@@ -143,13 +154,7 @@ class PrometheusServer:
             raise
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        stop_process(self.proc)
         self.log.close()
 
 

@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import REPO, free_port, require_binary, wait_http
+from tests.conftest import REPO, free_port, require_binary, stop_process, wait_http
 
 TOKEN = "test-webhook-token-0123456789"
 PD_SECRET_OLD = "pd-secret-old-aaaaaaaaaaaaaaaa"
@@ -160,13 +160,7 @@ class Serve:
         return self.log_path.read_text()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        stop_process(self.proc)
         self.log.close()
 
 
@@ -280,13 +274,7 @@ class Alertmanager:
         return (self.workdir / "alertmanager.log").read_text()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        stop_process(self.proc)
         self.log.close()
 
 

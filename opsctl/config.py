@@ -1077,6 +1077,44 @@ def _check_automation_duration(value: str, what: str, maximum: int = 7 * 86400) 
 
 
 @dataclass(frozen=True)
+class LeaderElection:
+    """Several `opsctl serve` replicas elect one leader on a coordination.k8s.io/v1 Lease; only the
+    leader acts (every replica records deliveries in the shared state). `enabled` unset: on exactly
+    when `state.backend` is kubernetes (with local state, serve is one replica)."""
+
+    enabled: bool | None = None
+    lease_name: str = "opsctl-serve"
+    namespace: str | None = None  # default: traffic.kubernetes.namespace
+    # The Lease is taken over once its holder has not renewed it for lease_duration; the holder
+    # stops acting when it could not renew for renew_deadline (shorter), so two never act at once.
+    lease_duration: str = "15s"
+    renew_deadline: str = "10s"
+    retry_period: str = "2s"
+    identity: str | None = None  # default: $POD_NAME (the Downward API), else the host name
+
+    def __post_init__(self):
+        import re
+
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", self.lease_name):
+            raise ValueError(f"lease_name must be a Kubernetes object name (got {self.lease_name!r})")
+        duration = _check_automation_duration(self.lease_duration, "lease_duration", 3600)
+        deadline = _check_automation_duration(self.renew_deadline, "renew_deadline", 3600)
+        retry = _check_automation_duration(self.retry_period, "retry_period", 3600)
+        if not 1 <= retry < deadline < duration:
+            raise ValueError("need 1s <= retry_period < renew_deadline < lease_duration")
+        if self.identity is not None and not self.identity.strip():
+            raise ValueError("identity must not be empty")
+
+    @property
+    def seconds(self) -> tuple[int, int, int]:
+        """(lease_duration, renew_deadline, retry_period) in seconds."""
+        from opsctl.clock import parse_duration
+
+        return (parse_duration(self.lease_duration), parse_duration(self.renew_deadline),
+                parse_duration(self.retry_period))
+
+
+@dataclass(frozen=True)
 class AutomationConfig:
     """`opsctl serve`: webhook receiver for Alertmanager and PagerDuty, acting by policy."""
 
@@ -1094,6 +1132,7 @@ class AutomationConfig:
     restore_retry: str = "1m"  # wait before retrying a restore a guard refused or that failed
     dry_run: bool = False  # every policy: decide and record, change nothing
     policies: list[AutomationPolicy] = field(default_factory=list)
+    leader_election: LeaderElection = field(default_factory=LeaderElection)
 
     def __post_init__(self):
         _check_bind(self.bind)

@@ -763,6 +763,26 @@ class TrafficConfig:
 
 
 @dataclass(frozen=True)
+class StateConfig:
+    """Where state that more than one actor must agree on lives (see docs/design.md).
+
+    `local`: JSON documents under the state dir (one host; the embedded default). `kubernetes`: one
+    ConfigMap per document in `namespace`, written with resourceVersion compare-and-swap, so laptops,
+    `opsctl serve` replicas and drills share one truth. The connection is `kubernetes` when given,
+    else traffic.kubernetes (the actuators' own settings).
+    """
+
+    backend: Literal["local", "kubernetes"] = "local"
+    namespace: str | None = None  # default: the connection's namespace
+    kubernetes: KubernetesSettings | None = None  # default: traffic.kubernetes
+    history: int = 50  # change records kept with the split; older ones live in Events and logs
+
+    def __post_init__(self):
+        if not 1 <= self.history <= 200:
+            raise ValueError("history must be between 1 and 200 (a ConfigMap or annotation holds at most 1 MiB)")
+
+
+@dataclass(frozen=True)
 class CapacityConfig:
     """The internal backend's capacity: ready replicas x rps_per_replica must carry its share x (1 + headroom).
 
@@ -1184,6 +1204,7 @@ class Config:
     cost: CostConfig = field(default_factory=CostConfig)
     traffic: TrafficConfig = field(default_factory=TrafficConfig)
     capacity: CapacityConfig | None = None
+    state: StateConfig = field(default_factory=StateConfig)
     freezes: list[FreezeWindow] = field(default_factory=list)
     drills: DrillsConfig = field(default_factory=DrillsConfig)
     runbooks: RunbooksConfig = field(default_factory=RunbooksConfig)
@@ -1281,6 +1302,11 @@ class Config:
     @property
     def audit_path(self) -> Path:
         return self.state_path / "audit.jsonl"
+
+    @property
+    def state_kubernetes(self) -> KubernetesSettings:
+        """The connection the kubernetes state backend uses."""
+        return self.state.kubernetes or self.traffic.kubernetes
 
     @property
     def drills_path(self) -> Path:

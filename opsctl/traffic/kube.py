@@ -153,6 +153,13 @@ def status_message(body: str | None) -> str:
 
 
 def api_error(exc, what: str) -> OpsctlError:
+    """The opsctl error for an ApiException; `.status` keeps the HTTP status for callers that branch on it."""
+    error = _api_error(exc, what)
+    error.status = exc.status
+    return error
+
+
+def _api_error(exc, what: str) -> OpsctlError:
     message = status_message(exc.body) or (exc.reason or "")
     status = exc.status
     if status == 409:

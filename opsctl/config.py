@@ -1111,6 +1111,9 @@ class LeaderElection:
     renew_deadline: str = "10s"
     retry_period: str = "2s"
     identity: str | None = None  # default: $POD_NAME (the Downward API), else the host name
+    # Every replica records deliveries in the shared state, so every one is Ready by default (a
+    # rolling update needs its new pods Ready). true: only the leader is Ready (Service -> leader).
+    ready_only_when_leader: bool = False
 
     def __post_init__(self):
         import re
@@ -1148,6 +1151,10 @@ class AutomationConfig:
     queue_size: int = 1000  # deliveries waiting for a worker; past it the sender gets 503 and retries
     workers: int = 2  # action threads; events about one backend always go to the same worker, in order
     body_limit: int = 1048576  # bytes; larger bodies get 413
+    # Request headers, and then the body, must each arrive within this (slow clients are cut off).
+    read_timeout: str = "10s"
+    max_connections: int = 4096  # open connections; past it uvicorn answers 503
+    pagerduty_max_age: str = "1h"  # signed PagerDuty events older than this are refused (replays)
     hold_down: str = "10m"  # wait after the last matching alert resolved before restoring traffic
     restore_retry: str = "1m"  # wait before retrying a restore a guard refused or that failed
     dry_run: bool = False  # every policy: decide and record, change nothing
@@ -1162,6 +1169,12 @@ class AutomationConfig:
             raise ValueError("workers must be between 1 and 32")
         if not 1024 <= self.body_limit <= 64 * 1048576:
             raise ValueError("body_limit must be between 1024 and 67108864 bytes")
+        if not 1 <= _check_automation_duration(self.read_timeout, "read_timeout", 300):
+            raise ValueError("read_timeout must be at least 1s")
+        if not 64 <= self.max_connections <= 100000:
+            raise ValueError("max_connections must be between 64 and 100000")
+        if _check_automation_duration(self.pagerduty_max_age, "pagerduty_max_age") < 60:
+            raise ValueError("pagerduty_max_age must be at least 1m")
         if not self.basic_auth_username or ":" in self.basic_auth_username:
             raise ValueError("basic_auth_username must be non-empty and contain no ':'")
         _check_automation_duration(self.hold_down, "hold_down")
@@ -1187,6 +1200,18 @@ class AutomationConfig:
         from opsctl.clock import parse_duration
 
         return parse_duration(self.restore_retry)
+
+    @property
+    def read_timeout_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.read_timeout)
+
+    @property
+    def pagerduty_max_age_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.pagerduty_max_age)
 
 
 @dataclass(frozen=True)

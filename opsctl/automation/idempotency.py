@@ -207,6 +207,13 @@ class DeliveryLog:
     def seen(self, key: str) -> bool:
         return self.db.conn.execute("SELECT 1 FROM events WHERE key = ?", (key,)).fetchone() is not None
 
+    def unseen(self, events: list[NewEvent]) -> list[NewEvent]:
+        return [e for e in events if not self.seen(e.key)]
+
+    def check(self) -> None:
+        """Raises when the record cannot be read (readiness)."""
+        self.db.conn.execute("SELECT 1 FROM events LIMIT 1").fetchall()
+
     def claim(self, key: str) -> ClaimedEvent | None:
         """Take the event for this worker, or None when it is done, owned by a live worker, or not due."""
         now = self.clock()
@@ -238,13 +245,14 @@ class DeliveryLog:
             (self.clock() + delay, json.dumps(result or {}, default=str), 0 if count else 1, key, self.owner),
         )
 
-    def recover(self) -> int:
-        """At start-up: events a dead process on this host was acting on go back to pending."""
+    def recover(self, *, all_others: bool = False) -> int:
+        """At start-up: events a dead process on this host was acting on go back to pending
+        (`all_others`: every other process's, for a new leader)."""
         with self.db.transaction() as conn:
             owners = [r[0] for r in conn.execute("SELECT DISTINCT owner FROM events WHERE state = 'running'")]
             released = 0
             for owner in owners:
-                if dead_local_owner(owner):
+                if (all_others and owner != self.owner) or dead_local_owner(owner):
                     released += conn.execute("UPDATE events SET state = 'pending', lease_until = NULL, not_before = 0"
                                              " WHERE state = 'running' AND owner = ?", (owner,)).rowcount
         return released

@@ -218,26 +218,27 @@ def identity_for(cfg: "Config") -> str:
 
 
 def election_enabled(cfg: "Config") -> bool:
+    """On with shared state (unless turned off); never with local state, which replicas cannot share."""
+    from opsctl.errors import ConfigError
+
     setting = cfg.automation.leader_election.enabled
-    if setting is not None:
-        return setting
-    state = getattr(cfg, "state", None)
-    return getattr(state, "backend", "local") == "kubernetes"
+    shared = cfg.state.backend == "kubernetes"
+    if setting and not shared:
+        raise ConfigError(f"{cfg.source_path}: automation.leader_election.enabled needs state.backend: kubernetes"
+                          " (replicas elect a leader to act on deliveries they all record in the shared state)")
+    return shared if setting is None else setting
 
 
 def open_elector(cfg: "Config", on_change: Callable[[bool], None] | None = None) -> LeaseElector | None:
     """The elector `opsctl serve` runs, or None when it runs as the only replica."""
     if not election_enabled(cfg):
         return None
-    from opsctl.traffic.kube import Kube
+    from opsctl.traffic.registry import kube_for
 
     settings = cfg.automation.leader_election
     duration, deadline, retry = settings.seconds
-    from pathlib import Path
-
-    source = Path(cfg.source_path)
-    base_dir = source.parent if source.is_file() else Path.cwd()
-    kube = Kube(cfg.traffic.kubernetes, base_dir)
-    return LeaseElector(kube, name=settings.lease_name,
-                        namespace=settings.namespace or cfg.traffic.kubernetes.namespace, identity=identity_for(cfg),
+    connection = cfg.state_kubernetes
+    namespace = settings.namespace or cfg.state.namespace or connection.namespace
+    return LeaseElector(kube_for(connection, cfg.base_dir), name=settings.lease_name, namespace=namespace,
+                        identity=identity_for(cfg),
                         lease_duration=duration, renew_deadline=deadline, retry_period=retry, on_change=on_change)

@@ -82,9 +82,13 @@ def message(*alerts: dict, group_key: str = '{}:{alertname="SloBurnRatePage"}', 
     }
 
 
-def pd_event(event_id: str = "01EVENT", event_type: str = "incident.acknowledged", incident_key: str = "k") -> dict:
+def pd_event(event_id: str = "01EVENT", event_type: str = "incident.acknowledged", incident_key: str = "k",
+             occurred_at: str | None = None) -> dict:
+    """A PagerDuty webhooks v3 body; `occurred_at` defaults to now (serve refuses stale events)."""
+    if occurred_at is None:
+        occurred_at = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
     return {"event": {
-        "id": event_id, "event_type": event_type, "resource_type": "incident", "occurred_at": "2026-11-29T12:05:00.000Z",
+        "id": event_id, "event_type": event_type, "resource_type": "incident", "occurred_at": occurred_at,
         "agent": {"id": "PUSER1", "summary": "Alice On-call", "type": "user_reference"}, "client": None,
         "data": {"id": "PINC123", "type": "incident", "status": "acknowledged", "incident_key": incident_key,
                  "title": "databricks-availability burning", "html_url": "https://example.pagerduty.com/incidents/PINC123"},

@@ -186,7 +186,7 @@ class LiveExecutor:
             vendor=vendor, category=request.category, severity=request.severity, subject=request.summary,
             body=request.description, links=links, idempotency_key=request.idempotency_key,
         ))
-        status = "noop" if filed.outcome == "existing" else "applied"
+        status = "noop" if filed.outcome in ("existing", "recovered") else "applied"
         return Outcome(status, f"{vendor} ticket {filed.id} ({filed.outcome}, {filed.provider})",
                        {"ticket": filed.id, "url": filed.url or ""})
 

@@ -1,8 +1,8 @@
 """The durable record of deliveries: each alert event and PagerDuty webhook is acted on once.
 
 Alertmanager and PagerDuty deliver at least once (retries, HA peers, repeat intervals). Each alert
-in a notification becomes one event keyed on groupKey + fingerprint + startsAt + status (the
-alert's own status, not the group's); a PagerDuty delivery is keyed on its X-Webhook-Id. The first
+in a notification becomes one event keyed on fingerprint + startsAt + status (the alert's own
+status, not the group's); a PagerDuty delivery is keyed on the signed event id. The first
 delivery inserts the event as `pending`; any later copy finds the key and is answered 202 without
 acting again.
 
@@ -56,12 +56,15 @@ def event_key(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
-def alert_event_key(group_key: str, fingerprint: str, starts_at: str, status: str) -> str:
-    return event_key("alertmanager", group_key, fingerprint, starts_at, status)
+def alert_event_key(fingerprint: str, starts_at: str, status: str) -> str:
+    """From the alert itself: the same alert reaching any replica, through any route or group, or
+    repeated by Alertmanager, is one event."""
+    return event_key("alertmanager", fingerprint, starts_at, status)
 
 
-def webhook_event_key(webhook_id: str) -> str:
-    return event_key("pagerduty", webhook_id)
+def webhook_event_key(event_id: str) -> str:
+    """From PagerDuty's event id, which its signature covers (X-Webhook-Id is not signed)."""
+    return event_key("pagerduty", event_id)
 
 
 def default_owner() -> str:

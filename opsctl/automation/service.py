@@ -149,7 +149,7 @@ class AutomationService:
     def accept_alertmanager(self, message: AlertmanagerMessage, received_at: float) -> Answer:
         events = []
         for alert in message.alerts:
-            key = alert_event_key(message.group_key, alert.fingerprint, alert.starts_at.canonical, alert.status)
+            key = alert_event_key(alert.fingerprint, alert.starts_at.canonical, alert.status)
             payload = {
                 "status": alert.status, "labels": dict(alert.labels), "annotations": dict(alert.annotations),
                 "starts_at": alert.starts_at.canonical, "fingerprint": alert.fingerprint,

@@ -95,6 +95,13 @@ def pd_event(event_id: str = "01EVENT", event_type: str = "incident.acknowledged
     }}
 
 
+def incident_key(policy: str, target: str, fingerprint: str, starts_at: str) -> str:
+    """The incident (pager dedup key) an episode opened by this alert names: from the event itself,
+    computed here from its parts (startsAt in its canonical nanosecond UTC form)."""
+    episode = hashlib.sha256("\x1f".join(["episode", policy, target, fingerprint, starts_at]).encode()).hexdigest()[:20]
+    return f"opsctl-automation-{policy}-{target}-{episode}"
+
+
 def write_serve_config(directory: Path, *, policies: str, automation_extra: str = "", extra: str = "",
                        slo_dir: Path | None = None, period: str = "28d") -> Path:
     path = directory / "opsctl.yaml"

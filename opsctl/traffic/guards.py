@@ -71,6 +71,7 @@ class GuardContext:
     progress: Callable[[str], None] | None = None
     _source: "MetricSource | None" = None
     _at: float | None = None
+    record: dict = field(default_factory=dict)  # the change record stored with the split, as read
 
     @property
     def overriding(self) -> str | None:
@@ -137,17 +138,13 @@ def check_freeze(ctx: GuardContext) -> GuardResult:
 
 
 def check_rate(ctx: GuardContext) -> GuardResult:
+    """Counts the operations in the change record read with the split: the write that follows is a
+    compare-and-swap on that read, so a concurrent change makes this attempt re-read and re-count."""
+    from opsctl.traffic.record import operations_since
+
     limit = ctx.cfg.traffic.rate_limit
     window = limit.window_seconds
-    entries = ctx.audit.find(
-        lambda e: e.get("kind") == "traffic" and e.get("outcome") == "applied" and not e.get("dry_run")
-        and e.get("operation") != ctx.operation_id,
-        since=ctx.now - window,
-    )
-    first_seen: dict[str, float] = {}  # operation -> its first applied change in the window
-    for e in entries:
-        op = e.get("operation") or e.get("time")
-        first_seen[op] = min(first_seen.get(op, e["ts"]), e["ts"])
+    first_seen = operations_since(ctx.record, ctx.now - window, exclude=ctx.operation_id)
     count = len(first_seen)
     details = {"changes_in_window": count, "max_changes": limit.max_changes, "window": limit.window}
     if count < limit.max_changes:

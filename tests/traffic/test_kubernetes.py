@@ -175,7 +175,9 @@ def test_istio_weights_and_mirror_are_written_as_one_merge_patch_of_the_whole_ro
     assert primary["mirrorPercentage"] == {"value": 10.0}
     [patch] = patches(kube_api, "virtualservices")
     assert patch.content_type == "application/merge-patch+json"
-    assert patch.body["metadata"] == {"resourceVersion": seeded["metadata"]["resourceVersion"]}
+    assert patch.body["metadata"]["resourceVersion"] == seeded["metadata"]["resourceVersion"]
+    record = json.loads(patch.body["metadata"]["annotations"]["opsctl.io/traffic-record"])  # in the same patch
+    assert record["changes"][-1]["after"]["weights"] == {"internal": 60, "databricks": 40}
     assert len(patch.body["spec"]["http"]) == 2
     [event] = kube_api.events("llm")
     assert event["involvedObject"]["kind"] == "VirtualService"

@@ -346,4 +346,12 @@ def serve(cfg, *, bind: str | None, token_file: str | None, dry_run: bool, log_l
                             http=timed_protocol(read_timeout), h11_max_incomplete_event_size=16384)
     log.info("opsctl serve: listening on http://%s:%d (%s)", host, port,
              "dry run: nothing is changed" if settings.dry_run else f"executor {live.name}")
+    # uvicorn shuts down gracefully on SIGTERM (the service stops acting and releases the Lease), then
+    # raises the signal again under the handler that was there before: make that a clean exit 0.
+    import signal
+
+    def exit_cleanly(signum, frame):
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, exit_cleanly)
     uvicorn.Server(config).run()

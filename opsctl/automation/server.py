@@ -15,7 +15,8 @@ when a signature header is there at all.
 
 Abuse bounds: a connection whose request headers have not arrived within `read_timeout` is closed
 (slow-header connections cannot pile up), a body must arrive within `read_timeout` too, and at
-most MAX_BODY_READS bodies are read at once (503 past that; senders retry), so memory stays about
+most MAX_BODY_READS bodies are read at once (others wait their turn, up to `read_timeout`, then 503:
+senders retry), so memory stays about
 MAX_BODY_READS x body_limit whatever the number of connections. Log messages have control
 characters escaped, so a CR/LF in a payload cannot forge a log line.
 
@@ -57,14 +58,18 @@ class Refused(Exception):
 
 
 async def read_body(request: Request, limit: int, timeout: float, reads: asyncio.Semaphore) -> bytes:
-    """The capped body, read within `timeout`, by at most MAX_BODY_READS requests at once."""
-    if reads.locked():
-        raise Refused(503, "busy", "too many requests being read: retry later", {"Retry-After": "1"})
-    async with reads:
-        try:
-            return await asyncio.wait_for(read_capped(request, limit), timeout)
-        except asyncio.TimeoutError:
-            raise Refused(408, "timeout", f"the body did not arrive within {timeout:g}s") from None
+    """The capped body, read within `timeout`, by at most MAX_BODY_READS requests at once (the others
+    wait for a turn, up to `timeout`, holding nothing but their connection)."""
+    try:
+        await asyncio.wait_for(reads.acquire(), timeout)
+    except asyncio.TimeoutError:
+        raise Refused(503, "busy", "too many requests being read: retry later", {"Retry-After": "1"}) from None
+    try:
+        return await asyncio.wait_for(read_capped(request, limit), timeout)
+    except asyncio.TimeoutError:
+        raise Refused(408, "timeout", f"the body did not arrive within {timeout:g}s") from None
+    finally:
+        reads.release()
 
 
 async def read_capped(request: Request, limit: int) -> bytes:

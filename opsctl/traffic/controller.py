@@ -90,6 +90,7 @@ class ChangeResult:
     recorded: list[str] = field(default_factory=list)
     audited: bool = False
     change_id: str | None = None  # the id of its entry in the change record, once applied
+    topups: list["ChangeResult"] = field(default_factory=list)  # a failover's later steps as replicas became Ready
 
     @property
     def overrides(self) -> tuple[str, ...]:
@@ -120,6 +121,8 @@ class ChangeResult:
         }
         if self.change_id:
             out["change_id"] = self.change_id
+        if self.topups:
+            out["topups"] = [t.to_dict(order) for t in self.topups]
         if self.requested is not None and self.requested != self.after:
             out["requested"] = split(self.requested)
         for key in ("message", "shortfall", "warnings", "recorded"):

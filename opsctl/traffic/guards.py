@@ -255,7 +255,10 @@ def check_capacity(ctx: GuardContext) -> GuardResult:
     backend = cap.backend
     share = ctx.after.load_share(backend)
     capacity = Capacity(ctx.cfg, ctx.source, ctx.at, clock=ctx.clock)
-    result = capacity.ensure(share, dry_run=ctx.dry_run, reason=ctx.reason, progress=ctx.progress)
+    # A failover does not wait for new replicas: it moves what the ready ones carry now and tops up
+    # as they become Ready (TrafficService.failover); other changes wait, up to ready_timeout.
+    result = capacity.ensure(share, dry_run=ctx.dry_run, reason=ctx.reason, progress=ctx.progress,
+                             wait=ctx.action not in PARTIAL_ACTIONS)
     r = result.reading
     details = {**r.to_dict(), "share": share, "fits": result.fits, "notes": result.notes}
     if result.scaled_to is not None:

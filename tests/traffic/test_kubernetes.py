@@ -441,3 +441,38 @@ def test_with_an_autoscaler_failover_raises_its_minimum_and_restore_puts_it_back
     scaler = kube_api.get(group, plural, NS, "vllm")
     assert scaler["spec"][low_key] == 2 and "opsctl.io/saved-min-replicas" not in scaler["metadata"].get("annotations", {})
     assert kube_api.get("apps", "deployments", NS, "vllm")["spec"]["replicas"] == 2
+
+
+@pytest.mark.slow
+def test_two_laptops_share_one_truth_in_kubernetes_mode(make_env, kube_api):
+    """Separate state dirs, one cluster: what one does, the other sees and can undo; every change is
+    also an Event on the object and one JSON log line."""
+    seed_configmap(kube_api)
+    state = f'freezes: []\nstate: {{backend: kubernetes, namespace: {NS}}}\n'
+
+    def laptop():
+        env = make_env(actuator="configmap", conflict_attempts=3, freezes=state, extra_traffic=textwrap.dedent(f"""\
+            kubernetes: {{host: "{kube_api.url}", namespace: {NS}, timeout: 5}}
+            configmap: {{name: grammar-split, key: split.json}}
+            """))
+        return env
+
+    a, b = laptop(), laptop()
+    failover = a.run("traffic", "failover", "--from", "databricks", "--incident", "INC-12", "--reason", "vendor 5xx",
+                     "--yes", "-o", "json")
+    assert failover.exit_code == 0, failover.output
+    logged = [json.loads(line) for line in failover.stderr.splitlines() if line.startswith("{")]
+    assert [(x["log"], x["action"], x["outcome"]) for x in logged] == [("opsctl.traffic.change", "failover", "applied")]
+    assert logged[0]["change_id"] == json.loads(failover.stdout)["change_id"]
+    [event] = kube_api.events("grammar-split")
+    assert "INC-12" in event["message"]
+    history = json.loads(b.run("traffic", "history", "-o", "json").stdout)
+    assert [(e["action"], e["incident"], e["actor"]) for e in history] == [("failover", "INC-12", "tester")]
+    status = json.loads(b.run("traffic", "status", "-o", "json").stdout)
+    assert status["state_backend"] == "kubernetes" and status["open_failovers"][0]["incident"] == "INC-12"
+    restored = b.run("traffic", "restore", "--incident", "INC-12", "--step", "100", "--interval", "0s", "--yes")
+    assert restored.exit_code == 0, restored.output
+    ramp = json.loads(kube_api.get("", "configmaps", NS, "opsctl-llm-inference-ramp")["data"]["state.json"])
+    assert ramp["status"] == "completed" and ramp["action"] == "restore"
+    assert json.loads(a.run("traffic", "status", "-o", "json").stdout)["open_failovers"] == []
+    assert [e["action"] for e in json.loads(a.run("traffic", "history", "-o", "json").stdout)] == ["restore", "failover"]

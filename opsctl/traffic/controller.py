@@ -194,14 +194,16 @@ class TrafficController:
         ), result)
 
     def refuse(self, action: str, message: str, *, reason: str = "", incident: str | None = None,
-               emergency: bool = False, operation_id: str | None = None, hint: str | None = None) -> None:
-        """Refuse an attempt before it reaches the guards (bad flags): still one audited attempt, exit 2."""
+               emergency: bool = False, operation_id: str | None = None, hint: str | None = None,
+               error: type[OpsctlError] = UsageError) -> None:
+        """Refuse an attempt before it reaches the guards (bad flags, a running ramp): still one
+        audited attempt; raises `error` (exit 2 by default)."""
         result = ChangeResult(action, operation_id or new_operation_id(action), self.actor, self.dry_run,
                               self.actuator.kind, self.actuator.target, reason, incident, emergency)
         result.guards.append(GuardResult("bounds", False, message, hint or ""))
         result.outcome, result.message = "refused", message
         self._audit(result)
-        raise _attach(UsageError(message, hint=hint), result)
+        raise _attach(error(message, hint=hint), result)
 
     def _attempt(self, request: ChangeRequest, result: ChangeResult, confirmed: list) -> bool:
         """One read-plan-check-write round. True when done; False when the write met a concurrent change."""

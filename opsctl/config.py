@@ -801,8 +801,15 @@ class CapacityConfig:
     ready_timeout: str = "10m"
     poll_interval: str = "5s"
     rate_window: str = "5m"  # request rate = sum(rate(llm_proxy_requests_total[rate_window]))
+    # What drives the Deployment's replicas. With `hpa` (autoscaling/v2) or `keda` (a ScaledObject),
+    # capacity raises the autoscaler's minimum (minReplicas / minReplicaCount) and puts it back on
+    # restore: a scale-subresource patch would be undone at the autoscaler's next sync.
+    autoscaler: Literal["none", "hpa", "keda"] = "none"
+    autoscaler_name: str | None = None  # default: the Deployment's name
 
     def __post_init__(self):
+        if self.autoscaler != "none" and self.source != "kubernetes":
+            raise ValueError("autoscaler needs source kubernetes")
         if self.rps_per_replica <= 0:
             raise ValueError("rps_per_replica must be positive")
         if not 0 <= self.headroom <= 10:

@@ -51,6 +51,21 @@ def _progress(message: str) -> None:
     click.echo(message, err=True)
 
 
+def _preflight(service, action: str, check, *, reason: str = "", incident: str | None = None,
+               emergency: bool = False):
+    """Run the command's own checks (flags, reason, confirmation, a running ramp); a refusal there is
+    audited like a guard's, with the same exit code."""
+    from opsctl.errors import OpsctlError
+
+    try:
+        return check()
+    except OpsctlError as exc:
+        if getattr(exc, "result", None) is None:
+            service.controller.refuse(action, exc.message, reason=reason, incident=incident, emergency=emergency,
+                                      hint=exc.hint, error=type(exc))
+        raise
+
+
 def _service(app, dry_run: bool):
     from opsctl.traffic.service import TrafficService
 
@@ -256,13 +271,17 @@ def set_(app, weights, shadow, dry_run, reason, incident, emergency, yes, output
     """
     from opsctl.traffic.split import parse_assignments
 
-    assigned = parse_assignments(weights, "BACKEND=PCT")
-    mirrored = parse_assignments(shadow, "--shadow")
-    _require_reason(reason, incident, dry_run)
-    if not dry_run:
-        _running_ramp_blocks(app, emergency)
-    confirm = _confirmer(yes, dry_run, list(app.config.backends))
     service = _service(app, dry_run)
+
+    def check():
+        parsed = parse_assignments(weights, "BACKEND=PCT"), parse_assignments(shadow, "--shadow")
+        _require_reason(reason, incident, dry_run)
+        if not dry_run:
+            _running_ramp_blocks(app, emergency)
+        return (*parsed, _confirmer(yes, dry_run, list(app.config.backends)))
+
+    assigned, mirrored, confirm = _preflight(service, "set", check, reason=reason, incident=incident,
+                                             emergency=emergency)
     _run_change(app, output, lambda: service.set(assigned, mirrored, reason=reason, incident=incident,
                                                  emergency=emergency, confirm=confirm))
 
@@ -298,24 +317,34 @@ def ramp(app, to, step, interval, resume, abort, dry_run, reason, incident, emer
 
     cfg = app.config
     order = list(cfg.backends)
-    if resume and abort:
-        raise UsageError("--resume and --abort contradict each other")
-    if (resume or abort) and (to or step or interval or dry_run):
-        raise UsageError("--resume and --abort take the ramp's saved plan; do not give --to, --step, --interval or --dry-run")
     service = _service(app, dry_run)
+
+    def flags():
+        if resume and abort:
+            raise UsageError("--resume and --abort contradict each other")
+        if (resume or abort) and (to or step or interval or dry_run):
+            raise UsageError("--resume and --abort take the ramp's saved plan; do not give --to, --step, --interval"
+                             " or --dry-run")
+
+    _preflight(service, "ramp", flags, reason=reason, incident=incident, emergency=emergency)
     if resume:
         return _run_ramp(service.resume, output, order)
     if abort:
         return _run_ramp(lambda: service.abort(reason), output, order)
-    if not to:
-        raise UsageError("give the target with --to BACKEND=PCT (or --resume / --abort)")
-    assigned = parse_assignments(to, "--to")
-    try:
-        seconds = parse_duration(interval if interval is not None else cfg.traffic.ramp.interval)
-    except ValueError as exc:
-        raise UsageError(f"--interval: {exc}") from None
-    _require_reason(reason, incident, dry_run)
-    confirm = _confirmer(yes, dry_run, order)
+
+    def check():
+        if not to:
+            raise UsageError("give the target with --to BACKEND=PCT (or --resume / --abort)")
+        assigned = parse_assignments(to, "--to")
+        try:
+            seconds = parse_duration(interval if interval is not None else cfg.traffic.ramp.interval)
+        except ValueError as exc:
+            raise UsageError(f"--interval: {exc}") from None
+        _require_reason(reason, incident, dry_run)
+        return assigned, seconds, _confirmer(yes, dry_run, order)
+
+    assigned, seconds, confirm = _preflight(service, "ramp", check, reason=reason, incident=incident,
+                                            emergency=emergency)
 
     def target_of(current: Split) -> Split:
         if len(assigned) == 1 or sum(assigned.values()) != 100:
@@ -361,8 +390,9 @@ def failover(app, source, receivers, dry_run, reason, incident, yes, output):
     Example:
       opsctl traffic failover --from databricks --incident INC-123 --reason "vendor 5xx" --yes
     """
-    confirm = _confirmer(yes, dry_run, list(app.config.backends))
     service = _service(app, dry_run)
+    confirm = _preflight(service, "failover", lambda: _confirmer(yes, dry_run, list(app.config.backends)),
+                         reason=reason, incident=incident, emergency=True)
     _run_change(app, output, lambda: service.failover(source, incident, to=receivers, reason=reason, confirm=confirm))
 
 
@@ -386,13 +416,17 @@ def restore(app, step, interval, dry_run, reason, incident, emergency, yes, outp
 
     cfg = app.config
     order = list(cfg.backends)
-    try:
-        seconds = parse_duration(interval if interval is not None else cfg.traffic.ramp.interval)
-    except ValueError as exc:
-        raise UsageError(f"--interval: {exc}") from None
     service = _service(app, dry_run)
-    service.saved_split(incident)  # an unknown incident fails before anything is asked
-    confirm = _confirmer(yes, dry_run, order)
+
+    def check():
+        try:
+            seconds = parse_duration(interval if interval is not None else cfg.traffic.ramp.interval)
+        except ValueError as exc:
+            raise UsageError(f"--interval: {exc}") from None
+        service.saved_split(incident)  # an unknown incident fails before anything is asked
+        return seconds, _confirmer(yes, dry_run, order)
+
+    seconds, confirm = _preflight(service, "restore", check, reason=reason, incident=incident, emergency=emergency)
     return _run_ramp(lambda: service.restore(incident, step=step, interval=seconds, reason=reason,
                                              emergency=emergency, confirm=confirm), output, order)
 

@@ -90,6 +90,7 @@ class ChangeResult:
     recorded: list[str] = field(default_factory=list)
     audited: bool = False
     change_id: str | None = None  # the id of its entry in the change record, once applied
+    topups: list["ChangeResult"] = field(default_factory=list)  # a failover's later steps as replicas became Ready
 
     @property
     def overrides(self) -> tuple[str, ...]:
@@ -120,6 +121,8 @@ class ChangeResult:
         }
         if self.change_id:
             out["change_id"] = self.change_id
+        if self.topups:
+            out["topups"] = [t.to_dict(order) for t in self.topups]
         if self.requested is not None and self.requested != self.after:
             out["requested"] = split(self.requested)
         for key in ("message", "shortfall", "warnings", "recorded"):
@@ -191,14 +194,16 @@ class TrafficController:
         ), result)
 
     def refuse(self, action: str, message: str, *, reason: str = "", incident: str | None = None,
-               emergency: bool = False, operation_id: str | None = None, hint: str | None = None) -> None:
-        """Refuse an attempt before it reaches the guards (bad flags): still one audited attempt, exit 2."""
+               emergency: bool = False, operation_id: str | None = None, hint: str | None = None,
+               error: type[OpsctlError] = UsageError) -> None:
+        """Refuse an attempt before it reaches the guards (bad flags, a running ramp): still one
+        audited attempt; raises `error` (exit 2 by default)."""
         result = ChangeResult(action, operation_id or new_operation_id(action), self.actor, self.dry_run,
                               self.actuator.kind, self.actuator.target, reason, incident, emergency)
         result.guards.append(GuardResult("bounds", False, message, hint or ""))
         result.outcome, result.message = "refused", message
         self._audit(result)
-        raise _attach(UsageError(message, hint=hint), result)
+        raise _attach(error(message, hint=hint), result)
 
     def _attempt(self, request: ChangeRequest, result: ChangeResult, confirmed: list) -> bool:
         """One read-plan-check-write round. True when done; False when the write met a concurrent change."""

@@ -77,19 +77,24 @@ def failover_trim(source: str) -> Callable[[Split | None, Split, dict], Split]:
     return trim
 
 
-def failover(ctl: "TrafficController", source: str, incident: str, *, to: Sequence[str] = (), reason: str = "",
-             confirm=None, emergency: bool = True) -> ChangeResult:
-    backends = list(ctl.cfg.backends)
-    if source not in ctl.cfg.backends:
+def receivers_of(cfg, source: str, to: Sequence[str]) -> list[str]:
+    backends = list(cfg.backends)
+    if source not in cfg.backends:
         raise UsageError(f"--from: unknown backend {source!r} (known: {', '.join(backends)})")
     receivers = list(to) or [b for b in backends if b != source]
     for b in receivers:
-        if b not in ctl.cfg.backends:
+        if b not in cfg.backends:
             raise UsageError(f"--to: unknown backend {b!r} (known: {', '.join(backends)})")
         if b == source:
             raise UsageError(f"--to: {b!r} is the backend being failed over from")
     if not receivers:
         raise UsageError(f"there is no other backend to fail {source!r} over to")
+    return receivers
+
+
+def failover(ctl: "TrafficController", source: str, incident: str, *, to: Sequence[str] = (), reason: str = "",
+             confirm=None, emergency: bool = True) -> ChangeResult:
+    receivers = receivers_of(ctl.cfg, source, to)
     if not incident:
         raise UsageError("a failover needs --incident ID: it is an emergency tied to an incident")
     return ctl.apply(ChangeRequest(

@@ -90,6 +90,20 @@ def test_emergency_without_incident_is_refused_and_audited(env):
     assert [e["action"] for e in env.audit()] == ["set", "ramp"] and env.audit()[-1]["outcome"] == "refused"
 
 
+@pytest.mark.parametrize("args,code,why", [
+    (["set", "databricks=70", "internal=30", "--yes"], 2, "say why"),
+    (["set", "databricks=x", "--reason", "r", "--yes"], 2, "whole number"),
+    (["set", "databricks=70", "internal=30", "--reason", "r"], 2, "--yes"),  # no terminal to confirm on
+    (["ramp", "--resume", "--abort"], 2, "contradict"),
+    (["restore", "--incident", "NOPE", "--yes"], 2, "no applied failover"),
+])
+def test_every_refused_attempt_is_audited_with_its_exit_code(env, args, code, why):
+    result = env.run("traffic", *args)
+    assert result.exit_code == code and why in result.stderr
+    [entry] = env.audit()
+    assert entry["action"] == args[0] and entry["outcome"] == "refused" and why in entry["message"]
+
+
 @pytest.mark.parametrize("content", [
     '{"version": 3, "weights": {"databricks": 100, "internal": 20}, "shadow": {}}',  # sums to 120
     '{"version": 3, "weights": {"databricks": 8',  # truncated

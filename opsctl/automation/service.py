@@ -70,8 +70,10 @@ class AutomationService:
             from opsctl.automation.shared import SharedDeliveryLog, SharedEpisodeStore
             from opsctl.state import open_state_store
 
+            from opsctl.automation.leader import identity_for
+
             store = open_state_store(cfg)
-            owner = f"{self.elector.identity if self.elector else 'serve'}:{os.getpid()}"
+            owner = f"{identity_for(cfg)}:{os.getpid()}"  # pod name: PIDs repeat across containers
             self.deliveries = SharedDeliveryLog(store, clock=clock, owner=owner)
             self.episodes = SharedEpisodeStore(store, local_path=path, clock=clock, owner=owner)
         else:
@@ -90,7 +92,11 @@ class AutomationService:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        released = self.deliveries.recover() + self.episodes.recover()
+        try:
+            released = self.deliveries.recover() + self.episodes.recover()
+        except OpsctlError as exc:  # the shared state is unreachable: start, not Ready until it is back
+            log.warning("start-up: cannot read the shared state yet: %s", str(exc).splitlines()[0][:300])
+            released = 0
         if released:
             log.warning("start-up: released %d events and episodes a previous process on this host held", released)
         self.queue.start()
@@ -259,5 +265,8 @@ class AutomationService:
                 if now - last_prune >= 3600:
                     last_prune = now
                     self.deliveries.prune(RETENTION)
+            except OpsctlError as exc:  # the shared state is unreachable: /readyz says so; retried next round
+                log.warning("maintenance round: %s", str(exc).splitlines()[0][:300])
+                self._stop.wait(2.0)
             except Exception:  # keep maintaining; the error is logged and the next round retries
                 log.exception("maintenance round failed")

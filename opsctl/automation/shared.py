@@ -449,12 +449,5 @@ class SharedEpisodeStore:
     def actions(self, *, policy: str | None = None, action: str | None = None) -> list[dict]:
         return self.local.actions(policy=policy, action=action)
 
-    def shared_actions(self) -> list[dict]:
-        """Every replica's actions, as recorded with the episodes (the last few of each)."""
-        out = []
-        for i, e in self._read()["episodes"].items():
-            out += [dict(a, episode=i, policy=e["policy"]) for a in e.get("actions") or []]
-        return sorted(out, key=lambda a: a["at"])
-
 
 __all__ = ["SharedDeliveryLog", "SharedEpisodeStore", "DELIVERIES", "EPISODES"]

@@ -20,7 +20,6 @@ dry run (or the global dry run) goes through the same steps with an executor tha
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -117,7 +116,7 @@ class AlertEvent:
 class PolicyEngine:
     settings: "AutomationConfig"
     backends: Mapping[str, "Backend"]
-    store: EpisodeStore
+    store: EpisodeStore  # or shared.SharedEpisodeStore: the same operations on the shared state
     live: Executor
     dry: Executor = field(default_factory=DryRunExecutor)
     clock: Callable[[], float] = time.time

@@ -55,22 +55,18 @@ class Answer:
 
 class AutomationService:
     def __init__(self, cfg: "Config", live: Executor, *, clock: Callable[[], float] = time.time,
-                 state_file: Path | None = None, elect: bool = True):
+                 state_file: Path | None = None):
         settings = cfg.automation
         self.cfg = cfg
         self.clock = clock
         path = state_file or cfg.state_path / STATE_FILE
-        self.elector = None
-        if elect:
-            from opsctl.automation.leader import open_elector
+        from opsctl.automation.leader import identity_for, open_elector
 
-            self.elector = open_elector(cfg, on_change=self._leadership)
+        self.elector = open_elector(cfg, on_change=self._leadership)  # None: the only replica
         self.shared = cfg.state.backend != "local"
         if self.shared:
             from opsctl.automation.shared import SharedDeliveryLog, SharedEpisodeStore
             from opsctl.state import open_state_store
-
-            from opsctl.automation.leader import identity_for
 
             store = open_state_store(cfg)
             owner = f"{identity_for(cfg)}:{os.getpid()}"  # pod name: PIDs repeat across containers

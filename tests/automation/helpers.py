@@ -128,7 +128,8 @@ FAILOVER_POLICY = """\
 class Serve:
     """`opsctl serve` as a subprocess on a free loopback port."""
 
-    def __init__(self, config: Path, *, args: tuple[str, ...] = (), env: dict | None = None, token: str | None = TOKEN):
+    def __init__(self, config: Path, *, args: tuple[str, ...] = (), env: dict | None = None, token: str | None = TOKEN,
+                 ready_path: str = "/readyz"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.config = config
@@ -144,7 +145,7 @@ class Serve:
              *args], stdout=self.log, stderr=subprocess.STDOUT, env=full_env,
         )
         try:
-            wait_http(f"{self.url}/readyz", timeout=30)
+            wait_http(f"{self.url}{ready_path}", timeout=30)
         except Exception:
             self.stop()
             raise RuntimeError(f"opsctl serve did not start:\n{self.log_text()}")

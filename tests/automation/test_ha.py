@@ -29,7 +29,8 @@ LEASE_DURATION, RETRY = 4, 1
 pytestmark = pytest.mark.slow
 
 
-def ha_config(directory: Path, api_url: str, healthy_store: Path, *, hold_down: str = "2s") -> Path:
+def ha_config(directory: Path, api_url: str, healthy_store: Path, *, hold_down: str = "2s",
+              leader_only: bool = False) -> Path:
     import shutil
 
     (directory / "state").mkdir(parents=True, exist_ok=True)
@@ -53,7 +54,8 @@ freezes: []
 """
     automation = f"""\
 hold_down: {hold_down}
-leader_election: {{lease_duration: {LEASE_DURATION}s, renew_deadline: 3s, retry_period: {RETRY}s}}
+leader_election: {{lease_duration: {LEASE_DURATION}s, renew_deadline: 3s, retry_period: {RETRY}s,
+                  ready_only_when_leader: {str(leader_only).lower()}}}
 """
     return write_serve_config(directory, policies=FAILOVER_POLICY, automation_extra=automation, extra=extra)
 
@@ -205,13 +207,17 @@ def test_sigterm_releases_the_lease_so_the_follower_takes_over_at_once(tmp_path,
     b = None
     try:
         wait_for(lambda: holder(api) == "serve-a", what="serve-a to lead")
-        b = Serve(ha_config(tmp_path / "b", api.url, healthy_store), env={"POD_NAME": "serve-b"})
+        # B asks to be Ready only while it leads (Serve waits for /healthz then).
+        b = Serve(ha_config(tmp_path / "b", api.url, healthy_store, leader_only=True), env={"POD_NAME": "serve-b"},
+                  ready_path="/healthz")
         wait_for(lambda: "follower" in role(b), what="serve-b to follow")
+        assert request(f"{b.url}/readyz").status == 503
         a.proc.send_signal(signal.SIGTERM)
         assert a.proc.wait(20) == 0
         assert holder(api) in (None, "", "serve-b")  # released on the way out
         wait_for(lambda: holder(api) == "serve-b", timeout=2 * RETRY + 2, what="serve-b to lead")
-        wait_for(lambda: "leader" in role(b) and "follower" not in role(b), what="B ready as the leader")
+        wait_for(lambda: request(f"{b.url}/readyz").status == 200, what="B Ready as the leader")
+        assert role(b) == "ready, leader"
     finally:
         if b is not None:
             b.stop()

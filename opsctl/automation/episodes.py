@@ -124,6 +124,20 @@ class FiringStart:
     episode: Episode
     cancelled: bool
     moved_away: set[str]
+    resumed: bool = False  # its failover was started by a worker or replica that died before finishing it
+
+
+FAILOVER_DONE = ("applied", "noop", "dry_run")
+
+
+def mark_failover_started(episode: Episode) -> bool:
+    """Before acting: the episode says its failover is under way (so a successor knows it was started).
+    Returns whether an earlier attempt had started it already."""
+    if episode.failover in FAILOVER_DONE:
+        return False
+    resumed = episode.failover == "started"
+    episode.failover = "started"
+    return resumed
 
 
 class EpisodeStore:
@@ -260,8 +274,10 @@ class EpisodeStore:
 
     # -- what the policy engine does, each in one transaction ----------------------------------
 
-    def begin_firing(self, policy: str, fingerprint: str, target: str, starts_at: str) -> FiringStart | None:
-        """Record a firing alert and lease its episode (opened if none is); None for a late copy."""
+    def begin_firing(self, policy: str, fingerprint: str, target: str, starts_at: str, *,
+                     failover: bool = False) -> FiringStart | None:
+        """Record a firing alert and lease its episode (opened if none is); None for a late copy.
+        `failover`: the policy fails over, so the episode is marked as failing over in the same write."""
         with self.db.transaction() as conn:
             if self.record_alert(conn, policy, fingerprint, target, starts_at, "firing") == "stale":
                 return None
@@ -272,11 +288,10 @@ class EpisodeStore:
             if cancelled:
                 self.update(episode.id, conn, state="open", restore_due=None)
                 episode.state = "open"
-            return FiringStart(episode, cancelled, {e.target for e in self.other_moved(conn, episode)})
-
-    def checkpoint(self, episode: Episode) -> None:
-        """Save what was done so far, keeping the lease (before a failover: a successor sees it was started)."""
-        self.update(episode.id, **episode.fields())
+            resumed = failover and mark_failover_started(episode)
+            if failover and episode.failover == "started":
+                self.update(episode.id, conn, failover="started")
+            return FiringStart(episode, cancelled, {e.target for e in self.other_moved(conn, episode)}, resumed)
 
     def save(self, episode: Episode) -> None:
         """Save what was done and let go of the episode."""

@@ -151,18 +151,20 @@ class PolicyEngine:
 
     def _firing(self, policy: CompiledPolicy, event: AlertEvent, taken: list[Taken], failed: list[str]) -> None:
         target = policy.target(event.labels)
-        start = self.store.begin_firing(policy.name, event.fingerprint, target, event.starts_at)
+        start = self.store.begin_firing(policy.name, event.fingerprint, target, event.starts_at,
+                                        failover=policy.policy.actions.failover is not None)
         if start is None:
             log.info("policy %s: ignoring a late firing copy of %s", policy.name, event.fingerprint)
             return
         episode = start.episode
         try:
-            self._act_on_firing(policy, event, episode, target, taken, failed, start.cancelled, start.moved_away)
+            self._act_on_firing(policy, event, episode, target, taken, failed, start.cancelled, start.moved_away,
+                                start.resumed)
         finally:
             self.store.save(episode)
 
     def _act_on_firing(self, policy, event, episode: Episode, target, taken, failed, cancelled: bool,
-                       moved_away: set[str]) -> None:
+                       moved_away: set[str], resumed: bool = False) -> None:
         """Failover first (seconds count at four nines), then the page that asks a human to confirm it,
         the vendor ticket, and the note. The incident key is known before paging (it is the pager's
         dedup key), so the failover already names the incident the page opens."""
@@ -174,11 +176,9 @@ class PolicyEngine:
         if cancelled:
             done.append("restore cancelled: the alert fired again inside the hold-down")
         failover: Outcome | None = None
-        if actions.failover is not None and episode.failover not in ("applied", "noop", "dry_run"):
-            # Written before acting: a replica taking over from one killed mid-failover knows it was started.
-            resumed = episode.failover == "started"
-            episode.failover = "started"
-            self.store.checkpoint(episode)
+        if actions.failover is not None and episode.failover == "started":
+            # Marked when the episode was taken (begin_firing): a replica taking over from one killed
+            # mid-failover knows it was started, and adopts what it wrote.
             failover = self._failover(policy, event, episode, target, executor, context, dry, taken, failed,
                                       incident=episode.incident or incident_key, moved_away=moved_away,
                                       resumed=resumed)

@@ -59,14 +59,17 @@ class Refused(Exception):
 
 async def read_body(request: Request, limit: int, timeout: float, reads: asyncio.Semaphore) -> bytes:
     """The capped body, read within `timeout`, by at most MAX_BODY_READS requests at once (the others
-    wait for a turn, up to `timeout`, holding nothing but their connection)."""
+    wait for a turn, up to `timeout`, holding nothing but their connection). asyncio.timeout() rather
+    than wait_for(): no extra task per request, which under a burst of deliveries costs milliseconds."""
     try:
-        await asyncio.wait_for(reads.acquire(), timeout)
-    except asyncio.TimeoutError:
+        async with asyncio.timeout(timeout):
+            await reads.acquire()
+    except TimeoutError:
         raise Refused(503, "busy", "too many requests being read: retry later", {"Retry-After": "1"}) from None
     try:
-        return await asyncio.wait_for(read_capped(request, limit), timeout)
-    except asyncio.TimeoutError:
+        async with asyncio.timeout(timeout):
+            return await read_capped(request, limit)
+    except TimeoutError:
         raise Refused(408, "timeout", f"the body did not arrive within {timeout:g}s") from None
     finally:
         reads.release()

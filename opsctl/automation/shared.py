@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from opsctl.automation.episodes import Busy, Episode, EpisodeStore, FiringStart, episode_key
+from opsctl.automation.episodes import Busy, Episode, EpisodeStore, FiringStart, episode_key, mark_failover_started
 from opsctl.automation.idempotency import DEFAULT_LEASE, ClaimedEvent, NewEvent, dead_local_owner
 
 DELIVERIES = "serve-deliveries"
@@ -273,7 +273,8 @@ class SharedEpisodeStore:
 
     # -- the engine's operations ----------------------------------------------------------------
 
-    def begin_firing(self, policy: str, fingerprint: str, target: str, starts_at: str) -> FiringStart | None:
+    def begin_firing(self, policy: str, fingerprint: str, target: str, starts_at: str, *,
+                     failover: bool = False) -> FiringStart | None:
         result: list[FiringStart] = []
 
         def change(data: dict) -> bool:
@@ -298,7 +299,10 @@ class SharedEpisodeStore:
             moved = {o["target"] for o in data["episodes"].values()
                      if o["state"] != "closed" and o["target"] != target and o.get("owned")
                      and o.get("failover") in ("applied", "dry_run")}
-            result.append(FiringStart(self._episode(ident, e), cancelled, moved))
+            episode = self._episode(ident, e)
+            resumed = failover and mark_failover_started(episode)
+            e["failover"] = episode.failover
+            result.append(FiringStart(episode, cancelled, moved, resumed))
             return True
 
         self._update(change)
@@ -316,9 +320,6 @@ class SharedEpisodeStore:
             return True
 
         self._update(change)
-
-    def checkpoint(self, episode: Episode) -> None:
-        self._write_fields(episode, release=False)
 
     def save(self, episode: Episode) -> None:
         self._write_fields(episode, release=True)

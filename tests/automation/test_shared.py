@@ -103,11 +103,10 @@ def test_a_new_leader_releases_an_episode_the_old_one_held(store, tmp_path):
     clock = SimClock(1000)
     a = SharedEpisodeStore(store, local_path=tmp_path / "a.sqlite", clock=clock.now, owner="serve-a:1")
     b = SharedEpisodeStore(store, local_path=tmp_path / "b.sqlite", clock=clock.now, owner="serve-b:1")
-    start = a.begin_firing("availability", "f1", "databricks", "2026-11-29T12:00:00.500000000Z")
-    start.episode.failover = "started"
-    a.checkpoint(start.episode)  # then serve-a dies
+    start = a.begin_firing("availability", "f1", "databricks", "2026-11-29T12:00:00.500000000Z", failover=True)
+    assert start.episode.failover == "started" and not start.resumed  # then serve-a dies mid-failover
     with pytest.raises(Busy):
-        b.begin_firing("availability", "f1", "databricks", "2026-11-29T12:00:00.500000000Z")
+        b.begin_firing("availability", "f1", "databricks", "2026-11-29T12:00:00.500000000Z", failover=True)
     assert b.recover(all_others=True) == 1
-    taken = b.begin_firing("availability", "f1", "databricks", "2026-11-29T12:00:00.500000000Z")
-    assert taken.episode.failover == "started"
+    taken = b.begin_firing("availability", "f1", "databricks", "2026-11-29T12:00:00.500000000Z", failover=True)
+    assert taken.episode.failover == "started" and taken.resumed

@@ -73,7 +73,7 @@ def entry_of(result: "ChangeResult", order, now: float, extra: dict | None = Non
         "actor": result.actor,
         "reason": (result.reason or "")[:TEXT_LIMIT],
         "incident": result.incident,
-        "emergency": result.emergency or result.action == "failover",
+        "emergency": result.emergency,
         "overrides": list(result.overrides),
         "before": result.before.to_dict(order) if result.before else None,
         "after": result.after.to_dict(order),

@@ -5,8 +5,8 @@ the app. Every write is compare-and-swap on `metadata.resourceVersion`: a create
 object (409 AlreadyExists), a replace that finds it moved (409 Conflict) or deleted (404) raise
 ConflictError and the caller re-reads. A ConfigMap holds at most 1 MiB, so documents are bounded
 (MAX_DOCUMENT_BYTES) and writers cap their history. The connection is the actuators' own (kubeconfig,
-in-cluster or an explicit host); RBAC: `create` on configmaps, `get` and `patch` on the named ones
-(a write is a merge patch carrying metadata.resourceVersion, never an unconditional update).
+in-cluster or an explicit host); RBAC: `create` on configmaps, `get` and `update` on the named ones
+(an update always carries the metadata.resourceVersion read, so it is never unconditional).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable
 
 from opsctl.errors import ConflictError, NoDataError, OpsctlError
 from opsctl.state.base import Document, check_name, encode, update_loop
-from opsctl.traffic.kube import FIELD_MANAGER, MERGE_PATCH
+from opsctl.traffic.kube import FIELD_MANAGER
 
 if TYPE_CHECKING:
     from opsctl.traffic.kube import Kube
@@ -82,10 +82,10 @@ class KubernetesStateStore:
             if version is None:
                 cm = self.kube.call(what, self.kube.core().create_namespaced_config_map, self.namespace, body,
                                     field_manager=FIELD_MANAGER)
-            else:  # a merge patch carrying the version read: the API server answers 409 if it moved
-                patch = {"metadata": {"resourceVersion": version, "labels": labels}, "data": {KEY: text}}
-                cm = self.kube.call(what, self.kube.core().patch_namespaced_config_map, obj, self.namespace, patch,
-                                    field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH)
+            else:  # a replace carrying the version read: the API server answers 409 if it moved
+                body["metadata"]["resourceVersion"] = version
+                cm = self.kube.call(what, self.kube.core().replace_namespaced_config_map, obj, self.namespace, body,
+                                    field_manager=FIELD_MANAGER)
         except OpsctlError as exc:
             if getattr(exc, "status", None) == 404:  # deleted since it was read: a concurrent change
                 raise ConflictError(f"{what}: the document was deleted since it was read") from exc

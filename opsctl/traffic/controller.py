@@ -213,7 +213,10 @@ class TrafficController:
             if not request.emergency:  # only an emergency tied to an incident may replace what it cannot read
                 result.outcome, result.message = "refused", f"the stored split is corrupt: {stored.corrupt}"
                 self._audit(result)
-                raise NoDataError(result.message, hint=stored.note.split("; ", 1)[-1])
+                from opsctl.traffic.file import repair_hint
+
+                default = Split.of(self.cfg.traffic.default_split) if self.cfg.traffic.default_split else None
+                raise NoDataError(result.message, hint=repair_hint(default, self.order))
             result.warnings.append(f"the stored split was corrupt ({stored.corrupt}); this change replaces it")
         try:
             result.requested = result.after = request.plan(stored.split)

@@ -29,6 +29,7 @@ ANNOTATION = "opsctl.io/traffic-record"
 FILE_KEY = "opsctl"  # the record's key inside the split file
 MAX_BYTES = 128 * 1024  # half of Kubernetes' 256 KiB limit for all annotations of an object
 MAX_OPERATIONS = 1000  # rate-window operations kept (far beyond any sane rate limit)
+MAX_FAILOVERS = 50  # open failovers kept (an incident nobody restored is dropped oldest first)
 TEXT_LIMIT = 300  # reason / message characters kept per entry
 
 
@@ -72,7 +73,7 @@ def entry_of(result: "ChangeResult", order, now: float, extra: dict | None = Non
         "actor": result.actor,
         "reason": (result.reason or "")[:TEXT_LIMIT],
         "incident": result.incident,
-        "emergency": result.emergency or result.action == "failover",
+        "emergency": result.emergency,
         "overrides": list(result.overrides),
         "before": result.before.to_dict(order) if result.before else None,
         "after": result.after.to_dict(order),
@@ -105,6 +106,10 @@ def with_change(record: dict, entry: dict, *, history: int, window: int, now: fl
     elif entry["action"] in ("restore", "set") and incident in out["failovers"]:
         saved = out["failovers"][incident].get("saved")
         if saved is None or _same(saved, entry["after"]):
+            out["failovers"].pop(incident)
+    if len(out["failovers"]) > MAX_FAILOVERS:
+        oldest = sorted(out["failovers"], key=lambda k: out["failovers"][k].get("opened_ts") or 0)
+        for incident in oldest[:len(out["failovers"]) - MAX_FAILOVERS]:
             out["failovers"].pop(incident)
     while len(encode(out).encode()) > MAX_BYTES and len(out["changes"]) > 1:
         out["changes"] = out["changes"][1:]

@@ -108,9 +108,8 @@ def test_kubernetes_documents_are_labelled_configmaps_written_with_the_version_r
     assert cm["metadata"]["labels"]["app.kubernetes.io/name"] == "opsctl"
     assert cm["metadata"]["labels"]["opsctl.io/document"] == "traffic"
     store.put("traffic", {"split": {"internal": 30}}, version=doc.version)
-    [patch] = [r for r in kube_api.writes() if r.method == "PATCH"]
-    assert patch.body["metadata"]["resourceVersion"] == doc.version
-    assert patch.content_type == "application/merge-patch+json"
+    [put] = [r for r in kube_api.writes() if r.method == "PUT"]
+    assert put.body["metadata"]["resourceVersion"] == doc.version
     assert json.loads(kube_api.get("", "configmaps", NS, "opsctl-llm-inference-traffic")["data"][KEY]) == {
         "split": {"internal": 30}}
 

@@ -476,3 +476,19 @@ def test_two_laptops_share_one_truth_in_kubernetes_mode(make_env, kube_api):
     assert ramp["status"] == "completed" and ramp["action"] == "restore"
     assert json.loads(a.run("traffic", "status", "-o", "json").stdout)["open_failovers"] == []
     assert [e["action"] for e in json.loads(a.run("traffic", "history", "-o", "json").stdout)] == ["restore", "failover"]
+
+
+def test_a_corrupt_configmap_split_is_repaired_by_an_emergency_set_in_one_write_with_its_record(make_env, kube_api):
+    seed_configmap(kube_api, {"split.json": '{"weights": {"databricks": 100, "internal": 20}}', "other.yaml": "keep: me"})
+    env = kube_env(make_env, kube_api, actuator="configmap")
+    routine = env.run("traffic", "set", "databricks=80", "internal=20", "--reason", "r", "--yes")
+    assert routine.exit_code == 3 and "sum to 100, they sum to 120" in routine.stderr and "--emergency" in routine.stderr
+    repaired = env.run("traffic", "set", "databricks=80", "internal=20", "--emergency", "--incident", "INC-3",
+                       "--reason", "repair", "--yes", "-o", "json")
+    assert repaired.exit_code == 0, repaired.output
+    cm = kube_api.get("", "configmaps", NS, "grammar-split")
+    assert json.loads(cm["data"]["split.json"])["weights"] == {"databricks": 80, "internal": 20}
+    assert cm["data"]["other.yaml"] == "keep: me"
+    [change] = json.loads(cm["metadata"]["annotations"]["opsctl.io/traffic-record"])["changes"]
+    assert change["before"] is None and change["incident"] == "INC-3" and change["emergency"] is True
+    assert [e["outcome"] for e in env.audit()] == ["refused", "applied"]

@@ -251,7 +251,8 @@ def summarize(r: dict) -> str:
         "",
         f"`opsctl serve` on 127.0.0.1 with the shipped limits (read_timeout 10s, body_limit 1 MiB, at most 32"
         f" bodies read at once), live executor on the file actuator; {total} requests in all; {os.cpu_count()} CPUs"
-        f" (shared machine), measured {time.strftime('%Y-%m-%d')} by `python bench/bench_serve_abuse.py`.",
+        f" (shared machine, 1-minute load average {r['load'][0]:.1f} before and {r['load'][1]:.1f} after), measured"
+        f" {time.strftime('%Y-%m-%d')} by `python bench/bench_serve_abuse.py`.",
         "",
         "| phase | kind | requests | answers | unexpected answers | state changes |",
         "|---|---|---|---|---|---|",
@@ -286,8 +287,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-write", action="store_true", help="print, do not touch bench/RESULTS.md")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-serve-abuse-") as tmp:
         result = run(Path(tmp))
+    result["load"] = (load_before, os.getloadavg()[0])
     section = summarize(result)
     print(section)
     if not args.no_write:

@@ -12,7 +12,8 @@ two documents of the StateStore, each operation one compare-and-swap read-modify
 Every replica records deliveries here (so one that is not the leader loses nothing), the leader
 claims and acts on them. Both documents are bounded: a finished event keeps its key and outcome
 (no payload) for RETENTION or until MAX_FINISHED newer ones; closed episodes are kept MAX_CLOSED
-deep; each episode keeps its last MAX_EPISODE_ACTIONS actions. The full record of actions stays in
+deep; each episode keeps its last MAX_EPISODE_ACTIONS actions; past MAX_BYTES the oldest finished
+entries go first. The full record of actions stays in
 each replica's local SQLite and in its log.
 """
 
@@ -31,9 +32,14 @@ EPISODES = "serve-episodes"
 ATTEMPTS = 10  # compare-and-swap rounds before a write gives up (the sender then gets 503 and retries)
 RETENTION = 3 * 86400  # finished delivery keys are kept this long (Alertmanager repeats within hours)
 MAX_FINISHED = 1500
-MAX_CLOSED = 50
-MAX_ALERTS = 1000
-MAX_EPISODE_ACTIONS = 20
+MAX_CLOSED = 30
+MAX_ALERTS = 500
+MAX_EPISODE_ACTIONS = 12
+MAX_BYTES = 384 * 1024  # below the store's 512 KiB document bound: the oldest finished entries go first
+
+
+def _size(data: dict) -> int:
+    return len(json.dumps(data, separators=(",", ":"), default=str))
 
 
 def _short(result: dict) -> dict:
@@ -103,6 +109,11 @@ class SharedDeliveryLog:
         drop += keep[:max(0, len(keep) - MAX_FINISHED)]
         for k in drop:
             table.pop(k, None)
+        oldest = [k for at, k in finished if k in table]
+        while oldest and _size(table) > MAX_BYTES:  # large payloads pending: keep fewer finished keys
+            for k in oldest[:100]:
+                table.pop(k, None)
+            oldest = oldest[100:]
 
     def claim(self, key: str) -> ClaimedEvent | None:
         claimed: list[ClaimedEvent] = []
@@ -230,14 +241,18 @@ class SharedEpisodeStore:
         self.store.update(EPISODES, apply, attempts=ATTEMPTS)
 
     def _bound(self, data: dict) -> None:
-        closed = sorted((e.get("closed_at") or 0, i) for i, e in data["episodes"].items() if e["state"] == "closed")
-        for _, i in closed[:max(0, len(closed) - MAX_CLOSED)]:
+        closed = [i for _, i in sorted((e.get("closed_at") or 0, i) for i, e in data["episodes"].items()
+                                       if e["state"] == "closed")]
+        for i in closed[:max(0, len(closed) - MAX_CLOSED)]:
             del data["episodes"][i]
+        closed = closed[max(0, len(closed) - MAX_CLOSED):]
         alerts = data["alerts"]
         if len(alerts) > MAX_ALERTS:
             resolved = sorted((a["updated_at"], k) for k, a in alerts.items() if a["status"] == "resolved")
             for _, k in resolved[:len(alerts) - MAX_ALERTS]:
                 del alerts[k]
+        while closed and _size(data) > MAX_BYTES:
+            del data["episodes"][closed.pop(0)]
 
     @staticmethod
     def _episode(i: str, e: dict) -> Episode:
@@ -442,7 +457,7 @@ class SharedEpisodeStore:
             if e is None:
                 return False
             e["actions"] = (e.get("actions") or [])[-(MAX_EPISODE_ACTIONS - 1):] + [
-                {"at": finished_at, "action": action, "status": status, "by": self.owner, "detail": detail[:200]}]
+                {"at": finished_at, "action": action, "status": status, "by": self.owner, "detail": detail[:160]}]
             return True
 
         self._update(change)

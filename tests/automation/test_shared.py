@@ -110,3 +110,21 @@ def test_a_new_leader_releases_an_episode_the_old_one_held(store, tmp_path):
     assert b.recover(all_others=True) == 1
     taken = b.begin_firing("availability", "f1", "databricks", "2026-11-29T12:00:00.500000000Z", failover=True)
     assert taken.episode.failover == "started" and taken.resumed
+
+
+def test_large_pending_payloads_push_out_the_oldest_finished_keys_not_the_write(store, monkeypatch):
+    import json
+
+    monkeypatch.setattr(shared, "MAX_BYTES", 40_000)
+    clock = SimClock(1000)
+    log = SharedDeliveryLog(store, clock=clock.now, owner="serve-a:1")
+    for n in range(0, 400, 100):
+        clock.advance(1)
+        log.admit([event(f"f{n + i:03d}", needs_action=False) for i in range(100)])
+    big = NewEvent("big", "alertmanager", "databricks", {"annotations": {"description": "x" * 20_000}})
+    assert [e.key for e in log.admit([big])] == ["big"]
+    events = store.get(shared.DELIVERIES).data["events"]
+    assert len(json.dumps(events, separators=(",", ":"))) <= 40_000
+    assert "big" in events and events["big"]["state"] == "pending"
+    finished = sorted(k for k in events if k != "big")
+    assert finished and finished == [f"f{i:03d}" for i in range(400 - len(finished), 400)]  # the newest kept

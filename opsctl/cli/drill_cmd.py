@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import choice
 
 
 @click.group()
@@ -226,7 +227,7 @@ def _plan_text(p: dict) -> str:
 
 @drill.command()
 @click.argument("run_id", required=False, default="latest", metavar="[RUN_ID|latest]")
-@click.option("--format", "fmt", type=click.Choice(["md", "html", "json"]),
+@click.option("--format", "fmt", type=choice(["md", "html", "json"]),
               help="Print the report file itself in this format.")
 @click.option("--path", "path_only", is_flag=True, help="Print only the report's path (with --format, that file).")
 @output_option

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import choice
 
 dry_run_option = click.option(
     "--dry-run", is_flag=True, help="Send nothing; show the exact request that would be sent (secrets redacted).")
@@ -65,7 +66,7 @@ def _emit_result(data: dict, output: str) -> None:
 
 @page.command()
 @click.option("-s", "--summary", required=True, help="What is wrong, in one line (the incident title).")
-@click.option("--severity", type=click.Choice(["critical", "error", "warning", "info"]), default="critical",
+@click.option("--severity", type=choice(["critical", "error", "warning", "info"]), default="critical",
               show_default=True)
 @click.option("--source", help="The affected system (default: the service name in the config).")
 @click.option("--component", help="The affected component, e.g. a backend name.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import TIME
 from opsctl.metrics.simulator import DEFAULT_PEAK_RPS, DEFAULT_SEED, INCIDENT_SPEC_HELP
 
 
@@ -40,7 +41,7 @@ Examples:
 @sim.command(help=GENERATE_HELP)
 @click.option("--days", type=click.FloatRange(min=0, min_open=True, max=400), default=28.0, show_default=True,
               help="Length of the simulated range, ending at --end.")
-@click.option("--end", "end_text", metavar="RFC3339", help="End of the range (default: now, rounded down to 10 s).")
+@click.option("--end", "end_at", type=TIME, help="End of the range, with its time zone (default: now, rounded down to 10 s).")
 @click.option("--seed", type=click.IntRange(min=0), default=DEFAULT_SEED, show_default=True,
               help="Random seed: the same seed and flags give the same data.")
 @click.option("--peak-rps", type=click.FloatRange(min=0, min_open=True, max=1e7), default=DEFAULT_PEAK_RPS,
@@ -54,19 +55,15 @@ Examples:
 @click.option("--dry-run", is_flag=True, help="Simulate and summarise, but write nothing to the store.")
 @output_option
 @click.pass_obj
-def generate(app, days, end_text, seed, peak_rps, split_text, incident_specs, openmetrics_out, dry_run, output):
+def generate(app, days, end_at, seed, peak_rps, split_text, incident_specs, openmetrics_out, dry_run, output):
     import time
 
-    from opsctl.clock import format_rfc3339, parse_rfc3339
-    from opsctl.errors import UsageError
+    from opsctl.clock import format_rfc3339
     from opsctl.metrics import simulator
 
     cfg = app.config
     backends = {name: b.kind for name, b in cfg.backends.items()}
-    try:
-        end = parse_rfc3339(end_text) if end_text else time.time()
-    except ValueError:
-        raise UsageError(f"--end: not an RFC 3339 time: {end_text!r}", hint="e.g. --end 2026-11-30T00:00:00Z") from None
+    end = end_at if end_at is not None else time.time()
     end = int(end) // simulator.STEP * simulator.STEP
     start = end - max(1, round(days * 86400 / simulator.STEP)) * simulator.STEP  # whole steps
     split = simulator.parse_split(split_text) if split_text else simulator.default_split(backends)

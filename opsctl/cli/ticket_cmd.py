@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import choice
 
 
 @click.group()
@@ -41,7 +42,7 @@ def _vendor(cfg, vendor: str | None) -> str:
 @ticket.command("file")
 @click.option("--vendor", help="Vendor name under tickets.vendors (default: the only one configured).")
 @click.option("--category", required=True, help="opsctl category, e.g. inference (mapped to the vendor's).")
-@click.option("--severity", required=True, type=click.Choice(["Sev1", "Sev2", "Sev3", "Sev4"]),
+@click.option("--severity", required=True, type=choice(["Sev1", "Sev2", "Sev3", "Sev4"]),
               help="Sev1 (service down) .. Sev4 (question); mapped to the vendor's scale.")
 @click.option("--subject", required=True, help="One-line summary.")
 @click.option("--body", default="", help="Details: impact, start time, what was tried.")

@@ -312,7 +312,7 @@ def parse_incident(spec: str, backends: Mapping[str, str], *, end: float | None 
                 raise fail("a start relative to the end (end-DURATION) needs a simulated end")
             start = float(end) - parse_duration(start_text[4:])
         else:
-            start = parse_rfc3339(start_text)
+            start = parse_rfc3339(start_text, require_zone=True)
     except ValueError as exc:
         raise fail(f"start {start_text!r} is neither an RFC 3339 time nor end-DURATION ({exc})")
     duration = parse_duration(match["duration"])

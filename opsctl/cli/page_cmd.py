@@ -38,6 +38,28 @@ def _pager(app, dry_run: bool):
     return open_pager(app.config, dry_run=dry_run)
 
 
+def _dedup_key(app, pager, key: str) -> str:
+    """The dedup key for KEY, which may also be the incident id that `trigger` printed (LP00001, PT4KHLK).
+
+    A key opsctl recorded as a dedup key is used as is; a recorded incident id maps to its dedup
+    key; otherwise the pager is asked whether KEY is an incident id (a pager that cannot say
+    leaves KEY as given: the Events API needs only the dedup key)."""
+    from opsctl.errors import OpsctlError
+    from opsctl.paging.registry import page_records
+
+    records = page_records(app.config).list()
+    if any(r["dedup_key"] == key for r in records):
+        return key
+    for r in records:
+        if r.get("incident_id") == key:
+            return r["dedup_key"]
+    try:
+        incident = pager.get_incident(key)
+    except OpsctlError:
+        return key
+    return incident.dedup_key if incident.id == key and incident.dedup_key else key
+
+
 def _details(pairs) -> dict:
     from opsctl.errors import UsageError
 
@@ -78,7 +100,8 @@ def _emit_result(data: dict, output: str) -> None:
 @output_option
 @click.pass_obj
 def trigger(app, summary, severity, source, component, dedup_key, links, details, drill, dry_run, output):
-    """Page on-call. Prints the dedup key that ack, resolve and status take.
+    """Page on-call. Prints the dedup key (and, when the pager gives one, the incident id) that ack,
+    resolve and status take.
 
     \b
     Example:
@@ -98,33 +121,41 @@ def trigger(app, summary, severity, source, component, dedup_key, links, details
 
 
 @page.command()
-@click.argument("dedup_key")
+@click.argument("key", metavar="DEDUP_KEY|INCIDENT_ID")
 @dry_run_option
 @output_option
 @click.pass_obj
-def ack(app, dedup_key, dry_run, output):
-    """Acknowledge the incident with this dedup key.
+def ack(app, key, dry_run, output):
+    """Acknowledge the incident with this dedup key or incident id (both are printed by `trigger`).
+
+    Exit 3 when no open incident has that key or id.
 
     \b
-    Example:
+    Examples:
       opsctl page ack opsctl-llm-inference-3f2a9c...
+      opsctl page ack LP00001
     """
-    _emit_result(_pager(app, dry_run).acknowledge(dedup_key).to_dict(), output)
+    pager = _pager(app, dry_run)
+    _emit_result(pager.acknowledge(_dedup_key(app, pager, key)).to_dict(), output)
 
 
 @page.command()
-@click.argument("dedup_key")
+@click.argument("key", metavar="DEDUP_KEY|INCIDENT_ID")
 @dry_run_option
 @output_option
 @click.pass_obj
-def resolve(app, dedup_key, dry_run, output):
-    """Resolve the incident with this dedup key.
+def resolve(app, key, dry_run, output):
+    """Resolve the incident with this dedup key or incident id.
+
+    Exit 3 when no open incident has that key or id.
 
     \b
-    Example:
+    Examples:
       opsctl page resolve opsctl-llm-inference-3f2a9c...
+      opsctl page resolve LP00001
     """
-    _emit_result(_pager(app, dry_run).resolve(dedup_key).to_dict(), output)
+    pager = _pager(app, dry_run)
+    _emit_result(pager.resolve(_dedup_key(app, pager, key)).to_dict(), output)
 
 
 @page.command()

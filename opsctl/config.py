@@ -1287,9 +1287,13 @@ def load_yaml_file(path: Path, what: str = "file") -> Any:
     import yaml
 
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: {what} not found") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start}, line {line}: "
+                          f"{exc.object[exc.start:exc.start + 1]!r})", hint="save it as UTF-8") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from exc
     try:
@@ -1298,7 +1302,11 @@ def load_yaml_file(path: Path, what: str = "file") -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{path}: YAML syntax error at {where}: {problem}") from exc
+        raise ConfigError(f"{path}: YAML syntax error at {where}: {' '.join(str(problem).split())}") from exc
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. a timestamp like 2026-02-30
+        raise ConfigError(f"{path}: YAML value error: {' '.join(str(exc).split())}") from exc
+    except RecursionError:
+        raise ConfigError(f"{path}: YAML nested too deeply") from None
 
 
 @functools.lru_cache(maxsize=1)

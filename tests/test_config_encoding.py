@@ -42,7 +42,7 @@ def test_a_scenario_that_is_not_utf8_is_listed_with_the_others(tmp_path):
     assert set(rows) == {"vendor-outage.yaml", "broken.yaml"}  # one bad file does not stop the listing
     assert not any("UTF-8" in p for p in rows["vendor-outage.yaml"]["problems"])
     assert rows["broken.yaml"]["problems"] == [f"{chaos / 'broken.yaml'}: drill scenario is not UTF-8 text"
-                                               " (byte 22, line 2: b'\\xe9')"]
+                                               f" (byte {len(b'version: 1\\ntitle: caf')}, line 2: b'\\xe9')"]
 
 
 def test_drill_run_of_a_scenario_that_is_not_utf8_is_exit_2(tmp_path):

@@ -32,7 +32,8 @@ def test_a_scenario_that_is_not_utf8_is_listed_with_the_others(tmp_path):
     chaos = tmp_path / "chaos"
     chaos.mkdir()
     shutil.copy(REPO / "chaos" / "vendor-outage.yaml", chaos / "vendor-outage.yaml")
-    (chaos / "broken.yaml").write_bytes(b"version: 1\ntitle: caf\xe9 \xff\n")
+    before_bad_byte = b"version: 1\ntitle: caf"
+    (chaos / "broken.yaml").write_bytes(before_bad_byte + b"\xe9 \xff\n")
     result = invoke("--config", cfg, "drill", "validate", chaos, "-o", "json")
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
@@ -42,7 +43,7 @@ def test_a_scenario_that_is_not_utf8_is_listed_with_the_others(tmp_path):
     assert set(rows) == {"vendor-outage.yaml", "broken.yaml"}  # one bad file does not stop the listing
     assert not any("UTF-8" in p for p in rows["vendor-outage.yaml"]["problems"])
     assert rows["broken.yaml"]["problems"] == [f"{chaos / 'broken.yaml'}: drill scenario is not UTF-8 text"
-                                               f" (byte {len(b'version: 1\\ntitle: caf')}, line 2: b'\\xe9')"]
+                                               f" (byte {len(before_bad_byte)}, line 2: b'\\xe9')"]
 
 
 def test_drill_run_of_a_scenario_that_is_not_utf8_is_exit_2(tmp_path):

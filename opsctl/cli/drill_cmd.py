@@ -188,6 +188,7 @@ def run(app, scenario, live, dry_run, quiet, output):
 
 
 def _summary_text(d: dict, paths: dict) -> str:
+    from opsctl.drills.expectations import verdict_mark
     from opsctl.drills.report import MEASURES, duration_text
 
     lines = [f"drill {d['run_id']}: {d['outcome'].upper()} ({d['scenario']['title']})"]
@@ -200,8 +201,7 @@ def _summary_text(d: dict, paths: dict) -> str:
         lines.append("  " + "  ".join(f"{label}: {duration_text(m.get(key))}" for key, label, _ in MEASURES
                                       if m.get(key) is not None))
     for v in d.get("expectations", []):
-        lines.append(f"  {'PASS' if v['passed'] else 'FAIL'}  {v['name']}"
-                     + ("" if v["passed"] else f": {v['reason']}"))
+        lines.append(f"  {verdict_mark(v)}  {v['name']}" + ("" if v["passed"] else f": {v['reason']}"))
     for r in d.get("rollbacks", []):
         if r["status"] != "done":
             lines.append(f"  rollback {r['action']} {r['status']}: {r['message']}")
@@ -214,8 +214,10 @@ def _summary_text(d: dict, paths: dict) -> str:
 
 
 def _plan_text(p: dict) -> str:
+    from opsctl.drills.safety import check_status
+
     lines = [f"dry run of {p['file']} ({p['mode']}): {p['scenario']}", "preflight:"]
-    lines += [f"  {'ok' if c['ok'] else 'REFUSED'}  {c['name']}: {c['message']}" for c in p["preflight"]]
+    lines += [f"  {check_status(c)}  {c['name']}: {c['message']}" for c in p["preflight"]]
     if p.get("freeze"):
         lines.append(f"freeze: a drill freeze {p['freeze']!r} is in force for the whole drill")
     for section in ("method", "responders", "stop_conditions", "expectations", "rollbacks"):

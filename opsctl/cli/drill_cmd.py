@@ -61,7 +61,7 @@ def _progress(line: str) -> None:
 @output_option
 @click.pass_obj
 def list_(app, paths, runs, output):
-    """Scenarios (default: the drills.scenarios directory), or past runs with --runs.
+    """Scenarios by name (drills.scenarios, then those shipped with opsctl), or past runs with --runs.
 
     \b
     Examples:
@@ -86,18 +86,25 @@ def list_(app, paths, runs, output):
             [[r["run_id"], r["mode"], "running" if r["running"] else r["outcome"] or r["phase"], r["started_at"],
               r["title"]] for r in data]) if data else "no drill runs yet")
         return
+    from opsctl.drills.catalog import catalog
+
+    if paths:
+        found = [(p.stem, p, "given") for p in _scenario_paths(app, paths)]
+    else:
+        found = catalog(app.config)
     rows = []
-    for path in _scenario_paths(app, paths):
+    for name, path, origin in found:
+        row = {"name": name, "file": _rel(path), "origin": origin}
         try:
             sc = load_scenario(path)
         except ConfigError as exc:
-            rows.append({"file": _rel(path), "title": None, "valid": False, "problems": exc.problems})
+            rows.append({**row, "title": None, "valid": False, "problems": exc.problems})
             continue
-        rows.append({"file": _rel(path), "title": sc.title, "valid": True, "tags": list(sc.tags),
+        rows.append({**row, "title": sc.title, "valid": True, "tags": list(sc.tags),
                      "faults": [f.kind for f in sc.faults], "expectations": len(sc.expectations)})
     emit(rows, output, table=lambda data: render_table(
-        ["FILE", "FAULTS", "EXPECT", "TITLE"],
-        [[r["file"], ",".join(r.get("faults") or []) or "-", r.get("expectations", "-"),
+        ["NAME", "FILE", "FAULTS", "EXPECT", "TITLE"],
+        [[r["name"], r["file"], ",".join(r.get("faults") or []) or "-", r.get("expectations", "-"),
           r["title"] if r["valid"] else "INVALID: run `opsctl drill validate`"] for r in data]))
 
 
@@ -139,7 +146,7 @@ def validate(app, paths, live, output):
 
 
 @drill.command()
-@click.argument("scenario", metavar="SCENARIO")
+@click.argument("scenario", metavar="SCENARIO|NAME")
 @click.option("--live", is_flag=True, help="Run against the configured systems in wall-clock time, with real faults.")
 @click.option("--dry-run", is_flag=True, help="Preflight checks and the plan; create, inject, page and file nothing.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on the terminal.")
@@ -148,21 +155,26 @@ def validate(app, paths, live, output):
 def run(app, scenario, live, dry_run, quiet, output):
     """Run a drill scenario and write its report (Markdown, JSON, HTML).
 
+    SCENARIO is a file, or a name from `opsctl drill list` (looked up in drills.scenarios, then in
+    the scenarios shipped with opsctl), so it runs from any directory.
+
     Progress (phase lines with the simulated or wall time) goes to stderr; the summary and the
     report's location to stdout. Ctrl-C stops the drill and runs its rollbacks.
 
     \b
     Examples:
       opsctl drill run chaos/vendor-outage.yaml
+      opsctl drill run vendor-outage                   # by name, from anywhere
       opsctl drill run chaos/escalation-only.yaml -o json
       opsctl drill run chaos/vendor-outage.yaml --live --dry-run
     """
+    from opsctl.drills.catalog import resolve_scenario
     from opsctl.drills.engine import Engine
     from opsctl.drills.scenario import load_scenario
     from opsctl.errors import GuardRefused, OpsctlError
 
     cfg = app.config
-    sc = load_scenario(scenario)
+    sc = load_scenario(resolve_scenario(scenario, cfg))
     if dry_run:
         from opsctl.drills.plan import dry_run_plan
         from opsctl.drills.scenario import check_against_config, raise_problems

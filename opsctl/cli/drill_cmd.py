@@ -22,8 +22,8 @@ def drill():
     Examples:
       opsctl drill list
       opsctl drill validate chaos/
-      opsctl drill run chaos/vendor-outage.yaml
-      opsctl drill run chaos/vendor-outage.yaml --live --dry-run
+      opsctl drill run vendor-outage
+      opsctl drill run escalation-only --live --dry-run
       opsctl drill report latest --format html --path
       opsctl drill cleanup
 
@@ -166,7 +166,7 @@ def run(app, scenario, live, dry_run, quiet, output):
       opsctl drill run chaos/vendor-outage.yaml
       opsctl drill run vendor-outage                   # by name, from anywhere
       opsctl drill run chaos/escalation-only.yaml -o json
-      opsctl drill run chaos/vendor-outage.yaml --live --dry-run
+      opsctl drill run escalation-only --live --dry-run
     """
     from opsctl.drills.catalog import resolve_scenario
     from opsctl.drills.engine import Engine

@@ -51,7 +51,8 @@ Examples:
 @click.option("--incident", "incident_specs", metavar="SPEC", multiple=True,
               help="Inject an incident (repeatable); see Incident SPEC above.")
 @click.option("--openmetrics-out", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
-              help="Also write the data as OpenMetrics text (for promtool tsdb create-blocks-from openmetrics).")
+              help="Also write the data as OpenMetrics text (for promtool tsdb create-blocks-from openmetrics);"
+                   " about 1 GB per month at the default peak. Progress shows on a terminal; the size is printed.")
 @click.option("--dry-run", is_flag=True, help="Simulate and summarise, but write nothing to the store.")
 @output_option
 @click.pass_obj
@@ -86,9 +87,16 @@ def generate(app, days, end_at, seed, peak_rps, split_text, incident_specs, open
             simulator.write_to_store(store, series, mode="replace", progress=progress)
         finally:
             store.close()
+    openmetrics_bytes = None
     if openmetrics_out:
-        samples = simulator.export_openmetrics(series, openmetrics_out)
-        progress(f"wrote {samples:,} OpenMetrics samples to {openmetrics_out}")
+        import os
+
+        meter = ExportMeter(openmetrics_out) if output == "table" and click.get_text_stream("stderr").isatty() else None
+        samples = simulator.export_openmetrics(series, openmetrics_out, progress=meter)
+        if meter:
+            meter.done()
+        openmetrics_bytes = os.path.getsize(openmetrics_out)
+        progress(f"wrote {samples:,} OpenMetrics samples ({format_bytes(openmetrics_bytes)}) to {openmetrics_out}")
     elapsed = time.perf_counter() - began
 
     any_series = next(iter(series.values()))
@@ -100,6 +108,7 @@ def generate(app, days, end_at, seed, peak_rps, split_text, incident_specs, open
         "peak_rps": peak_rps,
         "store": None if dry_run else str(store_path),
         "openmetrics": openmetrics_out,
+        "openmetrics_bytes": openmetrics_bytes,
         "seconds": round(elapsed, 2),
         "backends": [
             {"backend": name, "split": split[name], "requests": s.requests(), "outcomes": s.outcome_totals()}
@@ -110,6 +119,43 @@ def generate(app, days, end_at, seed, peak_rps, split_text, incident_specs, open
     emit(summary, output, table=_table)
 
 
+def format_bytes(size: int) -> str:
+    """847213056 -> '847.2 MB' (decimal units, as `ls -h --si` and disk quotas say them)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"
+
+
+class ExportMeter:
+    """One self-rewriting stderr line while the OpenMetrics export runs, for a person at a terminal:
+    share done, bytes so far and the size it will reach. At most a few updates a second."""
+
+    def __init__(self, path: str, interval: float = 0.25):
+        import time
+
+        self.path = path
+        self.interval = interval
+        self.clock = time.monotonic
+        self.last = float("-inf")
+        self.shown = False
+
+    def __call__(self, done: int, total: int, written: int) -> None:
+        now = self.clock()
+        if now - self.last < self.interval and done < total:
+            return
+        self.last = now
+        share = done / total if total else 1.0
+        expected = written / share if share else 0
+        click.echo(f"\rwriting {self.path}: {share:4.0%} {format_bytes(written)} of ~{format_bytes(int(expected))}",
+                   err=True, nl=False)
+        self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            click.echo("", err=True)
+
+
 def _table(summary: dict) -> str:
     lines = [
         f"simulated {summary['start']} .. {summary['end']} ({summary['steps']:,} steps of 10 s, "
@@ -117,7 +163,7 @@ def _table(summary: dict) -> str:
         f"store: {summary['store'] or '(dry run: nothing written)'}",
     ]
     if summary["openmetrics"]:
-        lines.append(f"openmetrics: {summary['openmetrics']}")
+        lines.append(f"openmetrics: {summary['openmetrics']} ({format_bytes(summary['openmetrics_bytes'])})")
     rows = []
     for b in summary["backends"]:
         bad = sum(b["outcomes"][o] for o in ("throttled", "server_error", "timeout"))

@@ -706,12 +706,14 @@ _FAMILY_SAMPLES = {
 }
 
 
-def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]") -> int:
+def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]",
+                       progress: "Callable[[int, int, int], None] | None" = None) -> int:
     """Write the series as OpenMetrics text for `promtool tsdb create-blocks-from openmetrics`.
 
     Counters are cumulative, timestamps in seconds; each series starts with an explicit 0 one step
     before its first step, so `increase()` counts the first step without extrapolating. Returns
-    the number of samples written.
+    the number of samples written. `progress(samples written, samples in all, bytes written)` is
+    called after each series (a month at production rates is hundreds of MB).
     """
     import numpy as np
 
@@ -719,11 +721,16 @@ def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]") ->
         from opsctl.statefile import atomic_file
 
         with atomic_file(out, mode=0o666) as handle:  # the umask applies, as for open()
-            return export_openmetrics(series, handle)
+            return export_openmetrics(series, handle, progress)
 
+    total = sum((len(s) + 1) * len(schema.series_columns(metric))
+                for family, _, _ in _FAMILIES for metric in _FAMILY_SAMPLES[family] for s in series.values() if len(s))
+    written = 0  # the text is ASCII: characters are bytes
     samples = 0
     for family, kind, help_text in _FAMILIES:
-        out.write(f"# TYPE {family} {kind}\n# HELP {family} {help_text}\n")
+        header = f"# TYPE {family} {kind}\n# HELP {family} {help_text}\n"
+        out.write(header)
+        written += len(header)
         for metric in _FAMILY_SAMPLES[family]:
             for name, s in series.items():
                 if not len(s):
@@ -738,7 +745,13 @@ def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]") ->
                     else:
                         text = [str(int(v)) for v in values]
                     prefix = f"{metric}{labels} "
-                    out.write("".join(f"{prefix}{v} {t}\n" for v, t in zip(text, times)))
+                    chunk = "".join(f"{prefix}{v} {t}\n" for v, t in zip(text, times))
+                    out.write(chunk)
+                    written += len(chunk)
                     samples += len(values)
+                    if progress:
+                        progress(samples, total, written)
     out.write("# EOF\n")
+    if progress:
+        progress(samples, total, written + len("# EOF\n"))
     return samples

@@ -52,7 +52,7 @@ Examples:
               help="Inject an incident (repeatable); see Incident SPEC above.")
 @click.option("--openmetrics-out", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Also write the data as OpenMetrics text (for promtool tsdb create-blocks-from openmetrics);"
-                   " about 1 GB per month at the default peak. Progress shows on a terminal; the size is printed.")
+                   " about 30 MB per simulated day. Progress shows on a terminal; the size is printed.")
 @click.option("--dry-run", is_flag=True, help="Simulate and summarise, but write nothing to the store.")
 @output_option
 @click.pass_obj

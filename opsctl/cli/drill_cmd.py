@@ -142,7 +142,8 @@ def validate(app, paths, live, output):
         f"{'ok     ' if r['valid'] else 'INVALID'} {r['file']}" + "".join(f"\n  - {p}" for p in r["problems"])
         for r in data))
     if problems:
-        raise ConfigError(f"{sum(1 for r in rows if not r['valid'])} of {len(rows)} scenario(s) invalid")
+        invalid = [r["file"] for r in rows if not r["valid"]]
+        raise ConfigError(f"{len(invalid)} of {len(rows)} scenario(s) invalid: {', '.join(invalid)}")
 
 
 @drill.command()

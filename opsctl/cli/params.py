@@ -27,11 +27,17 @@ class TimeParam(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+EARLIEST, LATEST = 0.0, 32503680000.0  # 1970-01-01 .. 3000-01-01: calendars and the store work within it
+
+
 def parse_time(value: str) -> float:
     """RFC 3339 text with its zone -> UNIX seconds; ValueError (one line, with an example) otherwise."""
     from opsctl.clock import parse_rfc3339
 
-    return parse_rfc3339(value, require_zone=True)
+    seconds = parse_rfc3339(value, require_zone=True)
+    if not EARLIEST <= seconds < LATEST:
+        raise ValueError(f"{value!r} is out of range: give a time from 1970 to 2999")
+    return seconds
 
 
 TIME = TimeParam()

@@ -287,6 +287,7 @@ Incident SPEC: KIND@START+DURATION[:key=value,...]
   backend=  the backend hit (default: the vendor backend; the internal one for gpu-capacity-loss)
 """
 
+MAX_INCIDENT_SECONDS = 400 * 86400
 _SPEC = re.compile(r"^(?P<kind>[a-z0-9-]+)@(?P<start>.+?)\+(?P<duration>(?:\d+[smhdw])+)(?::(?P<options>.*))?$")
 
 
@@ -316,8 +317,8 @@ def parse_incident(spec: str, backends: Mapping[str, str], *, end: float | None 
     except ValueError as exc:
         raise fail(f"start {start_text!r} is neither an RFC 3339 time nor end-DURATION ({exc})")
     duration = parse_duration(match["duration"])
-    if duration <= 0:
-        raise fail("the duration must be positive")
+    if not 0 < duration <= MAX_INCIDENT_SECONDS:
+        raise fail("the duration must be positive and at most 400d (the longest simulated range)")
 
     allowed = ["backend"] + [f.name for f in cls.__dataclass_fields__.values() if f.name not in ("backend", "start", "end")]
     options: dict[str, str] = {}

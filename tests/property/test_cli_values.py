@@ -80,6 +80,7 @@ def test_sim_splits(cfg, value):
                                     st.one_of(PCTS, NAMES, st.sampled_from(["0.2", "2.5", "-1", "nan", "inf"]))),
                           max_size=2)).map(
     lambda t: f"{t[0]}@{t[1]}+{t[2]}" + (":" + ",".join(f"{k}={v}" for k, v in t[3]) if t[3] else "")))
+@example("vendor-5xx@end-10m+416018w")  # found by this test: an incident ending past year 9999
 def test_sim_incident_specs(cfg, spec):
     assert_clean(invoke("--config", cfg, "sim", "generate", "--days", "0.01", "--end", "2026-11-18T15:00:00Z",
                         "--dry-run", "--incident", spec), codes=(0, 2))

@@ -52,3 +52,13 @@ def test_drill_run_of_a_scenario_that_is_not_utf8_is_exit_2(tmp_path):
     bad.write_bytes(b"\xff\xfe")
     result = invoke("--config", cfg, "drill", "run", bad)
     assert result.exit_code == 2 and f"{bad}: drill scenario is not UTF-8 text" in result.stderr
+
+
+def test_a_key_holding_control_characters_cannot_forge_an_error_line(tmp_path):
+    # Found by tests/property: a key "\x1e" (a line separator to str.splitlines) was echoed raw.
+    path = tmp_path / "opsctl.yaml"
+    path.write_text('service: llm-inference\n"\\x1e\\nFAKE: ok": 1\n"\\u2028": 2\n')
+    result = invoke("--config", path, "config", "validate")
+    assert result.exit_code == 2
+    assert "\\x1e\\x0aFAKE: ok: unknown key" in result.stderr and "\\u2028: unknown key" in result.stderr
+    assert all(line.startswith(("error: ", "  - ")) for line in result.stderr.splitlines()), result.stderr

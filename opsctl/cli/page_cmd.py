@@ -42,8 +42,9 @@ def _dedup_key(app, pager, key: str) -> str:
     """The dedup key for KEY, which may also be the incident id that `trigger` printed (LP00001, PT4KHLK).
 
     A key opsctl recorded as a dedup key is used as is; a recorded incident id maps to its dedup
-    key; otherwise the pager is asked whether KEY is an incident id (a pager that cannot say
-    leaves KEY as given: the Events API needs only the dedup key)."""
+    key; a key shaped like an incident id (short upper-case letters and digits) is looked up on
+    the pager; anything else, or a pager that cannot say, leaves KEY as given (an ack during an
+    incident never waits on the REST API for a plain dedup key)."""
     from opsctl.errors import OpsctlError
     from opsctl.paging.registry import page_records
 
@@ -53,6 +54,8 @@ def _dedup_key(app, pager, key: str) -> str:
     for r in records:
         if r.get("incident_id") == key:
             return r["dedup_key"]
+    if not (5 <= len(key) <= 20 and key.isascii() and key.isalnum() and key.upper() == key):
+        return key
     try:
         incident = pager.get_incident(key)
     except OpsctlError:

@@ -41,3 +41,16 @@ def test_an_unknown_page_and_an_unknown_ticket_both_exit_3_with_a_hint(here):
     assert "LP09999" in page.stderr and "`opsctl page status`" in page.stderr
     assert "no ticket 'LT09999'" in ticket.stderr and "--vendor" in ticket.stderr
     assert "Traceback" not in page.stderr + ticket.stderr
+
+
+def test_pagerduty_ack_takes_the_incident_id_through_the_rest_api(pd, pd_config_path, pd_env):
+    from tests.fakes.fixtures import run_cli
+
+    opened = run_cli(["page", "trigger", "-s", "databricks 5xx 12%", "-o", "json"], config=pd_config_path, env=pd_env)
+    assert opened.returncode == 0, opened.stderr
+    [incident] = pd.incidents
+    assert incident["id"] not in opened.stdout  # the Events API gives no id: the user reads it in PagerDuty
+    acked = run_cli(["page", "ack", incident["id"], "-o", "json"], config=pd_config_path, env=pd_env)
+    assert acked.returncode == 0, acked.stderr
+    assert json.loads(acked.stdout)["dedup_key"] == json.loads(opened.stdout)["dedup_key"]
+    assert pd.incidents[0]["status"] == "acknowledged"

@@ -545,6 +545,8 @@ class GpuPricing:
     `replicas` is a fixed count; `replicas_query` is PromQL over the metric source giving the average
     replica count over the window, `$window` standing for it (e.g.
     `avg_over_time(kube_deployment_status_replicas_available{deployment="vllm"}[$window])`).
+    Neither: the static `capacity.replicas` of the same backend, so the pods that are billed and
+    the pods that carry a failover are one number (Config fills it in).
     """
 
     gpu_hourly_price: float
@@ -557,8 +559,8 @@ class GpuPricing:
             raise ValueError("gpu_hourly_price must not be negative")
         if self.gpus_per_replica < 1:
             raise ValueError("gpus_per_replica must be at least 1")
-        if (self.replicas is None) == (self.replicas_query is None):
-            raise ValueError("give exactly one of 'replicas' (a count) or 'replicas_query' (PromQL)")
+        if self.replicas is not None and self.replicas_query is not None:
+            raise ValueError("give one of 'replicas' (a count) or 'replicas_query' (PromQL), not both")
         if self.replicas is not None and self.replicas < 0:
             raise ValueError("replicas must not be negative")
 
@@ -1260,6 +1262,21 @@ class Config:
         self._check_traffic()
         self._check_runbooks()
         self._check_automation()
+        self._fill_gpu_replicas()
+
+    def _fill_gpu_replicas(self) -> None:
+        """A GPU price without its own replica count bills the static capacity model's replicas."""
+        for name, pricing in self.cost.backends.items():
+            gpu = pricing.gpu
+            if gpu is None or gpu.replicas is not None or gpu.replicas_query is not None:
+                continue
+            cap = self.capacity
+            if cap is None or cap.backend != name or cap.replicas is None or cap.source != "static":
+                raise ValueError(
+                    f"cost.backends.{name}.gpu: give replicas or replicas_query; without them the count comes"
+                    f" from capacity.replicas, which needs capacity: {{backend: {name}, source: static}}"
+                )
+            object.__setattr__(gpu, "replicas", float(cap.replicas))  # validated once, here; frozen after
 
     def _check_automation(self) -> None:
         """Policies that fail over from a fixed backend must name a configured one."""
@@ -1384,9 +1401,13 @@ def load_yaml_file(path: Path, what: str = "file") -> Any:
     import yaml
 
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: {what} not found") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start}, line {line}: "
+                          f"{exc.object[exc.start:exc.start + 1]!r})", hint="save it as UTF-8") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from exc
     try:
@@ -1395,7 +1416,11 @@ def load_yaml_file(path: Path, what: str = "file") -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{path}: YAML syntax error at {where}: {problem}") from exc
+        raise ConfigError(f"{path}: YAML syntax error at {where}: {' '.join(str(problem).split())}") from exc
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. a timestamp like 2026-02-30
+        raise ConfigError(f"{path}: YAML value error: {' '.join(str(exc).split())}") from exc
+    except RecursionError:
+        raise ConfigError(f"{path}: YAML nested too deeply") from None
 
 
 @functools.lru_cache(maxsize=1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import choice
 
 MAX_LISTED = 10
 
@@ -29,7 +30,7 @@ def probe():
 @click.option("--backend", "backends", multiple=True, metavar="NAME",
               help="Backend to probe (repeatable; default: every backend with an endpoint).")
 @click.option("--push", is_flag=True, help="Write the figures as gauges (target: quality.push.target).")
-@click.option("--push-to", type=click.Choice(["embedded", "pushgateway"]), help="Override quality.push.target.")
+@click.option("--push-to", type=choice(["embedded", "pushgateway"]), help="Override quality.push.target.")
 @click.option("--pushgateway-url", metavar="URL", help="Override quality.push.pushgateway_url.")
 @click.option("--dry-run", is_flag=True, help="With --push: show what would be pushed, write nothing.")
 @output_option

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import choice
 from opsctl.cli.source_options import open_checked_source, source_options
 
 
@@ -42,7 +43,7 @@ def validate(app, paths):
 @slo.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @source_options
-@click.option("--fail-on", type=click.Choice(["page", "ticket"]), help="Exit 1 when any SLO is at this level or worse.")
+@click.option("--fail-on", type=choice(["page", "ticket"]), help="Exit 1 when any SLO is at this level or worse.")
 @output_option
 @click.pass_obj
 def report(app, paths, prometheus_url, source_kind, at, fail_on, output):
@@ -104,7 +105,7 @@ def _table(rows):
 
 @slo.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(["rules", "prometheusrule"]), default="rules", show_default=True,
+@click.option("--format", "fmt", type=choice(["rules", "prometheusrule"]), default="rules", show_default=True,
               help="A Prometheus rule file, or a monitoring.coreos.com/v1 PrometheusRule manifest.")
 @click.option("--out", metavar="FILE", type=click.Path(dir_okay=False),
               help="Write to FILE (atomically) instead of standard output.")
@@ -143,7 +144,7 @@ def rules(app, paths, fmt, out):
 @slo.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @source_options
-@click.option("--fail-on", type=click.Choice(["page", "ticket"]), help="Exit 1 when an alert of this severity or worse fires.")
+@click.option("--fail-on", type=choice(["page", "ticket"]), help="Exit 1 when an alert of this severity or worse fires.")
 @output_option
 @click.pass_obj
 def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):

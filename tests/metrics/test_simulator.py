@@ -403,10 +403,11 @@ def test_openmetrics_export_is_cumulative_from_an_explicit_zero(small):
     lines = out.getvalue().splitlines()
     assert lines[-1] == "# EOF"
     assert samples == sum(1 for line in lines if not line.startswith("#"))
-    assert samples == 2 * 20 * 361  # 2 backends x 20 series x (360 steps + the zero)
+    assert samples == 2 * 21 * 361  # 2 backends x 21 series x (360 steps + the zero)
     types = [line for line in lines if line.startswith("# TYPE")]
     assert types == ["# TYPE llm_proxy_requests counter", "# TYPE llm_proxy_request_duration_seconds histogram",
-                     "# TYPE llm_proxy_prompt_tokens counter", "# TYPE llm_proxy_completion_tokens counter"]
+                     "# TYPE llm_proxy_prompt_tokens counter", "# TYPE llm_proxy_completion_tokens counter",
+                     "# TYPE llm_proxy_suggestions counter"]
     first = int(small["internal"].timestamps[0])
     ok = [line for line in lines if line.startswith('llm_proxy_requests_total{backend="internal",outcome="ok"}')]
     assert ok[0].split()[1:] == ["0", str(first - 10)]
@@ -444,7 +445,7 @@ def test_promtool_backfills_the_export_with_the_same_values(small, tmp_path):
     for line in dump.stdout.splitlines():
         labels, value, ts = line.rsplit(" ", 2)
         series.setdefault(labels, []).append((int(ts), float(value)))
-    assert len(series) == 2 * 20
+    assert len(series) == 2 * 21
     first = int(small["databricks"].timestamps[0])
     key = '{__name__="llm_proxy_requests_total", backend="databricks", outcome="server_error"}'
     expected = np.concatenate(([0], np.cumsum(small["databricks"].columns["req_server_error"])))

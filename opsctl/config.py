@@ -532,10 +532,80 @@ class PushSettings:
 
 
 @dataclass(frozen=True)
+class QualitySignal:
+    """One live quality rule: how far the signal may move, the alert's severity and its `for:`."""
+
+    threshold: float
+    severity: Literal["page", "ticket"] = "ticket"
+    for_duration: str = "5m"
+
+    def __post_init__(self):
+        from opsctl.clock import parse_duration
+
+        if isinstance(self.threshold, bool) or not 0 < self.threshold < 1e6:
+            raise ValueError("threshold must be a positive number")
+        if not 0 <= parse_duration(self.for_duration) <= 86400:
+            raise ValueError("for_duration must be between 0s and 1d")
+
+    @property
+    def for_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.for_duration)
+
+
+@dataclass(frozen=True)
+class QualityRules:
+    """Live quality rules over the proxy's counters (`opsctl slo rules` writes them, `opsctl quality
+    alerts` evaluates them in-process). Prompt tokens per request of each backend are compared with
+    the `reference` backend over the same `window` (tokens per request); completion tokens and
+    suggestions per answer with the backend's own figure `baseline_offset` earlier (relative change).
+    `min_request_rate` (requests/s over the window, on every side compared) keeps sampling noise
+    under the thresholds: prompts vary by ~350 tokens, so the mean of n requests is known to about
+    350/sqrt(n) tokens; 20,000 requests/s over 10m puts a 0.5-token threshold past 5 sigma."""
+
+    enabled: bool = True
+    window: str = "10m"
+    baseline_offset: str = "1d"
+    min_request_rate: float = 20000.0
+    reference: str | None = None  # default: the internal backend
+    prompt_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.5, "page", "2m"))
+    completion_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "ticket", "10m"))
+    suggestions: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "page", "5m"))
+
+    def __post_init__(self):
+        from opsctl.clock import parse_duration
+
+        window = parse_duration(self.window)
+        if not 60 <= window <= 86400 or window % 10:
+            raise ValueError("window must be a multiple of 10s between 1m and 1d")
+        if not window <= parse_duration(self.baseline_offset) <= 28 * 86400:
+            raise ValueError("baseline_offset must be at least the window and at most 28d")
+        if not 0 <= self.min_request_rate < 1e7:
+            raise ValueError("min_request_rate must be >= 0 (requests per second)")
+        for name in ("completion_tokens", "suggestions"):
+            if getattr(self, name).threshold >= 1:
+                raise ValueError(f"{name}.threshold is a relative change and must be below 1 (e.g. 0.1 for 10%)")
+
+    @property
+    def window_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.window)
+
+    @property
+    def baseline_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.baseline_offset)
+
+
+@dataclass(frozen=True)
 class QualityConfig:
     probe: ProbeSettings = field(default_factory=ProbeSettings)
     shadow: ShadowSettings = field(default_factory=ShadowSettings)
     push: PushSettings = field(default_factory=PushSettings)
+    rules: QualityRules = field(default_factory=QualityRules)
 
 
 @dataclass(frozen=True)
@@ -1167,6 +1237,10 @@ class Config:
                 )
         self._check_traffic()
         self._check_runbooks()
+        reference = self.quality.rules.reference
+        if reference is not None and reference not in self.backends:
+            raise ValueError(f"quality.rules.reference: unknown backend {reference!r}"
+                             f" (known: {', '.join(sorted(self.backends))})")
         self._check_automation()
 
     def _check_automation(self) -> None:

@@ -131,6 +131,9 @@ def rules(app, paths, fmt, out):
     settings = RuleSettings.from_config(cfg)
     plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends), settings)
     document = rules_document(plans, settings, fmt)
+    from opsctl.quality.rules import add_quality_group  # the live quality rules ride along (quality.rules)
+
+    add_quality_group(document, cfg)
     text = render_yaml(document, header(plans, settings))
     if out:
         write_atomic(out, text)

@@ -446,6 +446,9 @@ class ProbeSettings:
     """Thresholds that turn a consistency probe into pass or fail, and how hard it may push."""
 
     min_exact_match_between: float = 0.94
+    # With --repeat N (N >= 2): the between-backends threshold as a share of the lower self-agreement
+    # (noise floor) of the two, e.g. 0.98; None keeps the absolute min_exact_match_between.
+    min_exact_match_between_vs_floor: float | None = None
     min_exact_match_golden: float | None = 0.90
     max_error_rate: float = 0.0
     fail_on_prompt_token_mismatch: bool = True
@@ -459,6 +462,7 @@ class ProbeSettings:
 
     def __post_init__(self):
         _check_share("min_exact_match_between", self.min_exact_match_between)
+        _check_share("min_exact_match_between_vs_floor", self.min_exact_match_between_vs_floor)
         _check_share("min_exact_match_golden", self.min_exact_match_golden)
         _check_share("max_error_rate", self.max_error_rate)
         if not 1 <= self.concurrency <= 64:

@@ -23,11 +23,21 @@ from typing import Sequence
 Run = Sequence[str | None]  # one run's answers, in golden order; None: not answered
 
 
-def agreement(a: Run, b: Run) -> float:
-    """Share of prompts answered identically in two runs (None never matches)."""
+def _matches(a: Run, b: Run) -> int:
     if len(a) != len(b) or not a:
         raise ValueError("two runs of the same non-empty golden set are needed")
-    return sum(1 for x, y in zip(a, b) if x is not None and x == y) / len(a)
+    return sum(1 for x, y in zip(a, b) if x is not None and x == y)
+
+
+def agreement(a: Run, b: Run) -> float:
+    """Share of prompts answered identically in two runs (None never matches)."""
+    return _matches(a, b) / len(a)
+
+
+def _mean(pairs: list[tuple[Run, Run]]) -> float:
+    # Every pair covers the same prompts: matches over all pairs / (pairs x prompts), one division,
+    # so nine runs agreeing on 16 of 20 give exactly 0.8.
+    return sum(_matches(a, b) for a, b in pairs) / (len(pairs) * len(pairs[0][0]))
 
 
 def self_agreement(runs: Sequence[Run]) -> float:
@@ -35,7 +45,7 @@ def self_agreement(runs: Sequence[Run]) -> float:
     pairs = list(combinations(runs, 2))
     if not pairs:
         raise ValueError("self-agreement needs at least two runs")
-    return sum(agreement(a, b) for a, b in pairs) / len(pairs)
+    return _mean(pairs)
 
 
 def cross_agreement(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> float:
@@ -43,7 +53,7 @@ def cross_agreement(runs_a: Sequence[Run], runs_b: Sequence[Run]) -> float:
     pairs = [(a, b) for a in runs_a for b in runs_b]
     if not pairs:
         raise ValueError("cross-agreement needs a run of each backend")
-    return sum(agreement(a, b) for a, b in pairs) / len(pairs)
+    return _mean(pairs)
 
 
 def between_threshold(floor_a: float, floor_b: float, relative: float | None, absolute: float) -> tuple[float, str]:

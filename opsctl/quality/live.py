@@ -29,13 +29,33 @@ class QualityFiring:
     value: float  # the alert's value: tokens per request apart, or the relative change
     threshold: float
     at: float
+    window: str
     labels: dict[str, str] = field(compare=False)
     annotations: dict[str, str] = field(compare=False)
 
-    # What the drill engine and reports read off any alert.
+    # What the drill engine and its reports read off any alert (a burn-rate alert's names).
     @property
     def slo(self) -> str:
         return f"quality-{self.signal}"
+
+    @property
+    def long_window(self) -> str:
+        return self.window
+
+    @property
+    def short_window(self) -> str:
+        return "quality"
+
+    @property
+    def burn_rate(self) -> float:
+        return self.value
+
+    @property
+    def factor(self) -> float:
+        return self.threshold
+
+    def describe(self) -> str:
+        return f"{self.alertname} on {self.backend}: {self.value:.2f} > {self.threshold:g} ({self.signal})"
 
     def to_dict(self) -> dict:
         return {"alertname": self.alertname, "severity": self.severity, "backend": self.backend,
@@ -153,7 +173,7 @@ class QualityEvaluator:
 def _firing(plan: QualityPlan, alert: QualityAlert, value: float, at: float) -> QualityFiring:
     return QualityFiring(
         alertname=alert.alertname, severity=alert.severity, backend=alert.backend, reference=alert.reference,
-        signal=alert.signal, value=value, threshold=alert.threshold, at=at,
+        signal=alert.signal, value=value, threshold=alert.threshold, at=at, window=plan.window,
         labels={"alertname": alert.alertname, **alert_labels(plan, alert)},
         annotations=annotations(plan, alert, value),
     )

@@ -1053,7 +1053,8 @@ class AlertingConfig:
 # ---------------------------------------------------------------------------------------------
 # Alert-triggered automation (`opsctl serve`)
 
-POLICY_LABELS = ("alertname", "severity", "slo", "backend", "service")  # labels a policy may match on
+# Labels a policy may match on; quality alerts (opsctl.quality.rules) add `category` (quality) and `signal`.
+POLICY_LABELS = ("alertname", "severity", "slo", "backend", "service", "category", "signal")
 
 
 def _check_bind(value: str) -> tuple[str, int]:

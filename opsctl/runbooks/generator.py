@@ -219,7 +219,7 @@ def _quality_rules(cfg: "Config") -> dict | None:
               for a in plan.alerts]
     queries = [{"title": r["record"], "expr": r["expr"]} for r in q.recording_rules(plan)]
     return {"window": plan.window, "offset": plan.offset, "min_request_rate": f"{plan.min_request_rate:g}",
-            "alerts": alerts, "queries": queries}
+            "alerts": alerts, "queries": queries, "runbook_url": plan.runbook_url}
 
 
 def cfg_duration(seconds: int) -> str:

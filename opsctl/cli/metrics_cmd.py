@@ -65,15 +65,18 @@ def ingest(app, file, fmt, replace, add, dry_run, output):
     path = cfg.state_path / "metrics.sqlite"
     if not dry_run or (mode == "merge" and path.exists()):
         from opsctl.metrics.embedded import EmbeddedStore
+        from opsctl.statefile import locked
 
-        store = EmbeddedStore.open(path, create=True)
-        try:
-            if mode == "merge":
-                merge = plan_merge(store, ingested)
-            if not dry_run:
-                write_ingested(store, ingested, mode=mode, merge=merge)
-        finally:
-            store.close()
+        # One ingest at a time: two retries of one file must not both find its steps missing.
+        with locked(path, timeout=120):
+            store = EmbeddedStore.open(path, create=True)
+            try:
+                if mode == "merge":
+                    merge = plan_merge(store, ingested)
+                if not dry_run:
+                    write_ingested(store, ingested, mode=mode, merge=merge)
+            finally:
+                store.close()
     summary = ingested.summary(written=not dry_run, mode=mode, merge=merge)
     if merge is not None and merge.unchanged:
         click.echo(f"warning: {merge.unchanged:,} step(s) already stored with the same counts were left as they are"

@@ -94,6 +94,23 @@ def test_ingesting_the_same_log_twice_changes_nothing_and_says_so(tmp_path, cli,
     assert "4 step(s) already stored with the same counts" in again.stderr
 
 
+def test_two_ingests_of_one_file_at_once_store_it_once(tmp_path, config_file, store_path, store_columns):
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    log = write_jsonl(tmp_path / "proxy.jsonl", LOG)
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    procs = [subprocess.Popen([sys.executable, "-m", "opsctl", "--config", str(config_file), "metrics", "ingest",
+                               str(log)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], results
+    for backend, expected in EXPECTED_LOG.items():
+        assert store_columns(store_path, backend) == approx_rows(expected)
+
+
 def test_ingesting_the_same_openmetrics_file_twice_changes_nothing(tmp_path, cli, store_path, store_rows):
     path = tmp_path / "metrics.om"
     path.write_text(OPENMETRICS)

@@ -189,3 +189,55 @@ def test_quality_alerts_cli_reports_firing_and_unknown(tmp_path, cfg_path):
     assert [(a["alertname"], a["backend"]) for a in firing] == [("QualityPromptTokensShift", "databricks")]
     late = run_opsctl("--config", str(cfg_path), "quality", "alerts", "--at", "2027-01-16T08:24:00Z")
     assert late.exit_code == 3 and "no data" in late.stderr
+
+
+@pytest.mark.slow
+def test_on_simulated_traffic_promtool_and_the_in_process_evaluation_fire_the_same_alerts_minute_by_minute(tmp_path):
+    """Three hours of simulated production traffic (a quality regression on the vendor in the last
+    hour): every minute, Prometheus' rule engine (promtool) fires exactly the alerts, labels and
+    rendered values the in-process evaluation fires on the same counts."""
+    promtool = require_binary("promtool")
+    import numpy as np
+
+    from opsctl.clock import parse_rfc3339
+    from opsctl.config import load_config
+    from opsctl.metrics import schema
+    from opsctl.metrics import simulator as sim
+    from opsctl.metrics.embedded import EmbeddedStore
+    from opsctl.quality.live import QualityEvaluator
+    from opsctl.quality.rules import plan_quality
+
+    cfg_path = write_config(tmp_path, SETTINGS.replace("min_request_rate: 50", "min_request_rate: 20000"))
+    plan = plan_quality(load_config(str(cfg_path)))
+    start = parse_rfc3339("2026-11-18T14:00:00Z")  # on the minute grid
+    minutes = 180
+    incident = sim.parse_incident("quality-regression@2026-11-18T16:00:00Z+1h:rate=0.4", sim.DEFAULT_BACKENDS)
+    series = sim.simulate(start, start + 60 * minutes, peak_rps=200_000, seed=11, incidents=[incident])
+    store = EmbeddedStore.open(tmp_path / "m.sqlite", create=True)
+    sim.write_to_store(store, series)
+    evaluator = QualityEvaluator(plan, store)
+    expected = {m: evaluator.evaluate(start + 60 * m).firing for m in range(1, minutes + 1)}
+    store.close()
+    assert any(expected.values())  # the regression is caught ...
+    assert not any(expected[m] for m in range(1, 121))  # ... and nothing fires before it
+
+    input_series = []
+    for name, s in series.items():
+        for metric in (schema.REQUESTS, schema.PROMPT_TOKENS, schema.COMPLETION_TOKENS, schema.SUGGESTIONS):
+            for own, column in schema.series_columns(metric).items():
+                labels = ",".join(f'{k}="{v}"' for k, v in (("backend", name),) + own)
+                values = np.concatenate(([0], np.cumsum(s.columns[column]))).astype(np.int64)
+                input_series.append({"series": f"{metric}{{{labels}}}", "values": " ".join(map(str, values.tolist()))})
+    tests = []
+    for m, firing in expected.items():
+        for alertname in ("QualityPromptTokensShift", "QualityCompletionTokensDrift", "QualitySuggestionsDrop"):
+            tests.append({"eval_time": f"{m}m", "alertname": alertname, "exp_alerts": [
+                {"exp_labels": {k: v for k, v in a.labels.items() if k != "alertname"}, "exp_annotations": a.annotations}
+                for a in firing if a.alertname == alertname]})
+    rules = tmp_path / "rules.yaml"
+    assert run_opsctl("--config", str(cfg_path), "quality", "rules", "--out", str(rules)).exit_code == 0
+    test_file = tmp_path / "sim.test.yaml"
+    test_file.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [
+        {"interval": "10s", "input_series": input_series, "alert_rule_test": tests}]}, sort_keys=False, width=10**7))
+    run = subprocess.run([promtool, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]

@@ -14,6 +14,8 @@ FOR = 120  # prompt_tokens.for_duration
 THRESHOLD = 0.5  # prompt_tokens.threshold, tokens per request
 GUARD = 20000  # min_request_rate, requests/s
 
+pytestmark = pytest.mark.slow  # one drill run, several seconds
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):

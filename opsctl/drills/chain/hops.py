@@ -35,7 +35,7 @@ TITLES = {
     "alertmanager": ("alertmanager", "Alertmanager received and routed the alert"),
     "pagerduty": ("pagerduty", "PagerDuty incident opened (Events API v2)"),
     "serve": ("opsctl serve", "opsctl serve received the webhook"),
-    "policy": ("opsctl serve", "policy decided"),
+    "policy": ("opsctl serve", "policy acted (serve's record)"),
     "actuator": ("traffic controller", "failover applied by the actuator"),
     "acknowledged": ("pagerduty", "on-call acknowledged the incident"),
     "ticket": ("ticket channel", "vendor ticket filed in its category"),

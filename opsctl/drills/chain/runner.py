@@ -28,7 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-from opsctl.drills.engine import EXIT_FAILED, EXIT_PASSED, EXIT_REFUSED, DrillResult
+from opsctl.drills.engine import EXIT_FAILED, EXIT_PASSED, EXIT_REFUSED, DrillResult, Refused
 from opsctl.errors import ConfigError, OpsctlError
 
 POLL = 1.0  # seconds between asking every component what happened
@@ -44,11 +44,13 @@ class _Stop(Exception):
 
 
 class ChainDrill:
+    mode = "chain"
+
     def __init__(self, scenario, user_cfg, *, routing: Path, timeout: int = DEFAULT_TIMEOUT,
                  history: int = DEFAULT_HISTORY, progress: Callable[[str], None] | None = None):
         self.scenario = scenario
         self.user_cfg = user_cfg
-        self.routing_path = Path(routing)
+        self.routing_path = Path(routing) if routing is not None else None
         self.timeout = timeout
         self.history = history
         self.progress = progress or (lambda line: None)
@@ -78,27 +80,30 @@ class ChainDrill:
         from opsctl.slo.model import load_slos
 
         wall = time.monotonic()
-        self.binaries = find_all()
         self.slos = load_slos([self.user_cfg.slo_dir], self.user_cfg.backends)
-        problems = check_against_config(self.scenario, self.user_cfg, [s.name for s in self.slos])
+        problems = check_against_config(self.scenario, self.user_cfg, [s.name for s in self.slos],
+                                        live=self.mode == "live-chain")
         problems += self._chain_problems()
         if problems:
             raise ConfigError(f"{self.scenario.path}: the scenario cannot run as a chain drill", problems=problems)
-        self.routing_raw = self._load_routing()
-        self.state = RunState.create(self.user_cfg.drills_path, scenario=self.scenario, mode="chain",
+        self._prepare()
+        self.state = RunState.create(self.user_cfg.drills_path, scenario=self.scenario, mode=self.mode,
                                      config_path=self.user_cfg.source_path)
         self.dir = self.state.dir
         try:
             shutil.copyfile(self.scenario.path, self.dir / "scenario.yaml")
         except OSError:
             pass
-        self._say("phase", f"drill {self.state.run_id}: {self.scenario.title} (chain)")
+        self._say("phase", f"drill {self.state.run_id}: {self.scenario.title} ({self.mode})")
         restore = self._signals()
         try:
             try:
                 self._setup()
                 self._steady()
                 self._method()
+            except Refused as exc:
+                self.refusal = exc.reason
+                self._say("refused", exc.reason)
             except _Stop as exc:
                 self.abort_reason = str(exc)
                 self._say("abort", self.abort_reason)
@@ -118,6 +123,12 @@ class ChainDrill:
                 self._stop_all()
                 self.state.release()
         return result
+
+    def _prepare(self) -> None:
+        from opsctl.drills.chain.binaries import find_all
+
+        self.binaries = find_all()
+        self.routing_raw = self._load_routing()
 
     def _chain_problems(self) -> list[str]:
         from opsctl.drills.chain.faults import KINDS
@@ -339,7 +350,7 @@ class ChainDrill:
 
     def _method(self) -> None:
         from opsctl.drills.chain.faults import broken_hop
-        from opsctl.drills.chain.hops import Collector, Targets
+        from opsctl.drills.chain.hops import Targets
         from opsctl.drills.scenario import default_backend
 
         self._set_phase("method")
@@ -352,13 +363,10 @@ class ChainDrill:
             if step.action == "inject-fault":
                 fault = step.fault
                 backend = fault.backend or default_backend(fault.kind, self.cfg)
-                record = self.exporter.fault_on(f"f{len(faults) + 1}", fault.kind, backend, fault.params)
+                record = self._fault_on(f"f{len(faults) + 1}", fault, backend)
                 record.update(name=step.name, hop=broken_hop(fault.kind), duration=fault.duration)
                 faults.append(record)
                 self.fault_records = faults
-                self.state.data["faults"].append({**record, "injector": "chain-exporter", "removed_at": None,
-                                                  "start": record["on_at"], "end": record["on_at"] + fault.duration})
-                self.state.save()
                 if self.t0 is None:
                     self.t0 = record["on_at"]
                     self.state.data["t0"] = self.t0
@@ -378,14 +386,11 @@ class ChainDrill:
             expect_failover="failover-applied" in expect,
             ticket_vendor=(ticket.vendor if ticket else vendor_backend.vendor),
             ticket_category=ticket.category if ticket else None)
-        from opsctl.audit import AuditLog
-
-        self.collector = Collector(targets, self.sink, self._desk, AuditLog(self.cfg.audit_path),
-                                   lambda at, kind, message: self._say(kind, message, at=at))
+        self.collector = self._make_collector(targets)
         self.collector.hops["fault"].reach(first["on_at"], f"exporter: {first['kind']} on {first['backend']} switched on")
         oc = self.scenario.on_call
         ack_after = None
-        if oc.acknowledge_after is not None:
+        if oc.acknowledge_after is not None and self.mode == "chain":
             ack_after = min(oc.acknowledge_after, ACK_CAP)
             if ack_after != oc.acknowledge_after:
                 self.shortened.add("responders.on-call.acknowledge-after", f"{oc.acknowledge_after}s", f"{ack_after}s",
@@ -401,6 +406,7 @@ class ChainDrill:
                     if incident["status"] == "triggered":
                         self.sink.acknowledge(incident["dedup_key"], by=oc.name)
                 continue
+            self._stop_conditions()
             if self.collector.settled():
                 self._say("settled", "every required hop happened")
                 break
@@ -410,6 +416,23 @@ class ChainDrill:
             self._sleep(POLL)
         self._attribute()
         self._measure_budget()
+
+    def _fault_on(self, fault_id: str, fault, backend: str) -> dict:
+        record = self.exporter.fault_on(fault_id, fault.kind, backend, fault.params)
+        self.state.data["faults"].append({**record, "injector": "chain-exporter", "removed_at": None,
+                                          "start": record["on_at"], "end": record["on_at"] + fault.duration})
+        self.state.save()
+        return record
+
+    def _make_collector(self, targets):
+        from opsctl.audit import AuditLog
+        from opsctl.drills.chain.hops import Collector
+
+        return Collector(targets, self.sink, self._desk, AuditLog(self.cfg.audit_path),
+                         lambda at, kind, message: self._say(kind, message, at=at))
+
+    def _stop_conditions(self) -> None:
+        """A local chain touches nothing real: its only stop is Ctrl-C (checked every poll)."""
 
     def _sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -432,8 +455,8 @@ class ChainDrill:
         from opsctl.drills.chain.faults import symptoms
 
         for f in self.fault_records:
-            before = self.exporter.outcomes_between(f["on_at"] - 3600, f["on_at"])[f["backend"]]
-            during = self.exporter.outcomes_between(f["on_at"], f.get("off_at"))[f["backend"]]
+            before = self._outcomes(f["backend"], f["on_at"] - 3600, f["on_at"])
+            during = self._outcomes(f["backend"], f["on_at"], f.get("off_at") or time.time())
             shares = []
             for outcome in symptoms(f["kind"]) or ("server_error", "throttled", "timeout"):
                 shares.append(f"{outcome} {_share(during, outcome)} of {f['backend']}'s requests during the fault"
@@ -442,6 +465,10 @@ class ChainDrill:
             self.attribution.append({"fault": f["id"], "kind": f["kind"], "backend": f["backend"], "hop": f["hop"],
                                      "seen": text, "during": during, "before": before})
             self._say("attribution", text)
+
+    def _outcomes(self, backend: str, start: float, end: float) -> dict:
+        """Requests by outcome: the exporter's own count of what it served."""
+        return self.exporter.outcomes_between(start, end)[backend]
 
     def _measure_budget(self) -> None:
         from opsctl.drills.measure import BurnMeter
@@ -457,8 +484,9 @@ class ChainDrill:
         except OpsctlError as exc:
             self._say("budget", f"could not measure the budget spent: {exc.message}")
             return
-        meter.basis = (f"period budget estimated from {self.history / 3600:g}h of backfilled baseline traffic"
-                       f" scaled to the {meter.period_seconds // 86400}d period")
+        if self.history:
+            meter.basis = (f"period budget estimated from {self.history / 3600:g}h of backfilled baseline traffic"
+                           f" scaled to the {meter.period_seconds // 86400}d period")
         rows = [{"slo": name, "spent": meter.spent(name, s), "peak_burn_1h": s.burn.get(3600) or 0.0}
                 for name, s in sorted(samples.items())]
         self.budget = {"basis": meter.basis, "period_days": meter.period_seconds // 86400, "slos": rows}
@@ -470,6 +498,10 @@ class ChainDrill:
         self.phase = "rollbacks"
         if self.state is not None:
             self.state.set_phase("rollbacks")
+        self._faults_off()
+        self._other_rollbacks()
+
+    def _faults_off(self) -> None:
         if self.exporter is not None:
             for fault_id in self.exporter.faults_on():
                 record = self.exporter.fault_off(fault_id)
@@ -479,6 +511,8 @@ class ChainDrill:
                 self.rollbacks.append({"action": "remove-faults", "status": "done",
                                        "message": f"exporter fault {fault_id} switched off"})
             self.state.save()
+
+    def _other_rollbacks(self) -> None:
         if self.sink is not None:
             resolved = self.sink.resolve_all()
             self.rollbacks.append({"action": "resolve-pages", "status": "done",

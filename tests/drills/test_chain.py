@@ -220,3 +220,25 @@ def test_the_exporter_continues_the_history_and_switches_faults():
     exporter.render()
     after = exporter.outcomes_between(now[0] - 60, now[0])["databricks"]
     assert after["ok"] > 0
+
+
+def test_a_live_chain_drill_is_refused_while_its_components_do_not_answer(drill_env, tmp_path):
+    from tests.conftest import free_port
+
+    closed = f"http://127.0.0.1:{free_port()}"
+    text = drill_env.config.read_text().replace(
+        "    fault_namespaces: []", f"    fault_namespaces: [llm-staging]\n    alertmanager_url: {closed}")
+    drill_env.config.write_text(text)
+    result = drill_env.run("drill", "run", str(REPO / "chaos" / "vendor-outage.yaml"), "--chain", "--live")
+    assert result.exit_code == 4, result.output
+    report = drill_env.report()
+    assert report["outcome"] == "refused" and report["mode"] == "live-chain"
+    refused = {c["name"]: c for c in report["preflight"] if not c["ok"]}
+    assert closed in refused["Alertmanager (drills.live.alertmanager_url) answers"]["message"]
+    assert "no URL configured" in refused["opsctl serve (drills.live.serve_url) answers"]["message"]
+    assert not report["hops"]  # nothing was injected
+    dry = drill_env.run("drill", "run", str(REPO / "chaos" / "vendor-outage.yaml"), "--chain", "--live",
+                        "--dry-run", "-o", "json")
+    assert dry.exit_code == 4
+    plan = json.loads(dry.stdout)
+    assert plan["mode"] == "live-chain" and any("llm-staging/databricks-egress" in s for s in plan["method"])

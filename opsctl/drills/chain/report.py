@@ -84,7 +84,7 @@ def chain_report(drill, outcome: str, exit_code: int, wall_seconds: float) -> di
     if not_rehearsed:
         notes.append("not rehearsed by a chain drill (judged by the embedded drill): " + "; ".join(not_rehearsed))
     data = {
-        "run_id": state.run_id, "mode": "chain", "outcome": outcome, "exit_code": exit_code,
+        "run_id": state.run_id, "mode": drill.mode, "outcome": outcome, "exit_code": exit_code,
         "scenario": {"title": sc.title, "name": sc.name, "path": sc.path, "digest": sc.digest,
                      "description": sc.description, "tags": list(sc.tags)},
         "started_at": _fmt(state.data["started_at"]), "finished_at": _fmt(state.data.get("finished_at")),

@@ -24,6 +24,8 @@ _METRICS = (
     (schema.PROMPT_TOKENS, "counter", "Prompt tokens sent."),
     (schema.COMPLETION_TOKENS, "counter", "Completion tokens received."),
 )
+SLOW = "slower_than_500ms"  # answered requests over the latency objective's 500 ms
+_LE_500MS = f"le_{schema.BUCKETS.index(0.5)}"
 _SAMPLES = {schema.DURATION: (schema.DURATION_BUCKET, schema.DURATION_COUNT, schema.DURATION_SUM)}
 
 
@@ -112,12 +114,13 @@ class ProxyExporter:
             for column in schema.VALUE_COLUMNS:
                 self.totals[name][column] += float(s.columns[column].sum())
             row["requests"][name] = {o: int(s.columns[f"req_{o}"].sum()) for o in schema.OUTCOMES}
+            row["requests"][name][SLOW] = int(s.columns["lat_count"].sum() - s.columns[_LE_500MS].sum())
         self.steps.append(row)
         self.last_step = end
 
     def outcomes_between(self, start: float, end: float | None = None) -> dict[str, dict[str, int]]:
         """Requests by backend and outcome over the steps ending in (start, end]."""
-        out = {b: {o: 0 for o in schema.OUTCOMES} for b in self.backends}
+        out = {b: {o: 0 for o in (*schema.OUTCOMES, SLOW)} for b in self.backends}
         with self._lock:
             for row in self.steps:
                 if row["at"] > start and (end is None or row["at"] <= end):

@@ -16,7 +16,7 @@ from opsctl.metrics.simulator import INCIDENT_KINDS, Incident
 # fault kind -> (the hop it breaks, the outcomes the proxy records when it breaks)
 BROKEN_HOP: dict[str, tuple[str, tuple[str, ...]]] = {
     "vendor-5xx": ("vendor Model Serving endpoint (answers 5xx)", ("server_error",)),
-    "latency-spike": ("backend latency (answers slowly)", ()),
+    "latency-spike": ("backend latency (answers slowly)", ("slower_than_500ms",)),
     "auth-throttling": ("vendor auth layer (answers 429)", ("throttled",)),
     "oauth-token-failure": ("OAuth token endpoint (no token refresh)", ("server_error",)),
     "gpu-capacity-loss": ("internal GPU pods (capacity lost)", ("timeout", "server_error")),

@@ -177,8 +177,9 @@ class Collector:
                         self._reach("rule-pending", active, f"Prometheus: {what} pending since its evaluation at"
                                     f" {_clock(active)} (burn {_value(alert)})")
                     if alert.get("state") == "firing":
-                        at = _rfc3339(rule.get("lastEvaluation")) or time.time()
-                        self._reach("rule-firing", at, f"Prometheus: {what} firing (for: {_for(rule)})")
+                        at = _fired_at(active, rule, group)
+                        self._reach("rule-firing", at, f"Prometheus: {what} firing (for: {_for(rule)}, at its"
+                                    f" evaluation of {_clock(at)})")
         self.rule_errors = errors
         last = "; ".join(seen[:3]) or f"no page-level alert for backend {self.targets.backend} pending or firing"
         if errors:
@@ -340,6 +341,21 @@ class Collector:
 
     def settled(self) -> bool:
         return not any(h.required and h.at is None for h in self.hops.values())
+
+
+def _fired_at(active: float | None, rule: dict, group: dict) -> float:
+    """When Prometheus turned the alert firing: the first evaluation at least `for:` after it went
+    pending (evaluations come every group interval from activeAt), never after the last evaluation
+    seen. Polling the API only tells that it fires by now; this is Prometheus' own instant."""
+    import math
+
+    last = _rfc3339(rule.get("lastEvaluation")) or time.time()
+    if active is None:
+        return last
+    interval = float(group.get("interval") or 0)
+    hold = float(rule.get("duration") or 0)
+    steps = math.ceil(hold / interval - 1e-9) if interval > 0 else 0
+    return min(active + steps * interval, last)
 
 
 def _clock(ts: float) -> str:

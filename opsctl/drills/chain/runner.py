@@ -563,7 +563,9 @@ class ChainDrill:
 
 
 def _share(counts: dict, outcome: str) -> str:
-    valid = sum(v for k, v in counts.items() if k != "client_error")
+    from opsctl.metrics.schema import OUTCOMES
+
+    valid = sum(v for k, v in counts.items() if k in OUTCOMES and k != "client_error")
     return "-" if not valid else f"{counts.get(outcome, 0) / valid:.1%}"
 
 

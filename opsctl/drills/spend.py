@@ -1,6 +1,7 @@
 """What drills spent of the error budget: each drill's window, and the bad events inside it.
 
-A drill records its window in its state (the fault's start, `t0`, to its end). Embedded drills and
+A drill records its window in its state: from the first fault (`t0`) to the last fault removed
+(a chain drill writes both as `window`). Embedded drills and
 local chain drills run on their own metrics, so they spend none of the user's budget; drills on the
 user's systems (`--live`, `--live --chain`) do. `opsctl slo report --exclude-drills` shows the
 budget with and without them, as adjustments:
@@ -49,7 +50,8 @@ def drill_windows(cfg, *, now: float | None = None) -> list[DrillWindow]:
         start = window.get("start") or d.get("t0")
         if start is None:  # refused or stopped before any fault: nothing spent
             continue
-        end = window.get("end") or d.get("finished_at") or now
+        removed = [f.get("removed_at") for f in d.get("faults") or [] if f.get("removed_at")]
+        end = window.get("end") or (max(removed) if removed else None) or d.get("finished_at") or now
         out.append(DrillWindow(state.run_id, d["mode"], float(start), float(max(end, start))))
     return out
 

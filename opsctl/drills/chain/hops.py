@@ -148,7 +148,7 @@ class Collector:
                      self._ticket):
             try:
                 step()
-            except (OSError, ValueError, urllib.error.URLError) as exc:
+            except (OSError, ValueError, KeyError, urllib.error.URLError) as exc:
                 key = {"_prometheus": "rule-firing", "_alertmanager": "alertmanager", "_pagerduty": "pagerduty",
                        "_serve": "serve", "_actuator": "actuator", "_ticket": "ticket"}[step.__name__]
                 self.hops[key].last = f"{TITLES[key][0]} did not answer: {exc}"
@@ -181,11 +181,32 @@ class Collector:
                         self._reach("rule-firing", at, f"Prometheus: {what} firing (for: {_for(rule)}, at its"
                                     f" evaluation of {_clock(at)})")
         self.rule_errors = errors
-        last = "; ".join(seen[:3]) or f"no page-level alert for backend {self.targets.backend} pending or firing"
+        last = "; ".join(seen[:3]) or (f"no page-level alert for backend {self.targets.backend} pending or firing"
+                                       + self._burn_1h())
         if errors:
             last += f"; rules failing: {'; '.join(errors[:3])}"
         for key in ("rule-pending", "rule-firing"):
             self.hops[key].last = f"Prometheus: {last}"
+
+    def _burn_1h(self) -> str:
+        """The faulted backend's burn rates over 1h from the recorded rules: how far from paging."""
+        from urllib.parse import quote
+
+        b = self.targets.backend
+        out = {}
+        for name in ("slo:sli_error:ratio_rate1h", "slo:error_budget:ratio"):
+            q = quote(f'{name}{{backend="{b}"}}')
+            try:
+                body = json.loads(http_get(f"{self.targets.prometheus}/api/v1/query?query={q}"))
+            except (OSError, ValueError):
+                return ""
+            for r in body.get("data", {}).get("result", []):
+                out.setdefault(r["metric"].get("slo"), {})[name] = float(r["value"][1])
+        burns = sorted(((v["slo:sli_error:ratio_rate1h"] / v["slo:error_budget:ratio"], slo) for slo, v in out.items()
+                        if v.get("slo:error_budget:ratio") and "slo:sli_error:ratio_rate1h" in v), reverse=True)
+        if not burns:
+            return ""
+        return "; burn over 1h: " + ", ".join(f"{slo} {burn:.1f}x" for burn, slo in burns[:3])
 
     # -- Alertmanager ---------------------------------------------------------------------------
 

@@ -461,10 +461,9 @@ class ChainDrill:
             for outcome in symptoms(f["kind"]) or ("server_error", "throttled", "timeout"):
                 shares.append(f"{outcome} {_share(during, outcome)} of {f['backend']}'s requests during the fault"
                               f" ({_share(before, outcome)} before)")
-            text = f"{f['kind']} breaks {f['hop']}: " + "; ".join(shares)
             self.attribution.append({"fault": f["id"], "kind": f["kind"], "backend": f["backend"], "hop": f["hop"],
-                                     "seen": text, "during": during, "before": before})
-            self._say("attribution", text)
+                                     "seen": "; ".join(shares), "during": during, "before": before})
+            self._say("attribution", f"{f['kind']} breaks {f['hop']}: " + "; ".join(shares))
 
     def _outcomes(self, backend: str, start: float, end: float) -> dict:
         """Requests by outcome: the exporter's own count of what it served."""

@@ -106,26 +106,6 @@ def check_rules(promtool: str, rules: Path) -> None:
         raise OpsctlError(f"promtool rejects the generated rules: {(done.stdout + done.stderr).strip()[-300:]}")
 
 
-def start_prometheus(binary: str, workdir: Path, config: Path) -> tuple[Process, str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = Process("prometheus", [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'prom-data'}",
-                                  f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=3650d",
-                                  "--web.enable-lifecycle"],
-                   workdir / "prometheus.log", f"{url}/-/ready")
-    return proc, url
-
-
-def start_alertmanager(binary: str, workdir: Path, config: Path) -> tuple[Process, str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    data = workdir / "am-data"
-    data.mkdir(parents=True, exist_ok=True)
-    # No cluster: a lone instance otherwise waits for gossip to settle before its first notification.
-    proc = Process("alertmanager", [binary, f"--config.file={config}", f"--storage.path={data}",
-                                    f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
-                   workdir / "alertmanager.log", f"{url}/-/ready")
-    return proc, url
 
 
 def opsctl_command(config: Path, *args: str) -> list[str]:
@@ -137,13 +117,6 @@ def opsctl_env() -> dict:
     env["TZ"] = "UTC"  # serve's log times are read back as evidence
     return env
 
-
-def start_serve(config: Path, workdir: Path) -> tuple[Process, str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = Process("opsctl serve", opsctl_command(config, "serve", "--bind", f"127.0.0.1:{port}"),
-                   workdir / "serve.log", f"{url}/readyz", env=opsctl_env(), cwd=workdir)
-    return proc, url
 
 
 def generate_rules(config: Path, out: Path) -> None:

@@ -116,6 +116,7 @@ class Targets:
     expect_failover: bool
     ticket_vendor: str | None
     ticket_category: str | None
+    pagerduty_receivers: frozenset[str] | None = None  # receivers that notify PagerDuty (None: unknown)
 
 
 @dataclass
@@ -230,6 +231,13 @@ class Collector:
                         f" {', '.join(receivers) or 'no receiver'}")
             self.hops["alertmanager"].last = (f"Alertmanager: {len(mine)} alert(s), receivers"
                                               f" {', '.join(receivers) or 'none'}; notifications: {shown}")
+            known = self.targets.pagerduty_receivers
+            pd = self.hops["pagerduty"]
+            if known is not None and pd.at is None and not set(receivers) & known:
+                # Routing is deterministic: an alert routed past every PagerDuty receiver never pages.
+                pd.failed = (f"Alertmanager routes the page to {', '.join(receivers) or 'no receiver'}, none of which"
+                             f" notifies PagerDuty ({', '.join(sorted(known)) or 'no PagerDuty receiver'} would)")
+                self.hops["acknowledged"].failed = "nothing to acknowledge: the page never reached PagerDuty"
         else:
             self.hops["alertmanager"].last = f"Alertmanager holds no page alert for {self.targets.backend}; {shown}"
         self.hops["pagerduty"].last = f"Alertmanager notifications: {shown}"
@@ -280,6 +288,8 @@ class Collector:
                         f" {decided['status']}{' (dry run)' if decided['dry_run'] else ''}: {decided['detail']}")
             if self.targets.expect_failover and failover is not None and failover["status"] not in ("applied", "noop"):
                 policy.failed = f"the failover was {failover['status']}: {failover['detail']}"
+                if self.hops["actuator"].at is None:
+                    self.hops["actuator"].failed = f"nothing applied: {policy.failed}"
             elif self.targets.expect_failover and failover is None:
                 policy.last = "opsctl serve acted (" + ", ".join(f"{a['action']} {a['status']}" for a in self.actions) + ") but did not fail over"
         else:
@@ -361,7 +371,8 @@ class Collector:
         return [h for h in self.hops.values() if h.required and not h.passed]
 
     def settled(self) -> bool:
-        return not any(h.required and h.at is None for h in self.hops.values())
+        """Every required hop happened, or is known never to (failed without happening)."""
+        return not any(h.required and h.at is None and h.failed is None for h in self.hops.values())
 
 
 def _fired_at(active: float | None, rule: dict, group: dict) -> float:

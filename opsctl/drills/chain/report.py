@@ -26,7 +26,8 @@ def hop_verdicts(hops: dict, t0: float | None) -> list[dict]:
             continue
         seconds = None if hop.at is None or t0 is None else round(hop.at - t0, 3)
         if hop.at is None:
-            reason = f"{hop.title} never happened; last evidence: {hop.last}"
+            reason = f"{hop.title} never happened" + (f": {hop.failed}" if hop.failed else "") + \
+                f"; last evidence: {hop.last}"
         else:
             reason = hop.failed or ""
         out.append({"name": f"hop {hop.key}: {hop.title} ({hop.component})", "expect": f"hop-{hop.key}",
@@ -46,7 +47,8 @@ def scenario_verdicts(scenario, hops: dict, t0: float | None) -> tuple[list[dict
         seconds = None if hop.at is None or t0 is None else round(hop.at - t0, 3)
         passed = hop.passed and (e.within is None or (seconds is not None and seconds <= e.within))
         if hop.at is None:
-            reason = f"not met: {hop.title} never happened (last evidence: {hop.last})"
+            reason = f"not met: {hop.title} never happened" + (f": {hop.failed}" if hop.failed else "") + \
+                f" (last evidence: {hop.last})"
         elif hop.failed:
             reason = hop.failed
         elif not passed:
@@ -80,7 +82,8 @@ def chain_report(drill, outcome: str, exit_code: int, wall_seconds: float) -> di
     if broken:
         first = broken[0]
         notes.append(f"the chain broke at hop {first.key!r} ({first.title}, {first.component}): "
-                     + (first.failed or f"never happened; last evidence: {first.last}"))
+                     + (first.failed if first.at is not None and first.failed else
+                        f"never happened{': ' + first.failed if first.failed else ''}; last evidence: {first.last}"))
     if not_rehearsed:
         notes.append("not rehearsed by a chain drill (judged by the embedded drill): " + "; ".join(not_rehearsed))
     data = {

@@ -249,6 +249,8 @@ class ChainDrill:
         am_raw, notes = drill_routing(self.routing_raw, pagerduty_url=self.sink.url, routing_key_file=routing_key_file,
                                       serve_url=serve_url, serve_token_file=serve_token, bridge_url=bridge_url,
                                       bridge_token_file=bridge_token_file, shortened=shortened)
+        self.pagerduty_receivers = frozenset(r.get("name") for r in am_raw.get("receivers") or []
+                                             if r.get("pagerduty_configs"))
         am_cfg = self.dir / "alertmanager.yml"
         am_cfg.write_text(yaml.safe_dump(am_raw, sort_keys=False))
         for note in notes:
@@ -385,7 +387,8 @@ class ChainDrill:
             serve_log=self.dir / "serve.log", backend=first["backend"],
             expect_failover="failover-applied" in expect,
             ticket_vendor=(ticket.vendor if ticket else vendor_backend.vendor),
-            ticket_category=ticket.category if ticket else None)
+            ticket_category=ticket.category if ticket else None,
+            pagerduty_receivers=getattr(self, "pagerduty_receivers", None))
         self.collector = self._make_collector(targets)
         self.collector.hops["fault"].reach(first["on_at"], f"exporter: {first['kind']} on {first['backend']} switched on")
         oc = self.scenario.on_call

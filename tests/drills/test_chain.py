@@ -243,3 +243,23 @@ def test_a_live_chain_drill_is_refused_while_its_components_do_not_answer(drill_
     assert dry.exit_code == 4
     plan = json.loads(dry.stdout)
     assert plan["mode"] == "live-chain" and any("llm-staging/databricks-egress" in s for s in plan["method"])
+
+
+def test_a_local_chain_drill_never_files_with_a_real_vendor_desk(drill_env, tmp_path):
+    from opsctl.config import load_config_file
+    from opsctl.drills.chain.setup import Shortened, drill_config
+
+    text = drill_env.config.read_text().replace(
+        "  provider: local\n  dedup_window",
+        "  provider: zendesk\n  zendesk: {url: 'https://example.zendesk.com', email: a@example.com,"
+        " api_token: {env: ZD_TOKEN}}\n  dedup_window", 1)
+    assert "provider: zendesk" in text
+    drill_env.config.write_text(text)
+    shortened = Shortened()
+    raw = drill_config(load_config_file(drill_env.config), tmp_path, prometheus_url="http://127.0.0.1:1",
+                       token_file=tmp_path / "token", shortened=shortened)
+    assert raw["tickets"]["provider"] == "local"
+    assert all(v["provider"] == "local" for v in raw["tickets"]["vendors"].values())
+    [change] = [s for s in shortened.items if s["where"] == "tickets.provider"]
+    assert change["was"] == "local/zendesk" and change["now"] == "local"
+    assert raw["paging"] == {"provider": "local"} and raw["traffic"]["actuator"] == "file"

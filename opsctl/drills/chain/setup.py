@@ -56,6 +56,18 @@ def drill_config(user_cfg, run_dir: Path, *, prometheus_url: str, token_file: Pa
     metrics["prometheus"] = {"url": prometheus_url, "timeout": 10, "report_deadline": 60}
     # Pages serve sends (its `page` action) land in the drill's own ledger, never on the real on-call.
     raw["paging"] = {"provider": "local"}
+    tickets = raw.setdefault("tickets", {})
+    channels = {tickets.get("provider", "local")} | {
+        (v or {}).get("provider") or tickets.get("provider", "local") for v in (tickets.get("vendors") or {}).values()}
+    if channels != {"local"}:
+        # serve files its tickets unmarked: a local rehearsal must never reach a real vendor desk.
+        shortened.add("tickets.provider", "/".join(sorted(channels)), "local",
+                      "serve's tickets are not marked as drills: a local chain drill files them in its own ledger"
+                      " (--live --chain uses the real channel)")
+        tickets["provider"] = "local"
+        for vendor in (tickets.get("vendors") or {}).values():
+            if isinstance(vendor, dict):
+                vendor["provider"] = "local"
     traffic = raw.setdefault("traffic", {})
     traffic["actuator"] = "file"
     traffic["file"] = {"path": "traffic/split.json"}

@@ -133,6 +133,7 @@ class Collector:
     serve_counts: dict[str, float] = field(default_factory=dict)
     am_counts: dict[str, float] = field(default_factory=dict)
     rule_errors: list[str] = field(default_factory=list)
+    _accepted: list[tuple[float, float]] = field(default_factory=list)  # (poll time, serve's accepted count)
 
     def __post_init__(self):
         t = self.targets
@@ -273,9 +274,15 @@ class Collector:
         no_policy = _sum(samples, "opsctl_automation_events_total{", 'result="no_policy"')
         self.serve_counts = {**deliveries, "no_policy": no_policy}
         shown = ", ".join(f"{k} {int(v)}" for k, v in sorted(deliveries.items())) or "none"
-        if deliveries.get("accepted"):
-            self._reach("serve", time.time(), f"opsctl serve accepted {int(deliveries['accepted'])} Alertmanager"
-                        " delivery(ies) (its /metrics)")
+        now, accepted = time.time(), deliveries.get("accepted", 0.0)
+        self._accepted.append((now, accepted))
+        fired = self.hops["rule-firing"].at
+        # Serve's counter does not say which alert a delivery carried (a ticket alert may come first):
+        # the page's delivery is one accepted after the page alert fired.
+        before = max((n for t, n in self._accepted if fired is not None and t <= fired), default=0.0)
+        if fired is not None and accepted > before:
+            self._reach("serve", now, f"opsctl serve accepted {int(accepted - before)} Alertmanager delivery(ies)"
+                        " since the page alert fired (its /metrics)")
         else:
             self.hops["serve"].last += f"; opsctl serve deliveries: {shown}"
         self.actions = self._log_actions()

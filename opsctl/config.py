@@ -619,6 +619,8 @@ class GpuPricing:
     `replicas` is a fixed count; `replicas_query` is PromQL over the metric source giving the average
     replica count over the window, `$window` standing for it (e.g.
     `avg_over_time(kube_deployment_status_replicas_available{deployment="vllm"}[$window])`).
+    Neither: the static `capacity.replicas` of the same backend, so the pods that are billed and
+    the pods that carry a failover are one number (Config fills it in).
     """
 
     gpu_hourly_price: float
@@ -631,8 +633,8 @@ class GpuPricing:
             raise ValueError("gpu_hourly_price must not be negative")
         if self.gpus_per_replica < 1:
             raise ValueError("gpus_per_replica must be at least 1")
-        if (self.replicas is None) == (self.replicas_query is None):
-            raise ValueError("give exactly one of 'replicas' (a count) or 'replicas_query' (PromQL)")
+        if self.replicas is not None and self.replicas_query is not None:
+            raise ValueError("give one of 'replicas' (a count) or 'replicas_query' (PromQL), not both")
         if self.replicas is not None and self.replicas < 0:
             raise ValueError("replicas must not be negative")
 
@@ -906,10 +908,17 @@ class LiveDrillSettings:
     # The only Kubernetes namespaces a live drill may inject faults into (an Istio fault on the
     # vendor route, the internal Deployment scaled down): staging, never production. Empty: none.
     fault_namespaces: tuple[str, ...] = ()
+    # `drill run --live --chain`: the Alertmanager and `opsctl serve` the chain goes through
+    # (Prometheus is metrics.prometheus.url).
+    alertmanager_url: str | None = None  # e.g. http://alertmanager.monitoring.svc:9093
+    serve_url: str | None = None  # e.g. http://opsctl.opsctl.svc:9095
 
     def __post_init__(self):
         import re
 
+        for what, url in (("alertmanager_url", self.alertmanager_url), ("serve_url", self.serve_url)):
+            if url is not None and not url.startswith(("http://", "https://")):
+                raise ValueError(f"{what} must start with http:// or https:// (got {url!r})")
         for ns in self.fault_namespaces:
             if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", ns):
                 raise ValueError(f"fault_namespaces: {ns!r} is not a Kubernetes namespace name")
@@ -1275,6 +1284,21 @@ class Config:
             raise ValueError(f"quality.rules.reference: unknown backend {reference!r}"
                              f" (known: {', '.join(sorted(self.backends))})")
         self._check_automation()
+        self._fill_gpu_replicas()
+
+    def _fill_gpu_replicas(self) -> None:
+        """A GPU price without its own replica count bills the static capacity model's replicas."""
+        for name, pricing in self.cost.backends.items():
+            gpu = pricing.gpu
+            if gpu is None or gpu.replicas is not None or gpu.replicas_query is not None:
+                continue
+            cap = self.capacity
+            if cap is None or cap.backend != name or cap.replicas is None or cap.source != "static":
+                raise ValueError(
+                    f"cost.backends.{name}.gpu: give replicas or replicas_query; without them the count comes"
+                    f" from capacity.replicas, which needs capacity: {{backend: {name}, source: static}}"
+                )
+            object.__setattr__(gpu, "replicas", float(cap.replicas))  # validated once, here; frozen after
 
     def _check_automation(self) -> None:
         """Policies that fail over from a fixed backend must name a configured one."""
@@ -1399,9 +1423,13 @@ def load_yaml_file(path: Path, what: str = "file") -> Any:
     import yaml
 
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: {what} not found") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start}, line {line}: "
+                          f"{exc.object[exc.start:exc.start + 1]!r})", hint="save it as UTF-8") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from exc
     try:
@@ -1410,7 +1438,11 @@ def load_yaml_file(path: Path, what: str = "file") -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{path}: YAML syntax error at {where}: {problem}") from exc
+        raise ConfigError(f"{path}: YAML syntax error at {where}: {' '.join(str(problem).split())}") from exc
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. a timestamp like 2026-02-30
+        raise ConfigError(f"{path}: YAML value error: {' '.join(str(exc).split())}") from exc
+    except RecursionError:
+        raise ConfigError(f"{path}: YAML nested too deeply") from None
 
 
 @functools.lru_cache(maxsize=1)

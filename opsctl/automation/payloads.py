@@ -122,7 +122,7 @@ class _Fields:
             return {}
         bad = [k for k, v in value.items() if not isinstance(v, str) or len(v) > MAX_STRING or len(k) > 256]
         if bad:
-            self.problems.append(f"{self._where(key)}: values must be strings ({', '.join(map(str, bad[:5]))})")
+            self.problems.append(f"{self._where(key)}: values must be strings ({', '.join(map(repr, bad[:5]))})")
             return {}
         if nonempty and not value:
             self.problems.append(f"{self._where(key)}: must not be empty")
@@ -200,7 +200,7 @@ class AlertmanagerMessage:
             truncated = 0
         raw_alerts = top.get("alerts")
         alerts: list[Alert] = []
-        if raw_alerts is not None and not isinstance(raw_alerts, list):
+        if "alerts" in top.data and not isinstance(raw_alerts, list):  # null too: a message carries alerts
             problems.append(f"alerts: expected an array, got {_kind(raw_alerts)}")
         elif isinstance(raw_alerts, list):
             if not raw_alerts:

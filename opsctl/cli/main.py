@@ -97,8 +97,16 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()  # a group without a command: its help is the answer
+        sys.exit(2)
+    except click.UsageError as exc:
+        # One line, like every other error: what is wrong and where to look next.
+        where = exc.ctx.command_path if exc.ctx is not None else "opsctl"
+        click.echo(f"error: {_one_line(exc.format_message())} (see `{where} --help`)", err=True)
+        sys.exit(2)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"error: {_one_line(exc.format_message())}", err=True)
         sys.exit(2 if exc.exit_code == 2 else exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -107,6 +115,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":

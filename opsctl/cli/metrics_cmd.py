@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import choice
 
 
 @click.group()
@@ -22,7 +23,7 @@ def metrics():
 
 @metrics.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["openmetrics", "jsonl"]),
+@click.option("--format", "fmt", type=choice(["openmetrics", "jsonl"]),
               help="File format (default: detected from the first line).")
 @click.option("--replace", is_flag=True,
               help="Overwrite the steps the file covers with the file's counts.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import choice
 
 MAX_LISTED = 10
 
@@ -33,7 +34,7 @@ def probe():
               help="Send the golden set N times to each backend: its self-agreement is the noise floor, and "
                    "backends are compared over every pair of runs.")
 @click.option("--push", is_flag=True, help="Write the figures as gauges (target: quality.push.target).")
-@click.option("--push-to", type=click.Choice(["embedded", "pushgateway"]), help="Override quality.push.target.")
+@click.option("--push-to", type=choice(["embedded", "pushgateway"]), help="Override quality.push.target.")
 @click.option("--pushgateway-url", metavar="URL", help="Override quality.push.pushgateway_url.")
 @click.option("--dry-run", is_flag=True, help="With --push: show what would be pushed, write nothing.")
 @output_option

@@ -30,7 +30,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-from opsctl.drills.expectations import Judge, Observations, TicketSeen, Verdict
+from opsctl.drills.expectations import NOT_EVALUATED, Judge, Observations, TicketSeen, Verdict
 from opsctl.drills.report import duration_text
 from opsctl.drills.safety import Check, check_real_alerts, check_real_incidents, real_incidents
 from opsctl.drills.scenario import Scenario, check_against_config, default_backend, resolve_slo
@@ -61,7 +61,8 @@ class DrillResult:
 
     @property
     def failures(self) -> list[str]:
-        out = [f"{v['name']}: {v['reason']}" for v in self.report.get("expectations", []) if not v["passed"]]
+        out = [f"{v['name']}: {v['reason']}" for v in self.report.get("expectations", [])
+               if not v["passed"] and v.get("result") != NOT_EVALUATED]
         if self.report.get("abort_reason"):
             out.insert(0, f"aborted: {self.report['abort_reason']}")
         if self.report.get("refusal"):
@@ -242,7 +243,7 @@ class Engine:
                                               if r.run_id != self.state.run_id]))
         self.preflight_checks.extend(checks)
         for c in checks:
-            self._say("check", f"{'ok' if c.ok else 'REFUSED'}: {c.name}: {c.message}")
+            self._say("check", f"{c.status}: {c.name}: {c.message}")
         failed = [c for c in checks if not c.ok]
         if failed:
             raise Refused("; ".join(f"{c.name}: {c.message}" for c in failed))
@@ -803,18 +804,18 @@ class Engine:
         for i, e in enumerate(self.scenario.expectations):
             if i in self.verdicts:
                 continue
-            if final and (self.abort_reason or self.crash) and self.obs.t0 is None:
-                self.verdicts[i] = Verdict(e.name, e.expect, False, e.within, None, None, "",
-                                           "not judged: the drill stopped before the method began")
-                continue
-            verdict = judge.judge(e, self.obs, now, final=final)
+            stopped = final and (self.abort_reason or self.crash)
+            # A stopped drill judges only what was decided before it stopped (met, observed wrong,
+            # or past its deadline); the rest was never evaluated, which is not a failure.
+            verdict = judge.judge(e, self.obs, now, final=final and not stopped)
+            if verdict is None and stopped:
+                when = "before the method began" if self.obs.t0 is None else "before this was decided"
+                verdict = Verdict(e.name, e.expect, False, e.within, None, None, "",
+                                  f"not evaluated: the drill stopped {when} ({self.abort_reason})", evaluated=False)
             if verdict is None:
                 continue
-            if final and not verdict.passed and self.abort_reason and verdict.at is None:
-                verdict.reason += f" (the drill was aborted: {self.abort_reason})"
             self.verdicts[i] = verdict
-            mark = "PASS" if verdict.passed else "FAIL"
-            self._say("expect", f"{mark} {e.name}: " + (verdict.detail if verdict.passed else verdict.reason))
+            self._say("expect", f"{verdict.mark} {e.name}: " + (verdict.detail if verdict.passed else verdict.reason))
 
     # =============================================================================================
     # Rollbacks and the report

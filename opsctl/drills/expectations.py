@@ -59,12 +59,27 @@ class Verdict:
     at: float | None  # when it was met (None: never)
     seconds: float | None  # at - t0
     detail: str  # what was observed
-    reason: str = ""  # why it failed
+    reason: str = ""  # why it failed, or why it was not evaluated
+    evaluated: bool = True  # False: the drill stopped before this could be decided (neither pass nor fail)
+
+    @property
+    def mark(self) -> str:
+        return "PASS" if self.passed else "FAIL" if self.evaluated else NOT_EVALUATED
 
     def to_dict(self, fmt) -> dict:
-        return {"name": self.name, "expect": self.expect, "passed": self.passed, "within_seconds": self.within,
-                "at": fmt(self.at) if self.at is not None else None, "seconds": self.seconds,
-                "detail": self.detail, "reason": self.reason}
+        return {"name": self.name, "expect": self.expect, "passed": self.passed,
+                "result": "pass" if self.passed else "fail" if self.evaluated else NOT_EVALUATED,
+                "within_seconds": self.within, "at": fmt(self.at) if self.at is not None else None,
+                "seconds": self.seconds, "detail": self.detail, "reason": self.reason}
+
+
+NOT_EVALUATED = "not evaluated"
+
+
+def verdict_mark(v: dict) -> str:
+    """PASS | FAIL | not evaluated for a verdict as saved in a report (older reports have no result)."""
+    return {"pass": "PASS", "fail": "FAIL"}.get(v.get("result") or ("pass" if v["passed"] else "fail"),
+                                                 NOT_EVALUATED)
 
 
 def _mins(seconds: float | None) -> str:

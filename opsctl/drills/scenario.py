@@ -57,11 +57,12 @@ FAULT_PARAMS: dict[str, dict[str, tuple[float, float, float]]] = {
     "gpu-capacity-loss": {"rate": (0.1, 0.0, 1.0), "factor": (2.0, 1.0, 100.0)},
     "quality-regression": {"prompt_shift": (-1.0, -100.0, 100.0), "rate": (0.3, 0.0, 1.0),
                            "suggestions": (0.5, 0.0, 10.0), "completion": (1.0, 0.0, 10.0)},
+    "oauth-token-failure": {"rate": (1.0, 0.0, 1.0)},  # opsctl/drills/chain/faults.py
 }
 FAULT_BACKEND_KIND = {"vendor-5xx": "vendor", "latency-spike": None, "auth-throttling": "vendor",
-                      "gpu-capacity-loss": "internal", "quality-regression": "vendor"}
+                      "gpu-capacity-loss": "internal", "quality-regression": "vendor", "oauth-token-failure": "vendor"}
 # Live injection per kind: an Istio fault on the backend's route, or the Deployment scaled down.
-LIVE_ROUTE_KINDS = ("vendor-5xx", "auth-throttling", "latency-spike")
+LIVE_ROUTE_KINDS = ("vendor-5xx", "auth-throttling", "latency-spike", "oauth-token-failure")
 LIVE_SCALE_KINDS = ("gpu-capacity-loss",)
 
 PROBES = ("slo-status", "alerts-firing", "traffic-split", "freeze-active")

@@ -329,6 +329,7 @@ Incident SPEC: KIND@START+DURATION[:key=value,...]
   backend=  the backend hit (default: the vendor backend; the internal one for gpu-capacity-loss)
 """
 
+MAX_INCIDENT_SECONDS = 400 * 86400
 _SPEC = re.compile(r"^(?P<kind>[a-z0-9-]+)@(?P<start>.+?)\+(?P<duration>(?:\d+[smhdw])+)(?::(?P<options>.*))?$")
 
 
@@ -354,12 +355,12 @@ def parse_incident(spec: str, backends: Mapping[str, str], *, end: float | None 
                 raise fail("a start relative to the end (end-DURATION) needs a simulated end")
             start = float(end) - parse_duration(start_text[4:])
         else:
-            start = parse_rfc3339(start_text)
+            start = parse_rfc3339(start_text, require_zone=True)
     except ValueError as exc:
         raise fail(f"start {start_text!r} is neither an RFC 3339 time nor end-DURATION ({exc})")
     duration = parse_duration(match["duration"])
-    if duration <= 0:
-        raise fail("the duration must be positive")
+    if not 0 < duration <= MAX_INCIDENT_SECONDS:
+        raise fail("the duration must be positive and at most 400d (the longest simulated range)")
 
     allowed = ["backend"] + [f.name for f in cls.__dataclass_fields__.values() if f.name not in ("backend", "start", "end")]
     options: dict[str, str] = {}
@@ -764,12 +765,14 @@ _FAMILY_SAMPLES = {
 }
 
 
-def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]") -> int:
+def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]",
+                       progress: "Callable[[int, int, int], None] | None" = None) -> int:
     """Write the series as OpenMetrics text for `promtool tsdb create-blocks-from openmetrics`.
 
     Counters are cumulative, timestamps in seconds; each series starts with an explicit 0 one step
     before its first step, so `increase()` counts the first step without extrapolating. Returns
-    the number of samples written.
+    the number of samples written. `progress(samples written, samples in all, bytes written)` is
+    called after each series (a month at production rates is hundreds of MB).
     """
     import numpy as np
 
@@ -777,11 +780,16 @@ def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]") ->
         from opsctl.statefile import atomic_file
 
         with atomic_file(out, mode=0o666) as handle:  # the umask applies, as for open()
-            return export_openmetrics(series, handle)
+            return export_openmetrics(series, handle, progress)
 
+    total = sum((len(s) + 1) * len(schema.series_columns(metric))
+                for family, _, _ in _FAMILIES for metric in _FAMILY_SAMPLES[family] for s in series.values() if len(s))
+    written = 0  # the text is ASCII: characters are bytes
     samples = 0
     for family, kind, help_text in _FAMILIES:
-        out.write(f"# TYPE {family} {kind}\n# HELP {family} {help_text}\n")
+        header = f"# TYPE {family} {kind}\n# HELP {family} {help_text}\n"
+        out.write(header)
+        written += len(header)
         for metric in _FAMILY_SAMPLES[family]:
             for name, s in series.items():
                 if not len(s):
@@ -796,7 +804,13 @@ def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]") ->
                     else:
                         text = [str(int(v)) for v in values]
                     prefix = f"{metric}{labels} "
-                    out.write("".join(f"{prefix}{v} {t}\n" for v, t in zip(text, times)))
+                    chunk = "".join(f"{prefix}{v} {t}\n" for v, t in zip(text, times))
+                    out.write(chunk)
+                    written += len(chunk)
                     samples += len(values)
+                    if progress:
+                        progress(samples, total, written)
     out.write("# EOF\n")
+    if progress:
+        progress(samples, total, written + len("# EOF\n"))
     return samples

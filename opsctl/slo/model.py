@@ -107,7 +107,7 @@ def _validate(doc: Any, file: str, known: set[str], problems: list[str]) -> SloD
     backend = labels.get("backend")
     if backend is None:
         bad("metadata.labels.backend", f"missing: name a backend ({', '.join(sorted(known))}) or {ALL_BACKENDS!r}")
-    elif backend != ALL_BACKENDS and backend not in known:
+    elif not isinstance(backend, str) or (backend != ALL_BACKENDS and backend not in known):
         bad("metadata.labels.backend", f"unknown backend {backend!r} (known: {', '.join(sorted(known))}, {ALL_BACKENDS})")
     spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else None
     if spec is None:

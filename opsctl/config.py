@@ -446,6 +446,9 @@ class ProbeSettings:
     """Thresholds that turn a consistency probe into pass or fail, and how hard it may push."""
 
     min_exact_match_between: float = 0.94
+    # With --repeat N (N >= 2): the between-backends threshold as a share of the lower self-agreement
+    # (noise floor) of the two, e.g. 0.98; None keeps the absolute min_exact_match_between.
+    min_exact_match_between_vs_floor: float | None = None
     min_exact_match_golden: float | None = 0.90
     max_error_rate: float = 0.0
     fail_on_prompt_token_mismatch: bool = True
@@ -459,6 +462,7 @@ class ProbeSettings:
 
     def __post_init__(self):
         _check_share("min_exact_match_between", self.min_exact_match_between)
+        _check_share("min_exact_match_between_vs_floor", self.min_exact_match_between_vs_floor)
         _check_share("min_exact_match_golden", self.min_exact_match_golden)
         _check_share("max_error_rate", self.max_error_rate)
         if not 1 <= self.concurrency <= 64:
@@ -532,10 +536,80 @@ class PushSettings:
 
 
 @dataclass(frozen=True)
+class QualitySignal:
+    """One live quality rule: how far the signal may move, the alert's severity and its `for:`."""
+
+    threshold: float
+    severity: Literal["page", "ticket"] = "ticket"
+    for_duration: str = "5m"
+
+    def __post_init__(self):
+        from opsctl.clock import parse_duration
+
+        if isinstance(self.threshold, bool) or not 0 < self.threshold < 1e6:
+            raise ValueError("threshold must be a positive number")
+        if not 0 <= parse_duration(self.for_duration) <= 86400:
+            raise ValueError("for_duration must be between 0s and 1d")
+
+    @property
+    def for_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.for_duration)
+
+
+@dataclass(frozen=True)
+class QualityRules:
+    """Live quality rules over the proxy's counters (`opsctl slo rules` writes them, `opsctl quality
+    alerts` evaluates them in-process). Prompt tokens per request of each backend are compared with
+    the `reference` backend over the same `window` (tokens per request); completion tokens and
+    suggestions per answer with the backend's own figure `baseline_offset` earlier (relative change).
+    `min_request_rate` (requests/s over the window, on every side compared) keeps sampling noise
+    under the thresholds: prompts vary by ~350 tokens, so the mean of n requests is known to about
+    350/sqrt(n) tokens; 20,000 requests/s over 10m puts a 0.5-token threshold past 5 sigma."""
+
+    enabled: bool = True
+    window: str = "10m"
+    baseline_offset: str = "1d"
+    min_request_rate: float = 20000.0
+    reference: str | None = None  # default: the internal backend
+    prompt_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.5, "page", "2m"))
+    completion_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "ticket", "10m"))
+    suggestions: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "page", "5m"))
+
+    def __post_init__(self):
+        from opsctl.clock import parse_duration
+
+        window = parse_duration(self.window)
+        if not 60 <= window <= 86400 or window % 10:
+            raise ValueError("window must be a multiple of 10s between 1m and 1d")
+        if not window <= parse_duration(self.baseline_offset) <= 28 * 86400:
+            raise ValueError("baseline_offset must be at least the window and at most 28d")
+        if not 0 <= self.min_request_rate < 1e7:
+            raise ValueError("min_request_rate must be >= 0 (requests per second)")
+        for name in ("completion_tokens", "suggestions"):
+            if getattr(self, name).threshold >= 1:
+                raise ValueError(f"{name}.threshold is a relative change and must be below 1 (e.g. 0.1 for 10%)")
+
+    @property
+    def window_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.window)
+
+    @property
+    def baseline_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.baseline_offset)
+
+
+@dataclass(frozen=True)
 class QualityConfig:
     probe: ProbeSettings = field(default_factory=ProbeSettings)
     shadow: ShadowSettings = field(default_factory=ShadowSettings)
     push: PushSettings = field(default_factory=PushSettings)
+    rules: QualityRules = field(default_factory=QualityRules)
 
 
 @dataclass(frozen=True)
@@ -834,10 +908,17 @@ class LiveDrillSettings:
     # The only Kubernetes namespaces a live drill may inject faults into (an Istio fault on the
     # vendor route, the internal Deployment scaled down): staging, never production. Empty: none.
     fault_namespaces: tuple[str, ...] = ()
+    # `drill run --live --chain`: the Alertmanager and `opsctl serve` the chain goes through
+    # (Prometheus is metrics.prometheus.url).
+    alertmanager_url: str | None = None  # e.g. http://alertmanager.monitoring.svc:9093
+    serve_url: str | None = None  # e.g. http://opsctl.opsctl.svc:9095
 
     def __post_init__(self):
         import re
 
+        for what, url in (("alertmanager_url", self.alertmanager_url), ("serve_url", self.serve_url)):
+            if url is not None and not url.startswith(("http://", "https://")):
+                raise ValueError(f"{what} must start with http:// or https:// (got {url!r})")
         for ns in self.fault_namespaces:
             if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", ns):
                 raise ValueError(f"fault_namespaces: {ns!r} is not a Kubernetes namespace name")
@@ -1008,7 +1089,8 @@ class AlertingConfig:
 # ---------------------------------------------------------------------------------------------
 # Alert-triggered automation (`opsctl serve`)
 
-POLICY_LABELS = ("alertname", "severity", "slo", "backend", "service")  # labels a policy may match on
+# Labels a policy may match on; quality alerts (opsctl.quality.rules) add `category` (quality) and `signal`.
+POLICY_LABELS = ("alertname", "severity", "slo", "backend", "service", "category", "signal")
 
 
 def _check_bind(value: str) -> tuple[str, int]:
@@ -1261,6 +1343,10 @@ class Config:
                 )
         self._check_traffic()
         self._check_runbooks()
+        reference = self.quality.rules.reference
+        if reference is not None and reference not in self.backends:
+            raise ValueError(f"quality.rules.reference: unknown backend {reference!r}"
+                             f" (known: {', '.join(sorted(self.backends))})")
         self._check_automation()
         self._fill_gpu_replicas()
 

@@ -151,9 +151,16 @@ def validate(app, paths, live, output):
 @click.option("--live", is_flag=True, help="Run against the configured systems in wall-clock time, with real faults.")
 @click.option("--dry-run", is_flag=True, help="Preflight checks and the plan; create, inject, page and file nothing.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on the terminal.")
+@click.option("--chain", is_flag=True, help="Send the fault down the real chain: exporter, Prometheus, Alertmanager, "
+              "PagerDuty endpoint, opsctl serve, actuator, ticket channel (real binaries, minutes of wall time).")
+@click.option("--routing", metavar="FILE", type=click.Path(dir_okay=False),
+              help="--chain: the Alertmanager config whose routing is rehearsed (default: deploy/alertmanager.yml"
+                   " next to the config).")
+@click.option("--chain-timeout", metavar="DURATION", default="4m", show_default=True,
+              help="--chain: how long after the fault every hop may take.")
 @output_option
 @click.pass_obj
-def run(app, scenario, live, dry_run, quiet, output):
+def run(app, scenario, live, dry_run, quiet, chain, routing, chain_timeout, output):
     """Run a drill scenario and write its report (Markdown, JSON, HTML).
 
     SCENARIO is a file, or a name from `opsctl drill list` (looked up in drills.scenarios, then in
@@ -168,6 +175,7 @@ def run(app, scenario, live, dry_run, quiet, output):
       opsctl drill run vendor-outage                   # by name, from anywhere
       opsctl drill run chaos/escalation-only.yaml -o json
       opsctl drill run escalation-only --live --dry-run
+      opsctl drill run vendor-outage --chain           # the real chain on this machine, ~2 minutes
     """
     from opsctl.drills.catalog import resolve_scenario
     from opsctl.drills.engine import Engine
@@ -176,6 +184,12 @@ def run(app, scenario, live, dry_run, quiet, output):
 
     cfg = app.config
     sc = load_scenario(resolve_scenario(scenario, cfg))
+    if chain:
+        from opsctl.drills.chain.cli import run_chain
+
+        run_chain(app, sc, live=live, dry_run=dry_run, quiet=quiet, routing=routing, timeout=chain_timeout,
+                  output=output, progress=_progress, summary=_summary_text, rel=_rel)
+        return
     if dry_run:
         from opsctl.drills.plan import dry_run_plan
         from opsctl.drills.scenario import check_against_config, raise_problems

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "page": ("opsctl.cli.page_cmd:page", "Page on-call, follow incidents, on-call and maintenance windows."),
     "ticket": ("opsctl.cli.ticket_cmd:ticket", "File vendor support tickets and read them back."),
     "probe": ("opsctl.cli.probe_cmd:probe", "Golden-set consistency probe of the backends' APIs."),
+    "quality": ("opsctl.cli.quality_cmd:quality", "Live quality rules on the proxy's counters: rules, alerts."),
     "shadow": ("opsctl.cli.shadow_cmd:shadow", "Shadow traffic: is a backend ready for real traffic?"),
     "ab": ("opsctl.cli.ab_cmd:ab", "A/B equivalence (TOST) of a business metric for a migration."),
     "cost": ("opsctl.cli.cost_cmd:cost", "Cost per million tokens per backend."),

@@ -44,13 +44,20 @@ def validate(app, paths):
 @click.argument("paths", nargs=-1, type=click.Path())
 @source_options
 @click.option("--fail-on", type=choice(["page", "ticket"]), help="Exit 1 when any SLO is at this level or worse.")
+@click.option("--exclude-drills", is_flag=True,
+              help="Also show the budget without what drills on these systems spent (their recorded windows).")
 @output_option
 @click.pass_obj
-def report(app, paths, prometheus_url, source_kind, at, fail_on, output):
+def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills, output):
     """Per SLO: SLI over the period, error budget left, burn rates and alert status.
 
     Status follows the multi-window multi-burn-rate pairs (page: 1h & 5m, 6h & 30m; ticket:
     1d & 2h, 3d & 6h), their factors scaled to the SLO period. Exit 3 when any SLO has no data.
+
+    \b
+    Examples:
+      opsctl slo report
+      opsctl slo report --exclude-drills -o json    # the budget with and without live drills
     """
     from opsctl.errors import NoDataError, OpsctlError
     from opsctl.slo.model import load_slos
@@ -61,7 +68,12 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, output):
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
     progress = (lambda msg: click.echo(msg, err=True)) if output == "table" else None
     results = build_report(slos, source, when, cfg.slos.period_seconds, progress=progress)
-    emit([r.to_dict() for r in results], output, table=_table)
+    rows = [r.to_dict() for r in results]
+    if exclude_drills:
+        from opsctl.drills.spend import with_drill_spend
+
+        rows = with_drill_spend(cfg, results, rows, source, when)
+    emit(rows, output, table=_table)
     unknown = [r.slo.name for r in results if r.status.level == "unknown"]
     if unknown:
         raise NoDataError(f"no data for {len(unknown)} SLO(s): {', '.join(unknown)}")
@@ -100,7 +112,12 @@ def _table(rows):
             r["status"].upper() if r["status"] != "ok" else "ok",
             _why(r),
         ])
-    return render_table(["SLO", "BACKEND", "GOAL", "SLI", "BUDGET LEFT", "WORST BURN", "STATUS", "WHY"], table_rows)
+    headers = ["SLO", "BACKEND", "GOAL", "SLI", "BUDGET LEFT", "WORST BURN", "STATUS", "WHY"]
+    if rows and "drill_budget_spent" in rows[0]:  # --exclude-drills
+        headers[5:5] = ["DRILLS SPENT", "LEFT WITHOUT DRILLS"]
+        for row, r in zip(table_rows, rows):
+            row[5:5] = [_pct(r["drill_budget_spent"], 1), _pct(r["error_budget_remaining_excluding_drills"], 1)]
+    return render_table(headers, table_rows)
 
 
 @slo.command()
@@ -132,6 +149,9 @@ def rules(app, paths, fmt, out):
     settings = RuleSettings.from_config(cfg)
     plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends), settings)
     document = rules_document(plans, settings, fmt)
+    from opsctl.quality.rules import add_quality_group  # the live quality rules ride along (quality.rules)
+
+    add_quality_group(document, cfg)
     text = render_yaml(document, header(plans, settings))
     if out:
         write_atomic(out, text)

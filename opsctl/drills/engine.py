@@ -280,6 +280,9 @@ class Engine:
         self.settings = RuleSettings.from_config(self.env.cfg)
         self.plans = plan_rules(self.slos, self.settings)
         self.evaluator = AlertEvaluator(self.plans, source, self.settings) if self.mode == "embedded" else None
+        from opsctl.quality.rules import plan_quality  # the live quality rules run beside the burn-rate alerts
+
+        self.quality_plan, self._quality = plan_quality(self.env.cfg), None
         now = self._now()
         deviations = []
         for probe in self.scenario.probes:
@@ -337,6 +340,15 @@ class Engine:
         # Live: late samples may still arrive, so each tick evaluates afresh.
         evaluator = self.evaluator or AlertEvaluator(self.plans, self.env.source(), self.settings)
         return evaluator.evaluate(at)
+
+    def _evaluate_quality(self, at: float) -> list:
+        if self.quality_plan is None:
+            return []
+        from opsctl.quality.live import QualityEvaluator
+
+        if self._quality is None or self.mode != "embedded":  # embedded: the past never changes
+            self._quality = QualityEvaluator(self.quality_plan, self.env.source())
+        return self._quality.evaluate(at).firing
 
     def _tracked_slos(self) -> set[str]:
         """SLOs measured every tick: the ones the scenario names, and those of the faulted backends."""
@@ -488,6 +500,7 @@ class Engine:
             return
         if self.obs.paged_at is None:
             self.obs.paged_at = incident.created_at
+            self.obs.page_title = incident.title
         self._say("page", f"paged on-call via {pager.name}: incident {incident.id} {incident.title!r}")
         self._start_responders()
 
@@ -639,20 +652,23 @@ class Engine:
     def _tick(self) -> None:
         now = self._now()
         evaluation = self._evaluate_alerts(now)
-        firing = {(a.slo, a.severity, f"{a.long_window}/{a.short_window}"): a for a in evaluation.firing}
+        quality = self._evaluate_quality(now)
+        firing = {(a.slo, a.severity, f"{a.long_window}/{a.short_window}"): a for a in evaluation.firing + quality}
         for key, alert in firing.items():
             if key not in self.obs.first_firing:
                 self.obs.first_firing[key] = (now, alert)
             if key not in self._last_firing:
-                self._say("alert", f"FIRING {alert.alertname} {alert.slo} {key[2]}: burn {alert.burn_rate:.1f}x"
-                                   f" > {alert.factor:g}x")
+                self._say("alert", f"FIRING {alert.describe()}" if hasattr(alert, "describe") else
+                          f"FIRING {alert.alertname} {alert.slo} {key[2]}: burn {alert.burn_rate:.1f}x > {alert.factor:g}x")
         for key in self._last_firing - set(firing):
             self._say("alert", f"resolved {key[1]} {key[0]} {key[2]}")
         self._last_firing = set(firing)
-        pages = [a for a in evaluation.firing if a.severity == "page"]
+        pages = [a for a in evaluation.firing if a.severity == "page"] or [a for a in quality if a.severity == "page"]
         if pages and self.obs.t0 is not None and not self.state.data["pages"] and not self._page_pending():
             worst = max(pages, key=lambda a: a.burn_rate)
             summary = f"{worst.slo} burning its error budget at {worst.burn_rate:.0f}x ({worst.long_window}/{worst.short_window})"
+            if worst in quality:  # a quality page says so: nothing is failing
+                summary = worst.annotations["summary"]
             self._schedule(now + self.scenario.paging.group_wait, "page", lambda: self._page(summary, pages))
             self._pending_page = True
         self._measure(now)
@@ -701,6 +717,7 @@ class Engine:
             return
         if self.obs.paged_at is None:
             self.obs.paged_at = incident.created_at
+            self.obs.page_title = incident.title  # what on-call read
         if self.obs.acknowledged_at is None and incident.acknowledged_at is not None:
             self.obs.acknowledged_at = incident.acknowledged_at
             acked = [r for r in incident.responders if r.acknowledged_at is not None]

@@ -322,6 +322,7 @@ def render_markdown(d: dict) -> str:
             lines.append(f"| {mark} | {_md(v['name'])} | {duration_text(v['within_seconds'])} |"
                          f" {duration_text(v['seconds'])} | {_md(text)} |")
         lines.append("")
+    lines += _chain_markdown(d)
     budget = d.get("budget") or {}
     if budget.get("slos"):
         lines += ["## Error budget", "", f"{budget['basis']}.", "", "| SLO | spent by the drill | peak burn (1h) |",
@@ -344,6 +345,32 @@ def render_markdown(d: dict) -> str:
     lines += [f"- {item}" for item in d.get("action_items") or []] or ["- none: every expectation was met"]
     lines.append("")
     return "\n".join(lines)
+
+
+def _chain_markdown(d: dict) -> list[str]:
+    """A chain drill's extras: what each fault broke and what was seen, and the shortened timings."""
+    lines = []
+    if d.get("attribution"):
+        lines += ["## What the faults broke", ""] + [f"- **{a['hop']}**: {a['seen']}" for a in d["attribution"]] + [""]
+    if d.get("shortened"):
+        lines += ["## Timings shortened for the drill", "", "| setting | configured | in the drill | why |",
+                  "|---|---|---|---|"]
+        lines += [f"| {_md(s['where'])} | {s['was']} | {s['now']} | {_md(s['why'])} |" for s in d["shortened"]]
+        lines.append("")
+    return lines
+
+
+def _chain_html(d: dict) -> list[str]:
+    parts = []
+    if d.get("attribution"):
+        parts.append("<h2>What the faults broke</h2><ul>")
+        parts += [f"<li><b>{escape(a['hop'])}</b>: {escape(a['seen'])}</li>" for a in d["attribution"]]
+        parts.append("</ul>")
+    if d.get("shortened"):
+        parts.append("<h2>Timings shortened for the drill</h2>")
+        parts.append(_table(["setting", "configured", "in the drill", "why"],
+                            [[s["where"], s["was"], s["now"], s["why"]] for s in d["shortened"]]))
+    return parts
 
 
 _CSS = """
@@ -399,6 +426,7 @@ def render_html(d: dict) -> str:
         parts.append(_table(["", "expectation", "deadline", "met at", "observed / reason"], [
             [(verdict_mark(v), _CLASS[verdict_mark(v)]), v["name"], duration_text(v["within_seconds"]),
              duration_text(v["seconds"]), v["detail"] if v["passed"] else v["reason"]] for v in d["expectations"]]))
+    parts += _chain_html(d)
     parts.append('<h2 id="burn-chart">Error budget burn</h2>')
     parts.append(burn_chart(d.get("chart") or {}))
     budget = d.get("budget") or {}

@@ -23,6 +23,7 @@ META_RECORDS = ["slo:objective:ratio", "slo:error_budget:ratio", "slo:period_err
 EXTRA = r.ALERTING_CONFIG + """\
   labels: {team: llm-platform}
   prometheus_rule: {name: llm-slo-rules, namespace: observability, labels: {release: kube-prometheus}}
+quality: {rules: {enabled: false}}   # the SLO groups alone (tests/quality/test_live_rules.py: the quality group)
 """
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import choice
 from opsctl.cli.source_options import open_checked_source, source_options
 
 
@@ -61,7 +62,7 @@ def rules(app, out):
 
 @quality.command()
 @source_options
-@click.option("--fail-on", type=click.Choice(["page", "ticket"]), help="Exit 1 when an alert of this severity or worse fires.")
+@click.option("--fail-on", type=choice(["page", "ticket"]), help="Exit 1 when an alert of this severity or worse fires.")
 @output_option
 @click.pass_obj
 def alerts(app, prometheus_url, source_kind, at, fail_on, output):

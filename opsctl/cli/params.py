@@ -5,11 +5,19 @@
               meant local time shifts an SLO report or a freeze check by hours.
     choice()  click.Choice that ignores case (`--severity sev2` is Sev2) and returns the
               canonical spelling.
+    IDENTIFIER an id recorded in the change record, audit log and tables (an incident id):
+              no control characters, at most 128 characters.
+    LINE      one line of free text (a reason): no control characters, at most 1,000 characters.
 """
 
 from __future__ import annotations
 
+import re
+
 import click
+
+# CR, LF and other control characters in a recorded value forge lines in logs and break tables.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class TimeParam(click.ParamType):
@@ -46,3 +54,23 @@ TIME = TimeParam()
 def choice(values, **kw) -> click.Choice:
     """A case-insensitive click.Choice: the user may type any case, the command gets the canonical one."""
     return click.Choice(list(values), case_sensitive=False, **kw)
+
+
+class SingleLineParam(click.ParamType):
+    """Text that is recorded and shown on one line: control characters and overlong values are refused."""
+
+    def __init__(self, name: str, limit: int):
+        self.name, self.limit = name, limit
+
+    def convert(self, value, param, ctx):
+        if value is None:
+            return value
+        if _CONTROL.search(value):
+            self.fail("must not contain control characters (CR, LF, tab, ...): give it on one line", param, ctx)
+        if len(value) > self.limit:
+            self.fail(f"is {len(value)} characters long: at most {self.limit}", param, ctx)
+        return value
+
+
+IDENTIFIER = SingleLineParam("id", 128)
+LINE = SingleLineParam("text", 1000)

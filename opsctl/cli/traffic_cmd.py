@@ -7,6 +7,7 @@ import sys
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import IDENTIFIER, LINE
 
 
 @click.group()
@@ -37,9 +38,9 @@ def change_options(*, emergency: bool = True, incident_required: bool = False):
         if emergency:
             fn = click.option("--emergency", is_flag=True,
                               help="Override freeze, rate and budget guards; needs --incident; recorded.")(fn)
-        fn = click.option("--incident", metavar="ID", required=incident_required,
+        fn = click.option("--incident", metavar="ID", type=IDENTIFIER, required=incident_required,
                           help="Incident this change serves (recorded; required for --emergency).")(fn)
-        fn = click.option("--reason", metavar="TEXT", default="", help="Why (recorded in the audit log).")(fn)
+        fn = click.option("--reason", metavar="TEXT", type=LINE, default="", help="Why (recorded in the audit log).")(fn)
         fn = click.option("--dry-run", is_flag=True,
                           help="Run every guard and the server's dry run; change nothing.")(fn)
         return fn

@@ -112,6 +112,19 @@ def test_unparsable_weights_exit_2(env, args):
     assert "BACKEND=PERCENT" in result.stderr or "whole number" in result.stderr
 
 
+@pytest.mark.parametrize("option, value", [
+    ("--incident", "INC-1\nFORGED 2026-12-01 applied"),
+    ("--incident", "INC-1\r"),
+    ("--reason", "typo\nFORGED line"),
+    ("--incident", "I" * 129),
+])
+def test_an_incident_or_reason_that_would_forge_a_line_or_break_a_table_is_refused(env, option, value):
+    result = env.run("traffic", "set", "databricks=70", "internal=30", option, value, "--yes")
+    assert result.exit_code == 2, result.output
+    assert option in result.stderr and "FORGED" not in result.stderr
+    assert not env.split_file.exists()
+
+
 def test_a_change_needs_a_reason_or_an_incident_and_a_yes_without_a_terminal(env):
     no_reason = env.run("traffic", "set", "databricks=70", "internal=30", "--yes")
     assert no_reason.exit_code == 2 and "--reason" in no_reason.stderr

@@ -42,6 +42,9 @@ def open_source(cfg: "Config", *, kind: str | None = None, prometheus_url: str |
 
         settings = cfg.metrics.prometheus
         if prometheus_url:
-            settings = replace(settings, url=prometheus_url.rstrip("/"))
+            try:
+                settings = replace(settings, url=prometheus_url.rstrip("/"))
+            except ValueError as exc:
+                raise UsageError(f"--prometheus-url: {exc}", hint="e.g. --prometheus-url http://127.0.0.1:9090") from None
         return PrometheusSource(settings)
     raise UsageError(f"unknown metric source {kind!r} (known: embedded, prometheus)")

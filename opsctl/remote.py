@@ -232,7 +232,7 @@ class _DeadlineSocket:
         return io.BufferedReader(_DeadlineReader(self))
 
     def close(self) -> None:
-        self._sock.close()
+        pass  # http.client closes early on `Connection: close`; the caller closes the real socket
 
     def __getattr__(self, name):
         return getattr(self._sock, name)

@@ -86,6 +86,8 @@ class GuardContext:
             from opsctl.metrics.base import open_source
 
             source = open_source(self.cfg)
+            if hasattr(source, "bounded"):  # a guard never waits on metrics past a short bound
+                source = source.bounded(self.cfg.metrics.prometheus.guard_deadline)
             source.check()
             self._source = source
         return self._source

@@ -183,7 +183,7 @@ def _alerts_table(data):
     if data["firing"]:
         rows = [
             [a["alertname"], a["severity"], a["slo"], a["backend"], f"{a['long_window']}/{a['short_window']}",
-             f"{a['burn_rate']:.2f}x / {a['short_burn_rate']:.2f}x", f"{a['factor']:g}x", f"{a['request_rate']:.4g}/s"]
+             f"{a['burn_rate']:.2f}x / {a['short_burn_rate']:.2f}x", f"{a['factor']:g}x", f"{a['request_rate']:.4g}/s" if a['request_rate'] is not None else "-"]
             for a in data["firing"]
         ]
         lines.append(render_table(["ALERT", "SEVERITY", "SLO", "BACKEND", "WINDOWS", "BURN (LONG / SHORT)", "ABOVE", "TRAFFIC"], rows))

@@ -104,3 +104,17 @@ def increase_query(selector: str, window_seconds: int) -> str:
     query = selector.strip()
     query = query.replace("[window", f"[{window_seconds}s") if "[window" in query else f"{query}[{window_seconds}s]"
     return f"sum(increase({query}))"
+
+
+def le_regex(bound: float) -> str:
+    """A regex matching every spelling exporters use for a bucket bound: 1 -> '1(\\.0*)?', 0.5 -> '0\\.50*'."""
+    text = f"{bound:.9f}".rstrip("0").rstrip(".")
+    return re.escape(text) + "0*" if "." in text else text + r"(\.0*)?"
+
+
+def format_selector(selector: Selector) -> str:
+    def quote(value: str) -> str:
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+    body = ",".join(f"{m.label}{m.op}{quote(m.value)}" for m in selector.matchers)
+    return f"{selector.metric}{{{body}}}" if body else selector.metric

@@ -18,9 +18,8 @@ from typing import Sequence
 
 from opsctl.clock import format_rfc3339
 from opsctl.metrics.base import MetricSource
-from opsctl.metrics.promql import increase_query
 from opsctl.slo import conventions as cv
-from opsctl.slo.model import SloDefinition
+from opsctl.slo.model import SloDefinition, counts_from
 from opsctl.slo.rules import BurnAlert, RuleSettings, SloRulePlan, alert_labels, annotations, plan_rules
 
 
@@ -36,7 +35,7 @@ class FiringAlert:
     factor: float
     burn_rate: float  # over the long window: the alert's value
     short_burn_rate: float
-    request_rate: float  # valid events per second over the short window
+    request_rate: float | None  # valid events per second over the short window (None: no counts)
     at: float
     labels: dict[str, str] = field(compare=False)
     annotations: dict[str, str] = field(compare=False)
@@ -103,8 +102,9 @@ def _check(plan: SloRulePlan, alert: BurnAlert, counts: dict[str, tuple[float | 
     if long_ratio is None or short_ratio is None or valid_short is None:
         return _Check(False, None, None, None)
     burn_long, burn_short = long_ratio / budget, short_ratio / budget
-    rate = valid_short / alert.short_seconds
-    holds = burn_long > alert.factor and burn_short > alert.factor and rate >= alert.min_request_rate
+    counted = plan.slo.counts_increases  # otherwise the rule has no traffic clause
+    rate = valid_short / alert.short_seconds if counted else None
+    holds = burn_long > alert.factor and burn_short > alert.factor and (not counted or rate >= alert.min_request_rate)
     return _Check(holds, burn_long, burn_short, rate)
 
 
@@ -119,18 +119,17 @@ def _counts_at(
     wanted: dict[str, None] = {}
     for plan, windows in needs.values():
         for w in windows:
-            seconds = dict(plan.windows)[w]
-            wanted.setdefault(increase_query(plan.good, seconds))
-            wanted.setdefault(increase_query(plan.valid, seconds))
+            for query in plan.queries(f"{dict(plan.windows)[w]}s").values():
+                wanted.setdefault(query)
     queries = list(wanted)
     answers = dict(zip(queries, source.query_many(queries, at)))
     out: dict[str, dict[str, tuple[float | None, float | None]]] = {}
     for name, (plan, windows) in needs.items():
         spans = dict(plan.windows)
-        out[name] = {
-            w: (answers[increase_query(plan.good, spans[w])], answers[increase_query(plan.valid, spans[w])])
-            for w in windows
-        }
+        out[name] = {}
+        for w in windows:
+            by_role = {role: answers[q] for role, q in plan.queries(f"{spans[w]}s").items()}
+            out[name][w] = counts_from(plan.slo, by_role)
     return out
 
 
@@ -173,7 +172,8 @@ class AlertEvaluator:
             if windows >= _windows(plan.alerts):
                 missing = sorted((w for w in windows if counts[name][w][1] is None), key=lambda w: cv.WINDOWS[w])
                 self._unknown[(name, when)] = (
-                    f"filter_valid matched no series over {', '.join(missing)}" if missing else None
+                    f"{'filter_valid' if plan.slo.counts_events else 'the SLI expression'} matched no series"
+                    f" over {', '.join(missing)}" if missing else None
                 )
 
     def evaluate(self, at: float) -> AlertEvaluation:
@@ -209,7 +209,7 @@ def _firing(plan: SloRulePlan, alert: BurnAlert, check: _Check, at: float, setti
         severity=alert.severity,
         slo=plan.name,
         backend=plan.slo.backend,
-        service=settings.service,
+        service=plan.label_dict[cv.LABEL_SERVICE],
         long_window=alert.long,
         short_window=alert.short,
         factor=alert.factor,

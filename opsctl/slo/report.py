@@ -8,11 +8,10 @@ from typing import Callable, Sequence
 from opsctl.clock import format_duration, format_rfc3339
 from opsctl.errors import OpsctlError
 from opsctl.metrics.base import MetricSource
-from opsctl.metrics.promql import increase_query
 from opsctl.slo import budget
 from opsctl.slo.conventions import WINDOWS
 from opsctl.slo.generator import MemoClient, compute_windows
-from opsctl.slo.model import SloDefinition
+from opsctl.slo.model import SloDefinition, counts_from
 
 PERIOD = "period"
 SLI_TOLERANCE = 1e-6  # slo-generator rounds its SLI to 6 decimals
@@ -32,11 +31,11 @@ class SloResult:
 
     @property
     def events(self) -> float | None:
-        return self.counts[PERIOD].valid
+        return self.counts[PERIOD].valid if self.slo.counts_increases else None
 
     @property
     def bad_events(self) -> float | None:
-        return self.counts[PERIOD].bad
+        return self.counts[PERIOD].bad if self.slo.counts_increases else None
 
     def worst_burn(self) -> tuple[str, float] | None:
         rated = [(w, r) for w, r in self.burn_rate.items() if r is not None]
@@ -73,13 +72,18 @@ def report_windows(period_seconds: int) -> dict[str, int]:
 
 
 def plan_queries(slos: Sequence[SloDefinition], windows: dict[str, int]) -> list[str]:
-    """Every distinct query a report needs, in the exact form slo-generator will ask for it."""
+    """Every distinct query a report needs, each with the SLO's own matchers."""
     seen: dict[str, None] = {}
     for slo in slos:
         for seconds in windows.values():
-            seen.setdefault(increase_query(slo.filter_good, seconds))
-            seen.setdefault(increase_query(slo.filter_valid, seconds))
+            for query in slo.queries(f"{seconds}s").values():
+                seen.setdefault(query)
     return list(seen)
+
+
+def window_counts(slo: SloDefinition, seconds: int, answers: dict[str, float | None]) -> budget.WindowCounts:
+    good, valid = counts_from(slo, {role: answers[q] for role, q in slo.queries(f"{seconds}s").items()})
+    return budget.WindowCounts(good=good, valid=valid)
 
 
 def build_report(
@@ -99,22 +103,15 @@ def build_report(
     if progress:
         progress(f"querying {source.description}: {len(queries)} queries for {len(slos)} SLOs")
     answers = dict(zip(queries, source.query_many(queries, at)))
-    client = MemoClient(answers, at)
-    return [_evaluate(slo, windows, answers, client, at, period_seconds, cross_check) for slo in slos]
+    return [_evaluate(slo, windows, answers, at, period_seconds, cross_check) for slo in slos]
 
 
-def _evaluate(slo, windows, answers, client, at, period_seconds, cross_check=True) -> SloResult:
-    counts = {
-        name: budget.WindowCounts(
-            good=answers[increase_query(slo.filter_good, seconds)],
-            valid=answers[increase_query(slo.filter_valid, seconds)],
-        )
-        for name, seconds in windows.items()
-    }
+def _evaluate(slo, windows, answers, at, period_seconds, cross_check=True) -> SloResult:
+    counts = {name: window_counts(slo, seconds, answers) for name, seconds in windows.items()}
     missing = []
     for name, c in counts.items():
         if c.good is None and c.valid is None:
-            missing.append(name)
+            missing.append(name if slo.counts_events else f"{name} (the SLI expression matched no series)")
         elif c.good is None:
             missing.append(f"{name} (filter_good matched no series)")
         elif c.valid is None:
@@ -129,16 +126,22 @@ def _evaluate(slo, windows, answers, client, at, period_seconds, cross_check=Tru
         result.sli = 1.0 - budget.error_ratio(period)
         result.error_budget_remaining = budget.budget_remaining(period, slo.goal)
     if cross_check:
-        _cross_check(slo, windows, counts, client)
+        _cross_check(slo, windows, counts, answers, at)
     return result
 
 
-def _cross_check(slo, windows, counts, client) -> None:
-    """slo-generator computes the same windows from the same answers; its SLI must agree with ours."""
+def _cross_check(slo, windows, counts, answers, at) -> None:
+    """slo-generator computes the same windows from the same answers; its SLI must agree with ours.
+    Its queries are answered with opsctl's answer for the same role (see SloDefinition)."""
     computable = {n: s for n, s in windows.items() if counts[n].has_data and counts[n].valid > 0}
     if not computable:
         return
-    reports = compute_windows(slo, computable, client)
+    memo: dict[str, float | None] = {}
+    for seconds in computable.values():
+        ours = slo.queries(f"{seconds}s")
+        for role, query in slo.generator_queries(seconds).items():
+            memo[query] = answers[ours[role]]
+    reports = compute_windows(slo, computable, MemoClient(memo, at))
     for name in computable:
         report = reports.get(name)
         if report is None or not report.get("valid"):

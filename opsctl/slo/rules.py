@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from opsctl.clock import format_duration
 from opsctl.errors import ConfigError, UsageError
-from opsctl.metrics.promql import Matcher, Selector, parse_selector
+from opsctl.metrics.promql import Matcher, Selector, format_selector, le_regex, parse_selector
 from opsctl.slo import conventions as cv
 from opsctl.slo.model import SloDefinition
 
@@ -97,6 +97,10 @@ class SloRulePlan:
     def guard_windows(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(a.short for a in self.alerts))
 
+    def queries(self, window: str) -> dict[str, str]:
+        """Role -> PromQL over `window`, with the plan's own (rewritten) good and valid filters."""
+        return replace(self.slo, filter_good=self.good, filter_valid=self.valid).queries(window)
+
 
 # ---------------------------------------------------------------------------------------------
 # The plan
@@ -134,13 +138,17 @@ def _plan_one(slo: SloDefinition, good: str, valid: str, settings: RuleSettings)
             min_request_rate=float(sev.min_request_rate),
             for_seconds=sev.for_seconds,
         ))
-    labels = ((cv.LABEL_SLO, slo.name), (cv.LABEL_BACKEND, slo.backend), (cv.LABEL_SERVICE, settings.service))
+    labels = ((cv.LABEL_SLO, slo.name),) + (((cv.LABEL_BACKEND, slo.backend),) if slo.backend else ()) + (
+        (cv.LABEL_SERVICE, slo.service_name or settings.service),)
     return SloRulePlan(slo, good, valid, labels, tuple(windows.items()), settings.period, tuple(alerts))
 
 
-def _sli_selectors(slo: SloDefinition, problems: list[str]) -> tuple[str, str] | None:
-    """The good and valid selectors for PromQL, or None with the reason added to `problems`."""
+def _sli_selectors(slo: SloDefinition, problems: list[str]) -> tuple[str | None, str | None] | None:
+    """The good and valid filters for PromQL, or None with the reason added to `problems`.
+    Only plain selectors of good and valid events are checked further (histogram, `le`)."""
     where = f"{slo.file}: {slo.name}"
+    if slo.method == "query_sli" or slo.filter_valid is None or "[window]" in slo.filter_good + slo.filter_valid:
+        return slo.filter_good, slo.filter_valid
     good, valid = parse_selector(slo.filter_good), parse_selector(slo.filter_valid)
     # A latency SLO is known by its histogram selector; one named so without it cannot be expressed.
     declared_latency = "latency" in slo.name.lower() or "latency" in str(
@@ -189,20 +197,6 @@ def _le_bound(text: str) -> float | None:
     return value if math.isfinite(value) and value > 0 else None
 
 
-def le_regex(bound: float) -> str:
-    """A regex matching every spelling exporters use for a bucket bound: 1 -> '1(\\.0*)?', 0.5 -> '0\\.50*'."""
-    text = f"{bound:.9f}".rstrip("0").rstrip(".")
-    return re.escape(text) + "0*" if "." in text else text + r"(\.0*)?"
-
-
-def format_selector(selector: Selector) -> str:
-    def quote(value: str) -> str:
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-    body = ",".join(f"{m.label}{m.op}{quote(m.value)}" for m in selector.matchers)
-    return f"{selector.metric}{{{body}}}" if body else selector.metric
-
-
 # ---------------------------------------------------------------------------------------------
 # PromQL and annotations (the in-process evaluation in opsctl.slo.alerts mirrors these)
 
@@ -213,15 +207,21 @@ def number(value: float) -> str:
 
 
 def error_ratio_expr(plan: SloRulePlan, window: str) -> str:
-    return (
-        f"1 - ((sum(increase({plan.good}[{window}])) or vector(0))"
-        f" / sum(increase({plan.valid}[{window}])))"
-    )
+    q = plan.queries(window)
+    if "sli" in q:
+        return f"1 - ({q['sli']})"
+    valid = q["valid"] if "valid" in q else f"({q['good']} + ({q['bad']} or vector(0)))"
+    return f"1 - (({q['good']} or vector(0)) / {valid})"
 
 
-def valid_rate_expr(plan: SloRulePlan, window: str, seconds: int) -> str:
+def valid_rate_expr(plan: SloRulePlan, window: str, seconds: int) -> str | None:
+    """Valid events per second, or None when the SLI counts no events (no traffic guard then)."""
+    if not plan.slo.counts_increases:
+        return None
+    q = plan.queries(window)
     # increase()/seconds rather than sum(rate()): summing per-series quotients rounds differently.
-    return f"sum(increase({plan.valid}[{window}])) / {seconds}"
+    valid = q["valid"] if "valid" in q else f"({q['good']} + ({q['bad']} or vector(0)))"
+    return f"{valid} / {seconds}"
 
 
 def _budget_expr(plan: SloRulePlan) -> str:
@@ -234,11 +234,13 @@ def _own(record: str, plan: SloRulePlan) -> str:
 
 def alert_expr(plan: SloRulePlan, alert: BurnAlert) -> str:
     budget, factor = _budget_expr(plan), number(alert.factor)
-    return (
+    expr = (
         f"(\n  {_own(cv.record_error_ratio(alert.long), plan)} / {budget} > {factor}\n)\n"
-        f"and\n(\n  {_own(cv.record_error_ratio(alert.short), plan)} / {budget} > {factor}\n)\n"
-        f"and\n(\n  {_own(cv.record_valid_rate(alert.short), plan)} >= {number(alert.min_request_rate)}\n)"
+        f"and\n(\n  {_own(cv.record_error_ratio(alert.short), plan)} / {budget} > {factor}\n)"
     )
+    if plan.slo.counts_increases:
+        expr += f"\nand\n(\n  {_own(cv.record_valid_rate(alert.short), plan)} >= {number(alert.min_request_rate)}\n)"
+    return expr
 
 
 GO_BURN_RATE = '{{ printf "%.2f" $value }}'
@@ -295,7 +297,7 @@ def _group(plan: SloRulePlan, settings: RuleSettings) -> dict:
     rules: list[dict] = []
     for window, _seconds in plan.windows:
         rules.append({"record": cv.record_error_ratio(window), "expr": error_ratio_expr(plan, window), "labels": dict(labels)})
-    for window in plan.guard_windows:
+    for window in plan.guard_windows if plan.slo.counts_increases else ():
         rules.append({
             "record": cv.record_valid_rate(window),
             "expr": valid_rate_expr(plan, window, cv.WINDOWS[window]),

@@ -16,7 +16,7 @@ from tests.slo import data as d
 
 END = 1_795_000_000
 STEPS = 8640  # one day
-AT = "2026-11-18T07:06:40Z"  # END
+AT = "2026-11-18T11:06:40Z"  # END
 
 RE2_SLO = """\
 apiVersion: sre.google.com/v2

@@ -58,9 +58,13 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, output):
     cfg = app.config
     slos = load_slos(_slo_paths(app, paths), cfg.backends)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
+    when, aligned = _aligned(when, at)
     progress = (lambda msg: click.echo(msg, err=True)) if output == "table" else None
-    results = build_report(slos, source, when, cfg.slos.period_seconds, progress=progress)
-    emit([r.to_dict() for r in results], output, table=_table)
+    results = build_report(slos, source, when, cfg.slos.period_seconds, progress=progress, coverage=True)
+    rows = [r.to_dict() for r in results]
+    for row in rows:
+        row["notes"] = ([aligned] if aligned else []) + row["notes"]
+    emit(rows, output, table=_table)
     unknown = [r.slo.name for r in results if r.status.level == "unknown"]
     if unknown:
         raise NoDataError(f"no data for {len(unknown)} SLO(s): {', '.join(unknown)}")
@@ -69,6 +73,19 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, output):
         hit = [r.slo.name for r in results if r.status.level in levels]
         if hit:
             raise OpsctlError(f"{len(hit)} SLO(s) at {fail_on} or worse: {', '.join(hit)}")
+
+
+def _aligned(when: float, at: str | None) -> tuple[float, str | None]:
+    """An --at between two 10 s samples evaluates at the step boundary before it, on every source
+    (the embedded store holds 10 s steps; Prometheus would extrapolate past the last sample)."""
+    from opsctl.clock import format_rfc3339
+    from opsctl.metrics.schema import STEP_SECONDS
+
+    if not at or when % STEP_SECONDS == 0:
+        return when, None
+    aligned = float(int(when) // STEP_SECONDS * STEP_SECONDS)
+    return aligned, (f"--at {at} falls between two {STEP_SECONDS} s samples: evaluated at {format_rfc3339(aligned)},"
+                     " the sample boundary before it, on every metric source")
 
 
 def _pct(value, digits=4):
@@ -91,7 +108,7 @@ def _table(rows):
         worst = max(rated.items(), key=lambda kv: kv[1]) if rated else None
         table_rows.append([
             r["name"],
-            r["backend"],
+            r["backend"] or "-",
             f"{r['goal'] * 100:g}%",
             _pct(r["sli"]),
             _pct(r["error_budget_remaining"], 1),
@@ -99,7 +116,9 @@ def _table(rows):
             r["status"].upper() if r["status"] != "ok" else "ok",
             _why(r),
         ])
-    return render_table(["SLO", "BACKEND", "GOAL", "SLI", "BUDGET LEFT", "WORST BURN", "STATUS", "WHY"], table_rows)
+    table = render_table(["SLO", "BACKEND", "GOAL", "SLI", "BUDGET LEFT", "WORST BURN", "STATUS", "WHY"], table_rows)
+    notes = list(dict.fromkeys(n for r in rows for n in r.get("notes", [])))
+    return table + "".join(f"\nnote: {n}" for n in notes)
 
 
 @slo.command()
@@ -167,8 +186,11 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
     settings = RuleSettings.from_config(cfg)
     plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends), settings)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
+    when, aligned = _aligned(when, at)
     result = evaluate_plans(plans, source, when, settings)
-    emit(result.to_dict(), output, table=_alerts_table)
+    data = result.to_dict()
+    data["notes"] = [aligned] if aligned else []
+    emit(data, output, table=_alerts_table)
     if result.unknown:
         raise NoDataError(f"no data for {len(result.unknown)} SLO(s): {', '.join(result.unknown)}")
     if fail_on:
@@ -179,14 +201,17 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
 
 
 def _alerts_table(data):
+    from opsctl.slo.conventions import format_factor
+
     lines = [f"alerts at {data['at']}: {len(data['firing'])} firing"]
     if data["firing"]:
         rows = [
             [a["alertname"], a["severity"], a["slo"], a["backend"], f"{a['long_window']}/{a['short_window']}",
-             f"{a['burn_rate']:.2f}x / {a['short_burn_rate']:.2f}x", f"{a['factor']:g}x", f"{a['request_rate']:.4g}/s" if a['request_rate'] is not None else "-"]
+             f"{a['burn_rate']:.2f}x / {a['short_burn_rate']:.2f}x", f"{format_factor(a['factor'])}x", f"{a['request_rate']:.4g}/s" if a['request_rate'] is not None else "-"]
             for a in data["firing"]
         ]
         lines.append(render_table(["ALERT", "SEVERITY", "SLO", "BACKEND", "WINDOWS", "BURN (LONG / SHORT)", "ABOVE", "TRAFFIC"], rows))
     for u in data["unknown"]:
         lines.append(f"unknown  {u['slo']}: {u['reason']}")
+    lines.extend(f"note: {n}" for n in data.get("notes", []))
     return "\n".join(lines)

@@ -25,6 +25,10 @@ class MetricSource(Protocol):
         """The instant a report evaluates at when none is given (now, or the newest data)."""
         ...
 
+    def data_start(self, selectors: Sequence[str], at: float, span: int) -> list[float | None]:
+        """Per series selector, when its data starts within (at - span, at]; None if it has none."""
+        ...
+
 
 def open_source(cfg: "Config", *, kind: str | None = None, prometheus_url: str | None = None) -> MetricSource:
     """Build the configured source; flags override the config. Unknown kinds fail closed."""

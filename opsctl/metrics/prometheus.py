@@ -176,6 +176,13 @@ class PrometheusSource:
                     results[index] = value
         return results
 
+    def data_start(self, selectors: Sequence[str], at: float, span: int) -> list[float | None]:
+        """Per selector, the first instant within (at - span, at] where it had a sample, to
+        span/672 (1 h for 28 days): a subquery touching one sample per series per step."""
+        step = max(60, span // 672)
+        exprs = [f"min_over_time(timestamp(count({s}))[{span}s:{step}s])" for s in selectors]
+        return self.query_many(exprs, at)
+
     def _answer(self, indexes, exprs, at, deadline, budget) -> list[tuple[int, float | None]]:
         try:
             values = self._query_batch([exprs[i] for i in indexes], at, deadline, budget)

@@ -41,6 +41,11 @@ ALERT_PAIRS: tuple[AlertPair, ...] = (
 )
 
 SEVERITIES = ("page", "ticket")
+
+
+def format_factor(factor: float) -> str:
+    """A burn-rate threshold as every output prints it: 4 significant digits, no `x` (13.44, 0.9333)."""
+    return f"{factor:.4g}"
 STATUS_ORDER = {"ok": 0, "ticket": 1, "page": 2, "unknown": 3}
 
 # Label names carried by generated rules and reports.

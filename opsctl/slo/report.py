@@ -28,6 +28,22 @@ class SloResult:
     sli: float | None = None
     error_budget_remaining: float | None = None
     missing: list[str] = field(default_factory=list)
+    data_since: float | None = None  # where the period's data starts, when it starts inside the period
+
+    @property
+    def covered_seconds(self) -> float | None:
+        if self.data_since is None:
+            return None
+        return min(float(self.period_seconds), max(0.0, self.at - self.data_since))
+
+    def notes(self) -> list[str]:
+        """What a reader must know to read the figures right."""
+        out = []
+        covered = self.covered_seconds
+        if covered is not None and covered < self.period_seconds:
+            out.append(f"only {_days(covered)} of the {round(self.period_seconds / 86400)}-day period have data"
+                       f" (since {format_rfc3339(self.data_since)}): SLI and budget cover that span alone")
+        return out
 
     @property
     def events(self) -> float | None:
@@ -57,8 +73,16 @@ class SloResult:
             "alerts": list(self.status.fired),
             "events": _count(self.events),
             "bad_events": _count(self.bad_events),
+            "period_covered": None if self.covered_seconds is None else self.covered_seconds / self.period_seconds,
+            "data_since": None if self.data_since is None else format_rfc3339(self.data_since),
+            "notes": self.notes(),
             "file": self.slo.file,
         }
+
+
+def _days(seconds: float) -> str:
+    days = seconds / 86400
+    return f"{days:.1f} days" if abs(days - round(days)) > 0.05 else f"{round(days)} days"
 
 
 def _count(value: float | None) -> float | int | None:
@@ -94,6 +118,7 @@ def build_report(
     *,
     progress: Callable[[str], None] | None = None,
     cross_check: bool = True,
+    coverage: bool = False,
 ) -> list[SloResult]:
     """`cross_check=False` skips slo-generator's recomputation of each SLI (its import and one
     compute per SLO and window, ~150 ms): for callers that need only the status, such as the
@@ -103,7 +128,32 @@ def build_report(
     if progress:
         progress(f"querying {source.description}: {len(queries)} queries for {len(slos)} SLOs")
     answers = dict(zip(queries, source.query_many(queries, at)))
-    return [_evaluate(slo, windows, answers, at, period_seconds, cross_check) for slo in slos]
+    results = [_evaluate(slo, windows, answers, at, period_seconds, cross_check) for slo in slos]
+    if coverage:
+        _add_coverage(results, source, at, period_seconds)
+    return results
+
+
+def coverage_selector(slo: SloDefinition) -> str | None:
+    """The series whose data span bounds the SLO's: its valid (or good) selector, when plain."""
+    text = slo.filter_valid or slo.filter_good
+    if not slo.counts_events or text is None or "[window]" in text:
+        return None
+    return text
+
+
+def _add_coverage(results: list[SloResult], source: MetricSource, at: float, period_seconds: int) -> None:
+    """`coverage=True`: say where the period's data starts when that is inside the period (a 28-day
+    budget over 4 days of data is not a 28-day budget)."""
+    selectors = {sel: None for r in results if (sel := coverage_selector(r.slo))}
+    data_start = getattr(source, "data_start", None)
+    if not selectors or data_start is None:
+        return
+    starts = dict(zip(selectors, data_start(list(selectors), at, period_seconds)))
+    for r in results:
+        start = starts.get(coverage_selector(r.slo))
+        if start is not None and start > at - period_seconds + max(60, period_seconds // 672):
+            r.data_since = start  # a shortfall finer than the subquery step is not reported
 
 
 def _evaluate(slo, windows, answers, at, period_seconds, cross_check=True) -> SloResult:

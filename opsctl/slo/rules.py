@@ -262,11 +262,11 @@ def annotations(plan: SloRulePlan, alert: BurnAlert, base_url: str, burn: float 
     return {
         "summary": (
             f"{slo.name}: error budget burning {burn_text}x over {alert.long}"
-            f" ({alert.severity} above {alert.factor:g}x over {alert.long} and {alert.short})"
+            f" ({alert.severity} above {cv.format_factor(alert.factor)}x over {alert.long} and {alert.short})"
         ),
         "description": (
             f"{description}. Objective {objective} over {plan.period}. This alert fires when the error budget"
-            f" burns faster than {alert.factor:g}x the sustainable rate over both the last {alert.long} and the"
+            f" burns faster than {cv.format_factor(alert.factor)}x the sustainable rate over both the last {alert.long} and the"
             f" last {alert.short}, with at least {alert.min_request_rate:g} requests/s over {alert.short}."
         ),
         "burn_rate": burn_text,

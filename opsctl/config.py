@@ -94,8 +94,6 @@ class PrometheusSource:
     ca_file: str | None = None
     dedup: bool | None = None
     partial_response: bool | None = None
-    # Guards refuse data older than this (both sources): the newest sample must be this recent.
-    max_data_age: str = "5m"
 
     def __post_init__(self):
         from urllib.parse import urlsplit
@@ -111,10 +109,6 @@ class PrometheusSource:
             raise ValueError("guard_deadline must be between 0 and 600 seconds")
         if self.tenant is not None and (not self.tenant or any(c in self.tenant for c in "\r\n")):
             raise ValueError("tenant must be a non-empty single-line string")
-        from opsctl.clock import parse_duration
-
-        if not 10 <= parse_duration(self.max_data_age) <= 7 * 86400:
-            raise ValueError("max_data_age must be between 10s and 7d")
         if not 0 < self.timeout <= 600:
             raise ValueError("timeout must be between 0 and 600 seconds")
         if not 1 <= self.max_concurrency <= 64:
@@ -127,6 +121,20 @@ class PrometheusSource:
 class MetricsConfig:
     source: Literal["embedded", "prometheus"] = "embedded"
     prometheus: PrometheusSource = field(default_factory=PrometheusSource)
+    # Traffic guards refuse metrics whose newest sample is older than this, on either source.
+    max_data_age: str = "5m"
+
+    def __post_init__(self):
+        from opsctl.clock import parse_duration
+
+        if not 10 <= parse_duration(self.max_data_age) <= 3650 * 86400:
+            raise ValueError("max_data_age must be between 10s and 3650d")
+
+    @property
+    def max_data_age_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.max_data_age)
 
 
 @dataclass(frozen=True)

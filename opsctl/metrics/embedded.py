@@ -188,6 +188,13 @@ class EmbeddedStore:
             "SELECT 1 FROM steps WHERE backend = ? AND ts > ? AND ts <= ? LIMIT 1", (backend, start, end)
         ).fetchone() is not None
 
+    def newest_sample(self, at: float) -> float | None:
+        """The newest step at or before `at`, over every backend (None when there is none)."""
+        newest = [self.conn.execute("SELECT MAX(ts) FROM steps WHERE backend = ? AND ts <= ?", (b, int(at))).fetchone()[0]
+                  for b in self.backends()]
+        newest = [n for n in newest if n is not None]
+        return float(max(newest)) if newest else None
+
     def data_start(self, selectors: Sequence[str], at: float, span: int) -> list[float | None]:
         """Per selector, the start of the first step within (at - span, at] of a backend it
         matches (a step covers the 10 s before its timestamp), or None when it matches nothing."""

@@ -176,6 +176,17 @@ class PrometheusSource:
                     results[index] = value
         return results
 
+    def newest_sample(self, at: float) -> float | None:
+        """The newest request-counter sample at or before `at`: within Prometheus' 5-minute lookback
+        first (one sample per series), then over the last day (a 5-minute subquery), so a stale
+        source's age can be shown."""
+        from opsctl.metrics.schema import REQUESTS
+
+        newest = self.query_many([f"max(timestamp({REQUESTS}))"], at)[0]
+        if newest is None:
+            newest = self.query_many([f"max_over_time(max(timestamp({REQUESTS}))[1d:5m])"], at)[0]
+        return newest
+
     def data_start(self, selectors: Sequence[str], at: float, span: int) -> list[float | None]:
         """Per selector, the first instant within (at - span, at] where it had a sample, to
         span/672 (1 h for 28 days): a subquery touching one sample per series per step."""

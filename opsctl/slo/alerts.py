@@ -115,21 +115,39 @@ def _check(plan: SloRulePlan, alert: BurnAlert, counts: dict[str, tuple[float | 
 def _counts_at(
     source: MetricSource, at: float, needs: dict[str, tuple[SloRulePlan, set[str]]]
 ) -> dict[str, dict[str, tuple[float | None, float | None]]]:
-    """(good, valid) increases per SLO and window at one instant, in one batch of queries."""
-    wanted: dict[str, None] = {}
-    for plan, windows in needs.values():
+    """(good, valid) per SLO and window at one instant, in one batch of queries per instant.
+
+    A window the rules derive from the recorded base-window increases (1d, 3d) is mirrored by the
+    identity those rules rest on: the sum of the base-window increases recorded every interval over
+    the window equals the sum of the window's raw counts at the last base / interval evaluation
+    instants (t, t - interval, ...), so it is asked at each of those instants and summed."""
+    by_instant: dict[float, dict[str, None]] = {}
+    plan_instants: dict[tuple[str, str], list[float]] = {}
+    for name, (plan, windows) in needs.items():
         for w in windows:
-            for query in plan.queries(f"{dict(plan.windows)[w]}s").values():
-                wanted.setdefault(query)
-    queries = list(wanted)
-    answers = dict(zip(queries, source.query_many(queries, at)))
+            instants = [at]
+            if w in plan.derived:
+                instants = [at - j * plan.interval for j in range(plan.base[1] // plan.interval)]
+            plan_instants[(name, w)] = instants
+            for when in instants:
+                for query in plan.queries(f"{dict(plan.windows)[w]}s").values():
+                    by_instant.setdefault(when, {}).setdefault(query)
+    answers: dict[tuple[float, str], float | None] = {}
+    for when, wanted in by_instant.items():
+        queries = list(wanted)
+        answers.update({(when, q): v for q, v in zip(queries, source.query_many(queries, when))})
     out: dict[str, dict[str, tuple[float | None, float | None]]] = {}
     for name, (plan, windows) in needs.items():
         spans = dict(plan.windows)
         out[name] = {}
         for w in windows:
-            by_role = {role: answers[q] for role, q in plan.queries(f"{spans[w]}s").items()}
-            out[name][w] = counts_from(plan.slo, by_role)
+            good, valid = 0.0, None  # an instant without data adds nothing, as an absent sample
+            for when in plan_instants[(name, w)]:
+                by_role = {role: answers[(when, q)] for role, q in plan.queries(f"{spans[w]}s").items()}
+                g, v = counts_from(plan.slo, by_role)
+                if v is not None:
+                    good, valid = good + (g or 0.0), (valid or 0.0) + v
+            out[name][w] = (good if valid is not None else None, valid)
     return out
 
 

@@ -84,6 +84,9 @@ class SloRulePlan:
     windows: tuple[tuple[str, int], ...]  # error-ratio windows: the burn-rate windows and the period
     period: str
     alerts: tuple[BurnAlert, ...]
+    interval: int = 60  # rule evaluation interval, seconds
+    base: tuple[str, int] | None = None  # the recorded increases' window; None: every window raw
+    derived: tuple[str, ...] = ()  # windows computed from the recorded increases
 
     @property
     def name(self) -> str:
@@ -140,7 +143,14 @@ def _plan_one(slo: SloDefinition, good: str, valid: str, settings: RuleSettings)
         ))
     labels = ((cv.LABEL_SLO, slo.name),) + (((cv.LABEL_BACKEND, slo.backend),) if slo.backend else ()) + (
         (cv.LABEL_SERVICE, slo.service_name or settings.service),)
-    return SloRulePlan(slo, good, valid, labels, tuple(windows.items()), settings.period, tuple(alerts))
+    interval = settings.alerting.interval_seconds
+    base = derived = None
+    if slo.counts_increases:  # counts can be summed over time; a ratio (query_sli) or rates cannot
+        base_seconds = interval * math.ceil(cv.BASE_WINDOW_SECONDS / interval)
+        base = (cv.window_label(base_seconds), base_seconds)
+        derived = tuple(w for w in (*cv.DERIVED_WINDOWS, settings.period) if windows[w] > base_seconds)
+    return SloRulePlan(slo, good, valid, labels, tuple(windows.items()), settings.period, tuple(alerts),
+                       interval, base, tuple(dict.fromkeys(derived or ())))
 
 
 def _sli_selectors(slo: SloDefinition, problems: list[str]) -> tuple[str | None, str | None] | None:
@@ -212,6 +222,26 @@ def error_ratio_expr(plan: SloRulePlan, window: str) -> str:
         return f"1 - ({q['sli']})"
     valid = q["valid"] if "valid" in q else f"({q['good']} + ({q['bad']} or vector(0)))"
     return f"1 - (({q['good']} or vector(0)) / {valid})"
+
+
+def derived_error_ratio_expr(plan: SloRulePlan, seconds: int) -> str:
+    """A long window's error ratio from the recorded base-window increases, weighted by traffic:
+    sum of good over sum of valid (not an average of ratios). The range is one second short of the
+    window so it holds window / interval samples whether or not its start is inclusive; those
+    samples telescope to the sum of the raw window's counts at the last base / interval
+    evaluation instants (see docs/design.md)."""
+    base = plan.base[0]
+    good = f"sum_over_time({_own(cv.record_good_increase(base), plan)}[{seconds - 1}s])"
+    valid = f"sum_over_time({_own(cv.record_valid_increase(base), plan)}[{seconds - 1}s])"
+    return f"1 - ({good} / {valid})"
+
+
+def base_increase_exprs(plan: SloRulePlan) -> tuple[str, str]:
+    """(good, valid) events over the base window, aggregated to one series (pod, instance and every
+    other label dropped by the sum); an absent good series records zero successes."""
+    q = plan.queries(plan.base[0])
+    valid = q["valid"] if "valid" in q else f"({q['good']} + ({q['bad']} or vector(0)))"
+    return f"{q['good']} or vector(0)", valid
 
 
 def valid_rate_expr(plan: SloRulePlan, window: str, seconds: int) -> str | None:
@@ -289,14 +319,43 @@ def alert_labels(plan: SloRulePlan, alert: BurnAlert, settings: RuleSettings) ->
 
 
 def rule_groups(plans: Sequence[SloRulePlan], settings: RuleSettings) -> list[dict]:
-    return [_group(plan, settings) for plan in plans]
+    return [group for plan in plans for group in _groups(plan, settings)]
+
+
+def _groups(plan: SloRulePlan, settings: RuleSettings) -> list[dict]:
+    return [_group(plan, settings), _period_group(plan, settings)]
+
+
+def _ratio_rule(plan: SloRulePlan, window: str, seconds: int) -> dict:
+    expr = derived_error_ratio_expr(plan, seconds) if window in plan.derived else error_ratio_expr(plan, window)
+    return {"record": cv.record_error_ratio(window), "expr": expr, "labels": plan.label_dict}
+
+
+def _period_group(plan: SloRulePlan, settings: RuleSettings) -> dict:
+    """The period's ratio and the budget left: no alert reads them, so every 5 minutes is enough."""
+    seconds = dict(plan.windows)[plan.period]
+    rules = [_ratio_rule(plan, plan.period, seconds), {
+        "record": cv.RECORD_BUDGET_REMAINING,
+        "expr": f"1 - ({_own(cv.record_error_ratio(plan.period), plan)} / {_budget_expr(plan)})",
+        "labels": plan.label_dict,
+    }]
+    return {
+        "name": cv.period_group_name(settings.alerting.rule_group_prefix, plan.name),
+        "interval": format_duration(max(plan.interval, cv.BASE_WINDOW_SECONDS)),
+        "rules": rules,
+    }
 
 
 def _group(plan: SloRulePlan, settings: RuleSettings) -> dict:
     labels = plan.label_dict
     rules: list[dict] = []
-    for window, _seconds in plan.windows:
-        rules.append({"record": cv.record_error_ratio(window), "expr": error_ratio_expr(plan, window), "labels": dict(labels)})
+    if plan.base:
+        good, valid = base_increase_exprs(plan)
+        rules.append({"record": cv.record_good_increase(plan.base[0]), "expr": good, "labels": dict(labels)})
+        rules.append({"record": cv.record_valid_increase(plan.base[0]), "expr": valid, "labels": dict(labels)})
+    for window, seconds in plan.windows:
+        if window != plan.period:
+            rules.append(_ratio_rule(plan, window, seconds))
     for window in plan.guard_windows if plan.slo.counts_increases else ():
         rules.append({
             "record": cv.record_valid_rate(window),
@@ -305,11 +364,6 @@ def _group(plan: SloRulePlan, settings: RuleSettings) -> dict:
         })
     rules.append({"record": cv.RECORD_OBJECTIVE, "expr": f"vector({number(plan.slo.goal)})", "labels": dict(labels)})
     rules.append({"record": cv.RECORD_ERROR_BUDGET, "expr": f"vector{_budget_expr(plan)}", "labels": dict(labels)})
-    rules.append({
-        "record": cv.RECORD_BUDGET_REMAINING,
-        "expr": f"1 - ({_own(cv.record_error_ratio(plan.period), plan)} / {_own(cv.RECORD_ERROR_BUDGET, plan)})",
-        "labels": dict(labels),
-    })
     for alert in plan.alerts:
         rule = {"alert": alert.alertname, "expr": alert_expr(plan, alert)}
         if alert.for_seconds:

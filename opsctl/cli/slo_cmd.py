@@ -60,7 +60,8 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, output):
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
     when, aligned = _aligned(when, at)
     progress = (lambda msg: click.echo(msg, err=True)) if output == "table" else None
-    results = build_report(slos, source, when, cfg.slos.period_seconds, progress=progress, coverage=True)
+    results = build_report(slos, source, when, cfg.slos.period_seconds, progress=progress, coverage=True,
+                           recorded_interval=cfg.alerting.interval_seconds)
     rows = [r.to_dict() for r in results]
     for row in rows:
         row["notes"] = ([aligned] if aligned else []) + row["notes"]

@@ -37,6 +37,8 @@ class QueryRefused(SourceUnavailable):
 
 
 class PrometheusSource:
+    speaks_promql = True  # answers any PromQL, recorded series included
+
     def __init__(self, settings: Settings, *, deadline: float | None = None):
         self.settings = settings
         self.url = settings.url.rstrip("/")

@@ -101,6 +101,13 @@ DERIVED_WINDOWS = ("1d", "3d")
 BASE_WINDOW_SECONDS = 300  # the recorded increases cover at least 5m (a multiple of the interval)
 
 
+def base_window(interval_seconds: int) -> tuple[str, int]:
+    """The recorded increases' window: the smallest multiple of the evaluation interval >= 5m, so
+    consecutive evaluations' windows tile time (each event counted base / interval times)."""
+    seconds = interval_seconds * -(-BASE_WINDOW_SECONDS // interval_seconds)
+    return window_label(seconds), seconds
+
+
 def record_valid_rate(window: str) -> str:
     """Valid events per second over `window` (the minimum-traffic guard): slo:sli_valid:rate5m."""
     return f"slo:sli_valid:rate{window}"

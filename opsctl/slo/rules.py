@@ -146,8 +146,8 @@ def _plan_one(slo: SloDefinition, good: str, valid: str, settings: RuleSettings)
     interval = settings.alerting.interval_seconds
     base = derived = None
     if slo.counts_increases:  # counts can be summed over time; a ratio (query_sli) or rates cannot
-        base_seconds = interval * math.ceil(cv.BASE_WINDOW_SECONDS / interval)
-        base = (cv.window_label(base_seconds), base_seconds)
+        base = cv.base_window(interval)
+        base_seconds = base[1]
         derived = tuple(w for w in (*cv.DERIVED_WINDOWS, settings.period) if windows[w] > base_seconds)
     return SloRulePlan(slo, good, valid, labels, tuple(windows.items()), settings.period, tuple(alerts),
                        interval, base, tuple(dict.fromkeys(derived or ())))

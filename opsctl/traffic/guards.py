@@ -179,7 +179,8 @@ def slo_results(cfg: "Config", source: Callable[[], "MetricSource"], at: Callabl
     missing = [b for b in backends if not any(s.backend == b for s in slos)]
     if not slos:
         return [], missing
-    results = build_report(slos, source(), at(), cfg.slos.period_seconds, cross_check=False)
+    results = build_report(slos, source(), at(), cfg.slos.period_seconds, cross_check=False,
+                           recorded_interval=cfg.alerting.interval_seconds)
     return results, missing
 
 

@@ -167,3 +167,69 @@ def test_every_selector_reaches_prometheus_with_its_own_matchers(opsctl, tmp_pat
             selector = sli[key]
             parse_selector(selector)
             assert f"sum(increase({selector}[" in sent, (path.name, key)
+
+
+class HeaderRecorder(QueryRecorder):
+    """QueryRecorder that also keeps each query request's headers and form."""
+
+    def __init__(self):
+        super().__init__()
+        self.requests: list[tuple[dict, dict]] = []
+        handler = self.server.RequestHandlerClass
+        recorder = self
+        original = handler.do_POST
+
+        def do_post(h):
+            length = int(h.headers.get("Content-Length") or 0)
+            raw = h.rfile.read(length)
+            recorder.requests.append(({k.lower(): v for k, v in h.headers.items()}, urllib.parse.parse_qs(raw.decode())))
+            h.rfile = __import__("io").BytesIO(raw)
+            h.headers.replace_header("Content-Length", str(len(raw)))
+            return original(h)
+
+        handler.do_POST = do_post
+
+
+def test_thanos_and_mimir_settings_reach_every_query(opsctl, tmp_path):
+    cfg = write_config(tmp_path)
+    cfg.write_text(cfg.read_text().replace(
+        "timeout: 5,", "timeout: 5, tenant: team-llm, dedup: true, partial_response: false,"
+                       " auth: {bearer_token: {env: PROM_TOKEN}},"))
+    with HeaderRecorder() as recorder:
+        result = opsctl("--config", str(cfg), "slo", "report", "--prometheus-url", recorder.url, "-o", "json",
+                        env={"PROM_TOKEN": "s3cr3t-token"})
+    assert result.exit_code == 3, result.output  # the fake holds no series
+    assert recorder.requests
+    for headers, form in recorder.requests:
+        assert headers["x-scope-orgid"] == "team-llm"
+        assert headers["authorization"] == "Bearer s3cr3t-token"
+        assert form["dedup"] == ["true"] and form["partial_response"] == ["false"]
+    assert "s3cr3t-token" not in result.output
+
+
+@pytest.fixture(scope="module")
+def tls_ca():
+    import trustme
+
+    return trustme.CA()
+
+
+def test_a_private_ca_bundle_is_trusted_and_without_it_the_certificate_is_a_usage_error(opsctl, tmp_path, tls_ca):
+    from tests.fakes.https import FakeHTTPSServer
+
+    class FakePrometheus(FakeHTTPSServer):
+        def route(self, req):
+            if req.path.endswith("/status/buildinfo"):
+                return 200, {"status": "success", "data": {"version": "2.42.0"}}, {}
+            return 200, {"status": "success", "data": {"resultType": "vector", "result": []}}, {}
+
+    bundle = tmp_path / "ca.pem"
+    tls_ca.cert_pem.write_to_path(str(bundle))
+    with FakePrometheus(tls_ca) as server:
+        cfg = write_config(tmp_path)
+        untrusted = opsctl("--config", str(cfg), "slo", "report", "--prometheus-url", server.url)
+        cfg.write_text(cfg.read_text().replace("timeout: 5,", f'timeout: 5, ca_file: "{bundle}",'))
+        trusted = opsctl("--config", str(cfg), "slo", "report", "--prometheus-url", server.url, "-o", "json")
+    assert untrusted.exit_code == 2 and "not trusted" in untrusted.stderr and "ca_file" in untrusted.stderr
+    assert trusted.exit_code == 3, trusted.output  # reached, trusted, and holding no series
+    assert any(r.path == "/api/v1/query" for r in server.requests)

@@ -20,6 +20,7 @@ def slo():
       opsctl slo validate slos/
       opsctl slo rules --out slo-rules.yaml && promtool check rules slo-rules.yaml
       opsctl slo alerts --at 2026-11-26T15:00:00Z -o json
+      opsctl slo dashboard --out grafana/opsctl-slo.json
     """
 
 
@@ -216,3 +217,38 @@ def _alerts_table(data):
         lines.append(f"unknown  {u['slo']}: {u['reason']}")
     lines.extend(f"note: {n}" for n in data.get("notes", []))
     return "\n".join(lines)
+
+
+@slo.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--out", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Write to FILE (atomically) instead of standard output.")
+@click.option("--uid", default="opsctl-slo", show_default=True, help="The dashboard's Grafana uid.")
+@click.pass_obj
+def dashboard(app, paths, out, uid):
+    """A Grafana dashboard (JSON model, ready for file provisioning) over the recorded SLO series.
+
+    Error budget left, burn rate per alert window against its threshold, SLI over time against the
+    objective, and the traffic split between backends, for the SLOs picked by its `$slo` variable.
+    Every query reads series `opsctl slo rules` records: load those rules first.
+
+    \b
+    Examples:
+      opsctl slo dashboard --out /etc/grafana/dashboards/opsctl-slo.json
+      opsctl slo dashboard slos/ | jq '.panels[].title'
+    """
+    import json
+
+    from opsctl.slo.dashboard import dashboard as build
+    from opsctl.slo.model import load_slos
+    from opsctl.slo.rules import RuleSettings, plan_rules, write_atomic
+
+    cfg = app.config
+    settings = RuleSettings.from_config(cfg)
+    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends), settings)
+    text = json.dumps(build(plans, settings, uid=uid), indent=2) + "\n"
+    if out:
+        write_atomic(out, text)
+        click.echo(f"wrote {out}: Grafana dashboard {uid!r} over {len(plans)} SLOs", err=True)
+    else:
+        click.echo(text, nl=False)

@@ -795,6 +795,26 @@ class TrafficConfig:
 
 
 @dataclass(frozen=True)
+class StateConfig:
+    """Where state that more than one actor must agree on lives (see docs/design.md).
+
+    `local`: JSON documents under the state dir (one host; the embedded default). `kubernetes`: one
+    ConfigMap per document in `namespace`, written with resourceVersion compare-and-swap, so laptops,
+    `opsctl serve` replicas and drills share one truth. The connection is `kubernetes` when given,
+    else traffic.kubernetes (the actuators' own settings).
+    """
+
+    backend: Literal["local", "kubernetes"] = "local"
+    namespace: str | None = None  # default: the connection's namespace
+    kubernetes: KubernetesSettings | None = None  # default: traffic.kubernetes
+    history: int = 50  # change records kept with the split; older ones live in Events and logs
+
+    def __post_init__(self):
+        if not 1 <= self.history <= 200:
+            raise ValueError("history must be between 1 and 200 (a ConfigMap or annotation holds at most 1 MiB)")
+
+
+@dataclass(frozen=True)
 class CapacityConfig:
     """The internal backend's capacity: ready replicas x rps_per_replica must carry its share x (1 + headroom).
 
@@ -813,8 +833,15 @@ class CapacityConfig:
     ready_timeout: str = "10m"
     poll_interval: str = "5s"
     rate_window: str = "5m"  # request rate = sum(rate(llm_proxy_requests_total[rate_window]))
+    # What drives the Deployment's replicas. With `hpa` (autoscaling/v2) or `keda` (a ScaledObject),
+    # capacity raises the autoscaler's minimum (minReplicas / minReplicaCount) and puts it back on
+    # restore: a scale-subresource patch would be undone at the autoscaler's next sync.
+    autoscaler: Literal["none", "hpa", "keda"] = "none"
+    autoscaler_name: str | None = None  # default: the Deployment's name
 
     def __post_init__(self):
+        if self.autoscaler != "none" and self.source != "kubernetes":
+            raise ValueError("autoscaler needs source kubernetes")
         if self.rps_per_replica <= 0:
             raise ValueError("rps_per_replica must be positive")
         if not 0 <= self.headroom <= 10:
@@ -1177,6 +1204,7 @@ class Config:
     cost: CostConfig = field(default_factory=CostConfig)
     traffic: TrafficConfig = field(default_factory=TrafficConfig)
     capacity: CapacityConfig | None = None
+    state: StateConfig = field(default_factory=StateConfig)
     freezes: list[FreezeWindow] = field(default_factory=list)
     drills: DrillsConfig = field(default_factory=DrillsConfig)
     runbooks: RunbooksConfig = field(default_factory=RunbooksConfig)
@@ -1274,6 +1302,11 @@ class Config:
     @property
     def audit_path(self) -> Path:
         return self.state_path / "audit.jsonl"
+
+    @property
+    def state_kubernetes(self) -> KubernetesSettings:
+        """The connection the kubernetes state backend uses."""
+        return self.state.kubernetes or self.traffic.kubernetes
 
     @property
     def drills_path(self) -> Path:

@@ -42,17 +42,15 @@ class LiveExecutor:
 
     def __init__(self, cfg: "Config", *, clock=None):
         from opsctl.clock import WallClock
-        from opsctl.traffic.controller import TrafficController
-
-        from opsctl.paging.change_hook import PagerChangeHook
+        from opsctl.traffic.service import TrafficService
 
         self.cfg = cfg
         self.clock = clock or WallClock()
         self.order = list(cfg.backends)
         self._pager = None
-        # Like `opsctl traffic`: every applied change also goes to the pager as a change event.
-        hook = PagerChangeHook(cfg, clock=self.clock)
-        self.controller = TrafficController(cfg, clock=self.clock, actor=automation_actor(), hooks=[hook])
+        # The traffic front door every actor uses (with the pager change hook, like `opsctl traffic`).
+        self.traffic = TrafficService(cfg, clock=self.clock, actor=automation_actor())
+        self.controller = self.traffic.controller
         self._desks: dict[str, object] = {}
         self._lock = threading.Lock()
 
@@ -60,8 +58,6 @@ class LiveExecutor:
 
     def failover(self, request: FailoverRequest) -> Outcome:
         from opsctl.freeze import FreezeCalendar
-        from opsctl.traffic.controller import ChangeRequest
-        from opsctl.traffic.failover import failover_plan, failover_trim
 
         backend = request.backend
         receivers = [b for b in self.order if b != backend]
@@ -71,10 +67,8 @@ class LiveExecutor:
         emergency = bool(frozen) and request.emergency_in_freeze
         incident = request.incident or f"opsctl-automation-{request.context.policy}-{backend}"
         reason = f"opsctl serve, policy {request.context.policy}: {request.context.summary}"[:500]
-        change = ChangeRequest("failover", failover_plan(backend, receivers), reason=reason, incident=incident,
-                               emergency=emergency, trim=failover_trim(backend))
         try:
-            result = self.controller.apply(change)
+            result = self.traffic.failover(backend, incident, to=receivers, reason=reason, emergency=emergency)
         except GuardRefused as exc:
             return Outcome("refused", exc.message, self._result_data(getattr(exc, "result", None)))
         except UsageError as exc:  # bounds: a plan the split cannot take
@@ -88,7 +82,6 @@ class LiveExecutor:
         return Outcome("applied", f"failed over away from {backend}{how}: {moved}{short}", data)
 
     def restore(self, request: RestoreRequest) -> Outcome:
-        from opsctl.traffic.controller import ChangeRequest
         from opsctl.traffic.split import Split
 
         saved = request.saved or {}
@@ -103,10 +96,9 @@ class LiveExecutor:
                                       f" {after.describe(self.order)}); restore left to a human")
         # Never an emergency: inside a freeze the restore waits (retried every restore_retry) until it ends.
         incident = request.incident or f"opsctl-automation-{request.context.policy}-{request.backend}"
-        change = ChangeRequest("restore", lambda _current: before, incident=incident, emergency=False,
-                               reason=f"opsctl serve, policy {request.context.policy}: alert resolved, hold-down passed")
         try:
-            result = self.controller.apply(change)
+            result = self.traffic.restore_now(
+                incident, before, reason=f"opsctl serve, policy {request.context.policy}: alert resolved, hold-down passed")
         except (GuardRefused, UsageError) as exc:
             return Outcome("refused", exc.message, self._result_data(getattr(exc, "result", None)))
         data = self._result_data(result)

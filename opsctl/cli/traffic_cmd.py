@@ -51,12 +51,25 @@ def _progress(message: str) -> None:
     click.echo(message, err=True)
 
 
-def _controller(app, dry_run: bool):
-    from opsctl.paging.change_hook import PagerChangeHook
-    from opsctl.traffic.controller import TrafficController
+def _preflight(service, action: str, check, *, reason: str = "", incident: str | None = None,
+               emergency: bool = False):
+    """Run the command's own checks (flags, reason, confirmation, a running ramp); a refusal there is
+    audited like a guard's, with the same exit code."""
+    from opsctl.errors import OpsctlError
 
-    hooks = [] if dry_run else [PagerChangeHook(app.config)]
-    return TrafficController(app.config, dry_run=dry_run, progress=_progress, hooks=hooks)
+    try:
+        return check()
+    except OpsctlError as exc:
+        if getattr(exc, "result", None) is None:
+            service.controller.refuse(action, exc.message, reason=reason, incident=incident, emergency=emergency,
+                                      hint=exc.hint, error=type(exc))
+        raise
+
+
+def _service(app, dry_run: bool):
+    from opsctl.traffic.service import TrafficService
+
+    return TrafficService(app.config, dry_run=dry_run, progress=_progress)
 
 
 def _require_reason(reason: str, incident: str | None, dry_run: bool) -> None:
@@ -168,7 +181,8 @@ def _running_ramp_blocks(app, emergency: bool) -> None:
     live = running_ramp(app.config)
     if live and not emergency:
         raise ConflictError(
-            f"a ramp is running (pid {live.get('pid')} on {live.get('host')}); a manual change would fight it",
+            f"a ramp is running ({live.get('id')}, pid {live.get('pid')} on {live.get('host')}); a manual change"
+            " would fight it",
             hint="wait for it, stop it (Ctrl-C / kill PID) and `opsctl traffic ramp --abort`, or use --emergency --incident ID",
         )
 
@@ -207,6 +221,10 @@ def _status_text(d: dict, order) -> str:
                      + (f" [overrode {', '.join(last['overrides'])}]" if last.get("overrides") else ""))
     else:
         lines.append("last change none recorded")
+    for f in d.get("open_failovers") or []:
+        lines.append(f"FAILOVER    incident {f['incident']} open since {f['since']} by {f['actor']};"
+                     f" restore returns to {_describe(f['saved'], order)}"
+                     f" (opsctl traffic restore --incident {f['incident']})")
     if d["freezes_active"]:
         for f in d["freezes_active"]:
             lines.append(f"FREEZE      {f['name']} until {f['end_local']}: routine changes refused"
@@ -251,25 +269,21 @@ def set_(app, weights, shadow, dry_run, reason, incident, emergency, yes, output
       opsctl traffic set databricks=80 internal=20 --shadow internal=10 --reason "warm-up" --yes
       opsctl traffic set internal=100 --emergency --incident INC-7 --yes
     """
-    from opsctl.traffic.controller import ChangeRequest
-    from opsctl.traffic.split import Split, check_known, parse_assignments
+    from opsctl.traffic.split import parse_assignments
 
-    assigned = parse_assignments(weights, "BACKEND=PCT")
-    mirrored = parse_assignments(shadow, "--shadow")
-    _require_reason(reason, incident, dry_run)
-    if not dry_run:
-        _running_ramp_blocks(app, emergency)
-    confirm = _confirmer(yes, dry_run, list(app.config.backends))
+    service = _service(app, dry_run)
 
-    def plan(before):
-        check_known([*assigned, *mirrored], app.config.backends, "set")
-        current_shadow = dict(before.shadow) if before else {}
-        current_shadow.update(mirrored)
-        return Split.of(assigned, current_shadow)
+    def check():
+        parsed = parse_assignments(weights, "BACKEND=PCT"), parse_assignments(shadow, "--shadow")
+        _require_reason(reason, incident, dry_run)
+        if not dry_run:
+            _running_ramp_blocks(app, emergency)
+        return (*parsed, _confirmer(yes, dry_run, list(app.config.backends)))
 
-    ctl = _controller(app, dry_run)
-    _run_change(app, output, lambda: ctl.apply(ChangeRequest(
-        "set", plan, reason=reason, incident=incident, emergency=emergency, confirm=confirm)))
+    assigned, mirrored, confirm = _preflight(service, "set", check, reason=reason, incident=incident,
+                                             emergency=emergency)
+    _run_change(app, output, lambda: service.set(assigned, mirrored, reason=reason, incident=incident,
+                                                 emergency=emergency, confirm=confirm))
 
 
 @traffic.command()
@@ -299,29 +313,38 @@ def ramp(app, to, step, interval, resume, abort, dry_run, reason, incident, emer
     """
     from opsctl.clock import parse_duration
     from opsctl.errors import UsageError
-    from opsctl.traffic.ramp import RampRunner
     from opsctl.traffic.split import Split, fill_remainder, parse_assignments
 
     cfg = app.config
     order = list(cfg.backends)
-    if resume and abort:
-        raise UsageError("--resume and --abort contradict each other")
-    if (resume or abort) and (to or step or interval or dry_run):
-        raise UsageError("--resume and --abort take the ramp's saved plan; do not give --to, --step, --interval or --dry-run")
-    runner = RampRunner(_controller(app, dry_run), progress=_progress)
+    service = _service(app, dry_run)
+
+    def flags():
+        if resume and abort:
+            raise UsageError("--resume and --abort contradict each other")
+        if (resume or abort) and (to or step or interval or dry_run):
+            raise UsageError("--resume and --abort take the ramp's saved plan; do not give --to, --step, --interval"
+                             " or --dry-run")
+
+    _preflight(service, "ramp", flags, reason=reason, incident=incident, emergency=emergency)
     if resume:
-        return _run_ramp(runner.resume, output, order)
+        return _run_ramp(service.resume, output, order)
     if abort:
-        return _run_ramp(lambda: runner.abort(reason), output, order)
-    if not to:
-        raise UsageError("give the target with --to BACKEND=PCT (or --resume / --abort)")
-    assigned = parse_assignments(to, "--to")
-    try:
-        seconds = parse_duration(interval if interval is not None else cfg.traffic.ramp.interval)
-    except ValueError as exc:
-        raise UsageError(f"--interval: {exc}") from None
-    _require_reason(reason, incident, dry_run)
-    confirm = _confirmer(yes, dry_run, order)
+        return _run_ramp(lambda: service.abort(reason), output, order)
+
+    def check():
+        if not to:
+            raise UsageError("give the target with --to BACKEND=PCT (or --resume / --abort)")
+        assigned = parse_assignments(to, "--to")
+        try:
+            seconds = parse_duration(interval if interval is not None else cfg.traffic.ramp.interval)
+        except ValueError as exc:
+            raise UsageError(f"--interval: {exc}") from None
+        _require_reason(reason, incident, dry_run)
+        return assigned, seconds, _confirmer(yes, dry_run, order)
+
+    assigned, seconds, confirm = _preflight(service, "ramp", check, reason=reason, incident=incident,
+                                            emergency=emergency)
 
     def target_of(current: Split) -> Split:
         if len(assigned) == 1 or sum(assigned.values()) != 100:
@@ -331,9 +354,8 @@ def ramp(app, to, step, interval, resume, abort, dry_run, reason, incident, emer
             return Split.of(fill_remainder(assigned, current, order), current.shadow)
         return Split.of(assigned, current.shadow)
 
-    return _run_ramp(lambda: runner.start(
-        action="ramp", target_of=target_of, step=step if step is not None else cfg.traffic.ramp.step, interval=seconds, reason=reason,
-        incident=incident, emergency=emergency, confirm=confirm), output, order)
+    return _run_ramp(lambda: service.ramp(target_of, step=step, interval=seconds, reason=reason, incident=incident,
+                                          emergency=emergency, confirm=confirm), output, order)
 
 
 def _emit_ramp(data: dict, output: str, order, err: bool = False) -> None:
@@ -368,11 +390,10 @@ def failover(app, source, receivers, dry_run, reason, incident, yes, output):
     Example:
       opsctl traffic failover --from databricks --incident INC-123 --reason "vendor 5xx" --yes
     """
-    from opsctl.traffic.failover import failover as do_failover
-
-    confirm = _confirmer(yes, dry_run, list(app.config.backends))
-    ctl = _controller(app, dry_run)
-    _run_change(app, output, lambda: do_failover(ctl, source, incident, to=receivers, reason=reason, confirm=confirm))
+    service = _service(app, dry_run)
+    confirm = _preflight(service, "failover", lambda: _confirmer(yes, dry_run, list(app.config.backends)),
+                         reason=reason, incident=incident, emergency=True)
+    _run_change(app, output, lambda: service.failover(source, incident, to=receivers, reason=reason, confirm=confirm))
 
 
 @traffic.command()
@@ -392,49 +413,53 @@ def restore(app, step, interval, dry_run, reason, incident, emergency, yes, outp
     """
     from opsctl.clock import parse_duration
     from opsctl.errors import UsageError
-    from opsctl.traffic.failover import saved_split
-    from opsctl.traffic.ramp import RampRunner
 
     cfg = app.config
     order = list(cfg.backends)
-    try:
-        seconds = parse_duration(interval if interval is not None else cfg.traffic.ramp.interval)
-    except ValueError as exc:
-        raise UsageError(f"--interval: {exc}") from None
-    ctl = _controller(app, dry_run)
-    saved, entry = saved_split(ctl.audit, incident, order)
-    _progress(f"restoring the split saved by the failover of {entry.get('time')}: {saved.describe(order)}")
-    confirm = _confirmer(yes, dry_run, order)
-    runner = RampRunner(ctl, progress=_progress)
-    return _run_ramp(lambda: runner.start(
-        action="restore", target_of=lambda current: saved, step=step if step is not None else cfg.traffic.ramp.step, interval=seconds,
-        reason=reason or f"restore after incident {incident}", incident=incident, emergency=emergency,
-        confirm=confirm), output, order)
+    service = _service(app, dry_run)
+
+    def check():
+        try:
+            seconds = parse_duration(interval if interval is not None else cfg.traffic.ramp.interval)
+        except ValueError as exc:
+            raise UsageError(f"--interval: {exc}") from None
+        service.saved_split(incident)  # an unknown incident fails before anything is asked
+        return seconds, _confirmer(yes, dry_run, order)
+
+    seconds, confirm = _preflight(service, "restore", check, reason=reason, incident=incident, emergency=emergency)
+    return _run_ramp(lambda: service.restore(incident, step=step, interval=seconds, reason=reason,
+                                             emergency=emergency, confirm=confirm), output, order)
 
 
 @traffic.command()
 @click.option("--limit", type=int, default=20, show_default=True, help="Newest N entries (0: all).")
 @click.option("--incident", metavar="ID", help="Only entries for this incident.")
-@click.option("--applied", is_flag=True, help="Only applied changes (no refusals, conflicts or dry runs).")
+@click.option("--applied", is_flag=True, help="With --attempts: only applied changes.")
+@click.option("--attempts", is_flag=True,
+              help="Every attempt made from this host (refused, conflicts, dry runs), from the local audit log.")
 @output_option
 @click.pass_obj
-def history(app, limit, incident, applied, output):
-    """The audit trail of traffic changes, newest first: every attempt, applied or refused.
+def history(app, limit, incident, applied, attempts, output):
+    """Applied traffic changes, newest first, from the change record stored with the split.
+
+    Every laptop, `opsctl serve` replica and drill reads the same record, so all show the same
+    history (the newest `state.history` changes; older ones are in Kubernetes Events and logs).
+    `--attempts` shows this host's audit log instead: every attempt, applied or refused.
 
     \b
     Examples:
       opsctl traffic history
       opsctl traffic history --incident INC-123 -o json
+      opsctl traffic history --attempts --limit 50
     """
-    from opsctl.audit import AuditLog
+    from opsctl.traffic.service import TrafficService
 
     order = list(app.config.backends)
-
-    def wanted(e: dict) -> bool:
-        return (e.get("kind") == "traffic" and (incident is None or e.get("incident") == incident)
-                and (not applied or (e.get("outcome") == "applied" and not e.get("dry_run"))))
-
-    entries = AuditLog(app.config.audit_path).find(wanted, limit=limit or None)
+    service = TrafficService(app.config, hooks=[])
+    if attempts:
+        entries = service.attempts(incident=incident, applied=applied, limit=limit or None)
+    else:
+        entries = service.history(incident=incident, limit=limit or None)
     rows = [[e.get("time"), e.get("actor"), e.get("action"), e.get("outcome"),
              f"{_describe(e.get('before'), order)} -> {_describe(e.get('after'), order)}",
              e.get("incident") or "", ",".join(e.get("overrides") or []), (e.get("reason") or "")[:60]]

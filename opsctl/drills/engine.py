@@ -545,11 +545,8 @@ class Engine:
             self._file_ticket(action, by=who)
 
     def _failover(self, source: str, why: str) -> None:
-        from opsctl.traffic.failover import failover
-
-        ctl = self.env.controller()
         try:
-            result = failover(ctl, source, self.state.incident, reason=f"[DRILL {self.state.run_id}] {why}")
+            result = self.env.traffic().failover(source, self.state.incident, reason=f"[DRILL {self.state.run_id}] {why}")
         except OpsctlError as exc:
             self.obs.failover_errors.append((self._now(), exc.message))
             self._say("failover", f"FAILED: {exc.message}")

@@ -1,9 +1,12 @@
 """The Actuator protocol: where the split lives and how it changes, with optimistic concurrency.
 
-`read()` returns the split and an opaque version (a file's counter, an object's resourceVersion).
-`write()` stores a split only if the version is still the one that was read, else raises
+`read()` returns the split, an opaque version (a file's counter, an object's resourceVersion) and
+the change record stored with it (opsctl/traffic/record.py). `write()` stores a split and its new
+record in one write, only if the version is still the one that was read, else raises
 ConflictError; the controller then re-reads, re-plans and re-checks its guards. With `dry_run` the
 write is validated (by the API server's dryRun=All for Kubernetes targets) and nothing is stored.
+A stored split that cannot be parsed is reported as `corrupt` (split None) rather than raised, so an
+emergency change can still repair it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ class StoredSplit:
     split: Split | None  # None: the target holds no split yet (unknown state)
     version: str
     note: str = ""  # e.g. "not written yet: the configured default"
+    record: dict | None = None  # the change record stored with the split (record.parse form)
+    corrupt: str = ""  # why the stored split cannot be used (weights summing to 120, a truncated file)
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,9 @@ class Actuator(Protocol):
 
     def read(self) -> StoredSplit: ...
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool) -> WriteResult: ...
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict | None = None) -> WriteResult:
+        """Store `split` and, in the same write, `record` (None keeps the stored record)."""
+        ...
 
     def record_event(self, notice: ChangeNotice) -> str | None:
         """Record the change where operators of the target look (a Kubernetes Event); returns a

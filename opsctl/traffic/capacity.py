@@ -7,7 +7,13 @@ The current request rate is `sum(rate(llm_proxy_requests_total[W]))` over every 
 outcome, from the metric source; None (no series) is no data, never zero. When short, `ensure()`
 scales the Deployment through its scale subresource (resourceVersion in the patch, 409 -> re-read)
 up to `max_replicas` and waits for ready replicas until `ready_timeout`; when GPUs are still short
-it reports the share that fits, so a failover can move only that much.
+it reports the share that fits, so a failover can move only that much. A failover does not wait
+(`wait=False`): it moves what the ready replicas carry now and tops up as more become Ready.
+
+With an HPA or a KEDA ScaledObject driving the Deployment (`capacity.autoscaler`), scaling raises
+the autoscaler's minimum instead (minReplicas / minReplicaCount, compare-and-swap on its
+resourceVersion), saving the original in annotation `opsctl.io/saved-min-replicas`;
+`restore_minimum()` puts it back when the incident's traffic is restored.
 """
 
 from __future__ import annotations
@@ -125,6 +131,9 @@ class Capacity:
 
     # -- reading ----------------------------------------------------------------------------------
 
+    def ready_replicas(self) -> int:
+        return self._replicas()[0]
+
     def _replicas(self) -> tuple[int, int]:
         """(ready, desired) replicas of the Deployment."""
         s = self.settings
@@ -163,8 +172,9 @@ class Capacity:
     # -- scaling ----------------------------------------------------------------------------------
 
     def ensure(self, share: int, *, dry_run: bool, reason: str = "",
-               progress: Callable[[str], None] | None = None) -> EnsureResult:
-        """Make the ready replicas carry `share`% of current traffic, scaling up to max_replicas."""
+               progress: Callable[[str], None] | None = None, wait: bool = True) -> EnsureResult:
+        """Make the ready replicas carry `share`% of current traffic, scaling up to max_replicas.
+        With wait=False the scale is asked for and what the replicas ready now carry is reported."""
         reading = self.read()
         result = EnsureResult(share, reading.max_share(), reading)
         needed = reading.replicas_for(share)
@@ -180,7 +190,16 @@ class Capacity:
             return result
         if target > reading.desired:
             result.scaled_from, result.scaled_to = reading.desired, target
-            self._scale_to(target, dry_run=dry_run, reason=reason, share=share)
+            if s.autoscaler != "none":
+                target = self._raise_minimum(target, dry_run=dry_run, reason=reason, share=share)
+                result.scaled_to = target
+            else:
+                self._scale_to(target, dry_run=dry_run, reason=reason, share=share)
+        if not wait and not dry_run:
+            result.fits = reading.max_share()
+            result.notes.append(f"moving what the {reading.ready} ready replicas carry now; {target} asked for,"
+                                " topping up as they become Ready")
+            return result
         if dry_run:
             result.notes.append(f"dry run: would scale {self.where} to {target} replicas and wait for them")
             result.fits = reading.max_share(target)  # what it would carry once ready
@@ -222,14 +241,107 @@ class Capacity:
         raise ConflictError(f"could not scale {self.where}: {self.cfg.traffic.conflict_attempts} attempts met"
                             f" concurrent changes ({last})")
 
-    def _event(self, before: int, after: int, reason: str, share: int) -> None:
+    # -- autoscalers (HPA, KEDA ScaledObject) ----------------------------------------------------
+
+    SAVED = "opsctl.io/saved-min-replicas"
+
+    def _autoscaler(self):
+        """(what, get(), patch(body), min field, max field, max default) for the configured autoscaler."""
+        s = self.settings
+        name = s.autoscaler_name or s.deployment
+        if s.autoscaler == "hpa":
+            from kubernetes.client import AutoscalingV2Api
+
+            api = AutoscalingV2Api(self.kube.client)
+            what = f"HorizontalPodAutoscaler {self.namespace}/{name}"
+
+            def get():
+                import json
+
+                raw = self.kube.call(f"read {what}", api.read_namespaced_horizontal_pod_autoscaler, name, self.namespace,
+                                     _preload_content=False)
+                return json.loads(raw.data)
+
+            def patch(body, dry_run):
+                from opsctl.traffic.kube import FIELD_MANAGER, MERGE_PATCH
+
+                self.kube.call(f"patch {what}", api.patch_namespaced_horizontal_pod_autoscaler, name, self.namespace,
+                               body, field_manager=FIELD_MANAGER, dry_run="All" if dry_run else None,
+                               _content_type=MERGE_PATCH, _preload_content=False)
+
+            return what, get, patch, "minReplicas", "maxReplicas", 1
+        custom = self.kube.custom()
+        what = f"ScaledObject {self.namespace}/{name}"
+
+        def get():
+            return self.kube.call(f"read {what}", custom.get_namespaced_custom_object, "keda.sh", "v1alpha1",
+                                  self.namespace, "scaledobjects", name)
+
+        def patch(body, dry_run):
+            from opsctl.traffic.kube import FIELD_MANAGER, MERGE_PATCH
+
+            self.kube.call(f"patch {what}", custom.patch_namespaced_custom_object, "keda.sh", "v1alpha1",
+                           self.namespace, "scaledobjects", name, body, field_manager=FIELD_MANAGER,
+                           dry_run="All" if dry_run else None, _content_type=MERGE_PATCH)
+
+        return what, get, patch, "minReplicaCount", "maxReplicaCount", 100
+
+    def _raise_minimum(self, replicas: int, *, dry_run: bool, reason: str, share: int) -> int:
+        """Raise the autoscaler's minimum to `replicas` (capped at its maximum); returns the new minimum."""
+        what, get, patch, low_key, high_key, high_default = self._autoscaler()
+        last: ConflictError | None = None
+        for _ in range(self.cfg.traffic.conflict_attempts):
+            obj = get()
+            spec, meta = obj.get("spec") or {}, obj.get("metadata") or {}
+            low = spec.get(low_key, 1 if low_key == "minReplicas" else 0)
+            wanted = min(replicas, spec.get(high_key, high_default))
+            if low >= wanted:
+                return low  # already at least that high
+            annotations = meta.get("annotations") or {}
+            body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": {low_key: wanted}}
+            if self.SAVED not in annotations:  # the first raise saves the original; later ones keep it
+                body["metadata"]["annotations"] = {self.SAVED: str(low)}
+            try:
+                patch(body, dry_run)
+            except ConflictError as exc:
+                last = exc
+                continue
+            if not dry_run:
+                self._event(low, wanted, reason, share, what=f"{what} {low_key}")
+            return wanted
+        raise ConflictError(f"could not raise the minimum of {what}: {self.cfg.traffic.conflict_attempts} attempts"
+                            f" met concurrent changes ({last})")
+
+    def restore_minimum(self) -> str | None:
+        """Put the autoscaler's minimum back to what it was before opsctl raised it; a description of
+        what was done, or None when nothing was raised."""
+        if self.settings.source != "kubernetes" or self.settings.autoscaler == "none":
+            return None
+        what, get, patch, low_key, _high, _default = self._autoscaler()
+        for _ in range(self.cfg.traffic.conflict_attempts):
+            obj = get()
+            meta = obj.get("metadata") or {}
+            saved = (meta.get("annotations") or {}).get(self.SAVED)
+            if saved is None or not saved.isdigit():
+                return None
+            body = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": {self.SAVED: None}},
+                    "spec": {low_key: int(saved)}}
+            try:
+                patch(body, False)
+            except ConflictError:
+                continue
+            return f"{what} {low_key} back to {saved}"
+        return None
+
+    def _event(self, before: int, after: int, reason: str, share: int, what: str | None = None) -> None:
         try:
             meta = self._deployment()["metadata"]
             self.kube.record_event(
                 involved={"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"],
                           "namespace": meta["namespace"], "uid": meta.get("uid")},
                 reason="ScaledForTraffic",
-                message=f"opsctl scaled {before} -> {after} replicas to carry {share}% of traffic"
+                message=(f"opsctl raised {what} {before} -> {after}" if what else
+                         f"opsctl scaled {before} -> {after} replicas") + f" to carry {share}% of traffic"
                         + (f": {reason}" if reason else ""),
                 action="Scale",
             )

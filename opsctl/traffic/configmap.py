@@ -2,14 +2,16 @@
 
 A write is a strategic-merge patch that touches only that key and carries the resourceVersion it
 was planned against (`metadata.resourceVersion` in the body), so the API server answers 409 when
-the ConfigMap changed since it was read.
+the ConfigMap changed since it was read. The change record (opsctl/traffic/record.py) rides in the
+same patch as annotation `opsctl.io/traffic-record`, so the split and its record are one write.
 """
 
 from __future__ import annotations
 
 import json
 
-from opsctl.errors import NoDataError, UsageError
+from opsctl.errors import UsageError
+from opsctl.traffic import record as records
 from opsctl.traffic.base import ChangeNotice, StoredSplit, WriteResult
 from opsctl.traffic.kube import FIELD_MANAGER, STRATEGIC_MERGE_PATCH, Kube
 from opsctl.traffic.split import Split
@@ -32,24 +34,30 @@ class ConfigMapActuator:
         meta = cm.metadata
         self._ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": meta.name, "namespace": meta.namespace,
                      "uid": meta.uid, "resourceVersion": meta.resource_version}
+        try:
+            record = records.parse((meta.annotations or {}).get(records.ANNOTATION), self.target)
+        except Exception:  # a damaged record must not block a repair
+            record = records.empty()
         raw = (cm.data or {}).get(self.key)
         if raw is None:
-            return StoredSplit(None, meta.resource_version, f"key {self.key} is not set")
+            return StoredSplit(None, meta.resource_version, f"key {self.key} is not set", record=record)
         try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise NoDataError(f"{self.target}: not JSON: {exc}") from exc
-        try:
-            split = Split.from_dict(data, self.backends, self.target)
-        except UsageError as exc:
-            raise NoDataError(f"the stored split is not valid: {exc.message}") from exc
-        return StoredSplit(split, meta.resource_version)
+            split = Split.from_dict(json.loads(raw), self.backends, self.target)
+        except (ValueError, UsageError) as exc:
+            why = f"the stored split is not valid: {getattr(exc, 'message', exc)}"
+            from opsctl.traffic.file import repair_hint
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool) -> WriteResult:
+            return StoredSplit(None, meta.resource_version, f"corrupt: {why}; {repair_hint(None, self.backends)}",
+                               record=record, corrupt=why)
+        return StoredSplit(split, meta.resource_version, record=record)
+
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict | None = None) -> WriteResult:
         body = {
             "metadata": {"resourceVersion": expected_version},
             "data": {self.key: json.dumps(split.to_dict(self.backends), sort_keys=True)},
         }
+        if record is not None:
+            body["metadata"]["annotations"] = {records.ANNOTATION: records.encode(record)}
         cm = self.kube.call(
             f"patch {self.target}", self.kube.core().patch_namespaced_config_map, self.name, self.namespace, body,
             field_manager=FIELD_MANAGER, dry_run="All" if dry_run else None, _content_type=STRATEGIC_MERGE_PATCH,

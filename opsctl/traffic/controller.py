@@ -1,23 +1,30 @@
 """The one call every traffic change ends in, from the CLI, automation and drills alike:
 
-    read -> plan -> guards -> (confirm) -> capacity -> write -> audit -> Kubernetes Event / hooks
+    read -> plan -> guards -> (confirm) -> capacity -> write split + record -> audit -> Event / log / hooks
 
 The plan is a function of the current split, so when the write meets a concurrent change (the
 file's version moved, or the API server answered 409) the controller re-reads, re-plans and
-re-checks every guard, up to `traffic.conflict_attempts` times, then fails with exit 5. Every
-attempt, applied or not, is one audit entry.
+re-checks every guard, up to `traffic.conflict_attempts` times, then fails with exit 5. The change
+record (opsctl/traffic/record.py) is written in the same write as the split, and the rate guard
+counts from the record as read, so the count and the change are atomic. Every attempt, applied,
+refused or not, is one entry in the local audit log (written after the record); with
+`state.backend: kubernetes` it is also one structured JSON log line for the cluster's log pipeline.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import secrets
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from opsctl.audit import AuditLog, current_actor
-from opsctl.errors import ConflictError, GuardRefused, OpsctlError, UsageError
+from opsctl.errors import ConflictError, GuardRefused, NoDataError, OpsctlError, UsageError
+from opsctl.traffic import record as records
 from opsctl.traffic.base import ChangeHook, ChangeNotice, StoredSplit
 from opsctl.traffic.guards import ACTIONS, CAPACITY_GUARD, POLICY_GUARDS, GuardContext, GuardResult, guard
 from opsctl.traffic.split import Split
@@ -28,6 +35,18 @@ if TYPE_CHECKING:
 
 Planner = Callable[[Split | None], Split]
 Trimmer = Callable[[Split | None, Split, dict], Split]
+
+
+def change_log() -> logging.Logger:
+    """The structured change log: one JSON object per line on stderr, for the cluster's log pipeline."""
+    logger = logging.getLogger("opsctl.traffic.changes")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    return logger
 
 
 def new_operation_id(action: str) -> str:
@@ -70,6 +89,8 @@ class ChangeResult:
     warnings: list[str] = field(default_factory=list)
     recorded: list[str] = field(default_factory=list)
     audited: bool = False
+    change_id: str | None = None  # the id of its entry in the change record, once applied
+    topups: list["ChangeResult"] = field(default_factory=list)  # a failover's later steps as replicas became Ready
 
     @property
     def overrides(self) -> tuple[str, ...]:
@@ -98,6 +119,10 @@ class ChangeResult:
             "guards": [g.to_dict() for g in self.guards],
             "overrides": list(self.overrides),
         }
+        if self.change_id:
+            out["change_id"] = self.change_id
+        if self.topups:
+            out["topups"] = [t.to_dict(order) for t in self.topups]
         if self.requested is not None and self.requested != self.after:
             out["requested"] = split(self.requested)
         for key in ("message", "shortfall", "warnings", "recorded"):
@@ -140,9 +165,10 @@ class TrafficController:
     def apply(self, request: ChangeRequest) -> ChangeResult:
         if request.action not in ACTIONS:
             raise UsageError(f"unknown traffic action {request.action!r} (known: {', '.join(ACTIONS)})")
-        if request.emergency and not request.incident:
-            raise UsageError("--emergency needs --incident ID: an override must name the incident it serves")
         operation = request.operation_id or new_operation_id(request.action)
+        if request.emergency and not request.incident:
+            self.refuse(request.action, "--emergency needs --incident ID: an override must name the incident it serves",
+                        reason=request.reason, emergency=True, operation_id=operation)
         attempts = self.cfg.traffic.conflict_attempts
         confirmed: list[Split | None] = []  # the split the person confirmed against, once asked
         for attempt in range(1, attempts + 1):
@@ -167,10 +193,31 @@ class TrafficController:
                  " `opsctl traffic status`, then run again",
         ), result)
 
+    def refuse(self, action: str, message: str, *, reason: str = "", incident: str | None = None,
+               emergency: bool = False, operation_id: str | None = None, hint: str | None = None,
+               error: type[OpsctlError] = UsageError) -> None:
+        """Refuse an attempt before it reaches the guards (bad flags, a running ramp): still one
+        audited attempt; raises `error` (exit 2 by default)."""
+        result = ChangeResult(action, operation_id or new_operation_id(action), self.actor, self.dry_run,
+                              self.actuator.kind, self.actuator.target, reason, incident, emergency)
+        result.guards.append(GuardResult("bounds", False, message, hint or ""))
+        result.outcome, result.message = "refused", message
+        self._audit(result)
+        raise _attach(error(message, hint=hint), result)
+
     def _attempt(self, request: ChangeRequest, result: ChangeResult, confirmed: list) -> bool:
         """One read-plan-check-write round. True when done; False when the write met a concurrent change."""
         stored = self.actuator.read()
         result.before, result.version_before = stored.split, stored.version
+        if stored.corrupt:
+            if not request.emergency:  # only an emergency tied to an incident may replace what it cannot read
+                result.outcome, result.message = "refused", f"the stored split is corrupt: {stored.corrupt}"
+                self._audit(result)
+                from opsctl.traffic.file import repair_hint
+
+                default = Split.of(self.cfg.traffic.default_split) if self.cfg.traffic.default_split else None
+                raise NoDataError(result.message, hint=repair_hint(default, self.order))
+            result.warnings.append(f"the stored split was corrupt ({stored.corrupt}); this change replaces it")
         try:
             result.requested = result.after = request.plan(stored.split)
         except UsageError as exc:  # a plan that cannot be made is refused by bounds, and audited
@@ -182,9 +229,12 @@ class TrafficController:
             result.outcome, result.message = "unchanged", "the split is already as asked"
             self._audit(result)
             return True
+        now = self.clock.now()
+        record = stored.record if stored.record is not None else records.empty()
         ctx = GuardContext(
             self.cfg, request.action, stored.split, result.requested, request.emergency, request.incident,
-            self.clock.now(), result.operation_id, self.dry_run, self.audit, request.reason, self.clock, self.progress,
+            now, result.operation_id, self.dry_run, self.audit, request.reason, self.clock, self.progress,
+            record=record,
         )
         self._check(result, ctx, POLICY_GUARDS)
         if request.confirm is not None and not self.dry_run:
@@ -199,13 +249,18 @@ class TrafficController:
                 result.message = f"capacity: none of the requested move fits ({capacity.message})"
                 self._audit(result)
                 raise GuardRefused(result.message, hint="add GPUs or raise capacity.max_replicas")
+        entry = records.entry_of(result, self.order, now, self.audit_fields)
+        new_record = records.with_change(record, entry, history=self.cfg.state.history,
+                                         window=self.cfg.traffic.rate_limit.window_seconds, now=now)
         try:
-            written = self.actuator.write(result.after, stored.version, dry_run=self.dry_run)
+            written = self.actuator.write(result.after, stored.version, dry_run=self.dry_run, record=new_record)
         except ConflictError as exc:
             result.outcome, result.message = "conflict", exc.message
             self._audit(result)
             return False
         result.version = written.version
+        if not self.dry_run:
+            result.change_id = entry["id"]
         result.outcome = "dry-run" if self.dry_run else "applied"
         result.message = written.detail
         self._audit(result)
@@ -262,8 +317,11 @@ class TrafficController:
         entry = {"kind": "traffic", **result.to_dict(self.order), **self.audit_fields, "pid": os.getpid()}
         # The controller's clock stamps the entry, so the rate guard compares like with like in drills
         # on simulated time; on the wall clock it is simply now.
-        self.audit.append(entry, now=self.clock.now())
+        written = self.audit.append(entry, now=self.clock.now())
         result.audited = True
+        if self.cfg.state.backend == "kubernetes":
+            change_log().info(json.dumps({"log": "opsctl.traffic.change", **written}, default=str,
+                                         separators=(",", ":")))
 
     def _announce(self, result: ChangeResult) -> None:
         notice = ChangeNotice(result.action, result.before, result.after, result.actor, result.reason,

@@ -6,8 +6,12 @@ GPUs capacity the failover needs and probe a backend that is failing. When the r
 backend cannot carry its new share even after scaling, only what fits moves; the rest stays on the
 failing backend and is reported.
 
-The split to restore is the `before` of the incident's first applied failover in the audit log,
-the one record that is fsynced and never rewritten.
+The split to restore is the one the change record (stored with the split, opsctl/traffic/record.py)
+saved at the incident's first applied failover, so every laptop and replica restores the same way;
+an incident older than the record falls back to this host's audit log.
+
+When the stored split is unknown or corrupt, a failover still works: it plans from the configured
+backends (traffic.default_split, else an even split), because an emergency must not wait on a repair.
 """
 
 from __future__ import annotations
@@ -23,11 +27,21 @@ if TYPE_CHECKING:
     from opsctl.traffic.controller import TrafficController
 
 
-def failover_plan(source: str, receivers: Sequence[str]) -> Callable[[Split | None], Split]:
+def configured_split(cfg) -> Split:
+    """The split the config describes: traffic.default_split, else an even split over the backends."""
+    if cfg.traffic.default_split:
+        return Split.of(cfg.traffic.default_split)
+    names = list(cfg.backends)
+    return Split.of(largest_remainder({b: 100 / len(names) for b in names}))
+
+
+def failover_plan(source: str, receivers: Sequence[str], fallback: Split | None = None) -> Callable[[Split | None], Split]:
     def plan(before: Split | None) -> Split:
         if before is None:
-            raise NoDataError("the current split is unknown, so there is nothing to fail over from",
-                              hint="set it with `opsctl traffic set ... --emergency --incident ID`")
+            if fallback is None:
+                raise NoDataError("the current split is unknown, so there is nothing to fail over from",
+                                  hint="set it with `opsctl traffic set ... --emergency --incident ID`")
+            before = fallback  # unknown or corrupt: plan from the configured backends
         moved = before.weight(source)
         if moved == 0:
             return Split.of(before.weights)  # nothing to move; still stop shadow traffic
@@ -63,35 +77,48 @@ def failover_trim(source: str) -> Callable[[Split | None, Split, dict], Split]:
     return trim
 
 
-def failover(ctl: "TrafficController", source: str, incident: str, *, to: Sequence[str] = (), reason: str = "",
-             confirm=None) -> ChangeResult:
-    backends = list(ctl.cfg.backends)
-    if source not in ctl.cfg.backends:
+def receivers_of(cfg, source: str, to: Sequence[str]) -> list[str]:
+    backends = list(cfg.backends)
+    if source not in cfg.backends:
         raise UsageError(f"--from: unknown backend {source!r} (known: {', '.join(backends)})")
     receivers = list(to) or [b for b in backends if b != source]
     for b in receivers:
-        if b not in ctl.cfg.backends:
+        if b not in cfg.backends:
             raise UsageError(f"--to: unknown backend {b!r} (known: {', '.join(backends)})")
         if b == source:
             raise UsageError(f"--to: {b!r} is the backend being failed over from")
     if not receivers:
         raise UsageError(f"there is no other backend to fail {source!r} over to")
+    return receivers
+
+
+def failover(ctl: "TrafficController", source: str, incident: str, *, to: Sequence[str] = (), reason: str = "",
+             confirm=None, emergency: bool = True) -> ChangeResult:
+    receivers = receivers_of(ctl.cfg, source, to)
     if not incident:
         raise UsageError("a failover needs --incident ID: it is an emergency tied to an incident")
     return ctl.apply(ChangeRequest(
-        "failover", failover_plan(source, receivers), reason=reason or f"failover from {source}",
-        incident=incident, emergency=True, trim=failover_trim(source), confirm=confirm,
+        "failover", failover_plan(source, receivers, configured_split(ctl.cfg)), reason=reason or f"failover from {source}",
+        incident=incident, emergency=emergency, trim=failover_trim(source), confirm=confirm,
     ))
 
 
-def saved_split(audit: "AuditLog", incident: str, backends: Sequence[str]) -> tuple[Split, dict]:
-    """The split before the incident's first applied failover, and that audit entry."""
+def saved_split(record: dict | None, audit: "AuditLog", incident: str, backends: Sequence[str]) -> tuple[Split, dict]:
+    """The split before the incident's first applied failover, and where it was found: the shared
+    change record's open failover, else (an incident older than the record) this host's audit log."""
+    opened = (record or {}).get("failovers", {}).get(incident)
+    if opened is not None:
+        if opened.get("saved") is None:
+            raise NoDataError(f"the failover for incident {incident!r} started from an unknown split; nothing to restore",
+                              hint="set the split with `opsctl traffic set`")
+        return Split.from_dict(opened["saved"], backends, f"the change record's failover of {incident}"), {
+            "time": opened.get("opened_at"), "source": "record", **opened}
     entries = audit.find(lambda e: e.get("kind") == "traffic" and e.get("action") == "failover"
                          and e.get("outcome") == "applied" and e.get("incident") == incident)
     if not entries:
         raise UsageError(f"no applied failover is recorded for incident {incident!r}",
                          hint="see `opsctl traffic history`; to set a split directly use `opsctl traffic set`")
-    first = entries[-1]  # newest first
+    first = {**entries[-1], "source": "audit"}  # newest first
     if first.get("before") is None:
         raise NoDataError(f"the failover for incident {incident!r} started from an unknown split; nothing to restore",
                           hint="set the split with `opsctl traffic set`")

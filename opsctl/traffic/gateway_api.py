@@ -64,7 +64,7 @@ class GatewayApiActuator:
         refs = rule.get("backendRefs") or []
         version = obj["metadata"]["resourceVersion"]
         if not refs:
-            return StoredSplit(None, version, "the rule has no backendRefs")
+            return StoredSplit(None, version, "the rule has no backendRefs", record=self.object.record(obj))
         raw: dict[str, int] = {}
         for ref in refs:
             backend = self._backend_of(ref)
@@ -94,8 +94,9 @@ class GatewayApiActuator:
         try:
             split = Split.from_dict({"weights": weights, "shadow": shadow}, self.backends, self.target)
         except UsageError as exc:
-            raise NoDataError(f"the rule's split is not valid: {exc.message}") from exc
-        return StoredSplit(split, version)
+            why = f"the rule's split is not valid: {exc.message}"
+            return StoredSplit(None, version, f"corrupt: {why}", record=self.object.record(obj), corrupt=why)
+        return StoredSplit(split, version, record=self.object.record(obj))
 
     def _rewrite_rule(self, rule: dict, split: Split) -> dict:
         rule = copy.deepcopy(rule)
@@ -120,10 +121,10 @@ class GatewayApiActuator:
             rule.pop("filters", None)
         return rule
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict | None = None) -> WriteResult:
         rules = copy.deepcopy(self._rules(self.object.at_version(expected_version)))
         rules[self.rule] = self._rewrite_rule(rules[self.rule], split)
-        result = self.object.patch_spec({"rules": rules}, expected_version, dry_run=dry_run)
+        result = self.object.patch_spec({"rules": rules}, expected_version, dry_run=dry_run, record=record)
         return WriteResult(result["metadata"]["resourceVersion"], dry_run,
                            "server dry run (dryRun=All) accepted" if dry_run else "")
 

@@ -4,7 +4,8 @@
     freeze    no routine change inside a freeze window                     emergency overrides, named
     rate      at most N operations per window (a ramp counts once)         emergency overrides
     budget    no routine move toward a backend burning at page level,
-              with a spent period budget, or without data                  emergency overrides
+              with a spent period budget, or without data; never blocks
+              moving away from a backend that burns faster now             emergency overrides
     capacity  the internal backend's ready replicas carry its new share    scales first; a failover
               with headroom (scaling up to max_replicas when short)        moves only what fits
 
@@ -72,6 +73,7 @@ class GuardContext:
     _source: "MetricSource | None" = None
     _at: float | None = None
     data_age: float | None = None  # seconds, once the source is open
+    record: dict = field(default_factory=dict)  # the change record stored with the split, as read
 
     @property
     def overriding(self) -> str | None:
@@ -143,17 +145,13 @@ def check_freeze(ctx: GuardContext) -> GuardResult:
 
 
 def check_rate(ctx: GuardContext) -> GuardResult:
+    """Counts the operations in the change record read with the split: the write that follows is a
+    compare-and-swap on that read, so a concurrent change makes this attempt re-read and re-count."""
+    from opsctl.traffic.record import operations_since
+
     limit = ctx.cfg.traffic.rate_limit
     window = limit.window_seconds
-    entries = ctx.audit.find(
-        lambda e: e.get("kind") == "traffic" and e.get("outcome") == "applied" and not e.get("dry_run")
-        and e.get("operation") != ctx.operation_id,
-        since=ctx.now - window,
-    )
-    first_seen: dict[str, float] = {}  # operation -> its first applied change in the window
-    for e in entries:
-        op = e.get("operation") or e.get("time")
-        first_seen[op] = min(first_seen.get(op, e["ts"]), e["ts"])
+    first_seen = operations_since(ctx.record, ctx.now - window, exclude=ctx.operation_id)
     count = len(first_seen)
     details = {"changes_in_window": count, "max_changes": limit.max_changes, "window": limit.window}
     if count < limit.max_changes:
@@ -197,12 +195,24 @@ def health_problems(results, missing: list[str], *, budget_spent_counts: bool) -
     return problems
 
 
+NOW_WINDOWS = ("5m", "30m", "1h")  # "burns now": the short windows, not the period's spent budget
+
+
+def burn_now(results, backend: str) -> float | None:
+    """The backend's fastest burn over the short windows, across its SLOs; None without data."""
+    rates = [r.burn_rate.get(w) for r in results if r.slo.backend == backend for w in NOW_WINDOWS]
+    rates = [x for x in rates if x is not None]
+    return max(rates) if rates else None
+
+
 def check_budget(ctx: GuardContext) -> GuardResult:
     receiving = ctx.after.increased(ctx.before)
     if not receiving:
         return GuardResult("budget", True, "no backend gets a bigger share of user traffic", skipped=True)
+    before = ctx.before
+    losing = [b for b in (before.weights if before else {}) if ctx.after.weight(b) < before.weight(b)]
     try:
-        results, missing = slo_results(ctx.cfg, ctx.source, ctx.at, receiving)
+        results, missing = slo_results(ctx.cfg, ctx.source, ctx.at, receiving + losing)
     except NoDataError as exc:
         return _refuse_or_override(
             ctx, "budget", f"no data to judge {', '.join(receiving)}'s error budget: {exc.message}",
@@ -210,8 +220,23 @@ def check_budget(ctx: GuardContext) -> GuardResult:
         )
     # Restoring after an incident returns to the normal split: a budget the incident spent does not
     # block it, a page-level burn or missing data does.
-    problems = health_problems(results, missing, budget_spent_counts=ctx.action != "restore")
-    details = {"backends": receiving, "slos": {r.slo.name: r.status.level for r in results}}
+    toward = [r for r in results if r.slo.backend in receiving]
+    problems = health_problems(toward, [b for b in missing if b in receiving], budget_spent_counts=ctx.action != "restore")
+    details = {"backends": receiving, "slos": {r.slo.name: r.status.level for r in toward}}
+    if problems and losing and not any(r.status.level == "unknown" for r in toward) and not set(missing) & set(receiving):
+        # Moving traffic off a backend that burns faster than the ones receiving it only lowers the
+        # burn: a spent budget or a page-level burn on the receiver must not keep users on the worse one.
+        away = {b: burn_now(results, b) for b in losing}
+        toward_now = {b: burn_now(results, b) for b in receiving}
+        fastest_away = max((x for x in away.values() if x is not None), default=None)
+        if fastest_away is not None and None not in toward_now.values() and fastest_away > max(toward_now.values()):
+            details.update({"burn_now_away": away, "burn_now_toward": toward_now})
+            return GuardResult(
+                "budget", True,
+                f"moving away from {', '.join(losing)} (burning {fastest_away:.4g}x now) toward {', '.join(receiving)}"
+                f" (burning {max(toward_now.values()):.4g}x now) lowers the burn; not blocked by: " + "; ".join(problems),
+                details=details,
+            )
     if problems:
         return _refuse_or_override(
             ctx, "budget", f"moving traffic toward {', '.join(receiving)}: " + "; ".join(problems),
@@ -241,7 +266,10 @@ def check_capacity(ctx: GuardContext) -> GuardResult:
     backend = cap.backend
     share = ctx.after.load_share(backend)
     capacity = Capacity(ctx.cfg, ctx.source, ctx.at, clock=ctx.clock)
-    result = capacity.ensure(share, dry_run=ctx.dry_run, reason=ctx.reason, progress=ctx.progress)
+    # A failover does not wait for new replicas: it moves what the ready ones carry now and tops up
+    # as they become Ready (TrafficService.failover); other changes wait, up to ready_timeout.
+    result = capacity.ensure(share, dry_run=ctx.dry_run, reason=ctx.reason, progress=ctx.progress,
+                             wait=ctx.action not in PARTIAL_ACTIONS)
     r = result.reading
     details = {**r.to_dict(), "share": share, "fits": result.fits, "notes": result.notes}
     if result.scaled_to is not None:

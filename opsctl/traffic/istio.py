@@ -69,7 +69,8 @@ class IstioActuator:
         route = obj["spec"]["http"][self._route_index(obj)]
         entries = route.get("route") or []
         if not entries:
-            return StoredSplit(None, obj["metadata"]["resourceVersion"], "the route has no destinations")
+            return StoredSplit(None, obj["metadata"]["resourceVersion"], "the route has no destinations",
+                               record=self.object.record(obj))
         weights: dict[str, int] = {}
         for entry in entries:
             backend = self._backend_of(entry.get("destination") or {})
@@ -95,8 +96,10 @@ class IstioActuator:
         try:
             split = Split.from_dict({"weights": weights, "shadow": shadow}, self.backends, self.target)
         except UsageError as exc:
-            raise NoDataError(f"the route's split is not valid: {exc.message}") from exc
-        return StoredSplit(split, obj["metadata"]["resourceVersion"])
+            why = f"the route's split is not valid: {exc.message}"
+            return StoredSplit(None, obj["metadata"]["resourceVersion"], f"corrupt: {why}",
+                               record=self.object.record(obj), corrupt=why)
+        return StoredSplit(split, obj["metadata"]["resourceVersion"], record=self.object.record(obj))
 
     def _rewrite_route(self, route: dict, split: Split) -> dict:
         route = copy.deepcopy(route)
@@ -127,12 +130,12 @@ class IstioActuator:
             ]
         return route
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict | None = None) -> WriteResult:
         obj = self.object.at_version(expected_version)
         http = copy.deepcopy(obj["spec"]["http"])
         index = self._route_index(obj)
         http[index] = self._rewrite_route(http[index], split)
-        result = self.object.patch_spec({"http": http}, expected_version, dry_run=dry_run)
+        result = self.object.patch_spec({"http": http}, expected_version, dry_run=dry_run, record=record)
         return WriteResult(result["metadata"]["resourceVersion"], dry_run,
                            "server dry run (dryRun=All) accepted" if dry_run else "")
 

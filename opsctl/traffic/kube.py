@@ -153,6 +153,13 @@ def status_message(body: str | None) -> str:
 
 
 def api_error(exc, what: str) -> OpsctlError:
+    """The opsctl error for an ApiException; `.status` keeps the HTTP status for callers that branch on it."""
+    error = _api_error(exc, what)
+    error.status = exc.status
+    return error
+
+
+def _api_error(exc, what: str) -> OpsctlError:
     message = status_message(exc.body) or (exc.reason or "")
     status = exc.status
     if status == 409:
@@ -202,8 +209,22 @@ class CustomObject:
                                 f" -> {obj['metadata']['resourceVersion']})")
         return obj
 
-    def patch_spec(self, spec: dict, version: str, *, dry_run: bool) -> dict:
+    def record(self, obj: dict) -> dict:
+        """The change record in the object's annotation (an empty one when absent or damaged)."""
+        from opsctl.traffic import record as records
+
+        try:
+            return records.parse(((obj.get("metadata") or {}).get("annotations") or {}).get(records.ANNOTATION),
+                                 self.target)
+        except OpsctlError:
+            return records.empty()
+
+    def patch_spec(self, spec: dict, version: str, *, dry_run: bool, record: dict | None = None) -> dict:
         body = {"metadata": {"resourceVersion": version}, "spec": spec}
+        if record is not None:  # the record rides in the same write as the split
+            from opsctl.traffic import record as records
+
+            body["metadata"]["annotations"] = {records.ANNOTATION: records.encode(record)}
         result = self.kube.call(
             f"patch {self.target}", self.kube.custom().patch_namespaced_custom_object,
             self.group, self.version, self.namespace, self.plural, self.name, body,

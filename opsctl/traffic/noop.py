@@ -21,7 +21,7 @@ class DryRunActuator:
     def read(self) -> StoredSplit:
         return self.inner.read()
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool = True) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool = True, record: dict | None = None) -> WriteResult:
         current = self.inner.read().version
         if current != expected_version:
             raise ConflictError(f"{self.inner.target}: the split changed while this change was planned")

@@ -5,18 +5,16 @@ step the ramp waits `interval`, then evaluates the SLOs of the backends gaining 
 burn or missing data aborts the ramp and returns the split to where it started; so does a guard
 refusing the next step. A restore is a ramp back to the split saved by an incident's failover.
 
-State lives in `<state_dir>/traffic/ramp.json`, written atomically before and after every step,
-so after a crash `--resume` continues where the ramp stopped (a step that was written but not yet
-recorded is recognised by the split itself). One ramp at a time: `ramp.lock` is held with flock for
-the ramp's lifetime (the kernel releases it if the process dies) and names the holder's pid and
-host, which is checked for liveness too. A ramp whose process died stays `running` in its state file
-and blocks new ramps until it is resumed or aborted.
+State lives in the shared state store (document `ramp`, see rampstate.py), written with
+compare-and-swap before and after every step and before every soak, so after a crash `--resume`
+(from any host) continues where the ramp stopped: a step that was written but not yet recorded is
+recognised by the split itself, and a step whose soak was cut short finishes its soak and burn
+check before the next step moves. One ramp at a time: the document names its owner and carries a
+heartbeat; a ramp whose owner died stays `running` and blocks new ramps until it is resumed or aborted.
 """
 
 from __future__ import annotations
 
-import os
-import socket
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
@@ -24,7 +22,7 @@ from typing import TYPE_CHECKING, Callable
 from opsctl.clock import format_duration
 from opsctl.errors import ConflictError, GuardRefused, NoDataError, OpsctlError, UsageError
 from opsctl.traffic.controller import ChangeRequest, ChangeResult, new_operation_id
-from opsctl.traffic.rampstate import RampLock, RampState, lock_path, state_path
+from opsctl.traffic.rampstate import RampState
 from opsctl.traffic.split import Split, ramp_steps
 
 if TYPE_CHECKING:
@@ -61,6 +59,9 @@ class RampRunner:
         self.cfg = ctl.cfg
         self.backends = list(ctl.cfg.backends)
         self.progress = progress or (lambda message: None)
+        from opsctl.state import open_state_store
+
+        self.store = open_state_store(ctl.cfg)
 
     def _say(self, message: str) -> None:
         self.progress(message)
@@ -72,76 +73,87 @@ class RampRunner:
         if not 1 <= step <= 100:
             raise UsageError(f"--step must be between 1 and 100 percentage points, got {step}")
         if emergency and not incident:
-            raise UsageError("--emergency needs --incident ID: an override must name the incident it serves")
+            self.ctl.refuse(action, "--emergency needs --incident ID: an override must name the incident it serves",
+                            reason=reason, emergency=True)
         if self.ctl.dry_run:
             return self._dry_run(action, target_of, step, interval, reason, incident, emergency)
-        with RampLock(lock_path(self.cfg)):
-            existing = RampState.load(self.cfg)
-            if existing is not None and existing.status == "running":
-                raise ConflictError(
-                    f"ramp {existing.data.get('id')} was interrupted at step {existing.data.get('done')}"
-                    f"/{len(existing.data.get('steps', []))} and is not finished",
-                    hint="continue it with `opsctl traffic ramp --resume`, or return to its start with"
-                         " `opsctl traffic ramp --abort --reason ...`",
-                )
-            stored = self.ctl.read()
-            if stored.split is None:
-                raise NoDataError(f"the current split is unknown ({stored.note})",
-                                  hint="set it first with `opsctl traffic set`")
-            start = stored.split
-            target = target_of(start)
-            target.validate(self.cfg.backends, "ramp target")
-            steps = ramp_steps(start, target, step)
-            if not steps:
-                return RampOutcome({"start": start.to_dict(self.backends)}, [], "unchanged",
-                                   "the split is already at the target")
-            if confirm is not None and not confirm(self._plan_text(start, steps, interval)):
-                raise OpsctlError("not confirmed; nothing changed")
-            state = RampState({
-                "id": new_operation_id(action),
-                "action": action,
-                "status": "running",
-                "start": start.to_dict(self.backends),
-                "target": target.to_dict(self.backends),
-                "steps": [s.to_dict(self.backends) for s in steps],
-                "step": step,
-                "interval": interval,
-                "done": 0,
-                "pending": None,
-                "reason": reason,
-                "incident": incident,
-                "emergency": emergency,
-                "actor": self.ctl.actor,
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            }, state_path(self.cfg))
-            state.save()
-            self._say(f"ramp {state.data['id']}: {start.describe(self.backends)} -> {target.describe(self.backends)}"
-                      f" in {len(steps)} step(s), {format_duration(interval)} apart")
-            return self._run(state)
+        existing = RampState.load(self.store)
+        if existing is not None and existing.status == "running" and existing.live:
+            owner = existing.data.get("owner") or {}
+            raise ConflictError(
+                f"another ramp is running (pid {owner.get('pid')} on {owner.get('host')}, by {owner.get('actor')},"
+                f" ramp {existing.data.get('id')})",
+                hint="wait for it to finish, or stop it (Ctrl-C or kill PID) and then run"
+                     " `opsctl traffic ramp --resume` or `--abort`",
+            )
+        if existing is not None and existing.status == "running":
+            raise ConflictError(
+                f"ramp {existing.data.get('id')} was interrupted at step {existing.data.get('done')}"
+                f"/{len(existing.data.get('steps', []))} and is not finished",
+                hint="continue it with `opsctl traffic ramp --resume`, or return to its start with"
+                     " `opsctl traffic ramp --abort --reason ...`",
+            )
+        stored = self.ctl.read()
+        if stored.split is None:
+            raise NoDataError(f"the current split is unknown ({stored.note})",
+                              hint="set it first with `opsctl traffic set ... --emergency --incident ID`")
+        start = stored.split
+        target = target_of(start)
+        target.validate(self.cfg.backends, "ramp target")
+        steps = ramp_steps(start, target, step)
+        if not steps:
+            return RampOutcome({"start": start.to_dict(self.backends)}, [], "unchanged",
+                               "the split is already at the target")
+        if confirm is not None and not confirm(self._plan_text(start, steps, interval)):
+            raise OpsctlError("not confirmed; nothing changed")
+        state = RampState({
+            "id": new_operation_id(action),
+            "action": action,
+            "status": "running",
+            "start": start.to_dict(self.backends),
+            "target": target.to_dict(self.backends),
+            "steps": [s.to_dict(self.backends) for s in steps],
+            "step": step,
+            "interval": interval,
+            "done": 0,
+            "pending": None,
+            "reason": reason,
+            "incident": incident,
+            "emergency": emergency,
+            "actor": self.ctl.actor,
+            "soak": None,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }, self.store, existing.version if existing is not None else None)
+        state.take(self.ctl.actor)
+        self._say(f"ramp {state.data['id']}: {start.describe(self.backends)} -> {target.describe(self.backends)}"
+                  f" in {len(steps)} step(s), {format_duration(interval)} apart")
+        return self._run(state)
+
+    def _interrupted(self, verb: str) -> RampState:
+        state = RampState.load(self.store)
+        if state is None or state.status != "running":
+            raise UsageError(f"there is no interrupted ramp to {verb}"
+                             + (f" (the last one is {state.status})" if state else ""))
+        if state.live:
+            owner = state.data.get("owner") or {}
+            raise ConflictError(
+                f"ramp {state.data.get('id')} is still running (pid {owner.get('pid')} on {owner.get('host')})",
+                hint="wait for it, or stop it (Ctrl-C or kill PID) first",
+            )
+        state.take(self.ctl.actor)
+        return state
 
     def resume(self) -> RampOutcome:
-        with RampLock(lock_path(self.cfg)):
-            state = RampState.load(self.cfg)
-            if state is None or state.status != "running":
-                raise UsageError("there is no interrupted ramp to resume"
-                                 + (f" (the last one is {state.status})" if state else ""))
-            state.data["pid"], state.data["host"] = os.getpid(), socket.gethostname()
-            state.save()
-            self._say(f"resuming ramp {state.data['id']} after step {state.data['done']}/{len(state.data['steps'])}")
-            return self._run(state)
+        state = self._interrupted("resume")
+        self._say(f"resuming ramp {state.data['id']} after step {state.data['done']}/{len(state.data['steps'])}")
+        return self._run(state)
 
     def abort(self, reason: str) -> RampOutcome:
         """Return an interrupted ramp to its start."""
-        with RampLock(lock_path(self.cfg)):
-            state = RampState.load(self.cfg)
-            if state is None or state.status != "running":
-                raise UsageError("there is no interrupted ramp to abort"
-                                 + (f" (the last one is {state.status})" if state else ""))
-            results: list[ChangeResult] = []
-            self._rollback(state, results, reason or "aborted by operator")
-            return RampOutcome(state.summary(), results, "aborted", state.data["message"])
+        state = self._interrupted("abort")
+        results: list[ChangeResult] = []
+        self._rollback(state, results, reason or "aborted by operator")
+        return RampOutcome(state.summary(), results, "aborted", state.data["message"])
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -152,6 +164,16 @@ class RampRunner:
         receiving = target.increased(start)
         results: list[ChangeResult] = []
         total = len(steps)
+        soak = state.data.get("soak")
+        if soak and soak.get("step") == state.data["done"] - 1:  # interrupted while watching that step
+            index = soak["step"]
+            self._say(f"step {index + 1}/{total}: finishing its soak and burn check before the next step")
+            problem = self._watch(state, receiving, index, total, until=soak.get("until"))
+            if problem:
+                self._rollback(state, results, problem)
+                raise self._aborted(state, results, GuardRefused(
+                    state.data["message"],
+                    hint="find out why the receiving backend burns (opsctl slo report) before ramping again"))
         for index in range(state.data["done"], total):
             expected = steps[index - 1] if index else start
             wanted = steps[index]
@@ -183,7 +205,6 @@ class RampRunner:
                 self._say(f"step {index + 1}/{total}: {wanted.describe(self.backends)} applied"
                           f" (version {result.version})")
             state.data["done"], state.data["pending"] = index + 1, None
-            state.save()
             problem = self._watch(state, receiving, index, total)
             if problem:
                 self._rollback(state, results, problem)
@@ -208,19 +229,35 @@ class RampRunner:
             operation_id=state.data["id"],
         )
 
-    def _watch(self, state: RampState, receiving: list[str], index: int, total: int) -> str | None:
-        """Wait the interval, then check the receiving backends' SLOs. Returns a problem or None."""
+    def _watch(self, state: RampState, receiving: list[str], index: int, total: int,
+               until: float | None = None) -> str | None:
+        """Soak until the step's deadline (saved first, so a resume finishes it), then check the
+        receiving backends' SLOs. Returns a problem or None; on success the soak is cleared."""
         interval = int(state.data.get("interval") or 0)
         clock = self.ctl.clock
-        deadline = clock.now() + interval
-        tick = 1 if interval <= 10 else 10 if interval <= 600 else 60  # at most ~60 progress lines
-        for _ in range(interval // tick + 2):
+        deadline = until if until is not None else clock.now() + interval
+        state.data["soak"] = {"step": index, "until": deadline}
+        state.save()
+        tick = 1 if interval <= 10 else 5  # sleep slices: the heartbeat is renewed between them
+        say_every = 1 if interval <= 10 else 10 if interval <= 600 else 60  # at most ~60 progress lines
+        said = None
+        for _ in range(int(max(0, deadline - clock.now())) // tick + 2):
             left = deadline - clock.now()
             if left <= 0:
                 break
-            self._say(f"step {index + 1}/{total}: watching {', '.join(receiving) or 'the split'},"
-                      f" {int(left + 0.999)}s to the burn check")
+            if said is None or said - left >= say_every:
+                self._say(f"step {index + 1}/{total}: watching {', '.join(receiving) or 'the split'},"
+                          f" {int(left + 0.999)}s to the burn check")
+                said = left
             clock.sleep(min(tick, left))
+            state.heartbeat()
+        problem = self._burn_check(receiving, index, total)
+        if problem is None:
+            state.data["soak"] = None
+            state.save()
+        return problem
+
+    def _burn_check(self, receiving: list[str], index: int, total: int) -> str | None:
         if not receiving:
             return None
         from opsctl.metrics.base import open_source
@@ -267,6 +304,7 @@ class RampRunner:
 
     def _finish(self, state: RampState, status: str, message: str) -> None:
         state.data["status"], state.data["message"], state.data["pending"] = status, message, None
+        state.data["soak"] = None
         state.save()
 
     # -- dry run ----------------------------------------------------------------------------------

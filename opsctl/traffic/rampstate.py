@@ -1,39 +1,31 @@
-"""A ramp's persisted state and the one-ramp-at-a-time lock (light: `traffic status` reads them).
+"""A ramp's state in the shared state store (document `ramp`): plan, progress, owner and heartbeat.
 
-The state file `<state_dir>/traffic/ramp.json` is written atomically. The lock `ramp.lock` is held
-with flock for the ramp's lifetime, so the kernel releases it when the process dies, and names the
-holder's pid and host; `running_ramp()` also checks that pid's liveness on this host.
+One ramp at a time, across every laptop and replica: the document is written with compare-and-swap,
+names its owner (actor, pid, host) and carries a heartbeat the owner renews while it runs. A ramp is
+live while its heartbeat is fresh (HEARTBEAT_TTL) and, on the owner's own host, its pid is alive; a
+ramp whose owner died stays `running` but not live, and blocks new ramps until it is resumed (by
+anyone) or aborted. The soak deadline of the step being watched is saved too, so `--resume` finishes
+that step's soak and burn check before it moves on.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import socket
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from opsctl.errors import ConflictError
-from opsctl.statefile import read_json, write_json_atomic
 from opsctl.traffic.split import Split
 
 if TYPE_CHECKING:
     from opsctl.config import Config
+    from opsctl.state.base import StateStore
 
-
-def state_path(cfg: "Config") -> Path:
-    return cfg.state_path / "traffic" / "ramp.json"
-
-
-def lock_path(cfg: "Config") -> Path:
-    return cfg.state_path / "traffic" / "ramp.lock"
-
-
-# ---------------------------------------------------------------------------------------------
-# The one-ramp-at-a-time lock
+DOC = "ramp"
+HEARTBEAT_TTL = 30.0  # seconds without a heartbeat after which a ramp's owner is taken for dead
+HEARTBEAT_EVERY = 5.0
 
 
 def _alive(pid: int) -> bool:
@@ -46,108 +38,98 @@ def _alive(pid: int) -> bool:
     return True
 
 
-class RampLock:
-    """flock on ramp.lock for the ramp's lifetime; the file names the holder."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.fd: int | None = None
-
-    def acquire(self) -> "RampLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            holder = holder_info(self.path)
-            who = f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('since')}" if holder else "another process"
-            raise ConflictError(
-                f"another ramp is running ({who})",
-                hint="wait for it to finish, or stop it (Ctrl-C or kill PID) and then run"
-                     " `opsctl traffic ramp --resume` or `--abort`",
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                 "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode())
-        os.fsync(fd)
-        self.fd = fd
-        return self
-
-    def release(self) -> None:
-        if self.fd is not None:
-            os.ftruncate(self.fd, 0)
-            os.close(self.fd)  # closing releases the flock
-            self.fd = None
-
-    def __enter__(self):
-        return self.acquire()
-
-    def __exit__(self, *exc):
-        self.release()
+def me() -> dict:
+    return {"pid": os.getpid(), "host": socket.gethostname()}
 
 
-def holder_info(path: Path) -> dict | None:
-    try:
-        text = path.read_text()
-        return json.loads(text) if text.strip() else None
-    except (OSError, ValueError):
-        return None
-
-
-def running_ramp(cfg: "Config") -> dict | None:
-    """The live ramp's lock info, or None. A held flock whose holder is dead on this host is not live."""
-    path = lock_path(cfg)
-    if not path.exists():
-        return None
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            info = holder_info(path) or {}
-            if info.get("host") == socket.gethostname() and isinstance(info.get("pid"), int) and not _alive(info["pid"]):
-                return None
-            return info or {"pid": None}
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
-# ---------------------------------------------------------------------------------------------
-# State
+def is_live(data: dict, now: float | None = None) -> bool:
+    """Running, its owner's heartbeat fresh, and (on this host) the owner's process alive."""
+    if data.get("status", "running") != "running":
+        return False
+    owner = data.get("owner") or {}
+    now = time.time() if now is None else now
+    if now - float(data.get("heartbeat") or 0) > HEARTBEAT_TTL:
+        return False
+    if owner.get("host") == socket.gethostname() and isinstance(owner.get("pid"), int):
+        return _alive(owner["pid"])
+    return True
 
 
 @dataclass
 class RampState:
     data: dict
-    path: Path
+    store: "StateStore"
+    version: str | None = None  # None: not stored yet
+    _beat: float = 0.0
 
     @classmethod
-    def load(cls, cfg: "Config") -> "RampState | None":
-        path = state_path(cfg)
-        data = read_json(path, None)
-        return None if data is None else cls(data, path)
+    def load(cls, cfg_or_store) -> "RampState | None":
+        store = _store(cfg_or_store)
+        doc = store.get(DOC)
+        return None if doc is None else cls(doc.data, store, doc.version)
 
     def save(self) -> None:
+        """Compare-and-swap: losing means someone else took the ramp over (or started another)."""
         self.data["updated_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        write_json_atomic(self.path, self.data)
+        self.data["heartbeat"] = time.time()
+        self._beat = time.monotonic()
+        try:
+            doc = self.store.put(DOC, self.data, version=self.version)
+        except ConflictError as exc:
+            current = self.store.get(DOC)
+            owner = (current.data.get("owner") if current else None) or {}
+            raise ConflictError(
+                f"ramp {self.data.get('id')}: its state was changed by someone else"
+                f" (now {current.data.get('id') if current else 'gone'}, owner pid {owner.get('pid')} on"
+                f" {owner.get('host')}); this process stops",
+                hint="see `opsctl traffic status`",
+            ) from exc
+        self.version = doc.version
+
+    def heartbeat(self) -> None:
+        if time.monotonic() - self._beat >= HEARTBEAT_EVERY:
+            self.save()
+
+    def take(self, actor: str) -> None:
+        """Become the owner (start or resume)."""
+        self.data["owner"] = {**me(), "actor": actor}
+        self.data["pid"], self.data["host"] = self.data["owner"]["pid"], self.data["owner"]["host"]
+        self.save()
 
     def split(self, key: str, backends) -> Split:
-        return Split.from_dict(self.data[key], backends, f"{self.path} {key}")
+        return Split.from_dict(self.data[key], backends, f"ramp state {key}")
 
     def steps(self, backends) -> list[Split]:
-        return [Split.from_dict(s, backends, f"{self.path} step {i + 1}") for i, s in enumerate(self.data["steps"])]
+        return [Split.from_dict(s, backends, f"ramp state step {i + 1}") for i, s in enumerate(self.data["steps"])]
 
     @property
     def status(self) -> str:
         return self.data.get("status", "running")
 
+    @property
+    def live(self) -> bool:
+        return is_live(self.data)
+
     def summary(self) -> dict:
         keys = ("id", "action", "status", "done", "pending", "interval", "step", "incident", "reason", "actor",
-                "started_at", "updated_at", "message", "pid", "host")
+                "started_at", "updated_at", "message", "pid", "host", "owner", "soak")
         out = {k: self.data.get(k) for k in keys}
         out["total"] = len(self.data.get("steps", []))
         out["start"], out["target"] = self.data.get("start"), self.data.get("target")
         return out
+
+
+def _store(cfg_or_store) -> "StateStore":
+    if hasattr(cfg_or_store, "get") and hasattr(cfg_or_store, "put"):
+        return cfg_or_store
+    from opsctl.state import open_state_store
+
+    return open_state_store(cfg_or_store)
+
+
+def running_ramp(cfg: "Config") -> dict | None:
+    """The live ramp's owner ({pid, host, actor, id}), or None."""
+    state = RampState.load(cfg)
+    if state is None or not state.live:
+        return None
+    return {**(state.data.get("owner") or {}), "id": state.data.get("id")}

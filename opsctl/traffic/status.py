@@ -1,10 +1,11 @@
-"""`traffic status` as data: the split, where it lives, the last change, freezes, capacity, ramp."""
+"""`traffic status` as data: the split, where it lives, the last change and open failovers (from the
+change record stored with the split, the same for every reader), freezes, capacity, ramp (from the
+shared state store)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from opsctl.audit import AuditLog
 from opsctl.errors import OpsctlError
 
 if TYPE_CHECKING:
@@ -13,14 +14,16 @@ if TYPE_CHECKING:
 
 def traffic_status(cfg: "Config", now: float) -> dict:
     from opsctl.freeze import FreezeCalendar
-    from opsctl.traffic.rampstate import RampState, running_ramp
+    from opsctl.state import open_state_store
+    from opsctl.traffic.rampstate import RampState
+    from opsctl.traffic.record import newest_first
     from opsctl.traffic.registry import open_actuator
 
     order = list(cfg.backends)
     actuator = open_actuator(cfg)
     stored = actuator.read()
-    last = AuditLog(cfg.audit_path).find(
-        lambda e: e.get("kind") == "traffic" and e.get("outcome") == "applied" and not e.get("dry_run"), limit=1)
+    last = newest_first(stored.record or {})[:1]
+    store = open_state_store(cfg)
     calendar = FreezeCalendar(cfg.freezes)
     active = calendar.active(now)
     upcoming = [s for s in calendar.upcoming(now) if not s.contains(now)][:1]
@@ -30,22 +33,27 @@ def traffic_status(cfg: "Config", now: float) -> dict:
         "version": stored.version,
         "split": stored.split.to_dict(order) if stored.split else None,
         "note": stored.note,
+        "corrupt": stored.corrupt or None,
         "last_change": _last_change(last[0]) if last else None,
+        "open_failovers": [{"incident": incident, "saved": f.get("saved"), "since": f.get("opened_at"),
+                            "actor": f.get("actor"), "after": f.get("after")}
+                           for incident, f in sorted((stored.record or {}).get("failovers", {}).items())],
+        "state_backend": store.backend,
         "freezes_active": [s.to_dict() for s in active],
         "next_freeze": upcoming[0].to_dict() if upcoming else None,
         "capacity": _capacity(cfg, stored.split),
         "ramp": None,
     }
-    state = RampState.load(cfg)
+    state = RampState.load(store)
     if state is not None and state.status == "running":
-        live = running_ramp(cfg)
-        status["ramp"] = {**state.summary(), "live": live is not None,
-                          "holder": live or None}
+        live = state.live
+        status["ramp"] = {**state.summary(), "live": live, "holder": state.data.get("owner") if live else None}
     return status
 
 
 def _last_change(entry: dict) -> dict:
-    keys = ("time", "actor", "action", "operation", "reason", "incident", "emergency", "overrides", "before", "after")
+    keys = ("id", "time", "actor", "action", "operation", "reason", "incident", "emergency", "overrides", "before",
+            "after")
     return {k: entry.get(k) for k in keys}
 
 

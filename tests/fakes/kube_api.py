@@ -2,11 +2,14 @@
 
 What it implements, as the real server does for these resources:
   core/v1 ConfigMaps and Events; apps/v1 Deployments with the `scale` and `status` subresources;
-  networking.istio.io VirtualServices and gateway.networking.k8s.io HTTPRoutes (custom resources).
-  GET (one, list), POST (create, generateName), PUT (replace), PATCH, DELETE.
-  - resourceVersion: one cluster-wide counter; every write bumps it. A PUT or PATCH whose body
-    carries metadata.resourceVersion different from the stored one is 409 Conflict (a Status body
-    saying "the object has been modified"); custom resources require resourceVersion on PUT.
+  coordination.k8s.io/v1 Leases; autoscaling/v2 HorizontalPodAutoscalers; KEDA keda.sh/v1alpha1
+  ScaledObjects, networking.istio.io VirtualServices and gateway.networking.k8s.io HTTPRoutes
+  (custom resources). GET (one, list), POST (create, generateName), PUT (replace), PATCH, DELETE.
+  - resourceVersion: one cluster-wide counter; every write bumps it. On every kind, a PUT or PATCH
+    whose body carries metadata.resourceVersion different from the stored one is 409 Conflict (a
+    Status body saying "the object has been modified"), and so is a DELETE whose DeleteOptions carry
+    preconditions.resourceVersion (or uid) that no longer match; custom resources require
+    resourceVersion on PUT. A POST of an existing name is 409 AlreadyExists.
   - PATCH content types: application/json-patch+json (RFC 6902, with `test`),
     application/merge-patch+json (RFC 7386: maps merge, null deletes, lists are replaced whole),
     application/strategic-merge-patch+json for built-in kinds only (lists with a patch merge key,
@@ -19,6 +22,12 @@ What it implements, as the real server does for these resources:
     values are strings.
   - Deployments: after a scale, readyReplicas reaches min(replicas, schedulable) after `ready_delay`
     seconds, as pods would start; `schedulable` models how many GPUs exist.
+  - Autoscalers: an HPA (spec.scaleTargetRef) or a ScaledObject (spec.scaleTargetRef.name) on a
+    Deployment drives its replicas as their controllers do at each sync: clamp(desired, min, max),
+    where `desired` is what the metrics ask for (a test hook, default the minimum). A patch of the
+    scale subresource is therefore overwritten at the next read, as on a real cluster.
+Standalone: `python3 -m tests.fakes.kube_api --port 8001 [--seed objects.yaml]` serves until
+interrupted; point `traffic.kubernetes.host` (and `state.kubernetes.host`) at it.
 Test hooks: seed objects, read them back, inject concurrent writers (the next N writes to an
 object find it modified first), read the request log and the recorded Events.
 """
@@ -35,12 +44,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 CORE = ""
-BUILTIN_GROUPS = {"", "apps"}
+BUILTIN_GROUPS = {"", "apps", "coordination.k8s.io", "autoscaling"}
 RESOURCES = {
     # (group, plural): (kind, namespaced versions)
     ("", "configmaps"): ("ConfigMap", ("v1",)),
     ("", "events"): ("Event", ("v1",)),
     ("apps", "deployments"): ("Deployment", ("v1",)),
+    ("coordination.k8s.io", "leases"): ("Lease", ("v1",)),
+    ("autoscaling", "horizontalpodautoscalers"): ("HorizontalPodAutoscaler", ("v2",)),
+    ("keda.sh", "scaledobjects"): ("ScaledObject", ("v1alpha1",)),
     ("networking.istio.io", "virtualservices"): ("VirtualService", ("v1", "v1beta1", "v1alpha3")),
     ("gateway.networking.k8s.io", "httproutes"): ("HTTPRoute", ("v1", "v1beta1")),
 }
@@ -234,12 +246,13 @@ class FakeKubeAPI:
         self.requests: list[Request] = []
         self.sims: dict[tuple[str, str], DeploymentSim] = {}
         self.conflicts: dict[tuple[str, str, str, str], int] = {}
+        self.desired: dict[tuple[str, str], int] = {}  # (namespace, deployment) -> replicas the metrics ask for
         self.server: ThreadingHTTPServer | None = None
         self.thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def start(self) -> "FakeKubeAPI":
+    def start(self, port: int = 0) -> "FakeKubeAPI":
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -271,7 +284,7 @@ class FakeKubeAPI:
                 if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
                     super().handle_error(request, client_address)  # a client closing keep-alive is no error
 
-        self.server = Server(("127.0.0.1", 0), Handler)
+        self.server = Server(("127.0.0.1", port), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
         return self
@@ -319,6 +332,11 @@ class FakeKubeAPI:
     def simulate_deployment(self, namespace: str, name: str, *, ready_delay: float = 0.5, schedulable: int = 1000):
         with self.lock:
             self.sims[(namespace, name)] = DeploymentSim(ready_delay, schedulable, time.monotonic())
+
+    def set_autoscaler_desired(self, namespace: str, deployment: str, replicas: int) -> None:
+        """What the autoscaler's metrics ask for (before its min/max clamp)."""
+        with self.lock:
+            self.desired[(namespace, deployment)] = replicas
 
     def inject_conflicts(self, group: str, plural: str, namespace: str, name: str, count: int) -> None:
         """The next `count` writes to the object find it changed by another writer just before."""
@@ -409,6 +427,14 @@ class FakeKubeAPI:
         if method == "GET":
             return 200, self._present(current, group, version)
         if method == "DELETE":
+            pre = (body or {}).get("preconditions") or {} if isinstance(body, dict) else {}
+            meta = current["metadata"]
+            if (pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]) or (
+                    pre.get("uid") and pre["uid"] != meta.get("uid")):
+                raise ApiError(409, "Conflict",
+                               f'Operation cannot be fulfilled on {plural}{"." + group if group else ""} "{name}":'
+                               " the precondition for the delete does not hold (the object has been modified)",
+                               {"name": name, "group": group, "kind": plural})
             if not dry_run:
                 del self.objects[key]
             return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
@@ -563,6 +589,29 @@ class FakeKubeAPI:
                             raise ApiError(422, "Invalid", f"spec.rules[{i}].filters.requestMirror.backendRef: Required value")
                         if not 0 <= mirror.get("percent", 100) <= 100:
                             raise ApiError(422, "Invalid", f"spec.rules[{i}].filters.requestMirror.percent: 0-100")
+        elif kind == "Lease":
+            spec = obj.get("spec") or {}
+            duration = spec.get("leaseDurationSeconds")
+            if duration is not None and (not isinstance(duration, int) or duration <= 0):
+                raise ApiError(422, "Invalid", f'Lease "{name}" is invalid: spec.leaseDurationSeconds: must be greater than 0')
+            transitions = spec.get("leaseTransitions")
+            if transitions is not None and (not isinstance(transitions, int) or transitions < 0):
+                raise ApiError(422, "Invalid", f'Lease "{name}" is invalid: spec.leaseTransitions: must be >= 0')
+        elif kind == "HorizontalPodAutoscaler":
+            spec = obj.get("spec") or {}
+            low, high = spec.get("minReplicas", 1), spec.get("maxReplicas")
+            if not (spec.get("scaleTargetRef") or {}).get("name"):
+                raise ApiError(422, "Invalid", f'HorizontalPodAutoscaler "{name}" is invalid: spec.scaleTargetRef.name: Required value')
+            if not isinstance(high, int) or not isinstance(low, int) or low < 1 or high < low:
+                raise ApiError(422, "Invalid", f'HorizontalPodAutoscaler "{name}" is invalid: need 1 <= minReplicas <= maxReplicas')
+        elif kind == "ScaledObject":
+            spec = obj.get("spec") or {}
+            low, high = spec.get("minReplicaCount", 0), spec.get("maxReplicaCount", 100)
+            if not (spec.get("scaleTargetRef") or {}).get("name"):
+                raise ApiError(422, "Invalid", f'ScaledObject "{name}" is invalid: spec.scaleTargetRef.name: Required value')
+            if not isinstance(high, int) or not isinstance(low, int) or low < 0 or high < low:
+                raise ApiError(400, "BadRequest", 'admission webhook "vscaledobject.kb.io" denied the request:'
+                                                  " MinReplicaCount=%s must be less than MaxReplicaCount=%s" % (low, high))
         elif kind == "Deployment":
             replicas = (obj.get("spec") or {}).get("replicas")
             if not isinstance(replicas, int) or replicas < 0:
@@ -581,9 +630,38 @@ class FakeKubeAPI:
         if status.get("readyReplicas", 0) > want:  # scale-down takes effect at once
             status["readyReplicas"] = status["availableReplicas"] = want
 
+    def _autoscaler_bounds(self, namespace: str, name: str) -> tuple[int, int] | None:
+        """(min, max) of the HPA or ScaledObject that drives this Deployment, if any."""
+        for (g, p, ns, _n), obj in self.objects.items():
+            if ns != namespace or p not in ("horizontalpodautoscalers", "scaledobjects"):
+                continue
+            spec = obj.get("spec") or {}
+            ref = spec.get("scaleTargetRef") or {}
+            if ref.get("name") != name or ref.get("kind", "Deployment") != "Deployment":
+                continue
+            if p == "horizontalpodautoscalers":
+                return spec.get("minReplicas", 1), spec["maxReplicas"]
+            return spec.get("minReplicaCount", 0), spec.get("maxReplicaCount", 100)
+        return None
+
+    def _autoscale(self, key) -> None:
+        """The autoscaler's sync: replicas = clamp(desired, min, max), overwriting any scale patch."""
+        bounds = self._autoscaler_bounds(key[2], key[3])
+        if bounds is None:
+            return
+        low, high = bounds
+        desired = self.desired.get((key[2], key[3]), low)
+        want = max(low, min(high, desired))
+        obj = self.objects[key]
+        if obj["spec"].get("replicas") != want:
+            obj["spec"]["replicas"] = want
+            obj["metadata"]["resourceVersion"] = self._next_rv()
+            self._scaled(key)
+
     def _reconcile(self, key) -> None:
         if key[1] != "deployments" or key not in self.objects:
             return
+        self._autoscale(key)
         obj = self.objects[key]
         sim = self.sims.get((key[2], key[3]))
         if sim is None:
@@ -628,3 +706,43 @@ class FakeKubeAPI:
         scale["spec"]["replicas"] = replicas
         scale["metadata"]["resourceVersion"] = result["metadata"]["resourceVersion"]
         return 200, scale
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve the fake on a fixed port until interrupted, so scenarios can be tried by hand."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(prog="python3 -m tests.fakes.kube_api", description=main.__doc__)
+    parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument("--seed", action="append", default=[],
+                        help="a YAML or JSON file of objects (a list, or documents separated by ---) to create first")
+    parser.add_argument("--ready-delay", type=float, default=2.0, help="seconds until scaled pods are Ready")
+    args = parser.parse_args(argv)
+    api = FakeKubeAPI()
+    for path in args.seed:
+        import yaml
+
+        with open(path) as fh:
+            for doc in yaml.safe_load_all(fh):
+                for obj in doc if isinstance(doc, list) else [doc]:
+                    if obj:
+                        seeded = api.seed(obj)
+                        if seeded["kind"] == "Deployment":
+                            meta = seeded["metadata"]
+                            api.simulate_deployment(meta["namespace"], meta["name"], ready_delay=args.ready_delay)
+    api.start(port=args.port)
+    print(f"fake Kubernetes API on {api.url} (Ctrl-C stops it)", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    api.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

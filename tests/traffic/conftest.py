@@ -99,8 +99,9 @@ class Env:
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
     def ramp_state(self) -> dict | None:
-        path = self.state / "traffic" / "ramp.json"
-        return json.loads(path.read_text()) if path.exists() else None
+        """The ramp document in the local state store."""
+        path = self.state / "state" / "ramp.json"
+        return json.loads(path.read_text())["data"] if path.exists() else None
 
     def wait_for(self, predicate, timeout: float = 30.0, what: str = "condition"):
         deadline = time.monotonic() + timeout

@@ -132,3 +132,140 @@ def test_the_scale_subresource_sets_replicas_and_pods_become_ready_after_a_delay
     time.sleep(0.4)
     status = kube_api.get("apps", "deployments", NS, "vllm")
     assert status["spec"]["replicas"] == 5 and status["status"]["readyReplicas"] == 3
+
+
+# -- Leases, autoscalers, compare-and-swap on every kind ------------------------------------------
+
+
+def lease_body(holder: str, version: str | None = None) -> dict:
+    meta = {"name": "opsctl-serve", "namespace": NS}
+    if version:
+        meta["resourceVersion"] = version
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "leaseTransitions": 0,
+                     "renewTime": "2026-12-01T00:00:00.000000Z"}}
+
+
+def test_leases_are_created_once_and_replaced_only_at_the_version_read(kube_api, k8s):
+    client, api = k8s
+    coord = client.CoordinationV1Api(api)
+    created = coord.create_namespaced_lease(NS, lease_body("a"))
+    with pytest.raises(client.exceptions.ApiException) as taken:
+        coord.create_namespaced_lease(NS, lease_body("b"))
+    assert taken.value.status == 409 and json.loads(taken.value.body)["reason"] == "AlreadyExists"
+    read = coord.read_namespaced_lease("opsctl-serve", NS)
+    assert read.spec.holder_identity == "a" and read.spec.lease_duration_seconds == 15
+    renewed = coord.replace_namespaced_lease("opsctl-serve", NS, lease_body("a", created.metadata.resource_version))
+    assert int(renewed.metadata.resource_version) > int(created.metadata.resource_version)
+    with pytest.raises(client.exceptions.ApiException) as stale:  # b read the lease before a renewed it
+        coord.replace_namespaced_lease("opsctl-serve", NS, lease_body("b", created.metadata.resource_version))
+    assert stale.value.status == 409
+    patched = coord.patch_namespaced_lease(
+        "opsctl-serve", NS, {"metadata": {"resourceVersion": renewed.metadata.resource_version},
+                             "spec": {"holderIdentity": "b", "leaseTransitions": 1}})
+    assert patched.spec.holder_identity == "b" and patched.spec.lease_transitions == 1
+    with pytest.raises(client.exceptions.ApiException) as stale_patch:
+        coord.patch_namespaced_lease("opsctl-serve", NS, {"metadata": {"resourceVersion": renewed.metadata.resource_version},
+                                                          "spec": {"holderIdentity": "a"}})
+    assert stale_patch.value.status == 409
+    assert kube_api.get("coordination.k8s.io", "leases", NS, "opsctl-serve")["spec"]["holderIdentity"] == "b"
+
+
+def test_a_lease_is_deleted_only_when_its_preconditions_still_hold(kube_api, k8s):
+    client, api = k8s
+    coord = client.CoordinationV1Api(api)
+    created = coord.create_namespaced_lease(NS, lease_body("a"))
+    coord.replace_namespaced_lease("opsctl-serve", NS, lease_body("b", created.metadata.resource_version))
+    with pytest.raises(client.exceptions.ApiException) as moved:  # a releases a lease b has taken meanwhile
+        coord.delete_namespaced_lease("opsctl-serve", NS, body=client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(resource_version=created.metadata.resource_version)))
+    assert moved.value.status == 409
+    current = kube_api.get("coordination.k8s.io", "leases", NS, "opsctl-serve")
+    coord.delete_namespaced_lease("opsctl-serve", NS, body=client.V1DeleteOptions(
+        preconditions=client.V1Preconditions(resource_version=current["metadata"]["resourceVersion"])))
+    assert kube_api.get("coordination.k8s.io", "leases", NS, "opsctl-serve") is None
+
+
+def test_an_invalid_lease_is_refused(kube_api, k8s):
+    client, api = k8s
+    body = lease_body("a")
+    body["spec"]["leaseDurationSeconds"] = 0
+    with pytest.raises(client.exceptions.ApiException) as refused:
+        client.CoordinationV1Api(api).create_namespaced_lease(NS, body)
+    assert refused.value.status == 422
+
+
+@pytest.mark.parametrize("scaler", ["hpa", "keda"])
+def test_an_autoscaler_overwrites_a_scale_patch_and_follows_its_minimum(kube_api, k8s, scaler):
+    client, api = k8s
+    kube_api.seed(deployment(NS, "vllm", 2))
+    kube_api.simulate_deployment(NS, "vllm", ready_delay=0)
+    if scaler == "hpa":
+        kube_api.seed({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                       "metadata": {"name": "vllm", "namespace": NS},
+                       "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm"},
+                                "minReplicas": 2, "maxReplicas": 8}})
+        hpa = client.AutoscalingV2Api(api)
+        read = hpa.read_namespaced_horizontal_pod_autoscaler("vllm", NS)
+        assert read.spec.min_replicas == 2
+
+        def raise_minimum(n, version):
+            hpa.patch_namespaced_horizontal_pod_autoscaler(
+                "vllm", NS, {"metadata": {"resourceVersion": version}, "spec": {"minReplicas": n}})
+
+        def version():
+            return hpa.read_namespaced_horizontal_pod_autoscaler("vllm", NS).metadata.resource_version
+    else:
+        kube_api.seed({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+                       "metadata": {"name": "vllm", "namespace": NS},
+                       "spec": {"scaleTargetRef": {"name": "vllm"}, "minReplicaCount": 2, "maxReplicaCount": 8,
+                                "triggers": [{"type": "prometheus", "metadata": {"threshold": "100"}}]}})
+        custom = client.CustomObjectsApi(api)
+        read = custom.get_namespaced_custom_object("keda.sh", "v1alpha1", NS, "scaledobjects", "vllm")
+        assert read["spec"]["minReplicaCount"] == 2
+
+        def raise_minimum(n, version):
+            custom.patch_namespaced_custom_object("keda.sh", "v1alpha1", NS, "scaledobjects", "vllm",
+                                                  {"metadata": {"resourceVersion": version}, "spec": {"minReplicaCount": n}})
+
+        def version():
+            return custom.get_namespaced_custom_object("keda.sh", "v1alpha1", NS, "scaledobjects",
+                                                       "vllm")["metadata"]["resourceVersion"]
+    apps = client.AppsV1Api(api)
+    apps.patch_namespaced_deployment_scale("vllm", NS, {"spec": {"replicas": 6}})
+    assert apps.read_namespaced_deployment("vllm", NS).spec.replicas == 2, "the autoscaler's next sync undid the scale patch"
+    stale = version()
+    raise_minimum(6, stale)
+    assert apps.read_namespaced_deployment("vllm", NS).spec.replicas == 6
+    with pytest.raises(client.exceptions.ApiException) as conflict:
+        raise_minimum(3, stale)
+    assert conflict.value.status == 409
+    kube_api.set_autoscaler_desired(NS, "vllm", 7)  # the metrics ask for more: the minimum is no ceiling
+    assert apps.read_namespaced_deployment("vllm", NS).spec.replicas == 7
+
+
+def test_the_fake_starts_on_its_own_and_serves_the_client(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    seed = tmp_path / "seed.yaml"
+    seed.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: grammar-split, namespace: llm}\n"
+                    "data: {split.json: '{\"databricks\": 80, \"internal\": 20}'}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.kube_api", "--port", str(port), "--seed", str(seed)],
+                            cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert "fake Kubernetes API on http://127.0.0.1:" in proc.stdout.readline()
+        from kubernetes import client
+
+        api = client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{port}"))
+        cm = client.CoreV1Api(api).read_namespaced_config_map("grammar-split", NS)
+        assert json.loads(cm.data["split.json"]) == {"databricks": 80, "internal": 20}
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0

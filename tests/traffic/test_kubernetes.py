@@ -175,7 +175,9 @@ def test_istio_weights_and_mirror_are_written_as_one_merge_patch_of_the_whole_ro
     assert primary["mirrorPercentage"] == {"value": 10.0}
     [patch] = patches(kube_api, "virtualservices")
     assert patch.content_type == "application/merge-patch+json"
-    assert patch.body["metadata"] == {"resourceVersion": seeded["metadata"]["resourceVersion"]}
+    assert patch.body["metadata"]["resourceVersion"] == seeded["metadata"]["resourceVersion"]
+    record = json.loads(patch.body["metadata"]["annotations"]["opsctl.io/traffic-record"])  # in the same patch
+    assert record["changes"][-1]["after"]["weights"] == {"internal": 60, "databricks": 40}
     assert len(patch.body["spec"]["http"]) == 2
     [event] = kube_api.events("llm")
     assert event["involvedObject"]["kind"] == "VirtualService"
@@ -301,11 +303,13 @@ def test_failover_limited_by_gpus_moves_only_what_the_ready_replicas_carry(make_
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     # 100% needs 1250 rps = 13 replicas; max_replicas 8; only 4 become ready: 400 / 1250 -> 32%.
+    # The 2 ready replicas carry 16%, less than internal's 20% already: nothing moves at first; the
+    # failover waits for the replicas it asked for and moves as they become Ready.
     assert out["after"]["weights"] == {"internal": 32, "databricks": 68}
     assert out["shortfall"]["internal"] == {"asked": 100, "moved_to": 32, "capacity_share": 32, "not_moved": 68}
     capacity = next(g for g in out["guards"] if g["name"] == "capacity")
     assert capacity["details"]["scaled"] == {"from": 2, "to": 8, "dry_run": False}
-    assert "only 4 of 8 replicas ready after 2s" in capacity["details"]["notes"]
+    assert [t["after"]["weights"]["internal"] for t in out["topups"]] == [32]
     assert "waiting for Deployment llm/vllm" in result.stderr
     assert kube_api.get("apps", "deployments", NS, "vllm")["spec"]["replicas"] == 8
     [event] = [e for e in kube_api.events("grammar-split")]
@@ -379,3 +383,112 @@ def test_a_kubeconfig_context_is_used_and_its_token_never_reaches_the_audit_log(
     assert result.exit_code == 0, result.output
     assert {r.authorization for r in kube_api.requests} == {"Bearer kubeconfig-token-123"}
     assert "kubeconfig-token-123" not in (env.state / "audit.jsonl").read_text()
+
+
+def test_failover_moves_what_ready_replicas_carry_at_once_and_tops_up_as_more_become_ready(make_env, kube_api):
+    seed_configmap(kube_api)
+    kube_api.seed(deployment(NS, "vllm", 6))
+    kube_api.simulate_deployment(NS, "vllm", ready_delay=1.5)
+    env = kube_env(make_env, kube_api, actuator="configmap", capacity=kube_capacity(max_replicas=13, timeout="20s"))
+    result = env.run("traffic", "failover", "--from", "databricks", "--incident", "INC-600", "--yes", "-o", "json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    # 6 ready x 100 rps = 600 of the 1250 rps 100% needs: 48% at once; 13 replicas carry 100%.
+    record = json.loads(kube_api.get("", "configmaps", NS, "grammar-split")["metadata"]["annotations"][
+        "opsctl.io/traffic-record"])
+    steps = [c for c in record["changes"] if c["action"] == "failover"]
+    assert [s["after"]["weights"]["internal"] for s in steps] == [48, 100]
+    assert len({s["operation"] for s in steps}) == 1, "one operation: the rate guard counts it once"
+    assert out["after"]["weights"] == {"internal": 100, "databricks": 0} and "shortfall" not in out
+    assert [t["after"]["weights"]["internal"] for t in out["topups"]] == [100]
+    first_write = next(r for r in kube_api.writes() if r.path.endswith("/configmaps/grammar-split"))
+    scale = next(r for r in kube_api.writes() if r.path.endswith("/scale"))
+    assert kube_api.requests.index(scale) < kube_api.requests.index(first_write)
+
+
+def autoscaler(kind: str, low: int, high: int) -> dict:
+    if kind == "hpa":
+        return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "vllm", "namespace": NS},
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm"},
+                         "minReplicas": low, "maxReplicas": high}}
+    return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "vllm", "namespace": NS},
+            "spec": {"scaleTargetRef": {"name": "vllm"}, "minReplicaCount": low, "maxReplicaCount": high,
+                     "triggers": [{"type": "prometheus", "metadata": {"threshold": "100"}}]}}
+
+
+@pytest.mark.parametrize("kind,group,plural,low_key", [
+    ("hpa", "autoscaling", "horizontalpodautoscalers", "minReplicas"),
+    ("keda", "keda.sh", "scaledobjects", "minReplicaCount"),
+])
+def test_with_an_autoscaler_failover_raises_its_minimum_and_restore_puts_it_back(make_env, kube_api, kind, group, plural,
+                                                                                  low_key):
+    seed_configmap(kube_api)
+    kube_api.seed(deployment(NS, "vllm", 2))
+    kube_api.seed(autoscaler(kind, 2, 20))
+    kube_api.simulate_deployment(NS, "vllm", ready_delay=0.5)
+    capacity = kube_capacity(max_replicas=20, timeout="20s") + f"  autoscaler: {kind}\n"
+    env = kube_env(make_env, kube_api, actuator="configmap", capacity=capacity)
+    result = env.run("traffic", "failover", "--from", "databricks", "--incident", "INC-7", "--yes", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["after"]["weights"] == {"internal": 100, "databricks": 0}
+    scaler = kube_api.get(group, plural, NS, "vllm")
+    assert scaler["spec"][low_key] == 13  # 1250 rps / 100 rps per replica
+    assert scaler["metadata"]["annotations"]["opsctl.io/saved-min-replicas"] == "2"
+    assert not [r for r in kube_api.writes() if r.path.endswith("/scale")], "the scale subresource is left alone"
+    assert kube_api.get("apps", "deployments", NS, "vllm")["spec"]["replicas"] == 13
+    restored = env.run("traffic", "restore", "--incident", "INC-7", "--step", "100", "--interval", "0s", "--yes")
+    assert restored.exit_code == 0, restored.output
+    scaler = kube_api.get(group, plural, NS, "vllm")
+    assert scaler["spec"][low_key] == 2 and "opsctl.io/saved-min-replicas" not in scaler["metadata"].get("annotations", {})
+    assert kube_api.get("apps", "deployments", NS, "vllm")["spec"]["replicas"] == 2
+
+
+@pytest.mark.slow
+def test_two_laptops_share_one_truth_in_kubernetes_mode(make_env, kube_api):
+    """Separate state dirs, one cluster: what one does, the other sees and can undo; every change is
+    also an Event on the object and one JSON log line."""
+    seed_configmap(kube_api)
+    state = f'freezes: []\nstate: {{backend: kubernetes, namespace: {NS}}}\n'
+
+    def laptop():
+        env = make_env(actuator="configmap", conflict_attempts=3, freezes=state, extra_traffic=textwrap.dedent(f"""\
+            kubernetes: {{host: "{kube_api.url}", namespace: {NS}, timeout: 5}}
+            configmap: {{name: grammar-split, key: split.json}}
+            """))
+        return env
+
+    a, b = laptop(), laptop()
+    failover = a.run("traffic", "failover", "--from", "databricks", "--incident", "INC-12", "--reason", "vendor 5xx",
+                     "--yes", "-o", "json")
+    assert failover.exit_code == 0, failover.output
+    logged = [json.loads(line) for line in failover.stderr.splitlines() if line.startswith("{")]
+    assert [(x["log"], x["action"], x["outcome"]) for x in logged] == [("opsctl.traffic.change", "failover", "applied")]
+    assert logged[0]["change_id"] == json.loads(failover.stdout)["change_id"]
+    [event] = kube_api.events("grammar-split")
+    assert "INC-12" in event["message"]
+    history = json.loads(b.run("traffic", "history", "-o", "json").stdout)
+    assert [(e["action"], e["incident"], e["actor"]) for e in history] == [("failover", "INC-12", "tester")]
+    status = json.loads(b.run("traffic", "status", "-o", "json").stdout)
+    assert status["state_backend"] == "kubernetes" and status["open_failovers"][0]["incident"] == "INC-12"
+    restored = b.run("traffic", "restore", "--incident", "INC-12", "--step", "100", "--interval", "0s", "--yes")
+    assert restored.exit_code == 0, restored.output
+    ramp = json.loads(kube_api.get("", "configmaps", NS, "opsctl-llm-inference-ramp")["data"]["state.json"])
+    assert ramp["status"] == "completed" and ramp["action"] == "restore"
+    assert json.loads(a.run("traffic", "status", "-o", "json").stdout)["open_failovers"] == []
+    assert [e["action"] for e in json.loads(a.run("traffic", "history", "-o", "json").stdout)] == ["restore", "failover"]
+
+
+def test_a_corrupt_configmap_split_is_repaired_by_an_emergency_set_in_one_write_with_its_record(make_env, kube_api):
+    seed_configmap(kube_api, {"split.json": '{"weights": {"databricks": 100, "internal": 20}}', "other.yaml": "keep: me"})
+    env = kube_env(make_env, kube_api, actuator="configmap")
+    routine = env.run("traffic", "set", "databricks=80", "internal=20", "--reason", "r", "--yes")
+    assert routine.exit_code == 3 and "sum to 100, they sum to 120" in routine.stderr and "--emergency" in routine.stderr
+    repaired = env.run("traffic", "set", "databricks=80", "internal=20", "--emergency", "--incident", "INC-3",
+                       "--reason", "repair", "--yes", "-o", "json")
+    assert repaired.exit_code == 0, repaired.output
+    cm = kube_api.get("", "configmaps", NS, "grammar-split")
+    assert json.loads(cm["data"]["split.json"])["weights"] == {"databricks": 80, "internal": 20}
+    assert cm["data"]["other.yaml"] == "keep: me"
+    [change] = json.loads(cm["metadata"]["annotations"]["opsctl.io/traffic-record"])["changes"]
+    assert change["before"] is None and change["incident"] == "INC-3" and change["emergency"] is True
+    assert [e["outcome"] for e in env.audit()] == ["refused", "applied"]

@@ -7,6 +7,8 @@ import json
 import os
 import signal
 
+import pytest
+
 from tests.traffic.conftest import DAY, END, d, healthy_traffic, write_metrics
 
 PLAN_80_20_TO_40_60 = [
@@ -164,3 +166,23 @@ def test_a_change_outside_the_ramp_stops_it_without_fighting_back(make_env):
 def test_resume_without_an_interrupted_ramp_is_a_usage_error(env):
     result = env.run("traffic", "ramp", "--resume")
     assert result.exit_code == 2 and "no interrupted ramp" in result.stderr
+
+
+@pytest.mark.slow
+def test_resume_finishes_the_interrupted_steps_soak_and_burn_check_before_the_next_step(make_env):
+    env = make_env()
+    proc = env.popen("traffic", "ramp", "--to", "internal=60", "--step", "20", "--interval", "4s",
+                     "--reason", "rollout", "--yes")
+    state = env.wait_for(lambda: (s := env.ramp_state() or {}).get("soak") and s["soak"]["step"] == 0 and s,
+                         what="step 1's soak to start")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=10)
+    until = state["soak"]["until"]
+    result = env.run("traffic", "ramp", "--resume", "-o", "json")
+    assert result.exit_code == 0, result.output
+    err = result.stderr
+    assert "step 1/2: finishing its soak and burn check" in err
+    assert err.index("step 1/2: burn check ok") < err.index("step 2/2: internal 60")
+    step2 = next(c for c in env.stored()["opsctl"]["changes"] if c["after"]["weights"]["internal"] == 60)
+    assert step2["ts"] >= until, "the next step waited for the rest of the interrupted soak"
+    assert env.ramp_state()["status"] == "completed" and env.ramp_state()["soak"] is None

@@ -57,7 +57,14 @@ def test_set_writes_the_file_and_records_who_why_and_every_guard(env):
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["outcome"] == "applied" and out["version_before"] == "0" and out["version"] == "1"
-    assert env.stored() == {"version": 1, "weights": {"internal": 30, "databricks": 70}, "shadow": {}}
+    stored = env.stored()
+    record = stored.pop("opsctl")
+    assert stored == {"version": 1, "weights": {"internal": 30, "databricks": 70}, "shadow": {}}
+    [change] = record["changes"]  # the change's record is in the same file, written in the same write
+    assert change["id"] == out["change_id"] and change["actor"] == "tester" and change["reason"] == "load test"
+    assert change["before"]["weights"] == {"internal": 20, "databricks": 80}
+    assert change["after"]["weights"] == {"internal": 30, "databricks": 70}
+    assert record["operations"] == {out["operation"]: change["ts"]}
     [entry] = env.audit()
     assert entry["kind"] == "traffic" and entry["action"] == "set" and entry["outcome"] == "applied"
     assert entry["actor"] == "tester" and entry["reason"] == "load test" and entry["dry_run"] is False

@@ -141,3 +141,51 @@ def test_audit_reads_backwards_across_chunks(tmp_path):
     assert [e["n"] for e in newest] == list(range(299, -1, -1))
     recent = log.find(lambda e: True, since=1000.0 + 290)
     assert [e["n"] for e in recent] == list(range(299, 289, -1))
+
+
+# -- the change record stored with the split ---------------------------------------------------
+
+
+def _entry(n: int, action: str = "set", incident=None, before=None, after=None, ts=None) -> dict:
+    split = {"weights": {"databricks": 100 - n % 100, "internal": n % 100}, "shadow": {}}
+    return {"id": f"chg-{n}", "operation": f"op-{n}", "action": action, "incident": incident, "ts": ts if ts is not None else float(n),
+            "time": str(n), "actor": "a", "before": before, "after": after or split}
+
+
+def test_the_record_keeps_history_entries_and_only_the_rate_windows_operations():
+    from opsctl.traffic import record
+
+    rec = record.empty()
+    for n in range(1, 31):
+        rec = record.with_change(rec, _entry(n), history=10, window=5, now=float(n))
+    assert [c["id"] for c in rec["changes"]] == [f"chg-{n}" for n in range(21, 31)]
+    assert sorted(rec["operations"]) == sorted(f"op-{n}" for n in range(25, 31))  # ts >= now - window
+    assert record.operations_since(rec, 28.0, exclude="op-30") == {"op-28": 28.0, "op-29": 29.0}
+
+
+def test_the_record_opens_a_failover_once_and_closes_it_when_a_restore_reaches_the_saved_split():
+    from opsctl.traffic import record
+
+    normal = {"weights": {"databricks": 80, "internal": 20}, "shadow": {}}
+    half = {"weights": {"databricks": 50, "internal": 50}, "shadow": {}}
+    away = {"weights": {"internal": 100}, "shadow": {}}
+    rec = record.with_change(record.empty(), _entry(1, "failover", "I-1", normal, half), history=50, window=60, now=1)
+    rec = record.with_change(rec, _entry(2, "failover", "I-1", half, away), history=50, window=60, now=2)
+    assert rec["failovers"]["I-1"]["saved"] == normal and rec["failovers"]["I-1"]["after"] == away
+    rec = record.with_change(rec, _entry(3, "restore", "I-1", away, half), history=50, window=60, now=3)
+    assert "I-1" in rec["failovers"], "half way back is still open"
+    rec = record.with_change(rec, _entry(4, "restore", "I-1", half, {"weights": {"databricks": 80, "internal": 20,
+                                                                                "spare": 0}}), history=50, window=60, now=4)
+    assert rec["failovers"] == {}
+
+
+def test_the_record_stays_within_its_byte_bound_and_open_failover_cap():
+    from opsctl.traffic import record
+
+    rec = record.empty()
+    for n in range(1, 400):
+        entry = _entry(n, "failover", f"I-{n}", {"weights": {"databricks": 100}, "shadow": {}})
+        entry["reason"] = "x" * 300
+        rec = record.with_change(rec, entry, history=200, window=10, now=float(n))
+    assert len(record.encode(rec).encode()) <= record.MAX_BYTES
+    assert len(rec["failovers"]) == record.MAX_FAILOVERS and "I-399" in rec["failovers"]

@@ -52,7 +52,7 @@ class EmbeddedEnvironment(PagingAndTickets):
         self.world = None
         self._store = None
         self._pager = None
-        self._controller = None
+        self._traffic = None
         self._desks: dict = {}
 
     @property
@@ -90,15 +90,19 @@ class EmbeddedEnvironment(PagingAndTickets):
     def vendor_ledger(self, vendor: str):
         return getattr(self.tickets(vendor), "channel", None)
 
-    def controller(self):
-        if self._controller is None:
-            from opsctl.traffic.controller import TrafficController
+    def traffic(self):
+        """The traffic front door, as every actor builds it, with the drill's clock, actor and pager."""
+        if self._traffic is None:
+            from opsctl.traffic.service import TrafficService
 
-            self._controller = TrafficController(
+            self._traffic = TrafficService(
                 self.cfg, clock=self.clock, actor=drill_actor(self.run_id),
                 hooks=drill_hooks(self.cfg, self.clock, self.pager()),
                 audit_fields=audit_fields(self.run_id))
-        return self._controller
+        return self._traffic
+
+    def controller(self):
+        return self.traffic().controller
 
     def injector(self, name: str):
         from opsctl.drills.faults.registry import injector

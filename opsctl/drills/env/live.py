@@ -31,7 +31,7 @@ class LiveEnvironment(PagingAndTickets):
         self.world = None
         self._source = None
         self._pager = None
-        self._controller = None
+        self._traffic = None
         self._desks: dict = {}
 
     def prepare(self, progress: Callable[[str], None]) -> dict:
@@ -57,15 +57,19 @@ class LiveEnvironment(PagingAndTickets):
         channel = getattr(self.tickets(vendor), "channel", None)
         return channel if getattr(channel, "name", None) == "local" else None
 
-    def controller(self):
-        if self._controller is None:
-            from opsctl.traffic.controller import TrafficController
+    def traffic(self):
+        """The traffic front door, as every actor builds it, with the drill's clock, actor and pager."""
+        if self._traffic is None:
+            from opsctl.traffic.service import TrafficService
 
-            self._controller = TrafficController(
+            self._traffic = TrafficService(
                 self.cfg, clock=self.clock, actor=drill_actor(self.run_id),
                 hooks=drill_hooks(self.cfg, self.clock, self.pager()),
                 audit_fields=audit_fields(self.run_id))
-        return self._controller
+        return self._traffic
+
+    def controller(self):
+        return self.traffic().controller
 
     def injector(self, name: str):
         from opsctl.drills.faults.registry import injector

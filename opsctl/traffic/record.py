@@ -1,0 +1,136 @@
+"""The change record that travels with the split: written in the same write as the split itself.
+
+Every applied change appends one entry (id, operation, action, actor, reason, incident, emergency,
+overrides, before, after, time) to the record stored with the split: inside the split file for the
+file actuator, in an annotation on the ConfigMap / VirtualService / HTTPRoute for the Kubernetes
+ones. One write holds both, so no change is ever applied without its record, and the rate guard,
+which counts from this record, sees exactly what was applied: a concurrent writer's compare-and-swap
+fails, and it re-reads, re-plans and re-checks the guard against the newer record.
+
+The record also holds the open failovers (incident -> the split saved before its first failover),
+so `traffic restore` works from any laptop or replica. It is bounded: `state.history` entries (older
+ones live on in Kubernetes Events, the JSON log line and the local audit log) and the operations of
+the rate window, within the 256 KiB Kubernetes allows for all of an object's annotations.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import secrets
+from typing import TYPE_CHECKING
+
+from opsctl.errors import NoDataError
+
+if TYPE_CHECKING:
+    from opsctl.traffic.controller import ChangeResult
+
+ANNOTATION = "opsctl.io/traffic-record"
+FILE_KEY = "opsctl"  # the record's key inside the split file
+MAX_BYTES = 128 * 1024  # half of Kubernetes' 256 KiB limit for all annotations of an object
+MAX_OPERATIONS = 1000  # rate-window operations kept (far beyond any sane rate limit)
+MAX_FAILOVERS = 50  # open failovers kept (an incident nobody restored is dropped oldest first)
+TEXT_LIMIT = 300  # reason / message characters kept per entry
+
+
+def empty() -> dict:
+    return {"changes": [], "operations": {}, "failovers": {}}
+
+
+def parse(raw: object, where: str) -> dict:
+    """A stored record, or an empty one when there is none yet. A record that is not ours is no data."""
+    if raw is None:
+        return empty()
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            raise NoDataError(f"{where}: the change record is not JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise NoDataError(f"{where}: the change record is not a JSON object")
+    out = empty()
+    for key, kind in (("changes", list), ("operations", dict), ("failovers", dict)):
+        value = raw.get(key)
+        if isinstance(value, kind):
+            out[key] = value
+    return out
+
+
+def encode(record: dict) -> str:
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def entry_of(result: "ChangeResult", order, now: float, extra: dict | None = None) -> dict:
+    from opsctl.audit import scrub, timestamp
+
+    entry = {
+        "id": f"chg-{secrets.token_hex(6)}",
+        "time": timestamp(now),
+        "ts": round(now, 3),
+        "operation": result.operation_id,
+        "action": result.action,
+        "outcome": "applied",
+        "actor": result.actor,
+        "reason": (result.reason or "")[:TEXT_LIMIT],
+        "incident": result.incident,
+        "emergency": result.emergency,
+        "overrides": list(result.overrides),
+        "before": result.before.to_dict(order) if result.before else None,
+        "after": result.after.to_dict(order),
+    }
+    if result.shortfall:
+        entry["shortfall"] = result.shortfall
+    if extra:
+        entry.update(scrub(extra))
+    return entry
+
+
+def with_change(record: dict, entry: dict, *, history: int, window: int, now: float) -> dict:
+    """The record after one more applied change: the entry appended (history capped), its operation
+    counted for the rate window, and failovers opened (first failover of an incident) or closed (a
+    restore that reached the saved split)."""
+    out = copy.deepcopy(record)
+    out["changes"] = (out["changes"] + [entry])[-history:]
+    ops = {op: ts for op, ts in out["operations"].items() if isinstance(ts, (int, float)) and ts >= now - window}
+    ops.setdefault(entry["operation"], entry["ts"])
+    out["operations"] = dict(sorted(ops.items(), key=lambda kv: kv[1])[-MAX_OPERATIONS:])
+    incident = entry.get("incident")
+    if entry["action"] == "failover" and incident:
+        opened = out["failovers"].get(incident)
+        if opened is None:
+            out["failovers"][incident] = {"saved": entry["before"], "opened_at": entry["time"], "opened_ts": entry["ts"],
+                                          "operation": entry["operation"], "actor": entry["actor"],
+                                          "after": entry["after"]}
+        else:
+            opened["after"] = entry["after"]
+    elif entry["action"] in ("restore", "set") and incident in out["failovers"]:
+        saved = out["failovers"][incident].get("saved")
+        if saved is None or _same(saved, entry["after"]):
+            out["failovers"].pop(incident)
+    if len(out["failovers"]) > MAX_FAILOVERS:
+        oldest = sorted(out["failovers"], key=lambda k: out["failovers"][k].get("opened_ts") or 0)
+        for incident in oldest[:len(out["failovers"]) - MAX_FAILOVERS]:
+            out["failovers"].pop(incident)
+    while len(encode(out).encode()) > MAX_BYTES and len(out["changes"]) > 1:
+        out["changes"] = out["changes"][1:]
+    return out
+
+
+def _same(a: dict | None, b: dict | None) -> bool:
+    def canon(s):
+        if not s:
+            return None
+        return ({k: v for k, v in (s.get("weights") or {}).items() if v},
+                {k: v for k, v in (s.get("shadow") or {}).items() if v})
+
+    return canon(a) == canon(b)
+
+
+def operations_since(record: dict, since: float, *, exclude: str | None = None) -> dict[str, float]:
+    """Operation -> its first applied change, for operations applied at or after `since`."""
+    return {op: ts for op, ts in record.get("operations", {}).items()
+            if isinstance(ts, (int, float)) and ts >= since and op != exclude}
+
+
+def newest_first(record: dict) -> list[dict]:
+    return list(reversed(record.get("changes") or []))

@@ -1,0 +1,221 @@
+"""The one front door to traffic control, for every actor: the CLI, `opsctl serve` and drills.
+
+`TrafficService(cfg, ...)` builds the TrafficController from config (actuator, pager change hook,
+actor, clock, audit fields) and runs set, failover, restore and ramps through one path each, and
+reads status and history from the change record stored with the split, so every laptop and replica
+sees the same last change, open failovers and history.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+
+from opsctl.traffic.controller import ChangeRequest, ChangeResult, TrafficController
+
+if TYPE_CHECKING:
+    from opsctl.config import Config
+    from opsctl.traffic.ramp import RampOutcome
+    from opsctl.traffic.split import Split
+
+_DEFAULT = object()
+
+
+class TrafficService:
+    def __init__(self, cfg: "Config", *, dry_run: bool = False, clock=None, actor: str | None = None,
+                 hooks=_DEFAULT, progress: Callable[[str], None] | None = None, audit_fields: dict | None = None,
+                 actuator=None):
+        if hooks is _DEFAULT:  # like every actor: an applied change also goes to the pager as a change event
+            from opsctl.paging.change_hook import PagerChangeHook
+
+            hooks = [] if dry_run else [PagerChangeHook(cfg, clock=clock)]
+        self.cfg = cfg
+        self.order = list(cfg.backends)
+        self.progress = progress
+        self.controller = TrafficController(cfg, dry_run=dry_run, actuator=actuator, clock=clock, hooks=hooks,
+                                            progress=progress, actor=actor, audit_fields=audit_fields)
+
+    # -- changes ----------------------------------------------------------------------------------
+
+    def read(self):
+        return self.controller.read()
+
+    def set(self, weights: Mapping[str, int], shadow: Mapping[str, int] | None = None, *, reason: str = "",
+            incident: str | None = None, emergency: bool = False, confirm=None) -> ChangeResult:
+        from opsctl.traffic.split import Split, check_known
+
+        mirrored = dict(shadow or {})
+
+        def plan(before: "Split | None") -> "Split":
+            check_known([*weights, *mirrored], self.cfg.backends, "set")
+            current_shadow = dict(before.shadow) if before else {}
+            current_shadow.update(mirrored)
+            return Split.of(weights, current_shadow)
+
+        return self.controller.apply(ChangeRequest("set", plan, reason=reason, incident=incident,
+                                                   emergency=emergency, confirm=confirm))
+
+    def failover(self, source: str, incident: str, *, to: Sequence[str] = (), reason: str = "",
+                 emergency: bool = True, confirm=None) -> ChangeResult:
+        """The one failover path. `emergency=False` (automation outside a freeze) keeps the routine
+        guards; the budget guard still never blocks moving away from a backend burning faster."""
+        from opsctl.traffic.failover import failover
+
+        from opsctl.errors import GuardRefused
+
+        try:
+            result = failover(self.controller, source, incident, to=to, reason=reason, confirm=confirm,
+                              emergency=emergency)
+        except GuardRefused as exc:  # nothing fits on the replicas ready now: wait for the ones asked for
+            result = getattr(exc, "result", None)
+            if result is None or not result.shortfall or not self._can_top_up():
+                raise
+            self._top_up(result, source, incident, to, reason, emergency)
+            if not result.topups:
+                raise
+            result.outcome = "applied"
+            result.message = "nothing fitted at first; moved as replicas became Ready"
+            return result
+        if result.outcome == "applied" and result.shortfall and self._can_top_up():
+            self._top_up(result, source, incident, to, reason, emergency)
+        return result
+
+    def _can_top_up(self) -> bool:
+        cap = self.cfg.capacity
+        return cap is not None and cap.source == "kubernetes" and not self.controller.dry_run
+
+    def _top_up(self, first: ChangeResult, source: str, incident: str, to: Sequence[str], reason: str,
+                emergency: bool) -> None:
+        """After a failover that moved only what the ready replicas carried, move more each time
+        more replicas are Ready, until the whole share moved or capacity.ready_timeout. Each step is
+        an applied change of the same operation (recorded, counted once by the rate guard); it stops
+        if anyone else changes the split meanwhile."""
+        from opsctl.clock import parse_duration
+        from opsctl.errors import GuardRefused
+        from opsctl.traffic.capacity import Capacity
+        from opsctl.traffic.failover import failover_plan, failover_trim, receivers_of
+
+        cap = self.cfg.capacity
+        clock = self.controller.clock
+        capacity = Capacity(self.cfg, lambda: None, lambda: clock.now(), clock=clock)
+        poll = max(parse_duration(cap.poll_interval), 1)
+        deadline = clock.now() + parse_duration(cap.ready_timeout)
+        receivers = receivers_of(self.cfg, source, to)
+        last, ready_seen = first, None
+        for _ in range(int(parse_duration(cap.ready_timeout) / poll) + 2):
+            left = deadline - clock.now()
+            if left <= 0:
+                break
+            clock.sleep(min(poll, left))
+            ready = capacity.ready_replicas()
+            if self.progress:
+                self.progress(f"waiting for {capacity.where}: {ready} replicas ready; {sum(s['not_moved'] for s in last.shortfall.values())}"
+                              f" points still on {source}")
+            if ready_seen is not None and ready <= ready_seen:
+                continue
+            ready_seen = ready
+            expected = last.after
+
+            def plan(before, expected=expected):
+                if before != expected:
+                    raise UsageError("the split changed since the failover's last step; not topping up")
+                return failover_plan(source, receivers)(before)
+
+            try:
+                step = self.controller.apply(ChangeRequest(
+                    "failover", plan, reason=f"{reason or 'failover from ' + source} (top-up: {ready} replicas ready)",
+                    incident=incident, emergency=emergency, operation_id=first.operation_id,
+                    trim=failover_trim(source)))
+            except GuardRefused:  # none of the rest fits yet: keep waiting
+                continue
+            except UsageError as exc:
+                first.warnings.append(f"top-up stopped: {exc.message}")
+                break
+            if step.outcome != "applied":
+                break
+            first.topups.append(step)
+            last = step
+            if not step.shortfall:
+                break
+        if first.topups:
+            first.after, first.version, first.shortfall = last.after, last.version, last.shortfall
+
+    def saved_split(self, incident: str) -> "tuple[Split, dict]":
+        from opsctl.traffic.failover import saved_split
+
+        return saved_split(self.read().record, self.controller.audit, incident, self.order)
+
+    def restore(self, incident: str, *, step: int | None = None, interval: int | None = None, reason: str = "",
+                emergency: bool = False, confirm=None) -> "RampOutcome":
+        """Ramp back to the split saved when the incident's failover began."""
+        saved, found = self.saved_split(incident)
+        if self.progress:
+            self.progress(f"restoring the split saved by the failover of {found.get('time')}: {saved.describe(self.order)}")
+        outcome = self.ramp(lambda current: saved, action="restore", step=step, interval=interval,
+                            reason=reason or f"restore after incident {incident}", incident=incident,
+                            emergency=emergency, confirm=confirm)
+        if outcome.status in ("completed", "unchanged") and not self.controller.dry_run:
+            released = self.release_capacity()
+            if released:
+                outcome.message += f"; {released}"
+        return outcome
+
+    def release_capacity(self) -> str | None:
+        """After a restore: put back the autoscaler minimum a failover raised (no-op otherwise)."""
+        cap = self.cfg.capacity
+        if cap is None or cap.autoscaler == "none":
+            return None
+        from opsctl.traffic.capacity import Capacity
+
+        clock = self.controller.clock
+        return Capacity(self.cfg, lambda: None, lambda: clock.now(), clock=clock).restore_minimum()
+
+    def restore_now(self, incident: str, saved: "Split", *, reason: str, emergency: bool = False) -> ChangeResult:
+        """Return to `saved` in one step (automation: the hold-down already waited)."""
+        result = self.controller.apply(ChangeRequest("restore", lambda _current: saved, incident=incident,
+                                                     emergency=emergency, reason=reason))
+        if result.outcome in ("applied", "unchanged") and not self.controller.dry_run:
+            released = self.release_capacity()
+            if released:
+                result.recorded.append(released)
+        return result
+
+    def ramp(self, target_of: Callable[["Split"], "Split"], *, action: str = "ramp", step: int | None = None,
+             interval: int | None = None, reason: str = "", incident: str | None = None, emergency: bool = False,
+             confirm=None) -> "RampOutcome":
+        from opsctl.clock import parse_duration
+
+        runner = self.ramp_runner()
+        step = step if step is not None else self.cfg.traffic.ramp.step
+        interval = interval if interval is not None else parse_duration(self.cfg.traffic.ramp.interval)
+        return runner.start(action=action, target_of=target_of, step=step, interval=interval, reason=reason,
+                            incident=incident, emergency=emergency, confirm=confirm)
+
+    def resume(self) -> "RampOutcome":
+        return self.ramp_runner().resume()
+
+    def abort(self, reason: str) -> "RampOutcome":
+        return self.ramp_runner().abort(reason)
+
+    def ramp_runner(self):
+        from opsctl.traffic.ramp import RampRunner
+
+        return RampRunner(self.controller, progress=self.progress)
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def history(self, *, incident: str | None = None, limit: int | None = None) -> list[dict]:
+        """Applied changes from the shared change record, newest first."""
+        from opsctl.traffic.record import newest_first
+
+        stored = self.read()
+        entries = [e for e in newest_first(stored.record or {}) if incident is None or e.get("incident") == incident]
+        return entries[:limit] if limit else entries
+
+    def attempts(self, *, incident: str | None = None, applied: bool = False, limit: int | None = None) -> list[dict]:
+        """Every attempt this host made, from the local audit log (refusals, conflicts, dry runs too)."""
+        def wanted(e: dict) -> bool:
+            return (e.get("kind") == "traffic" and (incident is None or e.get("incident") == incident)
+                    and (not applied or (e.get("outcome") == "applied" and not e.get("dry_run"))))
+
+        return self.controller.audit.find(wanted, limit=limit)
+

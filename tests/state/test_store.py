@@ -1,0 +1,153 @@
+"""The shared state store, both backends through the same protocol: create once, compare-and-swap,
+read-modify-write under contention, bounded size, names that cannot escape; the kubernetes backend
+against the loopback API server through the official client."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from opsctl.config import KubernetesSettings
+from opsctl.errors import ConflictError, UsageError
+from opsctl.state.base import MAX_DOCUMENT_BYTES
+from opsctl.state.kubernetes import KEY, KubernetesStateStore
+from opsctl.state.local import LocalStateStore
+from opsctl.traffic.kube import Kube
+from tests.fakes.kube_api import FakeKubeAPI
+
+NS = "ops"
+
+
+@pytest.fixture
+def kube_api():
+    api = FakeKubeAPI().start()
+    yield api
+    api.stop()
+
+
+@pytest.fixture(params=["local", "kubernetes"])
+def store(request, tmp_path):
+    if request.param == "local":
+        yield LocalStateStore(tmp_path / "state")
+    else:
+        api = request.getfixturevalue("kube_api")
+        yield KubernetesStateStore(Kube(KubernetesSettings(host=api.url, namespace=NS, timeout=5)),
+                                   namespace=NS, service="llm-inference")
+
+
+def test_a_missing_document_is_none_and_is_created_once(store):
+    assert store.get("traffic") is None
+    doc = store.put("traffic", {"a": 1}, version=None)
+    assert doc.data == {"a": 1} and doc.version
+    with pytest.raises(ConflictError) as exists:
+        store.put("traffic", {"a": 2}, version=None)
+    assert exists.value.exit_code == 5
+    assert store.get("traffic").data == {"a": 1}
+
+
+def test_a_write_at_a_stale_version_is_a_conflict_and_changes_nothing(store):
+    first = store.put("traffic", {"n": 1}, version=None)
+    second = store.put("traffic", {"n": 2}, version=first.version)
+    assert second.version != first.version
+    with pytest.raises(ConflictError):
+        store.put("traffic", {"n": 3}, version=first.version)
+    now = store.get("traffic")
+    assert now.data == {"n": 2} and now.version == second.version
+
+
+def test_update_loses_no_increment_among_concurrent_writers(store):
+    writers, each = 4, 5
+
+    def bump(data):
+        data = data or {"n": 0}
+        data["n"] += 1
+        return data
+
+    errors = []
+
+    def work():
+        try:
+            for _ in range(each):
+                store.update("counter", bump, attempts=100)
+        except Exception as exc:  # reported below: a lost update or an error fails the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    assert store.get("counter").data == {"n": writers * each}
+
+
+def test_update_returning_none_leaves_the_document_alone(store):
+    first = store.put("traffic", {"n": 1}, version=None)
+    assert store.update("traffic", lambda data: None) == first
+    assert store.update("absent", lambda data: None) is None
+    assert store.get("absent") is None
+
+
+def test_documents_are_bounded_and_names_cannot_escape(store):
+    with pytest.raises(UsageError) as big:
+        store.put("traffic", {"x": "y" * MAX_DOCUMENT_BYTES}, version=None)
+    assert "1 MiB" in big.value.hint
+    for bad in ("../etc", "Traffic", "", "a/b", "x" * 64):
+        with pytest.raises(UsageError):
+            store.get(bad)
+
+
+def test_kubernetes_documents_are_labelled_configmaps_written_with_the_version_read(kube_api):
+    store = KubernetesStateStore(Kube(KubernetesSettings(host=kube_api.url, namespace=NS, timeout=5)),
+                                 namespace=NS, service="LLM Inference")
+    doc = store.put("traffic", {"split": {"internal": 20}}, version=None)
+    cm = kube_api.get("", "configmaps", NS, "opsctl-llm-inference-traffic")
+    assert json.loads(cm["data"][KEY]) == {"split": {"internal": 20}}
+    assert cm["metadata"]["labels"]["app.kubernetes.io/name"] == "opsctl"
+    assert cm["metadata"]["labels"]["opsctl.io/document"] == "traffic"
+    store.put("traffic", {"split": {"internal": 30}}, version=doc.version)
+    [put] = [r for r in kube_api.writes() if r.method == "PUT"]
+    assert put.body["metadata"]["resourceVersion"] == doc.version
+    assert json.loads(kube_api.get("", "configmaps", NS, "opsctl-llm-inference-traffic")["data"][KEY]) == {
+        "split": {"internal": 30}}
+
+
+def test_kubernetes_a_document_deleted_since_it_was_read_is_a_conflict(kube_api):
+    store = KubernetesStateStore(Kube(KubernetesSettings(host=kube_api.url, namespace=NS, timeout=5)),
+                                 namespace=NS, service="svc")
+    doc = store.put("traffic", {"n": 1}, version=None)
+    from kubernetes import client
+
+    client.CoreV1Api(client.ApiClient(client.Configuration(host=kube_api.url))).delete_namespaced_config_map(
+        "opsctl-svc-traffic", NS)
+    with pytest.raises(ConflictError):
+        store.put("traffic", {"n": 2}, version=doc.version)
+
+
+def test_the_registry_opens_the_configured_backend(tmp_path, kube_api):
+    import dataclasses
+
+    from opsctl.config import StateConfig, load_config
+    from opsctl.state import open_state_store
+    from tests.conftest import write_config
+
+    cfg = load_config(str(write_config(tmp_path)))
+    assert open_state_store(cfg).backend == "local"
+    kube = dataclasses.replace(cfg, state=StateConfig(backend="kubernetes", namespace=NS,
+                                                      kubernetes=KubernetesSettings(host=kube_api.url)))
+    store = open_state_store(kube)
+    assert store.backend == "kubernetes" and store.namespace == NS
+    bogus = dataclasses.replace(cfg, state=StateConfig.__new__(StateConfig))
+    object.__setattr__(bogus.state, "backend", "etcd")
+    with pytest.raises(UsageError, match="unknown state backend 'etcd'"):
+        open_state_store(bogus)
+
+
+def test_config_refuses_an_unknown_state_backend(tmp_path):
+    from tests.conftest import run_opsctl, write_config
+
+    config = write_config(tmp_path, "state: {backend: etcd}\n")
+    result = run_opsctl("--config", str(config), "config", "validate")
+    assert result.exit_code == 2 and "state.backend" in result.output, result.output

@@ -293,8 +293,8 @@ metrics incl. histogram buckets, 28 days; step scaled 10 s -> {STEP} s and `--qu
 - Production (200,000 requests/s, hundreds of proxy pods, a 10 s scrape): raw samples grow with
   series x 8,640 per day ({SCALE}x the figures above per series, and linearly with pods); the
   recorded queries touch one series per SLO, period / interval samples, whatever the pod count. A
-  service-wide SLO over 1,000 series at 10 s is ~242 million samples raw (refused at 50 million)
-  and ~4,000-40,000 recorded samples (10m or 1m evaluation).
+  service-wide SLO over 1,000 series at 10 s is ~242 million samples raw against
+  ~4,000-40,000 recorded samples (10m or 1m evaluation).
 """
 
 

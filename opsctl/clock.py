@@ -33,15 +33,27 @@ class SimClock:
         self._now += seconds
 
 
-def parse_rfc3339(value: str) -> float:
-    """RFC 3339 / ISO 8601 timestamp -> UNIX seconds. A naive timestamp is taken as UTC."""
+def parse_rfc3339(value: str, *, require_zone: bool = False) -> float:
+    """RFC 3339 / ISO 8601 timestamp -> UNIX seconds; ValueError (one line, with an example) otherwise.
+
+    A naive timestamp is taken as UTC, unless `require_zone`: what a person types on the command
+    line must say its zone, or 15:00 meant as local time is silently read as 15:00 UTC."""
+    example = "e.g. 2026-11-26T15:00:00Z or 2026-11-26T10:00:00-05:00"
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
-    parsed = datetime.fromisoformat(text)
-    if parsed.tzinfo is None:
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{value!r} is not an RFC 3339 time ({example})") from None
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
+        if require_zone:
+            raise ValueError(f"{value!r} has no time zone: add Z for UTC or an offset like +01:00 ({example})")
         parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.timestamp()
+    try:
+        return parsed.timestamp()
+    except (OverflowError, OSError, ValueError):
+        raise ValueError(f"{value!r} is out of range ({example})") from None
 
 
 def format_rfc3339(ts: float) -> str:

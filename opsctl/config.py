@@ -478,6 +478,9 @@ class ProbeSettings:
     """Thresholds that turn a consistency probe into pass or fail, and how hard it may push."""
 
     min_exact_match_between: float = 0.94
+    # With --repeat N (N >= 2): the between-backends threshold as a share of the lower self-agreement
+    # (noise floor) of the two, e.g. 0.98; None keeps the absolute min_exact_match_between.
+    min_exact_match_between_vs_floor: float | None = None
     min_exact_match_golden: float | None = 0.90
     max_error_rate: float = 0.0
     fail_on_prompt_token_mismatch: bool = True
@@ -491,6 +494,7 @@ class ProbeSettings:
 
     def __post_init__(self):
         _check_share("min_exact_match_between", self.min_exact_match_between)
+        _check_share("min_exact_match_between_vs_floor", self.min_exact_match_between_vs_floor)
         _check_share("min_exact_match_golden", self.min_exact_match_golden)
         _check_share("max_error_rate", self.max_error_rate)
         if not 1 <= self.concurrency <= 64:
@@ -564,10 +568,80 @@ class PushSettings:
 
 
 @dataclass(frozen=True)
+class QualitySignal:
+    """One live quality rule: how far the signal may move, the alert's severity and its `for:`."""
+
+    threshold: float
+    severity: Literal["page", "ticket"] = "ticket"
+    for_duration: str = "5m"
+
+    def __post_init__(self):
+        from opsctl.clock import parse_duration
+
+        if isinstance(self.threshold, bool) or not 0 < self.threshold < 1e6:
+            raise ValueError("threshold must be a positive number")
+        if not 0 <= parse_duration(self.for_duration) <= 86400:
+            raise ValueError("for_duration must be between 0s and 1d")
+
+    @property
+    def for_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.for_duration)
+
+
+@dataclass(frozen=True)
+class QualityRules:
+    """Live quality rules over the proxy's counters (`opsctl slo rules` writes them, `opsctl quality
+    alerts` evaluates them in-process). Prompt tokens per request of each backend are compared with
+    the `reference` backend over the same `window` (tokens per request); completion tokens and
+    suggestions per answer with the backend's own figure `baseline_offset` earlier (relative change).
+    `min_request_rate` (requests/s over the window, on every side compared) keeps sampling noise
+    under the thresholds: prompts vary by ~350 tokens, so the mean of n requests is known to about
+    350/sqrt(n) tokens; 20,000 requests/s over 10m puts a 0.5-token threshold past 5 sigma."""
+
+    enabled: bool = True
+    window: str = "10m"
+    baseline_offset: str = "1d"
+    min_request_rate: float = 20000.0
+    reference: str | None = None  # default: the internal backend
+    prompt_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.5, "page", "2m"))
+    completion_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "ticket", "10m"))
+    suggestions: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "page", "5m"))
+
+    def __post_init__(self):
+        from opsctl.clock import parse_duration
+
+        window = parse_duration(self.window)
+        if not 60 <= window <= 86400 or window % 10:
+            raise ValueError("window must be a multiple of 10s between 1m and 1d")
+        if not window <= parse_duration(self.baseline_offset) <= 28 * 86400:
+            raise ValueError("baseline_offset must be at least the window and at most 28d")
+        if not 0 <= self.min_request_rate < 1e7:
+            raise ValueError("min_request_rate must be >= 0 (requests per second)")
+        for name in ("completion_tokens", "suggestions"):
+            if getattr(self, name).threshold >= 1:
+                raise ValueError(f"{name}.threshold is a relative change and must be below 1 (e.g. 0.1 for 10%)")
+
+    @property
+    def window_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.window)
+
+    @property
+    def baseline_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.baseline_offset)
+
+
+@dataclass(frozen=True)
 class QualityConfig:
     probe: ProbeSettings = field(default_factory=ProbeSettings)
     shadow: ShadowSettings = field(default_factory=ShadowSettings)
     push: PushSettings = field(default_factory=PushSettings)
+    rules: QualityRules = field(default_factory=QualityRules)
 
 
 @dataclass(frozen=True)
@@ -577,6 +651,8 @@ class GpuPricing:
     `replicas` is a fixed count; `replicas_query` is PromQL over the metric source giving the average
     replica count over the window, `$window` standing for it (e.g.
     `avg_over_time(kube_deployment_status_replicas_available{deployment="vllm"}[$window])`).
+    Neither: the static `capacity.replicas` of the same backend, so the pods that are billed and
+    the pods that carry a failover are one number (Config fills it in).
     """
 
     gpu_hourly_price: float
@@ -589,8 +665,8 @@ class GpuPricing:
             raise ValueError("gpu_hourly_price must not be negative")
         if self.gpus_per_replica < 1:
             raise ValueError("gpus_per_replica must be at least 1")
-        if (self.replicas is None) == (self.replicas_query is None):
-            raise ValueError("give exactly one of 'replicas' (a count) or 'replicas_query' (PromQL)")
+        if self.replicas is not None and self.replicas_query is not None:
+            raise ValueError("give one of 'replicas' (a count) or 'replicas_query' (PromQL), not both")
         if self.replicas is not None and self.replicas < 0:
             raise ValueError("replicas must not be negative")
 
@@ -864,10 +940,17 @@ class LiveDrillSettings:
     # The only Kubernetes namespaces a live drill may inject faults into (an Istio fault on the
     # vendor route, the internal Deployment scaled down): staging, never production. Empty: none.
     fault_namespaces: tuple[str, ...] = ()
+    # `drill run --live --chain`: the Alertmanager and `opsctl serve` the chain goes through
+    # (Prometheus is metrics.prometheus.url).
+    alertmanager_url: str | None = None  # e.g. http://alertmanager.monitoring.svc:9093
+    serve_url: str | None = None  # e.g. http://opsctl.opsctl.svc:9095
 
     def __post_init__(self):
         import re
 
+        for what, url in (("alertmanager_url", self.alertmanager_url), ("serve_url", self.serve_url)):
+            if url is not None and not url.startswith(("http://", "https://")):
+                raise ValueError(f"{what} must start with http:// or https:// (got {url!r})")
         for ns in self.fault_namespaces:
             if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", ns):
                 raise ValueError(f"fault_namespaces: {ns!r} is not a Kubernetes namespace name")
@@ -1038,7 +1121,8 @@ class AlertingConfig:
 # ---------------------------------------------------------------------------------------------
 # Alert-triggered automation (`opsctl serve`)
 
-POLICY_LABELS = ("alertname", "severity", "slo", "backend", "service")  # labels a policy may match on
+# Labels a policy may match on; quality alerts (opsctl.quality.rules) add `category` (quality) and `signal`.
+POLICY_LABELS = ("alertname", "severity", "slo", "backend", "service", "category", "signal")
 
 
 def _check_bind(value: str) -> tuple[str, int]:
@@ -1136,6 +1220,47 @@ def _check_automation_duration(value: str, what: str, maximum: int = 7 * 86400) 
 
 
 @dataclass(frozen=True)
+class LeaderElection:
+    """Several `opsctl serve` replicas elect one leader on a coordination.k8s.io/v1 Lease; only the
+    leader acts (every replica records deliveries in the shared state). `enabled` unset: on exactly
+    when `state.backend` is kubernetes (with local state, serve is one replica)."""
+
+    enabled: bool | None = None
+    lease_name: str = "opsctl-serve"
+    namespace: str | None = None  # default: traffic.kubernetes.namespace
+    # The Lease is taken over once its holder has not renewed it for lease_duration; the holder
+    # stops acting when it could not renew for renew_deadline (shorter), so two never act at once.
+    lease_duration: str = "15s"
+    renew_deadline: str = "10s"
+    retry_period: str = "2s"
+    identity: str | None = None  # default: $POD_NAME (the Downward API), else the host name
+    # Every replica records deliveries in the shared state, so every one is Ready by default (a
+    # rolling update needs its new pods Ready). true: only the leader is Ready (Service -> leader).
+    ready_only_when_leader: bool = False
+
+    def __post_init__(self):
+        import re
+
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", self.lease_name):
+            raise ValueError(f"lease_name must be a Kubernetes object name (got {self.lease_name!r})")
+        duration = _check_automation_duration(self.lease_duration, "lease_duration", 3600)
+        deadline = _check_automation_duration(self.renew_deadline, "renew_deadline", 3600)
+        retry = _check_automation_duration(self.retry_period, "retry_period", 3600)
+        if not 1 <= retry < deadline < duration:
+            raise ValueError("need 1s <= retry_period < renew_deadline < lease_duration")
+        if self.identity is not None and not self.identity.strip():
+            raise ValueError("identity must not be empty")
+
+    @property
+    def seconds(self) -> tuple[int, int, int]:
+        """(lease_duration, renew_deadline, retry_period) in seconds."""
+        from opsctl.clock import parse_duration
+
+        return (parse_duration(self.lease_duration), parse_duration(self.renew_deadline),
+                parse_duration(self.retry_period))
+
+
+@dataclass(frozen=True)
 class AutomationConfig:
     """`opsctl serve`: webhook receiver for Alertmanager and PagerDuty, acting by policy."""
 
@@ -1149,10 +1274,15 @@ class AutomationConfig:
     queue_size: int = 1000  # deliveries waiting for a worker; past it the sender gets 503 and retries
     workers: int = 2  # action threads; events about one backend always go to the same worker, in order
     body_limit: int = 1048576  # bytes; larger bodies get 413
+    # Request headers, and then the body, must each arrive within this (slow clients are cut off).
+    read_timeout: str = "10s"
+    max_connections: int = 4096  # open connections; past it uvicorn answers 503
+    pagerduty_max_age: str = "1h"  # signed PagerDuty events older than this are refused (replays)
     hold_down: str = "10m"  # wait after the last matching alert resolved before restoring traffic
     restore_retry: str = "1m"  # wait before retrying a restore a guard refused or that failed
     dry_run: bool = False  # every policy: decide and record, change nothing
     policies: list[AutomationPolicy] = field(default_factory=list)
+    leader_election: LeaderElection = field(default_factory=LeaderElection)
 
     def __post_init__(self):
         _check_bind(self.bind)
@@ -1162,6 +1292,12 @@ class AutomationConfig:
             raise ValueError("workers must be between 1 and 32")
         if not 1024 <= self.body_limit <= 64 * 1048576:
             raise ValueError("body_limit must be between 1024 and 67108864 bytes")
+        if not 1 <= _check_automation_duration(self.read_timeout, "read_timeout", 300):
+            raise ValueError("read_timeout must be at least 1s")
+        if not 64 <= self.max_connections <= 100000:
+            raise ValueError("max_connections must be between 64 and 100000")
+        if _check_automation_duration(self.pagerduty_max_age, "pagerduty_max_age") < 60:
+            raise ValueError("pagerduty_max_age must be at least 1m")
         if not self.basic_auth_username or ":" in self.basic_auth_username:
             raise ValueError("basic_auth_username must be non-empty and contain no ':'")
         _check_automation_duration(self.hold_down, "hold_down")
@@ -1187,6 +1323,18 @@ class AutomationConfig:
         from opsctl.clock import parse_duration
 
         return parse_duration(self.restore_retry)
+
+    @property
+    def read_timeout_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.read_timeout)
+
+    @property
+    def pagerduty_max_age_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.pagerduty_max_age)
 
 
 @dataclass(frozen=True)
@@ -1227,7 +1375,26 @@ class Config:
                 )
         self._check_traffic()
         self._check_runbooks()
+        reference = self.quality.rules.reference
+        if reference is not None and reference not in self.backends:
+            raise ValueError(f"quality.rules.reference: unknown backend {reference!r}"
+                             f" (known: {', '.join(sorted(self.backends))})")
         self._check_automation()
+        self._fill_gpu_replicas()
+
+    def _fill_gpu_replicas(self) -> None:
+        """A GPU price without its own replica count bills the static capacity model's replicas."""
+        for name, pricing in self.cost.backends.items():
+            gpu = pricing.gpu
+            if gpu is None or gpu.replicas is not None or gpu.replicas_query is not None:
+                continue
+            cap = self.capacity
+            if cap is None or cap.backend != name or cap.replicas is None or cap.source != "static":
+                raise ValueError(
+                    f"cost.backends.{name}.gpu: give replicas or replicas_query; without them the count comes"
+                    f" from capacity.replicas, which needs capacity: {{backend: {name}, source: static}}"
+                )
+            object.__setattr__(gpu, "replicas", float(cap.replicas))  # validated once, here; frozen after
 
     def _check_automation(self) -> None:
         """Policies that fail over from a fixed backend must name a configured one."""
@@ -1355,6 +1522,10 @@ def load_yaml_file(path: Path, what: str = "file") -> Any:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: {what} not found") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start}, line {line}: "
+                          f"{exc.object[exc.start:exc.start + 1]!r})", hint="save it as UTF-8") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
@@ -1367,7 +1538,11 @@ def load_yaml_file(path: Path, what: str = "file") -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{path}: YAML syntax error at {where}: {problem}") from exc
+        raise ConfigError(f"{path}: YAML syntax error at {where}: {' '.join(str(problem).split())}") from exc
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. a timestamp like 2026-02-30
+        raise ConfigError(f"{path}: YAML value error: {' '.join(str(exc).split())}") from exc
+    except RecursionError:
+        raise ConfigError(f"{path}: YAML nested too deeply") from None
 
 
 @functools.lru_cache(maxsize=1)

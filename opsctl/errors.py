@@ -14,6 +14,23 @@ below the CLI calls `sys.exit`.
 
 from __future__ import annotations
 
+import unicodedata
+
+
+def printable(text: str, *, keep_newlines: bool = False) -> str:
+    """`text` with control and line-separator characters escaped (\\x1e, \\u2028): a value from a
+    file or a request, echoed in an error, can never forge a line of output or of a log."""
+    out = []
+    for char in str(text):
+        if char == "\n" and keep_newlines:
+            out.append(char)
+        elif unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp") or char in "\x85":
+            code = ord(char)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
 
 class OpsctlError(Exception):
     exit_code = 1
@@ -24,7 +41,8 @@ class OpsctlError(Exception):
         self.hint = hint
 
     def __str__(self) -> str:
-        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+        message = printable(self.message, keep_newlines=True)
+        return message if not self.hint else f"{message}\n  hint: {printable(self.hint)}"
 
 
 class UsageError(OpsctlError):
@@ -36,8 +54,8 @@ class ConfigError(UsageError):
 
     def __init__(self, message: str, *, problems: list[str] | None = None, hint: str | None = None):
         self.problems = problems or [message]
-        if problems and problems != [message]:
-            message = message + "\n" + "\n".join(f"  - {p}" for p in problems)
+        if problems and problems != [message]:  # one line each, whatever a file's keys hold
+            message = printable(message) + "\n" + "\n".join(f"  - {printable(p)}" for p in problems)
         super().__init__(message, hint=hint)
 
 

@@ -55,6 +55,9 @@ class FailoverRequest:
     backend: str  # move all user traffic away from this backend
     emergency_in_freeze: bool  # during a freeze, make it an emergency tied to `incident`
     incident: str | None  # the incident the policy opened (page), if any
+    # A replica taking over an episode whose failover was started by one that died: an unchanged
+    # split may be that failover's own work (the executor then reports it as applied).
+    resumed: bool = False
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from opsctl.automation.idempotency import Database, default_owner
+from opsctl.automation.idempotency import Database, default_owner, event_key
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS alert_state (
@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS episodes (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     policy TEXT NOT NULL,
     target TEXT NOT NULL,
+    key TEXT,                          -- from the opening alert (policy, target, fingerprint, startsAt)
     state TEXT NOT NULL,               -- open | restore_pending | restoring | closed
     opened_at REAL NOT NULL,
     incident TEXT,                     -- what page() returned: dedup key or incident id
@@ -73,9 +74,15 @@ CREATE INDEX IF NOT EXISTS actions_by_policy ON actions (policy, action);
 OPEN_STATES = ("open", "restore_pending", "restoring")
 
 
+def episode_key(policy: str, target: str, fingerprint: str, starts_at: str) -> str:
+    """An episode's name from the alert that opened it, the same on every replica (never a counter):
+    pager dedup keys and ticket idempotency keys derive from it."""
+    return event_key("episode", policy, target, fingerprint, starts_at)[:20]
+
+
 @dataclass
 class Episode:
-    id: int
+    id: int | str
     policy: str
     target: str
     state: str
@@ -87,12 +94,18 @@ class Episode:
     restore_due: float | None
     restore_refusals: int
     saved: dict = field(default_factory=dict)
+    key: str = ""
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "Episode":
         return cls(row["id"], row["policy"], row["target"], row["state"], row["opened_at"], row["incident"],
                    row["ticket"], row["failover"], bool(row["owned"]), row["restore_due"], row["restore_refusals"],
-                   json.loads(row["saved"]) if row["saved"] else {})
+                   json.loads(row["saved"]) if row["saved"] else {}, row["key"] or str(row["id"]))
+
+    def fields(self) -> dict:
+        """What acting on the episode changes, as saved when the worker lets go of it."""
+        return {"incident": self.incident, "ticket": self.ticket, "failover": self.failover,
+                "owned": int(self.owned), "saved": json.dumps(self.saved, sort_keys=True)}
 
     @property
     def traffic_moved(self) -> bool:
@@ -103,9 +116,39 @@ class Busy(Exception):
     """Another worker holds the episode's lease; retry the event shortly."""
 
 
+@dataclass
+class FiringStart:
+    """A firing alert taken into its episode: the episode (leased to this worker), whether it
+    cancelled a pending restore, and the targets other open episodes moved traffic away from."""
+
+    episode: Episode
+    cancelled: bool
+    moved_away: set[str]
+    resumed: bool = False  # its failover was started by a worker or replica that died before finishing it
+
+
+FAILOVER_DONE = ("applied", "noop", "dry_run")
+
+
+def mark_failover_started(episode: Episode) -> bool:
+    """Before acting: the episode says its failover is under way (so a successor knows it was started).
+    Returns whether an earlier attempt had started it already."""
+    if episode.failover in FAILOVER_DONE:
+        return False
+    resumed = episode.failover == "started"
+    episode.failover = "started"
+    return resumed
+
+
 class EpisodeStore:
     def __init__(self, path: Path, *, clock: Callable[[], float], owner: str | None = None, lease: float = 300.0):
-        self.db = Database(path, SCHEMA)
+        self.db = Database(path, "")
+        with self.db.write_lock:
+            conn = self.db.conn
+            old = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'episodes'").fetchone()
+            if old and "key" not in [r[1] for r in conn.execute("PRAGMA table_info(episodes)")]:
+                conn.execute("ALTER TABLE episodes ADD COLUMN key TEXT")  # state written by an earlier version
+            conn.executescript(SCHEMA)
         self.clock = clock
         self.owner = owner or default_owner()
         self.lease_seconds = lease
@@ -140,9 +183,9 @@ class EpisodeStore:
                            (policy, target)).fetchone()
         return Episode.from_row(row) if row else None
 
-    def create_episode(self, conn, policy: str, target: str) -> Episode:
-        cur = conn.execute("INSERT INTO episodes (policy, target, state, opened_at) VALUES (?, ?, 'open', ?)",
-                           (policy, target, self.clock()))
+    def create_episode(self, conn, policy: str, target: str, key: str | None = None) -> Episode:
+        cur = conn.execute("INSERT INTO episodes (policy, target, key, state, opened_at) VALUES (?, ?, ?, 'open', ?)",
+                           (policy, target, key, self.clock()))
         return self.get(cur.lastrowid, conn)
 
     def get(self, episode_id: int, conn=None) -> Episode:
@@ -189,16 +232,18 @@ class EpisodeStore:
         ).fetchall()
         return [Episode.from_row(r) for r in rows]
 
-    def recover(self) -> int:
+    def recover(self, *, all_others: bool = False) -> int:
         """At start-up: episodes a dead process on this host held are released; a restore it was
-        running is due again (the controller's optimistic concurrency makes a repeat harmless)."""
+        running is due again (the controller's optimistic concurrency makes a repeat harmless).
+        `all_others`: every holder but this process (a new leader: the old one no longer acts)."""
         from opsctl.automation.idempotency import dead_local_owner
 
         with self.db.transaction() as conn:
             rows = conn.execute("SELECT id, state, owner FROM episodes WHERE owner IS NOT NULL AND state != 'closed'")
             released = 0
             for row in rows.fetchall():
-                if dead_local_owner(row["owner"]):
+                mine = (row["owner"] or "").startswith(f"{self.owner}:")
+                if (all_others and not mine) or dead_local_owner(row["owner"]):
                     state = "restore_pending" if row["state"] == "restoring" else row["state"]
                     conn.execute("UPDATE episodes SET owner = NULL, lease_until = NULL, state = ? WHERE id = ?",
                                  (state, row["id"]))
@@ -226,6 +271,74 @@ class EpisodeStore:
     def episodes(self, *, open_only: bool = False) -> list[Episode]:
         sql = "SELECT * FROM episodes" + (" WHERE state != 'closed'" if open_only else "") + " ORDER BY id"
         return [Episode.from_row(r) for r in self.db.conn.execute(sql).fetchall()]
+
+    # -- what the policy engine does, each in one transaction ----------------------------------
+
+    def begin_firing(self, policy: str, fingerprint: str, target: str, starts_at: str, *,
+                     failover: bool = False) -> FiringStart | None:
+        """Record a firing alert and lease its episode (opened if none is); None for a late copy.
+        `failover`: the policy fails over, so the episode is marked as failing over in the same write."""
+        with self.db.transaction() as conn:
+            if self.record_alert(conn, policy, fingerprint, target, starts_at, "firing") == "stale":
+                return None
+            episode = self.open_episode(conn, policy, target) or self.create_episode(
+                conn, policy, target, episode_key(policy, target, fingerprint, starts_at))
+            self.lease(conn, episode.id)
+            cancelled = episode.state == "restore_pending"
+            if cancelled:
+                self.update(episode.id, conn, state="open", restore_due=None)
+                episode.state = "open"
+            resumed = failover and mark_failover_started(episode)
+            if failover and episode.failover == "started":
+                self.update(episode.id, conn, failover="started")
+            return FiringStart(episode, cancelled, {e.target for e in self.other_moved(conn, episode)}, resumed)
+
+    def save(self, episode: Episode) -> None:
+        """Save what was done and let go of the episode."""
+        self.release(episode.id, **episode.fields())
+
+    def begin_resolved(self, policy: str, fingerprint: str, target: str, starts_at: str, *, restores: bool,
+                       hold_down: float, because: Callable[[Episode], str]) -> tuple[Episode, str] | None:
+        """Record a resolved alert; when it was the episode's last firing one, the episode goes to
+        `restore_pending` (restores) or is closed. Returns (episode, new state) or None."""
+        with self.db.transaction() as conn:
+            if self.record_alert(conn, policy, fingerprint, target, starts_at, "resolved") == "stale":
+                return None
+            episode = self.open_episode(conn, policy, target)
+            if episode is None or episode.state != "open" or self.firing_count(conn, policy, target):
+                return None
+            self.lease(conn, episode.id)
+            if restores and episode.traffic_moved:
+                self.update(episode.id, conn, state="restore_pending", restore_due=self.clock() + hold_down,
+                            owner=None, lease_until=None)
+                return episode, "restore_pending"
+            self.close(conn, episode.id, because(episode))
+            return episode, "closed"
+
+    def by_incident(self, keys: list[str]) -> Episode | None:
+        if not keys:
+            return None
+        marks = ",".join("?" for _ in keys)
+        row = self.db.conn.execute(f"SELECT * FROM episodes WHERE incident IN ({marks}) ORDER BY id DESC LIMIT 1",
+                                   keys).fetchone()
+        return Episode.from_row(row) if row else None
+
+    def end_restore(self, episode: Episode, *, closed_because: str | None, retry_at: float | None = None) -> None:
+        """Close the episode after its restore, or put it back to wait until `retry_at`."""
+        with self.db.transaction() as conn:
+            if closed_because is not None:
+                self.close(conn, episode.id, closed_because[:500])
+            else:
+                self.update(episode.id, conn, state="restore_pending", owner=None, lease_until=None,
+                            restore_due=retry_at, restore_refusals=episode.restore_refusals + 1)
+
+    def close_episode(self, episode: Episode, because: str) -> None:
+        with self.db.transaction() as conn:
+            self.close(conn, episode.id, because)
+
+    def check(self) -> None:
+        """Raises when the state cannot be read (readiness)."""
+        self.db.conn.execute("SELECT 1 FROM episodes LIMIT 1").fetchall()
 
     # -- the record of actions ----------------------------------------------------------------
 

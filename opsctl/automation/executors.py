@@ -75,11 +75,24 @@ class LiveExecutor:
             return Outcome("refused", exc.message, self._result_data(getattr(exc, "result", None)))
         data = self._result_data(result)
         if result.outcome == "unchanged":
+            applied = self._applied_failover(incident) if request.resumed else None
+            if applied is not None:  # a replica that died mid-failover had written it: it is this episode's
+                return Outcome("applied", f"failed over away from {backend} (written by {applied.get('actor')} at"
+                                          f" {applied.get('time')}, taken over)", {
+                                   "operation": applied.get("operation"), "outcome": "applied",
+                                   "before": applied.get("before"), "after": applied.get("after")})
             return Outcome("noop", f"no user traffic on {backend} to move ({result.after.describe(self.order)})", data)
         how = " as an emergency overriding " + ", ".join(s.name for s in frozen) if emergency else ""
         moved = f"{result.before.describe(self.order) if result.before else 'unset'} -> {result.after.describe(self.order)}"
         short = f"; capacity kept some on {backend}: {result.shortfall}" if result.shortfall else ""
         return Outcome("applied", f"failed over away from {backend}{how}: {moved}{short}", data)
+
+    def _applied_failover(self, incident: str) -> dict | None:
+        """The failover applied for `incident`, from the shared change record (None if there is none)."""
+        for entry in self.traffic.history(incident=incident):
+            if entry.get("action") == "failover" and entry.get("before") and entry.get("after"):
+                return entry
+        return None
 
     def restore(self, request: RestoreRequest) -> Outcome:
         from opsctl.traffic.split import Split
@@ -178,7 +191,7 @@ class LiveExecutor:
             vendor=vendor, category=request.category, severity=request.severity, subject=request.summary,
             body=request.description, links=links, idempotency_key=request.idempotency_key,
         ))
-        status = "noop" if filed.outcome == "existing" else "applied"
+        status = "noop" if filed.outcome in ("existing", "recovered") else "applied"
         return Outcome(status, f"{vendor} ticket {filed.id} ({filed.outcome}, {filed.provider})",
                        {"ticket": filed.id, "url": filed.url or ""})
 

@@ -1,8 +1,8 @@
 """The durable record of deliveries: each alert event and PagerDuty webhook is acted on once.
 
 Alertmanager and PagerDuty deliver at least once (retries, HA peers, repeat intervals). Each alert
-in a notification becomes one event keyed on groupKey + fingerprint + startsAt + status (the
-alert's own status, not the group's); a PagerDuty delivery is keyed on its X-Webhook-Id. The first
+in a notification becomes one event keyed on fingerprint + startsAt + status (the alert's own
+status, not the group's); a PagerDuty delivery is keyed on the signed event id. The first
 delivery inserts the event as `pending`; any later copy finds the key and is answered 202 without
 acting again.
 
@@ -56,12 +56,15 @@ def event_key(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
-def alert_event_key(group_key: str, fingerprint: str, starts_at: str, status: str) -> str:
-    return event_key("alertmanager", group_key, fingerprint, starts_at, status)
+def alert_event_key(fingerprint: str, starts_at: str, status: str) -> str:
+    """From the alert itself: the same alert reaching any replica, through any route or group, or
+    repeated by Alertmanager, is one event."""
+    return event_key("alertmanager", fingerprint, starts_at, status)
 
 
-def webhook_event_key(webhook_id: str) -> str:
-    return event_key("pagerduty", webhook_id)
+def webhook_event_key(event_id: str) -> str:
+    """From PagerDuty's event id, which its signature covers (X-Webhook-Id is not signed)."""
+    return event_key("pagerduty", event_id)
 
 
 def default_owner() -> str:
@@ -207,6 +210,13 @@ class DeliveryLog:
     def seen(self, key: str) -> bool:
         return self.db.conn.execute("SELECT 1 FROM events WHERE key = ?", (key,)).fetchone() is not None
 
+    def unseen(self, events: list[NewEvent]) -> list[NewEvent]:
+        return [e for e in events if not self.seen(e.key)]
+
+    def check(self) -> None:
+        """Raises when the record cannot be read (readiness)."""
+        self.db.conn.execute("SELECT 1 FROM events LIMIT 1").fetchall()
+
     def claim(self, key: str) -> ClaimedEvent | None:
         """Take the event for this worker, or None when it is done, owned by a live worker, or not due."""
         now = self.clock()
@@ -238,13 +248,14 @@ class DeliveryLog:
             (self.clock() + delay, json.dumps(result or {}, default=str), 0 if count else 1, key, self.owner),
         )
 
-    def recover(self) -> int:
-        """At start-up: events a dead process on this host was acting on go back to pending."""
+    def recover(self, *, all_others: bool = False) -> int:
+        """At start-up: events a dead process on this host was acting on go back to pending
+        (`all_others`: every other process's, for a new leader)."""
         with self.db.transaction() as conn:
             owners = [r[0] for r in conn.execute("SELECT DISTINCT owner FROM events WHERE state = 'running'")]
             released = 0
             for owner in owners:
-                if dead_local_owner(owner):
+                if (all_others and owner != self.owner) or dead_local_owner(owner):
                     released += conn.execute("UPDATE events SET state = 'pending', lease_until = NULL, not_before = 0"
                                              " WHERE state = 'running' AND owner = ?", (owner,)).rowcount
         return released

@@ -12,6 +12,7 @@
     opsctl_automation_events_total{result}                events handled: done, retried, failed, and
                                                           no_policy (recorded, never queued)
     opsctl_automation_queue_depth / _queue_capacity       queued + in-flight events, and the bound
+    opsctl_serve_leader                                   1 while this replica acts (leader or single)
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 
 
 class ServeMetrics:
-    def __init__(self, queue_depth: Callable[[], int], queue_capacity: int):
+    def __init__(self, queue_depth: Callable[[], int], queue_capacity: int,
+                 leader: Callable[[], bool] = lambda: True):
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
         disable_created_metrics()  # no *_created series: they double the output and nobody queries them
@@ -40,6 +42,9 @@ class ServeMetrics:
         depth.set_function(queue_depth)
         capacity = Gauge("opsctl_automation_queue_capacity", "Bound of the event queue.", registry=self.registry)
         capacity.set(queue_capacity)
+        leading = Gauge("opsctl_serve_leader", "1 while this replica acts (the leader, or the only replica).",
+                        registry=self.registry)
+        leading.set_function(lambda: 1.0 if leader() else 0.0)
 
     def delivery(self, source: str, result: str) -> None:
         self.deliveries.labels(source, result).inc()

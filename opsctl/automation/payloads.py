@@ -23,6 +23,9 @@ _RFC3339 = re.compile(
 _EVENT_TYPE = re.compile(r"[a-z][a-z_]*\.[a-z][a-z_.]*")
 MAX_LABELS = 128
 MAX_STRING = 8192
+# Identifiers (label values, event and incident ids) end up in ids, records and log lines: no CR, LF
+# or other control character. Annotations (free text) may hold newlines.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class PayloadError(ValueError):
@@ -90,6 +93,14 @@ class _Fields:
             return None
         return self.data[key]
 
+    def ident(self, key: str, *, required: bool = True, nonempty: bool = False) -> str | None:
+        """A string used as an identifier: no control characters."""
+        value = self.string(key, required=required, nonempty=nonempty)
+        if value is not None and _CONTROL.search(value):
+            self.problems.append(f"{self._where(key)}: must not contain control characters (CR, LF, ...)")
+            return None
+        return value
+
     def string(self, key: str, *, required: bool = True, nonempty: bool = False, choices=None) -> str | None:
         value = self.get(key, required)
         if value is None and not required:
@@ -108,7 +119,7 @@ class _Fields:
             return None
         return value
 
-    def labels(self, key: str, *, nonempty: bool = False) -> dict[str, str]:
+    def labels(self, key: str, *, nonempty: bool = False, idents: bool = False) -> dict[str, str]:
         value = self.get(key)
         if value is None:
             if key in self.data:
@@ -122,8 +133,14 @@ class _Fields:
             return {}
         bad = [k for k, v in value.items() if not isinstance(v, str) or len(v) > MAX_STRING or len(k) > 256]
         if bad:
-            self.problems.append(f"{self._where(key)}: values must be strings ({', '.join(map(str, bad[:5]))})")
+            self.problems.append(f"{self._where(key)}: values must be strings ({', '.join(map(repr, bad[:5]))})")
             return {}
+        if idents:
+            bad = [k for k, v in value.items() if _CONTROL.search(k) or _CONTROL.search(v)]
+            if bad:
+                self.problems.append(f"{self._where(key)}: must not contain control characters (CR, LF, ...)"
+                                     f" ({', '.join(repr(k)[:40] for k in bad[:5])})")
+                return {}
         if nonempty and not value:
             self.problems.append(f"{self._where(key)}: must not be empty")
         return dict(value)
@@ -188,8 +205,8 @@ class AlertmanagerMessage:
         receiver = top.string("receiver")
         status = top.string("status", choices=ALERT_STATUSES)
         group_key = top.string("groupKey", nonempty=True)
-        group_labels = top.labels("groupLabels")
-        common_labels = top.labels("commonLabels")
+        group_labels = top.labels("groupLabels", idents=True)
+        common_labels = top.labels("commonLabels", idents=True)
         common_annotations = top.labels("commonAnnotations")
         external_url = top.string("externalURL")
         truncated = top.get("truncatedAlerts", required=False)
@@ -200,7 +217,7 @@ class AlertmanagerMessage:
             truncated = 0
         raw_alerts = top.get("alerts")
         alerts: list[Alert] = []
-        if raw_alerts is not None and not isinstance(raw_alerts, list):
+        if "alerts" in top.data and not isinstance(raw_alerts, list):  # null too: a message carries alerts
             problems.append(f"alerts: expected an array, got {_kind(raw_alerts)}")
         elif isinstance(raw_alerts, list):
             if not raw_alerts:
@@ -221,7 +238,7 @@ def _parse_alert(raw: Any, path: str, problems: list[str]) -> Alert | None:
     if not f.ok:
         return None
     status = f.string("status", choices=ALERT_STATUSES)
-    labels = f.labels("labels", nonempty=True)
+    labels = f.labels("labels", nonempty=True, idents=True)
     annotations = f.labels("annotations")
     starts_at = f.timestamp("startsAt")
     ends_at = f.timestamp("endsAt")
@@ -262,7 +279,7 @@ class PagerDutyEvent:
         event = _Fields(top.get("event"), "event", problems)
         if not event.ok:
             raise PayloadError("a PagerDuty webhooks v3 payload", problems)
-        event_id = event.string("id", nonempty=True)
+        event_id = event.ident("id", nonempty=True)
         event_type = event.string("event_type", nonempty=True)
         if event_type and not _EVENT_TYPE.fullmatch(event_type):
             problems.append(f"event.event_type: expected RESOURCE.ACTION such as incident.triggered, got {event_type[:40]!r}")
@@ -276,8 +293,8 @@ class PagerDutyEvent:
             else:
                 agent = _short(agent_raw.get("summary")) or _short(agent_raw.get("id"))
         payload = _Fields(event.get("data"), "event.data", problems)
-        data_id = payload.string("id", required=False) if payload.ok else None
-        incident_key = payload.string("incident_key", required=False) if payload.ok else None
+        data_id = payload.ident("id", required=False) if payload.ok else None
+        incident_key = payload.ident("incident_key", required=False) if payload.ok else None
         status = payload.string("status", required=False) if payload.ok else None
         title = payload.string("title", required=False) if payload.ok else None
         html_url = payload.string("html_url", required=False) if payload.ok else None

@@ -20,7 +20,6 @@ dry run (or the global dry run) goes through the same steps with an executor tha
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -117,7 +116,7 @@ class AlertEvent:
 class PolicyEngine:
     settings: "AutomationConfig"
     backends: Mapping[str, "Backend"]
-    store: EpisodeStore
+    store: EpisodeStore  # or shared.SharedEpisodeStore: the same operations on the shared state
     live: Executor
     dry: Executor = field(default_factory=DryRunExecutor)
     clock: Callable[[], float] = time.time
@@ -152,40 +151,37 @@ class PolicyEngine:
 
     def _firing(self, policy: CompiledPolicy, event: AlertEvent, taken: list[Taken], failed: list[str]) -> None:
         target = policy.target(event.labels)
-        store = self.store
-        with store.db.transaction() as conn:
-            if store.record_alert(conn, policy.name, event.fingerprint, target, event.starts_at, "firing") == "stale":
-                log.info("policy %s: ignoring a late firing copy of %s", policy.name, event.fingerprint)
-                return
-            episode = store.open_episode(conn, policy.name, target) or store.create_episode(conn, policy.name, target)
-            store.lease(conn, episode.id)
-            cancelled = episode.state == "restore_pending"
-            if cancelled:
-                store.update(episode.id, conn, state="open", restore_due=None)
-                episode.state = "open"
-            moved_away = {e.target for e in store.other_moved(conn, episode)}
+        start = self.store.begin_firing(policy.name, event.fingerprint, target, event.starts_at,
+                                        failover=policy.policy.actions.failover is not None)
+        if start is None:
+            log.info("policy %s: ignoring a late firing copy of %s", policy.name, event.fingerprint)
+            return
+        episode = start.episode
         try:
-            self._act_on_firing(policy, event, episode, target, taken, failed, cancelled, moved_away)
+            self._act_on_firing(policy, event, episode, target, taken, failed, start.cancelled, start.moved_away,
+                                start.resumed)
         finally:
-            store.release(episode.id, incident=episode.incident, ticket=episode.ticket, failover=episode.failover,
-                          owned=int(episode.owned), saved=json.dumps(episode.saved, sort_keys=True))
+            self.store.save(episode)
 
     def _act_on_firing(self, policy, event, episode: Episode, target, taken, failed, cancelled: bool,
-                       moved_away: set[str]) -> None:
+                       moved_away: set[str], resumed: bool = False) -> None:
         """Failover first (seconds count at four nines), then the page that asks a human to confirm it,
         the vendor ticket, and the note. The incident key is known before paging (it is the pager's
         dedup key), so the failover already names the incident the page opens."""
         actions = policy.policy.actions
         executor, dry = self.executor_for(policy)
         context = self._context(policy, event)
-        incident_key = f"opsctl-automation-{policy.name}-{target}"
+        incident_key = f"opsctl-automation-{policy.name}-{target}-{episode.key}"
         done: list[str] = []
         if cancelled:
             done.append("restore cancelled: the alert fired again inside the hold-down")
         failover: Outcome | None = None
-        if actions.failover is not None and episode.failover not in ("applied", "noop", "dry_run"):
+        if actions.failover is not None and episode.failover == "started":
+            # Marked when the episode was taken (begin_firing): a replica taking over from one killed
+            # mid-failover knows it was started, and adopts what it wrote.
             failover = self._failover(policy, event, episode, target, executor, context, dry, taken, failed,
-                                      incident=episode.incident or incident_key, moved_away=moved_away)
+                                      incident=episode.incident or incident_key, moved_away=moved_away,
+                                      resumed=resumed)
             episode.failover = failover.status
             if failover.status in ("applied", "dry_run"):
                 episode.owned = True
@@ -210,7 +206,7 @@ class PolicyEngine:
                 NoteRequest(context, incident=episode.incident, text=text)), taken, failed)
 
     def _failover(self, policy, event, episode, target, executor, context, dry, taken, failed, *,
-                  incident: str, moved_away: set[str]) -> Outcome:
+                  incident: str, moved_away: set[str], resumed: bool = False) -> Outcome:
         failover = policy.policy.actions.failover
         if target not in self.backends:
             outcome = Outcome("skipped", f"{target!r} is not a configured backend (known: {', '.join(sorted(self.backends))})")
@@ -223,6 +219,7 @@ class PolicyEngine:
             return self._record(policy, event, episode, "failover", outcome, dry, taken)
         return self._run(policy, event, episode, "failover", dry, lambda: executor.failover(FailoverRequest(
             context, backend=target, emergency_in_freeze=failover.emergency_in_freeze, incident=incident,
+            resumed=resumed,
         )), taken, failed)
 
     def _ticket(self, policy, event, episode, target, executor, context, dry, taken, failed) -> Outcome:
@@ -242,30 +239,22 @@ class PolicyEngine:
             context, backend=target, category=ticket.category, severity=ticket.severity,
             summary=f"{backend.description or target}: {event.labels.get('slo') or event.labels.get('alertname')} is failing",
             description=description, incident=episode.incident,
-            idempotency_key=f"opsctl-automation-{policy.name}-{target}-{episode.id}",
+            idempotency_key=f"opsctl-automation-{policy.name}-{target}-{episode.key}",
         )), taken, failed)
 
     def _resolved(self, policy: CompiledPolicy, event: AlertEvent, taken: list[Taken]) -> None:
         target = policy.target(event.labels)
-        store = self.store
-        with store.db.transaction() as conn:
-            if store.record_alert(conn, policy.name, event.fingerprint, target, event.starts_at, "resolved") == "stale":
-                return
-            episode = store.open_episode(conn, policy.name, target)
-            if episode is None or episode.state != "open":
-                return
-            if store.firing_count(conn, policy.name, target):
-                return
-            store.lease(conn, episode.id)
-            if policy.policy.actions.restore and episode.traffic_moved:
-                due = self.clock() + self.hold_down(policy)
-                store.update(episode.id, conn, state="restore_pending", restore_due=due, owner=None, lease_until=None)
-                text = f"every matching alert resolved; traffic returns to {target} after the hold-down ({self.hold_down(policy)}s)"
-            else:
-                why = ("traffic was not moved by this automation" if policy.policy.actions.restore
-                       else "the policy does not restore")
-                store.close(conn, episode.id, f"alerts resolved; {why}")
-                text = f"every matching alert resolved; episode closed ({why})"
+        restores = bool(policy.policy.actions.restore)
+        why = "traffic was not moved by this automation" if restores else "the policy does not restore"
+        ended = self.store.begin_resolved(policy.name, event.fingerprint, target, event.starts_at, restores=restores,
+                                          hold_down=self.hold_down(policy), because=lambda _: f"alerts resolved; {why}")
+        if ended is None:
+            return
+        episode, state = ended
+        if state == "restore_pending":
+            text = f"every matching alert resolved; traffic returns to {target} after the hold-down ({self.hold_down(policy)}s)"
+        else:
+            text = f"every matching alert resolved; episode closed ({why})"
         executor, dry = self.executor_for(policy)
         if policy.policy.actions.note and episode.incident:
             self._run(policy, event, episode, "note", dry, lambda: executor.note(NoteRequest(
@@ -283,13 +272,9 @@ class PolicyEngine:
         keys = [k for k in (data.get("incident_key"), data.get("data_id")) if k]
         if not keys:
             return taken
-        marks = ",".join("?" for _ in keys)
-        rows = self.store.db.conn.execute(
-            f"SELECT id FROM episodes WHERE incident IN ({marks}) ORDER BY id DESC LIMIT 1", keys
-        ).fetchall()
-        if not rows:
+        episode = self.store.by_incident(keys)
+        if episode is None:
             return taken
-        episode = self.store.get(rows[0]["id"])
         policy = self.by_name.get(episode.policy)
         if policy is None:
             return taken
@@ -317,8 +302,7 @@ class PolicyEngine:
         policy = self.by_name.get(episode.policy)
         store = self.store
         if policy is None:
-            with store.db.transaction() as conn:
-                store.close(conn, episode.id, "policy no longer configured; restore left to a human")
+            store.close_episode(episode, "policy no longer configured; restore left to a human")
             log.warning("episode %s: policy %s is gone; traffic left as it is", episode.id, episode.policy)
             return
         executor, dry = self.executor_for(policy)
@@ -333,13 +317,11 @@ class PolicyEngine:
             outcome = Outcome("failed", _describe(exc))
         self._record(policy, None, episode, "restore", outcome, dry, taken, started=started,
                      received_at=episode.restore_due)
-        with store.db.transaction() as conn:
-            if outcome.status in ("applied", "noop", "dry_run", "skipped"):
-                store.close(conn, episode.id, f"restore {outcome.status}: {outcome.detail}"[:500])
-            else:
-                store.update(episode.id, conn, state="restore_pending", owner=None, lease_until=None,
-                             restore_due=self.clock() + self.settings.restore_retry_seconds,
-                             restore_refusals=episode.restore_refusals + 1)
+        if outcome.status in ("applied", "noop", "dry_run", "skipped"):
+            store.end_restore(episode, closed_because=f"restore {outcome.status}: {outcome.detail}")
+        else:
+            store.end_restore(episode, closed_because=None,
+                              retry_at=self.clock() + self.settings.restore_retry_seconds)
         if policy.policy.actions.note and episode.incident and (outcome.status != "refused" or not episode.restore_refusals):
             text = f"opsctl automation, policy {policy.name}: restore traffic to {episode.target}: {outcome.status} ({outcome.detail})"
             if outcome.status in ("refused", "failed"):

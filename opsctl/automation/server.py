@@ -1,24 +1,35 @@
 """The ASGI app of `opsctl serve` (starlette), in front of AutomationService.
 
     POST /v1/alertmanager   Alertmanager webhook (payload version 4); bearer token or basic auth
-    POST /v1/pagerduty      PagerDuty webhooks v3; X-PagerDuty-Signature, deduplicated on X-Webhook-Id
+    POST /v1/pagerduty      PagerDuty webhooks v3; X-PagerDuty-Signature, deduplicated on the signed
+                            event id (not X-Webhook-Id, which a replay can change); stale events refused
     GET  /healthz           the process answers (liveness)
-    GET  /readyz            ready to take deliveries: started, state database reachable, queue not full
+    GET  /readyz            ready to take deliveries: started, state reachable, queue not full
     GET  /metrics           Prometheus text format
 
 Bad input changes nothing, and is refused in this order, cheapest first: 401 no credentials,
 403 wrong credentials, 415 not application/json, 413 body past the limit (counted while reading,
 never trusting Content-Length alone), 400 not JSON or not the expected payload. PagerDuty's
-signature covers the body, so that endpoint reads the body (capped) before verifying it.
+signature covers the body, so that endpoint reads the body (capped) before verifying it, but only
+when a signature header is there at all.
+
+Abuse bounds: a connection whose request headers have not arrived within `read_timeout` is closed
+(slow-header connections cannot pile up), a body must arrive within `read_timeout` too, and at
+most MAX_BODY_READS bodies are read at once (others wait their turn, up to `read_timeout`, then 503:
+senders retry), so memory stays about
+MAX_BODY_READS x body_limit whatever the number of connections. Log messages have control
+characters escaped, so a CR/LF in a payload cannot forge a log line.
 
 Accepted deliveries are answered 202 once recorded and queued; the actions run afterwards.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
+import re
 import time
 from typing import TYPE_CHECKING
 
@@ -37,12 +48,31 @@ if TYPE_CHECKING:
 log = logging.getLogger("opsctl.automation")
 
 MAX_JSON_DEPTH = 32
+MAX_BODY_READS = 32  # bodies read at once: memory is bounded by this x body_limit
 CHALLENGE = 'Bearer realm="opsctl", Basic realm="opsctl"'
 
 
 class Refused(Exception):
     def __init__(self, status: int, result: str, message: str, headers: dict | None = None):
         self.status, self.result, self.message, self.headers = status, result, message, headers or {}
+
+
+async def read_body(request: Request, limit: int, timeout: float, reads: asyncio.Semaphore) -> bytes:
+    """The capped body, read within `timeout`, by at most MAX_BODY_READS requests at once (the others
+    wait for a turn, up to `timeout`, holding nothing but their connection). asyncio.timeout() rather
+    than wait_for(): no extra task per request, which under a burst of deliveries costs milliseconds."""
+    try:
+        async with asyncio.timeout(timeout):
+            await reads.acquire()
+    except TimeoutError:
+        raise Refused(503, "busy", "too many requests being read: retry later", {"Retry-After": "1"}) from None
+    try:
+        async with asyncio.timeout(timeout):
+            return await read_capped(request, limit)
+    except TimeoutError:
+        raise Refused(408, "timeout", f"the body did not arrive within {timeout:g}s") from None
+    finally:
+        reads.release()
 
 
 async def read_capped(request: Request, limit: int) -> bytes:
@@ -93,8 +123,9 @@ def _depth(value, level: int = 0) -> int:
 
 
 def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDutySignatures | None,
-              body_limit: int) -> Starlette:
+              body_limit: int, read_timeout: float = 10.0, max_event_age: float = 3600.0) -> Starlette:
     metrics = service.metrics
+    reads = asyncio.Semaphore(MAX_BODY_READS)
 
     def refused(source: str, exc: Refused) -> Response:
         metrics.delivery(source, exc.result)
@@ -110,7 +141,7 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
             if verdict is Verdict.INVALID:
                 raise Refused(403, "forbidden", "credentials not accepted")
             require_json(request)
-            body = await read_capped(request, body_limit)
+            body = await read_body(request, body_limit, read_timeout, reads)
             data = parse_json(body)
             try:
                 message = AlertmanagerMessage.parse(data)
@@ -128,9 +159,12 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
         try:
             if pagerduty is None:
                 raise Refused(404, "not_configured", "PagerDuty webhooks are not configured (automation.pagerduty_secrets)")
+            signature = request.headers.get("x-pagerduty-signature")
+            if not signature or not signature.strip():  # refused before a byte of the body is read
+                raise Refused(401, "unauthorized", "X-PagerDuty-Signature required")
             require_json(request)
-            body = await read_capped(request, body_limit)
-            verdict = pagerduty.check(request.headers.get("x-pagerduty-signature"), body)
+            body = await read_body(request, body_limit, read_timeout, reads)
+            verdict = pagerduty.check(signature, body)
             if verdict is Verdict.MISSING:
                 raise Refused(401, "unauthorized", "X-PagerDuty-Signature required")
             if verdict is Verdict.INVALID:
@@ -142,6 +176,10 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
                 event = PagerDutyEvent.parse(parse_json(body))
             except PayloadError as exc:
                 raise Refused(400, "bad_request", str(exc)) from None
+            age = received - event.occurred_at.seconds
+            if age > max_event_age or age < -300:  # a replay of an old signed body, or a clock gone wrong
+                raise Refused(400, "stale", f"event {event.id} occurred {age:.0f}s ago, outside the"
+                                            f" {max_event_age:.0f}s this endpoint accepts")
         except Refused as exc:
             return refused("pagerduty", exc)
         answer = service.accept_pagerduty(event, webhook_id, received)
@@ -179,6 +217,71 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
 
 # ---------------------------------------------------------------------------------------------
 # Running it
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_control(text: str) -> str:
+    """CR, LF and every other control character as a visible escape: one log record, one line."""
+    return _CONTROL.sub(lambda m: {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(m.group(), f"\\x{ord(m.group()):02x}"
+                        if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"), text)
+
+
+class OneLineFormatter(logging.Formatter):
+    """Escapes control characters in the message (payload text reaches log messages)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        record = logging.makeLogRecord(record.__dict__)
+        record.msg, record.args = escape_control(record.getMessage()), None
+        return super().format(record)
+
+
+def timed_protocol(read_timeout: float):
+    """uvicorn's h11 protocol, closing a connection whose request headers take longer than
+    `read_timeout` to arrive (uvicorn itself has no header timeout: slowloris)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class TimedH11Protocol(H11Protocol):
+        _deadline = None
+        _awaiting = None
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def _arm(self) -> None:
+            if self.cycle is not None and not self.cycle.response_complete:
+                return  # a pipelined request already arrived whole
+            self._awaiting = self.cycle  # headers have arrived when a new cycle replaces this one
+            self._deadline = self.loop.call_later(read_timeout, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self._deadline is not None and self.cycle is not self._awaiting:
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._disarm()
+                self._arm()
+
+        def _too_slow(self) -> None:
+            self._deadline = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return TimedH11Protocol
+
 
 
 def resolve_token(cfg, token_file: str | None) -> str:
@@ -238,11 +341,25 @@ def serve(cfg, *, bind: str | None, token_file: str | None, dry_run: bool, log_l
         from opsctl.automation.executors import open_executor
 
         live = open_executor(cfg)
-    logging.basicConfig(level=getattr(logging, log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=getattr(logging, log_level.upper()))
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     service = AutomationService(cfg, live)
-    app = build_app(service, token, pagerduty, settings.body_limit)
+    read_timeout = float(settings.read_timeout_seconds)
+    app = build_app(service, token, pagerduty, settings.body_limit, read_timeout, settings.pagerduty_max_age_seconds)
+    # Connections are cheap (slow ones are cut at read_timeout, bodies are read MAX_BODY_READS at a
+    # time): a high bound keeps /healthz answering while many clients are connected.
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
-                            timeout_keep_alive=5, limit_concurrency=512, server_header=False)
+                            timeout_keep_alive=5, limit_concurrency=settings.max_connections, server_header=False,
+                            http=timed_protocol(read_timeout), h11_max_incomplete_event_size=16384)
     log.info("opsctl serve: listening on http://%s:%d (%s)", host, port,
              "dry run: nothing is changed" if settings.dry_run else f"executor {live.name}")
+    # uvicorn shuts down gracefully on SIGTERM (the service stops acting and releases the Lease), then
+    # raises the signal again under the handler that was there before: make that a clean exit 0.
+    import signal
+
+    def exit_cleanly(signum, frame):
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, exit_cleanly)
     uvicorn.Server(config).run()

@@ -6,12 +6,18 @@
     maintenance  every half second: restores whose hold-down passed; every second: events nobody
                  is working on (a full queue earlier, a retry that is due, a replica that died)
 
+Where deliveries and episodes live follows `state.backend`: local SQLite under the state dir (one
+replica, the embedded default), or the shared state store (shared.py) with a leader elected on a
+Lease (leader.py). There every replica records deliveries, and only the leader claims and acts on
+them; a replica that becomes leader releases what the previous leader held and sweeps what is due.
+
 server.py puts HTTP in front of it; tests and the benchmark drive it through that real server.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -28,6 +34,7 @@ from opsctl.automation.metrics import ServeMetrics
 from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent
 from opsctl.automation.policy import ActionFailed, AlertEvent, PolicyEngine, Taken, matching
 from opsctl.automation.queue import WorkQueue
+from opsctl.errors import OpsctlError
 
 if TYPE_CHECKING:
     from opsctl.config import Config
@@ -53,33 +60,73 @@ class AutomationService:
         self.cfg = cfg
         self.clock = clock
         path = state_file or cfg.state_path / STATE_FILE
-        self.deliveries = DeliveryLog(path, clock=clock)
-        self.episodes = EpisodeStore(path, clock=clock)
+        from opsctl.automation.leader import identity_for, open_elector
+
+        self.elector = open_elector(cfg, on_change=self._leadership)  # None: the only replica
+        self.shared = cfg.state.backend != "local"
+        if self.shared:
+            from opsctl.automation.shared import SharedDeliveryLog, SharedEpisodeStore
+            from opsctl.state import open_state_store
+
+            store = open_state_store(cfg)
+            owner = f"{identity_for(cfg)}:{os.getpid()}"  # pod name: PIDs repeat across containers
+            self.deliveries = SharedDeliveryLog(store, clock=clock, owner=owner)
+            self.episodes = SharedEpisodeStore(store, local_path=path, clock=clock, owner=owner)
+        else:
+            self.deliveries = DeliveryLog(path, clock=clock)
+            self.episodes = EpisodeStore(path, clock=clock)
         self.queue = WorkQueue(settings.queue_size, settings.workers, self.process)
-        self.metrics = ServeMetrics(lambda: self.queue.depth, settings.queue_size)
+        self.metrics = ServeMetrics(lambda: self.queue.depth, settings.queue_size, leader=self.acting)
         self.engine = PolicyEngine(settings, cfg.backends, self.episodes, live, DryRunExecutor(), clock,
                                    on_action=self._count)
         self._accept_lock = threading.Lock()
         self._stop = threading.Event()
+        self._sweep_now = threading.Event()
         self._maintenance = threading.Thread(target=self._maintain, name="opsctl-maintenance", daemon=True)
         self.started = False
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        released = self.deliveries.recover() + self.episodes.recover()
+        try:
+            released = self.deliveries.recover() + self.episodes.recover()
+        except OpsctlError as exc:  # the shared state is unreachable: start, not Ready until it is back
+            log.warning("start-up: cannot read the shared state yet: %s", str(exc).splitlines()[0][:300])
+            released = 0
         if released:
             log.warning("start-up: released %d events and episodes a previous process on this host held", released)
         self.queue.start()
         self._maintenance.start()
+        if self.elector is not None:
+            self.elector.start()
         self.started = True
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Stop acting (finishing what is in hand), then give the Lease up so a successor takes over at once."""
         self._stop.set()
         self.queue.stop(timeout)
         if self._maintenance.is_alive():
             self._maintenance.join(timeout)
+        if self.elector is not None:
+            self.elector.stop(release=True)
         self.started = False
+
+    def acting(self) -> bool:
+        """Whether this replica acts: always when it is the only one, else while it leads."""
+        return self.elector is None or self.elector.is_leader
+
+    def _leadership(self, leader: bool) -> None:
+        if not leader:
+            return
+        # The previous leader stopped acting before its Lease could expire: what it held is ours now.
+        try:
+            released = self.deliveries.recover(all_others=True) + self.episodes.recover(all_others=True)
+        except OpsctlError as exc:
+            log.warning("new leader: could not release what the previous leader held: %s", exc)
+            return
+        if released:
+            log.warning("new leader: took over %d events and episodes the previous leader held", released)
+        self._sweep_now.set()
 
     def ready(self) -> tuple[bool, str]:
         if not self.started or self._stop.is_set():
@@ -87,11 +134,16 @@ class AutomationService:
         if not self._maintenance.is_alive():
             return False, "maintenance thread stopped"
         try:
-            self.deliveries.db.conn.execute("SELECT 1 FROM events LIMIT 1").fetchall()
-        except sqlite3.Error as exc:
-            return False, f"state database unavailable: {exc}"
+            self.deliveries.check()
+        except (sqlite3.Error, OpsctlError) as exc:
+            return False, f"state unavailable: {str(exc).splitlines()[0][:200]}"
         if self.queue.room() <= 0:
             return False, "queue full"
+        if self.elector is not None:
+            role = "leader" if self.elector.is_leader else f"follower (leader: {self.elector.holder or 'none'})"
+            if not self.elector.is_leader and self.cfg.automation.leader_election.ready_only_when_leader:
+                return False, role
+            return True, f"ready, {role}"
         return True, "ready"
 
     # -- deliveries ---------------------------------------------------------------------------
@@ -99,7 +151,7 @@ class AutomationService:
     def accept_alertmanager(self, message: AlertmanagerMessage, received_at: float) -> Answer:
         events = []
         for alert in message.alerts:
-            key = alert_event_key(message.group_key, alert.fingerprint, alert.starts_at.canonical, alert.status)
+            key = alert_event_key(alert.fingerprint, alert.starts_at.canonical, alert.status)
             payload = {
                 "status": alert.status, "labels": dict(alert.labels), "annotations": dict(alert.annotations),
                 "starts_at": alert.starts_at.canonical, "fingerprint": alert.fingerprint,
@@ -117,13 +169,14 @@ class AutomationService:
             "occurred_at": event.occurred_at.canonical, "agent": event.agent, "data_id": event.data_id,
             "incident_key": event.incident_key, "status": event.status, "title": event.title,
         }
-        return self._admit("pagerduty", [NewEvent(webhook_event_key(webhook_id), "pagerduty",
+        # Keyed on the signed event id: a replay under a new X-Webhook-Id is the same event.
+        return self._admit("pagerduty", [NewEvent(webhook_event_key(event.id), "pagerduty",
                                                   event.data_id or event.id, payload)], received_at)
 
     def _admit(self, source: str, events: list[NewEvent], received_at: float) -> Answer:
         with self._accept_lock:
             try:
-                unseen = [e for e in events if not self.deliveries.seen(e.key)]
+                unseen = self.deliveries.unseen(events)
                 if not unseen:
                     self.metrics.delivery(source, "duplicate")
                     return Answer(202, {"status": "duplicate", "events": len(events), "new": 0})
@@ -136,11 +189,13 @@ class AutomationService:
                 new = self.deliveries.admit(unseen, received_at)
                 idle = sum(1 for e in new if not e.needs_action)
                 new = [e for e in new if e.needs_action]
-            except sqlite3.OperationalError as exc:  # locked past the busy timeout: let the sender retry
-                log.warning("delivery log unavailable: %s", exc)
+            except (sqlite3.OperationalError, OpsctlError) as exc:  # locked, unreachable, or CAS gave up: retry
+                log.warning("delivery log unavailable: %s", str(exc).splitlines()[0][:300])
                 self.metrics.delivery(source, "unavailable")
-                return Answer(503, {"error": "state database busy: retry later"})
-            if new and not self.queue.offer([(e.partition, e.key) for e in new]):
+                return Answer(503, {"error": "state unavailable: retry later"})
+            if not self.acting():
+                new = []  # recorded in the shared state: the leader's sweep queues it there
+            elif new and not self.queue.offer([(e.partition, e.key) for e in new]):
                 queued = sum(1 for e in new if self.queue.offer([(e.partition, e.key)]))
                 log.warning("queue full: %d of %d events queued, the sweep queues the rest", queued, len(new))
         if idle:
@@ -151,7 +206,9 @@ class AutomationService:
     # -- acting -------------------------------------------------------------------------------
 
     def process(self, key: str) -> None:
-        """Worker: act on one event if this worker wins the claim."""
+        """Worker: act on one event if this replica acts and this worker wins the claim."""
+        if not self.acting():
+            return  # it stays pending in the shared record; the leader takes it
         claimed = self.deliveries.claim(key)
         if claimed is None:
             return
@@ -187,18 +244,25 @@ class AutomationService:
     def _maintain(self) -> None:
         last_sweep = last_prune = 0.0
         while not self._stop.wait(0.25):
+            if not self.acting():
+                continue
             try:
                 self.engine.run_due_restores()
                 now = time.monotonic()
-                if now - last_sweep >= 1.0:
+                if now - last_sweep >= 1.0 or self._sweep_now.is_set():
+                    self._sweep_now.clear()
                     last_sweep = now
                     room = self.queue.room()
                     if room > 0:
-                        due = self.deliveries.due(older_than=SWEEP_GRACE, limit=room)
+                        # Shared: other replicas record deliveries without queueing them, so take them at once.
+                        due = self.deliveries.due(older_than=0 if self.shared else SWEEP_GRACE, limit=room)
                         for partition_key in due:
                             self.queue.offer([(partition_key[1], partition_key[0])])
                 if now - last_prune >= 3600:
                     last_prune = now
                     self.deliveries.prune(RETENTION)
+            except OpsctlError as exc:  # the shared state is unreachable: /readyz says so; retried next round
+                log.warning("maintenance round: %s", str(exc).splitlines()[0][:300])
+                self._stop.wait(2.0)
             except Exception:  # keep maintaining; the error is logged and the next round retries
                 log.exception("maintenance round failed")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import choice
 
 
 @click.group()
@@ -21,8 +22,8 @@ def drill():
     Examples:
       opsctl drill list
       opsctl drill validate chaos/
-      opsctl drill run chaos/vendor-outage.yaml
-      opsctl drill run chaos/vendor-outage.yaml --live --dry-run
+      opsctl drill run vendor-outage
+      opsctl drill run escalation-only --live --dry-run
       opsctl drill report latest --format html --path
       opsctl drill cleanup
 
@@ -60,7 +61,7 @@ def _progress(line: str) -> None:
 @output_option
 @click.pass_obj
 def list_(app, paths, runs, output):
-    """Scenarios (default: the drills.scenarios directory), or past runs with --runs.
+    """Scenarios by name (drills.scenarios, then those shipped with opsctl), or past runs with --runs.
 
     \b
     Examples:
@@ -85,18 +86,25 @@ def list_(app, paths, runs, output):
             [[r["run_id"], r["mode"], "running" if r["running"] else r["outcome"] or r["phase"], r["started_at"],
               r["title"]] for r in data]) if data else "no drill runs yet")
         return
+    from opsctl.drills.catalog import catalog
+
+    if paths:
+        found = [(p.stem, p, "given") for p in _scenario_paths(app, paths)]
+    else:
+        found = catalog(app.config)
     rows = []
-    for path in _scenario_paths(app, paths):
+    for name, path, origin in found:
+        row = {"name": name, "file": _rel(path), "origin": origin}
         try:
             sc = load_scenario(path)
         except ConfigError as exc:
-            rows.append({"file": _rel(path), "title": None, "valid": False, "problems": exc.problems})
+            rows.append({**row, "title": None, "valid": False, "problems": exc.problems})
             continue
-        rows.append({"file": _rel(path), "title": sc.title, "valid": True, "tags": list(sc.tags),
+        rows.append({**row, "title": sc.title, "valid": True, "tags": list(sc.tags),
                      "faults": [f.kind for f in sc.faults], "expectations": len(sc.expectations)})
     emit(rows, output, table=lambda data: render_table(
-        ["FILE", "FAULTS", "EXPECT", "TITLE"],
-        [[r["file"], ",".join(r.get("faults") or []) or "-", r.get("expectations", "-"),
+        ["NAME", "FILE", "FAULTS", "EXPECT", "TITLE"],
+        [[r["name"], r["file"], ",".join(r.get("faults") or []) or "-", r.get("expectations", "-"),
           r["title"] if r["valid"] else "INVALID: run `opsctl drill validate`"] for r in data]))
 
 
@@ -134,18 +142,29 @@ def validate(app, paths, live, output):
         f"{'ok     ' if r['valid'] else 'INVALID'} {r['file']}" + "".join(f"\n  - {p}" for p in r["problems"])
         for r in data))
     if problems:
-        raise ConfigError(f"{sum(1 for r in rows if not r['valid'])} of {len(rows)} scenario(s) invalid")
+        invalid = [r["file"] for r in rows if not r["valid"]]
+        raise ConfigError(f"{len(invalid)} of {len(rows)} scenario(s) invalid: {', '.join(invalid)}")
 
 
 @drill.command()
-@click.argument("scenario", metavar="SCENARIO")
+@click.argument("scenario", metavar="SCENARIO|NAME")
 @click.option("--live", is_flag=True, help="Run against the configured systems in wall-clock time, with real faults.")
 @click.option("--dry-run", is_flag=True, help="Preflight checks and the plan; create, inject, page and file nothing.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on the terminal.")
+@click.option("--chain", is_flag=True, help="Send the fault down the real chain: exporter, Prometheus, Alertmanager, "
+              "PagerDuty endpoint, opsctl serve, actuator, ticket channel (real binaries, minutes of wall time).")
+@click.option("--routing", metavar="FILE", type=click.Path(dir_okay=False),
+              help="--chain: the Alertmanager config whose routing is rehearsed (default: deploy/alertmanager.yml"
+                   " next to the config).")
+@click.option("--chain-timeout", metavar="DURATION", default="4m", show_default=True,
+              help="--chain: how long after the fault every hop may take.")
 @output_option
 @click.pass_obj
-def run(app, scenario, live, dry_run, quiet, output):
+def run(app, scenario, live, dry_run, quiet, chain, routing, chain_timeout, output):
     """Run a drill scenario and write its report (Markdown, JSON, HTML).
+
+    SCENARIO is a file, or a name from `opsctl drill list` (looked up in drills.scenarios, then in
+    the scenarios shipped with opsctl), so it runs from any directory.
 
     Progress (phase lines with the simulated or wall time) goes to stderr; the summary and the
     report's location to stdout. Ctrl-C stops the drill and runs its rollbacks.
@@ -153,15 +172,24 @@ def run(app, scenario, live, dry_run, quiet, output):
     \b
     Examples:
       opsctl drill run chaos/vendor-outage.yaml
+      opsctl drill run vendor-outage                   # by name, from anywhere
       opsctl drill run chaos/escalation-only.yaml -o json
-      opsctl drill run chaos/vendor-outage.yaml --live --dry-run
+      opsctl drill run escalation-only --live --dry-run
+      opsctl drill run vendor-outage --chain           # the real chain on this machine, ~2 minutes
     """
+    from opsctl.drills.catalog import resolve_scenario
     from opsctl.drills.engine import Engine
     from opsctl.drills.scenario import load_scenario
     from opsctl.errors import GuardRefused, OpsctlError
 
     cfg = app.config
-    sc = load_scenario(scenario)
+    sc = load_scenario(resolve_scenario(scenario, cfg))
+    if chain:
+        from opsctl.drills.chain.cli import run_chain
+
+        run_chain(app, sc, live=live, dry_run=dry_run, quiet=quiet, routing=routing, timeout=chain_timeout,
+                  output=output, progress=_progress, summary=_summary_text, rel=_rel)
+        return
     if dry_run:
         from opsctl.drills.plan import dry_run_plan
         from opsctl.drills.scenario import check_against_config, raise_problems
@@ -187,6 +215,7 @@ def run(app, scenario, live, dry_run, quiet, output):
 
 
 def _summary_text(d: dict, paths: dict) -> str:
+    from opsctl.drills.expectations import verdict_mark
     from opsctl.drills.report import MEASURES, duration_text
 
     lines = [f"drill {d['run_id']}: {d['outcome'].upper()} ({d['scenario']['title']})"]
@@ -199,8 +228,7 @@ def _summary_text(d: dict, paths: dict) -> str:
         lines.append("  " + "  ".join(f"{label}: {duration_text(m.get(key))}" for key, label, _ in MEASURES
                                       if m.get(key) is not None))
     for v in d.get("expectations", []):
-        lines.append(f"  {'PASS' if v['passed'] else 'FAIL'}  {v['name']}"
-                     + ("" if v["passed"] else f": {v['reason']}"))
+        lines.append(f"  {verdict_mark(v)}  {v['name']}" + ("" if v["passed"] else f": {v['reason']}"))
     for r in d.get("rollbacks", []):
         if r["status"] != "done":
             lines.append(f"  rollback {r['action']} {r['status']}: {r['message']}")
@@ -213,8 +241,10 @@ def _summary_text(d: dict, paths: dict) -> str:
 
 
 def _plan_text(p: dict) -> str:
+    from opsctl.drills.safety import check_status
+
     lines = [f"dry run of {p['file']} ({p['mode']}): {p['scenario']}", "preflight:"]
-    lines += [f"  {'ok' if c['ok'] else 'REFUSED'}  {c['name']}: {c['message']}" for c in p["preflight"]]
+    lines += [f"  {check_status(c)}  {c['name']}: {c['message']}" for c in p["preflight"]]
     if p.get("freeze"):
         lines.append(f"freeze: a drill freeze {p['freeze']!r} is in force for the whole drill")
     for section in ("method", "responders", "stop_conditions", "expectations", "rollbacks"):
@@ -226,7 +256,7 @@ def _plan_text(p: dict) -> str:
 
 @drill.command()
 @click.argument("run_id", required=False, default="latest", metavar="[RUN_ID|latest]")
-@click.option("--format", "fmt", type=click.Choice(["md", "html", "json"]),
+@click.option("--format", "fmt", type=choice(["md", "html", "json"]),
               help="Print the report file itself in this format.")
 @click.option("--path", "path_only", is_flag=True, help="Print only the report's path (with --format, that file).")
 @output_option

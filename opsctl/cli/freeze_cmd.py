@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import TIME
 
 
 @click.group()
@@ -23,22 +24,14 @@ def freeze():
     """
 
 
-def _when(at: str | None) -> float:
+def _when(at: float | None) -> float:
     import time
 
-    from opsctl.clock import parse_rfc3339
-    from opsctl.errors import UsageError
-
-    if not at:
-        return time.time()
-    try:
-        return parse_rfc3339(at)
-    except ValueError as exc:
-        raise UsageError(f"--at: not an RFC 3339 time: {at!r}") from exc
+    return time.time() if at is None else at
 
 
 @freeze.command()
-@click.option("--at", metavar="RFC3339", help="Check this instant instead of now.")
+@click.option("--at", type=TIME, help="Check this instant (with its time zone) instead of now.")
 @output_option
 @click.pass_obj
 def status(app, at, output):
@@ -70,7 +63,7 @@ def status(app, at, output):
 
 
 @freeze.command(name="list")
-@click.option("--at", metavar="RFC3339", help="Show occurrences relative to this instant instead of now.")
+@click.option("--at", type=TIME, help="Show occurrences relative to this instant (with its time zone) instead of now.")
 @output_option
 @click.pass_obj
 def list_(app, at, output):

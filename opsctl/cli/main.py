@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "page": ("opsctl.cli.page_cmd:page", "Page on-call, follow incidents, on-call and maintenance windows."),
     "ticket": ("opsctl.cli.ticket_cmd:ticket", "File vendor support tickets and read them back."),
     "probe": ("opsctl.cli.probe_cmd:probe", "Golden-set consistency probe of the backends' APIs."),
+    "quality": ("opsctl.cli.quality_cmd:quality", "Live quality rules on the proxy's counters: rules, alerts."),
     "shadow": ("opsctl.cli.shadow_cmd:shadow", "Shadow traffic: is a backend ready for real traffic?"),
     "ab": ("opsctl.cli.ab_cmd:ab", "A/B equivalence (TOST) of a business metric for a migration."),
     "cost": ("opsctl.cli.cost_cmd:cost", "Cost per million tokens per backend."),
@@ -96,8 +97,16 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()  # a group without a command: its help is the answer
+        sys.exit(2)
+    except click.UsageError as exc:
+        # One line, like every other error: what is wrong and where to look next.
+        where = exc.ctx.command_path if exc.ctx is not None else "opsctl"
+        click.echo(f"error: {_one_line(exc.format_message())} (see `{where} --help`)", err=True)
+        sys.exit(2)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"error: {_one_line(exc.format_message())}", err=True)
         sys.exit(2 if exc.exit_code == 2 else exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -106,6 +115,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":

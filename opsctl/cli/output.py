@@ -7,10 +7,12 @@ from typing import Any, Callable, Sequence
 
 import click
 
+from opsctl.cli.params import choice
+
 FORMATS = ("table", "json", "yaml")
 
 output_option = click.option(
-    "-o", "--output", "output", type=click.Choice(FORMATS), default="table", show_default=True,
+    "-o", "--output", "output", type=choice(FORMATS), default="table", show_default=True,
     help="Output format; json and yaml are stable for scripts.",
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import choice
 
 dry_run_option = click.option(
     "--dry-run", is_flag=True, help="Send nothing; show the exact request that would be sent (secrets redacted).")
@@ -37,6 +38,31 @@ def _pager(app, dry_run: bool):
     return open_pager(app.config, dry_run=dry_run)
 
 
+def _dedup_key(app, pager, key: str) -> str:
+    """The dedup key for KEY, which may also be the incident id that `trigger` printed (LP00001, PT4KHLK).
+
+    A key opsctl recorded as a dedup key is used as is; a recorded incident id maps to its dedup
+    key; a key shaped like an incident id (short upper-case letters and digits) is looked up on
+    the pager; anything else, or a pager that cannot say, leaves KEY as given (an ack during an
+    incident never waits on the REST API for a plain dedup key)."""
+    from opsctl.errors import OpsctlError
+    from opsctl.paging.registry import page_records
+
+    records = page_records(app.config).list()
+    if any(r["dedup_key"] == key for r in records):
+        return key
+    for r in records:
+        if r.get("incident_id") == key:
+            return r["dedup_key"]
+    if not (5 <= len(key) <= 20 and key.isascii() and key.isalnum() and key.upper() == key):
+        return key
+    try:
+        incident = pager.get_incident(key)
+    except OpsctlError:
+        return key
+    return incident.dedup_key if incident.id == key and incident.dedup_key else key
+
+
 def _details(pairs) -> dict:
     from opsctl.errors import UsageError
 
@@ -65,7 +91,7 @@ def _emit_result(data: dict, output: str) -> None:
 
 @page.command()
 @click.option("-s", "--summary", required=True, help="What is wrong, in one line (the incident title).")
-@click.option("--severity", type=click.Choice(["critical", "error", "warning", "info"]), default="critical",
+@click.option("--severity", type=choice(["critical", "error", "warning", "info"]), default="critical",
               show_default=True)
 @click.option("--source", help="The affected system (default: the service name in the config).")
 @click.option("--component", help="The affected component, e.g. a backend name.")
@@ -77,7 +103,8 @@ def _emit_result(data: dict, output: str) -> None:
 @output_option
 @click.pass_obj
 def trigger(app, summary, severity, source, component, dedup_key, links, details, drill, dry_run, output):
-    """Page on-call. Prints the dedup key that ack, resolve and status take.
+    """Page on-call. Prints the dedup key (and, when the pager gives one, the incident id) that ack,
+    resolve and status take.
 
     \b
     Example:
@@ -97,33 +124,41 @@ def trigger(app, summary, severity, source, component, dedup_key, links, details
 
 
 @page.command()
-@click.argument("dedup_key")
+@click.argument("key", metavar="DEDUP_KEY|INCIDENT_ID")
 @dry_run_option
 @output_option
 @click.pass_obj
-def ack(app, dedup_key, dry_run, output):
-    """Acknowledge the incident with this dedup key.
+def ack(app, key, dry_run, output):
+    """Acknowledge the incident with this dedup key or incident id (both are printed by `trigger`).
+
+    Exit 3 when no open incident has that key or id.
 
     \b
-    Example:
+    Examples:
       opsctl page ack opsctl-llm-inference-3f2a9c...
+      opsctl page ack LP00001
     """
-    _emit_result(_pager(app, dry_run).acknowledge(dedup_key).to_dict(), output)
+    pager = _pager(app, dry_run)
+    _emit_result(pager.acknowledge(_dedup_key(app, pager, key)).to_dict(), output)
 
 
 @page.command()
-@click.argument("dedup_key")
+@click.argument("key", metavar="DEDUP_KEY|INCIDENT_ID")
 @dry_run_option
 @output_option
 @click.pass_obj
-def resolve(app, dedup_key, dry_run, output):
-    """Resolve the incident with this dedup key.
+def resolve(app, key, dry_run, output):
+    """Resolve the incident with this dedup key or incident id.
+
+    Exit 3 when no open incident has that key or id.
 
     \b
-    Example:
+    Examples:
       opsctl page resolve opsctl-llm-inference-3f2a9c...
+      opsctl page resolve LP00001
     """
-    _emit_result(_pager(app, dry_run).resolve(dedup_key).to_dict(), output)
+    pager = _pager(app, dry_run)
+    _emit_result(pager.resolve(_dedup_key(app, pager, key)).to_dict(), output)
 
 
 @page.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import choice
 
 MAX_LISTED = 10
 
@@ -18,6 +19,7 @@ def probe():
       opsctl probe consistency --golden golden.jsonl
       opsctl probe consistency --golden golden.jsonl --backend internal --backend databricks -o json
       opsctl probe consistency --golden golden.jsonl --push                # figures for an SLO / alert
+      opsctl probe consistency --golden golden.jsonl --repeat 5            # noise floor: self-agreement
       opsctl probe consistency --golden golden.jsonl --push --push-to pushgateway \\
           --pushgateway-url http://pushgateway:9091
     """
@@ -28,13 +30,16 @@ def probe():
               help='JSONL, one case a line: {"id": "c1", "prompt": "...", "expected": "...", "prompt_tokens": 12}.')
 @click.option("--backend", "backends", multiple=True, metavar="NAME",
               help="Backend to probe (repeatable; default: every backend with an endpoint).")
+@click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Send the golden set N times to each backend: its self-agreement is the noise floor, and "
+                   "backends are compared over every pair of runs.")
 @click.option("--push", is_flag=True, help="Write the figures as gauges (target: quality.push.target).")
-@click.option("--push-to", type=click.Choice(["embedded", "pushgateway"]), help="Override quality.push.target.")
+@click.option("--push-to", type=choice(["embedded", "pushgateway"]), help="Override quality.push.target.")
 @click.option("--pushgateway-url", metavar="URL", help="Override quality.push.pushgateway_url.")
 @click.option("--dry-run", is_flag=True, help="With --push: show what would be pushed, write nothing.")
 @output_option
 @click.pass_obj
-def consistency(app, golden_path, backends, push, push_to, pushgateway_url, dry_run, output):
+def consistency(app, golden_path, backends, repeat, push, push_to, pushgateway_url, dry_run, output):
     """Send the golden prompts to each backend and compare the answers.
 
     Per backend: exact-match rate against the golden answers, latency percentiles, prompt-token
@@ -42,12 +47,18 @@ def consistency(app, golden_path, backends, push, push_to, pushgateway_url, dry_
     and prompt-token counts. A constant off-by-one in prompt tokens is flagged as a probable
     missing or doubled beginning-of-text token. Thresholds come from quality.probe.
 
+    With --repeat N (N >= 2) each backend answers the golden set N times: its self-agreement
+    (mean exact match over pairs of its runs; batching and numerics keep it under 100%) is the
+    noise floor, the backends' agreement is the mean over every pair of runs, and
+    quality.probe.min_exact_match_between_vs_floor sets that threshold relative to the lower floor.
+
     Exit 0 when every threshold holds, 1 when one does not (the figures are still pushed), 2 on
     bad input or refused credentials.
 
     \b
     Example:
       opsctl probe consistency --golden golden.jsonl --backend internal --backend databricks --push
+      opsctl probe consistency --golden golden.jsonl --repeat 5 -o json
     """
     from pathlib import Path
 
@@ -55,7 +66,7 @@ def consistency(app, golden_path, backends, push, push_to, pushgateway_url, dry_
     from opsctl.errors import OpsctlError, UsageError
     from opsctl.quality.endpoints import choose_backends, open_clients
     from opsctl.quality.golden import load_golden
-    from opsctl.quality.probe import analyze, run_probe, samples
+    from opsctl.quality.probe import analyze, apply_repeats, run_probe, samples
     from opsctl.quality.push.base import open_sink
 
     if (push_to or pushgateway_url or dry_run) and not push:
@@ -74,16 +85,22 @@ def consistency(app, golden_path, backends, push, push_to, pushgateway_url, dry_
         click.echo("warning: the backends use different APIs (" + ", ".join(f"{n}: {cfg.endpoints[n].api}" for n in names)
                    + "); the chat template changes answers and prompt-token counts on one side only", err=True)
     clients = open_clients(cfg, names, clock=clock)
+    runs: dict[str, list] = {name: [] for name in names}
     try:
-        answers = run_probe(cases, clients, deadline_seconds=settings.deadline, concurrency=settings.concurrency,
-                            clock=clock)
+        for _ in range(repeat):
+            answers = run_probe(cases, clients, deadline_seconds=settings.deadline, concurrency=settings.concurrency,
+                                clock=clock)
+            for name, got in answers.items():
+                runs[name].append(got)
     finally:
         for client in clients.values():
             client.close()
-    report = analyze(cases, answers, settings)
+    report = analyze(cases, {name: got[0] for name, got in runs.items()}, settings)
+    if repeat > 1:
+        apply_repeats(report, cases, runs, settings)
     data = report.to_dict()
     if sink is not None:
-        pushed = samples(report, service=cfg.service, at=clock.now())
+        pushed = samples(report, service=cfg.service, at=clock.now(), between_threshold=settings.min_exact_match_between)
         sink.push(pushed, clock.now())
         data["pushed"] = {"target": target.description, "samples": len(pushed), "dry_run": dry_run}
         if dry_run and output == "table":
@@ -130,6 +147,12 @@ def _table(data):
         out.append("")
         out.append(render_table(["PAIR", "EXACT MATCH"],
                                 [[f"{p['a']} vs {p['b']}", f"{p['exact_match']:.1%}"] for p in data["pairs"]]))
+    if data.get("noise"):
+        n = data["noise"]
+        out += ["", f"Noise floor over {n['repeat']} runs (self-agreement):"]
+        out += [f"  {b}: {floor:.1%}" for b, floor in n["floors"].items()]
+        out += [f"  {p['a']} vs {p['b']}: {p['exact_match']:.1%} over every pair of runs, threshold "
+                f"{p['threshold']:.1%} ({p['threshold_from']})" for p in n["pairs"]]
     for p in data["pairs"]:
         if p["differences"]:
             out += [""] + _diff_lines(p["differences"], f"Differing cases, {p['a']} vs {p['b']}")

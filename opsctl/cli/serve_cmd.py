@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import click
 
+from opsctl.cli.params import choice
+
 
 @click.command()
 @click.option("--bind", metavar="HOST:PORT", help="Listen address (default: automation.bind, 127.0.0.1:9095).")
 @click.option("--token-file", metavar="FILE", type=click.Path(dir_okay=False),
               help="File holding the webhook token (default: automation.token, else $OPSCTL_WEBHOOK_TOKEN).")
 @click.option("--dry-run", is_flag=True, help="Decide and record every action, change nothing.")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+@click.option("--log-level", type=choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
 @click.pass_obj
 def serve(app, bind, token_file, dry_run, log_level):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import TIME
 from opsctl.metrics.simulator import DEFAULT_PEAK_RPS, DEFAULT_SEED, INCIDENT_SPEC_HELP
 
 
@@ -40,7 +41,7 @@ Examples:
 @sim.command(help=GENERATE_HELP)
 @click.option("--days", type=click.FloatRange(min=0, min_open=True, max=400), default=28.0, show_default=True,
               help="Length of the simulated range, ending at --end.")
-@click.option("--end", "end_text", metavar="RFC3339", help="End of the range (default: now, rounded down to 10 s).")
+@click.option("--end", "end_at", type=TIME, help="End of the range, with its time zone (default: now, rounded down to 10 s).")
 @click.option("--seed", type=click.IntRange(min=0), default=DEFAULT_SEED, show_default=True,
               help="Random seed: the same seed and flags give the same data.")
 @click.option("--peak-rps", type=click.FloatRange(min=0, min_open=True, max=1e7), default=DEFAULT_PEAK_RPS,
@@ -50,23 +51,20 @@ Examples:
 @click.option("--incident", "incident_specs", metavar="SPEC", multiple=True,
               help="Inject an incident (repeatable); see Incident SPEC above.")
 @click.option("--openmetrics-out", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
-              help="Also write the data as OpenMetrics text (for promtool tsdb create-blocks-from openmetrics).")
+              help="Also write the data as OpenMetrics text (for promtool tsdb create-blocks-from openmetrics);"
+                   " about 30 MB per simulated day. Progress shows on a terminal; the size is printed.")
 @click.option("--dry-run", is_flag=True, help="Simulate and summarise, but write nothing to the store.")
 @output_option
 @click.pass_obj
-def generate(app, days, end_text, seed, peak_rps, split_text, incident_specs, openmetrics_out, dry_run, output):
+def generate(app, days, end_at, seed, peak_rps, split_text, incident_specs, openmetrics_out, dry_run, output):
     import time
 
-    from opsctl.clock import format_rfc3339, parse_rfc3339
-    from opsctl.errors import UsageError
+    from opsctl.clock import format_rfc3339
     from opsctl.metrics import simulator
 
     cfg = app.config
     backends = {name: b.kind for name, b in cfg.backends.items()}
-    try:
-        end = parse_rfc3339(end_text) if end_text else time.time()
-    except ValueError:
-        raise UsageError(f"--end: not an RFC 3339 time: {end_text!r}", hint="e.g. --end 2026-11-30T00:00:00Z") from None
+    end = end_at if end_at is not None else time.time()
     end = int(end) // simulator.STEP * simulator.STEP
     start = end - max(1, round(days * 86400 / simulator.STEP)) * simulator.STEP  # whole steps
     split = simulator.parse_split(split_text) if split_text else simulator.default_split(backends)
@@ -89,9 +87,16 @@ def generate(app, days, end_text, seed, peak_rps, split_text, incident_specs, op
             simulator.write_to_store(store, series, mode="replace", progress=progress)
         finally:
             store.close()
+    openmetrics_bytes = None
     if openmetrics_out:
-        samples = simulator.export_openmetrics(series, openmetrics_out)
-        progress(f"wrote {samples:,} OpenMetrics samples to {openmetrics_out}")
+        import os
+
+        meter = ExportMeter(openmetrics_out) if output == "table" and click.get_text_stream("stderr").isatty() else None
+        samples = simulator.export_openmetrics(series, openmetrics_out, progress=meter)
+        if meter:
+            meter.done()
+        openmetrics_bytes = os.path.getsize(openmetrics_out)
+        progress(f"wrote {samples:,} OpenMetrics samples ({format_bytes(openmetrics_bytes)}) to {openmetrics_out}")
     elapsed = time.perf_counter() - began
 
     any_series = next(iter(series.values()))
@@ -103,6 +108,7 @@ def generate(app, days, end_text, seed, peak_rps, split_text, incident_specs, op
         "peak_rps": peak_rps,
         "store": None if dry_run else str(store_path),
         "openmetrics": openmetrics_out,
+        "openmetrics_bytes": openmetrics_bytes,
         "seconds": round(elapsed, 2),
         "backends": [
             {"backend": name, "split": split[name], "requests": s.requests(), "outcomes": s.outcome_totals()}
@@ -113,6 +119,43 @@ def generate(app, days, end_text, seed, peak_rps, split_text, incident_specs, op
     emit(summary, output, table=_table)
 
 
+def format_bytes(size: int) -> str:
+    """847213056 -> '847.2 MB' (decimal units, as `ls -h --si` and disk quotas say them)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"
+
+
+class ExportMeter:
+    """One self-rewriting stderr line while the OpenMetrics export runs, for a person at a terminal:
+    share done, bytes so far and the size it will reach. At most a few updates a second."""
+
+    def __init__(self, path: str, interval: float = 0.25):
+        import time
+
+        self.path = path
+        self.interval = interval
+        self.clock = time.monotonic
+        self.last = float("-inf")
+        self.shown = False
+
+    def __call__(self, done: int, total: int, written: int) -> None:
+        now = self.clock()
+        if now - self.last < self.interval and done < total:
+            return
+        self.last = now
+        share = done / total if total else 1.0
+        expected = written / share if share else 0
+        click.echo(f"\rwriting {self.path}: {share:4.0%} {format_bytes(written)} of ~{format_bytes(int(expected))}",
+                   err=True, nl=False)
+        self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            click.echo("", err=True)
+
+
 def _table(summary: dict) -> str:
     lines = [
         f"simulated {summary['start']} .. {summary['end']} ({summary['steps']:,} steps of 10 s, "
@@ -120,7 +163,7 @@ def _table(summary: dict) -> str:
         f"store: {summary['store'] or '(dry run: nothing written)'}",
     ]
     if summary["openmetrics"]:
-        lines.append(f"openmetrics: {summary['openmetrics']}")
+        lines.append(f"openmetrics: {summary['openmetrics']} ({format_bytes(summary['openmetrics_bytes'])})")
     rows = []
     for b in summary["backends"]:
         bad = sum(b["outcomes"][o] for o in ("throttled", "server_error", "timeout"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import choice
 from opsctl.cli.source_options import open_checked_source, source_options
 
 
@@ -43,14 +44,21 @@ def validate(app, paths):
 @slo.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @source_options
-@click.option("--fail-on", type=click.Choice(["page", "ticket"]), help="Exit 1 when any SLO is at this level or worse.")
+@click.option("--fail-on", type=choice(["page", "ticket"]), help="Exit 1 when any SLO is at this level or worse.")
+@click.option("--exclude-drills", is_flag=True,
+              help="Also show the budget without what drills on these systems spent (their recorded windows).")
 @output_option
 @click.pass_obj
-def report(app, paths, prometheus_url, source_kind, at, fail_on, output):
+def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills, output):
     """Per SLO: SLI over the period, error budget left, burn rates and alert status.
 
     Status follows the multi-window multi-burn-rate pairs (page: 1h & 5m, 6h & 30m; ticket:
     1d & 2h, 3d & 6h), their factors scaled to the SLO period. Exit 3 when any SLO has no data.
+
+    \b
+    Examples:
+      opsctl slo report
+      opsctl slo report --exclude-drills -o json    # the budget with and without live drills
     """
     from opsctl.errors import NoDataError, OpsctlError
     from opsctl.slo.model import load_slos
@@ -66,6 +74,10 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, output):
     rows = [r.to_dict() for r in results]
     for row in rows:
         row["notes"] = ([aligned] if aligned else []) + row["notes"]
+    if exclude_drills:
+        from opsctl.drills.spend import with_drill_spend
+
+        rows = with_drill_spend(cfg, results, rows, source, when)
     emit(rows, output, table=_table)
     unknown = [r.slo.name for r in results if r.status.level == "unknown"]
     if unknown:
@@ -118,14 +130,18 @@ def _table(rows):
             r["status"].upper() if r["status"] != "ok" else "ok",
             _why(r),
         ])
-    table = render_table(["SLO", "BACKEND", "GOAL", "SLI", "BUDGET LEFT", "WORST BURN", "STATUS", "WHY"], table_rows)
+    headers = ["SLO", "BACKEND", "GOAL", "SLI", "BUDGET LEFT", "WORST BURN", "STATUS", "WHY"]
+    if rows and "drill_budget_spent" in rows[0]:  # --exclude-drills
+        headers[5:5] = ["DRILLS SPENT", "LEFT WITHOUT DRILLS"]
+        for row, r in zip(table_rows, rows):
+            row[5:5] = [_pct(r["drill_budget_spent"], 1), _pct(r["error_budget_remaining_excluding_drills"], 1)]
     notes = list(dict.fromkeys(n for r in rows for n in r.get("notes", [])))
-    return table + "".join(f"\nnote: {n}" for n in notes)
+    return render_table(headers, table_rows) + "".join(f"\nnote: {n}" for n in notes)
 
 
 @slo.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(["rules", "prometheusrule"]), default="rules", show_default=True,
+@click.option("--format", "fmt", type=choice(["rules", "prometheusrule"]), default="rules", show_default=True,
               help="A Prometheus rule file, or a monitoring.coreos.com/v1 PrometheusRule manifest.")
 @click.option("--out", metavar="FILE", type=click.Path(dir_okay=False),
               help="Write to FILE (atomically) instead of standard output.")
@@ -152,6 +168,9 @@ def rules(app, paths, fmt, out):
     settings = RuleSettings.from_config(cfg)
     plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends), settings)
     document = rules_document(plans, settings, fmt)
+    from opsctl.quality.rules import add_quality_group  # the live quality rules ride along (quality.rules)
+
+    add_quality_group(document, cfg)
     text = render_yaml(document, header(plans, settings))
     if out:
         write_atomic(out, text)
@@ -164,7 +183,7 @@ def rules(app, paths, fmt, out):
 @slo.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @source_options
-@click.option("--fail-on", type=click.Choice(["page", "ticket"]), help="Exit 1 when an alert of this severity or worse fires.")
+@click.option("--fail-on", type=choice(["page", "ticket"]), help="Exit 1 when an alert of this severity or worse fires.")
 @output_option
 @click.pass_obj
 def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import click
 
+from opsctl.cli.params import TIME, choice
+
 
 def source_options(fn):
-    fn = click.option("--at", "at", metavar="RFC3339",
-                      help="Evaluate at this instant (default: now; embedded store: its newest data).")(fn)
-    fn = click.option("--source", "source_kind", type=click.Choice(["embedded", "prometheus"]),
+    fn = click.option("--at", "at", type=TIME,
+                      help="Evaluate at this instant, with its time zone (default: now; embedded store: its newest"
+                           " data).")(fn)
+    fn = click.option("--source", "source_kind", type=choice(["embedded", "prometheus"]),
                       help="Metric source (overrides the config).")(fn)
     fn = click.option("--prometheus-url", metavar="URL",
                       help="Query this Prometheus-compatible server (overrides the config).")(fn)
@@ -16,8 +19,10 @@ def source_options(fn):
 
 
 def open_checked_source(cfg, source_kind, prometheus_url, at):
-    """(source, evaluation instant); a dead source or an empty store fails here, fast."""
-    from opsctl.clock import parse_rfc3339
+    """(source, evaluation instant); a dead source or an empty store fails here, fast.
+
+    `at` is what the TIME parameter type gave (UNIX seconds) or None; text is parsed the same way."""
+    from opsctl.cli.params import parse_time
     from opsctl.errors import UsageError
     from opsctl.metrics.base import open_source
 
@@ -26,9 +31,9 @@ def open_checked_source(cfg, source_kind, prometheus_url, at):
     source = open_source(cfg, kind=source_kind, prometheus_url=prometheus_url)
     source.check()
     try:
-        when = parse_rfc3339(at) if at else source.default_time()
+        when = parse_time(at) if isinstance(at, str) else float(at) if at is not None else source.default_time()
     except ValueError as exc:
-        raise UsageError(f"--at: not an RFC 3339 time: {at!r}") from exc
+        raise UsageError(f"--at: {exc}") from exc
     return source, when
 
 

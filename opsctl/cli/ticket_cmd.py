@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import choice
 
 
 @click.group()
@@ -41,7 +42,7 @@ def _vendor(cfg, vendor: str | None) -> str:
 @ticket.command("file")
 @click.option("--vendor", help="Vendor name under tickets.vendors (default: the only one configured).")
 @click.option("--category", required=True, help="opsctl category, e.g. inference (mapped to the vendor's).")
-@click.option("--severity", required=True, type=click.Choice(["Sev1", "Sev2", "Sev3", "Sev4"]),
+@click.option("--severity", required=True, type=choice(["Sev1", "Sev2", "Sev3", "Sev4"]),
               help="Sev1 (service down) .. Sev4 (question); mapped to the vendor's scale.")
 @click.option("--subject", required=True, help="One-line summary.")
 @click.option("--body", default="", help="Details: impact, start time, what was tried.")
@@ -92,14 +93,14 @@ def file_ticket(app, vendor, category, severity, subject, body, body_file, links
 def status(app, ticket_id, vendor, output):
     """Read a ticket back: status, first response, assignee or group, category as routed.
 
-    TICKET_ID is the provider's id or the idempotency key. Exit 3 when the channel cannot
-    report status (email): unknown is never shown as fine.
+    TICKET_ID is the provider's id or the idempotency key. Exit 3 when no ticket has that id, or
+    when the channel cannot report status (email): unknown is never shown as fine.
 
     \b
     Example:
       opsctl ticket status 35436 -o json
     """
-    from opsctl.errors import NoDataError, UsageError
+    from opsctl.errors import NoDataError
     from opsctl.tickets.registry import open_ticket_provider, ticket_records
 
     cfg = app.config
@@ -108,7 +109,9 @@ def status(app, ticket_id, vendor, output):
         raise NoDataError(f"ticket {ticket_id}: the run that filed it was interrupted; it may not exist",
                           hint="re-run the same `opsctl ticket file` command: it checks and finishes the job")
     if rec is None and not vendor:
-        raise UsageError(f"no ticket {ticket_id!r} in opsctl's records; pass --vendor to ask the vendor's channel")
+        # An id that names nothing known is "no data" (3), like an unknown page; 2 is for malformed input.
+        raise NoDataError(f"no ticket {ticket_id!r} in opsctl's records",
+                          hint="pass --vendor to ask the vendor's channel; `opsctl ticket list` shows the recorded ones")
     vendor = vendor or rec["vendor"]
     result = open_ticket_provider(cfg, vendor).status(rec["ticket_id"] if rec else ticket_id)
     emit(result.to_dict(), output)

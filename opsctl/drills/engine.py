@@ -30,7 +30,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-from opsctl.drills.expectations import Judge, Observations, TicketSeen, Verdict
+from opsctl.drills.expectations import NOT_EVALUATED, Judge, Observations, TicketSeen, Verdict
 from opsctl.drills.report import duration_text
 from opsctl.drills.safety import Check, check_real_alerts, check_real_incidents, real_incidents
 from opsctl.drills.scenario import Scenario, check_against_config, default_backend, resolve_slo
@@ -61,7 +61,8 @@ class DrillResult:
 
     @property
     def failures(self) -> list[str]:
-        out = [f"{v['name']}: {v['reason']}" for v in self.report.get("expectations", []) if not v["passed"]]
+        out = [f"{v['name']}: {v['reason']}" for v in self.report.get("expectations", [])
+               if not v["passed"] and v.get("result") != NOT_EVALUATED]
         if self.report.get("abort_reason"):
             out.insert(0, f"aborted: {self.report['abort_reason']}")
         if self.report.get("refusal"):
@@ -242,7 +243,7 @@ class Engine:
                                               if r.run_id != self.state.run_id]))
         self.preflight_checks.extend(checks)
         for c in checks:
-            self._say("check", f"{'ok' if c.ok else 'REFUSED'}: {c.name}: {c.message}")
+            self._say("check", f"{c.status}: {c.name}: {c.message}")
         failed = [c for c in checks if not c.ok]
         if failed:
             raise Refused("; ".join(f"{c.name}: {c.message}" for c in failed))
@@ -279,6 +280,9 @@ class Engine:
         self.settings = RuleSettings.from_config(self.env.cfg)
         self.plans = plan_rules(self.slos, self.settings)
         self.evaluator = AlertEvaluator(self.plans, source, self.settings) if self.mode == "embedded" else None
+        from opsctl.quality.rules import plan_quality  # the live quality rules run beside the burn-rate alerts
+
+        self.quality_plan, self._quality = plan_quality(self.env.cfg), None
         now = self._now()
         deviations = []
         for probe in self.scenario.probes:
@@ -336,6 +340,15 @@ class Engine:
         # Live: late samples may still arrive, so each tick evaluates afresh.
         evaluator = self.evaluator or AlertEvaluator(self.plans, self.env.source(), self.settings)
         return evaluator.evaluate(at)
+
+    def _evaluate_quality(self, at: float) -> list:
+        if self.quality_plan is None:
+            return []
+        from opsctl.quality.live import QualityEvaluator
+
+        if self._quality is None or self.mode != "embedded":  # embedded: the past never changes
+            self._quality = QualityEvaluator(self.quality_plan, self.env.source())
+        return self._quality.evaluate(at).firing
 
     def _tracked_slos(self) -> set[str]:
         """SLOs measured every tick: the ones the scenario names, and those of the faulted backends."""
@@ -487,6 +500,7 @@ class Engine:
             return
         if self.obs.paged_at is None:
             self.obs.paged_at = incident.created_at
+            self.obs.page_title = incident.title
         self._say("page", f"paged on-call via {pager.name}: incident {incident.id} {incident.title!r}")
         self._start_responders()
 
@@ -638,20 +652,23 @@ class Engine:
     def _tick(self) -> None:
         now = self._now()
         evaluation = self._evaluate_alerts(now)
-        firing = {(a.slo, a.severity, f"{a.long_window}/{a.short_window}"): a for a in evaluation.firing}
+        quality = self._evaluate_quality(now)
+        firing = {(a.slo, a.severity, f"{a.long_window}/{a.short_window}"): a for a in evaluation.firing + quality}
         for key, alert in firing.items():
             if key not in self.obs.first_firing:
                 self.obs.first_firing[key] = (now, alert)
             if key not in self._last_firing:
-                self._say("alert", f"FIRING {alert.alertname} {alert.slo} {key[2]}: burn {alert.burn_rate:.1f}x"
-                                   f" > {alert.factor:g}x")
+                self._say("alert", f"FIRING {alert.describe()}" if hasattr(alert, "describe") else
+                          f"FIRING {alert.alertname} {alert.slo} {key[2]}: burn {alert.burn_rate:.1f}x > {alert.factor:g}x")
         for key in self._last_firing - set(firing):
             self._say("alert", f"resolved {key[1]} {key[0]} {key[2]}")
         self._last_firing = set(firing)
-        pages = [a for a in evaluation.firing if a.severity == "page"]
+        pages = [a for a in evaluation.firing if a.severity == "page"] or [a for a in quality if a.severity == "page"]
         if pages and self.obs.t0 is not None and not self.state.data["pages"] and not self._page_pending():
             worst = max(pages, key=lambda a: a.burn_rate)
             summary = f"{worst.slo} burning its error budget at {worst.burn_rate:.0f}x ({worst.long_window}/{worst.short_window})"
+            if worst in quality:  # a quality page says so: nothing is failing
+                summary = worst.annotations["summary"]
             self._schedule(now + self.scenario.paging.group_wait, "page", lambda: self._page(summary, pages))
             self._pending_page = True
         self._measure(now)
@@ -700,6 +717,7 @@ class Engine:
             return
         if self.obs.paged_at is None:
             self.obs.paged_at = incident.created_at
+            self.obs.page_title = incident.title  # what on-call read
         if self.obs.acknowledged_at is None and incident.acknowledged_at is not None:
             self.obs.acknowledged_at = incident.acknowledged_at
             acked = [r for r in incident.responders if r.acknowledged_at is not None]
@@ -786,18 +804,18 @@ class Engine:
         for i, e in enumerate(self.scenario.expectations):
             if i in self.verdicts:
                 continue
-            if final and (self.abort_reason or self.crash) and self.obs.t0 is None:
-                self.verdicts[i] = Verdict(e.name, e.expect, False, e.within, None, None, "",
-                                           "not judged: the drill stopped before the method began")
-                continue
-            verdict = judge.judge(e, self.obs, now, final=final)
+            stopped = final and (self.abort_reason or self.crash)
+            # A stopped drill judges only what was decided before it stopped (met, observed wrong,
+            # or past its deadline); the rest was never evaluated, which is not a failure.
+            verdict = judge.judge(e, self.obs, now, final=final and not stopped)
+            if verdict is None and stopped:
+                when = "before the method began" if self.obs.t0 is None else "before this was decided"
+                verdict = Verdict(e.name, e.expect, False, e.within, None, None, "",
+                                  f"not evaluated: the drill stopped {when} ({self.abort_reason})", evaluated=False)
             if verdict is None:
                 continue
-            if final and not verdict.passed and self.abort_reason and verdict.at is None:
-                verdict.reason += f" (the drill was aborted: {self.abort_reason})"
             self.verdicts[i] = verdict
-            mark = "PASS" if verdict.passed else "FAIL"
-            self._say("expect", f"{mark} {e.name}: " + (verdict.detail if verdict.passed else verdict.reason))
+            self._say("expect", f"{verdict.mark} {e.name}: " + (verdict.detail if verdict.passed else verdict.reason))
 
     # =============================================================================================
     # Rollbacks and the report

@@ -36,6 +36,7 @@ class Observations:
     method_done: bool = False
     first_firing: dict[tuple[str, str, str], tuple[float, Any]] = field(default_factory=dict)  # (slo, sev, pair)
     paged_at: float | None = None  # the incident's creation, as the pager has it
+    page_title: str | None = None  # the incident's title, as the pager has it
     page_error: str | None = None
     acknowledged_at: float | None = None
     acknowledged_by: str | None = None
@@ -58,12 +59,27 @@ class Verdict:
     at: float | None  # when it was met (None: never)
     seconds: float | None  # at - t0
     detail: str  # what was observed
-    reason: str = ""  # why it failed
+    reason: str = ""  # why it failed, or why it was not evaluated
+    evaluated: bool = True  # False: the drill stopped before this could be decided (neither pass nor fail)
+
+    @property
+    def mark(self) -> str:
+        return "PASS" if self.passed else "FAIL" if self.evaluated else NOT_EVALUATED
 
     def to_dict(self, fmt) -> dict:
-        return {"name": self.name, "expect": self.expect, "passed": self.passed, "within_seconds": self.within,
-                "at": fmt(self.at) if self.at is not None else None, "seconds": self.seconds,
-                "detail": self.detail, "reason": self.reason}
+        return {"name": self.name, "expect": self.expect, "passed": self.passed,
+                "result": "pass" if self.passed else "fail" if self.evaluated else NOT_EVALUATED,
+                "within_seconds": self.within, "at": fmt(self.at) if self.at is not None else None,
+                "seconds": self.seconds, "detail": self.detail, "reason": self.reason}
+
+
+NOT_EVALUATED = "not evaluated"
+
+
+def verdict_mark(v: dict) -> str:
+    """PASS | FAIL | not evaluated for a verdict as saved in a report (older reports have no result)."""
+    return {"pass": "PASS", "fail": "FAIL"}.get(v.get("result") or ("pass" if v["passed"] else "fail"),
+                                                 NOT_EVALUATED)
 
 
 def _mins(seconds: float | None) -> str:
@@ -109,11 +125,14 @@ class Judge:
         slo = self.resolve_slo(e.slo) if e.slo else None
         hits = [(at, a) for (name, sev, _), (at, a) in obs.first_firing.items()
                 if at >= obs.t0 and sev == e.severity and (slo is None or name == slo)
-                and (e.backend is None or a.backend == e.backend)]
+                and (e.backend is None or a.backend == e.backend) and (e.alert is None or a.alertname == e.alert)]
         if not hits:
-            what = f"no {e.severity} alert" + (f" for {slo}" if slo else "") + (f" on {e.backend}" if e.backend else "")
+            what = (f"no {e.severity} alert" + (f" {e.alert}" if e.alert else "") + (f" for {slo}" if slo else "")
+                    + (f" on {e.backend}" if e.backend else ""))
             return None, f"{what} fired", None
         at, alert = min(hits, key=lambda h: h[0])
+        if hasattr(alert, "describe"):  # a quality alert
+            return at, alert.describe(), None
         return at, (f"{alert.alertname} {alert.slo} {alert.long_window}/{alert.short_window}"
                     f" burn {alert.burn_rate:.1f}x > {alert.factor:g}x"), None
 
@@ -122,6 +141,16 @@ class Judge:
             return None, "", f"the page failed: {obs.page_error}"
         if obs.paged_at is None:
             return None, "nobody was paged", None
+        if e.mentions or e.excludes:  # what the page must (not) name, read off the incident's title
+            title = (obs.page_title or "").lower()
+            missing = [w for w in e.mentions if w.lower() not in title]
+            wrong = [w for w in e.excludes if w.lower() in title]
+            detail = f"on-call paged: {obs.page_title!r}"
+            if missing or wrong:
+                return obs.paged_at, detail, "; ".join(
+                    ([f"the page does not name {', '.join(missing)}"] if missing else [])
+                    + ([f"the page names {', '.join(wrong)}"] if wrong else []))
+            return obs.paged_at, detail, None
         return obs.paged_at, "on-call paged (incident opened)", None
 
     def _acknowledged(self, e, obs):

@@ -13,6 +13,8 @@ from html import escape
 from pathlib import Path
 
 from opsctl.clock import format_rfc3339
+from opsctl.drills.expectations import verdict_mark
+from opsctl.drills.safety import check_status
 
 SPENT_WARNING = 0.5  # an action item when one response would spend more than this share of a period's budget
 
@@ -229,7 +231,7 @@ def action_items(data: dict) -> list[str]:
     if data.get("abort_reason"):
         items.append(f"The drill was aborted: {data['abort_reason']}. Find out why, then run it again.")
     for v in data.get("expectations", []):
-        if not v["passed"]:
+        if verdict_mark(v) == "FAIL":
             template = _ITEMS.get(v["expect"], "{reason}.")
             items.append(f"[{v['name']}] " + template.format(reason=v["reason"].rstrip(".")))
     for r in data.get("rollbacks", []):
@@ -298,7 +300,7 @@ def render_markdown(d: dict) -> str:
     lines.append("")
     if d.get("preflight"):
         lines += ["### Preflight", "", "| check | result |", "|---|---|"]
-        lines += [f"| {_md(c['name'])} | {'ok' if c['ok'] else 'REFUSED'}: {_md(c['message'])} |" for c in d["preflight"]]
+        lines += [f"| {_md(c['name'])} | {check_status(c)}: {_md(c['message'])} |" for c in d["preflight"]]
         lines.append("")
     hyp = d.get("hypothesis") or {}
     if hyp.get("probes"):
@@ -315,11 +317,12 @@ def render_markdown(d: dict) -> str:
     if d.get("expectations"):
         lines += ["## Expectations", "", "| | expectation | deadline | met at | observed / reason |", "|---|---|---|---|---|"]
         for v in d["expectations"]:
-            mark = "PASS" if v["passed"] else "FAIL"
+            mark = verdict_mark(v)
             text = v["detail"] if v["passed"] else v["reason"]
             lines.append(f"| {mark} | {_md(v['name'])} | {duration_text(v['within_seconds'])} |"
                          f" {duration_text(v['seconds'])} | {_md(text)} |")
         lines.append("")
+    lines += _chain_markdown(d)
     budget = d.get("budget") or {}
     if budget.get("slos"):
         lines += ["## Error budget", "", f"{budget['basis']}.", "", "| SLO | spent by the drill | peak burn (1h) |",
@@ -344,6 +347,32 @@ def render_markdown(d: dict) -> str:
     return "\n".join(lines)
 
 
+def _chain_markdown(d: dict) -> list[str]:
+    """A chain drill's extras: what each fault broke and what was seen, and the shortened timings."""
+    lines = []
+    if d.get("attribution"):
+        lines += ["## What the faults broke", ""] + [f"- **{a['hop']}**: {a['seen']}" for a in d["attribution"]] + [""]
+    if d.get("shortened"):
+        lines += ["## Timings shortened for the drill", "", "| setting | configured | in the drill | why |",
+                  "|---|---|---|---|"]
+        lines += [f"| {_md(s['where'])} | {s['was']} | {s['now']} | {_md(s['why'])} |" for s in d["shortened"]]
+        lines.append("")
+    return lines
+
+
+def _chain_html(d: dict) -> list[str]:
+    parts = []
+    if d.get("attribution"):
+        parts.append("<h2>What the faults broke</h2><ul>")
+        parts += [f"<li><b>{escape(a['hop'])}</b>: {escape(a['seen'])}</li>" for a in d["attribution"]]
+        parts.append("</ul>")
+    if d.get("shortened"):
+        parts.append("<h2>Timings shortened for the drill</h2>")
+        parts.append(_table(["setting", "configured", "in the drill", "why"],
+                            [[s["where"], s["was"], s["now"], s["why"]] for s in d["shortened"]]))
+    return parts
+
+
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:960px;color:#222;padding:0 1em}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
@@ -351,7 +380,7 @@ table{border-collapse:collapse;width:100%;font-size:.9em;margin:.5em 0}
 td,th{border:1px solid #ddd;padding:4px 6px;text-align:left;vertical-align:top}th{background:#f4f4f4}
 .badge{display:inline-block;padding:2px 10px;border-radius:4px;color:#fff;font-weight:bold}
 .passed{background:#2e7d32}.failed,.aborted{background:#c62828}.refused{background:#ef6c00}
-.pass{color:#2e7d32;font-weight:bold}.fail{color:#c62828;font-weight:bold}
+.pass{color:#2e7d32;font-weight:bold}.fail{color:#c62828;font-weight:bold}.skip{color:#757575;font-style:italic}
 .note{background:#fff3e0;border-left:4px solid #ef6c00;padding:.5em 1em}
 code{background:#f4f4f4;padding:1px 4px}
 """
@@ -380,7 +409,7 @@ def render_html(d: dict) -> str:
     if d.get("preflight"):
         parts.append("<h3>Preflight</h3>")
         parts.append(_table(["check", "result", ""], [
-            [c["name"], ("ok", "pass") if c["ok"] else ("REFUSED", "fail"), c["message"]] for c in d["preflight"]]))
+            [c["name"], (check_status(c), _CLASS[check_status(c)]), c["message"]] for c in d["preflight"]]))
     hyp = d.get("hypothesis") or {}
     if hyp.get("probes"):
         parts.append(f"<h3>Steady-state hypothesis: {e(hyp.get('title') or '')}</h3>")
@@ -395,8 +424,9 @@ def render_html(d: dict) -> str:
     if d.get("expectations"):
         parts.append("<h2>Expectations</h2>")
         parts.append(_table(["", "expectation", "deadline", "met at", "observed / reason"], [
-            [("PASS", "pass") if v["passed"] else ("FAIL", "fail"), v["name"], duration_text(v["within_seconds"]),
+            [(verdict_mark(v), _CLASS[verdict_mark(v)]), v["name"], duration_text(v["within_seconds"]),
              duration_text(v["seconds"]), v["detail"] if v["passed"] else v["reason"]] for v in d["expectations"]]))
+    parts += _chain_html(d)
     parts.append('<h2 id="burn-chart">Error budget burn</h2>')
     parts.append(burn_chart(d.get("chart") or {}))
     budget = d.get("budget") or {}
@@ -417,6 +447,9 @@ def render_html(d: dict) -> str:
     parts += [f"<li>{e(item)}</li>" for item in d.get("action_items") or []] or ["<li>none: every expectation was met</li>"]
     parts.append("</ul></body></html>")
     return "\n".join(parts) + "\n"
+
+
+_CLASS = {"ok": "pass", "PASS": "pass", "REFUSED": "fail", "FAIL": "fail", "skipped": "skip", "not evaluated": "skip"}
 
 
 def _table(headers: list[str], rows: list[list]) -> str:

@@ -17,12 +17,24 @@ from opsctl.paging.base import DRILL_PREFIX
 
 @dataclass
 class Check:
+    """One preflight check. `skipped`: it could not run and does not refuse (shown as such, never "ok")."""
+
     name: str
     ok: bool
     message: str
+    skipped: bool = False
+
+    @property
+    def status(self) -> str:
+        return "skipped" if self.skipped else "ok" if self.ok else "REFUSED"
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "ok": self.ok, "message": self.message}
+        return {"name": self.name, "ok": self.ok, "status": self.status, "message": self.message}
+
+
+def check_status(check: dict) -> str:
+    """ok | skipped | REFUSED for a check as saved in a report (older reports have no status)."""
+    return check.get("status") or ("ok" if check["ok"] else "REFUSED")
 
 
 def is_drill_incident(incident) -> bool:
@@ -66,7 +78,8 @@ def check_real_alerts(user_cfg, *, strict: bool) -> Check:
     except NoDataError as exc:
         if strict:
             return Check(name, False, f"cannot tell whether burn-rate alerts fire: {exc.message}")
-        return Check(name, True, f"not checked: {exc.message} (an embedded drill touches no real traffic)")
+        return Check(name, True, f"not checked: {exc.message} (an embedded drill touches no real traffic)",
+                     skipped=True)
     try:
         slos = load_slos([user_cfg.slo_dir], user_cfg.backends)
         result = evaluate_alerts(slos, source, at, RuleSettings.from_config(user_cfg))

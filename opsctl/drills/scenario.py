@@ -55,11 +55,14 @@ FAULT_PARAMS: dict[str, dict[str, tuple[float, float, float]]] = {
     "latency-spike": {"factor": (3.0, 1.0, 100.0)},
     "auth-throttling": {"rate": (0.3, 0.0, 1.0)},
     "gpu-capacity-loss": {"rate": (0.1, 0.0, 1.0), "factor": (2.0, 1.0, 100.0)},
+    "quality-regression": {"prompt_shift": (-1.0, -100.0, 100.0), "rate": (0.3, 0.0, 1.0),
+                           "suggestions": (0.5, 0.0, 10.0), "completion": (1.0, 0.0, 10.0)},
+    "oauth-token-failure": {"rate": (1.0, 0.0, 1.0)},  # opsctl/drills/chain/faults.py
 }
 FAULT_BACKEND_KIND = {"vendor-5xx": "vendor", "latency-spike": None, "auth-throttling": "vendor",
-                      "gpu-capacity-loss": "internal"}
+                      "gpu-capacity-loss": "internal", "quality-regression": "vendor", "oauth-token-failure": "vendor"}
 # Live injection per kind: an Istio fault on the backend's route, or the Deployment scaled down.
-LIVE_ROUTE_KINDS = ("vendor-5xx", "auth-throttling", "latency-spike")
+LIVE_ROUTE_KINDS = ("vendor-5xx", "auth-throttling", "latency-spike", "oauth-token-failure")
 LIVE_SCALE_KINDS = ("gpu-capacity-loss",)
 
 PROBES = ("slo-status", "alerts-firing", "traffic-split", "freeze-active")
@@ -193,6 +196,9 @@ class Expectation:
     window: int = 300
     action: str = "set"
     guard: str | None = None
+    alert: str | None = None  # detected: this alert name only (e.g. QualityPromptTokensShift)
+    mentions: tuple[str, ...] = ()  # paged: words the page must name
+    excludes: tuple[str, ...] = ()  # paged: words it must not name
 
 
 @dataclass(frozen=True)
@@ -565,8 +571,8 @@ def _stop_condition(node: _Node) -> StopCondition | None:
 
 
 _EXPECT_KEYS: dict[str, tuple[str, ...]] = {
-    "detected": ("slo", "backend", "severity"),
-    "paged": (),
+    "detected": ("slo", "backend", "severity", "alert"),
+    "paged": ("mentions", "not-mentions"),
     "acknowledged": (),
     "escalated": (),
     "failover-applied": ("from", "overrides", "full"),
@@ -589,6 +595,10 @@ def _expectation(node: _Node) -> Expectation | None:
         kw["slo"] = node.text("slo")
         kw["backend"] = node.text("backend")
         kw["severity"] = node.text("severity", "page", choices=("page", "ticket"))
+        kw["alert"] = node.text("alert")
+    elif kind == "paged":
+        kw["mentions"] = node.names("mentions")
+        kw["excludes"] = node.names("not-mentions")
     elif kind == "failover-applied":
         kw["backend"] = node.text("from", required=True)
         kw["overrides"] = node.names("overrides")
@@ -618,7 +628,7 @@ def _environment(node: _Node | None) -> tuple[EmbeddedEnv, LiveEnv]:
         embedded = EmbeddedEnv(
             start=e.time("start", embedded.start),
             baseline=e.duration("baseline", embedded.baseline, minimum=86400, maximum=14 * 86400),
-            peak_rps=e.number("peak-rps", embedded.peak_rps, low=1, high=100000),
+            peak_rps=e.number("peak-rps", embedded.peak_rps, low=1, high=1000000),
             seed=e.integer("seed", embedded.seed, low=0, high=2**31),
             pace=e.number("pace", 0.0, low=0, high=1e6),
         )
@@ -856,6 +866,9 @@ def check_against_config(scenario: Scenario, cfg, slo_names: list[str] | None = 
 
 
 def _live_problems(p: str, where: str, fault: Fault, cfg) -> list[str]:
+    if fault.kind not in LIVE_ROUTE_KINDS + LIVE_SCALE_KINDS:
+        return [f"{p}: {where}.kind: {fault.kind} cannot be injected live (no route or scale fault changes a"
+                " model's answers): run this drill embedded"]
     if fault.live is None:
         return [f"{p}: {where}.live: a live drill needs to know where to inject {fault.kind}"
                 f" ({'namespace, deployment' if fault.kind in LIVE_SCALE_KINDS else 'namespace, virtual-service'})"]

@@ -3,6 +3,10 @@
 Each row holds one backend's increments for one step (ts is the step's end) plus running totals
 (`c_*`), so `increase(x[w])` at instant t is two indexed lookups: total(t) - total(t - w).
 Queries evaluate at the 10-second grid: t is rounded down to a step boundary.
+
+A store written before a column joined the schema (e.g. `suggestions`) is migrated when opened:
+the column and its running total are added with 0 in every existing row, which is what those
+rows hold (the proxy did not count it then), so totals stay consistent without a rewrite.
 """
 
 from __future__ import annotations
@@ -17,6 +21,20 @@ from opsctl.metrics.promql import parse_range_query
 
 _COLS = schema.VALUE_COLUMNS
 _CUM = tuple(f"c_{c}" for c in _COLS)
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Add the schema's columns an older store lacks (0 in existing rows), in one transaction."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(steps)")}
+    missing = [c for c in _COLS + _CUM if c not in present]
+    if not missing:
+        return
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        present = {row[1] for row in conn.execute("PRAGMA table_info(steps)")}  # another process may have won
+        for column in missing:
+            if column not in present:
+                conn.execute(f"ALTER TABLE steps ADD COLUMN {column} REAL NOT NULL DEFAULT 0")
 
 
 class EmbeddedStore:
@@ -44,6 +62,7 @@ class EmbeddedStore:
             f"CREATE TABLE IF NOT EXISTS steps (backend TEXT NOT NULL, ts INTEGER NOT NULL, {cols},"
             " PRIMARY KEY (backend, ts)) WITHOUT ROWID"
         )
+        _migrate(conn)
         return cls(conn, path)
 
     def close(self) -> None:

@@ -8,10 +8,18 @@ Two formats:
   reset) to the step whose end is at or after the sample time. Series that differ only in other
   labels (instance, pod, ...) add up into one backend. Samples of other metrics are skipped.
 - A JSONL request log of the proxy: one request a line with ts (RFC 3339 or UNIX seconds),
-  backend, status (HTTP code or "timeout"), latency_ms, prompt_tokens, completion_tokens.
+  backend, status (HTTP code or "timeout"), latency_ms, prompt_tokens, completion_tokens,
+  suggestions (the last three optional, 0 when absent).
 
 Loading validates the whole file first (`load_file`), and writing is a separate step
-(`write_ingested`), so a file with any error writes nothing.
+(`write_ingested`), so a file with any error writes nothing. Every problem of every line is
+reported, not only the first one of a line.
+
+Ingesting is idempotent by default (`merge`): a step the store does not hold is written, a step it
+holds with exactly the file's counts is left alone, and a step it holds with other counts is a
+conflict that writes nothing (exit 5) unless the caller chooses `replace` (the file's counts win)
+or `add` (add to what is stored: a request log split inside a 10-second step). So a cron job that
+retries, or a file ingested twice, never double-counts.
 """
 
 from __future__ import annotations
@@ -24,13 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from opsctl.errors import NoDataError, UsageError
+from opsctl.errors import ConflictError, NoDataError, UsageError
 from opsctl.metrics import schema
 
 if TYPE_CHECKING:
     from opsctl.metrics.embedded import EmbeddedStore
 
 FORMATS = ("openmetrics", "jsonl")
+MODES = ("merge", "add", "replace")
 MAX_PROBLEMS = 20  # problems listed in one error; the rest are counted
 STEP = schema.STEP_SECONDS
 _COLUMN_INDEX = {c: i for i, c in enumerate(schema.VALUE_COLUMNS)}
@@ -58,7 +67,7 @@ class Ingested:
     steps: dict[str, BackendSteps] = field(default_factory=dict)
     skipped_samples: int = 0  # samples of metrics outside the schema (OpenMetrics only)
 
-    def summary(self, *, written: bool, mode: str) -> dict:
+    def summary(self, *, written: bool, mode: str, merge: "MergePlan | None" = None) -> dict:
         starts = [s.timestamps[0] for s in self.steps.values() if s.timestamps]
         ends = [s.timestamps[-1] for s in self.steps.values() if s.timestamps]
         from opsctl.clock import format_rfc3339
@@ -72,6 +81,8 @@ class Ingested:
             "start": format_rfc3339(min(starts) - STEP) if starts else None,
             "end": format_rfc3339(max(ends)) if ends else None,
             "skipped_samples": self.skipped_samples,
+            "new_steps": None if merge is None else merge.new,
+            "unchanged_steps": None if merge is None else merge.unchanged,
             "backends": [
                 {
                     "backend": name,
@@ -150,10 +161,66 @@ def load_file(path: str | Path, backends: Iterable[str], fmt: str | None = None)
     return ingested
 
 
-def write_ingested(store: "EmbeddedStore", ingested: Ingested, *, mode: str = "add") -> int:
-    """'add' adds each step's counts to what the store holds; 'replace' overwrites those steps."""
-    if mode not in ("add", "replace"):
-        raise UsageError(f"unknown write mode {mode!r} (known: add, replace)")
+@dataclass
+class MergePlan:
+    """What a merge would do: the steps the store lacks, per backend, and how many it already holds."""
+
+    steps: dict[str, BackendSteps]
+    new: int
+    unchanged: int
+
+
+def plan_merge(store: "EmbeddedStore", ingested: Ingested) -> MergePlan:
+    """Split the file's steps into new and already stored; a stored step with other counts is a
+    ConflictError listing where (nothing is written)."""
+    cols = schema.VALUE_COLUMNS
+    fresh: dict[str, BackendSteps] = {}
+    unchanged = 0
+    conflicts: list[str] = []
+    count = 0
+    for name, s in sorted(ingested.steps.items()):
+        if not s.timestamps:
+            continue
+        stored = {int(r[0]): r[1:] for r in store.conn.execute(
+            f"SELECT ts, {', '.join(cols)} FROM steps WHERE backend = ? AND ts >= ? AND ts <= ?",
+            (name, s.timestamps[0], s.timestamps[-1]))}
+        keep = []
+        for i, ts in enumerate(s.timestamps):
+            row = stored.get(int(ts))
+            if row is None:
+                keep.append(i)
+            elif all(float(row[j]) == float(s.columns[c][i]) for j, c in enumerate(cols)):
+                unchanged += 1
+            else:
+                count += 1
+                if len(conflicts) < 5:
+                    from opsctl.clock import format_rfc3339
+
+                    differ = [c for j, c in enumerate(cols) if float(row[j]) != float(s.columns[c][i])]
+                    conflicts.append(f"{name} at {format_rfc3339(ts)}: {', '.join(differ[:4])}"
+                                     + (" ..." if len(differ) > 4 else ""))
+        if keep:
+            fresh[name] = BackendSteps(name, [s.timestamps[i] for i in keep],
+                                       {c: [s.columns[c][i] for i in keep] for c in cols})
+    if count:
+        raise ConflictError(
+            f"{ingested.path}: {count} step(s) already stored with other counts, nothing was written: "
+            + "; ".join(conflicts) + (" ..." if count > len(conflicts) else ""),
+            hint="--replace overwrites those steps with the file's counts; --add adds to them "
+                 "(a request log split inside a 10-second step)",
+        )
+    return MergePlan(fresh, sum(len(b.timestamps) for b in fresh.values()), unchanged)
+
+
+def write_ingested(store: "EmbeddedStore", ingested: Ingested, *, mode: str = "merge",
+                   merge: MergePlan | None = None) -> int:
+    """'merge' writes the steps the store lacks and leaves identical ones alone (see `plan_merge`);
+    'add' adds each step's counts to what the store holds; 'replace' overwrites those steps."""
+    if mode not in MODES:
+        raise UsageError(f"unknown write mode {mode!r} (known: {', '.join(MODES)})")
+    if mode == "merge":
+        merge = merge or plan_merge(store, ingested)
+        return sum(store.write_steps(name, s.timestamps, s.columns, mode="add") for name, s in merge.steps.items())
     return sum(store.write_steps(name, s.timestamps, s.columns, mode=mode) for name, s in ingested.steps.items())
 
 
@@ -230,63 +297,59 @@ def _load_jsonl(path: Path, backends: set[str]) -> Ingested:
         if not isinstance(record, dict):
             problems.add(lineno, f"expected a JSON object, got {type(record).__name__}")
             continue
+        found = problems.count  # every problem of this line is reported, then the line is skipped
         missing = [k for k in ("ts", "backend", "status", "latency_ms") if k not in record]
         if missing:
             problems.add(lineno, f"missing {', '.join(missing)}")
-            continue
 
-        ts_raw = record["ts"]
-        if isinstance(ts_raw, str):
-            try:
-                ts = float(ts_raw) if _NUMBER.fullmatch(ts_raw.strip()) else parse_rfc3339(ts_raw)
-            except ValueError:
-                problems.add(lineno, f"ts {ts_raw!r} is not an RFC 3339 time")
-                continue
-        elif isinstance(ts_raw, (int, float)) and not isinstance(ts_raw, bool):
-            ts = float(ts_raw)
-        else:
-            problems.add(lineno, f"ts must be an RFC 3339 string or UNIX seconds, got {ts_raw!r}")
-            continue
-        bad_time = _check_time(ts, "ts")
-        if bad_time:
-            problems.add(lineno, bad_time)
-            continue
+        ts = None
+        if "ts" in record:
+            ts_raw = record["ts"]
+            if isinstance(ts_raw, str):
+                try:
+                    ts = float(ts_raw) if _NUMBER.fullmatch(ts_raw.strip()) else parse_rfc3339(ts_raw)
+                except ValueError:
+                    problems.add(lineno, f"ts {ts_raw!r} is not an RFC 3339 time")
+            elif isinstance(ts_raw, (int, float)) and not isinstance(ts_raw, bool):
+                ts = float(ts_raw)
+            else:
+                problems.add(lineno, f"ts must be an RFC 3339 string or UNIX seconds, got {ts_raw!r}")
+            bad_time = _check_time(ts, "ts") if ts is not None else None
+            if bad_time:
+                problems.add(lineno, bad_time)
 
-        backend = record["backend"]
-        if not isinstance(backend, str) or backend not in backends:
+        backend = record.get("backend")
+        if "backend" in record and (not isinstance(backend, str) or backend not in backends):
             problems.add(lineno, f"unknown backend {backend!r} (known: {', '.join(sorted(backends))})")
-            continue
 
-        status = record["status"]
         outcome = None
-        if isinstance(status, bool):
-            pass
-        elif isinstance(status, int) and 100 <= status <= 599:
-            outcome = schema.outcome_for_status(status)
-        elif isinstance(status, str) and (status.lower() == "timeout" or (status.isdigit() and 100 <= int(status) <= 599)):
-            outcome = schema.outcome_for_status(status)
-        if outcome is None:
-            problems.add(lineno, f"status must be an HTTP code (100-599) or \"timeout\", got {status!r}")
-            continue
+        if "status" in record:
+            status = record["status"]
+            if isinstance(status, bool):
+                pass
+            elif isinstance(status, int) and 100 <= status <= 599:
+                outcome = schema.outcome_for_status(status)
+            elif isinstance(status, str) and (status.lower() == "timeout" or (status.isdigit() and 100 <= int(status) <= 599)):
+                outcome = schema.outcome_for_status(status)
+            if outcome is None:
+                problems.add(lineno, f"status must be an HTTP code (100-599) or \"timeout\", got {status!r}")
 
-        latency_ms = record["latency_ms"]
-        if isinstance(latency_ms, bool) or not isinstance(latency_ms, (int, float)) or not (
-                math.isfinite(latency_ms) and latency_ms >= 0):
+        latency_ms = record.get("latency_ms")
+        if "latency_ms" in record and (isinstance(latency_ms, bool) or not isinstance(latency_ms, (int, float)) or not (
+                math.isfinite(latency_ms) and latency_ms >= 0)):
             problems.add(lineno, f"latency_ms must be a non-negative number, got {latency_ms!r}")
-            continue
 
         tokens = []
-        for key in ("prompt_tokens", "completion_tokens"):
+        for key in ("prompt_tokens", "completion_tokens", "suggestions"):
             value = record.get(key)
             if value is None:
                 value = 0
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 problems.add(lineno, f"{key} must be a non-negative integer, got {value!r}")
-                break
             tokens.append(value)
-        if len(tokens) != 2:
-            continue
 
+        if problems.count > found:
+            continue
         if problems.count:
             continue  # keep validating, but stop aggregating
         row = rows.setdefault(backend, {}).setdefault(step_end(ts), [0.0] * width)
@@ -299,6 +362,7 @@ def _load_jsonl(path: Path, backends: set[str]) -> Ingested:
         row[_COLUMN_INDEX["lat_sum"]] += seconds
         row[_COLUMN_INDEX["prompt_tokens"]] += tokens[0]
         row[_COLUMN_INDEX["completion_tokens"]] += tokens[1]
+        row[_COLUMN_INDEX["suggestions"]] += tokens[2]
     problems.raise_if_any()
     return Ingested(str(path), "jsonl", lines, {b: _to_steps(b, r) for b, r in rows.items()})
 
@@ -314,7 +378,7 @@ def _to_steps(backend: str, rows: dict[int, list[float]]) -> BackendSteps:
 
 
 _METRICS = (schema.REQUESTS, schema.DURATION_BUCKET, schema.DURATION_COUNT, schema.DURATION_SUM,
-            schema.PROMPT_TOKENS, schema.COMPLETION_TOKENS)
+            schema.PROMPT_TOKENS, schema.COMPLETION_TOKENS, schema.SUGGESTIONS)
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"\s*(,|\})')
 _LE_BY_VALUE = {float(le): i for i, le in enumerate(schema.LE_LABELS)}
@@ -443,19 +507,24 @@ def _load_openmetrics(path: Path, backends: set[str]) -> Ingested:
         if target is None:
             skipped += 1
             continue
+        # Every problem of the line: the series, the value and the timestamp.
+        found = problems.count
         if isinstance(target, str):
             problems.add(lineno, target)
-            continue
+        value = ts = None
         try:
-            value, ts = float(value_text), float(ts_text)
+            value = float(value_text)
         except ValueError:
-            problems.add(lineno, f"expected 'VALUE TIMESTAMP' (numbers, timestamp in seconds) after {head!r}")
-            continue
-        if not math.isfinite(value) or value < 0:
+            problems.add(lineno, f"value {value_text!r} after {head!r} is not a number")
+        try:
+            ts = float(ts_text)
+        except ValueError:
+            problems.add(lineno, f"timestamp {ts_text!r} after {head!r} is not a number (seconds)")
+        if value is not None and (not math.isfinite(value) or value < 0):
             problems.add(lineno, f"counter value {value_text} must be a finite non-negative number")
-            continue
-        if not 0 < ts <= _MAX_SECONDS:
+        if ts is not None and not 0 < ts <= _MAX_SECONDS:
             problems.add(lineno, _check_time(ts, "timestamp") or f"bad timestamp {ts_text}")
+        if problems.count > found:
             continue
         if target.times and ts <= target.times[-1]:
             problems.add(lineno, f"timestamp {ts_text} is not after the previous sample of this series "

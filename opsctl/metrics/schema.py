@@ -5,6 +5,11 @@ Every 10 seconds the proxy records, per backend:
   llm_proxy_request_duration_seconds_bucket{backend, le} histogram of every request's latency
   llm_proxy_request_duration_seconds_count / _sum
   llm_proxy_prompt_tokens_total{backend}, llm_proxy_completion_tokens_total{backend}
+  llm_proxy_suggestions_total{backend}                  counter; suggestions parsed from answered requests
+
+Suggestions are the proxy's own reading of an answer (how many usable suggestions it held): a model
+that answers slightly differently after a vendor release shows up there first, while every request
+still succeeds. Token counts come from each answer's `usage` fields.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ DURATION_COUNT = DURATION + "_count"
 DURATION_SUM = DURATION + "_sum"
 PROMPT_TOKENS = "llm_proxy_prompt_tokens_total"
 COMPLETION_TOKENS = "llm_proxy_completion_tokens_total"
+SUGGESTIONS = "llm_proxy_suggestions_total"
 
 # ok: a 2xx answer. client_error: a 4xx other than 429, the caller's fault, not counted against
 # availability. throttled: 429 (e.g. the vendor's auth layer). server_error: 5xx. timeout: no answer.
@@ -53,7 +59,8 @@ def outcome_for_status(status: int | str) -> str:
 # Column layout of one embedded-store row (one backend, one 10-second step).
 REQUEST_COLUMNS = tuple(f"req_{o}" for o in OUTCOMES)
 BUCKET_COLUMNS = tuple(f"le_{i}" for i in range(len(LE_LABELS)))  # cumulative per Prometheus' le
-VALUE_COLUMNS = REQUEST_COLUMNS + BUCKET_COLUMNS + ("lat_count", "lat_sum", "prompt_tokens", "completion_tokens")
+VALUE_COLUMNS = REQUEST_COLUMNS + BUCKET_COLUMNS + (
+    "lat_count", "lat_sum", "prompt_tokens", "completion_tokens", "suggestions")
 
 
 def series_columns(metric: str) -> dict[tuple[tuple[str, str], ...], str] | None:
@@ -70,4 +77,6 @@ def series_columns(metric: str) -> dict[tuple[tuple[str, str], ...], str] | None
         return {(): "prompt_tokens"}
     if metric == COMPLETION_TOKENS:
         return {(): "completion_tokens"}
+    if metric == SUGGESTIONS:
+        return {(): "suggestions"}
     return None

@@ -20,6 +20,11 @@ The model, per backend and step (timestamps are step ends on the 10-second grid)
   times the distribution's mean inside that bucket, quantised to 1/1024 s so cumulative exports
   are exact in binary floating point.
 - Tokens: prompt tokens for every request sent, completion tokens for answered (ok) ones.
+- Suggestions: SUGGESTIONS_PER_ANSWER on average per answered request (Poisson), drawn from a
+  random stream of their own, so adding them left every other column as it was.
+- A quality regression (`quality-regression`) fails nothing: prompt tokens per request shift by a
+  constant (a tokenizer that stops prepending the beginning-of-text token: -1), and a share of the
+  answers change, holding fewer suggestions and possibly fewer completion tokens.
 
 Incidents change only the steps whose end falls in (start, start + duration], and only what
 they claim: those steps are drawn again from a separate random stream, so every other step is
@@ -81,6 +86,7 @@ REJECTED_MEDIAN_SECONDS, REJECTED_SIGMA = 0.025, 0.5  # 4xx and 429 answers come
 
 PROMPT_TOKENS_MEAN, PROMPT_TOKENS_SD = 450.0, 350.0
 COMPLETION_TOKENS_MEAN, COMPLETION_TOKENS_SD = 180.0, 140.0
+SUGGESTIONS_PER_ANSWER = 3.0
 
 # Share of peak traffic at each local hour (US Eastern), Monday first.
 _TUE_THU = (0.32, 0.27, 0.23, 0.21, 0.21, 0.25, 0.36, 0.54, 0.74, 0.88, 0.95, 0.98,
@@ -160,15 +166,21 @@ class _StepParams:
     server_error: "np.ndarray"
     timeout: "np.ndarray"
     log_shift: "np.ndarray"  # added to the log-median latency of answered requests
+    prompt_shift: "np.ndarray"  # prompt tokens added to every request (a BOS token dropped: -1)
+    changed: "np.ndarray"  # share of answers that differ from the model's usual ones
+    suggestions: "np.ndarray"  # suggestions a changed answer holds, relative to an unchanged one
+    completion: "np.ndarray"  # completion tokens of a changed answer, relative to an unchanged one
+
+    @classmethod
+    def fields(cls) -> tuple[str, ...]:
+        return tuple(cls.__dataclass_fields__)
 
     def take(self, index) -> "_StepParams":
         """The parameters of some steps (a slice or mask); a copy when `index` is a mask."""
-        return _StepParams(self.client_error[index], self.throttled[index], self.server_error[index],
-                           self.timeout[index], self.log_shift[index])
+        return _StepParams(*(getattr(self, f)[index] for f in self.fields()))
 
     def copy(self) -> "_StepParams":
-        return _StepParams(self.client_error.copy(), self.throttled.copy(), self.server_error.copy(),
-                           self.timeout.copy(), self.log_shift.copy())
+        return _StepParams(*(getattr(self, f).copy() for f in self.fields()))
 
 
 @dataclass(frozen=True)
@@ -270,8 +282,34 @@ class GpuCapacityLoss(Incident):
         return {"rate": self.rate, "factor": self.factor}
 
 
+@dataclass(frozen=True)
+class QualityRegression(Incident):
+    """A model release that answers differently while every request succeeds (the vendor's tokenizer
+    stops prepending the beginning-of-text token): prompt tokens per request shift by `prompt_shift`,
+    `rate` of the answers change, and a changed answer holds `suggestions` times the suggestions and
+    `completion` times the completion tokens of an unchanged one."""
+
+    kind: ClassVar[str] = "quality-regression"
+    summary: ClassVar[str] = ("answers change, nothing fails: prompt tokens per request shift by `prompt_shift`, "
+                              "`rate` of answers change and hold `suggestions` x the suggestions")
+    prompt_shift: float = -1.0
+    rate: float = 0.3
+    suggestions: float = 0.5
+    completion: float = 1.0
+
+    def apply(self, params, window):
+        params.prompt_shift[window] += self.prompt_shift
+        params.changed[window] = self.rate
+        params.suggestions[window] = self.suggestions
+        params.completion[window] = self.completion
+
+    def options(self):
+        return {"prompt_shift": self.prompt_shift, "rate": self.rate, "suggestions": self.suggestions,
+                "completion": self.completion}
+
+
 INCIDENT_KINDS: dict[str, type[Incident]] = {
-    cls.kind: cls for cls in (Vendor5xx, LatencySpike, AuthThrottling, GpuCapacityLoss)
+    cls.kind: cls for cls in (Vendor5xx, LatencySpike, AuthThrottling, GpuCapacityLoss, QualityRegression)
 }
 
 INCIDENT_SPEC_HELP = """\
@@ -282,11 +320,16 @@ Incident SPEC: KIND@START+DURATION[:key=value,...]
             auth-throttling    429s from the vendor's auth layer on `rate` of requests (default 0.3)
             gpu-capacity-loss  internal backend: `rate` of requests fail, 4/5 timeouts and
                                1/5 503s (default 0.1), the rest `factor` times slower (default 2)
+            quality-regression nothing fails: prompt tokens per request shift by `prompt_shift`
+                               (default -1, a dropped BOS token), `rate` of answers change (0.3)
+                               and hold `suggestions` x the suggestions (0.5) and `completion`
+                               x the completion tokens (1) of an unchanged answer; default: the vendor
   START     RFC 3339 time (2026-11-20T14:00Z) or end-DURATION (before the simulated end)
   DURATION  30s, 5m, 1h30m, 2d; the incident touches the steps ending in (START, START+DURATION]
   backend=  the backend hit (default: the vendor backend; the internal one for gpu-capacity-loss)
 """
 
+MAX_INCIDENT_SECONDS = 400 * 86400
 _SPEC = re.compile(r"^(?P<kind>[a-z0-9-]+)@(?P<start>.+?)\+(?P<duration>(?:\d+[smhdw])+)(?::(?P<options>.*))?$")
 
 
@@ -312,12 +355,12 @@ def parse_incident(spec: str, backends: Mapping[str, str], *, end: float | None 
                 raise fail("a start relative to the end (end-DURATION) needs a simulated end")
             start = float(end) - parse_duration(start_text[4:])
         else:
-            start = parse_rfc3339(start_text)
+            start = parse_rfc3339(start_text, require_zone=True)
     except ValueError as exc:
         raise fail(f"start {start_text!r} is neither an RFC 3339 time nor end-DURATION ({exc})")
     duration = parse_duration(match["duration"])
-    if duration <= 0:
-        raise fail("the duration must be positive")
+    if not 0 < duration <= MAX_INCIDENT_SECONDS:
+        raise fail("the duration must be positive and at most 400d (the longest simulated range)")
 
     allowed = ["backend"] + [f.name for f in cls.__dataclass_fields__.values() if f.name not in ("backend", "start", "end")]
     options: dict[str, str] = {}
@@ -355,6 +398,10 @@ def parse_incident(spec: str, backends: Mapping[str, str], *, end: float | None 
             raise fail(f"rate={text} must be in (0, 1]: a share of requests")
         if key == "factor" and not 1 <= number <= 100:
             raise fail(f"factor={text} must be between 1 and 100")
+        if key == "prompt_shift" and not (-100 <= number <= 100 and number == int(number)):
+            raise fail(f"prompt_shift={text} must be a whole number of tokens between -100 and 100")
+        if key in ("suggestions", "completion") and not 0 <= number <= 10:
+            raise fail(f"{key}={text} must be between 0 and 10: relative to an unchanged answer")
         values[key] = number
     return cls(backend=backend, start=start, end=start + duration, **values)
 
@@ -502,8 +549,10 @@ def _lognormal_buckets_exact(mu: "np.ndarray", sigma: float) -> tuple["np.ndarra
 
 
 def _draw(rng: "np.random.Generator", lam: "np.ndarray", params: _StepParams, mu: "np.ndarray",
-          sigma: float, rejected: tuple["np.ndarray", "np.ndarray"]) -> dict[str, "np.ndarray"]:
-    """Draw the store columns for steps with expected requests `lam` and per-step parameters."""
+          sigma: float, rejected: tuple["np.ndarray", "np.ndarray"],
+          suggestions_rng: "np.random.Generator") -> dict[str, "np.ndarray"]:
+    """Draw the store columns for steps with expected requests `lam` and per-step parameters
+    (suggestions from their own stream, so the other columns do not depend on them)."""
     import numpy as np
 
     bad = params.client_error + params.throttled + params.server_error + params.timeout
@@ -535,8 +584,13 @@ def _draw(rng: "np.random.Generator", lam: "np.ndarray", params: _StepParams, mu
 
     ok = served_total - server_errors
     total = served_total + rejected_total + timeouts
-    prompt = total * PROMPT_TOKENS_MEAN + np.sqrt(total) * PROMPT_TOKENS_SD * rng.standard_normal(total.size)
-    completion = ok * COMPLETION_TOKENS_MEAN + np.sqrt(ok) * COMPLETION_TOKENS_SD * rng.standard_normal(ok.size)
+    prompt = (total * (PROMPT_TOKENS_MEAN + params.prompt_shift)
+              + np.sqrt(total) * PROMPT_TOKENS_SD * rng.standard_normal(total.size))
+    completion_share = 1.0 - params.changed + params.changed * params.completion
+    completion = (ok * COMPLETION_TOKENS_MEAN * completion_share
+                  + np.sqrt(ok) * COMPLETION_TOKENS_SD * rng.standard_normal(ok.size))
+    suggestion_share = 1.0 - params.changed + params.changed * params.suggestions
+    suggestions = suggestions_rng.poisson(ok * SUGGESTIONS_PER_ANSWER * suggestion_share)
 
     columns = {
         "req_ok": ok,
@@ -551,19 +605,20 @@ def _draw(rng: "np.random.Generator", lam: "np.ndarray", params: _StepParams, mu
     columns["lat_sum"] = lat_sum
     columns["prompt_tokens"] = np.maximum(np.rint(prompt), 0).astype(np.int64)
     columns["completion_tokens"] = np.maximum(np.rint(completion), 0).astype(np.int64)
+    columns["suggestions"] = suggestions.astype(np.int64)
     return columns
 
 
-def _draw_chunked(rng, lam, params, mu, sigma, rejected) -> dict[str, "np.ndarray"]:
+def _draw_chunked(rng, lam, params, mu, sigma, rejected, suggestions_rng) -> dict[str, "np.ndarray"]:
     """`_draw` a week of steps at a time, so memory stays bounded on long ranges."""
     import numpy as np
 
     if lam.size <= DRAW_CHUNK_STEPS:
-        return _draw(rng, lam, params, mu, sigma, rejected)
+        return _draw(rng, lam, params, mu, sigma, rejected, suggestions_rng)
     pieces = []
     for first in range(0, lam.size, DRAW_CHUNK_STEPS):
         part = slice(first, first + DRAW_CHUNK_STEPS)
-        pieces.append(_draw(rng, lam[part], params.take(part), mu[part], sigma, rejected))
+        pieces.append(_draw(rng, lam[part], params.take(part), mu[part], sigma, rejected, suggestions_rng))
     return {column: np.concatenate([p[column] for p in pieces]) for column in pieces[0]}
 
 
@@ -634,10 +689,11 @@ def simulate(
         profile = PROFILES[kind]
         lam = total_per_step * shares[name] / 100.0
         n = timestamps.size
-        base = _StepParams(*(np.full(n, v) for v in (profile.client_error, profile.throttled,
-                                                      profile.server_error, profile.timeout, 0.0)))
+        base = _StepParams(*(np.full(n, v) for v in (profile.client_error, profile.throttled, profile.server_error,
+                                                      profile.timeout, 0.0, 0.0, 0.0, 1.0, 1.0)))
         mu = math.log(profile.median_seconds) + profile.load_slope * load
-        columns = _draw_chunked(_rng(seed, 1, _stream_id(name)), lam, base, mu, profile.sigma, rejected)
+        columns = _draw_chunked(_rng(seed, 1, _stream_id(name)), lam, base, mu, profile.sigma, rejected,
+                                _rng(seed, 3, _stream_id(name)))
 
         mine = [i for i in incidents if i.backend == name]
         if mine:
@@ -649,7 +705,8 @@ def simulate(
                 touched |= window
             sub = hit.take(touched)
             redrawn = _draw_chunked(_rng(seed, 2, _stream_id(name)), lam[touched], sub,
-                                    mu[touched] + sub.log_shift, profile.sigma, rejected)
+                                    mu[touched] + sub.log_shift, profile.sigma, rejected,
+                                    _rng(seed, 4, _stream_id(name)))
             for column, values in redrawn.items():
                 columns[column] = columns[column].copy()
                 columns[column][touched] = values
@@ -697,21 +754,25 @@ _FAMILIES = (
     (schema.DURATION, "histogram", "Client-side latency of every request, in seconds."),
     (schema.PROMPT_TOKENS.removesuffix("_total"), "counter", "Prompt tokens sent."),
     (schema.COMPLETION_TOKENS.removesuffix("_total"), "counter", "Completion tokens received."),
+    (schema.SUGGESTIONS.removesuffix("_total"), "counter", "Suggestions parsed from answered requests."),
 )
 _FAMILY_SAMPLES = {
     schema.REQUESTS.removesuffix("_total"): (schema.REQUESTS,),
     schema.DURATION: (schema.DURATION_BUCKET, schema.DURATION_COUNT, schema.DURATION_SUM),
     schema.PROMPT_TOKENS.removesuffix("_total"): (schema.PROMPT_TOKENS,),
     schema.COMPLETION_TOKENS.removesuffix("_total"): (schema.COMPLETION_TOKENS,),
+    schema.SUGGESTIONS.removesuffix("_total"): (schema.SUGGESTIONS,),
 }
 
 
-def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]") -> int:
+def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]",
+                       progress: "Callable[[int, int, int], None] | None" = None) -> int:
     """Write the series as OpenMetrics text for `promtool tsdb create-blocks-from openmetrics`.
 
     Counters are cumulative, timestamps in seconds; each series starts with an explicit 0 one step
     before its first step, so `increase()` counts the first step without extrapolating. Returns
-    the number of samples written.
+    the number of samples written. `progress(samples written, samples in all, bytes written)` is
+    called after each series (a month at production rates is hundreds of MB).
     """
     import numpy as np
 
@@ -719,11 +780,16 @@ def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]") ->
         from opsctl.statefile import atomic_file
 
         with atomic_file(out, mode=0o666) as handle:  # the umask applies, as for open()
-            return export_openmetrics(series, handle)
+            return export_openmetrics(series, handle, progress)
 
+    total = sum((len(s) + 1) * len(schema.series_columns(metric))
+                for family, _, _ in _FAMILIES for metric in _FAMILY_SAMPLES[family] for s in series.values() if len(s))
+    written = 0  # the text is ASCII: characters are bytes
     samples = 0
     for family, kind, help_text in _FAMILIES:
-        out.write(f"# TYPE {family} {kind}\n# HELP {family} {help_text}\n")
+        header = f"# TYPE {family} {kind}\n# HELP {family} {help_text}\n"
+        out.write(header)
+        written += len(header)
         for metric in _FAMILY_SAMPLES[family]:
             for name, s in series.items():
                 if not len(s):
@@ -738,7 +804,13 @@ def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]") ->
                     else:
                         text = [str(int(v)) for v in values]
                     prefix = f"{metric}{labels} "
-                    out.write("".join(f"{prefix}{v} {t}\n" for v, t in zip(text, times)))
+                    chunk = "".join(f"{prefix}{v} {t}\n" for v, t in zip(text, times))
+                    out.write(chunk)
+                    written += len(chunk)
                     samples += len(values)
+                    if progress:
+                        progress(samples, total, written)
     out.write("# EOF\n")
+    if progress:
+        progress(samples, total, written + len("# EOF\n"))
     return samples

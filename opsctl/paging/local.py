@@ -179,7 +179,7 @@ class LocalPager:
     def _need_open(self, data: dict, dedup_key: str) -> dict:
         incident = _open_incident(data, dedup_key)
         if incident is None:
-            raise NoDataError(f"local pager: no open incident with dedup key {dedup_key!r}",
+            raise NoDataError(f"local pager: no open incident with dedup key or incident id {dedup_key!r}",
                               hint="`opsctl page status` lists recent pages and their state")
         return incident
 

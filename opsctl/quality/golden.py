@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from opsctl.errors import ConfigError
+from opsctl.errors import ConfigError, printable
 
 KEYS = ("id", "prompt", "expected", "prompt_tokens")
 
@@ -49,7 +49,7 @@ def load_golden(path: Path) -> list[GoldenCase]:
             continue
         unknown = sorted(set(raw) - set(KEYS))
         if unknown:
-            problems.append(f"{where}: unknown key(s) {', '.join(unknown)} (known keys: {', '.join(KEYS)})")
+            problems.append(f"{where}: unknown key(s) {', '.join(map(printable, unknown))} (known keys: {', '.join(KEYS)})")
         prompt, expected, tokens = raw.get("prompt"), raw.get("expected"), raw.get("prompt_tokens")
         if not isinstance(prompt, str) or not prompt:
             problems.append(f"{where}: 'prompt' must be a non-empty string")

@@ -13,6 +13,9 @@ BOS_SUSPECTED = "opsctl_probe_bos_suspected"  # {backend, reference}: 1 on a con
 CASES = "opsctl_probe_cases"  # golden cases sent to each backend
 PASSED = "opsctl_probe_passed"  # 1 when every threshold held
 LAST_RUN = "opsctl_probe_last_run_timestamp_seconds"
+SELF_AGREEMENT = "opsctl_probe_self_agreement_ratio"  # {backend}: the noise floor, with --repeat
+EXACT_MATCH_THRESHOLD = "opsctl_probe_exact_match_threshold_ratio"  # {backend, reference}: between backends
+REPEAT = "opsctl_probe_repeat"  # runs of the golden set per backend
 
 LABEL_BACKEND = "backend"
 LABEL_REFERENCE = "reference"
@@ -30,4 +33,7 @@ HELP = {
     CASES: "Golden cases in the last probe.",
     PASSED: "1 when the last consistency probe passed every threshold.",
     LAST_RUN: "When the last consistency probe ran (UNIX seconds).",
+    SELF_AGREEMENT: "Share of golden prompts a backend answers identically in two of its runs (noise floor).",
+    EXACT_MATCH_THRESHOLD: "The exact-match share between two backends below which the probe fails.",
+    REPEAT: "Runs of the golden set sent to each backend in the last probe.",
 }

@@ -11,7 +11,9 @@ deadline for the whole run); `analyze` is pure and turns the answers into figure
     exactly +1 or -1 on every prompt is the signature of a tokenizer that stopped prepending (or
     started doubling) the beginning-of-text token: the model still answers, differently.
 
-Thresholds from `quality.probe` turn the figures into pass or fail.
+Thresholds from `quality.probe` turn the figures into pass or fail. With several runs of the golden
+set (`--repeat N`), `apply_repeats` adds each backend's self-agreement (the noise floor) and judges
+the backends' agreement against a threshold that may be set relative to it (opsctl.quality.noise).
 """
 
 from __future__ import annotations
@@ -145,6 +147,7 @@ class ProbeReport:
     pairs: list[PairSummary]
     token_checks: list[TokenCheck]
     checks: list[Check]
+    noise: dict | None = None  # with --repeat: floors per backend and the between figures per pair
 
     @property
     def passed(self) -> bool:
@@ -275,6 +278,33 @@ def analyze(cases: Sequence[GoldenCase], answers: Mapping[str, Sequence[Answer]]
     return ProbeReport(n, backends, pairs, token_checks, checks)
 
 
+def apply_repeats(report: ProbeReport, cases: Sequence[GoldenCase], runs: Mapping[str, Sequence[Sequence[Answer]]],
+                  settings: "ProbeSettings") -> ProbeReport:
+    """Noise floors and between-backend agreement over every run; each pair's check is judged on the
+    N x N agreement against the absolute or floor-relative threshold."""
+    from opsctl.quality.noise import between_threshold, cross_agreement, self_agreement
+
+    norm = normalizer(settings.normalize)
+    texts = {b: [[None if a.error is not None else norm(a.text) for a in run] for run in rs] for b, rs in runs.items()}
+    repeat = min(len(rs) for rs in runs.values())
+    if repeat < 2:
+        raise UsageError("a noise floor needs at least two runs of the golden set (--repeat 2 or more)")
+    floors = {b: self_agreement(t) for b, t in texts.items()}
+    pairs, verdicts = [], {}
+    for a, b in combinations(list(runs), 2):
+        between = cross_agreement(texts[a], texts[b])
+        threshold, how = between_threshold(floors[a], floors[b], settings.min_exact_match_between_vs_floor,
+                                           settings.min_exact_match_between)
+        pairs.append({"a": a, "b": b, "exact_match": between, "threshold": threshold, "threshold_from": how})
+        verdicts[f"{a} vs {b}"] = Check(
+            f"{a} vs {b}", between >= threshold,
+            f"exact match {between:.1%} over {repeat} x {repeat} runs (at least {threshold:.1%}: {how}); "
+            f"noise floors {a} {floors[a]:.1%}, {b} {floors[b]:.1%}")
+    report.checks = [verdicts.get(c.name, c) for c in report.checks]
+    report.noise = {"repeat": repeat, "floors": floors, "pairs": pairs}
+    return report
+
+
 def _culprit_first(a: str, b: str, checks: Sequence[TokenCheck]) -> tuple[str, str]:
     """Order a pair so the backend the golden file shows to be off comes first, when it says so."""
     golden = {c.backend: c for c in checks if c.reference == names.GOLDEN and c.compared}
@@ -283,8 +313,9 @@ def _culprit_first(a: str, b: str, checks: Sequence[TokenCheck]) -> tuple[str, s
     return a, b
 
 
-def samples(report: ProbeReport, *, service: str, at: float) -> list["Sample"]:
-    """The report as gauges, for an SLO or alert to watch."""
+def samples(report: ProbeReport, *, service: str, at: float, between_threshold: float | None = None) -> list["Sample"]:
+    """The report as gauges, for an SLO or alert to watch. Between backends: the N x N figure and its
+    threshold when the probe ran repeatedly, else the single run's and `between_threshold`."""
     from opsctl.quality.push.base import Sample
 
     out = [
@@ -300,10 +331,20 @@ def samples(report: ProbeReport, *, service: str, at: float) -> list["Sample"]:
             if value is not None:
                 quantile = str(int(key[1:]) / 100)
                 out.append(Sample(names.LATENCY, value, {**base, names.LABEL_PERCENTILE: quantile}))
+    repeated = {(p["a"], p["b"]): p for p in (report.noise or {}).get("pairs", [])}
     for p in report.pairs:
+        figure, threshold = p.exact_match, between_threshold
+        if (p.a, p.b) in repeated:
+            figure, threshold = repeated[(p.a, p.b)]["exact_match"], repeated[(p.a, p.b)]["threshold"]
         for x, y in ((p.a, p.b), (p.b, p.a)):
-            out.append(Sample(names.EXACT_MATCH, p.exact_match,
-                              {names.LABEL_SERVICE: service, names.LABEL_BACKEND: x, names.LABEL_REFERENCE: y}))
+            labels = {names.LABEL_SERVICE: service, names.LABEL_BACKEND: x, names.LABEL_REFERENCE: y}
+            out.append(Sample(names.EXACT_MATCH, figure, labels))
+            if threshold is not None:
+                out.append(Sample(names.EXACT_MATCH_THRESHOLD, threshold, labels))
+    if report.noise:
+        out.append(Sample(names.REPEAT, float(report.noise["repeat"]), {names.LABEL_SERVICE: service}))
+        for backend, floor in report.noise["floors"].items():
+            out.append(Sample(names.SELF_AGREEMENT, floor, {names.LABEL_SERVICE: service, names.LABEL_BACKEND: backend}))
     for tc in report.token_checks:
         if not tc.compared:
             continue

@@ -574,6 +574,10 @@ class Commands:
         words = [w for b in backends for w in ("--backend", b)]
         return command("probe", "consistency", "--golden", self.cfg.runbooks.golden, *words)
 
+    def probe_repeat(self, backends: Sequence[str], repeat: int) -> str:
+        words = [w for b in backends for w in ("--backend", b)]
+        return command("probe", "consistency", "--golden", self.cfg.runbooks.golden, *words, "--repeat", str(repeat))
+
     def shadow_report(self, backend: str, primary: Sequence[str], share: float | None = None) -> str:
         words = [w for b in primary for w in ("--primary", b)]
         return command("shadow", "report", "--backend", backend, *words,

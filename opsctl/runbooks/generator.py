@@ -203,8 +203,29 @@ def _site(cfg: "Config") -> dict:
         "all_queries": f.backend_queries(None),
         "throttled_query": f.outcome_query("throttled"),
         "quality": {"min_exact_match_between": f.pct(cfg.quality.probe.min_exact_match_between),
-                    "shadow_window": cfg.quality.shadow.window},
+                    "shadow_window": cfg.quality.shadow.window, "rules": _quality_rules(cfg)},
     }
+
+
+def _quality_rules(cfg: "Config") -> dict | None:
+    """The live quality rules as the runbook shows them (None when disabled)."""
+    from opsctl.quality import rules as q
+
+    plan = q.plan_quality(cfg)
+    if plan is None:
+        return None
+    alerts = [{"name": a.alertname, "backend": a.backend, "reference": a.reference, "signal": a.signal,
+               "threshold": f"{a.threshold:g}", "severity": a.severity, "for": cfg_duration(a.for_seconds)}
+              for a in plan.alerts]
+    queries = [{"title": r["record"], "expr": r["expr"]} for r in q.recording_rules(plan)]
+    return {"window": plan.window, "offset": plan.offset, "min_request_rate": f"{plan.min_request_rate:g}",
+            "alerts": alerts, "queries": queries, "runbook_url": plan.runbook_url}
+
+
+def cfg_duration(seconds: int) -> str:
+    from opsctl.clock import format_duration
+
+    return format_duration(seconds)
 
 
 def _alert_runbook(cfg: "Config", site: dict, plan: "SloRulePlan", severity: str,

@@ -194,7 +194,7 @@ def _validate(doc: Any, file: str, known: set[str], problems: list[str]) -> SloD
         bad("metadata.name", f"must be a name of letters, digits, - and _, got {name!r}")
     labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
     backend = labels.get("backend")
-    if backend is not None and backend != ALL_BACKENDS and backend not in known:
+    if backend is not None and (not isinstance(backend, str) or (backend != ALL_BACKENDS and backend not in known)):
         bad("metadata.labels.backend", f"unknown backend {backend!r} (known: {', '.join(sorted(known))}, {ALL_BACKENDS})")
     service_name = labels.get("service_name")
     if service_name is not None and (not isinstance(service_name, str) or not service_name.strip()):

@@ -1,7 +1,8 @@
 """Any ticket channel, made safe to retry: bounded retries, and never a second ticket.
 
     claim the key ── already filed ──────────────> return that ticket (outcome: existing)
-        │ interrupted earlier ──> ask the channel (find) ── found ──> record it (outcome: recovered)
+        │ interrupted earlier, or a key of the caller's own (not derived from the content) on a
+        │ channel that can look tickets up ──> ask the channel (find) ── found ──> record it (recovered)
         v                                          └ can't ask: resend only if the channel drops
     send, retrying 429/5xx/network under the policy                    repeats, or with --resend
         │ a failure after which the ticket may exist (5xx, timeout) -> find before sending again
@@ -50,9 +51,12 @@ class TicketDesk:
         if claim.wire_key != key:
             request = replace(request, idempotency_key=claim.wire_key)
         interrupted = claim.state == "interrupted"
+        # A key of the caller's own (the automation's, from the alert) is looked up at the vendor's desk
+        # before creating: a record lost with a pod, or filed by another replica, never makes a second ticket.
+        lookup = interrupted or (self.channel.can_find and not request.key_is_derived)
         state = {"maybe_sent": False}
         try:
-            filed = self._reconcile(request) if interrupted else None
+            filed = self._reconcile(request) if lookup else None
             if filed is None:
                 filed = self._send(request, state)
         except BaseException as exc:

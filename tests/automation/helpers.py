@@ -82,13 +82,24 @@ def message(*alerts: dict, group_key: str = '{}:{alertname="SloBurnRatePage"}', 
     }
 
 
-def pd_event(event_id: str = "01EVENT", event_type: str = "incident.acknowledged", incident_key: str = "k") -> dict:
+def pd_event(event_id: str = "01EVENT", event_type: str = "incident.acknowledged", incident_key: str = "k",
+             occurred_at: str | None = None) -> dict:
+    """A PagerDuty webhooks v3 body; `occurred_at` defaults to now (serve refuses stale events)."""
+    if occurred_at is None:
+        occurred_at = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
     return {"event": {
-        "id": event_id, "event_type": event_type, "resource_type": "incident", "occurred_at": "2026-11-29T12:05:00.000Z",
+        "id": event_id, "event_type": event_type, "resource_type": "incident", "occurred_at": occurred_at,
         "agent": {"id": "PUSER1", "summary": "Alice On-call", "type": "user_reference"}, "client": None,
         "data": {"id": "PINC123", "type": "incident", "status": "acknowledged", "incident_key": incident_key,
                  "title": "databricks-availability burning", "html_url": "https://example.pagerduty.com/incidents/PINC123"},
     }}
+
+
+def incident_key(policy: str, target: str, fingerprint: str, starts_at: str) -> str:
+    """The incident (pager dedup key) an episode opened by this alert names: from the event itself,
+    computed here from its parts (startsAt in its canonical nanosecond UTC form)."""
+    episode = hashlib.sha256("\x1f".join(["episode", policy, target, fingerprint, starts_at]).encode()).hexdigest()[:20]
+    return f"opsctl-automation-{policy}-{target}-{episode}"
 
 
 def write_serve_config(directory: Path, *, policies: str, automation_extra: str = "", extra: str = "",
@@ -117,7 +128,8 @@ FAILOVER_POLICY = """\
 class Serve:
     """`opsctl serve` as a subprocess on a free loopback port."""
 
-    def __init__(self, config: Path, *, args: tuple[str, ...] = (), env: dict | None = None, token: str | None = TOKEN):
+    def __init__(self, config: Path, *, args: tuple[str, ...] = (), env: dict | None = None, token: str | None = TOKEN,
+                 ready_path: str = "/readyz"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.config = config
@@ -133,7 +145,7 @@ class Serve:
              *args], stdout=self.log, stderr=subprocess.STDOUT, env=full_env,
         )
         try:
-            wait_http(f"{self.url}/readyz", timeout=30)
+            wait_http(f"{self.url}{ready_path}", timeout=30)
         except Exception:
             self.stop()
             raise RuntimeError(f"opsctl serve did not start:\n{self.log_text()}")

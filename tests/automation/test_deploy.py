@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import yaml
@@ -20,10 +21,15 @@ def _docs() -> list[dict]:
     return docs
 
 
-def _one(kind: str) -> dict:
-    found = [d for d in _docs() if d.get("kind") == kind]
-    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+def _one(kind: str, name: str | None = None) -> dict:
+    found = [d for d in _docs() if d.get("kind") == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
     return found[0]
+
+
+def _config():
+    data = yaml.safe_load(_one("ConfigMap")["data"]["opsctl.yaml"])
+    return build(Config, data, "deploy/serve/configmap.yaml")
 
 
 def test_every_manifest_parses_and_kustomization_lists_them_all():
@@ -32,12 +38,12 @@ def test_every_manifest_parses_and_kustomization_lists_them_all():
     on_disk = {p.name for p in SERVE.glob("*.yaml")} - {"kustomization.yaml"}
     assert listed == on_disk
     kinds = sorted(d["kind"] for d in _docs() if d["kind"] != "Kustomization")
-    assert kinds == sorted(["Namespace", "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment", "Service",
-                            "PodDisruptionBudget", "NetworkPolicy"])
+    assert kinds == sorted(["Namespace", "ServiceAccount", "Role", "Role", "RoleBinding", "RoleBinding", "ConfigMap",
+                            "Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy"])
 
 
 def test_the_role_has_no_wildcards_and_names_every_object_it_may_touch():
-    role = _one("Role")
+    role = _one("Role", "opsctl-traffic")
     for rule in role["rules"]:
         for field in ("apiGroups", "resources", "verbs", "resourceNames"):
             assert "*" not in rule.get(field, []), f"wildcard in {field}: {rule}"
@@ -52,12 +58,81 @@ def test_the_role_has_no_wildcards_and_names_every_object_it_may_touch():
     assert not [r for r in role["rules"] if r["resources"] == ["deployments"]], "the Deployment itself is off limits"
 
 
-def test_the_role_binding_binds_the_service_account_of_the_deployment():
-    binding, account, deployment = _one("RoleBinding"), _one("ServiceAccount"), _one("Deployment")
-    assert binding["roleRef"]["name"] == _one("Role")["metadata"]["name"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
-                                    "namespace": account["metadata"]["namespace"]}]
+def test_the_state_role_allows_the_lease_and_the_state_documents_and_nothing_else():
+    from opsctl.automation.shared import DELIVERIES, EPISODES
+    from opsctl.state.kubernetes import object_name
+    from opsctl.traffic.rampstate import DOC as RAMP
+
+    cfg = _config()
+    role = _one("Role", "opsctl-serve-state")
+    assert cfg.state.backend == "kubernetes"
+    assert role["metadata"]["namespace"] == cfg.state.namespace == "opsctl"  # where the Lease and ConfigMaps live
+    named = {}
+    for rule in role["rules"]:
+        for field in ("apiGroups", "resources", "verbs", "resourceNames"):
+            assert "*" not in rule.get(field, []), f"wildcard in {field}: {rule}"
+        if rule.get("resourceNames"):
+            assert rule["verbs"] == ["get", "update"], rule
+            named[rule["resources"][0]] = set(rule["resourceNames"])
+        else:  # create cannot be limited by name: only create is granted without names
+            assert rule["verbs"] == ["create"], rule
+    assert named == {
+        "leases": {cfg.automation.leader_election.lease_name},
+        "configmaps": {object_name(cfg.service, doc) for doc in (DELIVERIES, EPISODES, RAMP)},
+    }
+    assert {tuple(r["apiGroups"]) for r in role["rules"] if r["resources"] == ["leases"]} == {("coordination.k8s.io",)}
+
+
+def test_the_role_bindings_bind_the_service_account_of_the_deployment():
+    account, deployment = _one("ServiceAccount"), _one("Deployment")
+    for name in ("opsctl-traffic", "opsctl-serve-state"):
+        binding = _one("RoleBinding", name)
+        assert binding["roleRef"]["name"] == _one("Role", name)["metadata"]["name"]
+        assert binding["metadata"]["namespace"] == _one("Role", name)["metadata"]["namespace"]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
+                                        "namespace": account["metadata"]["namespace"]}]
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == account["metadata"]["name"]
+
+
+def test_replicas_elect_a_leader_named_after_their_pod():
+    cfg = _config()
+    from opsctl.automation.leader import election_enabled
+
+    assert election_enabled(cfg)
+    (container,) = _one("Deployment")["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    duration, deadline, retry = cfg.automation.leader_election.seconds
+    # A graceful stop (finish in-flight actions, release the Lease) fits in the grace period.
+    assert _one("Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > 10 + retry
+
+
+def test_the_dockerfile_is_multi_stage_pinned_non_root_and_installs_the_wheel_the_deployment_runs():
+    """Checked statically: no Docker daemon runs where the tests run."""
+    text = (REPO / "Dockerfile").read_text()
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", "\n".join(lines), re.M))
+    stages = [line.split()[1] for line in lines if line.startswith("FROM ")]
+    assert len(stages) >= 2, "multi-stage: build, then a runtime image without the build tools"
+    for image in stages:
+        image = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], image)
+        pinned = "@sha256:" in image or re.search(r":\d+\.\d+\.\d+(-[a-z0-9-]+)?$", image)
+        assert pinned, f"base image not pinned to a digest or an exact version: {image}"
+    final = lines[max(i for i, line in enumerate(lines) if line.startswith("FROM ")):]
+    (user,) = [line.split()[1] for line in final if line.startswith("USER ")]
+    assert user.split(":")[0] not in ("0", "root")
+    assert any(line.startswith("COPY --from=build") for line in final)
+    assert re.search(r"pip wheel .*--wheel-dir /dist", text) and re.search(r"pip install /dist/opsctl-\*\.whl", text)
+    assert 'ENTRYPOINT ["opsctl"]' in lines
+    (container,) = _one("Deployment")["spec"]["template"]["spec"]["containers"]
+    version = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+    assert container["image"] == f"ghcr.io/example/opsctl:{version}"
+    assert f"docker build -t {container['image']} ." in text  # the image the Dockerfile says it builds
+    assert container["command"] == ["opsctl"]
+    pod_user = _one("Deployment")["spec"]["template"]["spec"]["securityContext"]["runAsUser"]
+    assert user.split(":")[0] == str(pod_user)
+    # The config the image runs reads its SLOs where the image puts them.
+    assert "COPY slos /opt/opsctl/slos" in lines and _config().slos.dir == "/opt/opsctl/slos"
 
 
 def test_the_deployment_runs_two_hardened_replicas_with_probes_and_limits():
@@ -109,8 +184,7 @@ def test_amtool_accepts_the_receiver_config():
 
 
 def test_the_configmaps_opsctl_yaml_is_a_valid_config():
-    data = yaml.safe_load(_one("ConfigMap")["data"]["opsctl.yaml"])
-    cfg = build(Config, data, "deploy/serve/configmap.yaml")
+    cfg = _config()
     assert cfg.automation.policies[0].actions.restore is True
     assert cfg.automation.token.file == "/var/run/secrets/opsctl/webhook/token"
 

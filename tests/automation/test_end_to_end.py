@@ -129,6 +129,8 @@ def test_a_burn_rate_page_fails_over_and_the_split_returns_after_resolution_and_
             restored = time.time()
             (restore,) = [e for e in audit(serve_dir) if e["action"] == "restore"]
             assert restore["outcome"] == "applied"
+            # The service records the restore action once the controller returned, just after the split.
+            wait_for(lambda: [a for a in actions(serve_dir) if a["action"] == "restore"], what="the restore on record")
             done = [(a["action"], a["status"]) for a in actions(serve_dir) if a["action"] != "note"]
             assert done == [("failover", "applied"), ("page", "applied"), ("ticket", "applied"), ("restore", "applied")]
             # Prometheus saw between E-1 and E+1 seconds of errors (1 s scrapes), so the 6h/30m pair

@@ -8,11 +8,12 @@ import threading
 import time
 
 from tests.automation.helpers import (
-    FAILOVER_POLICY, Serve, actions, alert, audit, event_states, ledger, message, recorded_split, split, table_counts,
-    wait_for, write_live_config,
+    FAILOVER_POLICY, Serve, actions, alert, audit, event_states, incident_key, ledger, message, recorded_split, split,
+    table_counts, wait_for, write_live_config,
 )
 
-FIRING = message(alert(fingerprint="a1"))
+FIRING = message(alert(fingerprint="a1"))  # startsAt 2026-11-29T12:00:00.5Z
+INCIDENT = incident_key("availability", "databricks", "a1", "2026-11-29T12:00:00.500000000Z")
 RESOLVED = message(alert(fingerprint="a1", status="resolved"))
 
 
@@ -28,9 +29,9 @@ def test_a_page_level_availability_alert_fails_over_pages_files_the_ticket_and_r
         assert [e["outcome"] for e in failover] == ["applied"]
         assert failover[0]["before"]["weights"] == {"internal": 20, "databricks": 80}
         assert failover[0]["emergency"] is False  # no freeze: a routine change through every guard
-        assert failover[0]["incident"] == "opsctl-automation-availability-databricks"
+        assert failover[0]["incident"] == INCIDENT
         (incident,) = ledger(tmp_path, "paging/ledger.json")["incidents"]
-        assert incident["dedup_key"] == "opsctl-automation-availability-databricks"
+        assert incident["dedup_key"] == INCIDENT
         (ticket,) = ledger(tmp_path, "tickets/ledger.json")["tickets"]
         assert ticket["vendor"] == "databricks" and ticket["category"] == "Model Serving"
         assert ticket["severity"] == "Severity 2"
@@ -74,7 +75,7 @@ def test_in_a_freeze_the_failover_is_refused_unless_the_policy_makes_it_an_emerg
         wait_for(lambda: recorded_split(emergency) == {"databricks": 0, "internal": 100}, what="emergency failover")
         (entry,) = [e for e in audit(emergency) if e["action"] == "failover"]
         assert entry["emergency"] is True and "freeze" in entry["overrides"]
-        assert entry["incident"] == "opsctl-automation-availability-databricks"  # the incident it paged
+        assert entry["incident"] == INCIDENT  # the incident it paged
     finally:
         server.stop()
 
@@ -209,7 +210,7 @@ def test_a_pagerduty_acknowledgement_is_recorded_against_the_episode_it_confirms
     try:
         server.post_alertmanager(FIRING)
         wait_for(lambda: actions(tmp_path, "note"), what="the episode's actions")
-        body = json.dumps(pd_event("01ACK", incident_key="opsctl-automation-availability-databricks")).encode()
+        body = json.dumps(pd_event("01ACK", incident_key=INCIDENT)).encode()
         assert server.post_pagerduty(body, signed(body, PD_SECRET_NEW, webhook_id="wh-ack")).status == 202
         (ack,) = wait_for(lambda: actions(tmp_path, "pagerduty"), what="the acknowledgement on record")
         assert "incident.acknowledged by Alice On-call" in ack["detail"]

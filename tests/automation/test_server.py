@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 import threading
 
 import pytest
@@ -235,9 +236,17 @@ def test_pagerduty_webhooks_are_verified_and_deduplicated(served):
     assert first.status == 202 and first.json()["status"] == "accepted"
     again = server.post_pagerduty(body, signed(body, PD_SECRET_OLD, webhook_id="wh-a"))
     assert again.status == 202 and again.json()["status"] == "duplicate"
-    other = server.post_pagerduty(body, signed(body, PD_SECRET_OLD, webhook_id="wh-b"))
-    assert other.json()["status"] == "accepted"
-    assert table_counts(directory)["events"] == before + 2
+    # The same signed event under new X-Webhook-Id values (a replay) is still the one event.
+    for webhook_id in ("wh-b", "wh-c", "wh-d", "wh-e", "wh-f"):
+        other = server.post_pagerduty(body, signed(body, PD_SECRET_OLD, webhook_id=webhook_id))
+        assert other.status == 202 and other.json()["status"] == "duplicate"
+    assert table_counts(directory)["events"] == before + 1
+    # A signed event from long ago (a captured body replayed) is refused, and so is one from the future.
+    for occurred in ("2026-01-01T00:00:00.000Z", time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(time.time() + 3600))):
+        old = json.dumps(pd_event("01OLD", occurred_at=occurred)).encode()
+        reply = server.post_pagerduty(old, signed(old, PD_SECRET_OLD, webhook_id="wh-old"))
+        assert reply.status == 400 and "outside" in reply.json()["error"]
+    assert table_counts(directory)["events"] == before + 1
     no_id = {k: v for k, v in signed(body, PD_SECRET_OLD).items() if k != "X-Webhook-Id"}
     assert server.post_pagerduty(body, no_id).status == 400
     bad = json.dumps({"event": {"id": "x"}}).encode()

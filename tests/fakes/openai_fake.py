@@ -4,6 +4,8 @@ The "model" answers from a table (prompt -> answer) and counts prompt tokens lik
 prepends a beginning-of-text (BOS) token: 1 + the prompt's words (+ 4 for the chat template).
 `drop_bos=True` is the broken vendor release: the tokenizer forgets BOS, so `usage.prompt_tokens`
 is one lower on every prompt, and the model answers differently on the `bos_sensitive` prompts.
+`unstable` maps prompts to answers given in turn, call after call: the batching and numerics noise
+that keeps a model's agreement with itself under 100%.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ def degraded(answer: str) -> str:
 class OpenAIFake(LoopbackServer):
     def __init__(self, answers: dict[str, str], *, model: str = "llm-inference-ft", drop_bos: bool = False,
                  bos_sensitive: Iterable[str] = (), accept: Callable[[str | None], bool] | None = None,
-                 script: Iterable[Response] = (), delay: float = 0.0, prefix: str = "/v1"):
+                 script: Iterable[Response] = (), delay: float = 0.0, prefix: str = "/v1",
+                 unstable: dict[str, list[str]] | None = None):
         super().__init__()
         self.answers = dict(answers)
         self.model = model
@@ -44,6 +47,8 @@ class OpenAIFake(LoopbackServer):
         self.max_in_flight = 0
         self._flight_lock = threading.Lock()
         self.served = 0  # answers with status 200
+        self.unstable = dict(unstable or {})
+        self.asked: dict[str, int] = {}  # calls per unstable prompt
 
     @property
     def base_url(self) -> str:
@@ -89,6 +94,11 @@ class OpenAIFake(LoopbackServer):
             if not isinstance(prompt, str):
                 return Response(400, {"error": {"message": "prompt must be a string"}})
         answer = self.answers.get(prompt, "I do not know.")
+        if prompt in self.unstable:
+            with self.lock:
+                turn = self.asked.get(prompt, 0)
+                self.asked[prompt] = turn + 1
+            answer = self.unstable[prompt][turn % len(self.unstable[prompt])]
         if self.drop_bos and prompt in self.bos_sensitive:
             answer = degraded(answer)
         usage = {

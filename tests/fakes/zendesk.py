@@ -35,6 +35,11 @@ class FakeZendesk(FakeHTTPSServer):
         self._ids = itertools.count(35436)
         self._cids = itertools.count(9000)
 
+    def expire_idempotency_keys(self) -> None:
+        """Zendesk keeps an Idempotency-Key for two hours only: model that time having passed."""
+        with self.lock:
+            self.idempotency.clear()
+
     def respond(self, ticket_id: int, *, agent_id: int, agent: str, at: float, status: str = "open",
                 group_id: int | None = None, group: str | None = None, category: str | None = None):
         """Play the vendor's support engineer: a public reply, assignment, maybe re-routing."""

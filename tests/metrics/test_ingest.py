@@ -83,13 +83,105 @@ def test_a_jsonl_request_log_lands_in_the_steps_by_hand(tmp_path, cli, store_pat
         ("databricks", 2, 4), ("internal", 2, 4)]
 
 
-def test_ingesting_twice_adds_and_replace_overwrites(tmp_path, cli, store_path, store_columns):
+def test_ingesting_the_same_log_twice_changes_nothing_and_says_so(tmp_path, cli, store_path, store_rows):
     log = write_jsonl(tmp_path / "proxy.jsonl", LOG)
     assert cli("metrics", "ingest", log).exit_code == 0
+    before = store_rows(store_path)
+    again = cli("metrics", "ingest", log, "-o", "json")  # a cron job's retry
+    assert again.exit_code == 0, again.stderr
+    assert store_rows(store_path) == before  # increments and running totals alike
+    assert parse_json(again)["new_steps"] == 0 and parse_json(again)["unchanged_steps"] == 4
+    assert "4 step(s) already stored with the same counts" in again.stderr
+
+
+def test_two_ingests_of_one_file_at_once_store_it_once(tmp_path, config_file, store_path, store_columns):
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    log = write_jsonl(tmp_path / "proxy.jsonl", LOG)
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    procs = [subprocess.Popen([sys.executable, "-m", "opsctl", "--config", str(config_file), "metrics", "ingest",
+                               str(log)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], results
+    for backend, expected in EXPECTED_LOG.items():
+        assert store_columns(store_path, backend) == approx_rows(expected)
+
+
+def test_ingesting_the_same_openmetrics_file_twice_changes_nothing(tmp_path, cli, store_path, store_rows):
+    path = tmp_path / "metrics.om"
+    path.write_text(OPENMETRICS)
+    assert cli("metrics", "ingest", path).exit_code == 0
+    before = store_rows(store_path)
+    assert cli("metrics", "ingest", path).exit_code == 0
+    assert store_rows(store_path) == before
+
+
+def test_a_file_overlapping_what_is_stored_writes_only_the_new_steps(tmp_path, cli, store_path, store_columns):
+    first = write_jsonl(tmp_path / "first.jsonl", LOG[:2])  # databricks T0+10
+    assert cli("metrics", "ingest", first).exit_code == 0
+    both = write_jsonl(tmp_path / "both.jsonl", LOG)  # T0+10 again (same counts) and the rest
+    result = cli("metrics", "ingest", both, "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    assert (parse_json(result)["new_steps"], parse_json(result)["unchanged_steps"]) == (3, 1)
+    for backend, expected in EXPECTED_LOG.items():
+        assert store_columns(store_path, backend) == approx_rows(expected)
+
+
+def test_other_counts_for_a_stored_step_are_a_conflict_unless_add_or_replace_says_so(
+        tmp_path, cli, store_path, store_rows, store_columns):
+    log = write_jsonl(tmp_path / "proxy.jsonl", LOG)
     assert cli("metrics", "ingest", log).exit_code == 0
-    assert store_columns(store_path, "databricks")[T0 + 10]["req_ok"] == 4
+    before = store_rows(store_path)
+    part = write_jsonl(tmp_path / "part.jsonl", LOG[:1])  # one request of the stored T0+10 step
+    result = cli("metrics", "ingest", part)
+    assert result.exit_code == 5, result.stderr
+    assert "1 step(s) already stored with other counts" in result.stderr and "--replace" in result.stderr
+    assert store_rows(store_path) == before
+    assert cli("metrics", "ingest", part, "--add").exit_code == 0
+    assert store_columns(store_path, "databricks")[T0 + 10]["req_ok"] == 3  # 2 stored + 1 added
     assert cli("metrics", "ingest", log, "--replace").exit_code == 0
     assert store_columns(store_path, "databricks") == approx_rows(EXPECTED_LOG["databricks"])
+    assert cli("metrics", "ingest", log, "--add", "--replace").exit_code == 2
+
+
+def test_every_problem_of_a_jsonl_line_is_reported(tmp_path, cli, store_path):
+    line = '{"ts": "yesterday", "backend": "vertex", "status": 700, "latency_ms": -1, "suggestions": 1.5}'
+    result = cli("metrics", "ingest", write_jsonl(tmp_path / "bad.jsonl", LOG[:1], extra_lines=[line]))
+    assert result.exit_code == 2
+    for problem in ("ts 'yesterday' is not an RFC 3339 time", "unknown backend 'vertex'", "status must be",
+                    "latency_ms must be", "suggestions must be a non-negative integer"):
+        assert f"bad.jsonl:2: {problem}" in result.stderr, problem
+    assert "5 problem(s)" in result.stderr
+    assert not store_path.exists()
+
+
+def test_every_problem_of_an_openmetrics_line_is_reported(tmp_path, cli, store_path):
+    path = tmp_path / "bad.om"
+    path.write_text(f'llm_proxy_requests_total{{backend="vertex",outcome="ok"}} -3 {T0 * 1000}\n# EOF\n')
+    result = cli("metrics", "ingest", path)
+    assert result.exit_code == 2
+    for problem in ("unknown backend 'vertex'", "finite non-negative", "looks like milliseconds"):
+        assert f"bad.om:1: " in result.stderr and problem in result.stderr, problem
+    assert "3 problem(s)" in result.stderr
+
+
+def test_suggestions_are_ingested_from_both_formats(tmp_path, cli, store_path, store_columns):
+    log = write_jsonl(tmp_path / "proxy.jsonl", [
+        {"ts": T0 + 1, "backend": "databricks", "status": 200, "latency_ms": 100, "suggestions": 3},
+        {"ts": T0 + 2, "backend": "databricks", "status": 200, "latency_ms": 100, "suggestions": 2},
+        {"ts": T0 + 3, "backend": "databricks", "status": 200, "latency_ms": 100},  # absent: 0
+    ])
+    assert cli("metrics", "ingest", log).exit_code == 0
+    assert store_columns(store_path, "databricks")[T0 + 10]["suggestions"] == 5
+    om = tmp_path / "s.om"
+    om.write_text(f'llm_proxy_suggestions_total{{backend="internal"}} 40 {T0}\n'
+                  f'llm_proxy_suggestions_total{{backend="internal"}} 47 {T0 + 10}\n# EOF\n')
+    assert cli("metrics", "ingest", om).exit_code == 0
+    assert store_columns(store_path, "internal")[T0 + 10]["suggestions"] == 7
 
 
 def test_dry_run_validates_and_writes_nothing(tmp_path, cli, store_path):
@@ -207,7 +299,7 @@ def test_openmetrics_counters_become_per_step_increments(tmp_path, cli, store_pa
         (f'llm_proxy_request_duration_seconds_bucket{{backend="internal",le="0.25"}} 5 {T0}', "le='0.25'"),
         (f'llm_proxy_requests_total{{backend="databricks",outcome="ok" 5 {T0}', "cannot parse the labels"),
         (f'llm_proxy_requests_total{{backend="databricks",outcome="ok"}} NaN {T0}', "finite non-negative"),
-        (f'llm_proxy_requests_total{{backend="databricks",outcome="ok"}} many {T0}', "VALUE TIMESTAMP"),
+        (f'llm_proxy_requests_total{{backend="databricks",outcome="ok"}} many {T0}', "'many' after"),
         # the same series as the line before it, going back in time
         (f'llm_proxy_requests_total{{backend="databricks",outcome="server_error",instance="a"}} 3 {T0 + 20}',
          "is not after the previous sample of this series (line 11)"),

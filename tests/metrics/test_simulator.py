@@ -403,10 +403,11 @@ def test_openmetrics_export_is_cumulative_from_an_explicit_zero(small):
     lines = out.getvalue().splitlines()
     assert lines[-1] == "# EOF"
     assert samples == sum(1 for line in lines if not line.startswith("#"))
-    assert samples == 2 * 20 * 361  # 2 backends x 20 series x (360 steps + the zero)
+    assert samples == 2 * 21 * 361  # 2 backends x 21 series x (360 steps + the zero)
     types = [line for line in lines if line.startswith("# TYPE")]
     assert types == ["# TYPE llm_proxy_requests counter", "# TYPE llm_proxy_request_duration_seconds histogram",
-                     "# TYPE llm_proxy_prompt_tokens counter", "# TYPE llm_proxy_completion_tokens counter"]
+                     "# TYPE llm_proxy_prompt_tokens counter", "# TYPE llm_proxy_completion_tokens counter",
+                     "# TYPE llm_proxy_suggestions counter"]
     first = int(small["internal"].timestamps[0])
     ok = [line for line in lines if line.startswith('llm_proxy_requests_total{backend="internal",outcome="ok"}')]
     assert ok[0].split()[1:] == ["0", str(first - 10)]
@@ -444,7 +445,7 @@ def test_promtool_backfills_the_export_with_the_same_values(small, tmp_path):
     for line in dump.stdout.splitlines():
         labels, value, ts = line.rsplit(" ", 2)
         series.setdefault(labels, []).append((int(ts), float(value)))
-    assert len(series) == 2 * 20
+    assert len(series) == 2 * 21
     first = int(small["databricks"].timestamps[0])
     key = '{__name__="llm_proxy_requests_total", backend="databricks", outcome="server_error"}'
     expected = np.concatenate(([0], np.cumsum(small["databricks"].columns["req_server_error"])))
@@ -530,3 +531,71 @@ def test_sim_help_documents_the_incident_spec_without_importing_numpy():
     assert run.returncode == 0, run.stderr
     for text in ("KIND@START+DURATION", "vendor-5xx", "latency-spike", "auth-throttling", "gpu-capacity-loss"):
         assert text in run.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Suggestions and the quality regression
+
+
+def test_suggestions_average_three_per_answer_and_leave_the_other_columns_alone():
+    start = parse_rfc3339("2026-11-18T14:00:00Z")
+    result = sim.simulate(start, start + 2 * HOUR, backends=BACKENDS, peak_rps=20_000, seed=3)
+    for series in result.values():
+        answers = series.columns["req_ok"].sum()
+        # Poisson(3 x answers): the mean is within 6 standard deviations, sqrt(3 x answers)
+        assert abs(series.columns["suggestions"].sum() - 3.0 * answers) < 6 * math.sqrt(3.0 * answers)
+        assert series.columns["suggestions"].dtype.kind == "i"
+
+
+def test_a_quality_regression_shifts_prompt_tokens_and_cuts_suggestions_inside_its_window_only():
+    start = parse_rfc3339("2026-11-18T14:00:00Z")
+    spec = "quality-regression@2026-11-18T15:00:00Z+1h:prompt_shift=-1,rate=0.4,suggestions=0.5,completion=0.8"
+    incident = sim.parse_incident(spec, BACKENDS)
+    clean = sim.simulate(start, start + 3 * HOUR, backends=BACKENDS, peak_rps=200_000, seed=5)
+    hit = sim.simulate(start, start + 3 * HOUR, backends=BACKENDS, peak_rps=200_000, seed=5, incidents=[incident])
+    ts = hit["databricks"].timestamps
+    inside = (ts > incident.start) & (ts <= incident.end)
+    for column in schema.VALUE_COLUMNS:  # untouched outside the window, and on the other backend
+        np.testing.assert_array_equal(hit["databricks"].columns[column][~inside],
+                                      clean["databricks"].columns[column][~inside])
+        np.testing.assert_array_equal(hit["internal"].columns[column], clean["internal"].columns[column])
+    c = {k: v[inside].sum() for k, v in hit["databricks"].columns.items()}
+    requests = sum(c[col] for col in schema.REQUEST_COLUMNS)
+    answers = c["req_ok"]
+    # Expected figures from the model's constants: 450 - 1 prompt tokens per request; changed answers
+    # (40%) hold half the suggestions: 3 x (0.6 + 0.4 x 0.5) = 2.4; completion 180 x (0.6 + 0.4 x 0.8) = 165.6.
+    assert abs(c["prompt_tokens"] / requests - 449.0) < 6 * 350 / math.sqrt(requests)
+    assert abs(c["suggestions"] / answers - 2.4) < 6 * math.sqrt(2.4 / answers)
+    assert abs(c["completion_tokens"] / answers - 165.6) < 6 * 140 / math.sqrt(answers)
+    assert bad(hit["databricks"])[inside].sum() < 1e-3 * requests  # nothing fails
+
+
+@pytest.mark.parametrize("spec, problem", [
+    ("quality-regression@end-1h+10m:prompt_shift=0.5", "whole number of tokens"),
+    ("quality-regression@end-1h+10m:suggestions=-1", "between 0 and 10"),
+    ("quality-regression@end-1h+10m:rate=2", "must be in (0, 1]"),
+])
+def test_bad_quality_regression_options_are_usage_errors(spec, problem):
+    with pytest.raises(UsageError, match=re.escape(problem)):
+        sim.parse_incident(spec, BACKENDS, end=parse_rfc3339("2026-11-18T15:00:00Z"))
+
+
+def test_a_store_written_before_suggestions_is_migrated_when_opened(tmp_path):
+    import sqlite3
+
+    old_cols = [c for c in schema.VALUE_COLUMNS if c != "suggestions"]
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(str(path))
+    cols = ", ".join(f"{c} REAL NOT NULL DEFAULT 0" for c in old_cols + [f"c_{c}" for c in old_cols])
+    conn.execute(f"CREATE TABLE steps (backend TEXT NOT NULL, ts INTEGER NOT NULL, {cols},"
+                 " PRIMARY KEY (backend, ts)) WITHOUT ROWID")
+    conn.execute("INSERT INTO steps (backend, ts, req_ok, c_req_ok) VALUES ('internal', 1000, 5, 5)")
+    conn.commit()
+    conn.close()
+    store = EmbeddedStore.open(path, create=False)
+    assert store.totals("internal", 1000)["suggestions"] == 0.0 and store.totals("internal", 1000)["req_ok"] == 5
+    store.write_steps("internal", [1010], {"req_ok": [2], "suggestions": [7]})
+    q = 'sum(increase(llm_proxy_suggestions_total{backend="internal"}[20s]))'
+    assert store.query_many([q, 'sum(increase(llm_proxy_requests_total{outcome="ok"}[20s]))'], 1010) == [7.0, 7.0]
+    store.close()
+    assert EmbeddedStore.open(path, create=False).totals("internal", 1010)["suggestions"] == 7.0  # reopens as is

@@ -38,8 +38,10 @@ GOOD_ENDPOINTS = """\
     ("quality:\n  probe: {concurency: 4}\n", "quality.probe.concurency: unknown key"),
     ("quality:\n  shadow: {percentiles: [99]}\n", "quality.shadow: percentiles must be a non-empty list"),
     ("quality:\n  push: {target: graphite}\n", "quality.push.target: must be one of 'embedded', 'pushgateway'"),
-    ("cost:\n  backends:\n    internal: {gpu: {gpu_hourly_price: 3}}\n",
-     "cost.backends.internal.gpu: give exactly one of 'replicas' (a count) or 'replicas_query' (PromQL)"),
+    ("cost:\n  backends:\n    internal: {gpu: {gpu_hourly_price: 3}}\n",  # no static capacity to take it from
+     "cost.backends.internal.gpu: give replicas or replicas_query; without them the count comes from capacity.replicas"),
+    ("cost:\n  backends:\n    internal: {gpu: {gpu_hourly_price: 3, replicas: 2, replicas_query: up}}\n",
+     "cost.backends.internal.gpu: give one of 'replicas' (a count) or 'replicas_query' (PromQL), not both"),
     ("cost:\n  backends:\n    databricks: {provisioned: {hourly_price: 3}, per_token: "
      "{input_per_million: 1, output_per_million: 2}}\n",
      "cost.backends.databricks: give exactly one of 'gpu', 'provisioned' or 'per_token'"),

@@ -12,10 +12,24 @@ BASE = "https://runbooks.example.com/llm-inference"  # alerting.runbook_base_url
 SLO_NAMES = sorted(yaml.safe_load(p.read_text())["metadata"]["name"] for p in (REPO / "slos").glob("*.yaml"))
 
 
-def alert_rules(opsctl, config):
+def alert_rules(opsctl, config, *, quality: bool = False):
+    """The burn-rate alerts of `opsctl slo rules` (or, with `quality`, the live quality alerts)."""
     result = opsctl("--config", str(config), "slo", "rules")
     assert result.exit_code == 0, result.output
-    return [r for g in yaml.safe_load(result.stdout)["groups"] for r in g["rules"] if "alert" in r]
+    return [r for g in yaml.safe_load(result.stdout)["groups"] for r in g["rules"]
+            if "alert" in r and (r["labels"].get("category") == "quality") == quality]
+
+
+def test_every_quality_alert_links_to_the_quality_regression_runbook_which_names_it(opsctl, shipped):
+    rules = alert_rules(opsctl, shipped, quality=True)
+    files = generate(opsctl, shipped)
+    assert {r["alert"] for r in rules} == {"QualityPromptTokensShift", "QualityCompletionTokensDrift",
+                                           "QualitySuggestionsDrop"}
+    for rule in rules:
+        url = rule["annotations"]["runbook_url"]
+        assert url == BASE + "/scenario-quality-regression.md"
+        text = files["scenario-quality-regression.md"]
+        assert url in text and f"| `{rule['alert']}` | {rule['labels']['backend']} |" in text
 
 
 def generate(opsctl, config):

@@ -28,6 +28,12 @@ PAGE_ROW = "| 1h / 5m | 13.44x | 0.1344% (1 in 744) | 2% (4.84 s of budget) | 50
 # floor(6 x 40 / (500 x 1.25) x 100) = floor(38.4) = 38% of peak traffic, so databricks keeps 62%.
 
 
+# With capacity read from Kubernetes, the GPU price needs its own replica count (it defaults to the
+# static capacity.replicas).
+BILLED_FROM_CAPACITY = "        gpus_per_replica: 1\n"
+BILLED_AS_GIVEN = "        gpus_per_replica: 1\n        replicas: 6\n"
+
+
 def generated(opsctl, config) -> dict[str, str]:
     result = opsctl("--config", str(config), "runbook", "generate")
     assert result.exit_code == 0, result.output
@@ -58,6 +64,7 @@ def test_the_capacity_a_failover_needs_and_where_it_comes_from(opsctl, shipped):
 def test_enough_kubernetes_capacity_is_scaled_by_the_failover(opsctl, shipped):
     shipped.write_text(shipped.read_text()
                        .replace("  source: static\n  replicas: 6\n", "  source: kubernetes\n  deployment: vllm\n")
+                       .replace(BILLED_FROM_CAPACITY, BILLED_AS_GIVEN)
                        .replace("  max_replicas: 6\n", "  max_replicas: 20\n"))
     text = generated(opsctl, shipped)["scenario-vendor-outage.md"]
     assert "= **16**" in text and "at most **20**" in text
@@ -149,7 +156,8 @@ def test_a_slow_vendor_gets_a_partial_move_capped_by_internal_capacity_at_peak(o
     assert "--to internal=38 --to databricks=62" in generated(opsctl, shipped)["scenario-vendor-latency.md"]
     # a Deployment scaled up to 20 replicas carries half: internal 20 + 40 = 60
     shipped.write_text(shipped.read_text()
-                       .replace("  source: static\n  replicas: 6\n", "  source: kubernetes\n  deployment: vllm\n"))
+                       .replace("  source: static\n  replicas: 6\n", "  source: kubernetes\n  deployment: vllm\n")
+                       .replace(BILLED_FROM_CAPACITY, BILLED_AS_GIVEN))
     text = generated(opsctl, shipped)["scenario-vendor-latency.md"]
     assert "opsctl traffic ramp --to internal=60 --to databricks=40 --incident \"$INCIDENT\"" in text
     assert "(half of databricks's 80%)" in text

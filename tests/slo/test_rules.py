@@ -25,6 +25,7 @@ PERIOD_RECORDS = ["slo:sli_error:ratio_rate28d", "slo:period_error_budget_remain
 EXTRA = r.ALERTING_CONFIG + """\
   labels: {team: llm-platform}
   prometheus_rule: {name: llm-slo-rules, namespace: observability, labels: {release: kube-prometheus}}
+quality: {rules: {enabled: false}}   # the SLO groups alone (tests/quality/test_live_rules.py: the quality group)
 """
 
 

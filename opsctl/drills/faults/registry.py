@@ -31,7 +31,9 @@ def _scale(cfg, run_id: str, world=None):
     return DeploymentScaleFault(_kube(cfg), run_id=run_id)
 
 
-INJECTORS: dict[str, Callable] = {"simulated": _simulated, "istio-route": _istio, "deployment-scale": _scale}
+# chain-exporter: a local chain drill's fault lives in its exporter and ends with the drill's process.
+INJECTORS: dict[str, Callable] = {"simulated": _simulated, "istio-route": _istio, "deployment-scale": _scale,
+                                  "chain-exporter": _simulated}
 
 
 def injector(name: str, cfg, run_id: str, world=None):

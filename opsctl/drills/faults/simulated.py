@@ -16,9 +16,9 @@ class SimulatedFault(FaultInjector):
                 "start": at, "end": at + fault.duration}
 
     def apply(self, record: dict) -> str:
-        from opsctl.metrics.simulator import INCIDENT_KINDS
+        from opsctl.drills.chain.faults import KINDS
 
-        cls = INCIDENT_KINDS[record["kind"]]
+        cls = KINDS[record["kind"]]
         incident = cls(backend=record["backend"], start=record["start"], end=record["end"], **record["params"])
         self.world.add_incident(record["id"], incident)
         return f"simulator incident {incident.spec()}"

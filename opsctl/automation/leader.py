@@ -1,0 +1,244 @@
+"""Leader election for `opsctl serve` on a coordination.k8s.io/v1 Lease, so one replica acts at a time.
+
+Written here rather than taken from the kubernetes client's leaderelection module, which neither
+releases the Lease on shutdown nor returns (it calls sys.exit when leadership is lost).
+
+    acquire   the Lease is absent (created), released (no holder), or expired: its record has not
+              changed for leaseDurationSeconds *as this replica observed it* (a local monotonic
+              clock, so clock skew between nodes does not matter)
+    renew     the holder rewrites renewTime every retry_period
+    step down the holder that could not renew for renew_deadline (< lease_duration) stops acting,
+              before any other replica may consider the Lease expired
+    release   on SIGTERM the holder clears holderIdentity, so a successor takes over at once
+
+Every write is a replace carrying the resourceVersion that was read: two replicas racing for the
+Lease meet 409 Conflict and only one wins.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Callable
+
+from opsctl.errors import ConflictError, OpsctlError
+
+if TYPE_CHECKING:
+    from opsctl.config import Config
+    from opsctl.traffic.kube import Kube
+
+log = logging.getLogger("opsctl.automation")
+
+
+def _micro(moment: datetime) -> str:
+    """A MicroTime as the API server writes it: RFC 3339 with microseconds."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaseElector:
+    def __init__(self, kube: "Kube", *, name: str, namespace: str, identity: str, lease_duration: float,
+                 renew_deadline: float, retry_period: float, on_change: Callable[[bool], None] | None = None,
+                 monotonic: Callable[[], float] = time.monotonic):
+        if not 0 < retry_period < renew_deadline < lease_duration:
+            raise ValueError("need 0 < retry_period < renew_deadline < lease_duration")
+        self.kube = kube
+        self.name, self.namespace, self.identity = name, namespace, identity
+        self.lease_duration, self.renew_deadline, self.retry_period = lease_duration, renew_deadline, retry_period
+        self.on_change = on_change
+        self.monotonic = monotonic
+        self._renewed_at: float | None = None  # monotonic time of our last successful acquire/renew
+        self._observed: tuple | None = None  # (holder, renewTime, resourceVersion) last read
+        self._observed_at = 0.0
+        self._leader = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.holder: str | None = None  # who holds the Lease, as last read
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this replica holds the Lease and renewed it within renew_deadline."""
+        with self._lock:
+            return (self._leader and self._renewed_at is not None
+                    and self.monotonic() - self._renewed_at < self.renew_deadline)
+
+    def _set_leader(self, leader: bool) -> None:
+        with self._lock:
+            changed = leader != self._leader
+            self._leader = leader
+            if not leader:
+                self._renewed_at = None
+        if changed:
+            log.info("leader election: %s %s Lease %s/%s", self.identity, "acquired" if leader else "lost",
+                     self.namespace, self.name)
+            if self.on_change:
+                self.on_change(leader)
+
+    # -- one round ------------------------------------------------------------------------------
+
+    def _api(self):
+        from kubernetes.client import CoordinationV1Api
+
+        return CoordinationV1Api(self.kube.client)
+
+    def _read(self, api, what: str):
+        """The Lease, or None when there is none (404)."""
+        from kubernetes.client.exceptions import ApiException
+
+        def read(**kwargs):
+            try:
+                return api.read_namespaced_lease(self.name, self.namespace, **kwargs)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+
+        return self.kube.call(f"read {what}", read)
+
+    def _spec(self, *, acquire: datetime, transitions: int) -> dict:
+        now = datetime.now(timezone.utc)
+        return {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, int(round(self.lease_duration))),
+                "acquireTime": _micro(acquire), "renewTime": _micro(now), "leaseTransitions": transitions}
+
+    def try_acquire_or_renew(self) -> bool:
+        """One round: create, renew or take over the Lease. True when this replica holds it now."""
+        api = self._api()
+        what = f"Lease {self.namespace}/{self.name}"
+        now = self.monotonic()
+        lease = self._read(api, what)
+        if lease is None:
+            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": self._spec(acquire=datetime.now(timezone.utc), transitions=0)}
+            try:
+                self.kube.call(f"create {what}", api.create_namespaced_lease, self.namespace, body)
+            except ConflictError:  # another replica created it first (409 AlreadyExists)
+                return False
+            self._won(now)
+            return True
+        spec = lease.spec
+        holder = (spec.holder_identity or "") if spec else ""
+        record = (holder, str(spec.renew_time if spec else None), lease.metadata.resource_version)
+        if self._observed is None or record[:2] != self._observed[:2]:
+            self._observed, self._observed_at = record, now
+        self.holder = holder or None
+        duration = (spec.lease_duration_seconds if spec and spec.lease_duration_seconds else self.lease_duration)
+        mine = holder == self.identity
+        if holder and not mine and now - self._observed_at < duration:
+            return False  # held by a live replica
+        transitions = (spec.lease_transitions or 0) if spec else 0
+        acquire = spec.acquire_time if mine and spec and spec.acquire_time else datetime.now(timezone.utc)
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace,
+                             "resourceVersion": lease.metadata.resource_version},
+                "spec": self._spec(acquire=acquire, transitions=transitions if mine else transitions + 1)}
+        try:
+            self.kube.call(f"{'renew' if mine else 'take over'} {what}", api.replace_namespaced_lease,
+                           self.name, self.namespace, body)
+        except ConflictError:  # somebody else wrote it since we read it
+            return False
+        self.holder = self.identity
+        self._won(now)
+        return True
+
+    def _won(self, at: float) -> None:
+        with self._lock:
+            self._renewed_at = at
+        self._set_leader(True)
+
+    def release(self) -> bool:
+        """Give the Lease up (holder cleared) if this replica holds it; True when released."""
+        was = self._leader
+        self._set_leader(False)
+        if not was:
+            return False
+        api = self._api()
+        what = f"Lease {self.namespace}/{self.name}"
+        try:
+            lease = self._read(api, what)
+            if lease is None or (lease.spec.holder_identity or "") != self.identity:
+                return False
+            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace,
+                                 "resourceVersion": lease.metadata.resource_version},
+                    "spec": {"holderIdentity": None, "leaseDurationSeconds": 1,
+                             "acquireTime": None, "renewTime": _micro(datetime.now(timezone.utc)),
+                             "leaseTransitions": lease.spec.lease_transitions or 0}}
+            self.kube.call(f"release {what}", api.replace_namespaced_lease, self.name, self.namespace, body)
+        except OpsctlError as exc:  # it expires on its own within the lease duration
+            log.warning("leader election: could not release %s: %s", what, exc)
+            return False
+        log.info("leader election: %s released Lease %s/%s", self.identity, self.namespace, self.name)
+        return True
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="opsctl-leader-election", daemon=True)
+        self._thread.start()
+
+    def stop(self, *, release: bool = True, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(timeout)
+        if release:
+            self.release()
+        else:
+            self._set_leader(False)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                held = self.try_acquire_or_renew()
+            except OpsctlError as exc:
+                log.warning("leader election: %s", exc)
+                held = False
+            except Exception:  # keep electing; the next round retries
+                log.exception("leader election round failed")
+                held = False
+            if not held and self._leader:
+                # Not renewed this round: still leader until renew_deadline passes since the last renewal.
+                with self._lock:
+                    stale = self._renewed_at is None or self.monotonic() - self._renewed_at >= self.renew_deadline
+                if stale or (self.holder and self.holder != self.identity):
+                    self._set_leader(False)
+            self._stop.wait(self.retry_period)
+
+
+def identity_for(cfg: "Config") -> str:
+    import os
+    import socket
+
+    configured = cfg.automation.leader_election.identity
+    return configured or os.environ.get("POD_NAME", "").strip() or socket.gethostname()
+
+
+def election_enabled(cfg: "Config") -> bool:
+    """On with shared state (unless turned off); never with local state, which replicas cannot share."""
+    from opsctl.errors import ConfigError
+
+    setting = cfg.automation.leader_election.enabled
+    shared = cfg.state.backend == "kubernetes"
+    if setting and not shared:
+        raise ConfigError(f"{cfg.source_path}: automation.leader_election.enabled needs state.backend: kubernetes"
+                          " (replicas elect a leader to act on deliveries they all record in the shared state)")
+    return shared if setting is None else setting
+
+
+def open_elector(cfg: "Config", on_change: Callable[[bool], None] | None = None) -> LeaseElector | None:
+    """The elector `opsctl serve` runs, or None when it runs as the only replica."""
+    if not election_enabled(cfg):
+        return None
+    from opsctl.traffic.registry import kube_for
+
+    settings = cfg.automation.leader_election
+    duration, deadline, retry = settings.seconds
+    connection = cfg.state_kubernetes
+    namespace = settings.namespace or cfg.state.namespace or connection.namespace
+    return LeaseElector(kube_for(connection, cfg.base_dir), name=settings.lease_name, namespace=namespace,
+                        identity=identity_for(cfg),
+                        lease_duration=duration, renew_deadline=deadline, retry_period=retry, on_change=on_change)

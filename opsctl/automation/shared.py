@@ -1,0 +1,469 @@
+"""Deliveries and episodes in the shared state store (state.backend kubernetes), for HA `opsctl serve`.
+
+The same operations as the SQLite DeliveryLog and EpisodeStore (idempotency.py, episodes.py), on
+two documents of the StateStore, each operation one compare-and-swap read-modify-write:
+
+    serve-deliveries   {"events": {key: {source, partition, state, attempts, owner, lease_until,
+                        not_before, received_at, done_at, payload (while not done), result}}}
+    serve-episodes     {"alerts": {"policy/fingerprint": {target, starts_at, status, updated_at}},
+                        "episodes": {id: {policy, target, key, state, incident, ticket, failover,
+                        owned, saved, restore_due, ..., owner, lease_until, actions: [...]}}}
+
+Every replica records deliveries here (so one that is not the leader loses nothing), the leader
+claims and acts on them. Both documents are bounded: a finished event keeps its key and outcome
+(no payload) for RETENTION or until MAX_FINISHED newer ones; closed episodes are kept MAX_CLOSED
+deep; each episode keeps its last MAX_EPISODE_ACTIONS actions; past MAX_BYTES the oldest finished
+entries go first. The full record of actions stays in
+each replica's local SQLite and in its log.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Callable
+
+from opsctl.automation.episodes import Busy, Episode, EpisodeStore, FiringStart, episode_key, mark_failover_started
+from opsctl.automation.idempotency import DEFAULT_LEASE, ClaimedEvent, NewEvent, dead_local_owner
+
+DELIVERIES = "serve-deliveries"
+EPISODES = "serve-episodes"
+ATTEMPTS = 10  # compare-and-swap rounds before a write gives up (the sender then gets 503 and retries)
+RETENTION = 3 * 86400  # finished delivery keys are kept this long (Alertmanager repeats within hours)
+MAX_FINISHED = 1500
+MAX_CLOSED = 30
+MAX_ALERTS = 500
+MAX_EPISODE_ACTIONS = 12
+MAX_BYTES = 384 * 1024  # below the store's 512 KiB document bound: the oldest finished entries go first
+
+
+def _size(data: dict) -> int:
+    return len(json.dumps(data, separators=(",", ":"), default=str))
+
+
+def _short(result: dict) -> dict:
+    text = json.dumps(result, sort_keys=True, default=str)
+    return result if len(text) <= 600 else {"summary": text[:600]}
+
+
+class SharedDeliveryLog:
+    def __init__(self, store, *, clock: Callable[[], float], owner: str, lease: float = DEFAULT_LEASE):
+        self.store = store
+        self.clock = clock
+        self.owner = owner
+        self.lease_seconds = lease
+
+    def _events(self) -> dict:
+        doc = self.store.get(DELIVERIES)
+        return dict(doc.data.get("events", {})) if doc else {}
+
+    def _update(self, change: Callable[[dict], bool]) -> None:
+        """Run change(events) under compare-and-swap; it returns False to write nothing."""
+        def apply(data):
+            data = data or {}
+            events = data.setdefault("events", {})
+            return data if change(events) else None
+
+        self.store.update(DELIVERIES, apply, attempts=ATTEMPTS)
+
+    def check(self) -> None:
+        self.store.get(DELIVERIES)
+
+    def seen(self, key: str) -> bool:
+        return key in self._events()
+
+    def unseen(self, events: list[NewEvent]) -> list[NewEvent]:
+        known = self._events()
+        return [e for e in events if e.key not in known]
+
+    def admit(self, events: list[NewEvent], received_at: float | None = None) -> list[NewEvent]:
+        now = self.clock() if received_at is None else received_at
+        new: list[NewEvent] = []
+
+        def change(table: dict) -> bool:
+            new.clear()
+            for ev in events:
+                if ev.key in table:
+                    continue
+                entry = {"source": ev.source, "partition": ev.partition, "attempts": 0, "received_at": now,
+                         "not_before": 0}
+                if ev.needs_action:
+                    entry.update(state="pending", payload=ev.payload)
+                else:
+                    entry.update(state="done", done_at=now, result={"actions": [], "policies": []})
+                table[ev.key] = entry
+                new.append(ev)
+            if new:
+                self._bound(table)
+            return bool(new)
+
+        self._update(change)
+        return list(new)
+
+    def _bound(self, table: dict) -> None:
+        now = self.clock()
+        finished = sorted((e.get("done_at") or 0, k) for k, e in table.items() if e["state"] in ("done", "failed"))
+        drop = [k for at, k in finished if at < now - RETENTION]
+        keep = [k for at, k in finished if at >= now - RETENTION]
+        drop += keep[:max(0, len(keep) - MAX_FINISHED)]
+        for k in drop:
+            table.pop(k, None)
+        oldest = [k for at, k in finished if k in table]
+        while oldest and _size(table) > MAX_BYTES:  # large payloads pending: keep fewer finished keys
+            for k in oldest[:100]:
+                table.pop(k, None)
+            oldest = oldest[100:]
+
+    def claim(self, key: str) -> ClaimedEvent | None:
+        claimed: list[ClaimedEvent] = []
+
+        def change(table: dict) -> bool:
+            claimed.clear()
+            e = table.get(key)
+            now = self.clock()
+            if e is None or not ((e["state"] == "pending" and e.get("not_before", 0) <= now)
+                                 or (e["state"] == "running" and (e.get("lease_until") or 0) < now)):
+                return False
+            e.update(state="running", owner=self.owner, lease_until=now + self.lease_seconds,
+                     attempts=e.get("attempts", 0) + 1)
+            claimed.append(ClaimedEvent(key, e["source"], e.get("payload") or {}, e["attempts"], e["received_at"],
+                                        e["partition"]))
+            return True
+
+        self._update(change)
+        return claimed[0] if claimed else None
+
+    def finish(self, key: str, result: dict, *, failed: bool = False) -> None:
+        def change(table: dict) -> bool:
+            e = table.get(key)
+            if e is None or e.get("owner") != self.owner:
+                return False
+            e.update(state="failed" if failed else "done", done_at=self.clock(), result=_short(result),
+                     lease_until=None)
+            e.pop("payload", None)
+            return True
+
+        self._update(change)
+
+    def retry_later(self, key: str, delay: float, result: dict | None = None, *, count: bool = True) -> None:
+        def change(table: dict) -> bool:
+            e = table.get(key)
+            if e is None or e.get("owner") != self.owner:
+                return False
+            e.update(state="pending", not_before=self.clock() + delay, lease_until=None, result=_short(result or {}),
+                     attempts=e.get("attempts", 0) - (0 if count else 1))
+            return True
+
+        self._update(change)
+
+    def recover(self, *, all_others: bool = False) -> int:
+        """Events claimed by a dead process on this host (or, for a new leader, by any other
+        process: the old leader no longer acts) go back to pending."""
+        released = [0]
+
+        def change(table: dict) -> bool:
+            released[0] = 0
+            for e in table.values():
+                owner = e.get("owner")
+                if e["state"] == "running" and owner != self.owner and (all_others or dead_local_owner(owner)):
+                    e.update(state="pending", lease_until=None, not_before=0)
+                    released[0] += 1
+            return bool(released[0])
+
+        self._update(change)
+        return released[0]
+
+    def due(self, *, older_than: float, limit: int) -> list[tuple[str, str]]:
+        now = self.clock()
+        rows = [(e["received_at"], k, e["partition"]) for k, e in self._events().items()
+                if (e["state"] == "pending" and e.get("not_before", 0) <= now
+                    and (e.get("not_before", 0) > 0 or e["received_at"] <= now - older_than))
+                or (e["state"] == "running" and (e.get("lease_until") or 0) < now)]
+        return [(k, p) for _, k, p in sorted(rows)[:limit]]
+
+    def state(self, key: str) -> dict | None:
+        e = self._events().get(key)
+        if e is None:
+            return None
+        row = dict(e, key=key)
+        row["payload"] = json.dumps(e.get("payload") or {}, sort_keys=True)
+        row["result"] = json.dumps(e.get("result") or {}, sort_keys=True)
+        return row
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for e in self._events().values():
+            counts[e["state"]] = counts.get(e["state"], 0) + 1
+        return counts
+
+    def prune(self, older_than: float) -> int:
+        return 0  # admit() bounds the document as it writes
+
+
+_FIELDS = ("policy", "target", "key", "state", "opened_at", "incident", "ticket", "failover", "owned", "saved",
+           "restore_due", "restore_refusals", "owner", "lease_until", "closed_at", "closed_because")
+
+
+class SharedEpisodeStore:
+    """The EpisodeStore operations on the shared document; the record of actions also stays local."""
+
+    def __init__(self, store, *, local_path: Path, clock: Callable[[], float], owner: str,
+                 lease: float = DEFAULT_LEASE):
+        self.store = store
+        self.clock = clock
+        self.owner = owner
+        self.lease_seconds = lease
+        self.local = EpisodeStore(local_path, clock=clock, owner=owner)  # its actions table only
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _me(self) -> str:
+        return f"{self.owner}:{threading.get_ident()}"
+
+    def _read(self) -> dict:
+        doc = self.store.get(EPISODES)
+        data = dict(doc.data) if doc else {}
+        data.setdefault("alerts", {})
+        data.setdefault("episodes", {})
+        return data
+
+    def _update(self, change: Callable[[dict], bool]) -> None:
+        def apply(data):
+            data = data or {}
+            data.setdefault("alerts", {})
+            data.setdefault("episodes", {})
+            if not change(data):
+                return None
+            self._bound(data)
+            return data
+
+        self.store.update(EPISODES, apply, attempts=ATTEMPTS)
+
+    def _bound(self, data: dict) -> None:
+        closed = [i for _, i in sorted((e.get("closed_at") or 0, i) for i, e in data["episodes"].items()
+                                       if e["state"] == "closed")]
+        for i in closed[:max(0, len(closed) - MAX_CLOSED)]:
+            del data["episodes"][i]
+        closed = closed[max(0, len(closed) - MAX_CLOSED):]
+        alerts = data["alerts"]
+        if len(alerts) > MAX_ALERTS:
+            resolved = sorted((a["updated_at"], k) for k, a in alerts.items() if a["status"] == "resolved")
+            for _, k in resolved[:len(alerts) - MAX_ALERTS]:
+                del alerts[k]
+        while closed and _size(data) > MAX_BYTES:
+            del data["episodes"][closed.pop(0)]
+
+    @staticmethod
+    def _episode(i: str, e: dict) -> Episode:
+        return Episode(i, e["policy"], e["target"], e["state"], e["opened_at"], e.get("incident"), e.get("ticket"),
+                       e.get("failover"), bool(e.get("owned")), e.get("restore_due"), e.get("restore_refusals", 0),
+                       dict(e.get("saved") or {}), e.get("key") or i)
+
+    def _lease(self, e: dict, ident: str) -> None:
+        now = self.clock()
+        me = self._me()
+        if e.get("owner") not in (None, me) and (e.get("lease_until") or 0) >= now:
+            raise Busy(f"episode {ident} is being acted on by another worker")
+        e.update(owner=me, lease_until=now + self.lease_seconds)
+
+    @staticmethod
+    def _open(data: dict, policy: str, target: str) -> tuple[str, dict] | None:
+        for i, e in data["episodes"].items():
+            if e["policy"] == policy and e["target"] == target and e["state"] != "closed":
+                return i, e
+        return None
+
+    def _record_alert(self, data: dict, policy: str, fingerprint: str, target: str, starts_at: str,
+                      status: str) -> bool:
+        """False for a late copy (see EpisodeStore.record_alert)."""
+        key = f"{policy}/{fingerprint}"
+        row = data["alerts"].get(key)
+        if row is not None and (row["starts_at"] > starts_at
+                                or (row["starts_at"] == starts_at and row["status"] == "resolved")):
+            return False
+        data["alerts"][key] = {"policy": policy, "target": target, "starts_at": starts_at, "status": status,
+                               "updated_at": self.clock()}
+        return True
+
+    # -- the engine's operations ----------------------------------------------------------------
+
+    def begin_firing(self, policy: str, fingerprint: str, target: str, starts_at: str, *,
+                     failover: bool = False) -> FiringStart | None:
+        result: list[FiringStart] = []
+
+        def change(data: dict) -> bool:
+            result.clear()
+            if not self._record_alert(data, policy, fingerprint, target, starts_at, "firing"):
+                return False
+            found = self._open(data, policy, target)
+            if found is None:
+                ident = base = episode_key(policy, target, fingerprint, starts_at)
+                n = 1
+                while ident in data["episodes"]:
+                    n += 1
+                    ident = f"{base}-{n}"
+                found = ident, {"policy": policy, "target": target, "key": ident, "state": "open",
+                                "opened_at": self.clock(), "owned": False, "saved": {}, "restore_refusals": 0}
+                data["episodes"][ident] = found[1]
+            ident, e = found
+            self._lease(e, ident)
+            cancelled = e["state"] == "restore_pending"
+            if cancelled:
+                e.update(state="open", restore_due=None)
+            moved = {o["target"] for o in data["episodes"].values()
+                     if o["state"] != "closed" and o["target"] != target and o.get("owned")
+                     and o.get("failover") in ("applied", "dry_run")}
+            episode = self._episode(ident, e)
+            resumed = failover and mark_failover_started(episode)
+            e["failover"] = episode.failover
+            result.append(FiringStart(episode, cancelled, moved, resumed))
+            return True
+
+        self._update(change)
+        return result[0] if result else None
+
+    def _write_fields(self, episode: Episode, *, release: bool) -> None:
+        def change(data: dict) -> bool:
+            e = data["episodes"].get(episode.id)
+            if e is None:
+                return False
+            e.update(incident=episode.incident, ticket=episode.ticket, failover=episode.failover,
+                     owned=bool(episode.owned), saved=dict(episode.saved))
+            if release:
+                e.update(owner=None, lease_until=None)
+            return True
+
+        self._update(change)
+
+    def save(self, episode: Episode) -> None:
+        self._write_fields(episode, release=True)
+
+    def begin_resolved(self, policy: str, fingerprint: str, target: str, starts_at: str, *, restores: bool,
+                       hold_down: float, because: Callable[[Episode], str]) -> tuple[Episode, str] | None:
+        result: list[tuple[Episode, str]] = []
+
+        def change(data: dict) -> bool:
+            result.clear()
+            if not self._record_alert(data, policy, fingerprint, target, starts_at, "resolved"):
+                return False
+            found = self._open(data, policy, target)
+            firing = any(a["policy"] == policy and a["target"] == target and a["status"] == "firing"
+                         for a in data["alerts"].values())
+            if found is None or found[1]["state"] != "open" or firing:
+                return True  # the alert's state is recorded
+            ident, e = found
+            self._lease(e, ident)
+            episode = self._episode(ident, e)
+            if restores and episode.traffic_moved:
+                e.update(state="restore_pending", restore_due=self.clock() + hold_down, owner=None, lease_until=None)
+                result.append((episode, "restore_pending"))
+            else:
+                e.update(state="closed", closed_at=self.clock(), closed_because=because(episode), restore_due=None,
+                         owner=None, lease_until=None)
+                result.append((episode, "closed"))
+            return True
+
+        self._update(change)
+        return result[0] if result else None
+
+    def by_incident(self, keys: list[str]) -> Episode | None:
+        found = [(e["opened_at"], i, e) for i, e in self._read()["episodes"].items() if e.get("incident") in keys]
+        if not found:
+            return None
+        _, i, e = max(found)
+        return self._episode(i, e)
+
+    def claim_due_restore(self) -> Episode | None:
+        result: list[Episode] = []
+
+        def change(data: dict) -> bool:
+            result.clear()
+            now = self.clock()
+            due = sorted((e.get("restore_due") or 0, i) for i, e in data["episodes"].items()
+                         if (e["state"] == "restore_pending" and (e.get("restore_due") or 0) <= now)
+                         or (e["state"] == "restoring" and (e.get("lease_until") or 0) < now))
+            if not due:
+                return False
+            ident = due[0][1]
+            e = data["episodes"][ident]
+            e.update(state="restoring", owner=self._me(), lease_until=now + self.lease_seconds)
+            result.append(self._episode(ident, e))
+            return True
+
+        if not any(e["state"] in ("restore_pending", "restoring") for e in self._read()["episodes"].values()):
+            return None  # the common case: one read, no write
+        self._update(change)
+        return result[0] if result else None
+
+    def end_restore(self, episode: Episode, *, closed_because: str | None, retry_at: float | None = None) -> None:
+        def change(data: dict) -> bool:
+            e = data["episodes"].get(episode.id)
+            if e is None:
+                return False
+            if closed_because is not None:
+                e.update(state="closed", closed_at=self.clock(), closed_because=closed_because[:500],
+                         restore_due=None, owner=None, lease_until=None)
+            else:
+                e.update(state="restore_pending", owner=None, lease_until=None, restore_due=retry_at,
+                         restore_refusals=episode.restore_refusals + 1)
+            return True
+
+        self._update(change)
+
+    def close_episode(self, episode: Episode, because: str) -> None:
+        self.end_restore(episode, closed_because=because)
+
+    def recover(self, *, all_others: bool = False) -> int:
+        released = [0]
+
+        def change(data: dict) -> bool:
+            released[0] = 0
+            for e in data["episodes"].values():
+                owner = e.get("owner")
+                if not owner or e["state"] == "closed" or owner.startswith(f"{self.owner}:"):
+                    continue
+                if all_others or dead_local_owner(owner):
+                    e.update(owner=None, lease_until=None,
+                             state="restore_pending" if e["state"] == "restoring" else e["state"])
+                    released[0] += 1
+            return bool(released[0])
+
+        self._update(change)
+        return released[0]
+
+    def check(self) -> None:
+        self.store.get(EPISODES)
+
+    def get(self, episode_id) -> Episode:
+        return self._episode(episode_id, self._read()["episodes"][episode_id])
+
+    def episodes(self, *, open_only: bool = False) -> list[Episode]:
+        rows = sorted(self._read()["episodes"].items(), key=lambda item: item[1]["opened_at"])
+        return [self._episode(i, e) for i, e in rows if not open_only or e["state"] != "closed"]
+
+    # -- the record of actions ----------------------------------------------------------------
+
+    def record_action(self, *, event_key, policy, episode, action, status, detail, dry_run, received_at, started_at,
+                      finished_at) -> None:
+        self.local.record_action(event_key=event_key, policy=policy, episode=episode, action=action, status=status,
+                                 detail=detail, dry_run=dry_run, received_at=received_at, started_at=started_at,
+                                 finished_at=finished_at)
+        if episode is None:
+            return
+
+        def change(data: dict) -> bool:
+            e = data["episodes"].get(episode)
+            if e is None:
+                return False
+            e["actions"] = (e.get("actions") or [])[-(MAX_EPISODE_ACTIONS - 1):] + [
+                {"at": finished_at, "action": action, "status": status, "by": self.owner, "detail": detail[:160]}]
+            return True
+
+        self._update(change)
+
+    def actions(self, *, policy: str | None = None, action: str | None = None) -> list[dict]:
+        return self.local.actions(policy=policy, action=action)
+
+
+__all__ = ["SharedDeliveryLog", "SharedEpisodeStore", "DELIVERIES", "EPISODES"]

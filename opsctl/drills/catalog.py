@@ -1,0 +1,61 @@
+"""Where drill scenarios are found: a file path, or a name looked up in the configured scenarios
+directory and then in the scenarios shipped inside the package (opsctl/defaults/chaos), so
+`opsctl drill run vendor-outage` works from any directory, installed from a wheel or not.
+
+    resolve_scenario("vendor-outage", cfg)             -> <drills.scenarios>/vendor-outage.yaml or the packaged one
+    resolve_scenario("chaos/vendor-outage.yaml", cfg)  -> that file if it exists, else found by name
+    catalog(cfg)                                       -> every scenario by name, the configured ones first
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from opsctl.config import DEFAULTS_DIR
+from opsctl.errors import ConfigError
+
+PACKAGED = DEFAULTS_DIR / "chaos"
+SUFFIXES = (".yaml", ".yml")
+
+
+def scenario_dirs(cfg) -> list[Path]:
+    """The configured scenarios directory, then the packaged one (once, when they are the same)."""
+    dirs: list[Path] = []
+    for d in (cfg.path(cfg.drills.scenarios), PACKAGED):
+        if d.is_dir() and all(d.resolve() != seen.resolve() for seen in dirs):
+            dirs.append(d)
+    return dirs
+
+
+def catalog(cfg) -> list[tuple[str, Path, str]]:
+    """(name, file, origin) for every scenario, origin "config" or "packaged"; a configured scenario
+    hides a packaged one of the same name."""
+    found: dict[str, tuple[str, Path, str]] = {}
+    for d in scenario_dirs(cfg):
+        origin = "packaged" if d.resolve() == PACKAGED.resolve() and d == PACKAGED else "config"
+        for f in sorted(x for x in d.iterdir() if x.suffix in SUFFIXES and x.is_file()):
+            found.setdefault(f.stem, (f.stem, f, origin))
+    return list(found.values())
+
+
+def resolve_scenario(arg: str | Path, cfg) -> Path:
+    """A scenario file from a path or a name. A path that does not exist is looked up by name only
+    when it has no directory or the conventional `chaos/` one, never by guessing elsewhere."""
+    text = str(arg)
+    path = Path(text)
+    if path.is_file():
+        return path
+    if not path.is_absolute() and cfg.path(text).is_file():
+        return cfg.path(text)
+    searched = scenario_dirs(cfg)
+    if path.parent in (Path("."), Path("chaos")):
+        stem = path.stem if path.suffix in SUFFIXES else path.name
+        for d in searched:
+            for suffix in SUFFIXES:
+                candidate = d / f"{stem}{suffix}"
+                if candidate.is_file():
+                    return candidate
+    names = ", ".join(name for name, _, _ in catalog(cfg)) or "none"
+    raise ConfigError(f"{text}: no such scenario file, and no scenario of that name in "
+                      f"{', '.join(str(d) for d in searched) or 'any scenarios directory'} (known: {names})",
+                      hint="`opsctl drill list` shows the scenarios and their names")

@@ -1,0 +1,190 @@
+"""A live exporter of the LLM proxy's client-side metrics: the simulator, served over HTTP.
+
+Prometheus scrapes `GET /metrics` (text exposition 0.0.4). On every scrape the exporter simulates
+the 10-second steps up to now with the split the traffic actuator holds now (so a failover moves
+the simulated traffic) and the faults the drill has switched on, and adds them to its counters.
+The counters continue the backfilled history: they start at the history's totals, so
+`increase()` sees no reset at the seam.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable, Mapping
+
+from opsctl.metrics import schema
+
+STEP = schema.STEP_SECONDS
+_METRICS = (
+    (schema.REQUESTS, "counter", "Requests the LLM proxy sent, by backend and outcome."),
+    (schema.DURATION, "histogram", "Client-side latency of every request, in seconds."),
+    (schema.PROMPT_TOKENS, "counter", "Prompt tokens sent."),
+    (schema.COMPLETION_TOKENS, "counter", "Completion tokens received."),
+    (schema.SUGGESTIONS, "counter", "Suggestions parsed from answered requests."),
+)
+SLOW = "slower_than_500ms"  # answered requests over the latency objective's 500 ms
+_LE_500MS = f"le_{schema.BUCKETS.index(0.5)}"
+_SAMPLES = {schema.DURATION: (schema.DURATION_BUCKET, schema.DURATION_COUNT, schema.DURATION_SUM)}
+
+
+class ProxyExporter:
+    def __init__(self, backends: Mapping[str, str], *, peak_rps: float, seed: int,
+                 split: Callable[[], dict[str, float]], history: Mapping | None = None,
+                 clock: Callable[[], float] = time.time):
+        self.backends = dict(backends)
+        self.peak_rps = peak_rps
+        self.seed = seed
+        self.split = split
+        self.clock = clock
+        self.totals = {b: {c: 0.0 for c in schema.VALUE_COLUMNS} for b in self.backends}
+        self.last_step = int(clock()) // STEP * STEP
+        if history:
+            for name, s in history.items():
+                for column in schema.VALUE_COLUMNS:
+                    self.totals[name][column] = float(s.columns[column].sum())
+                if len(s):
+                    self.last_step = int(s.timestamps[-1])
+        self.faults: dict[str, object] = {}  # id -> Incident (end = inf while on)
+        self.fault_log: list[dict] = []  # the exporter's own evidence: when each fault went on and off
+        self.steps: list[dict] = []  # per advance: time, split, requests by backend and outcome
+        self._chunks = 0
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    # -- faults -------------------------------------------------------------------------------
+
+    def fault_on(self, fault_id: str, kind: str, backend: str, params: dict) -> dict:
+        from opsctl.drills.chain.faults import incident
+
+        with self._lock:
+            self._advance_locked()
+            now = self.clock()
+            self.faults[fault_id] = incident(kind, backend, dict(params), now)
+            record = {"id": fault_id, "kind": kind, "backend": backend, "params": dict(params), "on_at": now,
+                      "off_at": None}
+            self.fault_log.append(record)
+            return dict(record)
+
+    def fault_off(self, fault_id: str) -> dict | None:
+        import dataclasses
+
+        with self._lock:
+            self._advance_locked()
+            current = self.faults.get(fault_id)
+            if current is None or current.end != math.inf:
+                return None
+            now = self.clock()
+            self.faults[fault_id] = dataclasses.replace(current, end=now)
+            for record in self.fault_log:
+                if record["id"] == fault_id:
+                    record["off_at"] = now
+                    return dict(record)
+        return None
+
+    def faults_on(self) -> list[str]:
+        return [f for f, inc in self.faults.items() if inc.end == math.inf]
+
+    # -- simulation ---------------------------------------------------------------------------
+
+    def advance(self) -> None:
+        with self._lock:
+            self._advance_locked()
+
+    def _advance_locked(self) -> None:
+        from opsctl.metrics.simulator import simulate
+
+        now_step = int(self.clock()) // STEP * STEP
+        if now_step <= self.last_step:
+            return
+        start, end = self.last_step, now_step
+        active = []
+        for inc in self.faults.values():
+            if inc.start < end and inc.end > start:
+                import dataclasses
+
+                active.append(dataclasses.replace(inc, start=max(inc.start, start), end=min(inc.end, end)))
+        split = self.split()
+        self._chunks += 1
+        series = simulate(start, end, backends=self.backends, split=split, peak_rps=self.peak_rps,
+                          seed=self.seed + self._chunks, incidents=active)
+        row = {"at": float(end), "split": dict(split), "requests": {}}
+        for name, s in series.items():
+            for column in schema.VALUE_COLUMNS:
+                self.totals[name][column] += float(s.columns[column].sum())
+            row["requests"][name] = {o: int(s.columns[f"req_{o}"].sum()) for o in schema.OUTCOMES}
+            row["requests"][name][SLOW] = int(s.columns["lat_count"].sum() - s.columns[_LE_500MS].sum())
+        self.steps.append(row)
+        self.last_step = end
+
+    def outcomes_between(self, start: float, end: float | None = None) -> dict[str, dict[str, int]]:
+        """Requests by backend and outcome over the steps ending in (start, end]."""
+        out = {b: {o: 0 for o in (*schema.OUTCOMES, SLOW)} for b in self.backends}
+        with self._lock:
+            for row in self.steps:
+                if row["at"] > start and (end is None or row["at"] <= end):
+                    for b, counts in row["requests"].items():
+                        for o, n in counts.items():
+                            out[b][o] += n
+        return out
+
+    # -- exposition ---------------------------------------------------------------------------
+
+    def render(self) -> str:
+        with self._lock:
+            self._advance_locked()
+            lines = []
+            for family, kind, help_text in _METRICS:
+                lines.append(f"# HELP {family} {help_text}")
+                lines.append(f"# TYPE {family} {kind}")
+                for metric in _SAMPLES.get(family, (family,)):
+                    for backend in self.backends:
+                        for own, column in schema.series_columns(metric).items():
+                            labels = ",".join(f'{k}="{v}"' for k, v in (("backend", backend), *own))
+                            value = self.totals[backend][column]
+                            text = repr(value) if column == "lat_sum" else str(int(value))
+                            lines.append(f"{metric}{{{labels}}} {text}")
+            return "\n".join(lines) + "\n"
+
+    # -- HTTP ---------------------------------------------------------------------------------
+
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        exporter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path.split("?")[0] != "/metrics":
+                    self.send_error(404)
+                    return
+                body = exporter.render().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="chain-exporter", daemon=True).start()
+        return self.url
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def address(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"{host}:{port}"
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

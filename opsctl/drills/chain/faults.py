@@ -1,0 +1,58 @@
+"""The faults a chain drill switches in its exporter, and the hop of the request path each breaks.
+
+The proxy's request path: the caller -> the LLM proxy -> (vendor) the OAuth token endpoint, the
+vendor's auth layer, its Model Serving endpoint | (internal) the vLLM pods. Each fault kind breaks
+one of those hops; the report attributes what the exporter saw (outcome counts) to it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from opsctl.metrics.simulator import INCIDENT_KINDS, Incident
+
+# fault kind -> (the hop it breaks, the outcomes the proxy records when it breaks)
+BROKEN_HOP: dict[str, tuple[str, tuple[str, ...]]] = {
+    "vendor-5xx": ("vendor Model Serving endpoint (answers 5xx)", ("server_error",)),
+    "latency-spike": ("backend latency (answers slowly)", ("slower_than_500ms",)),
+    "auth-throttling": ("vendor auth layer (answers 429)", ("throttled",)),
+    "oauth-token-failure": ("OAuth token endpoint (no token refresh)", ("server_error",)),
+    "gpu-capacity-loss": ("internal GPU pods (capacity lost)", ("timeout", "server_error")),
+}
+
+
+@dataclass(frozen=True)
+class OAuthTokenFailure(Incident):
+    """The vendor's OAuth token endpoint fails: once the cached token expires the proxy cannot
+    refresh it, so `rate` of the vendor's requests are never sent; the proxy answers them 503 and
+    records a server error (a dependency failure, not the caller's)."""
+
+    kind: ClassVar[str] = "oauth-token-failure"
+    summary: ClassVar[str] = "the OAuth token endpoint fails: `rate` of requests cannot get a token"
+    backend_kinds: ClassVar[tuple[str, ...]] = ("vendor",)
+    rate: float = 1.0
+
+    def apply(self, params, window):
+        import numpy as np
+
+        params.server_error[window] = np.maximum(params.server_error[window], self.rate)
+
+    def options(self):
+        return {"rate": self.rate}
+
+
+KINDS: dict[str, type[Incident]] = {**INCIDENT_KINDS, OAuthTokenFailure.kind: OAuthTokenFailure}
+
+
+def incident(kind: str, backend: str, params: dict, start: float, end: float = math.inf) -> Incident:
+    return KINDS[kind](backend=backend, start=start, end=end, **params)
+
+
+def broken_hop(kind: str) -> str:
+    return BROKEN_HOP.get(kind, (kind, ()))[0]
+
+
+def symptoms(kind: str) -> tuple[str, ...]:
+    return BROKEN_HOP.get(kind, (kind, ()))[1]

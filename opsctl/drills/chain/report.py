@@ -1,0 +1,113 @@
+"""The chain drill's report data, for the drill report writers (Markdown, JSON, HTML).
+
+Hops become the report's expectations (one per hop, with the component's evidence, or the last
+evidence seen on the way when it never happened); the scenario's own deadlines are judged on the
+same measurements; the timeline is what the components said, in time order.
+"""
+
+from __future__ import annotations
+
+from opsctl.clock import format_rfc3339
+from opsctl.drills.report import action_items, duration_text
+
+# scenario expectation -> the hop that measures it
+EXPECT_HOP = {"detected": "rule-firing", "paged": "pagerduty", "acknowledged": "acknowledged",
+              "failover-applied": "actuator", "vendor-ticket": "ticket"}
+
+
+def _fmt(ts):
+    return None if ts is None else format_rfc3339(ts)
+
+
+def hop_verdicts(hops: dict, t0: float | None) -> list[dict]:
+    out = []
+    for hop in hops.values():
+        if not hop.required and hop.at is None:
+            continue
+        seconds = None if hop.at is None or t0 is None else round(hop.at - t0, 3)
+        if hop.at is None:
+            reason = f"{hop.title} never happened" + (f": {hop.failed}" if hop.failed else "") + \
+                f"; last evidence: {hop.last}"
+        else:
+            reason = hop.failed or ""
+        out.append({"name": f"hop {hop.key}: {hop.title} ({hop.component})", "expect": f"hop-{hop.key}",
+                    "passed": hop.passed or not hop.required, "within_seconds": None, "at": _fmt(hop.at),
+                    "seconds": seconds, "detail": hop.evidence, "reason": reason})
+    return out
+
+
+def scenario_verdicts(scenario, hops: dict, t0: float | None) -> tuple[list[dict], list[str]]:
+    judged, not_rehearsed = [], []
+    for e in scenario.expectations:
+        key = EXPECT_HOP.get(e.expect)
+        if key is None:
+            not_rehearsed.append(f"{e.name} ({e.expect})")
+            continue
+        hop = hops[key]
+        seconds = None if hop.at is None or t0 is None else round(hop.at - t0, 3)
+        passed = hop.passed and (e.within is None or (seconds is not None and seconds <= e.within))
+        if hop.at is None:
+            reason = f"not met: {hop.title} never happened" + (f": {hop.failed}" if hop.failed else "") + \
+                f" (last evidence: {hop.last})"
+        elif hop.failed:
+            reason = hop.failed
+        elif not passed:
+            reason = f"met after {duration_text(seconds)}, past its deadline of {duration_text(e.within)}"
+        else:
+            reason = ""
+        judged.append({"name": e.name, "expect": e.expect, "passed": passed, "within_seconds": e.within,
+                       "at": _fmt(hop.at), "seconds": seconds, "detail": hop.evidence, "reason": reason})
+    return judged, not_rehearsed
+
+
+def chain_report(drill, outcome: str, exit_code: int, wall_seconds: float) -> dict:
+    sc, state, t0 = drill.scenario, drill.state, drill.t0
+    hops = drill.collector.hops if drill.collector else {}
+    verdicts = hop_verdicts(hops, t0)
+    judged, not_rehearsed = scenario_verdicts(sc, hops, t0) if hops else ([], [])
+    broken = [h for h in hops.values() if h.required and not h.passed]
+    timeline = sorted(drill.timeline, key=lambda e: e["at"])
+    m = {}
+    if t0 is not None and hops:
+        def since(key):
+            at = hops[key].at
+            return None if at is None else round(at - t0, 3)
+
+        m = {"time_to_detect": since("rule-firing"), "time_to_page": since("pagerduty"),
+             "time_to_acknowledge": since("acknowledged"), "time_to_mitigate": since("actuator"),
+             "time_to_vendor_routing": since("ticket") if hops["ticket"].passed else None,
+             "time_to_vendor_response": None, "time_to_recover": None,
+             "acknowledged_by": sc.on_call.name if hops["acknowledged"].at else None, "escalated_after": None}
+    notes = []
+    if broken:
+        first = broken[0]
+        notes.append(f"the chain broke at hop {first.key!r} ({first.title}, {first.component}): "
+                     + (first.failed if first.at is not None and first.failed else
+                        f"never happened{': ' + first.failed if first.failed else ''}; last evidence: {first.last}"))
+    if not_rehearsed:
+        notes.append("not rehearsed by a chain drill (judged by the embedded drill): " + "; ".join(not_rehearsed))
+    data = {
+        "run_id": state.run_id, "mode": drill.mode, "outcome": outcome, "exit_code": exit_code,
+        "scenario": {"title": sc.title, "name": sc.name, "path": sc.path, "digest": sc.digest,
+                     "description": sc.description, "tags": list(sc.tags)},
+        "started_at": _fmt(state.data["started_at"]), "finished_at": _fmt(state.data.get("finished_at")),
+        "wall_seconds": round(wall_seconds, 3), "t0": _fmt(t0), "refusal": drill.refusal,
+        "abort_reason": drill.abort_reason, "crash": drill.crash, "late_signals": [],
+        "preflight": getattr(drill, "preflight", []),
+        "hypothesis": {"title": sc.hypothesis_title, "probes": []},
+        "environment": drill.facts,
+        "timeline": [{"at": _fmt(e["at"]), "offset": None if t0 is None else round(e["at"] - t0, 3),
+                      "phase": e["phase"], "kind": e["kind"], "message": e["message"]} for e in timeline],
+        "measurements": m,
+        "expectations": verdicts + judged,
+        "hops": [h.to_dict(t0) for h in hops.values()],
+        "broken_hop": broken[0].key if broken else None,
+        "attribution": [{k: v for k, v in a.items() if k not in ("during", "before")} for a in drill.attribution],
+        "shortened": drill.facts.get("shortened", []),
+        "rollbacks": drill.rollbacks, "leftovers": [], "clean": True,
+        "budget": drill.budget, "chart": {}, "runbook": None,
+        "window": state.data.get("window"),
+        "note": " · ".join(notes) or None,
+    }
+    data["action_items"] = action_items(data)
+    return data

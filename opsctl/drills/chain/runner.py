@@ -1,0 +1,575 @@
+"""`opsctl drill run SCENARIO --chain`: the scenario's fault sent down the real chain, hop by hop.
+
+    preflight   the binaries are on PATH, the scenario fits the config and the chain (its faults
+                are ones the exporter can switch), the routing file loads
+    setup       the drill's config, the generated rules (promtool-checked), the baseline history
+                backfilled with promtool, then exporter, PagerDuty endpoint, ticket bridge,
+                Alertmanager, Prometheus and `opsctl serve` started and ready
+    steady      Prometheus scrapes the exporter and no page-level alert is pending or firing
+    method      the faults switch on (pauses capped); every second each component is asked what
+                happened (hops.py); the simulated on-call acknowledges the PagerDuty incident
+    verdict     every required hop happened (and right: a failover applied, the ticket in the
+                expected category), else the drill fails naming the first broken hop and its last
+                evidence; the scenario's own deadlines are judged on the same measurements
+    rollbacks   faults off, incidents resolved, every process stopped (always, also on Ctrl-C)
+    report      Markdown, JSON, HTML under <state_dir>/drills/<run-id>/ with the processes' logs
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import shutil
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Callable
+
+from opsctl.drills.engine import EXIT_FAILED, EXIT_PASSED, EXIT_REFUSED, DrillResult, Refused
+from opsctl.errors import ConfigError, OpsctlError
+
+POLL = 1.0  # seconds between asking every component what happened
+DEFAULT_TIMEOUT = 240  # seconds from the fault for every hop to happen
+DEFAULT_HISTORY = 6 * 3600  # seconds of backfilled baseline: every page window (1h, 6h) has data
+ACK_CAP = 20  # seconds: the simulated on-call's acknowledgement, at most (the scenario's, shortened)
+PAUSE_CAP = 10  # seconds: a method step's pause, at most
+STEADY_TIMEOUT = 90  # seconds for Prometheus to scrape and evaluate the rules once
+
+
+class _Stop(Exception):
+    pass
+
+
+class ChainDrill:
+    mode = "chain"
+
+    def __init__(self, scenario, user_cfg, *, routing: Path, timeout: int = DEFAULT_TIMEOUT,
+                 history: int = DEFAULT_HISTORY, progress: Callable[[str], None] | None = None):
+        self.scenario = scenario
+        self.user_cfg = user_cfg
+        self.routing_path = Path(routing) if routing is not None else None
+        self.timeout = timeout
+        self.history = history
+        self.progress = progress or (lambda line: None)
+        self.timeline: list[dict] = []
+        self.phase = "preflight"
+        self.t0: float | None = None
+        self.stop_reason: str | None = None
+        self.processes: list = []
+        self.servers: list = []
+        self.exporter = None
+        self.sink = None
+        self.collector = None
+        self.facts: dict = {}
+        self.rollbacks: list[dict] = []
+        self.state = None
+        self.refusal = self.abort_reason = self.crash = None
+        self.attribution: list[dict] = []
+        self.budget: dict = {}
+        self.fault_records: list[dict] = []
+
+    # =========================================================================================
+
+    def run(self) -> DrillResult:
+        from opsctl.drills.chain.binaries import find_all
+        from opsctl.drills.scenario import check_against_config
+        from opsctl.drills.state import RunState
+        from opsctl.slo.model import load_slos
+
+        wall = time.monotonic()
+        self.slos = load_slos([self.user_cfg.slo_dir], self.user_cfg.backends)
+        problems = check_against_config(self.scenario, self.user_cfg, [s.name for s in self.slos],
+                                        live=self.mode == "live-chain")
+        problems += self._chain_problems()
+        if problems:
+            raise ConfigError(f"{self.scenario.path}: the scenario cannot run as a chain drill", problems=problems)
+        self._prepare()
+        self.state = RunState.create(self.user_cfg.drills_path, scenario=self.scenario, mode=self.mode,
+                                     config_path=self.user_cfg.source_path)
+        self.dir = self.state.dir
+        try:
+            shutil.copyfile(self.scenario.path, self.dir / "scenario.yaml")
+        except OSError:
+            pass
+        self._say("phase", f"drill {self.state.run_id}: {self.scenario.title} ({self.mode})")
+        restore = self._signals()
+        try:
+            try:
+                self._setup()
+                self._steady()
+                self._method()
+            except Refused as exc:
+                self.refusal = exc.reason
+                self._say("refused", exc.reason)
+            except _Stop as exc:
+                self.abort_reason = str(exc)
+                self._say("abort", self.abort_reason)
+            except OpsctlError as exc:
+                self.abort_reason = exc.message
+                self._say("abort", exc.message)
+            except Exception as exc:  # a crash still rolls back and reports
+                self.crash = traceback.format_exc()
+                self.abort_reason = f"crashed: {type(exc).__name__}: {exc}"
+                self._say("abort", self.abort_reason)
+            self._rollbacks()
+        finally:
+            try:
+                result = self._finish(time.monotonic() - wall)
+            finally:
+                restore()
+                self._stop_all()
+                self.state.release()
+        return result
+
+    def _prepare(self) -> None:
+        from opsctl.drills.chain.binaries import find_all
+
+        self.binaries = find_all()
+        self.routing_raw = self._load_routing()
+
+    def _chain_problems(self) -> list[str]:
+        from opsctl.drills.chain.faults import KINDS
+
+        faults = self.scenario.faults
+        out = [f"{self.scenario.path}: fault kind {f.kind!r} has no chain exporter fault (known: {', '.join(KINDS)})"
+               for f in faults if f.kind not in KINDS]
+        if not faults:
+            out.append(f"{self.scenario.path}: a chain drill needs a fault to send down the chain (method has none)")
+        return out
+
+    def _load_routing(self) -> dict:
+        from opsctl.config import load_yaml_file
+
+        raw = load_yaml_file(self.routing_path, "Alertmanager routing file")
+        if not isinstance(raw, dict) or not isinstance(raw.get("route"), dict) or not raw.get("receivers"):
+            raise ConfigError(f"{self.routing_path}: not an Alertmanager config (route and receivers needed)")
+        return raw
+
+    # -- progress and signals --------------------------------------------------------------------
+
+    def _say(self, kind: str, message: str, at: float | None = None) -> None:
+        at = time.time() if at is None else at
+        self.timeline.append({"at": at, "phase": self.phase, "kind": kind, "message": message})
+        offset = "" if self.t0 is None else f" {at - self.t0:+7.1f}s"
+        self.progress(f"[chain {time.strftime('%H:%M:%S', time.gmtime(at))}{offset}] {self.phase:<10} {kind:<12} {message}")
+        if self.state is not None:
+            self.state.data["timeline"] = self.timeline
+
+    def _signals(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+
+        def handler(signum, frame):
+            if self.stop_reason is None:
+                self.stop_reason = f"interrupted by {signal.Signals(signum).name}"
+
+        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        return lambda: [signal.signal(s, h) for s, h in previous.items()]
+
+    def _check_stop(self) -> None:
+        if self.stop_reason:
+            raise _Stop(self.stop_reason)
+
+    def _set_phase(self, phase: str) -> None:
+        self.phase = phase
+        self.state.set_phase(phase)
+
+    # =========================================================================================
+    # Setup
+
+    def _secret(self, name: str, value: str) -> Path:
+        folder = self.dir / "secrets"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        path = folder / name
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(value)
+        return path
+
+    def _setup(self) -> None:
+        import yaml
+
+        from opsctl.config import load_config_file
+        from opsctl.drills.chain import components as c
+        from opsctl.drills.chain.bridge import WebhookRecorder
+        from opsctl.drills.chain.pdsink import PagerDutySink, new_routing_key
+        from opsctl.drills.chain.setup import SCRAPE_INTERVAL, DRILL_EVALUATION, Shortened, drill_config, drill_routing
+
+        self._set_phase("setup")
+        shortened = Shortened()
+        serve_token = self._secret("serve-token", secrets.token_urlsafe(24))
+        bridge_token = secrets.token_urlsafe(24)
+        bridge_token_file = self._secret("bridge-token", bridge_token)
+        routing_key = new_routing_key()
+        routing_key_file = self._secret("pagerduty-routing-key", routing_key)
+
+        self.sink = PagerDutySink(routing_key)
+        self.sink.start()
+        self.servers.append(self.sink)
+        bridge = WebhookRecorder(bridge_token)
+        bridge_url = bridge.start()
+        self.servers.append(bridge)
+        self.bridge = bridge
+        prom_port, am_port, serve_port = c.free_port(), c.free_port(), c.free_port()
+        prom_url, am_url, serve_url = (f"http://127.0.0.1:{p}" for p in (prom_port, am_port, serve_port))
+
+        raw = drill_config(self.user_cfg, self.dir, prometheus_url=prom_url, token_file=serve_token, shortened=shortened)
+        cfg_path = self.dir / "opsctl.yaml"
+        cfg_path.write_text("# The chain drill's config: the user's, pointed at the drill (see the report).\n"
+                            + yaml.safe_dump(raw, sort_keys=False))
+        self.cfg = load_config_file(cfg_path)
+        self.cfg_path = cfg_path
+        self._say("setup", f"drill config {cfg_path} (state, split, pager and audit log in the run directory)")
+
+        rules = self.dir / "rules.yaml"
+        c.generate_rules(cfg_path, rules)
+        c.check_rules(self.binaries["promtool"], rules)
+        groups = yaml.safe_load(rules.read_text()).get("groups", [])
+        self._say("setup", f"`opsctl slo rules` wrote {len(groups)} rule groups ({sum(len(g['rules']) for g in groups)}"
+                           " rules); promtool check rules: ok")
+
+        split = self._split()
+        backends = {n: b.kind for n, b in self.cfg.backends.items()}
+        env = self.scenario.embedded
+        now = time.time()
+        history = self._backfill(backends, split, now, env.peak_rps, env.seed)
+
+        from opsctl.drills.chain.exporter import ProxyExporter
+
+        self.exporter = ProxyExporter(backends, peak_rps=env.peak_rps, seed=env.seed + 1, split=self._split,
+                                      history=history)
+        exporter_url = self.exporter.start()
+        self.servers.append(self.exporter)
+        self._say("setup", f"exporter of the proxy's metrics on {exporter_url}/metrics (peak {env.peak_rps:g} rps,"
+                           f" split {_split_text(split)})")
+
+        am_raw, notes = drill_routing(self.routing_raw, pagerduty_url=self.sink.url, routing_key_file=routing_key_file,
+                                      serve_url=serve_url, serve_token_file=serve_token, bridge_url=bridge_url,
+                                      bridge_token_file=bridge_token_file, shortened=shortened)
+        self.pagerduty_receivers = frozenset(r.get("name") for r in am_raw.get("receivers") or []
+                                             if r.get("pagerduty_configs"))
+        am_cfg = self.dir / "alertmanager.yml"
+        am_cfg.write_text(yaml.safe_dump(am_raw, sort_keys=False))
+        for note in notes:
+            self._say("setup", f"routing {self.routing_path.name}: {note}")
+        prom_cfg = self.dir / "prometheus.yml"
+        prom_cfg.write_text(yaml.safe_dump({
+            "global": {"scrape_interval": f"{SCRAPE_INTERVAL}s", "evaluation_interval": f"{DRILL_EVALUATION}s"},
+            "rule_files": [str(rules)],
+            "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
+            "scrape_configs": [{"job_name": "llm-proxy", "static_configs": [{"targets": [self.exporter.address]}]}],
+        }, sort_keys=False))
+
+        am = c.Process("alertmanager", [self.binaries["alertmanager"], f"--config.file={am_cfg}",
+                                        f"--storage.path={self.dir / 'am-data'}", f"--web.listen-address=127.0.0.1:{am_port}",
+                                        "--cluster.listen-address="], self.dir / "alertmanager.log", f"{am_url}/-/ready")
+        self.processes.append(am)
+        prom = c.Process("prometheus", [self.binaries["prometheus"], f"--config.file={prom_cfg}",
+                                        f"--storage.tsdb.path={self.dir / 'prom-data'}",
+                                        f"--web.listen-address=127.0.0.1:{prom_port}",
+                                        "--storage.tsdb.retention.time=3650d"],
+                         self.dir / "prometheus.log", f"{prom_url}/-/ready")
+        self.processes.append(prom)
+        serve = c.Process("opsctl serve", c.opsctl_command(cfg_path, "serve", "--bind", f"127.0.0.1:{serve_port}"),
+                          self.dir / "serve.log", f"{serve_url}/readyz", env=c.opsctl_env(), cwd=self.dir)
+        self.processes.append(serve)
+        for p in (am, prom, serve):
+            p.wait_ready(should_stop=lambda: self.stop_reason is not None)
+            self._check_stop()
+            self._say("setup", f"{p.name} ready ({p.ready_url.rsplit('/', 1)[0]}; log {p.log_path.name})")
+        self.urls = {"prometheus": prom_url, "alertmanager": am_url, "serve": serve_url}
+        self.shortened = shortened
+        self.facts = {"urls": self.urls, "binaries": self.binaries, "config": str(cfg_path), "rules": str(rules),
+                      "routing": str(self.routing_path), "alertmanager_config": str(am_cfg),
+                      "history_seconds": self.history, "peak_rps": env.peak_rps, "shortened": shortened.items,
+                      "routing_notes": notes}
+        self.state.data["chain"] = {"urls": self.urls, "config": str(cfg_path)}
+        self.state.save()
+
+    def _split(self) -> dict[str, float]:
+        from opsctl.traffic.registry import open_actuator
+
+        stored = open_actuator(self.cfg).read()
+        weights = dict(stored.split.weights) if stored.split else dict(self.cfg.traffic.default_split)
+        return {b: float(weights.get(b, 0)) for b in self.cfg.backends}
+
+    def _backfill(self, backends, split, now, peak_rps, seed):
+        from opsctl.drills.chain.components import backfill
+        from opsctl.metrics.simulator import STEP, export_openmetrics, simulate
+
+        end = int(now) // STEP * STEP
+        series = simulate(end - self.history, end, backends=backends, split=split, peak_rps=peak_rps, seed=seed)
+        path = self.dir / "history.om"
+        samples = export_openmetrics(series, path)
+        started = time.monotonic()
+        backfill(self.binaries["promtool"], path, self.dir / "prom-data")
+        path.unlink()
+        self._say("setup", f"backfilled {self.history / 3600:g}h of baseline history ({samples:,} samples) with"
+                           f" promtool tsdb create-blocks-from openmetrics in {time.monotonic() - started:.1f}s")
+        return series
+
+    # =========================================================================================
+    # Steady state and method
+
+    def _query(self, expr: str) -> list:
+        from urllib.parse import quote
+
+        from opsctl.drills.chain.components import http_get
+
+        body = json.loads(http_get(f"{self.urls['prometheus']}/api/v1/query?query={quote(expr)}"))
+        return body.get("data", {}).get("result", [])
+
+    def _steady(self) -> None:
+        from opsctl.drills.chain.components import http_get
+
+        self._set_phase("steady")
+        deadline = time.monotonic() + STEADY_TIMEOUT
+        scraped = evaluated = False
+        while time.monotonic() < deadline:
+            self._check_stop()
+            try:
+                scraped = any(r["value"][1] == "1" for r in self._query('up{job="llm-proxy"}'))
+                evaluated = bool(self._query("slo:sli_error:ratio_rate5m"))
+            except (OSError, ValueError):
+                pass
+            if scraped and evaluated:
+                break
+            time.sleep(0.5)
+        if not scraped:
+            raise OpsctlError("Prometheus never scraped the exporter", hint=f"see {self.dir / 'prometheus.log'}")
+        if not evaluated:
+            raise OpsctlError("the generated recording rules produced no slo:sli_error:ratio_rate5m series",
+                              hint="check the SLOs' selectors against the proxy's metrics (`opsctl slo rules`)")
+        alerts = json.loads(http_get(f"{self.urls['prometheus']}/api/v1/alerts"))["data"]["alerts"]
+        paging = [a for a in alerts if a["labels"].get("severity") == "page"]
+        if paging:
+            names = ", ".join(f"{a['labels'].get('slo')} {a['state']}" for a in paging[:3])
+            raise _Stop(f"steady state not met: page-level alerts already {names} before the fault")
+        self._say("probe", "ok: Prometheus scrapes the exporter, the rules evaluate, no page-level alert")
+
+    def _method(self) -> None:
+        from opsctl.drills.chain.faults import broken_hop
+        from opsctl.drills.chain.hops import Targets
+        from opsctl.drills.scenario import default_backend
+
+        self._set_phase("method")
+        faults = []
+        for step in self.scenario.method:
+            self._check_stop()
+            pause = min(step.pause_before, PAUSE_CAP)
+            if pause:
+                self._sleep(pause)
+            if step.action == "inject-fault":
+                fault = step.fault
+                backend = fault.backend or default_backend(fault.kind, self.cfg)
+                record = self._fault_on(f"f{len(faults) + 1}", fault, backend)
+                record.update(name=step.name, hop=broken_hop(fault.kind), duration=fault.duration)
+                faults.append(record)
+                self.fault_records = faults
+                if self.t0 is None:
+                    self.t0 = record["on_at"]
+                    self.state.data["t0"] = self.t0
+                self._say("fault", f"{step.name}: {fault.kind} on {backend} {fault.params} (breaks the hop:"
+                                   f" {record['hop']})", at=record["on_at"])
+            elif step.action == "wait":
+                self._sleep(min(step.duration, PAUSE_CAP))
+            else:
+                self._say("skipped", f"{step.name}: {step.action} is done by the chain itself in a chain drill")
+        first = faults[0]
+        expect = {e.expect: e for e in self.scenario.expectations}
+        ticket = expect.get("vendor-ticket")
+        vendor_backend = self.cfg.backends[first["backend"]]
+        targets = Targets(
+            prometheus=self.urls["prometheus"], alertmanager=self.urls["alertmanager"], serve=self.urls["serve"],
+            serve_log=self.dir / "serve.log", backend=first["backend"],
+            expect_failover="failover-applied" in expect,
+            ticket_vendor=(ticket.vendor if ticket else vendor_backend.vendor),
+            ticket_category=ticket.category if ticket else None,
+            pagerduty_receivers=getattr(self, "pagerduty_receivers", None))
+        self.collector = self._make_collector(targets)
+        self.collector.hops["fault"].reach(first["on_at"], f"exporter: {first['kind']} on {first['backend']} switched on")
+        oc = self.scenario.on_call
+        ack_after = None
+        if oc.acknowledge_after is not None and self.mode == "chain":
+            ack_after = min(oc.acknowledge_after, ACK_CAP)
+            if ack_after != oc.acknowledge_after:
+                self.shortened.add("responders.on-call.acknowledge-after", f"{oc.acknowledge_after}s", f"{ack_after}s",
+                                   "the simulated on-call acknowledges sooner so the drill takes minutes")
+        deadline = self.t0 + self.timeout
+        while True:
+            self._check_stop()
+            self.collector.poll()
+            pd = self.collector.hops["pagerduty"]
+            if ack_after is not None and pd.at is not None and self.collector.hops["acknowledged"].at is None \
+                    and time.time() >= pd.at + ack_after:
+                for incident in self.sink.snapshot()[1]:
+                    if incident["status"] == "triggered":
+                        self.sink.acknowledge(incident["dedup_key"], by=oc.name)
+                continue
+            self._stop_conditions()
+            if self.collector.settled():
+                self._say("settled", "every required hop happened")
+                break
+            if time.time() >= deadline:
+                self._say("deadline", f"{self.timeout}s after the fault: not every hop happened")
+                break
+            self._sleep(POLL)
+        self._attribute()
+        self._measure_budget()
+
+    def _fault_on(self, fault_id: str, fault, backend: str) -> dict:
+        record = self.exporter.fault_on(fault_id, fault.kind, backend, fault.params)
+        self.state.data["faults"].append({**record, "injector": "chain-exporter", "removed_at": None,
+                                          "start": record["on_at"], "end": record["on_at"] + fault.duration})
+        self.state.save()
+        return record
+
+    def _make_collector(self, targets):
+        from opsctl.audit import AuditLog
+        from opsctl.drills.chain.hops import Collector
+
+        return Collector(targets, self.sink, self._desk, AuditLog(self.cfg.audit_path),
+                         lambda at, kind, message: self._say(kind, message, at=at))
+
+    def _stop_conditions(self) -> None:
+        """A local chain touches nothing real: its only stop is Ctrl-C (checked every poll)."""
+
+    def _sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self._check_stop()
+            time.sleep(min(0.25, max(0.0, end - time.monotonic())))
+
+    def _desk(self, vendor: str):
+        if not hasattr(self, "_desks"):
+            self._desks = {}
+        if vendor not in self._desks:
+            from opsctl.tickets.registry import open_ticket_provider
+
+            self._desks[vendor] = open_ticket_provider(self.cfg, vendor)
+        return self._desks[vendor]
+
+    # -- what the faults did --------------------------------------------------------------------
+
+    def _attribute(self) -> None:
+        from opsctl.drills.chain.faults import symptoms
+
+        for f in self.fault_records:
+            before = self._outcomes(f["backend"], f["on_at"] - 3600, f["on_at"])
+            during = self._outcomes(f["backend"], f["on_at"], f.get("off_at") or time.time())
+            shares = []
+            for outcome in symptoms(f["kind"]) or ("server_error", "throttled", "timeout"):
+                shares.append(f"{outcome} {_share(during, outcome)} of {f['backend']}'s requests during the fault"
+                              f" ({_share(before, outcome)} before)")
+            self.attribution.append({"fault": f["id"], "kind": f["kind"], "backend": f["backend"], "hop": f["hop"],
+                                     "seen": "; ".join(shares), "during": during, "before": before})
+            self._say("attribution", f"{f['kind']} breaks {f['hop']}: " + "; ".join(shares))
+
+    def _outcomes(self, backend: str, start: float, end: float) -> dict:
+        """Requests by outcome: the exporter's own count of what it served."""
+        return self.exporter.outcomes_between(start, end)[backend]
+
+    def _measure_budget(self) -> None:
+        from opsctl.drills.measure import BurnMeter
+        from opsctl.metrics.base import open_source
+
+        backends = {f["backend"] for f in self.fault_records}
+        slos = [s for s in self.slos if s.backend in backends or s.backend == "all"]
+        try:
+            source = open_source(self.cfg)
+            meter = BurnMeter(source, slos, self.user_cfg.slos.period_seconds)
+            meter.measure_period(self.t0, history_seconds=self.history)
+            samples = meter.sample(time.time(), [3600], self.t0)
+        except OpsctlError as exc:
+            self._say("budget", f"could not measure the budget spent: {exc.message}")
+            return
+        if self.history:
+            meter.basis = (f"period budget estimated from {self.history / 3600:g}h of backfilled baseline traffic"
+                           f" scaled to the {meter.period_seconds // 86400}d period")
+        rows = [{"slo": name, "spent": meter.spent(name, s), "peak_burn_1h": s.burn.get(3600) or 0.0}
+                for name, s in sorted(samples.items())]
+        self.budget = {"basis": meter.basis, "period_days": meter.period_seconds // 86400, "slos": rows}
+
+    # =========================================================================================
+    # Rollbacks, report
+
+    def _rollbacks(self) -> None:
+        self.phase = "rollbacks"
+        if self.state is not None:
+            self.state.set_phase("rollbacks")
+        self._faults_off()
+        self._other_rollbacks()
+
+    def _faults_off(self) -> None:
+        if self.exporter is not None:
+            for fault_id in self.exporter.faults_on():
+                record = self.exporter.fault_off(fault_id)
+                for f in self.state.data["faults"]:
+                    if f.get("id") == fault_id:
+                        f["removed_at"] = record["off_at"] if record else time.time()
+                self.rollbacks.append({"action": "remove-faults", "status": "done",
+                                       "message": f"exporter fault {fault_id} switched off"})
+            self.state.save()
+
+    def _other_rollbacks(self) -> None:
+        if self.sink is not None:
+            resolved = self.sink.resolve_all()
+            self.rollbacks.append({"action": "resolve-pages", "status": "done",
+                                   "message": f"resolved {', '.join(resolved) or 'no open incident'} on the drill's"
+                                              " PagerDuty endpoint"})
+        self.rollbacks.append({"action": "restore-traffic", "status": "done",
+                               "message": "the split the drill's serve changed is the drill's own file"
+                                          " (<run>/traffic/split.json); nothing outside the run changed"})
+
+    def _stop_all(self) -> None:
+        for p in reversed(self.processes):
+            try:
+                p.stop()
+            except OSError:
+                pass
+        for s in reversed(self.servers):
+            s.stop()
+        self.processes, self.servers = [], []
+
+    def _finish(self, wall_seconds: float) -> DrillResult:
+        from opsctl.drills.chain.report import chain_report
+        from opsctl.drills.report import write_reports
+
+        self._stop_all()  # before the report: the logs are complete
+        self.phase = "report"
+        self.state.set_phase("report")
+        broken = self.collector.broken() if self.collector else []
+        if self.refusal:
+            outcome, code = "refused", EXIT_REFUSED
+        elif self.abort_reason:
+            outcome, code = "aborted", EXIT_FAILED
+        elif broken:
+            outcome, code = "failed", EXIT_FAILED
+        else:
+            outcome, code = "passed", EXIT_PASSED
+        self.state.data.update(outcome=outcome, abort_reason=self.abort_reason, finished_at=time.time(),
+                               window={"start": self.t0, "end": self._fault_end()})
+        data = chain_report(self, outcome, code, wall_seconds)
+        paths = write_reports(self.state.dir, data)
+        self.state.data["report"] = {k: str(v) for k, v in paths.items()}
+        self.state.data["phase"] = "done"
+        self.state.save()
+        return DrillResult(self.state.run_id, outcome, code, data, {k: str(v) for k, v in paths.items()})
+
+    def _fault_end(self) -> float | None:
+        ends = [f.get("removed_at") for f in self.state.data.get("faults", [])]
+        return max((e for e in ends if e), default=None)
+
+
+def _share(counts: dict, outcome: str) -> str:
+    from opsctl.metrics.schema import OUTCOMES
+
+    valid = sum(v for k, v in counts.items() if k in OUTCOMES and k != "client_error")
+    return "-" if not valid else f"{counts.get(outcome, 0) / valid:.1%}"
+
+
+def _split_text(split: dict) -> str:
+    return " ".join(f"{k}={v:g}" for k, v in split.items())

@@ -1,0 +1,246 @@
+"""Live quality rules over the proxy's own counters: a pure plan from the config, and its PromQL.
+
+A vendor release that stops prepending the beginning-of-text token fails nothing: the model answers,
+slightly differently. The proxy's counters show it at once if someone looks:
+
+  prompt tokens per request   the same prompts cost one token fewer on that backend than on the
+                              reference backend over the same window (a constant shift: a tokenizer
+                              or BOS change);
+  completion tokens per answer, suggestions per answer
+                              drift from the backend's own figure `baseline_offset` earlier.
+
+Each rule has a minimum-traffic guard (requests/s over the window on every side compared), a
+threshold, a severity and a `for:` from `quality.rules`, and links the quality-regression runbook.
+`quality_group` renders the plan as one Prometheus rule group (recording rules first, then the
+alerts reading them, so the alerts see the figures recorded at the same instant);
+`opsctl.quality.live` evaluates the same plan in-process with the same float operations:
+
+    per request  = sum(increase(TOKENS[w])) / sum(increase(REQUESTS[w]))         per backend
+    shift        = abs(per_request(b) - per_request(reference))   > threshold
+    drift        = abs(per_answer(b) / per_answer(b) offset - 1)  > threshold   (completion tokens)
+    drop         = 1 - per_answer(b) / per_answer(b) offset       > threshold   (suggestions)
+    guard        = sum(increase(REQUESTS[w])) / w_seconds >= min_request_rate, on every side
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from opsctl.clock import format_duration
+from opsctl.metrics import schema
+from opsctl.slo.conventions import window_label
+
+if TYPE_CHECKING:
+    from opsctl.config import Config
+
+SIGNALS = ("prompt_tokens", "completion_tokens", "suggestions")
+ALERT_NAMES = {
+    "prompt_tokens": "QualityPromptTokensShift",
+    "completion_tokens": "QualityCompletionTokensDrift",
+    "suggestions": "QualitySuggestionsDrop",
+}
+CATEGORY = "quality"  # the `category` label of every quality alert: not availability, not latency
+RUNBOOK = "scenario-quality-regression.md"
+GROUP_SUFFIX = "quality"
+
+# Labels set on every quality alert.
+LABEL_SIGNAL = "signal"
+LABEL_REFERENCE = "reference"
+LABEL_CATEGORY = "category"
+
+
+@dataclass(frozen=True)
+class QualityAlert:
+    """One alert rule: a signal on one backend (against a reference backend, or its own baseline)."""
+
+    signal: str
+    backend: str
+    reference: str | None  # the other backend (prompt tokens); None: the backend's own baseline
+    threshold: float
+    severity: str
+    for_seconds: int
+
+    @property
+    def alertname(self) -> str:
+        return ALERT_NAMES[self.signal]
+
+
+@dataclass(frozen=True)
+class QualityPlan:
+    service: str
+    window: str
+    window_seconds: int
+    offset: str
+    offset_seconds: int
+    min_request_rate: float
+    interval_seconds: int
+    group_name: str
+    runbook_url: str
+    labels: tuple[tuple[str, str], ...]  # alerting.labels
+    alerts: tuple[QualityAlert, ...]
+
+
+def reference_backend(cfg: "Config") -> str:
+    """The backend whose prompt tokens are the yardstick: configured, else the internal one (ours)."""
+    if cfg.quality.rules.reference:
+        return cfg.quality.rules.reference
+    internal = [name for name, b in cfg.backends.items() if b.kind == "internal"]
+    return (internal or list(cfg.backends))[0]
+
+
+def plan_quality(cfg: "Config") -> QualityPlan | None:
+    """The quality rules the config asks for; None when `quality.rules.enabled` is false."""
+    rules = cfg.quality.rules
+    if not rules.enabled:
+        return None
+    reference = reference_backend(cfg)
+    alerts = []
+    for backend in cfg.backends:
+        if backend != reference:
+            s = rules.prompt_tokens
+            alerts.append(QualityAlert("prompt_tokens", backend, reference, float(s.threshold), s.severity, s.for_seconds))
+    for signal in ("completion_tokens", "suggestions"):
+        s = getattr(rules, signal)
+        for backend in cfg.backends:
+            alerts.append(QualityAlert(signal, backend, None, float(s.threshold), s.severity, s.for_seconds))
+    base = cfg.alerting.runbook_base_url.rstrip("/")
+    return QualityPlan(
+        service=cfg.service,
+        window=window_label(rules.window_seconds),
+        window_seconds=rules.window_seconds,
+        offset=window_label(rules.baseline_seconds),
+        offset_seconds=rules.baseline_seconds,
+        min_request_rate=float(rules.min_request_rate),
+        interval_seconds=cfg.alerting.interval_seconds,
+        group_name=f"opsctl-{GROUP_SUFFIX}",
+        runbook_url=f"{base}/{RUNBOOK}",
+        labels=tuple(cfg.alerting.labels.items()),
+        alerts=tuple(alerts),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Names of the recording rules (Prometheus' level:metric:operation form)
+
+
+def record_request_rate(plan: QualityPlan, baseline: bool = False) -> str:
+    return f"backend:llm_proxy_requests:rate{plan.window}" + (f"_offset{plan.offset}" if baseline else "")
+
+
+def record_per_request(plan: QualityPlan, signal: str, baseline: bool = False) -> str:
+    what = {"prompt_tokens": "prompt_tokens_per_request", "completion_tokens": "completion_tokens_per_answer",
+            "suggestions": "suggestions_per_answer"}[signal]
+    return f"backend:llm_proxy_{what}:ratio_rate{plan.window}" + (f"_offset{plan.offset}" if baseline else "")
+
+
+# Counter and denominator per signal: prompt tokens are sent with every request, completion tokens
+# and suggestions come back with answered (ok) ones.
+NUMERATOR = {"prompt_tokens": schema.PROMPT_TOKENS, "completion_tokens": schema.COMPLETION_TOKENS,
+             "suggestions": schema.SUGGESTIONS}
+DENOMINATOR = {"prompt_tokens": schema.REQUESTS, "completion_tokens": f'{schema.REQUESTS}{{outcome="ok"}}',
+               "suggestions": f'{schema.REQUESTS}{{outcome="ok"}}'}
+
+
+def number(value: float) -> str:
+    return repr(float(value))
+
+
+def _increase(plan: QualityPlan, selector: str, baseline: bool) -> str:
+    offset = f" offset {plan.offset}" if baseline else ""
+    return f"sum by (backend) (increase({selector}[{plan.window}]{offset}))"
+
+
+def recording_rules(plan: QualityPlan) -> list[dict]:
+    rules = []
+    for baseline in (False, True):
+        rules.append({"record": record_request_rate(plan, baseline),
+                      "expr": f"{_increase(plan, schema.REQUESTS, baseline)} / {plan.window_seconds}"})
+    for signal in SIGNALS:
+        for baseline in ((False,) if signal == "prompt_tokens" else (False, True)):
+            rules.append({
+                "record": record_per_request(plan, signal, baseline),
+                "expr": f"{_increase(plan, NUMERATOR[signal], baseline)} / {_increase(plan, DENOMINATOR[signal], baseline)}",
+            })
+    return rules
+
+
+def _sel(record: str, backend: str) -> str:
+    return f'{record}{{backend="{backend}"}}'
+
+
+def _guard(plan: QualityPlan, backend: str, baseline: bool = False) -> str:
+    return f"and on() ({_sel(record_request_rate(plan, baseline), backend)} >= {number(plan.min_request_rate)})"
+
+
+def alert_expr(plan: QualityPlan, alert: QualityAlert) -> str:
+    b, thr = alert.backend, number(alert.threshold)
+    if alert.signal == "prompt_tokens":
+        rec = record_per_request(plan, "prompt_tokens")
+        return (f"abs(\n  {_sel(rec, b)}\n  - ignoring(backend)\n  {_sel(rec, alert.reference)}\n) > {thr}\n"
+                f"{_guard(plan, b)}\n{_guard(plan, alert.reference)}")
+    now, then = _sel(record_per_request(plan, alert.signal), b), _sel(record_per_request(plan, alert.signal, True), b)
+    if alert.signal == "completion_tokens":
+        change = f"abs({now} / {then} - 1) > {thr}"
+    else:
+        change = f"(1 - {now} / {then}) > {thr}"
+    return f"{change}\n{_guard(plan, b)}\n{_guard(plan, b, True)}"
+
+
+GO_VALUE = '{{ printf "%.2f" $value }}'
+
+
+def alert_labels(plan: QualityPlan, alert: QualityAlert) -> dict[str, str]:
+    labels = {**dict(plan.labels), "severity": alert.severity, "backend": alert.backend, "service": plan.service,
+              LABEL_CATEGORY: CATEGORY, LABEL_SIGNAL: alert.signal}
+    if alert.reference:
+        labels[LABEL_REFERENCE] = alert.reference
+    return labels
+
+
+def annotations(plan: QualityPlan, alert: QualityAlert, value: float | None = None) -> dict[str, str]:
+    """Go templates for the rule (value None), or their rendering for a value (in-process)."""
+    shown = GO_VALUE if value is None else f"{value:.2f}"
+    pct = f"{alert.threshold:.0%}"
+    if alert.signal == "prompt_tokens":
+        summary = (f"Quality: {alert.backend} prompt tokens per request differ from {alert.reference} by {shown}"
+                   f" over {plan.window} (a tokenizer or beginning-of-text change)")
+        description = (
+            f"The same prompts cost a different number of tokens on {alert.backend} than on {alert.reference}"
+            f" (more than {alert.threshold:g} per request over {plan.window}, with at least"
+            f" {plan.min_request_rate:g} requests/s on each). Every request may still succeed: this is a model"
+            f" quality regression, not an availability problem. Confirm with `opsctl probe consistency`.")
+    elif alert.signal == "completion_tokens":
+        summary = (f"Quality: {alert.backend} completion tokens per answer changed by {shown} (relative) against"
+                   f" {plan.offset} earlier (threshold {pct})")
+        description = (f"Answers on {alert.backend} are longer or shorter than the same window {plan.offset} earlier"
+                       f" (relative change above {pct} over {plan.window}): the model answers differently.")
+    else:
+        summary = (f"Quality: {alert.backend} suggestions per answer dropped by {shown} (relative) against"
+                   f" {plan.offset} earlier (threshold {pct})")
+        description = (f"Answers on {alert.backend} hold fewer suggestions than the same window {plan.offset}"
+                       f" earlier (drop above {pct} over {plan.window}), while requests succeed: a quality"
+                       f" regression, not an availability problem.")
+    return {"summary": summary, "description": description, "value": shown, "runbook_url": plan.runbook_url}
+
+
+def quality_group(plan: QualityPlan) -> dict:
+    """The plan as one Prometheus rule group (plain data)."""
+    rules = recording_rules(plan)
+    for alert in plan.alerts:
+        rule = {"alert": alert.alertname, "expr": alert_expr(plan, alert)}
+        if alert.for_seconds:
+            rule["for"] = format_duration(alert.for_seconds)
+        rule["labels"] = alert_labels(plan, alert)
+        rule["annotations"] = annotations(plan, alert)
+        rules.append(rule)
+    return {"name": plan.group_name, "interval": format_duration(plan.interval_seconds), "rules": rules}
+
+
+def add_quality_group(document: dict, cfg: "Config") -> dict:
+    """Append the quality group to a rules document of either format (`opsctl slo rules`)."""
+    plan = plan_quality(cfg)
+    if plan is not None:
+        groups = document["groups"] if "groups" in document else document["spec"]["groups"]
+        groups.append(quality_group(plan))
+    return document

@@ -1,0 +1,131 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, through the official client against the loopback
+API server. Rounds are driven one at a time with a manual monotonic clock: no sleeps, no timing."""
+
+from __future__ import annotations
+
+import pytest
+
+from opsctl.automation.leader import LeaseElector
+from opsctl.config import KubernetesSettings
+from opsctl.traffic.kube import Kube
+from tests.fakes.kube_api import FakeKubeAPI
+
+NS = "ops"
+DURATION, DEADLINE, RETRY = 15.0, 10.0, 2.0
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def api():
+    fake = FakeKubeAPI().start()
+    yield fake
+    fake.stop()
+
+
+def elector(api, identity: str, clock: Clock, changes: list | None = None) -> LeaseElector:
+    kube = Kube(KubernetesSettings(host=api.url, namespace=NS))
+    return LeaseElector(kube, name="opsctl-serve", namespace=NS, identity=identity, lease_duration=DURATION,
+                        renew_deadline=DEADLINE, retry_period=RETRY, monotonic=clock,
+                        on_change=(lambda leader: changes.append((identity, leader))) if changes is not None else None)
+
+
+def lease(api) -> dict:
+    return api.get("coordination.k8s.io", "leases", NS, "opsctl-serve")
+
+
+def test_the_first_replica_creates_the_lease_and_the_other_follows(api):
+    clock, changes = Clock(), []
+    a, b = elector(api, "serve-a", clock, changes), elector(api, "serve-b", clock, changes)
+    assert a.try_acquire_or_renew() is True
+    assert b.try_acquire_or_renew() is False
+    assert a.is_leader and not b.is_leader
+    spec = lease(api)["spec"]
+    assert spec["holderIdentity"] == "serve-a" and spec["leaseDurationSeconds"] == 15
+    assert spec["leaseTransitions"] == 0
+    assert changes == [("serve-a", True)]
+    assert b.holder == "serve-a"
+
+
+def test_the_leader_renews_and_a_follower_waits_while_it_does(api):
+    clock = Clock()
+    a, b = elector(api, "serve-a", clock), elector(api, "serve-b", clock)
+    a.try_acquire_or_renew()
+    renewed = lease(api)["spec"]["renewTime"]
+    for _ in range(20):  # 40 s of renewals every 2 s: far past the lease duration, never taken
+        clock.t += RETRY
+        assert a.try_acquire_or_renew() is True
+        assert b.try_acquire_or_renew() is False
+    assert lease(api)["spec"]["renewTime"] != renewed
+    assert lease(api)["spec"]["holderIdentity"] == "serve-a"
+
+
+def test_a_dead_leaders_lease_is_taken_over_after_the_lease_duration_as_the_follower_observed_it(api):
+    clock = Clock()
+    a, b = elector(api, "serve-a", clock), elector(api, "serve-b", clock)
+    a.try_acquire_or_renew()
+    assert b.try_acquire_or_renew() is False  # b first sees the record now
+    # a dies: no more renewals. Before lease_duration has passed since b saw the record, b waits.
+    clock.t += DURATION - 0.5
+    assert b.try_acquire_or_renew() is False
+    clock.t += 1.0
+    assert b.try_acquire_or_renew() is True
+    spec = lease(api)["spec"]
+    assert spec["holderIdentity"] == "serve-b" and spec["leaseTransitions"] == 1
+    # the old leader, were it to come back, finds it held and does not act
+    assert a.try_acquire_or_renew() is False
+
+
+def test_a_leader_that_cannot_renew_stops_acting_within_the_renew_deadline(api):
+    clock = Clock()
+    a = elector(api, "serve-a", clock)
+    a.try_acquire_or_renew()
+    api.inject_conflicts("coordination.k8s.io", "leases", NS, "opsctl-serve", 100)  # every renewal meets 409
+    clock.t += RETRY
+    assert a.try_acquire_or_renew() is False
+    assert a.is_leader  # still inside its renew deadline
+    clock.t += DEADLINE - RETRY
+    assert not a.is_leader  # renew_deadline (10 s) < lease_duration (15 s): it stops before anyone may take over
+
+
+def test_release_on_shutdown_hands_over_at_once(api):
+    clock, changes = Clock(), []
+    a, b = elector(api, "serve-a", clock, changes), elector(api, "serve-b", clock, changes)
+    a.try_acquire_or_renew()
+    assert b.try_acquire_or_renew() is False
+    assert a.release() is True
+    assert not a.is_leader
+    assert not lease(api)["spec"].get("holderIdentity")
+    assert b.try_acquire_or_renew() is True  # no waiting for the lease to expire
+    assert changes == [("serve-a", True), ("serve-a", False), ("serve-b", True)]
+
+
+def test_two_replicas_racing_for_a_free_lease_elect_exactly_one(api):
+    import threading
+
+    clock = Clock()
+    a, b = elector(api, "serve-a", clock), elector(api, "serve-b", clock)
+    a.try_acquire_or_renew()
+    a.release()
+    electors = [elector(api, f"serve-{i}", clock) for i in range(6)]
+    barrier = threading.Barrier(len(electors))
+    won = []
+
+    def race(e):
+        barrier.wait()
+        if e.try_acquire_or_renew():
+            won.append(e.identity)
+
+    threads = [threading.Thread(target=race, args=(e,)) for e in electors]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(won) == 1
+    assert lease(api)["spec"]["holderIdentity"] == won[0]

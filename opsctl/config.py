@@ -1528,10 +1528,6 @@ def load_yaml_file(path: Path, what: str = "file") -> Any:
                           f"{exc.object[exc.start:exc.start + 1]!r})", hint="save it as UTF-8") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        line = exc.object[: exc.start].count(b"\n") + 1
-        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at line {line});"
-                          f" save the {what} as UTF-8") from None
     try:
         return yaml.load(text, Loader=_strict_loader())
     except yaml.YAMLError as exc:

@@ -105,7 +105,7 @@ def test_a_non_utf8_slo_file_is_listed_with_every_other_problem(opsctl, tmp_path
     cfg = write_config(tmp_path, slo_dir=slos)
     result = opsctl("--config", str(cfg), "slo", "validate")
     assert result.exit_code == 2, result.output
-    assert "a-latin1.yaml: not UTF-8 text (byte 0xe9 at line 1)" in result.stderr
+    assert "a-latin1.yaml: SLO file is not UTF-8 text (byte 5, line 1" in result.stderr
     assert "b-bad.yaml: kind" in result.stderr
     no_traceback(result)
 

@@ -87,10 +87,28 @@ class PrometheusSource:
     max_concurrency: int = 4
     report_deadline: float = 60.0
     verify_tls: bool = True
+    # A traffic guard waits at most this long on metrics (an emergency never waits on a slow server).
+    guard_deadline: float = 8.0
+    # Thanos / Mimir / Cortex: tenant (X-Scope-OrgID), private CA, and query parameters.
+    tenant: str | None = None
+    ca_file: str | None = None
+    dedup: bool | None = None
+    partial_response: bool | None = None
 
     def __post_init__(self):
-        if not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.url) if isinstance(self.url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"url must be an http:// or https:// URL with a host (got {self.url!r})")
+        try:
+            parts.port
+        except ValueError:
+            raise ValueError(f"url has an invalid port (got {self.url!r})") from None
+        if not 0 < self.guard_deadline <= 600:
+            raise ValueError("guard_deadline must be between 0 and 600 seconds")
+        if self.tenant is not None and (not self.tenant or any(c in self.tenant for c in "\r\n")):
+            raise ValueError("tenant must be a non-empty single-line string")
         if not 0 < self.timeout <= 600:
             raise ValueError("timeout must be between 0 and 600 seconds")
         if not 1 <= self.max_concurrency <= 64:
@@ -103,6 +121,20 @@ class PrometheusSource:
 class MetricsConfig:
     source: Literal["embedded", "prometheus"] = "embedded"
     prometheus: PrometheusSource = field(default_factory=PrometheusSource)
+    # Traffic guards refuse metrics whose newest sample is older than this, on either source.
+    max_data_age: str = "5m"
+
+    def __post_init__(self):
+        from opsctl.clock import parse_duration
+
+        if not 10 <= parse_duration(self.max_data_age) <= 3650 * 86400:
+            raise ValueError("max_data_age must be between 10s and 3650d")
+
+    @property
+    def max_data_age_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.max_data_age)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import json
 import time
@@ -189,3 +190,129 @@ def tls_context(ca_file=None):
         except (OSError, ssl.SSLError) as exc:
             raise UsageError(f"ca_file {ca_file}: cannot load it as a CA bundle: {exc}") from exc
     return context
+
+
+# -- one HTTP call under an overall deadline ------------------------------------------------------
+
+class DeadlineExceeded(TimeoutError):
+    """The whole call (connect, send, headers and body) ran past its deadline."""
+
+
+class _DeadlineSocket:
+    """A socket whose every send and receive is bounded by what is left of one deadline.
+
+    A socket timeout bounds a single read, so a server that trickles a byte a second never trips
+    it; re-arming the timeout from the deadline before each read bounds the whole exchange.
+    """
+
+    def __init__(self, sock, deadline: float):
+        self._sock = sock
+        self._deadline = deadline
+
+    def _arm(self) -> None:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlineExceeded("deadline exceeded")
+        self._sock.settimeout(left)
+
+    def sendall(self, data) -> None:
+        self._arm()
+        self._sock.sendall(data)
+
+    def recv_into(self, buffer, nbytes: int = 0) -> int:
+        self._arm()
+        try:
+            return self._sock.recv_into(buffer, nbytes)
+        except TimeoutError as exc:
+            raise DeadlineExceeded("deadline exceeded") from exc
+
+    def makefile(self, mode: str = "rb", *args, **kwargs):
+        import io
+
+        return io.BufferedReader(_DeadlineReader(self))
+
+    def close(self) -> None:
+        pass  # http.client closes early on `Connection: close`; the caller closes the real socket
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
+class _DeadlineReader:
+    """The raw stream http.client reads a response from (through a BufferedReader)."""
+
+    def __init__(self, sock: _DeadlineSocket):
+        self._sock = sock
+        self.closed = False
+
+    def readinto(self, buffer) -> int:
+        return self._sock.recv_into(buffer)
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+
+    def flush(self) -> None:
+        pass
+
+
+@dataclasses.dataclass(frozen=True)
+class HttpAnswer:
+    status: int
+    headers: dict
+    body: bytes
+
+
+MAX_BODY = 256 * 1024 * 1024
+
+
+def http_call(method: str, url: str, *, headers: Mapping[str, str] | None = None, body: bytes | None = None,
+              deadline: float, connect_timeout: float = 10.0, ca_file: str | None = None,
+              verify_tls: bool = True) -> HttpAnswer:
+    """One HTTP(S) request that returns or raises by `deadline` (a time.monotonic() instant).
+
+    Raises DeadlineExceeded when the deadline passes, OSError for network failures; the
+    caller turns those into its own errors.
+    """
+    import http.client
+    import socket
+    import ssl
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise DeadlineExceeded("deadline exceeded before the call")
+    try:
+        sock = socket.create_connection((host, port), timeout=min(connect_timeout, left))
+    except TimeoutError as exc:
+        raise DeadlineExceeded("connect timed out") from exc
+    try:
+        if parts.scheme == "https":
+            context = tls_context(ca_file)
+            if not verify_tls:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+            sock = context.wrap_socket(sock, server_hostname=host)
+        conn = http.client.HTTPConnection(host, port)
+        conn.sock = _DeadlineSocket(sock, deadline)
+        path = parts.path or "/"
+        if parts.query:
+            path += "?" + parts.query
+        conn.request(method, path, body=body, headers=dict(headers or {}))
+        response = conn.getresponse()
+        length = response.getheader("Content-Length")
+        if length and length.isdigit() and int(length) > MAX_BODY:
+            raise OSError(f"answer of {int(length)} bytes is larger than {MAX_BODY}")
+        data = response.read(MAX_BODY + 1)
+        if len(data) > MAX_BODY:
+            raise OSError(f"answer larger than {MAX_BODY} bytes")
+        return HttpAnswer(response.status, {k.lower(): v for k, v in response.getheaders()}, data)
+    except socket.timeout as exc:
+        raise DeadlineExceeded("deadline exceeded") from exc
+    finally:
+        sock.close()

@@ -58,8 +58,9 @@ def opsctl():
 
 
 def write_config(directory: Path, extra: str = "", *, slo_dir: Path | None = None, source: str = "embedded",
-                 prometheus_url: str = "http://127.0.0.1:9090") -> Path:
-    """A config like the embedded default, with its state under `directory`."""
+                 prometheus_url: str = "http://127.0.0.1:9090", max_data_age: str = "3650d") -> Path:
+    """A config like the embedded default, with its state under `directory`. Test data sit at fixed
+    past instants, so guards accept old data unless a test passes its own `max_data_age`."""
     path = directory / "opsctl.yaml"
     path.write_text(textwrap.dedent(f"""\
         service: llm-inference
@@ -69,6 +70,7 @@ def write_config(directory: Path, extra: str = "", *, slo_dir: Path | None = Non
         metrics:
           source: {source}
           prometheus: {{url: "{prometheus_url}", timeout: 5, report_deadline: 30}}
+          max_data_age: {max_data_age}
         slos: {{dir: "{slo_dir or REPO / 'slos'}", period: 28d}}
         state_dir: "{directory / 'state'}"
         """) + textwrap.dedent(extra))

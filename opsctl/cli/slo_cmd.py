@@ -21,6 +21,7 @@ def slo():
       opsctl slo validate slos/
       opsctl slo rules --out slo-rules.yaml && promtool check rules slo-rules.yaml
       opsctl slo alerts --at 2026-11-26T15:00:00Z -o json
+      opsctl slo dashboard --out grafana/opsctl-slo.json
     """
 
 
@@ -66,9 +67,13 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
     cfg = app.config
     slos = load_slos(_slo_paths(app, paths), cfg.backends)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
+    when, aligned = _aligned(when, at)
     progress = (lambda msg: click.echo(msg, err=True)) if output == "table" else None
-    results = build_report(slos, source, when, cfg.slos.period_seconds, progress=progress)
+    results = build_report(slos, source, when, cfg.slos.period_seconds, progress=progress, coverage=True,
+                           recorded_interval=cfg.alerting.interval_seconds)
     rows = [r.to_dict() for r in results]
+    for row in rows:
+        row["notes"] = ([aligned] if aligned else []) + row["notes"]
     if exclude_drills:
         from opsctl.drills.spend import with_drill_spend
 
@@ -82,6 +87,19 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
         hit = [r.slo.name for r in results if r.status.level in levels]
         if hit:
             raise OpsctlError(f"{len(hit)} SLO(s) at {fail_on} or worse: {', '.join(hit)}")
+
+
+def _aligned(when: float, at: str | None) -> tuple[float, str | None]:
+    """An --at between two 10 s samples evaluates at the step boundary before it, on every source
+    (the embedded store holds 10 s steps; Prometheus would extrapolate past the last sample)."""
+    from opsctl.clock import format_rfc3339
+    from opsctl.metrics.schema import STEP_SECONDS
+
+    if not at or when % STEP_SECONDS == 0:
+        return when, None
+    aligned = float(int(when) // STEP_SECONDS * STEP_SECONDS)
+    return aligned, (f"--at {at} falls between two {STEP_SECONDS} s samples: evaluated at {format_rfc3339(aligned)},"
+                     " the sample boundary before it, on every metric source")
 
 
 def _pct(value, digits=4):
@@ -104,7 +122,7 @@ def _table(rows):
         worst = max(rated.items(), key=lambda kv: kv[1]) if rated else None
         table_rows.append([
             r["name"],
-            r["backend"],
+            r["backend"] or "-",
             f"{r['goal'] * 100:g}%",
             _pct(r["sli"]),
             _pct(r["error_budget_remaining"], 1),
@@ -117,7 +135,8 @@ def _table(rows):
         headers[5:5] = ["DRILLS SPENT", "LEFT WITHOUT DRILLS"]
         for row, r in zip(table_rows, rows):
             row[5:5] = [_pct(r["drill_budget_spent"], 1), _pct(r["error_budget_remaining_excluding_drills"], 1)]
-    return render_table(headers, table_rows)
+    notes = list(dict.fromkeys(n for r in rows for n in r.get("notes", [])))
+    return render_table(headers, table_rows) + "".join(f"\nnote: {n}" for n in notes)
 
 
 @slo.command()
@@ -188,8 +207,11 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
     settings = RuleSettings.from_config(cfg)
     plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends), settings)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
+    when, aligned = _aligned(when, at)
     result = evaluate_plans(plans, source, when, settings)
-    emit(result.to_dict(), output, table=_alerts_table)
+    data = result.to_dict()
+    data["notes"] = [aligned] if aligned else []
+    emit(data, output, table=_alerts_table)
     if result.unknown:
         raise NoDataError(f"no data for {len(result.unknown)} SLO(s): {', '.join(result.unknown)}")
     if fail_on:
@@ -200,14 +222,52 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
 
 
 def _alerts_table(data):
+    from opsctl.slo.conventions import format_factor
+
     lines = [f"alerts at {data['at']}: {len(data['firing'])} firing"]
     if data["firing"]:
         rows = [
             [a["alertname"], a["severity"], a["slo"], a["backend"], f"{a['long_window']}/{a['short_window']}",
-             f"{a['burn_rate']:.2f}x / {a['short_burn_rate']:.2f}x", f"{a['factor']:g}x", f"{a['request_rate']:.4g}/s"]
+             f"{a['burn_rate']:.2f}x / {a['short_burn_rate']:.2f}x", f"{format_factor(a['factor'])}x", f"{a['request_rate']:.4g}/s" if a['request_rate'] is not None else "-"]
             for a in data["firing"]
         ]
         lines.append(render_table(["ALERT", "SEVERITY", "SLO", "BACKEND", "WINDOWS", "BURN (LONG / SHORT)", "ABOVE", "TRAFFIC"], rows))
     for u in data["unknown"]:
         lines.append(f"unknown  {u['slo']}: {u['reason']}")
+    lines.extend(f"note: {n}" for n in data.get("notes", []))
     return "\n".join(lines)
+
+
+@slo.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--out", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Write to FILE (atomically) instead of standard output.")
+@click.option("--uid", default="opsctl-slo", show_default=True, help="The dashboard's Grafana uid.")
+@click.pass_obj
+def dashboard(app, paths, out, uid):
+    """A Grafana dashboard (JSON model, ready for file provisioning) over the recorded SLO series.
+
+    Error budget left, burn rate per alert window against its threshold, SLI over time against the
+    objective, and the traffic split between backends, for the SLOs picked by its `$slo` variable.
+    Every query reads series `opsctl slo rules` records: load those rules first.
+
+    \b
+    Examples:
+      opsctl slo dashboard --out /etc/grafana/dashboards/opsctl-slo.json
+      opsctl slo dashboard slos/ | jq '.panels[].title'
+    """
+    import json
+
+    from opsctl.slo.dashboard import dashboard as build
+    from opsctl.slo.model import load_slos
+    from opsctl.slo.rules import RuleSettings, plan_rules, write_atomic
+
+    cfg = app.config
+    settings = RuleSettings.from_config(cfg)
+    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends), settings)
+    text = json.dumps(build(plans, settings, uid=uid), indent=2) + "\n"
+    if out:
+        write_atomic(out, text)
+        click.echo(f"wrote {out}: Grafana dashboard {uid!r} over {len(plans)} SLOs", err=True)
+    else:
+        click.echo(text, nl=False)

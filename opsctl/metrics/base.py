@@ -25,6 +25,36 @@ class MetricSource(Protocol):
         """The instant a report evaluates at when none is given (now, or the newest data)."""
         ...
 
+    def data_start(self, selectors: Sequence[str], at: float, span: int) -> list[float | None]:
+        """Per series selector, when its data starts within (at - span, at]; None if it has none."""
+        ...
+
+    def newest_sample(self, at: float) -> float | None:
+        """The instant of the newest sample at or before `at` (None when none is in reach)."""
+        ...
+
+
+def fresh_data_age(source: MetricSource, now: float, max_age_seconds: int) -> float:
+    """How old the source's newest sample is at `now`; NoDataError when older than the bound.
+
+    One rule for every source: the embedded store's newest step and Prometheus' newest sample are
+    judged alike, so stale data never passes a guard as "data present"."""
+    from opsctl.clock import format_duration, format_rfc3339
+    from opsctl.errors import NoDataError
+
+    newest = source.newest_sample(now)
+    bound = format_duration(max_age_seconds)
+    hint = "check that the proxy's metrics are still being collected (or raise metrics.max_data_age)"
+    if newest is None:
+        reach = "the last day" if source.description.startswith("Prometheus") else "the store"
+        raise NoDataError(f"no metrics from {source.description} in {reach} before {format_rfc3339(now)}"
+                          f" (guards need a sample newer than {bound})", hint=hint)
+    age = max(0.0, now - newest)
+    if age > max_age_seconds:
+        raise NoDataError(f"stale metrics: the newest sample in {source.description} is {age_text(age)}"
+                          f" old ({format_rfc3339(newest)}), more than metrics.max_data_age {bound}", hint=hint)
+    return age
+
 
 def open_source(cfg: "Config", *, kind: str | None = None, prometheus_url: str | None = None) -> MetricSource:
     """Build the configured source; flags override the config. Unknown kinds fail closed."""
@@ -42,6 +72,19 @@ def open_source(cfg: "Config", *, kind: str | None = None, prometheus_url: str |
 
         settings = cfg.metrics.prometheus
         if prometheus_url:
-            settings = replace(settings, url=prometheus_url.rstrip("/"))
+            try:
+                settings = replace(settings, url=prometheus_url.rstrip("/"))
+            except ValueError as exc:
+                raise UsageError(f"--prometheus-url: {exc}", hint="e.g. --prometheus-url http://127.0.0.1:9090") from None
         return PrometheusSource(settings)
     raise UsageError(f"unknown metric source {kind!r} (known: embedded, prometheus)")
+
+
+def age_text(seconds: float) -> str:
+    """A data age for people: '12s', '4m 10s', '11h 2m', '3d 4h'."""
+    s = int(round(seconds))
+    for big, big_name, small, small_name in ((86400, "d", 3600, "h"), (3600, "h", 60, "m"), (60, "m", 1, "s")):
+        if s >= big:
+            rest = (s % big) // small
+            return f"{s // big}{big_name}" + (f" {rest}{small_name}" if rest else "")
+    return f"{s}s"

@@ -207,6 +207,34 @@ class EmbeddedStore:
             "SELECT 1 FROM steps WHERE backend = ? AND ts > ? AND ts <= ? LIMIT 1", (backend, start, end)
         ).fetchone() is not None
 
+    def newest_sample(self, at: float) -> float | None:
+        """The newest step at or before `at`, over every backend (None when there is none)."""
+        newest = [self.conn.execute("SELECT MAX(ts) FROM steps WHERE backend = ? AND ts <= ?", (b, int(at))).fetchone()[0]
+                  for b in self.backends()]
+        newest = [n for n in newest if n is not None]
+        return float(max(newest)) if newest else None
+
+    def data_start(self, selectors: Sequence[str], at: float, span: int) -> list[float | None]:
+        """Per selector, the start of the first step within (at - span, at] of a backend it
+        matches (a step covers the 10 s before its timestamp), or None when it matches nothing."""
+        from opsctl.metrics.promql import parse_selector
+
+        at = int(at) // schema.STEP_SECONDS * schema.STEP_SECONDS
+        firsts = {}
+        for backend in self.backends():
+            row = self.conn.execute("SELECT MIN(ts) FROM steps WHERE backend = ? AND ts > ? AND ts <= ?",
+                                    (backend, at - span, at)).fetchone()
+            if row and row[0] is not None:
+                firsts[backend] = int(row[0]) - schema.STEP_SECONDS
+        out: list[float | None] = []
+        for text in selectors:
+            selector = parse_selector(text)
+            series = schema.series_columns(selector.metric) or {}
+            starts = [first for backend, first in firsts.items()
+                      if any(selector.label_matches(dict(own, backend=backend)) for own in series)]
+            out.append(float(min(starts)) if starts else None)
+        return out
+
     def query_many(self, exprs: Sequence[str], at: float) -> list[float | None]:
         at = int(at) // schema.STEP_SECONDS * schema.STEP_SECONDS
         backends = self.backends()

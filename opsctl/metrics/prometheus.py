@@ -1,86 +1,164 @@
-"""Prometheus and anything that speaks its HTTP API (Thanos, Mimir, VictoriaMetrics).
+"""Prometheus and anything that speaks its HTTP API (Thanos, Mimir, Cortex, VictoriaMetrics).
 
-prometheus-api-client retries connection errors with backoff on every query, so with Prometheus
-down a report would hang for minutes. Here: one probe that fails fast, no automatic retries,
-a per-request timeout, a deadline for the whole batch, bounded concurrency, and every query of a
-report pinned to one evaluation instant.
+Every call has an overall deadline (connect, send, headers and body), not just a per-read
+timeout: a server that trickles a byte a second cannot hold a report, a guard or a failover.
+One probe fails fast, nothing is retried, concurrency is bounded, and every query of a report is
+pinned to one evaluation instant.
 
-A report asks `sum(increase(SELECTOR[w]))` for many SLOs that differ only in label matchers on a
-few metrics. Those are answered with one `sum by (every label any matcher names) (increase(m[w]))`
-per metric and window, and each selector is then summed locally over the groups its matchers
-select: the same per-series increase() and the same sum, so the same numbers, in a few queries
-whatever the number of SLOs. Regex matchers run in Python's `re` (fully anchored, like
-Prometheus); exotic RE2-only syntax would differ. Any other query is sent as part of a union
-(`q1 or q2 ...`, each tagged with a label).
+Queries are sent as they are written, matchers included: label matching is Prometheus' job (RE2),
+and a query never touches more series than its own selector names. To save round trips, up to
+BATCH_SIZE queries travel as one union (`q1 or q2 ...`, each tagged with a label); a union the
+server refuses as too large is split and retried in halves down to single queries, so one
+expensive SLO never hides the others.
+
+Errors map to exit codes: a query Prometheus rejects as malformed is invalid input (2); one it
+refuses for its size, a timeout or a limit, an error answer, a page that is not its JSON API, a
+dead or slow server are no data (3), each with one line saying what to do next.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
+from urllib.parse import urlencode
 
 from opsctl.config import PrometheusSource as Settings
-from opsctl.errors import NoDataError, SourceUnavailable, UsageError
-from opsctl.metrics.promql import RangeQuery, parse_range_query
+from opsctl.errors import SourceUnavailable, UsageError
 
 TAG = "opsctl_query"
 BATCH_SIZE = 60
+PROBE_TIMEOUT = 5.0
+
+
+class QueryRefused(SourceUnavailable):
+    """Prometheus refused a valid query for its size, a timeout or a limit (exit 3)."""
 
 
 class PrometheusSource:
-    def __init__(self, settings: Settings):
+    speaks_promql = True  # answers any PromQL, recorded series included
+
+    def __init__(self, settings: Settings, *, deadline: float | None = None):
         self.settings = settings
         self.url = settings.url.rstrip("/")
         self.description = f"Prometheus at {self.url}"
-        self._client = None
+        self.deadline_seconds = deadline if deadline is not None else settings.report_deadline
 
-    @property
-    def client(self):
-        if self._client is None:
-            from prometheus_api_client import PrometheusConnect
-            from urllib3.util.retry import Retry
+    def bounded(self, seconds: float) -> "PrometheusSource":
+        """The same source with every call (and each batch of calls) bounded by `seconds`."""
+        return PrometheusSource(self.settings, deadline=min(seconds, self.deadline_seconds))
 
-            auth, headers = None, {}
-            a = self.settings.auth
-            if a.bearer_token:
-                headers["Authorization"] = f"Bearer {a.bearer_token.resolve()}"
-            elif a.username:
-                auth = (a.username, a.password.resolve())
-            self._client = PrometheusConnect(
-                url=self.url,
-                headers=headers or None,
-                auth=auth,
-                disable_ssl=not self.settings.verify_tls,
-                retry=Retry(total=0, connect=0, read=0, redirect=2, status=0),
-                timeout=self.settings.timeout,
-                method="POST",
-            )
-        return self._client
+    # -- HTTP ----------------------------------------------------------------------------------
 
-    def check(self) -> None:
-        """One fast probe, so a dead Prometheus costs one timeout, not minutes of retries."""
-        import requests
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": "opsctl"}
+        a = self.settings.auth
+        if a.bearer_token:
+            headers["Authorization"] = f"Bearer {a.bearer_token.resolve()}"
+        elif a.username:
+            import base64
 
-        timeout = min(self.settings.timeout, 5.0)
+            token = base64.b64encode(f"{a.username}:{a.password.resolve()}".encode()).decode()
+            headers["Authorization"] = f"Basic {token}"
+        if self.settings.tenant:
+            headers["X-Scope-OrgID"] = self.settings.tenant
+        return headers
+
+    def _extra_params(self) -> dict[str, str]:
+        params = {}
+        if self.settings.dedup is not None:
+            params["dedup"] = "true" if self.settings.dedup else "false"
+        if self.settings.partial_response is not None:
+            params["partial_response"] = "true" if self.settings.partial_response else "false"
+        return params
+
+    def _call(self, path: str, params: dict | None, deadline: float, budget: float) -> dict:
+        """POST (or GET without params) one API call; returns the decoded `data`, or raises."""
+        from opsctl.remote import DeadlineExceeded, http_call
+
+        headers = self._headers()
+        body = None
+        method = "GET"
+        if params is not None:
+            method = "POST"
+            body = urlencode({**params, **self._extra_params()}).encode()
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
         try:
-            response = self.client._session.get(
-                f"{self.url}/api/v1/status/buildinfo",
-                headers=self.client.headers,
-                auth=self.client.auth,
-                timeout=timeout,
-            )
-        except requests.RequestException as exc:
-            raise self._unavailable(exc, timeout) from exc
-        if response.status_code in (401, 403):
+            answer = http_call(method, self.url + path, headers=headers, body=body, deadline=deadline,
+                               connect_timeout=min(self.settings.timeout, PROBE_TIMEOUT),
+                               ca_file=self.settings.ca_file, verify_tls=self.settings.verify_tls)
+        except DeadlineExceeded as exc:
+            raise SourceUnavailable(
+                f"Prometheus at {self.url} did not answer within {budget:g}s",
+                hint="a slow or overloaded server: check its load, or raise metrics.prometheus.timeout"
+                     " / report_deadline",
+            ) from exc
+        except UsageError:
+            raise
+        except OSError as exc:
+            import ssl
+
+            if isinstance(exc, ssl.SSLCertVerificationError):
+                raise UsageError(
+                    f"the TLS certificate of {self.url} is not trusted ({exc.verify_message})",
+                    hint="set metrics.prometheus.ca_file to the CA bundle that signed it",
+                ) from exc
+            raise SourceUnavailable(
+                f"cannot reach Prometheus at {self.url}: {_cause(exc)}",
+                hint="check --prometheus-url / metrics.prometheus.url and that the server is up",
+            ) from exc
+        return self._decode(answer)
+
+    def _decode(self, answer) -> dict:
+        status = answer.status
+        if status in (401, 403):
             raise UsageError(
-                f"Prometheus at {self.url} refused the credentials (HTTP {response.status_code})",
+                f"Prometheus at {self.url} refused the credentials (HTTP {status})",
                 hint="set metrics.prometheus.auth (bearer_token or username/password) from env or a file",
             )
-        if response.status_code == 404:
-            return  # some PromQL-compatible servers lack buildinfo; queries will tell
-        if response.status_code >= 400:
-            raise SourceUnavailable(f"Prometheus at {self.url} answered HTTP {response.status_code}")
+        try:
+            doc = json.loads(answer.body)
+        except ValueError:
+            kind = answer.headers.get("content-type", "unknown content").split(";")[0]
+            raise SourceUnavailable(
+                f"{self.url} answered HTTP {status} with {kind}, not Prometheus' JSON API",
+                hint="check that the URL is the Prometheus API root (not a login page, proxy or UI path)",
+            ) from None
+        if not isinstance(doc, dict):
+            raise SourceUnavailable(f"{self.url} answered HTTP {status} with JSON that is not Prometheus' API")
+        if doc.get("status") == "success" and status < 400:
+            data = doc.get("data")
+            if data is None:
+                raise SourceUnavailable(f"{self.url} answered 'success' without data (HTTP {status})")
+            return data
+        error_type = str(doc.get("errorType") or "")
+        error = " ".join(str(doc.get("error") or f"HTTP {status}").split())[:300]
+        if error_type == "bad_data" or status == 400:
+            raise UsageError(f"Prometheus rejected the query: {error}",
+                             hint="check the SLO's selectors (spec.service_level_indicator) in PromQL")
+        if error_type in ("timeout", "canceled", "execution", "too_many_samples") or status in (422, 503):
+            raise QueryRefused(
+                f"Prometheus refused the query ({error_type or status}): {error}",
+                hint="it is too large for the server's limits (--query.max-samples, --query.timeout):"
+                     " load the recording rules from `opsctl slo rules`, or raise the server's limits",
+            )
+        if status == 404:
+            raise SourceUnavailable(f"{self.url} has no Prometheus query API (HTTP 404)",
+                                    hint="check that the URL is the Prometheus API root")
+        raise SourceUnavailable(f"Prometheus at {self.url} answered an error ({error_type or status}): {error}")
+
+    # -- MetricSource ----------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """One fast probe, bounded like every call, so a dead or trickling server costs seconds."""
+        budget = min(self.settings.timeout, PROBE_TIMEOUT, self.deadline_seconds)
+        try:
+            self._call("/api/v1/status/buildinfo", None, time.monotonic() + budget, budget)
+        except SourceUnavailable as exc:
+            if "HTTP 404" in exc.message:
+                return  # some PromQL-compatible servers lack buildinfo; queries will tell
+            raise
 
     def default_time(self) -> float:
         return time.time()
@@ -88,107 +166,77 @@ class PrometheusSource:
     def query_many(self, exprs: Sequence[str], at: float) -> list[float | None]:
         if not exprs:
             return []
+        budget = self.deadline_seconds
+        deadline = time.monotonic() + budget
+        batches = [list(range(i, min(i + BATCH_SIZE, len(exprs)))) for i in range(0, len(exprs), BATCH_SIZE)]
         results: list[float | None] = [None] * len(exprs)
-        grouped: dict[tuple, list[tuple[int, RangeQuery]]] = {}
-        others: list[int] = []
-        for index, expr in enumerate(exprs):
-            query = _groupable(expr)
-            if query is None:
-                others.append(index)
-            else:
-                key = (query.function, query.selector.metric, query.window)
-                grouped.setdefault(key, []).append((index, query))
-
-        tasks = [(self._answer_group, key, members) for key, members in grouped.items()]
-        tasks += [(self._answer_union, None, others[i:i + BATCH_SIZE]) for i in range(0, len(others), BATCH_SIZE)]
-        answers = self._run_all(tasks, exprs, at)
-        for answer in answers:
-            for index, value in answer:
-                results[index] = value
+        workers = max(1, min(self.settings.max_concurrency, len(batches)))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(self._answer, batch, exprs, at, deadline, budget) for batch in batches]
+            for future in futures:
+                for index, value in future.result():
+                    results[index] = value
         return results
 
-    def _run_all(self, tasks, exprs, at) -> list[list[tuple[int, float | None]]]:
-        """Run the round trips with bounded concurrency under the report deadline."""
-        pool = ThreadPoolExecutor(max_workers=max(1, min(self.settings.max_concurrency, len(tasks))))
+    def newest_sample(self, at: float) -> float | None:
+        """The newest request-counter sample at or before `at`: within Prometheus' 5-minute lookback
+        first (one sample per series), then over the last day (a 5-minute subquery), so a stale
+        source's age can be shown."""
+        from opsctl.metrics.schema import REQUESTS
+
+        newest = self.query_many([f"max(timestamp({REQUESTS}))"], at)[0]
+        if newest is None:
+            newest = self.query_many([f"max_over_time(max(timestamp({REQUESTS}))[1d:5m])"], at)[0]
+        return newest
+
+    def data_start(self, selectors: Sequence[str], at: float, span: int) -> list[float | None]:
+        """Per selector, the first instant within (at - span, at] where it had a sample, to
+        span/672 (1 h for 28 days): a subquery touching one sample per series per step."""
+        step = max(60, span // 672)
+        exprs = [f"min_over_time(timestamp(count({s}))[{span}s:{step}s])" for s in selectors]
+        return self.query_many(exprs, at)
+
+    def _answer(self, indexes, exprs, at, deadline, budget) -> list[tuple[int, float | None]]:
         try:
-            futures = [pool.submit(fn, key, members, exprs, at) for fn, key, members in tasks]
-            done, pending = wait(futures, timeout=self.settings.report_deadline)
-            if pending:
-                raise SourceUnavailable(
-                    f"{self.url} did not answer {len(exprs)} queries within the report deadline "
-                    f"of {self.settings.report_deadline:g}s",
-                    hint="raise metrics.prometheus.report_deadline, or check the server's load",
-                )
-            return [f.result() for f in futures]
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+            values = self._query_batch([exprs[i] for i in indexes], at, deadline, budget)
+            return list(zip(indexes, values))
+        except QueryRefused:
+            if len(indexes) == 1:
+                raise
+        half = len(indexes) // 2
+        return (self._answer(indexes[:half], exprs, at, deadline, budget)
+                + self._answer(indexes[half:], exprs, at, deadline, budget))
 
-    def _answer_group(self, key, members, exprs, at) -> list[tuple[int, float | None]]:
-        function, metric, window = key
-        labels = sorted({m.label for _, q in members for m in q.selector.matchers})
-        expr = f"sum by ({', '.join(labels)}) ({function}({metric}[{window}s]))"
-        groups = [(sample.get("metric", {}), float(sample["value"][1])) for sample in self.query_union(expr, at)]
-        out = []
-        for index, query in members:
-            matched = [value for group_labels, value in groups if query.selector.label_matches(group_labels)]
-            out.append((index, sum(matched) if matched else None))
-        return out
-
-    def _answer_union(self, _key, indexes, exprs, at) -> list[tuple[int, float | None]]:
-        values = self._query_batch([exprs[i] for i in indexes], at)
-        return list(zip(indexes, values))
-
-    def query_union(self, expr: str, at: float) -> list[dict]:
+    def query_vector(self, expr: str, at: float, *, deadline: float | None = None) -> list[dict]:
         """One instant query pinned at `at`; returns Prometheus' result vector."""
-        import requests
-        from prometheus_api_client import PrometheusApiClientException
+        budget = self.deadline_seconds
+        data = self._call("/api/v1/query", {"query": expr, "time": f"{at:.3f}"},
+                          deadline if deadline is not None else time.monotonic() + budget, budget)
+        if data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
+            raise SourceUnavailable(f"{self.url} answered a {data.get('resultType')!r}, not an instant vector")
+        return data["result"]
 
-        try:
-            return self.client.custom_query(expr, params={"time": f"{at:.3f}"})
-        except requests.RequestException as exc:
-            raise self._unavailable(exc, self.settings.timeout) from exc
-        except PrometheusApiClientException as exc:
-            text = str(exc)
-            if "HTTP Status Code 400" in text or "HTTP Status Code 422" in text:
-                raise UsageError(f"Prometheus rejected the query: {text[:300]}") from exc
-            if "HTTP Status Code 401" in text or "HTTP Status Code 403" in text:
-                raise UsageError(f"Prometheus refused the credentials: {text[:120]}") from exc
-            raise SourceUnavailable(f"Prometheus at {self.url} failed: {text[:300]}") from exc
-
-    def _unavailable(self, exc: Exception, timeout: float) -> SourceUnavailable:
-        hint = "check --prometheus-url / metrics.prometheus.url and that the server is up"
-        if "timed out" in str(exc).lower() or isinstance(exc, TimeoutError):
-            return SourceUnavailable(
-                f"Prometheus at {self.url} did not answer within {timeout:g}s",
-                hint="a slow server: raise metrics.prometheus.timeout, or check its load",
-            )
-        return SourceUnavailable(f"cannot reach Prometheus at {self.url}: {_cause(exc)}", hint=hint)
-
-    def _query_batch(self, exprs: list[str], at: float) -> list[float | None]:
+    def _query_batch(self, exprs: list[str], at: float, deadline: float, budget: float) -> list[float | None]:
         union = " or ".join(f'label_replace({e}, "{TAG}", "{i}", "", "")' for i, e in enumerate(exprs))
         values: list[float | None] = [None] * len(exprs)
-        for sample in self.query_union(union, at):
-            index = sample.get("metric", {}).get(TAG)
-            if index is None:
-                raise NoDataError(f"unexpected answer from {self.url}: a series without the {TAG} label")
-            values[int(index)] = float(sample["value"][1])
+        data = self._call("/api/v1/query", {"query": union, "time": f"{at:.3f}"}, deadline, budget)
+        result = data.get("result")
+        if data.get("resultType") != "vector" or not isinstance(result, list):
+            raise SourceUnavailable(f"{self.url} answered a {data.get('resultType')!r}, not an instant vector")
+        for sample in result:
+            try:
+                value = float(sample["value"][1])
+                index = int(sample.get("metric", {})[TAG])
+                values[index] = value
+            except (KeyError, IndexError, TypeError, ValueError):
+                raise SourceUnavailable(f"unexpected answer from {self.url}: a sample opsctl cannot read") from None
         return values
-
-
-def _groupable(expr: str) -> RangeQuery | None:
-    """A `sum(increase|rate(sel[Ns]))` whose matchers name only ordinary labels, else None."""
-    try:
-        query = parse_range_query(expr)
-    except UsageError:
-        return None
-    if not query.summed or any(m.label.startswith("__") for m in query.selector.matchers):
-        return None
-    return query
 
 
 def _cause(exc: Exception) -> str:
     text = str(exc)
-    for marker in ("Connection refused", "Name or service not known", "timed out", "No route to host"):
+    for marker in ("Connection refused", "Name or service not known", "timed out", "No route to host",
+                   "certificate verify failed"):
         if marker in text:
             return marker.lower()
-    return text.split(":")[-1].strip()[:200] or type(exc).__name__
+    return (text.split(":")[-1].strip() or type(exc).__name__)[:200]

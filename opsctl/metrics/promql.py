@@ -1,10 +1,14 @@
 """The small part of PromQL opsctl itself writes: selectors and `sum(increase(sel[Ns]))`.
 
 The embedded store answers only these forms; anything else is a clear error, not a guess.
+Regex matchers use RE2 (the `google-re2` package), the engine and syntax Prometheus uses, fully
+anchored as Prometheus anchors them: `[[:digit:]]` and `\\p{L}` mean what they mean there, and a
+backreference, which RE2 has not, is refused as Prometheus refuses it.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -26,8 +30,18 @@ class Matcher:
             return actual == self.value
         if self.op == "!=":
             return actual != self.value
-        full = re.fullmatch(self.value, actual) is not None
+        full = _re2(self.value).fullmatch(actual) is not None
         return full if self.op == "=~" else not full
+
+
+@functools.lru_cache(maxsize=1024)
+def _re2(pattern: str):
+    """The pattern compiled by RE2 with Go's defaults (Perl classes, no dot-newline)."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options)
 
 
 @dataclass(frozen=True)
@@ -66,9 +80,10 @@ def parse_selector(text: str) -> Selector:
         label, op, value = m.group(1), m.group(2), _unescape(m.group(3))
         if op in ("=~", "!~"):
             try:
-                re.compile(value)
-            except re.error as exc:
-                raise UsageError(f"invalid regular expression {value!r} in {text!r}: {exc}") from exc
+                _re2(value)
+            except Exception as exc:  # re2.error
+                reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+                raise UsageError(f"invalid regular expression {value!r} in {text!r} (RE2 syntax): {reason}") from exc
         matchers.append(Matcher(label, op, value))
         pos = m.end()
     return Selector(metric, tuple(matchers))
@@ -89,3 +104,17 @@ def increase_query(selector: str, window_seconds: int) -> str:
     query = selector.strip()
     query = query.replace("[window", f"[{window_seconds}s") if "[window" in query else f"{query}[{window_seconds}s]"
     return f"sum(increase({query}))"
+
+
+def le_regex(bound: float) -> str:
+    """A regex matching every spelling exporters use for a bucket bound: 1 -> '1(\\.0*)?', 0.5 -> '0\\.50*'."""
+    text = f"{bound:.9f}".rstrip("0").rstrip(".")
+    return re.escape(text) + "0*" if "." in text else text + r"(\.0*)?"
+
+
+def format_selector(selector: Selector) -> str:
+    def quote(value: str) -> str:
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+    body = ",".join(f"{m.label}{m.op}{quote(m.value)}" for m in selector.matchers)
+    return f"{selector.metric}{{{body}}}" if body else selector.metric

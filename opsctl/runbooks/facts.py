@@ -146,7 +146,9 @@ class Pair:
 
     @property
     def factor_text(self) -> str:
-        return f"{self.factor:g}"
+        from opsctl.slo.conventions import format_factor
+
+        return format_factor(self.factor)
 
     @property
     def error_ratio(self) -> float:

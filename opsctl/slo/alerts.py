@@ -18,9 +18,8 @@ from typing import Sequence
 
 from opsctl.clock import format_rfc3339
 from opsctl.metrics.base import MetricSource
-from opsctl.metrics.promql import increase_query
 from opsctl.slo import conventions as cv
-from opsctl.slo.model import SloDefinition
+from opsctl.slo.model import SloDefinition, counts_from
 from opsctl.slo.rules import BurnAlert, RuleSettings, SloRulePlan, alert_labels, annotations, plan_rules
 
 
@@ -36,7 +35,7 @@ class FiringAlert:
     factor: float
     burn_rate: float  # over the long window: the alert's value
     short_burn_rate: float
-    request_rate: float  # valid events per second over the short window
+    request_rate: float | None  # valid events per second over the short window (None: no counts)
     at: float
     labels: dict[str, str] = field(compare=False)
     annotations: dict[str, str] = field(compare=False)
@@ -103,8 +102,9 @@ def _check(plan: SloRulePlan, alert: BurnAlert, counts: dict[str, tuple[float | 
     if long_ratio is None or short_ratio is None or valid_short is None:
         return _Check(False, None, None, None)
     burn_long, burn_short = long_ratio / budget, short_ratio / budget
-    rate = valid_short / alert.short_seconds
-    holds = burn_long > alert.factor and burn_short > alert.factor and rate >= alert.min_request_rate
+    counted = plan.slo.counts_increases  # otherwise the rule has no traffic clause
+    rate = valid_short / alert.short_seconds if counted else None
+    holds = burn_long > alert.factor and burn_short > alert.factor and (not counted or rate >= alert.min_request_rate)
     return _Check(holds, burn_long, burn_short, rate)
 
 
@@ -115,22 +115,39 @@ def _check(plan: SloRulePlan, alert: BurnAlert, counts: dict[str, tuple[float | 
 def _counts_at(
     source: MetricSource, at: float, needs: dict[str, tuple[SloRulePlan, set[str]]]
 ) -> dict[str, dict[str, tuple[float | None, float | None]]]:
-    """(good, valid) increases per SLO and window at one instant, in one batch of queries."""
-    wanted: dict[str, None] = {}
-    for plan, windows in needs.values():
+    """(good, valid) per SLO and window at one instant, in one batch of queries per instant.
+
+    A window the rules derive from the recorded base-window increases (1d, 3d) is mirrored by the
+    identity those rules rest on: the sum of the base-window increases recorded every interval over
+    the window equals the sum of the window's raw counts at the last base / interval evaluation
+    instants (t, t - interval, ...), so it is asked at each of those instants and summed."""
+    by_instant: dict[float, dict[str, None]] = {}
+    plan_instants: dict[tuple[str, str], list[float]] = {}
+    for name, (plan, windows) in needs.items():
         for w in windows:
-            seconds = dict(plan.windows)[w]
-            wanted.setdefault(increase_query(plan.good, seconds))
-            wanted.setdefault(increase_query(plan.valid, seconds))
-    queries = list(wanted)
-    answers = dict(zip(queries, source.query_many(queries, at)))
+            instants = [at]
+            if w in plan.derived:
+                instants = [at - j * plan.interval for j in range(plan.base[1] // plan.interval)]
+            plan_instants[(name, w)] = instants
+            for when in instants:
+                for query in plan.queries(f"{dict(plan.windows)[w]}s").values():
+                    by_instant.setdefault(when, {}).setdefault(query)
+    answers: dict[tuple[float, str], float | None] = {}
+    for when, wanted in by_instant.items():
+        queries = list(wanted)
+        answers.update({(when, q): v for q, v in zip(queries, source.query_many(queries, when))})
     out: dict[str, dict[str, tuple[float | None, float | None]]] = {}
     for name, (plan, windows) in needs.items():
         spans = dict(plan.windows)
-        out[name] = {
-            w: (answers[increase_query(plan.good, spans[w])], answers[increase_query(plan.valid, spans[w])])
-            for w in windows
-        }
+        out[name] = {}
+        for w in windows:
+            good, valid = 0.0, None  # an instant without data adds nothing, as an absent sample
+            for when in plan_instants[(name, w)]:
+                by_role = {role: answers[(when, q)] for role, q in plan.queries(f"{spans[w]}s").items()}
+                g, v = counts_from(plan.slo, by_role)
+                if v is not None:
+                    good, valid = good + (g or 0.0), (valid or 0.0) + v
+            out[name][w] = (good if valid is not None else None, valid)
     return out
 
 
@@ -173,7 +190,8 @@ class AlertEvaluator:
             if windows >= _windows(plan.alerts):
                 missing = sorted((w for w in windows if counts[name][w][1] is None), key=lambda w: cv.WINDOWS[w])
                 self._unknown[(name, when)] = (
-                    f"filter_valid matched no series over {', '.join(missing)}" if missing else None
+                    f"{'filter_valid' if plan.slo.counts_events else 'the SLI expression'} matched no series"
+                    f" over {', '.join(missing)}" if missing else None
                 )
 
     def evaluate(self, at: float) -> AlertEvaluation:
@@ -209,7 +227,7 @@ def _firing(plan: SloRulePlan, alert: BurnAlert, check: _Check, at: float, setti
         severity=alert.severity,
         slo=plan.name,
         backend=plan.slo.backend,
-        service=settings.service,
+        service=plan.label_dict[cv.LABEL_SERVICE],
         long_window=alert.long,
         short_window=alert.short,
         factor=alert.factor,

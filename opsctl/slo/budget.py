@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opsctl.slo.conventions import ALERT_PAIRS, AlertPair
+from opsctl.slo.conventions import ALERT_PAIRS, AlertPair, format_factor
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def evaluate_status(
     if not period_has_events:
         return Status("unknown", (), "no valid events over the period")
     fired = tuple(
-        f"{p.severity}: {p.long}/{p.short} burn > {p.factor(period_seconds):.4g}x"
+        f"{p.severity}: {p.long}/{p.short} burn > {format_factor(p.factor(period_seconds))}x"
         for p in ALERT_PAIRS
         if pair_fires(p, burns, period_seconds)
     )

@@ -41,6 +41,11 @@ ALERT_PAIRS: tuple[AlertPair, ...] = (
 )
 
 SEVERITIES = ("page", "ticket")
+
+
+def format_factor(factor: float) -> str:
+    """A burn-rate threshold as every output prints it: 4 significant digits, no `x` (13.44, 0.9333)."""
+    return f"{factor:.4g}"
 STATUS_ORDER = {"ok": 0, "ticket": 1, "page": 2, "unknown": 3}
 
 # Label names carried by generated rules and reports.
@@ -80,6 +85,29 @@ def record_error_ratio(window: str) -> str:
     return f"slo:sli_error:ratio_rate{window}"
 
 
+def record_good_increase(window: str) -> str:
+    """Good events over the base window, aggregated to one series per SLO: slo:sli_good:increase5m."""
+    return f"slo:sli_good:increase{window}"
+
+
+def record_valid_increase(window: str) -> str:
+    """Valid events over the base window, aggregated to one series per SLO: slo:sli_valid:increase5m."""
+    return f"slo:sli_valid:increase{window}"
+
+
+# Windows whose error ratio comes from the recorded base-window increases (plus the period):
+# raw increase() over a day or more touches every sample of every series each evaluation.
+DERIVED_WINDOWS = ("1d", "3d")
+BASE_WINDOW_SECONDS = 300  # the recorded increases cover at least 5m (a multiple of the interval)
+
+
+def base_window(interval_seconds: int) -> tuple[str, int]:
+    """The recorded increases' window: the smallest multiple of the evaluation interval >= 5m, so
+    consecutive evaluations' windows tile time (each event counted base / interval times)."""
+    seconds = interval_seconds * -(-BASE_WINDOW_SECONDS // interval_seconds)
+    return window_label(seconds), seconds
+
+
 def record_valid_rate(window: str) -> str:
     """Valid events per second over `window` (the minimum-traffic guard): slo:sli_valid:rate5m."""
     return f"slo:sli_valid:rate{window}"
@@ -88,6 +116,11 @@ def record_valid_rate(window: str) -> str:
 def rule_group_name(prefix: str, slo_name: str) -> str:
     """One rule group per SLO: recording rules first, then the alerts that read them."""
     return f"{prefix}-{slo_name}"
+
+
+def period_group_name(prefix: str, slo_name: str) -> str:
+    """The SLO's period ratio and budget left, evaluated less often (no alert reads them)."""
+    return f"{prefix}-{slo_name}-period"
 
 
 # ---------------------------------------------------------------------------------------------

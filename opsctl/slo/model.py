@@ -1,13 +1,23 @@
 """SLO files in slo-generator's v2 format -> validated SloDefinition objects.
 
-The same files run under slo-generator itself. opsctl reads `metadata.labels.backend` (a
-configured backend, or `all` for the service as a whole) and requires the `good_bad_ratio`
-method over the `prometheus` backend with `filter_good` and `filter_valid` selectors.
+The files slo-generator 2.6's Prometheus backend runs, run here: `good_bad_ratio` with
+`filter_good` and `filter_valid` or `filter_bad`, each a selector or an expression with the
+`[window]` placeholder, with optional `operators` (default [increase, sum]); `distribution_cut`
+(`expression` selecting a histogram's buckets plus `threshold_bucket`); and `query_sli` (an
+expression giving the SLI itself). Each window's PromQL is built exactly as slo-generator builds
+it (`generator_queries`), except that opsctl adds `le` as a matcher every exporter spelling
+matches (slo-generator appends `le="X"` textually: lost on a bare metric name, and `le="1"`
+misses `"1.0"` buckets).
+
+`metadata.labels.backend` (a configured backend, or `all` for the whole service) is optional:
+an SLO without it is reported and alerted on and ties no traffic guard. `metadata.labels.
+service_name` names the service in generated rules. Unknown keys are refused with their path.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -23,23 +33,88 @@ KIND = "ServiceLevelObjective"
 @dataclass(frozen=True)
 class SloDefinition:
     name: str
-    backend: str  # a configured backend, or "all"
+    backend: str | None  # a configured backend, "all", or None (ties no traffic guard)
     goal: float
-    filter_good: str
-    filter_valid: str
+    filter_good: str | None  # selector (or [window] expression) of good events; None for query_sli
+    filter_valid: str | None  # of valid events; None with filter_bad or query_sli
     description: str
     file: str
     kind: str  # availability | latency
-    threshold_seconds: float | None  # for latency SLOs: the `le` bound
+    threshold_seconds: float | None  # for latency SLOs: the `le` bound it selects
     document: dict = field(repr=False, compare=False, hash=False, default_factory=dict)
+    method: str = "good_bad_ratio"
+    filter_bad: str | None = None
+    operators: tuple[str, ...] = ("increase", "sum")
+    expression: str | None = None  # query_sli's expression (distribution_cut's is in filter_good)
+    service_name: str | None = None
 
     @property
     def error_budget(self) -> float:
         return 1.0 - self.goal
 
+    @property
+    def counts_events(self) -> bool:
+        """False for query_sli, which measures a ratio and no event counts."""
+        return self.method != "query_sli"
+
+    @property
+    def counts_increases(self) -> bool:
+        """Its queries answer event counts (increase, then sum), so count / seconds is a rate."""
+        return self.counts_events and tuple(self.operators) == ("increase", "sum")
+
+    def queries(self, window: str) -> dict[str, str]:
+        """Role (good, valid, bad or sli) -> PromQL over `window` ('300s' or '5m'), as opsctl asks."""
+        if self.method == "query_sli":
+            return {"sli": fmt_query(self.expression, window, ())}
+        out = {"good": fmt_query(self.filter_good, window, self.operators)}
+        if self.filter_bad is not None:
+            out["bad"] = fmt_query(self.filter_bad, window, self.operators)
+        else:
+            out["valid"] = fmt_query(self.filter_valid, window, self.operators)
+        return out
+
+    def generator_queries(self, seconds: int) -> dict[str, str]:
+        """Role -> the PromQL slo-generator itself builds for this window (see the module doc)."""
+        if self.method != "distribution_cut":
+            return self.queries(f"{seconds}s")
+        sli = self.document["spec"]["service_level_indicator"]
+        expression, bucket = str(sli["expression"]), sli["threshold_bucket"]
+        good = fmt_query(expression, f"{seconds}s", DEFAULT_OPERATORS).replace("}", f', le="{bucket}"}}')
+        valid = fmt_query(expression.replace("_bucket", "_count"), f"{seconds}s", DEFAULT_OPERATORS)
+        return {"good": good, "valid": valid}
+
     def slo_generator_config(self) -> dict:
         """A private copy of the document for slo-generator, which mutates nothing but deserves no trust."""
-        return copy.deepcopy(self.document)
+        document = copy.deepcopy(self.document)
+        document["spec"].setdefault("description", "")  # slo-generator's report needs one
+        return document
+
+
+def fmt_query(query: str, window: str, operators: Iterable[str]) -> str:
+    """slo-generator's `_fmt_query`: the window into its `[window]` placeholder (or appended),
+    then each operator wrapped around the result in order."""
+    query = query.strip()
+    query = query.replace("[window", f"[{window}") if "[window" in query else f"{query}[{window}]"
+    for operator in operators:
+        query = f"{operator}({query})"
+    return query
+
+
+def counts_from(slo: SloDefinition, answers: dict[str, float | None]):
+    """(good, valid) for the budget math from one window's answers by role.
+
+    filter_bad: valid = good + bad, a missing bad series counting as none (as the rules'
+    `or vector(0)` does). query_sli: the SLI as good out of 1 valid.
+    """
+    if "sli" in answers:
+        sli = answers["sli"]
+        return (None, None) if sli is None else (sli, 1.0)
+    good = answers["good"]
+    if "bad" in answers:
+        if good is None:
+            return None, None
+        return good, good + (answers["bad"] or 0.0)
+    return good, answers["valid"]
 
 
 def discover(paths: Iterable[str | Path]) -> list[Path]:
@@ -84,6 +159,18 @@ def load_slos(paths: Iterable[str | Path], backends: Iterable[str]) -> list[SloD
     return slos
 
 
+SPEC_KEYS = {"description", "backend", "method", "exporters", "service_level_indicator", "goal",
+             "error_budget_policy"}
+SLI_KEYS = {
+    "good_bad_ratio": {"filter_good", "filter_valid", "filter_bad", "operators"},
+    "distribution_cut": {"expression", "threshold_bucket", "good_below_threshold"},
+    "query_sli": {"expression"},
+}
+METHODS = tuple(SLI_KEYS)
+DEFAULT_OPERATORS = ("increase", "sum")
+_OPERATOR = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
 def _validate(doc: Any, file: str, known: set[str], problems: list[str]) -> SloDefinition | None:
     before = len(problems)
 
@@ -97,6 +184,8 @@ def _validate(doc: Any, file: str, known: set[str], problems: list[str]) -> SloD
         bad("apiVersion", f"must be {API_VERSION!r}, got {doc.get('apiVersion')!r}")
     if doc.get("kind") != KIND:
         bad("kind", f"must be {KIND!r}, got {doc.get('kind')!r}")
+    for key in sorted(set(doc) - {"apiVersion", "kind", "metadata", "spec"}, key=str):
+        bad(str(key), "unknown key (an SLO file holds apiVersion, kind, metadata and spec)")
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     if not isinstance(doc.get("metadata"), dict):
         bad("metadata", "missing or not a mapping")
@@ -105,62 +194,165 @@ def _validate(doc: Any, file: str, known: set[str], problems: list[str]) -> SloD
         bad("metadata.name", f"must be a name of letters, digits, - and _, got {name!r}")
     labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
     backend = labels.get("backend")
-    if backend is None:
-        bad("metadata.labels.backend", f"missing: name a backend ({', '.join(sorted(known))}) or {ALL_BACKENDS!r}")
-    elif not isinstance(backend, str) or (backend != ALL_BACKENDS and backend not in known):
+    if backend is not None and (not isinstance(backend, str) or (backend != ALL_BACKENDS and backend not in known)):
         bad("metadata.labels.backend", f"unknown backend {backend!r} (known: {', '.join(sorted(known))}, {ALL_BACKENDS})")
+    service_name = labels.get("service_name")
+    if service_name is not None and (not isinstance(service_name, str) or not service_name.strip()):
+        bad("metadata.labels.service_name", f"must be a non-empty string, got {service_name!r}")
+        service_name = None
     spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else None
     if spec is None:
         bad("spec", "missing or not a mapping")
         return None
+    for key in sorted(set(spec) - SPEC_KEYS, key=str):
+        bad(f"spec.{key}", f"unknown key (known: {', '.join(sorted(SPEC_KEYS))})")
     if spec.get("backend") != "prometheus":
         bad("spec.backend", f"opsctl evaluates SLOs over PromQL: must be 'prometheus', got {spec.get('backend')!r}")
-    if spec.get("method") != "good_bad_ratio":
-        bad("spec.method", f"must be 'good_bad_ratio' (filter_good over filter_valid), got {spec.get('method')!r}")
+    method = spec.get("method")
+    if method not in METHODS:
+        bad("spec.method", f"must be one of {', '.join(METHODS)}, got {method!r}")
     goal = spec.get("goal")
     if isinstance(goal, bool) or not isinstance(goal, (int, float)) or not 0 < goal < 1:
         bad("spec.goal", f"must be a number strictly between 0 and 1 (e.g. 0.9999), got {goal!r}")
         goal = None
     sli = spec.get("service_level_indicator") if isinstance(spec.get("service_level_indicator"), dict) else None
-    good = valid = None
+    parsed: dict | None = None
     if sli is None:
         bad("spec.service_level_indicator", "missing or not a mapping")
-    else:
-        if "filter_bad" in sli:
-            bad("spec.service_level_indicator.filter_bad", "use filter_valid: opsctl counts good over valid")
-        good, valid = sli.get("filter_good"), sli.get("filter_valid")
-        for key, value in (("filter_good", good), ("filter_valid", valid)):
-            if not isinstance(value, str) or not value.strip():
-                bad(f"spec.service_level_indicator.{key}", "missing: a PromQL series selector")
-                continue
-            try:
-                parse_selector(value)
-            except Exception as exc:  # UsageError from the parser
-                bad(f"spec.service_level_indicator.{key}", str(exc))
-    if len(problems) > before:
+    elif method in METHODS:
+        for key in sorted(set(sli) - SLI_KEYS[method], key=str):
+            bad(f"spec.service_level_indicator.{key}",
+                f"unknown key for method {method} (known: {', '.join(sorted(SLI_KEYS[method]))})")
+        parsed = _PARSERS[method](sli, lambda key, what: bad(f"spec.service_level_indicator.{key}", what))
+    if len(problems) > before or parsed is None:
         return None
-    kind, threshold = _classify(good)
     return SloDefinition(
         name=name,
         backend=backend,
         goal=float(goal),
-        filter_good=good.strip(),
-        filter_valid=valid.strip(),
+        filter_good=parsed.get("good"),
+        filter_valid=parsed.get("valid"),
         description=str(spec.get("description", "")),
         file=file,
-        kind=kind,
-        threshold_seconds=threshold,
+        kind=parsed["kind"],
+        threshold_seconds=parsed.get("threshold"),
         document=doc,
+        method=method,
+        filter_bad=parsed.get("bad"),
+        operators=parsed.get("operators", DEFAULT_OPERATORS),
+        expression=parsed.get("expression"),
+        service_name=service_name,
     )
+
+
+def _filter(value: Any, key: str, bad, *, required: bool = True) -> str | None:
+    """A filter as slo-generator takes it: a selector, optionally with a `[window]` placeholder."""
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        bad(key, "missing: a PromQL series selector" if value is None else f"must be a PromQL string, got {value!r}")
+        return None
+    text = value.strip()
+    bare = text.replace("[window]", "")
+    if "[window" in text and "[window]" not in text:
+        bad(key, "the window placeholder is written `[window]`")
+        return None
+    if _SELECTORISH.match(bare):
+        try:
+            parse_selector(bare)
+        except Exception as exc:  # UsageError from the parser
+            bad(key, str(exc))
+            return None
+    elif "[window]" not in text:
+        bad(key, "an expression other than a selector needs the `[window]` placeholder where the range goes")
+        return None
+    return text
+
+
+_SELECTORISH = re.compile(r"^\s*[a-zA-Z_:][a-zA-Z0-9_:]*\s*(\{.*\})?\s*$", re.S)
+
+
+def _parse_ratio(sli: dict, bad) -> dict | None:
+    good = _filter(sli.get("filter_good"), "filter_good", bad)
+    valid = _filter(sli.get("filter_valid"), "filter_valid", bad, required=False)
+    bad_filter = _filter(sli.get("filter_bad"), "filter_bad", bad, required=False)
+    if "filter_valid" in sli and "filter_bad" in sli:
+        bad("filter_bad", "give filter_valid or filter_bad, not both")
+        return None
+    if "filter_valid" not in sli and "filter_bad" not in sli:
+        bad("filter_valid", "missing: give filter_valid (all valid events) or filter_bad (the bad ones)")
+        return None
+    operators = sli.get("operators", list(DEFAULT_OPERATORS))
+    if (not isinstance(operators, list) or not operators
+            or not all(isinstance(o, str) and _OPERATOR.match(o) for o in operators)):
+        bad("operators", f"must be a list of PromQL function names, e.g. [increase, sum], got {operators!r}")
+        return None
+    if good is None or (valid is None and bad_filter is None):
+        return None
+    kind, threshold = _classify(good)
+    return {"good": good, "valid": valid, "bad": bad_filter, "operators": tuple(operators), "kind": kind,
+            "threshold": threshold}
+
+
+def _parse_distribution(sli: dict, bad) -> dict | None:
+    expression = sli.get("expression")
+    threshold = sli.get("threshold_bucket")
+    ok = True
+    if not isinstance(expression, str) or not _SELECTORISH.match(expression or ""):
+        bad("expression", f"must be a histogram bucket selector (e.g. my_latency_seconds_bucket{{job=\"x\"}}), got {expression!r}")
+        ok = False
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, str)):
+        bad("threshold_bucket", f"must be a bucket bound such as 0.5, got {threshold!r}")
+        return None
+    if sli.get("good_below_threshold", True) is not True:
+        bad("good_below_threshold", "only good_below_threshold: true (the default) is supported")
+        ok = False
+    if not ok:
+        return None
+    try:
+        selector = parse_selector(expression)
+        bound = float(threshold)
+    except Exception as exc:
+        bad("expression" if not isinstance(exc, ValueError) else "threshold_bucket", str(exc))
+        return None
+    if not selector.metric.endswith("_bucket"):
+        bad("expression", f"must select a histogram's `_bucket` series, got {selector.metric!r}")
+        return None
+    if any(m.label == "le" for m in selector.matchers):
+        bad("expression", "must not match `le`: threshold_bucket names the bucket")
+        return None
+    if not (bound > 0 and bound != float("inf")):
+        bad("threshold_bucket", f"must be a finite positive bucket bound, got {threshold!r}")
+        return None
+    from opsctl.metrics.promql import Matcher, Selector, format_selector, le_regex
+
+    good = format_selector(Selector(selector.metric, selector.matchers + (Matcher("le", "=~", le_regex(bound)),)))
+    valid = format_selector(Selector(selector.metric[: -len("_bucket")] + "_count", selector.matchers))
+    return {"good": good, "valid": valid, "kind": "latency", "threshold": bound}
+
+
+def _parse_query_sli(sli: dict, bad) -> dict | None:
+    expression = sli.get("expression")
+    if not isinstance(expression, str) or not expression.strip():
+        bad("expression", "missing: a PromQL expression giving the SLI (0-1), with `[window]` where the range goes")
+        return None
+    if "[window]" not in expression:
+        bad("expression", "needs the `[window]` placeholder so each window measures its own span")
+        return None
+    return {"expression": expression.strip(), "kind": "availability", "threshold": None}
+
+
+_PARSERS = {"good_bad_ratio": _parse_ratio, "distribution_cut": _parse_distribution, "query_sli": _parse_query_sli}
 
 
 def _classify(filter_good: str) -> tuple[str, float | None]:
     """A latency SLO counts histogram buckets; its threshold is the `le` bound it selects."""
-    selector = parse_selector(filter_good)
+    bare = filter_good.replace("[window]", "")
+    if not _SELECTORISH.match(bare):
+        return "availability", None
+    selector = parse_selector(bare)
     if not selector.metric.endswith("_bucket"):
         return "availability", None
-    import re
-
     for m in selector.matchers:
         if m.label == "le":
             number = re.match(r"[0-9.]+", m.value.replace("\\", ""))

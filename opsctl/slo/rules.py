@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from opsctl.clock import format_duration
 from opsctl.errors import ConfigError, UsageError
-from opsctl.metrics.promql import Matcher, Selector, parse_selector
+from opsctl.metrics.promql import Matcher, Selector, format_selector, le_regex, parse_selector
 from opsctl.slo import conventions as cv
 from opsctl.slo.model import SloDefinition
 
@@ -84,6 +84,9 @@ class SloRulePlan:
     windows: tuple[tuple[str, int], ...]  # error-ratio windows: the burn-rate windows and the period
     period: str
     alerts: tuple[BurnAlert, ...]
+    interval: int = 60  # rule evaluation interval, seconds
+    base: tuple[str, int] | None = None  # the recorded increases' window; None: every window raw
+    derived: tuple[str, ...] = ()  # windows computed from the recorded increases
 
     @property
     def name(self) -> str:
@@ -96,6 +99,10 @@ class SloRulePlan:
     @property
     def guard_windows(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(a.short for a in self.alerts))
+
+    def queries(self, window: str) -> dict[str, str]:
+        """Role -> PromQL over `window`, with the plan's own (rewritten) good and valid filters."""
+        return replace(self.slo, filter_good=self.good, filter_valid=self.valid).queries(window)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,13 +141,24 @@ def _plan_one(slo: SloDefinition, good: str, valid: str, settings: RuleSettings)
             min_request_rate=float(sev.min_request_rate),
             for_seconds=sev.for_seconds,
         ))
-    labels = ((cv.LABEL_SLO, slo.name), (cv.LABEL_BACKEND, slo.backend), (cv.LABEL_SERVICE, settings.service))
-    return SloRulePlan(slo, good, valid, labels, tuple(windows.items()), settings.period, tuple(alerts))
+    labels = ((cv.LABEL_SLO, slo.name),) + (((cv.LABEL_BACKEND, slo.backend),) if slo.backend else ()) + (
+        (cv.LABEL_SERVICE, slo.service_name or settings.service),)
+    interval = settings.alerting.interval_seconds
+    base = derived = None
+    if slo.counts_increases:  # counts can be summed over time; a ratio (query_sli) or rates cannot
+        base = cv.base_window(interval)
+        base_seconds = base[1]
+        derived = tuple(w for w in (*cv.DERIVED_WINDOWS, settings.period) if windows[w] > base_seconds)
+    return SloRulePlan(slo, good, valid, labels, tuple(windows.items()), settings.period, tuple(alerts),
+                       interval, base, tuple(dict.fromkeys(derived or ())))
 
 
-def _sli_selectors(slo: SloDefinition, problems: list[str]) -> tuple[str, str] | None:
-    """The good and valid selectors for PromQL, or None with the reason added to `problems`."""
+def _sli_selectors(slo: SloDefinition, problems: list[str]) -> tuple[str | None, str | None] | None:
+    """The good and valid filters for PromQL, or None with the reason added to `problems`.
+    Only plain selectors of good and valid events are checked further (histogram, `le`)."""
     where = f"{slo.file}: {slo.name}"
+    if slo.method == "query_sli" or slo.filter_valid is None or "[window]" in slo.filter_good + slo.filter_valid:
+        return slo.filter_good, slo.filter_valid
     good, valid = parse_selector(slo.filter_good), parse_selector(slo.filter_valid)
     # A latency SLO is known by its histogram selector; one named so without it cannot be expressed.
     declared_latency = "latency" in slo.name.lower() or "latency" in str(
@@ -189,20 +207,6 @@ def _le_bound(text: str) -> float | None:
     return value if math.isfinite(value) and value > 0 else None
 
 
-def le_regex(bound: float) -> str:
-    """A regex matching every spelling exporters use for a bucket bound: 1 -> '1(\\.0*)?', 0.5 -> '0\\.50*'."""
-    text = f"{bound:.9f}".rstrip("0").rstrip(".")
-    return re.escape(text) + "0*" if "." in text else text + r"(\.0*)?"
-
-
-def format_selector(selector: Selector) -> str:
-    def quote(value: str) -> str:
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-    body = ",".join(f"{m.label}{m.op}{quote(m.value)}" for m in selector.matchers)
-    return f"{selector.metric}{{{body}}}" if body else selector.metric
-
-
 # ---------------------------------------------------------------------------------------------
 # PromQL and annotations (the in-process evaluation in opsctl.slo.alerts mirrors these)
 
@@ -213,15 +217,41 @@ def number(value: float) -> str:
 
 
 def error_ratio_expr(plan: SloRulePlan, window: str) -> str:
-    return (
-        f"1 - ((sum(increase({plan.good}[{window}])) or vector(0))"
-        f" / sum(increase({plan.valid}[{window}])))"
-    )
+    q = plan.queries(window)
+    if "sli" in q:
+        return f"1 - ({q['sli']})"
+    valid = q["valid"] if "valid" in q else f"({q['good']} + ({q['bad']} or vector(0)))"
+    return f"1 - (({q['good']} or vector(0)) / {valid})"
 
 
-def valid_rate_expr(plan: SloRulePlan, window: str, seconds: int) -> str:
+def derived_error_ratio_expr(plan: SloRulePlan, seconds: int) -> str:
+    """A long window's error ratio from the recorded base-window increases, weighted by traffic:
+    sum of good over sum of valid (not an average of ratios). The range is one second short of the
+    window so it holds window / interval samples whether or not its start is inclusive; those
+    samples telescope to the sum of the raw window's counts at the last base / interval
+    evaluation instants (see docs/design.md)."""
+    base = plan.base[0]
+    good = f"sum_over_time({_own(cv.record_good_increase(base), plan)}[{seconds - 1}s])"
+    valid = f"sum_over_time({_own(cv.record_valid_increase(base), plan)}[{seconds - 1}s])"
+    return f"1 - ({good} / {valid})"
+
+
+def base_increase_exprs(plan: SloRulePlan) -> tuple[str, str]:
+    """(good, valid) events over the base window, aggregated to one series (pod, instance and every
+    other label dropped by the sum); an absent good series records zero successes."""
+    q = plan.queries(plan.base[0])
+    valid = q["valid"] if "valid" in q else f"({q['good']} + ({q['bad']} or vector(0)))"
+    return f"{q['good']} or vector(0)", valid
+
+
+def valid_rate_expr(plan: SloRulePlan, window: str, seconds: int) -> str | None:
+    """Valid events per second, or None when the SLI counts no events (no traffic guard then)."""
+    if not plan.slo.counts_increases:
+        return None
+    q = plan.queries(window)
     # increase()/seconds rather than sum(rate()): summing per-series quotients rounds differently.
-    return f"sum(increase({plan.valid}[{window}])) / {seconds}"
+    valid = q["valid"] if "valid" in q else f"({q['good']} + ({q['bad']} or vector(0)))"
+    return f"{valid} / {seconds}"
 
 
 def _budget_expr(plan: SloRulePlan) -> str:
@@ -234,11 +264,13 @@ def _own(record: str, plan: SloRulePlan) -> str:
 
 def alert_expr(plan: SloRulePlan, alert: BurnAlert) -> str:
     budget, factor = _budget_expr(plan), number(alert.factor)
-    return (
+    expr = (
         f"(\n  {_own(cv.record_error_ratio(alert.long), plan)} / {budget} > {factor}\n)\n"
-        f"and\n(\n  {_own(cv.record_error_ratio(alert.short), plan)} / {budget} > {factor}\n)\n"
-        f"and\n(\n  {_own(cv.record_valid_rate(alert.short), plan)} >= {number(alert.min_request_rate)}\n)"
+        f"and\n(\n  {_own(cv.record_error_ratio(alert.short), plan)} / {budget} > {factor}\n)"
     )
+    if plan.slo.counts_increases:
+        expr += f"\nand\n(\n  {_own(cv.record_valid_rate(alert.short), plan)} >= {number(alert.min_request_rate)}\n)"
+    return expr
 
 
 GO_BURN_RATE = '{{ printf "%.2f" $value }}'
@@ -260,11 +292,11 @@ def annotations(plan: SloRulePlan, alert: BurnAlert, base_url: str, burn: float 
     return {
         "summary": (
             f"{slo.name}: error budget burning {burn_text}x over {alert.long}"
-            f" ({alert.severity} above {alert.factor:g}x over {alert.long} and {alert.short})"
+            f" ({alert.severity} above {cv.format_factor(alert.factor)}x over {alert.long} and {alert.short})"
         ),
         "description": (
             f"{description}. Objective {objective} over {plan.period}. This alert fires when the error budget"
-            f" burns faster than {alert.factor:g}x the sustainable rate over both the last {alert.long} and the"
+            f" burns faster than {cv.format_factor(alert.factor)}x the sustainable rate over both the last {alert.long} and the"
             f" last {alert.short}, with at least {alert.min_request_rate:g} requests/s over {alert.short}."
         ),
         "burn_rate": burn_text,
@@ -287,15 +319,44 @@ def alert_labels(plan: SloRulePlan, alert: BurnAlert, settings: RuleSettings) ->
 
 
 def rule_groups(plans: Sequence[SloRulePlan], settings: RuleSettings) -> list[dict]:
-    return [_group(plan, settings) for plan in plans]
+    return [group for plan in plans for group in _groups(plan, settings)]
+
+
+def _groups(plan: SloRulePlan, settings: RuleSettings) -> list[dict]:
+    return [_group(plan, settings), _period_group(plan, settings)]
+
+
+def _ratio_rule(plan: SloRulePlan, window: str, seconds: int) -> dict:
+    expr = derived_error_ratio_expr(plan, seconds) if window in plan.derived else error_ratio_expr(plan, window)
+    return {"record": cv.record_error_ratio(window), "expr": expr, "labels": plan.label_dict}
+
+
+def _period_group(plan: SloRulePlan, settings: RuleSettings) -> dict:
+    """The period's ratio and the budget left: no alert reads them, so every 5 minutes is enough."""
+    seconds = dict(plan.windows)[plan.period]
+    rules = [_ratio_rule(plan, plan.period, seconds), {
+        "record": cv.RECORD_BUDGET_REMAINING,
+        "expr": f"1 - ({_own(cv.record_error_ratio(plan.period), plan)} / {_budget_expr(plan)})",
+        "labels": plan.label_dict,
+    }]
+    return {
+        "name": cv.period_group_name(settings.alerting.rule_group_prefix, plan.name),
+        "interval": format_duration(max(plan.interval, cv.BASE_WINDOW_SECONDS)),
+        "rules": rules,
+    }
 
 
 def _group(plan: SloRulePlan, settings: RuleSettings) -> dict:
     labels = plan.label_dict
     rules: list[dict] = []
-    for window, _seconds in plan.windows:
-        rules.append({"record": cv.record_error_ratio(window), "expr": error_ratio_expr(plan, window), "labels": dict(labels)})
-    for window in plan.guard_windows:
+    if plan.base:
+        good, valid = base_increase_exprs(plan)
+        rules.append({"record": cv.record_good_increase(plan.base[0]), "expr": good, "labels": dict(labels)})
+        rules.append({"record": cv.record_valid_increase(plan.base[0]), "expr": valid, "labels": dict(labels)})
+    for window, seconds in plan.windows:
+        if window != plan.period:
+            rules.append(_ratio_rule(plan, window, seconds))
+    for window in plan.guard_windows if plan.slo.counts_increases else ():
         rules.append({
             "record": cv.record_valid_rate(window),
             "expr": valid_rate_expr(plan, window, cv.WINDOWS[window]),
@@ -303,11 +364,6 @@ def _group(plan: SloRulePlan, settings: RuleSettings) -> dict:
         })
     rules.append({"record": cv.RECORD_OBJECTIVE, "expr": f"vector({number(plan.slo.goal)})", "labels": dict(labels)})
     rules.append({"record": cv.RECORD_ERROR_BUDGET, "expr": f"vector{_budget_expr(plan)}", "labels": dict(labels)})
-    rules.append({
-        "record": cv.RECORD_BUDGET_REMAINING,
-        "expr": f"1 - ({_own(cv.record_error_ratio(plan.period), plan)} / {_own(cv.RECORD_ERROR_BUDGET, plan)})",
-        "labels": dict(labels),
-    })
     for alert in plan.alerts:
         rule = {"alert": alert.alertname, "expr": alert_expr(plan, alert)}
         if alert.for_seconds:

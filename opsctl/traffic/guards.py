@@ -72,6 +72,7 @@ class GuardContext:
     progress: Callable[[str], None] | None = None
     _source: "MetricSource | None" = None
     _at: float | None = None
+    data_age: float | None = None  # seconds, once the source is open
     record: dict = field(default_factory=dict)  # the change record stored with the split, as read
 
     @property
@@ -88,7 +89,12 @@ class GuardContext:
             from opsctl.metrics.base import open_source
 
             source = open_source(self.cfg)
+            if hasattr(source, "bounded"):  # a guard never waits on metrics past a short bound
+                source = source.bounded(self.cfg.metrics.prometheus.guard_deadline)
             source.check()
+            from opsctl.metrics.base import fresh_data_age
+
+            self.data_age = fresh_data_age(source, self.now, self.cfg.metrics.max_data_age_seconds)
             self._source = source
         return self._source
 
@@ -171,7 +177,8 @@ def slo_results(cfg: "Config", source: Callable[[], "MetricSource"], at: Callabl
     missing = [b for b in backends if not any(s.backend == b for s in slos)]
     if not slos:
         return [], missing
-    results = build_report(slos, source(), at(), cfg.slos.period_seconds, cross_check=False)
+    results = build_report(slos, source(), at(), cfg.slos.period_seconds, cross_check=False,
+                           recorded_interval=cfg.alerting.interval_seconds)
     return results, missing
 
 
@@ -235,7 +242,11 @@ def check_budget(ctx: GuardContext) -> GuardResult:
             ctx, "budget", f"moving traffic toward {', '.join(receiving)}: " + "; ".join(problems),
             f"wait for the burn to stop or move traffic toward a healthy backend; or {EMERGENCY_HINT}", details,
         )
-    return GuardResult("budget", True, f"{', '.join(receiving)}: no page-level burn, budget left, data present",
+    from opsctl.metrics.base import age_text
+
+    age = f" (newest sample {age_text(ctx.data_age)} old)" if ctx.data_age is not None else ""
+    details["data_age_seconds"] = ctx.data_age
+    return GuardResult("budget", True, f"{', '.join(receiving)}: no page-level burn, budget left, data present{age}",
                        details=details)
 
 

@@ -294,6 +294,7 @@ class Alertmanager:
 # The live path: file actuator, local pager and ticket ledgers, healthy metrics in the embedded store
 
 LIVE_EXTRA = """\
+metrics: {max_data_age: 3650d}  # the healthy store holds a day ending at a fixed past instant
 traffic:
   actuator: file
   default_split: {databricks: 80, internal: 20}

@@ -16,9 +16,11 @@ from tests.conftest import REPO, require_binary, write_config
 from tests.slo import rules_data as r
 
 SLO_NAMES = sorted(p.stem for p in (REPO / "slos").glob("*.yaml"))
-WINDOW_RECORDS = [f"slo:sli_error:ratio_rate{w}" for w in ("5m", "30m", "1h", "2h", "6h", "1d", "3d", "28d")]
+BASE_RECORDS = ["slo:sli_good:increase5m", "slo:sli_valid:increase5m"]
+WINDOW_RECORDS = [f"slo:sli_error:ratio_rate{w}" for w in ("5m", "30m", "1h", "2h", "6h", "1d", "3d")]
 GUARD_RECORDS = [f"slo:sli_valid:rate{w}" for w in ("5m", "30m", "2h", "6h")]
-META_RECORDS = ["slo:objective:ratio", "slo:error_budget:ratio", "slo:period_error_budget_remaining:ratio"]
+META_RECORDS = ["slo:objective:ratio", "slo:error_budget:ratio"]
+PERIOD_RECORDS = ["slo:sli_error:ratio_rate28d", "slo:period_error_budget_remaining:ratio"]
 
 EXTRA = r.ALERTING_CONFIG + """\
   labels: {team: llm-platform}
@@ -53,7 +55,7 @@ def test_rule_file_passes_promtool_check_rules(opsctl, cfg, tmp_path):
     check = promtool_check(out)
     assert check.returncode == 0, check.stdout + check.stderr
     # 9 SLOs x (8 error ratios + 4 guards + 3 budget figures + 4 alerts)
-    assert "SUCCESS: 171 rules found" in check.stdout
+    assert "SUCCESS: 189 rules found" in check.stdout  # 9 SLOs x (15 records + 4 alerts + 2 period records)
 
 
 def test_prometheusrule_manifest_groups_pass_promtool_check_rules(opsctl, cfg, tmp_path):
@@ -66,17 +68,35 @@ def test_prometheusrule_manifest_groups_pass_promtool_check_rules(opsctl, cfg, t
     extracted.write_text(yaml.safe_dump({"groups": manifest["spec"]["groups"]}, sort_keys=False))
     check = promtool_check(extracted)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 171 rules found" in check.stdout
+    assert "SUCCESS: 189 rules found" in check.stdout  # 9 SLOs x (15 records + 4 alerts + 2 period records)
 
 
-def test_one_group_per_slo_with_the_configured_interval_and_records_before_alerts(opsctl, cfg):
+def test_per_slo_a_group_at_the_configured_interval_with_records_before_alerts_and_a_slower_period_group(opsctl, cfg):
     doc = yaml.safe_load(generate(opsctl, cfg).stdout)
-    assert [g["name"] for g in doc["groups"]] == [f"opsctl-slo-llm-inference-{n}" for n in SLO_NAMES]
-    for group in doc["groups"]:
+    assert [g["name"] for g in doc["groups"]] == [
+        name for n in SLO_NAMES for name in (f"opsctl-slo-llm-inference-{n}", f"opsctl-slo-llm-inference-{n}-period")]
+    for group, period in zip(doc["groups"][::2], doc["groups"][1::2]):
         assert group["interval"] == "1m"
         kinds = ["alert" if "alert" in rule else "record" for rule in group["rules"]]
         assert kinds == ["record"] * 15 + ["alert"] * 4
-        assert [rule["record"] for rule in group["rules"][:15]] == WINDOW_RECORDS + GUARD_RECORDS + META_RECORDS
+        assert [rule["record"] for rule in group["rules"][:15]] == BASE_RECORDS + WINDOW_RECORDS + GUARD_RECORDS + META_RECORDS
+        # No alert reads the period's ratio or the budget left: evaluated every 5 minutes.
+        assert period["interval"] == "5m"
+        assert [rule["record"] for rule in period["rules"]] == PERIOD_RECORDS
+
+
+def test_long_windows_come_from_the_recorded_increases_weighted_by_traffic(opsctl, cfg):
+    doc = yaml.safe_load(generate(opsctl, cfg).stdout)
+    rules = {(g["name"], r.get("record")): r["expr"] for g in doc["groups"] for r in g["rules"]}
+    own = 'slo="llm-inference-internal-availability"'
+    main, period = "opsctl-slo-llm-inference-internal-availability", "opsctl-slo-llm-inference-internal-availability-period"
+    assert rules[(main, "slo:sli_error:ratio_rate1d")] == (
+        f"1 - (sum_over_time(slo:sli_good:increase5m{{{own}}}[86399s])"
+        f" / sum_over_time(slo:sli_valid:increase5m{{{own}}}[86399s]))")
+    assert rules[(period, "slo:sli_error:ratio_rate28d")].startswith("1 - (sum_over_time(slo:sli_good:increase5m")
+    assert "[28d]" not in "\n".join(rules.values()) and "[1d]" not in "\n".join(rules.values())
+    # The base increases aggregate away every label (pod, instance, ...): one series per SLO.
+    assert rules[(main, "slo:sli_valid:increase5m")].startswith("sum(increase(llm_proxy_requests_total{")
 
 
 def test_recording_rules_carry_slo_backend_and_service_labels(opsctl, cfg):
@@ -164,9 +184,15 @@ def test_recorded_budget_figures_match_the_counts(tmp_path, opsctl, cfg):
     tests = [
         sample("slo:objective:ratio", 0.9999),
         sample("slo:error_budget:ratio", 1 - 0.9999),
-        # promtool compares exactly: ratios as recorded, 1 - good/valid (108 failures: exactly the budget)
-        sample("slo:sli_error:ratio_rate28d", 1 - (1_080_000 - 108) / 1_080_000),
-        sample("slo:period_error_budget_remaining:ratio", 0.0),
+        # promtool compares exactly. The period's ratio is derived from the 5m increases recorded at
+        # minutes 1..360: summed, they count the steps of the last 6 h up to 4 minutes ago five
+        # times each (steps in minutes 356-360 fewer). Worked out from the data: valid =
+        # 50 req/s x (21600 + 21540 + 21480 + 21420 + 21360) s = 5,370,000; the 36 failure steps
+        # (3 each, at 10 s + 10 min k) all precede minute 356, so bad = 5 x 108 = 540. (Raw
+        # increase over the 6 h would say 108 / 1,080,000, exactly the budget; the start-up edge
+        # of the recorded series weights the failure-free newest minutes less.)
+        sample("slo:sli_error:ratio_rate28d", 1 - ((5_370_000 - 540) / 5_370_000)),
+        sample("slo:period_error_budget_remaining:ratio", 1 - ((1 - ((5_370_000 - 540) / 5_370_000)) / (1 - 0.9999))),
         sample("slo:sli_valid:rate5m", 50.0),
         sample("slo:sli_error:ratio_rate1h", 1 - (180_000 - 18) / 180_000),
     ]
@@ -179,7 +205,7 @@ def test_out_writes_the_same_rules_as_stdout_and_no_temp_files(opsctl, cfg, tmp_
     target.parent.mkdir()
     result = opsctl("--config", str(cfg), "slo", "rules", "--out", str(target))
     assert result.exit_code == 0, result.output
-    assert "9 groups, 135 recording rules, 36 alerting rules" in result.stderr
+    assert "18 groups, 153 recording rules, 36 alerting rules" in result.stderr
     assert target.read_text() == generate(opsctl, cfg).stdout
     assert [p.name for p in target.parent.iterdir()] == ["rules.yaml"]
     assert target.read_text().startswith("# Generated by `opsctl slo rules`")

@@ -81,12 +81,16 @@ def test_slow_burn_opens_a_ticket_but_never_pages(tmp_path, rules_for):
     expected = check(tmp_path, rules_for("internal-availability"), data, [r.slo("internal-availability")],
                      range(0, 8 * 60 + 1))
     name = "llm-inference-internal-availability"
-    # By hand, n failing steps after the onset, in burn-rate units (4x while failing):
-    # 3d/6h: both windows hold 720 + n steps: 4n / (720 + n) > 0.9333 -> n >= 220 (36m40s), holds
-    #        from minute 37, fires after `for: 15m` at minute 52.
-    # 1d/2h: 1d: 4n / (720 + n) > 2.8 -> n >= 1681 (4h40m10s), from minute 281, fires at 296.
-    assert r.first_minute(expected, name, "3d") == onset + 52
-    assert r.first_minute(expected, name, "1d") == onset + 296
+    # By hand, x minutes after the onset, in burn-rate units (4x while failing):
+    # 6h (raw): holds 6 (120 + x) steps, 6x failing: 4x / (120 + x) > 0.9333 -> x >= 37.
+    # 3d and 1d are derived from the 5m increases recorded every minute: summed over the window
+    #   they count the steps up to each of the last five minutes, so failing / all =
+    #   sum_j (x - j) / sum_j (120 + x - j), j = 0..4, = (5x - 10) / (5x + 590).
+    # 3d/6h: 4 (5x - 10) / (5x + 590) > 0.9333 -> x >= 39 (raw 3d would hold from 37): holds from
+    #        minute 39, fires after `for: 15m` at minute 54.
+    # 1d/2h: 4 (5x - 10) / (5x + 590) > 2.8 -> x >= 283 (2h holds from 120 on): fires at 298.
+    assert r.first_minute(expected, name, "3d") == onset + 54
+    assert r.first_minute(expected, name, "1d") == onset + 298
     assert all(f.severity == "ticket" for fs in expected.values() for f in fs)
 
 

@@ -36,6 +36,7 @@ def ha_config(directory: Path, api_url: str, healthy_store: Path, *, hold_down: 
     (directory / "state").mkdir(parents=True, exist_ok=True)
     shutil.copy(healthy_store, directory / "state" / "metrics.sqlite")
     extra = f"""\
+metrics: {{max_data_age: 3650d}}  # the healthy store holds a day ending at a fixed past instant
 state: {{backend: kubernetes, namespace: {NS}}}
 traffic:
   actuator: configmap

@@ -193,6 +193,33 @@ def test_the_pagerduty_endpoint_answers_as_events_api_v2_does():
         sink.stop()
 
 
+def test_the_pagerduty_hop_is_the_faulted_backends_page_not_an_earlier_service_wide_one():
+    """The service-wide SLO pages too when the vendor fails, and its incident can open before the vendor's own
+    rule fires: the hop must not be credited to it (that would put the page before the rule)."""
+    from opsctl.drills.chain.hops import Collector, Targets
+    from opsctl.drills.chain.pdsink import PagerDutySink
+
+    now = [1000.0]
+    sink = PagerDutySink("a" * 32, clock=lambda: now[0])
+
+    def page(key: str, backend: str) -> None:
+        event = {"routing_key": "a" * 32, "event_action": "trigger", "dedup_key": key,
+                 "payload": {"summary": f"{backend} burning", "source": "prometheus", "severity": "critical",
+                             "custom_details": {"backend": backend, "slo": f"{backend}-availability"}}}
+        assert sink.enqueue(json.dumps(event).encode())[0] == 202
+
+    targets = Targets(prometheus="", alertmanager="", serve="", serve_log=None, backend="databricks",
+                      expect_failover=True, ticket_vendor=None, ticket_category=None)
+    collector = Collector(targets, sink, desks=lambda vendor: None, audit=None, say=lambda *a: None)
+    page("service", "all")
+    collector._pagerduty()
+    assert collector.hops["pagerduty"].at is None and "other backends" in collector.hops["pagerduty"].last
+    now[0] = 1010.0
+    page("vendor", "databricks")
+    collector._pagerduty()
+    assert collector.hops["pagerduty"].at == 1010.0
+
+
 def test_the_exporter_continues_the_history_and_switches_faults():
     from opsctl.drills.chain.exporter import ProxyExporter
     from opsctl.metrics.simulator import simulate

@@ -252,7 +252,14 @@ class Collector:
         if rejected:
             self.hops["pagerduty"].last += (f"; the PagerDuty endpoint refused {len(rejected)} event(s):"
                                             f" {'; '.join(rejected[-1].get('errors') or [])}")
-        opened = sorted((i for i in incidents), key=lambda i: i["created_at"])
+        # Only an incident for the faulted backend's page counts: the service-wide SLO pages too, and its
+        # incident can open first (another alert's group), before the backend's own rule fires.
+        opened = sorted((i for i in incidents if _incident_backend(i) in (None, self.targets.backend)),
+                        key=lambda i: i["created_at"])
+        others = len(incidents) - len(opened)
+        if others:
+            self.hops["pagerduty"].last = (f"PagerDuty endpoint: {others} incident(s) for other backends"
+                                           f" than {self.targets.backend}")
         if opened:
             first = opened[0]
             self._reach("pagerduty", first["created_at"], f"PagerDuty endpoint: incident {first['id']}"
@@ -380,6 +387,12 @@ class Collector:
     def settled(self) -> bool:
         """Every required hop happened, or is known never to (failed without happening)."""
         return not any(h.required and h.at is None and h.failed is None for h in self.hops.values())
+
+
+def _incident_backend(incident: dict) -> str | None:
+    """The backend an incident's page was for (the receiver's `details.backend`), None when not said."""
+    backend = (incident.get("details") or {}).get("backend")
+    return backend or None
 
 
 def _fired_at(active: float | None, rule: dict, group: dict) -> float:

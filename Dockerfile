@@ -11,6 +11,10 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY opsctl ./opsctl
+# opsctl/defaults links to these (the embedded default config, SLOs and scenarios the wheel ships).
+COPY opsctl.yaml ./
+COPY slos ./slos
+COPY chaos ./chaos
 RUN python -m pip wheel --no-deps --wheel-dir /dist . \
  && python -m venv /opt/opsctl/venv \
  && /opt/opsctl/venv/bin/pip install /dist/opsctl-*.whl

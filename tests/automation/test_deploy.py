@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 
@@ -123,6 +124,14 @@ def test_the_dockerfile_is_multi_stage_pinned_non_root_and_installs_the_wheel_th
     assert user.split(":")[0] not in ("0", "root")
     assert any(line.startswith("COPY --from=build") for line in final)
     assert re.search(r"pip wheel .*--wheel-dir /dist", text) and re.search(r"pip install /dist/opsctl-\*\.whl", text)
+    # The wheel ships opsctl/defaults, whose entries link outside the package: the build stage copies
+    # their targets too, or the image's wheel lacks the default config, SLOs and scenarios.
+    build = lines[:max(i for i, line in enumerate(lines) if line.startswith("FROM "))]
+    copied = {line.split()[1] for line in build if line.startswith("COPY ") and not line.startswith("COPY --")}
+    for link in sorted((REPO / "opsctl" / "defaults").iterdir()):
+        if link.is_symlink():
+            target = (link.parent / os.readlink(link)).resolve().relative_to(REPO)
+            assert str(target) in copied, f"the build stage does not copy {target} (opsctl/defaults/{link.name})"
     assert 'ENTRYPOINT ["opsctl"]' in lines
     (container,) = _one("Deployment")["spec"]["template"]["spec"]["containers"]
     version = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M).group(1)

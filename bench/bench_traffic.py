@@ -53,7 +53,7 @@ def environment(root: Path) -> Path:
         backends:
           internal: {{kind: internal}}
           databricks: {{kind: vendor, vendor: databricks}}
-        metrics: {{source: embedded}}
+        metrics: {{source: embedded, max_data_age: 3650d}}  # the simulated days end at a fixed past instant
         slos: {{dir: "{REPO / 'slos'}", period: 28d}}
         state_dir: "{state}"
         traffic:

@@ -16,10 +16,9 @@ from __future__ import annotations
 import calendar
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
-if TYPE_CHECKING:
-    from opsctl.config import FreezeWindow
+from opsctl.model import Model
 
 MAX_DURATION = 366 * 86400
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_abbr) if name}
@@ -170,7 +169,25 @@ def _local(text: str, tz, what: str) -> datetime:
     return parsed.replace(tzinfo=tz)
 
 
-def validate_window(window: "FreezeWindow") -> None:
+class FreezeWindow(Model):
+    """A change freeze: a fixed range (`start`/`end`, local times in `timezone`) or `cron` plus `duration`.
+
+    The config's `freezes:` list holds these; the model lives here, with the calendar it feeds.
+    """
+
+    name: str
+    timezone: str = "UTC"
+    start: str | None = None
+    end: str | None = None
+    cron: str | None = None
+    duration: str | None = None
+    reason: str = ""
+
+    def __post_init__(self):
+        validate_window(self)
+
+
+def validate_window(window: FreezeWindow) -> None:
     """Called by the config model: every problem is a ValueError naming the field."""
     from opsctl.clock import parse_duration
 
@@ -232,7 +249,7 @@ class FreezeSpan:
 
 
 class FreezeCalendar:
-    def __init__(self, windows: Iterable["FreezeWindow"]):
+    def __init__(self, windows: Iterable[FreezeWindow]):
         self.windows = list(windows)
 
     def active(self, at: float) -> list[FreezeSpan]:
@@ -259,14 +276,14 @@ class FreezeCalendar:
 
     # -- occurrences -------------------------------------------------------------------------
 
-    def _span(self, window: "FreezeWindow", start: float, end: float, kind: str) -> FreezeSpan:
+    def _span(self, window: FreezeWindow, start: float, end: float, kind: str) -> FreezeSpan:
         return FreezeSpan(window.name, start, end, window.timezone, window.reason, kind)
 
-    def _fixed(self, window: "FreezeWindow", tz) -> FreezeSpan:
+    def _fixed(self, window: FreezeWindow, tz) -> FreezeSpan:
         start = _local(window.start, tz, "start").timestamp()
         return self._span(window, start, _local(window.end, tz, "end").timestamp(), "fixed")
 
-    def _latest_start(self, window: "FreezeWindow", at: float) -> FreezeSpan | None:
+    def _latest_start(self, window: FreezeWindow, at: float) -> FreezeSpan | None:
         """The occurrence that started last at or before `at` (it may have ended)."""
         tz = _zone(window.timezone)
         if window.cron is None:
@@ -287,7 +304,7 @@ class FreezeCalendar:
             day -= timedelta(days=1)
         return None
 
-    def _next_start(self, window: "FreezeWindow", at: float) -> FreezeSpan | None:
+    def _next_start(self, window: FreezeWindow, at: float) -> FreezeSpan | None:
         tz = _zone(window.timezone)
         if window.cron is None:
             span = self._fixed(window, tz)

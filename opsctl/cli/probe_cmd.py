@@ -67,7 +67,7 @@ def consistency(app, golden_path, backends, repeat, push, push_to, pushgateway_u
     from opsctl.quality.endpoints import choose_backends, open_clients
     from opsctl.quality.golden import load_golden
     from opsctl.quality.probe import analyze, apply_repeats, run_probe, samples
-    from opsctl.quality.push.base import open_sink
+    from opsctl.quality.push.registry import open_sink
 
     if (push_to or pushgateway_url or dry_run) and not push:
         raise UsageError("--push-to, --pushgateway-url and --dry-run go with --push")

@@ -8,7 +8,7 @@ from datetime import date, datetime, timezone
 import pytest
 
 from opsctl.audit import AuditLog
-from opsctl.config import FreezeWindow
+from opsctl.freeze import FreezeWindow
 from opsctl.errors import UsageError
 from opsctl.freeze import FreezeCalendar, parse_cron
 from opsctl.traffic.failover import failover_plan, failover_trim

@@ -77,7 +77,7 @@ def with_drill_freeze(cfg: "Config", scenario, start: float, end: float) -> "Con
     Only the drill's own controller sees it: it makes guards stricter, never looser."""
     if scenario.freeze is None:
         return cfg
-    from opsctl.config import FreezeWindow
+    from opsctl.freeze import FreezeWindow
 
     import time
 

@@ -1,0 +1,113 @@
+"""What defining opsctl's config model costs under each candidate engine, measured side by side.
+
+The candidates define the *same* classes: the config model's class bodies are taken from a source
+file (by default the pre-package `opsctl/config.py` at git revision BASE, else the package's own
+modules) and re-emitted under each engine, then each variant is executed in a fresh interpreter so
+that nothing is cached between them:
+
+- dataclass: `@dataclass(frozen=True)` on every class (the model before this change)
+- dataclass-lean: `@dataclass(frozen=True, eq=False, repr=False, ...)`: fewer generated methods
+- msgspec: `class X(msgspec.Struct, frozen=True, kw_only=True)`
+- model: `class X(Model)`, opsctl.config.model's exec-free, dataclass-compatible base
+- baseline: the same class bodies as plain classes (the floor: Python's own class creation)
+- empty: the header's imports alone (subtracted from every figure)
+
+Run: python3 -m bench.bench_config_engine [--rounds 7]
+Figures are medians of per-round wall times, reported as ratios to the plain-class baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import statistics
+import subprocess
+import sys
+import textwrap
+
+HEADER = textwrap.dedent("""
+    from __future__ import annotations
+    import time
+    _t0 = time.perf_counter()
+    import dataclasses, os
+    from dataclasses import dataclass, field
+    from typing import Any, Literal
+    {extra}
+""")
+# The engine chosen here: opsctl's own Model base (exec-free, dataclass-compatible).
+MODEL_IMPORT = "from opsctl.model import Model, field"
+FOOTER = "\nprint((time.perf_counter() - _t0) * 1000)\n"
+
+
+def class_sources(source: str) -> list[str]:
+    tree = ast.parse(source)
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and any(
+            isinstance(d, ast.Call) and getattr(d.func, "id", "") == "dataclass" for d in node.decorator_list
+        ):
+            node.decorator_list = []
+            out.append(node)
+    return out
+
+
+def render(nodes: list[ast.ClassDef], engine: str) -> str:
+    body = []
+    for node in nodes:
+        node = ast.parse(ast.unparse(node)).body[0]  # a copy
+        if engine == "msgspec":
+            node.bases = [ast.parse("msgspec.Struct").body[0].value]
+            node.keywords = [ast.keyword("frozen", ast.Constant(True)), ast.keyword("kw_only", ast.Constant(True))]
+            text = ast.unparse(node).replace("field(default_factory=", "msgspec.field(default_factory=")
+            text = text.replace(", metadata={'internal': True})", ")")
+            text = text.replace("field(default=", "msgspec.field(default=")
+        elif engine == "dataclass":
+            text = "@dataclass(frozen=True)\n" + ast.unparse(node)
+        elif engine == "dataclass-lean":
+            text = "@dataclass(frozen=True, eq=False, repr=False, match_args=False)\n" + ast.unparse(node)
+        elif engine == "model":
+            node.bases = [ast.Name("Model")]
+            text = ast.unparse(node)
+        else:
+            text = ast.unparse(node)
+        body.append(text)
+    extra = {"msgspec": "import msgspec", "model": MODEL_IMPORT}.get(engine, "")
+    if engine == "empty":
+        body = []
+    return HEADER.format(extra=extra) + "\n\n".join(body) + FOOTER
+
+
+def time_once(code: str) -> float:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--source", default=None, help="a file holding the class definitions")
+    parser.add_argument("--rev", default="5bf619b", help="git revision of the one-file opsctl/config.py")
+    args = parser.parse_args()
+    if args.source:
+        source = open(args.source).read()
+    else:
+        source = subprocess.run(["git", "show", f"{args.rev}:opsctl/config.py"], capture_output=True,
+                                text=True, check=True).stdout
+    nodes = class_sources(source)
+    engines = ["empty", "baseline", "dataclass", "dataclass-lean", "msgspec", "model"]
+    codes = {e: render(nodes, e) for e in engines}
+    times: dict[str, list[float]] = {e: [] for e in engines}
+    for _ in range(args.rounds):
+        for e in engines:  # interleaved, so load on the machine hits every engine alike
+            times[e].append(time_once(codes[e]))
+    empty = statistics.median(times["empty"])
+    base = statistics.median(times["baseline"]) - empty
+    print(f"{len(nodes)} classes, {args.rounds} rounds; median ms of the imports and definitions,")
+    print(f"then the definitions alone (minus the header's imports, {empty:.1f} ms) as a ratio to plain classes:")
+    for e in engines[1:]:
+        med = statistics.median(times[e])
+        print(f"  {e:15s} {med:7.1f} ms  defs {med - empty:6.1f} ms  {(med - empty) / base:5.1f}x")
+
+
+if __name__ == "__main__":
+    main()

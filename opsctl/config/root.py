@@ -1,0 +1,179 @@
+"""The root `Config`: every section, and the checks that span sections."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from opsctl.config.alerting import AlertingConfig
+from opsctl.config.automation import AutomationConfig
+from opsctl.config.cost import CostConfig
+from opsctl.config.drills import DrillsConfig
+from opsctl.config.metrics import MetricsConfig, SloConfig
+from opsctl.config.paging import PagingConfig
+from opsctl.config.quality import Endpoint, QualityConfig
+from opsctl.config.runbooks import RunbooksConfig
+from opsctl.config.tickets import TicketsConfig
+from opsctl.config.traffic import CapacityConfig, KubernetesSettings, StateConfig, TrafficConfig
+from opsctl.errors import ConfigError
+from opsctl.freeze import FreezeWindow
+from opsctl.model import Model, field
+
+class Backend(Model):
+    """One place the model runs. `kind` is internal (our GPU pods) or vendor (a serving endpoint)."""
+
+    kind: Literal["internal", "vendor"]
+    description: str = ""
+    vendor: str | None = None
+
+
+class Config(Model):
+    service: str
+    backends: dict[str, Backend]
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    slos: SloConfig = field(default_factory=SloConfig)
+    automation: AutomationConfig = field(default_factory=AutomationConfig)
+    alerting: AlertingConfig = field(default_factory=AlertingConfig)
+    paging: PagingConfig = field(default_factory=PagingConfig)
+    tickets: TicketsConfig = field(default_factory=TicketsConfig)
+    endpoints: dict[str, Endpoint] = field(default_factory=dict)
+    quality: QualityConfig = field(default_factory=QualityConfig)
+    cost: CostConfig = field(default_factory=CostConfig)
+    traffic: TrafficConfig = field(default_factory=TrafficConfig)
+    capacity: CapacityConfig | None = None
+    state: StateConfig = field(default_factory=StateConfig)
+    freezes: list[FreezeWindow] = field(default_factory=list)
+    drills: DrillsConfig = field(default_factory=DrillsConfig)
+    runbooks: RunbooksConfig = field(default_factory=RunbooksConfig)
+    state_dir: str = ".opsctl"
+    # Where the config came from, and the directory relative paths resolve against.
+    source_path: str = field(default="<built-in>", metadata={"internal": True})
+    base_dir: str = field(default=".", metadata={"internal": True})
+
+    def __post_init__(self):
+        if not self.backends:
+            raise ValueError("backends: at least one backend is required")
+        for name in self.backends:
+            if not name.replace("-", "").replace("_", "").isalnum() or name == "all":
+                raise ValueError(f"backends: invalid backend name {name!r} (letters, digits, - and _; 'all' is reserved)")
+        for section, names in (("endpoints", self.endpoints), ("cost.backends", self.cost.backends)):
+            unknown = sorted(set(names) - set(self.backends))
+            if unknown:
+                raise ValueError(
+                    f"{section}: {', '.join(unknown)} not a configured backend (known: {', '.join(sorted(self.backends))})"
+                )
+        self._check_traffic()
+        self._check_runbooks()
+        reference = self.quality.rules.reference
+        if reference is not None and reference not in self.backends:
+            raise ValueError(f"quality.rules.reference: unknown backend {reference!r}"
+                             f" (known: {', '.join(sorted(self.backends))})")
+        self._check_automation()
+        self._fill_gpu_replicas()
+
+    def _fill_gpu_replicas(self) -> None:
+        """A GPU price without its own replica count bills the static capacity model's replicas."""
+        for name, pricing in self.cost.backends.items():
+            gpu = pricing.gpu
+            if gpu is None or gpu.replicas is not None or gpu.replicas_query is not None:
+                continue
+            cap = self.capacity
+            if cap is None or cap.backend != name or cap.replicas is None or cap.source != "static":
+                raise ValueError(
+                    f"cost.backends.{name}.gpu: give replicas or replicas_query; without them the count comes"
+                    f" from capacity.replicas, which needs capacity: {{backend: {name}, source: static}}"
+                )
+            object.__setattr__(gpu, "replicas", float(cap.replicas))  # validated once, here; frozen after
+
+    def _check_automation(self) -> None:
+        """Policies that fail over from a fixed backend must name a configured one."""
+        known = ", ".join(sorted(self.backends))
+        for i, policy in enumerate(self.automation.policies):
+            failover = policy.actions.failover
+            if failover and failover.backend is not None and failover.backend not in self.backends:
+                raise ValueError(
+                    f"automation.policies[{i}].actions.failover.backend: unknown backend {failover.backend!r}"
+                    f" (known: {known})"
+                )
+
+    def _check_traffic(self) -> None:
+        """Cross-section checks: traffic, capacity and freezes must name configured backends."""
+        known = ", ".join(sorted(self.backends))
+        split = self.traffic.default_split
+        for name, weight in split.items():
+            if name not in self.backends:
+                raise ValueError(f"traffic.default_split: unknown backend {name!r} (known: {known})")
+            if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= 100:
+                raise ValueError(f"traffic.default_split.{name}: weight must be an integer from 0 to 100")
+        if split and sum(split.values()) != 100:
+            raise ValueError(f"traffic.default_split: weights must sum to 100 (they sum to {sum(split.values())})")
+        for name in self.traffic.destinations:
+            if name not in self.backends:
+                raise ValueError(f"traffic.destinations: unknown backend {name!r} (known: {known})")
+        if self.traffic.actuator in ("istio", "gateway-api"):
+            missing = sorted(set(self.backends) - set(self.traffic.destinations))
+            if missing:
+                raise ValueError(
+                    f"traffic.destinations: actuator {self.traffic.actuator} needs a destination for every backend"
+                    f" (missing: {', '.join(missing)})"
+                )
+        if self.capacity is not None:
+            backend = self.backends.get(self.capacity.backend)
+            if backend is None:
+                raise ValueError(f"capacity.backend: unknown backend {self.capacity.backend!r} (known: {known})")
+            if backend.kind != "internal":
+                raise ValueError(f"capacity.backend: {self.capacity.backend!r} is a vendor backend; capacity models our own pods")
+        names = [w.name for w in self.freezes]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"freezes: duplicate freeze name(s): {', '.join(duplicates)}")
+
+    def _check_runbooks(self) -> None:
+        base = self.runbooks.base_url
+        if base is not None and base.rstrip("/") != self.alerting.runbook_base_url.rstrip("/"):
+            raise ValueError(
+                f"runbooks.base_url ({base}) differs from alerting.runbook_base_url"
+                f" ({self.alerting.runbook_base_url}): the alerts would link to runbooks somewhere else than"
+                " they are published; set only alerting.runbook_base_url (runbooks.base_url defaults to it)"
+            )
+
+    @property
+    def runbook_base_url(self) -> str:
+        """Where the generated runbooks are published; the alerts' runbook_url links point here."""
+        return (self.runbooks.base_url or self.alerting.runbook_base_url).rstrip("/")
+
+    def path(self, value: str) -> Path:
+        """Resolve a path from the config against the config file's directory."""
+        p = Path(os.path.expanduser(value))
+        return p if p.is_absolute() else Path(self.base_dir) / p
+
+    @property
+    def slo_dir(self) -> Path:
+        return self.path(self.slos.dir)
+
+    @property
+    def state_path(self) -> Path:
+        return self.path(self.state_dir)
+
+    @property
+    def audit_path(self) -> Path:
+        return self.state_path / "audit.jsonl"
+
+    @property
+    def state_kubernetes(self) -> KubernetesSettings:
+        """The connection the kubernetes state backend uses."""
+        return self.state.kubernetes or self.traffic.kubernetes
+
+    @property
+    def drills_path(self) -> Path:
+        """Where drill runs keep their state and reports: <state_dir>/drills/<run-id>/."""
+        return self.state_path / "drills"
+
+
+    def backend(self, name: str) -> Backend:
+        try:
+            return self.backends[name]
+        except KeyError:
+            known = ", ".join(sorted(self.backends))
+            raise ConfigError(f"unknown backend {name!r} (known: {known})") from None

@@ -1,0 +1,180 @@
+"""Traffic control: Kubernetes access, actuators, destinations, rate limit, ramps; state and capacity."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from opsctl.config.types import _check_duration
+from opsctl.model import Model, field
+
+class KubernetesSettings(Model):
+    """How opsctl reaches the cluster: an explicit `host` (e.g. `kubectl proxy`), a kubeconfig, or in-cluster."""
+
+    host: str | None = None
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespace: str = "default"
+    timeout: float = 10.0
+
+    def __post_init__(self):
+        if self.host and not self.host.startswith(("http://", "https://")):
+            raise ValueError(f"host must start with http:// or https:// (got {self.host!r})")
+        if self.host and self.kubeconfig:
+            raise ValueError("give either host or kubeconfig, not both")
+        if not 0 < self.timeout <= 300:
+            raise ValueError("timeout must be between 0 and 300 seconds")
+
+
+class FileActuatorSettings(Model):
+    path: str = "traffic/split.json"  # relative paths resolve under state_dir
+
+
+class ConfigMapSettings(Model):
+    name: str = "grammar-traffic-split"
+    key: str = "split.json"
+    namespace: str | None = None  # default: traffic.kubernetes.namespace
+
+
+class IstioSettings(Model):
+    name: str = "llm-inference"  # the VirtualService
+    namespace: str | None = None
+    route: str | None = None  # spec.http[].name; default: the first HTTP route
+    api_version: Literal["v1", "v1beta1", "v1alpha3"] = "v1"
+
+
+class GatewayApiSettings(Model):
+    name: str = "llm-inference"  # the HTTPRoute
+    namespace: str | None = None
+    rule: int = 0  # index into spec.rules
+    api_version: Literal["v1", "v1beta1"] = "v1"
+
+    def __post_init__(self):
+        if self.rule < 0:
+            raise ValueError("rule must be a rule index (0 or more)")
+
+
+class Destination(Model):
+    """Where one backend's requests go: Istio destination host, or Gateway API backendRef (a Service) name."""
+
+    host: str
+    port: int | None = None
+    subset: str | None = None  # Istio only
+    namespace: str | None = None  # Gateway API only
+
+    def __post_init__(self):
+        if not self.host:
+            raise ValueError("host must not be empty")
+        if self.port is not None and not 1 <= self.port <= 65535:
+            raise ValueError(f"port must be between 1 and 65535 (got {self.port})")
+
+
+class RateLimit(Model):
+    """Flap damping: at most `max_changes` traffic operations per `window` (a ramp counts once)."""
+
+    max_changes: int = 6
+    window: str = "1h"
+
+    def __post_init__(self):
+        if not 1 <= self.max_changes <= 1000:
+            raise ValueError("max_changes must be between 1 and 1000")
+        _check_duration(self.window, "window", minimum=1)
+
+    @property
+    def window_seconds(self) -> int:
+        from opsctl.clock import parse_duration
+
+        return parse_duration(self.window)
+
+
+class RampDefaults(Model):
+    step: int = 10  # percentage points per step
+    interval: str = "5m"  # wait between steps, then check the receiving backend's burn rate
+
+    def __post_init__(self):
+        if not 1 <= self.step <= 100:
+            raise ValueError("step must be between 1 and 100")
+        _check_duration(self.interval, "interval")
+
+
+class TrafficConfig(Model):
+    actuator: Literal["file", "configmap", "istio", "gateway-api"] = "file"
+    # The split before anything was stored (file actuator); must name configured backends and sum to 100.
+    default_split: dict[str, int] = field(default_factory=dict)
+    file: FileActuatorSettings = field(default_factory=FileActuatorSettings)
+    kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
+    configmap: ConfigMapSettings = field(default_factory=ConfigMapSettings)
+    istio: IstioSettings = field(default_factory=IstioSettings)
+    gateway_api: GatewayApiSettings = field(default_factory=GatewayApiSettings)
+    destinations: dict[str, Destination] = field(default_factory=dict)
+    rate_limit: RateLimit = field(default_factory=RateLimit)
+    ramp: RampDefaults = field(default_factory=RampDefaults)
+    # A write that meets a concurrent change (file version moved, 409 Conflict) re-reads, re-plans and
+    # re-checks its guards, up to this many attempts in all; then exit 5.
+    conflict_attempts: int = 5
+
+    def __post_init__(self):
+        if not 1 <= self.conflict_attempts <= 20:
+            raise ValueError("conflict_attempts must be between 1 and 20")
+
+
+class StateConfig(Model):
+    """Where state that more than one actor must agree on lives (see docs/design.md).
+
+    `local`: JSON documents under the state dir (one host; the embedded default). `kubernetes`: one
+    ConfigMap per document in `namespace`, written with resourceVersion compare-and-swap, so laptops,
+    `opsctl serve` replicas and drills share one truth. The connection is `kubernetes` when given,
+    else traffic.kubernetes (the actuators' own settings).
+    """
+
+    backend: Literal["local", "kubernetes"] = "local"
+    namespace: str | None = None  # default: the connection's namespace
+    kubernetes: KubernetesSettings | None = None  # default: traffic.kubernetes
+    history: int = 50  # change records kept with the split; older ones live in Events and logs
+
+    def __post_init__(self):
+        if not 1 <= self.history <= 200:
+            raise ValueError("history must be between 1 and 200 (a ConfigMap or annotation holds at most 1 MiB)")
+
+
+class CapacityConfig(Model):
+    """The internal backend's capacity: ready replicas x rps_per_replica must carry its share x (1 + headroom).
+
+    `source: kubernetes` reads (and scales, through the scale subresource) a Deployment; `source: static`
+    takes `replicas` as the ready count and never scales (the embedded environment has no cluster).
+    """
+
+    backend: str
+    rps_per_replica: float
+    source: Literal["kubernetes", "static"] = "kubernetes"
+    namespace: str | None = None  # default: traffic.kubernetes.namespace
+    deployment: str | None = None
+    replicas: int | None = None  # static only
+    headroom: float = 0.2
+    max_replicas: int = 1
+    ready_timeout: str = "10m"
+    poll_interval: str = "5s"
+    rate_window: str = "5m"  # request rate = sum(rate(llm_proxy_requests_total[rate_window]))
+    # What drives the Deployment's replicas. With `hpa` (autoscaling/v2) or `keda` (a ScaledObject),
+    # capacity raises the autoscaler's minimum (minReplicas / minReplicaCount) and puts it back on
+    # restore: a scale-subresource patch would be undone at the autoscaler's next sync.
+    autoscaler: Literal["none", "hpa", "keda"] = "none"
+    autoscaler_name: str | None = None  # default: the Deployment's name
+
+    def __post_init__(self):
+        if self.autoscaler != "none" and self.source != "kubernetes":
+            raise ValueError("autoscaler needs source kubernetes")
+        if self.rps_per_replica <= 0:
+            raise ValueError("rps_per_replica must be positive")
+        if not 0 <= self.headroom <= 10:
+            raise ValueError("headroom must be between 0 and 10 (0.2 = keep 20% spare)")
+        if self.max_replicas < 0:
+            raise ValueError("max_replicas must not be negative")
+        if self.source == "kubernetes" and not self.deployment:
+            raise ValueError("source kubernetes needs deployment (the internal backend's Deployment name)")
+        if self.source == "static" and self.replicas is None:
+            raise ValueError("source static needs replicas (the ready replica count)")
+        if self.replicas is not None and self.replicas < 0:
+            raise ValueError("replicas must not be negative")
+        _check_duration(self.ready_timeout, "ready_timeout")
+        _check_duration(self.poll_interval, "poll_interval", minimum=0)
+        _check_duration(self.rate_window, "rate_window", minimum=10)

@@ -185,7 +185,7 @@ def run(app, scenario, live, dry_run, quiet, chain, routing, chain_timeout, outp
     cfg = app.config
     sc = load_scenario(resolve_scenario(scenario, cfg))
     if chain:
-        from opsctl.drills.chain.cli import run_chain
+        from opsctl.cli.drill_chain import run_chain
 
         run_chain(app, sc, live=live, dry_run=dry_run, quiet=quiet, routing=routing, timeout=chain_timeout,
                   output=output, progress=_progress, summary=_summary_text, rel=_rel)

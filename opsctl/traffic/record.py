@@ -18,12 +18,25 @@ from __future__ import annotations
 import copy
 import json
 import secrets
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from opsctl.errors import NoDataError
 
-if TYPE_CHECKING:
-    from opsctl.traffic.controller import ChangeResult
+
+class AppliedChange(Protocol):
+    """What an entry is made of: the controller's ChangeResult has these (a protocol, so that the
+    record, which the controller imports, does not import the controller back)."""
+
+    operation_id: str
+    action: str
+    actor: str
+    reason: str
+    incident: str | None
+    emergency: bool
+    overrides: Any
+    before: Any
+    after: Any
+    shortfall: dict
 
 ANNOTATION = "opsctl.io/traffic-record"
 FILE_KEY = "opsctl"  # the record's key inside the split file
@@ -60,7 +73,7 @@ def encode(record: dict) -> str:
     return json.dumps(record, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def entry_of(result: "ChangeResult", order, now: float, extra: dict | None = None) -> dict:
+def entry_of(result: AppliedChange, order, now: float, extra: dict | None = None) -> dict:
     from opsctl.audit import scrub, timestamp
 
     entry = {

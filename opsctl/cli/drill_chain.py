@@ -1,4 +1,4 @@
-"""`opsctl drill run --chain`: the command's body (kept here so the drill CLI only dispatches)."""
+"""`opsctl drill run --chain`: the command's body (kept apart so drill_cmd only dispatches)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Iterable
 
-from opsctl.model import Model
+from opsctl.model import Duration, Model
 
 MAX_DURATION = 366 * 86400
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_abbr) if name}
@@ -180,7 +180,7 @@ class FreezeWindow(Model):
     start: str | None = None
     end: str | None = None
     cron: str | None = None
-    duration: str | None = None
+    duration: Duration | None = None
     reason: str = ""
 
     def __post_init__(self):
@@ -189,8 +189,6 @@ class FreezeWindow(Model):
 
 def validate_window(window: FreezeWindow) -> None:
     """Called by the config model: every problem is a ValueError naming the field."""
-    from opsctl.clock import parse_duration
-
     if not window.name or not all(c.isalnum() or c in "-_ " for c in window.name):
         raise ValueError(f"name: {window.name!r}: use letters, digits, spaces, - and _")
     tz = _zone(window.timezone)
@@ -207,7 +205,7 @@ def validate_window(window: FreezeWindow) -> None:
         if window.cron is None or window.duration is None:
             raise ValueError(f"freeze {window.name!r}: a recurring freeze needs both cron and duration")
         parse_cron(window.cron)
-        seconds = parse_duration(window.duration)
+        seconds = window.duration.seconds
         if not 0 < seconds <= MAX_DURATION:
             raise ValueError(f"freeze {window.name!r}: duration must be between 1s and 366d")
 
@@ -289,9 +287,7 @@ class FreezeCalendar:
         if window.cron is None:
             span = self._fixed(window, tz)
             return span if span.start <= at else None
-        from opsctl.clock import parse_duration
-
-        duration = parse_duration(window.duration)
+        duration = window.duration.seconds
         schedule = parse_cron(window.cron)
         today = datetime.fromtimestamp(at, tz=tz).date()
         oldest = datetime.fromtimestamp(at - duration, tz=tz).date() - timedelta(days=1)
@@ -309,9 +305,7 @@ class FreezeCalendar:
         if window.cron is None:
             span = self._fixed(window, tz)
             return span if span.start > at else None
-        from opsctl.clock import parse_duration
-
-        duration = parse_duration(window.duration)
+        duration = window.duration.seconds
         schedule = parse_cron(window.cron)
         day = datetime.fromtimestamp(at, tz=tz).date()
         for _ in range(366 * 8 + 1):  # Feb 29 schedules repeat within 8 years

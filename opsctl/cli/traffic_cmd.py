@@ -338,7 +338,7 @@ def ramp(app, to, step, interval, resume, abort, dry_run, reason, incident, emer
             raise UsageError("give the target with --to BACKEND=PCT (or --resume / --abort)")
         assigned = parse_assignments(to, "--to")
         try:
-            seconds = parse_duration(interval if interval is not None else cfg.traffic.ramp.interval)
+            seconds = parse_duration(interval) if interval is not None else cfg.traffic.ramp.interval.seconds
         except ValueError as exc:
             raise UsageError(f"--interval: {exc}") from None
         _require_reason(reason, incident, dry_run)
@@ -421,7 +421,7 @@ def restore(app, step, interval, dry_run, reason, incident, emergency, yes, outp
 
     def check():
         try:
-            seconds = parse_duration(interval if interval is not None else cfg.traffic.ramp.interval)
+            seconds = parse_duration(interval) if interval is not None else cfg.traffic.ramp.interval.seconds
         except ValueError as exc:
             raise UsageError(f"--interval: {exc}") from None
         service.saved_split(incident)  # an unknown incident fails before anything is asked

@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
-from opsctl.model import Model, field
+from opsctl.model import Duration, Model, field
 
 class SeverityAlerting(Model):
     """How one severity's burn-rate alerts behave: `for:` and the minimum-traffic guard."""
 
-    for_duration: str  # Prometheus `for:`: the condition must hold this long before the alert fires
+    for_duration: Duration  # Prometheus `for:`: the condition must hold this long before the alert fires
     min_request_rate: float  # valid events per second over the pair's short window, below which it never fires
 
     def __post_init__(self):
-        from opsctl.clock import parse_duration
-
-        if not 0 <= parse_duration(self.for_duration) <= 86400:
+        if not 0 <= self.for_duration.seconds <= 86400:
             raise ValueError("for_duration must be between 0s and 1d")
         if not 0 <= self.min_request_rate < 1e6:
             raise ValueError("min_request_rate must be >= 0 (requests per second)")
 
     @property
     def for_seconds(self) -> int:
-        from opsctl.clock import parse_duration
-
-        return parse_duration(self.for_duration)
+        return self.for_duration.seconds
 
 
 class PrometheusRuleMeta(Model):
@@ -44,7 +40,7 @@ class AlertingConfig(Model):
     """Burn-rate alerting: the generated Prometheus rules and the in-process evaluation share it."""
 
     # Rule evaluation interval: each group's `interval:` and the in-process `for:` steps.
-    evaluation_interval: str = "1m"
+    evaluation_interval: Duration = "1m"
     runbook_base_url: str = "https://runbooks.example.com/llm-inference"
     rule_group_prefix: str = "opsctl-slo"
     labels: dict[str, str] = field(default_factory=dict)  # extra labels on every alert, e.g. team
@@ -55,10 +51,9 @@ class AlertingConfig(Model):
     def __post_init__(self):
         import re
 
-        from opsctl.clock import parse_duration
         from opsctl.slo.conventions import RESERVED_LABELS
 
-        interval = parse_duration(self.evaluation_interval)
+        interval = self.evaluation_interval.seconds
         if not 10 <= interval <= 3600 or interval % 10:
             raise ValueError("evaluation_interval must be a multiple of 10s between 10s and 1h (metrics come every 10s)")
         if not self.runbook_base_url.startswith(("http://", "https://")):
@@ -73,9 +68,7 @@ class AlertingConfig(Model):
 
     @property
     def interval_seconds(self) -> int:
-        from opsctl.clock import parse_duration
-
-        return parse_duration(self.evaluation_interval)
+        return self.evaluation_interval.seconds
 
     def severity(self, name: str) -> SeverityAlerting:
         return {"page": self.page, "ticket": self.ticket}[name]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from opsctl.config.types import SecretRef, _check_automation_duration, _check_bind
-from opsctl.model import Model, field
+from opsctl.model import Duration, Model, field
 
 # Labels a policy may match on; quality alerts (opsctl.quality.rules) add `category` (quality) and `signal`.
 POLICY_LABELS = ("alertname", "severity", "slo", "backend", "service", "category", "signal")
@@ -56,7 +56,7 @@ class AutomationPolicy(Model):
     match: dict[str, str] = field(default_factory=dict)
     match_re: dict[str, str] = field(default_factory=dict)
     dry_run: bool = False
-    hold_down: str | None = None  # default: automation.hold_down
+    hold_down: Duration | None = None  # default: automation.hold_down
 
     def __post_init__(self):
         import re
@@ -79,9 +79,7 @@ class AutomationPolicy(Model):
 
     @property
     def hold_down_seconds(self) -> int | None:
-        from opsctl.clock import parse_duration
-
-        return None if self.hold_down is None else parse_duration(self.hold_down)
+        return None if self.hold_down is None else self.hold_down.seconds
 
 
 class LeaderElection(Model):
@@ -94,9 +92,9 @@ class LeaderElection(Model):
     namespace: str | None = None  # default: traffic.kubernetes.namespace
     # The Lease is taken over once its holder has not renewed it for lease_duration; the holder
     # stops acting when it could not renew for renew_deadline (shorter), so two never act at once.
-    lease_duration: str = "15s"
-    renew_deadline: str = "10s"
-    retry_period: str = "2s"
+    lease_duration: Duration = "15s"
+    renew_deadline: Duration = "10s"
+    retry_period: Duration = "2s"
     identity: str | None = None  # default: $POD_NAME (the Downward API), else the host name
     # Every replica records deliveries in the shared state, so every one is Ready by default (a
     # rolling update needs its new pods Ready). true: only the leader is Ready (Service -> leader).
@@ -118,10 +116,8 @@ class LeaderElection(Model):
     @property
     def seconds(self) -> tuple[int, int, int]:
         """(lease_duration, renew_deadline, retry_period) in seconds."""
-        from opsctl.clock import parse_duration
-
-        return (parse_duration(self.lease_duration), parse_duration(self.renew_deadline),
-                parse_duration(self.retry_period))
+        return (self.lease_duration.seconds, self.renew_deadline.seconds,
+                self.retry_period.seconds)
 
 
 class AutomationConfig(Model):
@@ -138,11 +134,11 @@ class AutomationConfig(Model):
     workers: int = 2  # action threads; events about one backend always go to the same worker, in order
     body_limit: int = 1048576  # bytes; larger bodies get 413
     # Request headers, and then the body, must each arrive within this (slow clients are cut off).
-    read_timeout: str = "10s"
+    read_timeout: Duration = "10s"
     max_connections: int = 4096  # open connections; past it uvicorn answers 503
-    pagerduty_max_age: str = "1h"  # signed PagerDuty events older than this are refused (replays)
-    hold_down: str = "10m"  # wait after the last matching alert resolved before restoring traffic
-    restore_retry: str = "1m"  # wait before retrying a restore a guard refused or that failed
+    pagerduty_max_age: Duration = "1h"  # signed PagerDuty events older than this are refused (replays)
+    hold_down: Duration = "10m"  # wait after the last matching alert resolved before restoring traffic
+    restore_retry: Duration = "1m"  # wait before retrying a restore a guard refused or that failed
     dry_run: bool = False  # every policy: decide and record, change nothing
     policies: list[AutomationPolicy] = field(default_factory=list)
     leader_election: LeaderElection = field(default_factory=LeaderElection)
@@ -177,24 +173,16 @@ class AutomationConfig(Model):
 
     @property
     def hold_down_seconds(self) -> int:
-        from opsctl.clock import parse_duration
-
-        return parse_duration(self.hold_down)
+        return self.hold_down.seconds
 
     @property
     def restore_retry_seconds(self) -> int:
-        from opsctl.clock import parse_duration
-
-        return parse_duration(self.restore_retry)
+        return self.restore_retry.seconds
 
     @property
     def read_timeout_seconds(self) -> int:
-        from opsctl.clock import parse_duration
-
-        return parse_duration(self.read_timeout)
+        return self.read_timeout.seconds
 
     @property
     def pagerduty_max_age_seconds(self) -> int:
-        from opsctl.clock import parse_duration
-
-        return parse_duration(self.pagerduty_max_age)
+        return self.pagerduty_max_age.seconds

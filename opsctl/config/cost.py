@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from opsctl.config.types import _check_share
-from opsctl.model import Model, field
+from opsctl.model import Duration, Model, field
 
 class GpuPricing(Model):
     """Internal pods: replicas x GPUs per replica x hours x the GPU hourly price.
@@ -80,14 +80,12 @@ class FrontierReference(Model):
 
 class CostConfig(Model):
     currency: str = "USD"
-    window: str = "7d"
+    window: Duration = "7d"
     min_traffic_share: float = 0.05
     frontier: FrontierReference | None = None
     backends: dict[str, BackendCost] = field(default_factory=dict)
 
     def __post_init__(self):
-        from opsctl.clock import parse_duration
-
-        if parse_duration(self.window) < 3600:
+        if self.window.seconds < 3600:
             raise ValueError("window must be at least 1h")
         _check_share("min_traffic_share", self.min_traffic_share)

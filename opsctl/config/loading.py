@@ -11,6 +11,7 @@ from typing import Any
 from opsctl.config.root import Config
 from opsctl.errors import ConfigError
 from opsctl.model import build
+from opsctl.model.types import yaml_safe
 
 DEFAULTS_DIR = Path(__file__).resolve().parent.parent / "defaults"
 BUILTIN_CONFIG = DEFAULTS_DIR / "opsctl.yaml"
@@ -84,6 +85,9 @@ def _strict_loader():
         return loader.construct_mapping(node, deep=deep)
 
     StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    # What was read can be written back: a Duration dumps as the text it came from.
+    for dumper in (yaml.SafeDumper, yaml.Dumper):
+        yaml_safe(dumper)
     return StrictLoader
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from opsctl.config.types import SecretRef
-from opsctl.model import Model, field
+from opsctl.model import Duration, Model, field
 
 class PrometheusAuth(Model):
     bearer_token: SecretRef | None = None
@@ -60,34 +60,26 @@ class MetricsConfig(Model):
     source: Literal["embedded", "prometheus"] = "embedded"
     prometheus: PrometheusSource = field(default_factory=PrometheusSource)
     # Traffic guards refuse metrics whose newest sample is older than this, on either source.
-    max_data_age: str = "5m"
+    max_data_age: Duration = "5m"
 
     def __post_init__(self):
-        from opsctl.clock import parse_duration
-
-        if not 10 <= parse_duration(self.max_data_age) <= 3650 * 86400:
+        if not 10 <= self.max_data_age.seconds <= 3650 * 86400:
             raise ValueError("max_data_age must be between 10s and 3650d")
 
     @property
     def max_data_age_seconds(self) -> int:
-        from opsctl.clock import parse_duration
-
-        return parse_duration(self.max_data_age)
+        return self.max_data_age.seconds
 
 
 class SloConfig(Model):
     dir: str = "slos"
-    period: str = "28d"
+    period: Duration = "28d"
 
     def __post_init__(self):
-        from opsctl.clock import parse_duration
-
-        seconds = parse_duration(self.period)
+        seconds = self.period.seconds
         if not 86400 <= seconds <= 400 * 86400:
             raise ValueError("period must be between 1d and 400d")
 
     @property
     def period_seconds(self) -> int:
-        from opsctl.clock import parse_duration
-
-        return parse_duration(self.period)
+        return self.period.seconds

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from opsctl.config.types import SecretRef, _check_share, _check_url
-from opsctl.model import Model, field
+from opsctl.model import Duration, Model, field
 
 class DatabricksOAuth(Model):
     """OAuth machine-to-machine: a service principal's client id and secret exchanged for a token.
@@ -114,8 +114,8 @@ class ProbeSettings(Model):
 class ShadowSettings(Model):
     """When a backend on shadow traffic is ready to take real traffic, compared with the primary."""
 
-    window: str = "1h"
-    rate_window: str = "5m"
+    window: Duration = "1h"
+    rate_window: Duration = "5m"
     min_requests: int = 1000
     max_error_rate_increase: float = 0.0001
     percentiles: list[float] = field(default_factory=lambda: [0.5, 0.95, 0.99])
@@ -123,10 +123,8 @@ class ShadowSettings(Model):
     min_load_ratio: float = 0.9
 
     def __post_init__(self):
-        from opsctl.clock import parse_duration
-
         for name in ("window", "rate_window"):
-            if parse_duration(getattr(self, name)) < 60:
+            if getattr(self, name).seconds < 60:
                 raise ValueError(f"{name} must be at least 1m")
         if self.min_requests < 1:
             raise ValueError("min_requests must be at least 1")
@@ -140,15 +138,11 @@ class ShadowSettings(Model):
 
     @property
     def window_seconds(self) -> int:
-        from opsctl.clock import parse_duration
-
-        return parse_duration(self.window)
+        return self.window.seconds
 
     @property
     def rate_window_seconds(self) -> int:
-        from opsctl.clock import parse_duration
-
-        return parse_duration(self.rate_window)
+        return self.rate_window.seconds
 
 
 class PushSettings(Model):
@@ -172,21 +166,17 @@ class QualitySignal(Model):
 
     threshold: float
     severity: Literal["page", "ticket"] = "ticket"
-    for_duration: str = "5m"
+    for_duration: Duration = "5m"
 
     def __post_init__(self):
-        from opsctl.clock import parse_duration
-
         if isinstance(self.threshold, bool) or not 0 < self.threshold < 1e6:
             raise ValueError("threshold must be a positive number")
-        if not 0 <= parse_duration(self.for_duration) <= 86400:
+        if not 0 <= self.for_duration.seconds <= 86400:
             raise ValueError("for_duration must be between 0s and 1d")
 
     @property
     def for_seconds(self) -> int:
-        from opsctl.clock import parse_duration
-
-        return parse_duration(self.for_duration)
+        return self.for_duration.seconds
 
 
 class QualityRules(Model):
@@ -199,8 +189,8 @@ class QualityRules(Model):
     350/sqrt(n) tokens; 20,000 requests/s over 10m puts a 0.5-token threshold past 5 sigma."""
 
     enabled: bool = True
-    window: str = "10m"
-    baseline_offset: str = "1d"
+    window: Duration = "10m"
+    baseline_offset: Duration = "1d"
     min_request_rate: float = 20000.0
     reference: str | None = None  # default: the internal backend
     prompt_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.5, "page", "2m"))
@@ -208,12 +198,10 @@ class QualityRules(Model):
     suggestions: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "page", "5m"))
 
     def __post_init__(self):
-        from opsctl.clock import parse_duration
-
-        window = parse_duration(self.window)
+        window = self.window.seconds
         if not 60 <= window <= 86400 or window % 10:
             raise ValueError("window must be a multiple of 10s between 1m and 1d")
-        if not window <= parse_duration(self.baseline_offset) <= 28 * 86400:
+        if not window <= self.baseline_offset.seconds <= 28 * 86400:
             raise ValueError("baseline_offset must be at least the window and at most 28d")
         if not 0 <= self.min_request_rate < 1e7:
             raise ValueError("min_request_rate must be >= 0 (requests per second)")
@@ -223,15 +211,11 @@ class QualityRules(Model):
 
     @property
     def window_seconds(self) -> int:
-        from opsctl.clock import parse_duration
-
-        return parse_duration(self.window)
+        return self.window.seconds
 
     @property
     def baseline_seconds(self) -> int:
-        from opsctl.clock import parse_duration
-
-        return parse_duration(self.baseline_offset)
+        return self.baseline_offset.seconds
 
 
 class QualityConfig(Model):

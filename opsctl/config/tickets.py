@@ -7,7 +7,7 @@ from typing import Literal
 from opsctl.config.paging import RetrySettings
 from opsctl.config.types import SEVERITIES, SecretRef, _https_url
 from opsctl.errors import ConfigError
-from opsctl.model import Model, field
+from opsctl.model import Duration, Model, field
 
 class ZendeskSettings(Model):
     url: str
@@ -129,12 +129,10 @@ class TicketsConfig(Model):
     email: EmailSettings | None = None
     webhook: WebhookSettings | None = None
     # A ticket with the same derived idempotency key within this window is the same ticket.
-    dedup_window: str = "24h"
+    dedup_window: Duration = "24h"
 
     def __post_init__(self):
-        from opsctl.clock import parse_duration
-
-        if not 60 <= parse_duration(self.dedup_window) <= 30 * 86400:
+        if not 60 <= self.dedup_window.seconds <= 30 * 86400:
             raise ValueError("dedup_window must be between 1m and 30d")
         for vendor, route in self.vendors.items():
             name = route.provider or self.provider

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from opsctl.config.types import _check_duration
-from opsctl.model import Model, field
+from opsctl.model import Duration, Model, field
 
 class KubernetesSettings(Model):
     """How opsctl reaches the cluster: an explicit `host` (e.g. `kubectl proxy`), a kubeconfig, or in-cluster."""
@@ -72,7 +72,7 @@ class RateLimit(Model):
     """Flap damping: at most `max_changes` traffic operations per `window` (a ramp counts once)."""
 
     max_changes: int = 6
-    window: str = "1h"
+    window: Duration = "1h"
 
     def __post_init__(self):
         if not 1 <= self.max_changes <= 1000:
@@ -81,14 +81,12 @@ class RateLimit(Model):
 
     @property
     def window_seconds(self) -> int:
-        from opsctl.clock import parse_duration
-
-        return parse_duration(self.window)
+        return self.window.seconds
 
 
 class RampDefaults(Model):
     step: int = 10  # percentage points per step
-    interval: str = "5m"  # wait between steps, then check the receiving backend's burn rate
+    interval: Duration = "5m"  # wait between steps, then check the receiving backend's burn rate
 
     def __post_init__(self):
         if not 1 <= self.step <= 100:
@@ -151,9 +149,9 @@ class CapacityConfig(Model):
     replicas: int | None = None  # static only
     headroom: float = 0.2
     max_replicas: int = 1
-    ready_timeout: str = "10m"
-    poll_interval: str = "5s"
-    rate_window: str = "5m"  # request rate = sum(rate(llm_proxy_requests_total[rate_window]))
+    ready_timeout: Duration = "10m"
+    poll_interval: Duration = "5s"
+    rate_window: Duration = "5m"  # request rate = sum(rate(llm_proxy_requests_total[rate_window]))
     # What drives the Deployment's replicas. With `hpa` (autoscaling/v2) or `keda` (a ScaledObject),
     # capacity raises the autoscaler's minimum (minReplicas / minReplicaCount) and puts it back on
     # restore: a scale-subresource patch would be undone at the autoscaler's next sync.

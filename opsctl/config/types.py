@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from opsctl.model import Model
+from opsctl.model import Duration, Model
 
 class SecretRef(Model):
     """Where a secret lives: an environment variable or a file. The value is never in the config."""
@@ -54,10 +54,8 @@ def _check_share(name: str, value: float | None) -> None:
         raise ValueError(f"{name} must be between 0 and 1 (a share, e.g. 0.94)")
 
 
-def _check_duration(value: str, what: str, *, minimum: int = 0) -> int:
-    from opsctl.clock import parse_duration
-
-    seconds = parse_duration(value)
+def _check_duration(value: Duration, what: str, *, minimum: int = 0) -> int:
+    seconds = Duration(value).seconds
     if seconds < minimum:
         raise ValueError(f"{what} must be at least {minimum}s")
     return seconds
@@ -70,10 +68,8 @@ def _check_bind(value: str) -> tuple[str, int]:
         raise ValueError(f"bind must be HOST:PORT, e.g. 127.0.0.1:9095 or 0.0.0.0:9095 (got {value!r})")
     return host.strip("[]"), int(port)
 
-def _check_automation_duration(value: str, what: str, maximum: int = 7 * 86400) -> int:
-    from opsctl.clock import parse_duration
-
-    seconds = parse_duration(value)
+def _check_automation_duration(value: Duration, what: str, maximum: int = 7 * 86400) -> int:
+    seconds = Duration(value).seconds
     if not 0 <= seconds <= maximum:
         raise ValueError(f"{what} must be between 0s and {maximum // 86400}d")
     return seconds

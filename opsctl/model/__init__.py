@@ -6,5 +6,6 @@ data into them, or into plain dataclasses, reporting every problem at once with 
 
 from opsctl.model.base import Model, field
 from opsctl.model.build import build, build_into, to_dict
+from opsctl.model.types import Duration
 
-__all__ = ["Model", "build", "build_into", "field", "to_dict"]
+__all__ = ["Duration", "Model", "build", "build_into", "field", "to_dict"]

@@ -21,11 +21,16 @@ from dataclasses import MISSING, Field, FrozenInstanceError, field
 
 __all__ = ["Model", "field"]
 
+# Annotation name -> the type a plain value of that field is turned into on construction, so a
+# model built by hand or by dataclasses.replace holds the same typed values as one from `build`.
+COERCE: dict[str, type] = {}
+
 
 class Model:
     """Base of frozen typed models; subclasses declare fields as annotations, as a dataclass does."""
 
     __dataclass_fields__: dict[str, Field] = {}
+    __coerce__: dict[str, type] = {}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -52,6 +57,15 @@ class Model:
             seen_default = seen_default or has_default
             fields[name] = f
         cls.__dataclass_fields__ = fields
+        coerce = {}
+        for name, f in fields.items():
+            head = f.type.split("|")[0].strip() if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+            if head in COERCE:
+                coerce[name] = kind = COERCE[head]
+                if isinstance(f.default, str) and not isinstance(f.default, kind):
+                    f.default = kind(f.default)  # a bad default fails at import, in tests
+                    setattr(cls, name, f.default)
+        cls.__coerce__ = coerce
         cls.__match_args__ = tuple(fields)
 
     def __init__(self, *args, **kwargs):
@@ -64,9 +78,13 @@ class Model:
                 raise TypeError(f"{type(self).__name__}() got multiple values for argument {name!r}")
             kwargs[name] = value
         setter = object.__setattr__
+        coerce = self.__coerce__
         for name, f in fields.items():
             if name in kwargs:
-                setter(self, name, kwargs.pop(name))
+                value = kwargs.pop(name)
+                if name in coerce and value is not None and not isinstance(value, coerce[name]):
+                    value = coerce[name](value)
+                setter(self, name, value)
             elif f.default is not MISSING:
                 setter(self, name, f.default)
             elif f.default_factory is not MISSING:

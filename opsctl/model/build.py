@@ -90,6 +90,15 @@ def build_into(tp: Any, value: Any, path: str, problems: list[str]) -> Any:
         if not isinstance(value, str):
             problems.append(f"{_where(path)}: expected a string, got {_show(value)}")
         return value
+    if isinstance(tp, type) and issubclass(tp, str):  # a typed scalar written as text (Duration)
+        if not isinstance(value, str):
+            problems.append(f"{_where(path)}: expected a string, got {_show(value)}")
+            return value
+        try:
+            return tp(value)
+        except ValueError as exc:
+            problems.append(f"{_where(path)}: {exc}")
+            return value
     raise TypeError(f"unsupported type in model: {tp!r}")
 
 
@@ -167,4 +176,6 @@ def to_dict(obj: Any) -> Any:
         return {k: to_dict(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [to_dict(v) for v in obj]
+    if isinstance(obj, str) and type(obj) is not str:  # a typed scalar (Duration): the text written
+        return str(obj)
     return obj

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from opsctl.clock import WallClock, parse_duration
+from opsctl.clock import WallClock
 from opsctl.errors import ConfigError
 from opsctl.retry import RetryPolicy
 from opsctl.tickets.base import TicketProvider
@@ -76,13 +76,13 @@ def open_ticket_provider(cfg, vendor: str, *, dry_run: bool = False, resend: boo
     if dry_run:
         from opsctl.tickets.noop import DryRunTicketProvider
 
-        return DryRunTicketProvider(channel, clock, ticket_records(cfg), parse_duration(cfg.tickets.dedup_window))
+        return DryRunTicketProvider(channel, clock, ticket_records(cfg), cfg.tickets.dedup_window.seconds)
     from opsctl.tickets.desk import TicketDesk
 
     settings = getattr(cfg.tickets, name, None)
     policy = RetryPolicy.from_settings(settings.retry) if settings is not None and hasattr(settings, "retry") \
         else RetryPolicy()
-    return TicketDesk(channel, ticket_records(cfg), policy, window=parse_duration(cfg.tickets.dedup_window),
+    return TicketDesk(channel, ticket_records(cfg), policy, window=cfg.tickets.dedup_window.seconds,
                       clock=clock, resend=resend, on_retry=on_retry)
 
 

@@ -22,7 +22,6 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from opsctl.clock import parse_duration
 from opsctl.errors import ConflictError, NoDataError, OpsctlError
 from opsctl.metrics import schema
 
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
 
 
 def rate_query(capacity: "CapacityConfig", backend: str | None = None) -> str:
-    window = parse_duration(capacity.rate_window)
+    window = capacity.rate_window.seconds
     selector = f'{schema.REQUESTS}{{backend="{backend}"}}' if backend else schema.REQUESTS
     return f"sum(rate({selector}[{window}s]))"
 
@@ -350,8 +349,8 @@ class Capacity:
 
     def _wait_ready(self, target: int, progress) -> tuple[int, float, bool]:
         s = self.settings
-        timeout = parse_duration(s.ready_timeout)
-        poll = max(parse_duration(s.poll_interval), 0) or 1
+        timeout = s.ready_timeout.seconds
+        poll = max(s.poll_interval.seconds, 0) or 1
         started = self.clock.now()
         deadline = started + timeout
         polls = int(timeout / poll) + 2  # the loop is bounded even if the clock misbehaves

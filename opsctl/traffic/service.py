@@ -89,19 +89,18 @@ class TrafficService:
         more replicas are Ready, until the whole share moved or capacity.ready_timeout. Each step is
         an applied change of the same operation (recorded, counted once by the rate guard); it stops
         if anyone else changes the split meanwhile."""
-        from opsctl.clock import parse_duration
-        from opsctl.errors import GuardRefused
+        from opsctl.errors import GuardRefused, UsageError
         from opsctl.traffic.capacity import Capacity
         from opsctl.traffic.failover import failover_plan, failover_trim, receivers_of
 
         cap = self.cfg.capacity
         clock = self.controller.clock
         capacity = Capacity(self.cfg, lambda: None, lambda: clock.now(), clock=clock)
-        poll = max(parse_duration(cap.poll_interval), 1)
-        deadline = clock.now() + parse_duration(cap.ready_timeout)
+        poll = max(cap.poll_interval.seconds, 1)
+        deadline = clock.now() + cap.ready_timeout.seconds
         receivers = receivers_of(self.cfg, source, to)
         last, ready_seen = first, None
-        for _ in range(int(parse_duration(cap.ready_timeout) / poll) + 2):
+        for _ in range(int(cap.ready_timeout.seconds / poll) + 2):
             left = deadline - clock.now()
             if left <= 0:
                 break
@@ -182,11 +181,9 @@ class TrafficService:
     def ramp(self, target_of: Callable[["Split"], "Split"], *, action: str = "ramp", step: int | None = None,
              interval: int | None = None, reason: str = "", incident: str | None = None, emergency: bool = False,
              confirm=None) -> "RampOutcome":
-        from opsctl.clock import parse_duration
-
         runner = self.ramp_runner()
         step = step if step is not None else self.cfg.traffic.ramp.step
-        interval = interval if interval is not None else parse_duration(self.cfg.traffic.ramp.interval)
+        interval = interval if interval is not None else self.cfg.traffic.ramp.interval.seconds
         return runner.start(action=action, target_of=target_of, step=step, interval=interval, reason=reason,
                             incident=incident, emergency=emergency, confirm=confirm)
 

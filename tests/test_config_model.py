@@ -6,14 +6,17 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
+import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 import yaml
 
 from opsctl.errors import ConfigError
-from opsctl.model import Duration, Model, build, field, to_dict
+from opsctl.model import Duration, Model, build, build_into, field, to_dict
+from opsctl.model.build import JSON
+from opsctl.model.checks import Count, Labels, NonEmpty, Text
 
 
 class Inner(Model):
@@ -138,3 +141,52 @@ def test_the_loaded_config_holds_durations_parsed_once():
     assert cfg.slos.period.seconds == cfg.slos.period_seconds == 28 * 86400
     assert isinstance(cfg.traffic.ramp.interval, Duration)
     assert cfg.traffic.ramp.interval.seconds == Duration(str(cfg.traffic.ramp.interval)).seconds
+
+
+class Wire(Model):
+    unknown_keys = "ignore"
+
+    group_key: str = field(metadata={"key": "groupKey"})
+    state: Literal["firing", "resolved"] = "firing"
+
+
+def test_a_model_may_read_another_key_tolerate_unknown_ones_and_speak_json():
+    problems: list[str] = []
+    assert build_into(Wire, {"groupKey": "g", "newer": 1}, "", problems, JSON) == Wire("g") and problems == []
+    build_into(Wire, {"state": 7}, "", problems, JSON)
+    assert problems == ["groupKey: required field is missing", "state: expected a string, got a number"]
+    problems.clear()
+    build_into(Wire, {"groupKey": "g", "state": 7}, "", problems, JSON)
+    build_into(Wire, {"groupKey": "g", "state": "pending"}, "", problems, JSON)
+    build_into(Wire, [1], "", problems, JSON)
+    assert problems == ["state: expected a string, got a number",
+                        "state: must be one of firing, resolved, got 'pending'",
+                        "body: expected a JSON object, got an array"]
+
+
+class Msg(Model):
+    id: Annotated[str, Text(max_len=8, nonempty=True, ident=True)]
+    hexa: Annotated[str, Text(pattern=re.compile("[0-9a-f]+"), expected="hex")]
+    labels: Annotated[Any, Labels(max_entries=2, idents=True)]
+    items: Annotated[list[int], NonEmpty("item")]
+    count: Annotated[Any, Count()] = 0
+
+
+def test_checks_carried_in_annotations_name_the_field():
+    def problems_of(data):
+        problems: list[str] = []
+        build_into(Msg, data, "", problems, JSON)
+        return problems
+
+    good = {"id": "a1", "hexa": "ff", "labels": {"k": "v"}, "items": [1]}
+    assert problems_of(good) == []
+    assert problems_of({**good, "id": "123456789"}) == ["id: longer than 8 characters"]
+    assert problems_of({**good, "id": ""}) == ["id: must not be empty"]
+    assert problems_of({**good, "id": "a\nb"}) == ["id: must not contain control characters (CR, LF, ...)"]
+    assert problems_of({**good, "hexa": "XYZ"}) == ["hexa: expected hex, got 'XYZ'"]
+    assert problems_of({**good, "labels": {"a": "1", "b": "2", "c": "3"}}) == ["labels: more than 2 entries"]
+    assert problems_of({**good, "labels": {"a": 1}}) == ["labels: values must be strings ('a')"]
+    assert problems_of({**good, "labels": None}) == ["labels: expected an object of strings, got null"]
+    assert problems_of({**good, "items": []}) == ["items: must hold at least one item"]
+    assert problems_of({**good, "count": -1}) == ["count: expected a whole number >= 0, got a number"]
+    assert problems_of({**good, "count": True}) == ["count: expected a whole number >= 0, got a boolean"]

@@ -3,6 +3,8 @@
 Every field opsctl reads is required and type-checked, and every problem is listed in the error
 (the server answers 400 with them). Keys this version does not define are tolerated: a sender
 upgrade that adds a field must not turn every page into a 400, which Alertmanager never retries.
+The payloads are models of the typed-model engine (opsctl.model) read with its JSON wording; the
+limits (sizes, counts, identifiers without control characters) are the checks their fields carry.
 
 Alertmanager's per-alert `status` is authoritative: a group notification says "firing" while some
 of its alerts have already resolved.
@@ -13,7 +15,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Annotated, Any, Literal
+
+from opsctl.model import Model, build_into, field
+from opsctl.model.build import JSON
+from opsctl.model.checks import Count, Labels, NonEmpty, Text
 
 ALERT_STATUSES = ("firing", "resolved")
 _FINGERPRINT = re.compile(r"[0-9a-f]{1,64}")
@@ -23,9 +29,6 @@ _RFC3339 = re.compile(
 _EVENT_TYPE = re.compile(r"[a-z][a-z_]*\.[a-z][a-z_.]*")
 MAX_LABELS = 128
 MAX_STRING = 8192
-# Identifiers (label values, event and incident ids) end up in ids, records and log lines: no CR, LF
-# or other control character. Annotations (free text) may hold newlines.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class PayloadError(ValueError):
@@ -42,6 +45,10 @@ class Timestamp:
 
     seconds: float
     canonical: str
+
+    @classmethod
+    def from_text(cls, value: str) -> "Timestamp":
+        return parse_timestamp(value)
 
     @property
     def is_zero(self) -> bool:
@@ -72,189 +79,117 @@ def parse_timestamp(value: str) -> Timestamp:
     return Timestamp(seconds, canonical)
 
 
-class _Fields:
-    """Reads typed fields from one JSON object, collecting problems under a path prefix."""
-
-    def __init__(self, data: Any, path: str, problems: list[str]):
-        self.path = path
-        self.problems = problems
-        self.ok = isinstance(data, dict)
-        self.data = data if self.ok else {}
-        if not self.ok:
-            problems.append(f"{path or 'body'}: expected a JSON object, got {_kind(data)}")
-
-    def _where(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
-
-    def get(self, key: str, required: bool = True) -> Any:
-        if key not in self.data:
-            if required and self.ok:
-                self.problems.append(f"{self._where(key)}: required field is missing")
-            return None
-        return self.data[key]
-
-    def ident(self, key: str, *, required: bool = True, nonempty: bool = False) -> str | None:
-        """A string used as an identifier: no control characters."""
-        value = self.string(key, required=required, nonempty=nonempty)
-        if value is not None and _CONTROL.search(value):
-            self.problems.append(f"{self._where(key)}: must not contain control characters (CR, LF, ...)")
-            return None
+class _RealInstant:
+    def __call__(self, value: Timestamp) -> Timestamp:
+        if value.is_zero:
+            raise ValueError("must be a real instant, not the zero time")
         return value
 
-    def string(self, key: str, *, required: bool = True, nonempty: bool = False, choices=None) -> str | None:
-        value = self.get(key, required)
-        if value is None and not required:
-            return None
-        if not isinstance(value, str):
-            if key in self.data:
-                self.problems.append(f"{self._where(key)}: expected a string, got {_kind(value)}")
-            return None
-        if len(value) > MAX_STRING:
-            self.problems.append(f"{self._where(key)}: longer than {MAX_STRING} characters")
-            return None
-        if nonempty and not value:
-            self.problems.append(f"{self._where(key)}: must not be empty")
-        if choices and value not in choices:
-            self.problems.append(f"{self._where(key)}: must be one of {', '.join(choices)}, got {value[:40]!r}")
-            return None
-        return value
 
-    def labels(self, key: str, *, nonempty: bool = False, idents: bool = False) -> dict[str, str]:
-        value = self.get(key)
+class _AgentSummary:
+    """PagerDuty's `agent` (who acted): its summary, else its id, at most 200 characters."""
+
+    def __call__(self, value: Any) -> str | None:
         if value is None:
-            if key in self.data:
-                self.problems.append(f"{self._where(key)}: expected an object of strings, got null")
-            return {}
+            return None
         if not isinstance(value, dict):
-            self.problems.append(f"{self._where(key)}: expected an object of strings, got {_kind(value)}")
-            return {}
-        if len(value) > MAX_LABELS:
-            self.problems.append(f"{self._where(key)}: more than {MAX_LABELS} entries")
-            return {}
-        bad = [k for k, v in value.items() if not isinstance(v, str) or len(v) > MAX_STRING or len(k) > 256]
-        if bad:
-            self.problems.append(f"{self._where(key)}: values must be strings ({', '.join(map(repr, bad[:5]))})")
-            return {}
-        if idents:
-            bad = [k for k, v in value.items() if _CONTROL.search(k) or _CONTROL.search(v)]
-            if bad:
-                self.problems.append(f"{self._where(key)}: must not contain control characters (CR, LF, ...)"
-                                     f" ({', '.join(repr(k)[:40] for k in bad[:5])})")
-                return {}
-        if nonempty and not value:
-            self.problems.append(f"{self._where(key)}: must not be empty")
-        return dict(value)
-
-    def timestamp(self, key: str) -> Timestamp | None:
-        value = self.string(key)
-        if value is None:
-            return None
-        try:
-            return parse_timestamp(value)
-        except ValueError as exc:
-            self.problems.append(f"{self._where(key)}: {exc}")
-            return None
+            raise ValueError(f"expected an object or null, got {JSON.show(value)}")
+        return _short(value.get("summary")) or _short(value.get("id"))
 
 
-def _kind(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__
-    )
+def _parse(cls: type, data: Any, what: str):
+    problems: list[str] = []
+    built = build_into(cls, data, "", problems, JSON)
+    if problems:
+        raise PayloadError(what, problems)
+    return built
+
+
+String = Annotated[str, Text(max_len=MAX_STRING)]
+Ident = Annotated[str, Text(max_len=MAX_STRING, nonempty=True, ident=True)]
+OptionalIdent = Annotated[str | None, Text(max_len=MAX_STRING, ident=True)]
+OptionalString = Annotated[str | None, Text(max_len=MAX_STRING)]
+Status = Literal["firing", "resolved"]
 
 
 # ---------------------------------------------------------------------------------------------
 # Alertmanager webhook, version 4
 
 
-@dataclass(frozen=True)
-class Alert:
-    status: str  # firing | resolved: this alert's own status, not the group's
-    labels: Mapping[str, str]
-    annotations: Mapping[str, str]
-    starts_at: Timestamp
-    ends_at: Timestamp
-    generator_url: str
-    fingerprint: str
+class Alert(Model):
+    unknown_keys = "ignore"
+
+    status: Status  # firing | resolved: this alert's own status, not the group's
+    labels: Annotated[Any, Labels(max_entries=MAX_LABELS, nonempty=True, idents=True)]
+    annotations: Annotated[Any, Labels(max_entries=MAX_LABELS)]
+    starts_at: Annotated[Timestamp, _RealInstant()] = field(metadata={"key": "startsAt"})
+    ends_at: Timestamp = field(metadata={"key": "endsAt"})
+    generator_url: String = field(metadata={"key": "generatorURL"})
+    fingerprint: Annotated[str, Text(max_len=MAX_STRING, nonempty=True, pattern=_FINGERPRINT,
+                                     expected="lower-case hex")]
 
     @property
     def name(self) -> str:
         return self.labels.get("alertname", "")
 
 
-@dataclass(frozen=True)
-class AlertmanagerMessage:
-    receiver: str
-    status: str
-    group_key: str
-    group_labels: Mapping[str, str]
-    common_labels: Mapping[str, str]
-    common_annotations: Mapping[str, str]
-    external_url: str
-    truncated_alerts: int
-    alerts: tuple[Alert, ...]
+class _Version:
+    def __call__(self, value: Any) -> Any:
+        if value is not None and value != "4":
+            raise ValueError(f"expected \"4\" (Alertmanager webhook payload version 4), got {value!r:.40}")
+        return value
+
+
+class AlertmanagerMessage(Model):
+    unknown_keys = "ignore"
+
+    receiver: String
+    status: Status
+    group_key: Annotated[str, Text(max_len=MAX_STRING, nonempty=True)] = field(metadata={"key": "groupKey"})
+    group_labels: Annotated[Any, Labels(max_entries=MAX_LABELS, idents=True)] = field(metadata={"key": "groupLabels"})
+    common_labels: Annotated[Any, Labels(max_entries=MAX_LABELS, idents=True)] = field(
+        metadata={"key": "commonLabels"})
+    common_annotations: Annotated[Any, Labels(max_entries=MAX_LABELS)] = field(metadata={"key": "commonAnnotations"})
+    external_url: String = field(metadata={"key": "externalURL"})
+    alerts: Annotated[tuple[Alert, ...], NonEmpty("alert")]
+    version: Annotated[Any, _Version()]  # "4" (null tolerated)
+    truncated_alerts: Annotated[Any, Count()] = field(default=0, metadata={"key": "truncatedAlerts"})
 
     @classmethod
     def parse(cls, data: Any) -> "AlertmanagerMessage":
-        problems: list[str] = []
-        top = _Fields(data, "", problems)
-        if not top.ok:
-            raise PayloadError("an Alertmanager webhook message", problems)
-        version = top.get("version")
-        if version is not None and version != "4":
-            problems.append(f"version: expected \"4\" (Alertmanager webhook payload version 4), got {version!r:.40}")
-        receiver = top.string("receiver")
-        status = top.string("status", choices=ALERT_STATUSES)
-        group_key = top.string("groupKey", nonempty=True)
-        group_labels = top.labels("groupLabels", idents=True)
-        common_labels = top.labels("commonLabels", idents=True)
-        common_annotations = top.labels("commonAnnotations")
-        external_url = top.string("externalURL")
-        truncated = top.get("truncatedAlerts", required=False)
-        if truncated is None:
-            truncated = 0
-        elif isinstance(truncated, bool) or not isinstance(truncated, int) or truncated < 0:
-            problems.append(f"truncatedAlerts: expected a whole number >= 0, got {_kind(truncated)}")
-            truncated = 0
-        raw_alerts = top.get("alerts")
-        alerts: list[Alert] = []
-        if "alerts" in top.data and not isinstance(raw_alerts, list):  # null too: a message carries alerts
-            problems.append(f"alerts: expected an array, got {_kind(raw_alerts)}")
-        elif isinstance(raw_alerts, list):
-            if not raw_alerts:
-                problems.append("alerts: must hold at least one alert")
-            for i, raw in enumerate(raw_alerts):
-                alert = _parse_alert(raw, f"alerts[{i}]", problems)
-                if alert is not None:
-                    alerts.append(alert)
-        if problems:
-            raise PayloadError("an Alertmanager webhook message (version 4)", problems)
-        return cls(receiver, status, group_key, group_labels, common_labels, common_annotations, external_url,
-                   truncated, tuple(alerts))
-
-
-def _parse_alert(raw: Any, path: str, problems: list[str]) -> Alert | None:
-    before = len(problems)
-    f = _Fields(raw, path, problems)
-    if not f.ok:
-        return None
-    status = f.string("status", choices=ALERT_STATUSES)
-    labels = f.labels("labels", nonempty=True, idents=True)
-    annotations = f.labels("annotations")
-    starts_at = f.timestamp("startsAt")
-    ends_at = f.timestamp("endsAt")
-    generator_url = f.string("generatorURL")
-    fingerprint = f.string("fingerprint", nonempty=True)
-    if fingerprint and not _FINGERPRINT.fullmatch(fingerprint):
-        problems.append(f"{path}.fingerprint: expected lower-case hex, got {fingerprint[:40]!r}")
-    if starts_at is not None and starts_at.is_zero:
-        problems.append(f"{path}.startsAt: must be a real instant, not the zero time")
-    if len(problems) > before:
-        return None
-    return Alert(status, labels, annotations, starts_at, ends_at, generator_url, fingerprint)
+        return _parse(cls, data, "an Alertmanager webhook message (version 4)")
 
 
 # ---------------------------------------------------------------------------------------------
 # PagerDuty webhooks v3
+
+
+class _PagerDutyData(Model):
+    unknown_keys = "ignore"
+
+    id: OptionalIdent = None  # the incident (or other resource) id
+    incident_key: OptionalIdent = None  # the dedup key the incident was opened with
+    status: OptionalString = None
+    title: OptionalString = None
+    html_url: OptionalString = None
+
+
+class _PagerDutyEventBody(Model):
+    unknown_keys = "ignore"
+
+    id: Ident
+    event_type: Annotated[str, Text(max_len=MAX_STRING, nonempty=True, pattern=_EVENT_TYPE,
+                                    expected="RESOURCE.ACTION such as incident.triggered")]
+    resource_type: Annotated[str, Text(max_len=MAX_STRING, nonempty=True)]
+    occurred_at: Timestamp
+    data: _PagerDutyData
+    agent: Annotated[Any, _AgentSummary()] = None
+
+
+class _PagerDutyEnvelope(Model):
+    unknown_keys = "ignore"
+
+    event: _PagerDutyEventBody
 
 
 @dataclass(frozen=True)
@@ -272,36 +207,10 @@ class PagerDutyEvent:
 
     @classmethod
     def parse(cls, data: Any) -> "PagerDutyEvent":
-        problems: list[str] = []
-        top = _Fields(data, "", problems)
-        if not top.ok:
-            raise PayloadError("a PagerDuty webhooks v3 payload", problems)
-        event = _Fields(top.get("event"), "event", problems)
-        if not event.ok:
-            raise PayloadError("a PagerDuty webhooks v3 payload", problems)
-        event_id = event.ident("id", nonempty=True)
-        event_type = event.string("event_type", nonempty=True)
-        if event_type and not _EVENT_TYPE.fullmatch(event_type):
-            problems.append(f"event.event_type: expected RESOURCE.ACTION such as incident.triggered, got {event_type[:40]!r}")
-        resource_type = event.string("resource_type", nonempty=True)
-        occurred_at = event.timestamp("occurred_at")
-        agent_raw = event.get("agent", required=False)
-        agent = None
-        if agent_raw is not None:
-            if not isinstance(agent_raw, dict):
-                problems.append(f"event.agent: expected an object or null, got {_kind(agent_raw)}")
-            else:
-                agent = _short(agent_raw.get("summary")) or _short(agent_raw.get("id"))
-        payload = _Fields(event.get("data"), "event.data", problems)
-        data_id = payload.ident("id", required=False) if payload.ok else None
-        incident_key = payload.ident("incident_key", required=False) if payload.ok else None
-        status = payload.string("status", required=False) if payload.ok else None
-        title = payload.string("title", required=False) if payload.ok else None
-        html_url = payload.string("html_url", required=False) if payload.ok else None
-        if problems:
-            raise PayloadError("a PagerDuty webhooks v3 payload", problems)
-        return cls(event_id, event_type, resource_type, occurred_at, agent, data_id, incident_key, status, title,
-                   html_url)
+        e = _parse(_PagerDutyEnvelope, data, "a PagerDuty webhooks v3 payload").event
+        d = e.data
+        return cls(e.id, e.event_type, e.resource_type, e.occurred_at, e.agent, d.id, d.incident_key, d.status,
+                   d.title, d.html_url)
 
 
 def _short(value: Any) -> str | None:

@@ -2,11 +2,17 @@
 
 `build` walks the annotations of a `Model` or a plain dataclass itself, so one bad key never hides
 the next: each problem names the file and the key path (`metrics.prometheus.timeout`). It checks
-types, refuses unknown keys, reports missing required keys, then runs the model's own
-`__post_init__` checks; a `ValueError` there becomes a problem at that section's path.
+types, reports missing required keys and unknown keys, runs the checks a field carries
+(`Annotated[str, Text(nonempty=True)]`, opsctl.model.checks), then the model's own
+`__post_init__`; a `ValueError` there becomes a problem at that section's path.
 
-A model class may set `redact_input = True` (a secret reference): a value of the wrong shape is
-then described by its type only, never echoed.
+What a model class may say about its input (class attributes, none of them fields):
+- `unknown_keys = "ignore"`: tolerate keys it does not define (a sender's newer fields); the
+  default refuses them, listing the known keys.
+- `redact_input = True` (a secret reference): a value of the wrong shape is described by its type
+  only, never echoed.
+A field may take its value from another key: `field(metadata={"key": "groupKey"})`.
+A class with `from_text(text)` (Duration, an RFC 3339 instant) is a typed scalar written as text.
 """
 
 from __future__ import annotations
@@ -19,6 +25,42 @@ from typing import Any, Literal
 from opsctl.errors import ConfigError
 
 
+class Words:
+    """How problems are worded: a config file speaks of keys and mappings (the default)."""
+
+    body = "(top level)"
+    mapping = "a mapping"
+    missing = "required key is missing"
+
+    def show(self, value: Any) -> str:
+        return f"{type(value).__name__} {repr(value)[:60]}"
+
+    def choices(self, allowed: tuple, value: Any) -> str:
+        return f"must be one of {', '.join(repr(a) for a in allowed)}, got {self.show(value)}"
+
+
+class JsonWords(Words):
+    """A JSON body (webhook payloads) speaks of fields and objects, and never echoes a wrong value."""
+
+    body = "body"
+    mapping = "a JSON object"
+    missing = "required field is missing"
+
+    def show(self, value: Any) -> str:
+        return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+            type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+
+    def choices(self, allowed: tuple, value: Any) -> str:
+        if isinstance(value, str) or not all(isinstance(a, str) for a in allowed):
+            shown = repr(value[:40]) if isinstance(value, str) else repr(value)[:40]
+            return f"must be one of {', '.join(map(str, allowed))}, got {shown}"
+        return f"expected a string, got {self.show(value)}"
+
+
+CONFIG = Words()
+JSON = JsonWords()
+
+
 def build(cls: type, data: Any, filename: str):
     """Build model (or dataclass) `cls` from raw data, collecting every problem before failing."""
     problems: list[str] = []
@@ -28,112 +70,128 @@ def build(cls: type, data: Any, filename: str):
     return result
 
 
-def build_into(tp: Any, value: Any, path: str, problems: list[str]) -> Any:
+def build_into(tp: Any, value: Any, path: str, problems: list[str], words: Words = CONFIG) -> Any:
     """Build `value` as type `tp` at key path `path`, appending problems (no raise)."""
+    where = path or words.body
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if tp is Any:
         return value
+    if origin is typing.Annotated:
+        before = len(problems)
+        built = build_into(args[0], value, path, problems, words)
+        if len(problems) > before or (built is None and _optional(args[0])):
+            return built
+        for check in args[1:]:
+            try:
+                built = check(built)
+            except ValueError as exc:
+                problems.append(f"{where}: {exc}")
+                return None
+        return built
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
         options = [a for a in args if a is not type(None)]
         if len(options) == 1:
-            return build_into(options[0], value, path, problems)
+            return build_into(options[0], value, path, problems, words)
         for option in options:
             trial: list[str] = []
-            built = build_into(option, value, path, trial)
+            built = build_into(option, value, path, trial, words)
             if not trial:
                 return built
-        problems.append(f"{_where(path)}: expected {' or '.join(_name(o) for o in options)}, got {_show(value)}")
+        problems.append(f"{where}: expected {' or '.join(_name(o) for o in options)}, got {words.show(value)}")
         return None
     if origin is Literal:
         if value not in args:
-            allowed = ", ".join(repr(a) for a in args)
-            problems.append(f"{_where(path)}: must be one of {allowed}, got {_show(value)}")
+            problems.append(f"{where}: {words.choices(args, value)}")
         return value
     if origin in (list, tuple):
         if not isinstance(value, list):
-            problems.append(f"{_where(path)}: expected a list, got {_show(value)}")
+            problems.append(f"{where}: expected {'an array' if words is JSON else 'a list'}, got {words.show(value)}")
             return []
         item_tp = args[0] if args else Any
-        items = [build_into(item_tp, v, f"{path}[{i}]", problems) for i, v in enumerate(value)]
+        items = [build_into(item_tp, v, f"{path}[{i}]", problems, words) for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
     if origin is dict:
         if not isinstance(value, dict):
-            problems.append(f"{_where(path)}: expected a mapping, got {_show(value)}")
+            problems.append(f"{where}: expected {words.mapping}, got {words.show(value)}")
             return {}
         key_tp, val_tp = args if args else (Any, Any)
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
-                problems.append(f"{_where(path)}: keys must be strings, got {k!r}")
+                problems.append(f"{where}: keys must be strings, got {k!r}")
                 continue
-            out[k] = build_into(val_tp, v, f"{path}.{k}" if path else k, problems)
+            out[k] = build_into(val_tp, v, f"{path}.{k}" if path else k, problems, words)
         return out
+    from_text = getattr(tp, "from_text", None)
+    if from_text is not None:  # a typed scalar written as text (Duration, an instant)
+        if not isinstance(value, str):
+            problems.append(f"{where}: expected a string, got {words.show(value)}")
+            return None
+        try:
+            return from_text(value)
+        except ValueError as exc:
+            problems.append(f"{where}: {exc}")
+            return None
     if dataclasses.is_dataclass(tp):
-        return _build_model(tp, value, path, problems)
+        return _build_model(tp, value, path, problems, words)
     if tp is bool:
         if not isinstance(value, bool):
-            problems.append(f"{_where(path)}: expected true or false, got {_show(value)}")
+            problems.append(f"{where}: expected true or false, got {words.show(value)}")
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            problems.append(f"{_where(path)}: expected an integer, got {_show(value)}")
+            problems.append(f"{where}: expected an integer, got {words.show(value)}")
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            problems.append(f"{_where(path)}: expected a number, got {_show(value)}")
+            problems.append(f"{where}: expected a number, got {words.show(value)}")
             return value
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            problems.append(f"{_where(path)}: expected a string, got {_show(value)}")
+            problems.append(f"{where}: expected a string, got {words.show(value)}")
         return value
-    if isinstance(tp, type) and issubclass(tp, str):  # a typed scalar written as text (Duration)
-        if not isinstance(value, str):
-            problems.append(f"{_where(path)}: expected a string, got {_show(value)}")
-            return value
-        try:
-            return tp(value)
-        except ValueError as exc:
-            problems.append(f"{_where(path)}: {exc}")
-            return value
     raise TypeError(f"unsupported type in model: {tp!r}")
 
 
-def _build_model(cls: type, value: Any, path: str, problems: list[str]) -> Any:
-    if value is None:
-        value = {}
+def _build_model(cls: type, value: Any, path: str, problems: list[str], words: Words) -> Any:
+    where = path or words.body
+    if value is None and words is CONFIG:
+        value = {}  # an empty section in YAML (`paging:`) is the section's defaults
     if not isinstance(value, dict):
         if getattr(cls, "redact_input", False):  # an inline secret: say so without echoing it
-            problems.append(f"{_where(path)}: expected a mapping {{env: NAME}} or {{file: PATH}}, got a "
+            problems.append(f"{where}: expected a mapping {{env: NAME}} or {{file: PATH}}, got a "
                             f"{type(value).__name__} (secret values do not belong in the config; not shown)")
         else:
-            problems.append(f"{_where(path)}: expected a mapping, got {_show(value)}")
+            problems.append(f"{where}: expected {words.mapping}, got {words.show(value)}")
         return None
     hints = _hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    public = {n for n, f in fields.items() if not f.metadata.get("internal")}
-    for key in value:
-        # Internal fields (where the root config came from) are set by the loader, at the top only.
-        if key not in fields or (key not in public and path != ""):
-            known = ", ".join(sorted(public))
-            problems.append(f"{path + '.' if path else ''}{key}: unknown key (known keys: {known})")
+    fields = dataclasses.fields(cls)
+    keys = {f.metadata.get("key", f.name): f for f in fields}
+    if getattr(cls, "unknown_keys", "refuse") != "ignore":
+        public = {k for k, f in keys.items() if not f.metadata.get("internal")}
+        for key in value:
+            # Internal fields (where the root config came from) are set by the loader, at the top only.
+            if key not in keys or (key not in public and path != ""):
+                known = ", ".join(sorted(public))
+                problems.append(f"{path + '.' if path else ''}{key}: unknown key (known keys: {known})")
     kwargs = {}
     before = len(problems)
-    for name, f in fields.items():
-        sub = f"{path}.{name}" if path else name
-        if name in value:
-            kwargs[name] = build_into(hints[name], value[name], sub, problems)
+    for key, f in keys.items():
+        sub = f"{path}.{key}" if path else key
+        if key in value:
+            kwargs[f.name] = build_into(hints[f.name], value[key], sub, problems, words)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            problems.append(f"{sub}: required key is missing")
+            problems.append(f"{sub}: {words.missing}")
     if len(problems) > before:
         return None
     try:
         return cls(**kwargs)
     except (ValueError, TypeError) as exc:
-        problems.append(f"{_where(path)}: {exc}")
+        problems.append(f"{where}: {exc}")
         return None
 
 
@@ -144,29 +202,24 @@ def _hints(cls: type) -> dict[str, Any]:
     """Resolved annotations, once per class (resolving is most of a build's cost)."""
     hints = _HINTS.get(cls)
     if hints is None:
-        hints = _HINTS[cls] = typing.get_type_hints(cls)
+        hints = _HINTS[cls] = typing.get_type_hints(cls, include_extras=True)
     return hints
 
 
-def _where(path: str) -> str:
-    return path or "(top level)"
+def _optional(tp: Any) -> bool:
+    return typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in typing.get_args(tp)
 
 
 def _name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def _show(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text[:60]}"
-
-
 def to_dict(obj: Any) -> Any:
     """Model -> plain data (for `config show`); internal fields left out, secrets shown by reference."""
-    to_data = getattr(obj, "to_data", None)
-    if to_data is not None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return to_data()
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        to_data = getattr(obj, "to_data", None)
+        if to_data is not None:
+            return to_data()
         return {
             f.name: to_dict(getattr(obj, f.name))
             for f in dataclasses.fields(obj)

@@ -25,6 +25,10 @@ class Duration(str):
         self.seconds = seconds
         return self
 
+    @classmethod
+    def from_text(cls, text: str) -> "Duration":
+        return cls(text)
+
     def __reduce__(self):
         return (Duration, (str(self),))
 

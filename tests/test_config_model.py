@@ -146,7 +146,7 @@ def test_the_loaded_config_holds_durations_parsed_once():
 class Wire(Model):
     unknown_keys = "ignore"
 
-    group_key: str = field(metadata={"key": "groupKey"})
+    group_key: str = field(metadata={"alias": "groupKey"})
     state: Literal["firing", "resolved"] = "firing"
 
 

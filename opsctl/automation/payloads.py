@@ -122,9 +122,9 @@ class Alert(Model):
     status: Status  # firing | resolved: this alert's own status, not the group's
     labels: Annotated[Any, Labels(max_entries=MAX_LABELS, nonempty=True, idents=True)]
     annotations: Annotated[Any, Labels(max_entries=MAX_LABELS)]
-    starts_at: Annotated[Timestamp, _RealInstant()] = field(metadata={"key": "startsAt"})
-    ends_at: Timestamp = field(metadata={"key": "endsAt"})
-    generator_url: String = field(metadata={"key": "generatorURL"})
+    starts_at: Annotated[Timestamp, _RealInstant()] = field(metadata={"alias": "startsAt"})
+    ends_at: Timestamp = field(metadata={"alias": "endsAt"})
+    generator_url: String = field(metadata={"alias": "generatorURL"})
     fingerprint: Annotated[str, Text(max_len=MAX_STRING, nonempty=True, pattern=_FINGERPRINT,
                                      expected="lower-case hex")]
 
@@ -145,15 +145,15 @@ class AlertmanagerMessage(Model):
 
     receiver: String
     status: Status
-    group_key: Annotated[str, Text(max_len=MAX_STRING, nonempty=True)] = field(metadata={"key": "groupKey"})
-    group_labels: Annotated[Any, Labels(max_entries=MAX_LABELS, idents=True)] = field(metadata={"key": "groupLabels"})
+    group_key: Annotated[str, Text(max_len=MAX_STRING, nonempty=True)] = field(metadata={"alias": "groupKey"})
+    group_labels: Annotated[Any, Labels(max_entries=MAX_LABELS, idents=True)] = field(metadata={"alias": "groupLabels"})
     common_labels: Annotated[Any, Labels(max_entries=MAX_LABELS, idents=True)] = field(
-        metadata={"key": "commonLabels"})
-    common_annotations: Annotated[Any, Labels(max_entries=MAX_LABELS)] = field(metadata={"key": "commonAnnotations"})
-    external_url: String = field(metadata={"key": "externalURL"})
+        metadata={"alias": "commonLabels"})
+    common_annotations: Annotated[Any, Labels(max_entries=MAX_LABELS)] = field(metadata={"alias": "commonAnnotations"})
+    external_url: String = field(metadata={"alias": "externalURL"})
     alerts: Annotated[tuple[Alert, ...], NonEmpty("alert")]
     version: Annotated[Any, _Version()]  # "4" (null tolerated)
-    truncated_alerts: Annotated[Any, Count()] = field(default=0, metadata={"key": "truncatedAlerts"})
+    truncated_alerts: Annotated[Any, Count()] = field(default=0, metadata={"alias": "truncatedAlerts"})
 
     @classmethod
     def parse(cls, data: Any) -> "AlertmanagerMessage":

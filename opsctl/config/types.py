@@ -32,9 +32,6 @@ class SecretRef(Model):
         except OSError as exc:
             raise UsageError(f"cannot read secret file {self.file}: {exc.strerror}") from exc
 
-    def to_data(self) -> dict:
-        return {"env": self.env} if self.env else {"file": self.file}
-
     def describe(self) -> str:
         return f"env:{self.env}" if self.env else f"file:{self.file}"
 

@@ -10,8 +10,8 @@ What a model class may say about its input (class attributes, none of them field
 - `unknown_keys = "ignore"`: tolerate keys it does not define (a sender's newer fields); the
   default refuses them, listing the known keys.
 - `redact_input = True` (a secret reference): a value of the wrong shape is described by its type
-  only, never echoed.
-A field may take its value from another key: `field(metadata={"key": "groupKey"})`.
+  only, never echoed; `to_dict` shows only the fields given (where the secret lives).
+A field may take its value from a key spelled otherwise: `field(metadata={"alias": "groupKey"})`.
 A class with `from_text(text)` (Duration, an RFC 3339 instant) is a typed scalar written as text.
 """
 
@@ -170,7 +170,7 @@ def _build_model(cls: type, value: Any, path: str, problems: list[str], words: W
         return None
     hints = _hints(cls)
     fields = dataclasses.fields(cls)
-    keys = {f.metadata.get("key", f.name): f for f in fields}
+    keys = {f.metadata.get("alias", f.name): f for f in fields}
     if getattr(cls, "unknown_keys", "refuse") != "ignore":
         public = {k for k, f in keys.items() if not f.metadata.get("internal")}
         for key in value:
@@ -217,9 +217,8 @@ def _name(tp: Any) -> str:
 def to_dict(obj: Any) -> Any:
     """Model -> plain data (for `config show`); internal fields left out, secrets shown by reference."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        to_data = getattr(obj, "to_data", None)
-        if to_data is not None:
-            return to_data()
+        if getattr(obj, "redact_input", False):  # a secret reference: only the reference given
+            return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if getattr(obj, f.name) is not None}
         return {
             f.name: to_dict(getattr(obj, f.name))
             for f in dataclasses.fields(obj)

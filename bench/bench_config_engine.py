@@ -12,7 +12,8 @@ that nothing is cached between them:
 - baseline: the same class bodies as plain classes (the floor: Python's own class creation)
 - empty: the header's imports alone (subtracted from every figure)
 
-Run: python3 -m bench.bench_config_engine [--rounds 7]
+Run: python3 -m bench.bench_config_engine [--rounds 7]; `--payloads` times parsing one webhook payload
+with the hand-written reader at --rev against the payload models on the engine.
 Figures are medians of per-round wall times, reported as ratios to the plain-class baseline.
 """
 
@@ -82,12 +83,61 @@ def time_once(code: str) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+PAYLOAD_TIMER = """
+import importlib.util, json, sys, time
+sys.path.insert(0, {tree!r})
+from tests.property.test_payloads import ALERTMANAGER, PAGERDUTY
+spec = importlib.util.spec_from_file_location("payloads_under_test", {path!r})
+mod = importlib.util.module_from_spec(spec); sys.modules[spec.name] = mod; spec.loader.exec_module(mod)
+doc = json.loads(json.dumps(ALERTMANAGER)); pd = json.loads(json.dumps(PAGERDUTY))
+for _ in range(200): mod.AlertmanagerMessage.parse(doc); mod.PagerDutyEvent.parse(pd)
+n = 2000
+t = time.perf_counter()
+for _ in range(n): mod.AlertmanagerMessage.parse(doc)
+am = (time.perf_counter() - t) / n * 1e6
+t = time.perf_counter()
+for _ in range(n): mod.PagerDutyEvent.parse(pd)
+print(am, (time.perf_counter() - t) / n * 1e6)
+"""
+
+
+def payloads(rev: str, rounds: int) -> None:
+    """Parse time of one webhook payload: the hand-written reader at `rev` vs the engine's models."""
+    import os
+    import tempfile
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    old = subprocess.run(["git", "-C", repo, "show", f"{rev}:opsctl/automation/payloads.py"], capture_output=True,
+                         text=True, check=True).stdout
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(old)
+    paths = {"hand-written (before)": f.name, "engine (after)": os.path.join(repo, "opsctl/automation/payloads.py")}
+    out: dict[str, list[tuple[float, float]]] = {k: [] for k in paths}
+    for _ in range(rounds):
+        for name, path in paths.items():
+            res = subprocess.run([sys.executable, "-c", PAYLOAD_TIMER.format(tree=repo, path=path)],
+                                 capture_output=True, text=True, check=True, cwd=repo)
+            am, pd = map(float, res.stdout.split())
+            out[name].append((am, pd))
+    os.unlink(f.name)
+    base = statistics.median(a for a, _ in out["hand-written (before)"])
+    print(f"webhook payload parse, {rounds} rounds x 2000 parses, median us per payload:")
+    for name, values in out.items():
+        am = statistics.median(a for a, _ in values)
+        pd = statistics.median(p for _, p in values)
+        print(f"  {name:22s} Alertmanager v4 (1 alert) {am:6.1f} us ({am / base:4.2f}x)   PagerDuty v3 {pd:6.1f} us")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--payloads", action="store_true", help="time webhook payload parsing instead")
     parser.add_argument("--source", default=None, help="a file holding the class definitions")
     parser.add_argument("--rev", default="5bf619b", help="git revision of the one-file opsctl/config.py")
     args = parser.parse_args()
+    if args.payloads:
+        payloads(args.rev, args.rounds)
+        return
     if args.source:
         source = open(args.source).read()
     else:

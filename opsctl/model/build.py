@@ -72,9 +72,13 @@ def build(cls: type, data: Any, filename: str):
 
 def build_into(tp: Any, value: Any, path: str, problems: list[str], words: Words = CONFIG) -> Any:
     """Build `value` as type `tp` at key path `path`, appending problems (no raise)."""
+    if tp is str and type(value) is str:  # the common case, first
+        return value
     where = path or words.body
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
+    shape = _SHAPES.get(tp)
+    if shape is None:
+        shape = _SHAPES[tp] = (typing.get_origin(tp), typing.get_args(tp))
+    origin, args = shape
     if tp is Any:
         return value
     if origin is typing.Annotated:
@@ -169,8 +173,9 @@ def _build_model(cls: type, value: Any, path: str, problems: list[str], words: W
             problems.append(f"{where}: expected {words.mapping}, got {words.show(value)}")
         return None
     hints = _hints(cls)
-    fields = dataclasses.fields(cls)
-    keys = {f.metadata.get("alias", f.name): f for f in fields}
+    keys = _KEYS.get(cls)
+    if keys is None:
+        keys = _KEYS[cls] = {f.metadata.get("alias", f.name): f for f in dataclasses.fields(cls)}
     if getattr(cls, "unknown_keys", "refuse") != "ignore":
         public = {k for k, f in keys.items() if not f.metadata.get("internal")}
         for key in value:
@@ -196,6 +201,8 @@ def _build_model(cls: type, value: Any, path: str, problems: list[str], words: W
 
 
 _HINTS: dict[type, dict[str, Any]] = {}
+_SHAPES: dict[Any, tuple[Any, tuple]] = {}  # type -> (origin, args), computed once per type
+_KEYS: dict[type, dict[str, dataclasses.Field]] = {}  # model -> {input key: field}
 
 
 def _hints(cls: type) -> dict[str, Any]:

@@ -7,6 +7,7 @@ hits each alike, for two trees of opsctl (a git revision unpacked to a temporary
 - `import opsctl.config` (and the `-X importtime` cumulative figure of opsctl.config itself)
 - `opsctl traffic status` on the built-in embedded config, in an empty working directory
 - a bare Click hello-world (the floor any Click CLI pays), the baseline the ratios are taken to
+- `load_config()` of the built-in config once imported (read, build, validate), median of 30 in-process
 
 Run: python3 -m bench.bench_config_import [--rev 5bf619b] [--rounds 9]
 """
@@ -50,6 +51,23 @@ def importtime(tree: str, cwd: str) -> float:
     raise RuntimeError("opsctl.config not in -X importtime output")
 
 
+LOAD = """
+import statistics, time
+from opsctl.config import load_config
+load_config()  # yaml, the loader and first-use caches
+runs = []
+for _ in range(30):
+    t = time.perf_counter(); load_config(); runs.append((time.perf_counter() - t) * 1000)
+print(statistics.median(runs))
+"""
+
+
+def load_time(tree: str, cwd: str) -> float:
+    out = subprocess.run([sys.executable, "-c", LOAD], cwd=cwd, env={"PYTHONPATH": tree, "PATH": "/usr/bin:/bin"},
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout.strip())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rev", default="5bf619b", help="the 'before' revision")
@@ -68,6 +86,7 @@ def main() -> None:
                  "status before": None, "status after": None}
         times: dict[str, list[float]] = {k: [] for k in cases}
         imports: dict[str, list[float]] = {"before": [], "after": []}
+        loads: dict[str, list[float]] = {"before": [], "after": []}
         for _ in range(args.rounds):
             for name in cases:
                 cwd = Path(tmp) / f"cwd-{name.replace(' ', '-')}"
@@ -83,6 +102,7 @@ def main() -> None:
                 times[name].append(wall(cmd, env, str(cwd)))
             for which, tree in trees.items():
                 imports[which].append(importtime(tree, tmp))
+                loads[which].append(load_time(tree, tmp))
     base = statistics.median(times["hello"])
     print(f"{args.rounds} rounds, median wall ms, ratio to a bare Click hello-world ({base:.0f} ms):")
     for name, values in times.items():
@@ -90,6 +110,8 @@ def main() -> None:
         print(f"  {name:15s} {med:7.0f} ms  {med / base:5.2f}x")
     for which, values in imports.items():
         print(f"  -X importtime opsctl.config cumulative, {which}: {statistics.median(values):.1f} ms")
+    for which, values in loads.items():
+        print(f"  load_config() of the built-in config, warm, {which}: {statistics.median(values):.2f} ms")
 
 
 if __name__ == "__main__":

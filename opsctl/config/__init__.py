@@ -14,7 +14,7 @@ else the built-in embedded default (state under `./.opsctl/`). Every name is re-
 """
 
 from opsctl.freeze import FreezeWindow  # its home is opsctl.freeze; re-exported for old imports
-from opsctl.model import build, to_dict
+from opsctl.model import Duration, build, to_dict
 from opsctl.config.types import (  # noqa: F401
     SecretRef,
     _https_url,
@@ -117,4 +117,4 @@ from opsctl.config.loading import (  # noqa: F401
     BUILTIN_CONFIG,
 )
 
-__all__ = ["AlertingConfig", "AutomationConfig", "AutomationPolicy", "BUILTIN_CONFIG", "Backend", "BackendCost", "CapacityConfig", "Config", "ConfigMapSettings", "CostConfig", "DEFAULTS_DIR", "DatabricksOAuth", "Destination", "DrillsConfig", "EmailSettings", "Endpoint", "EndpointAuth", "FailoverAction", "FileActuatorSettings", "FreezeWindow", "FrontierReference", "GatewayApiSettings", "GpuPricing", "IstioSettings", "JiraSettings", "KubernetesSettings", "LeaderElection", "LiveDrillSettings", "LocalPagerSettings", "LocalTicketSettings", "MetricsConfig", "POLICY_LABELS", "PageAction", "PagerDutySettings", "PagingConfig", "PolicyActions", "ProbeSettings", "PrometheusAuth", "PrometheusRuleMeta", "PrometheusSource", "ProvisionedPricing", "PushSettings", "QualityConfig", "QualityRules", "QualitySignal", "RampDefaults", "RateLimit", "RetrySettings", "RunbookSeverities", "RunbookTickets", "RunbooksConfig", "SEVERITIES", "SecretRef", "SeverityAlerting", "ShadowSettings", "SloConfig", "StateConfig", "TicketAction", "TicketSeverity", "TicketsConfig", "TokenPricing", "TrafficConfig", "VendorTickets", "WebhookSettings", "ZendeskSettings", "build", "find_config_path", "load_config", "load_config_file", "load_yaml_file", "to_dict"]
+__all__ = ["Duration", "AlertingConfig", "AutomationConfig", "AutomationPolicy", "BUILTIN_CONFIG", "Backend", "BackendCost", "CapacityConfig", "Config", "ConfigMapSettings", "CostConfig", "DEFAULTS_DIR", "DatabricksOAuth", "Destination", "DrillsConfig", "EmailSettings", "Endpoint", "EndpointAuth", "FailoverAction", "FileActuatorSettings", "FreezeWindow", "FrontierReference", "GatewayApiSettings", "GpuPricing", "IstioSettings", "JiraSettings", "KubernetesSettings", "LeaderElection", "LiveDrillSettings", "LocalPagerSettings", "LocalTicketSettings", "MetricsConfig", "POLICY_LABELS", "PageAction", "PagerDutySettings", "PagingConfig", "PolicyActions", "ProbeSettings", "PrometheusAuth", "PrometheusRuleMeta", "PrometheusSource", "ProvisionedPricing", "PushSettings", "QualityConfig", "QualityRules", "QualitySignal", "RampDefaults", "RateLimit", "RetrySettings", "RunbookSeverities", "RunbookTickets", "RunbooksConfig", "SEVERITIES", "SecretRef", "SeverityAlerting", "ShadowSettings", "SloConfig", "StateConfig", "TicketAction", "TicketSeverity", "TicketsConfig", "TokenPricing", "TrafficConfig", "VendorTickets", "WebhookSettings", "ZendeskSettings", "build", "find_config_path", "load_config", "load_config_file", "load_yaml_file", "to_dict"]

@@ -1,4 +1,4 @@
-"""Backends, the metric source (embedded or Prometheus), and the SLO settings."""
+"""The metric source (embedded or Prometheus) and the SLO settings."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The root `Config`: every section, and the checks that span sections."""
+"""The root `Config`: the backends, every section, and the checks that span sections."""
 
 from __future__ import annotations
 

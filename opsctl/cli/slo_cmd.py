@@ -36,7 +36,7 @@ def validate(app, paths):
     """Check SLO files; every problem is listed with its file and field (exit 2)."""
     from opsctl.slo.model import load_slos
 
-    slos = load_slos(_slo_paths(app, paths), app.config.backends)
+    slos = load_slos(_slo_paths(app, paths), app.config.backends, config=app.config)
     for s in slos:
         click.echo(f"ok  {s.file}  {s.name} ({s.kind}, goal {s.goal:g}, backend {s.backend})")
 
@@ -65,7 +65,7 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
     from opsctl.slo.report import build_report
 
     cfg = app.config
-    slos = load_slos(_slo_paths(app, paths), cfg.backends)
+    slos = load_slos(_slo_paths(app, paths), cfg.backends, config=cfg)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
     when, aligned = _aligned(when, at)
     progress = (lambda msg: click.echo(msg, err=True)) if output == "table" else None
@@ -166,7 +166,7 @@ def rules(app, paths, fmt, out):
 
     cfg = app.config
     settings = RuleSettings.from_config(cfg)
-    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends), settings)
+    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends, config=cfg), settings)
     document = rules_document(plans, settings, fmt)
     from opsctl.quality.rules import add_quality_group  # the live quality rules ride along (quality.rules)
 
@@ -205,7 +205,7 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
 
     cfg = app.config
     settings = RuleSettings.from_config(cfg)
-    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends), settings)
+    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends, config=cfg), settings)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
     when, aligned = _aligned(when, at)
     result = evaluate_plans(plans, source, when, settings)
@@ -264,7 +264,7 @@ def dashboard(app, paths, out, uid):
 
     cfg = app.config
     settings = RuleSettings.from_config(cfg)
-    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends), settings)
+    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends, config=cfg), settings)
     text = json.dumps(build(plans, settings, uid=uid), indent=2) + "\n"
     if out:
         write_atomic(out, text)

@@ -47,6 +47,7 @@ class SloDefinition:
     operators: tuple[str, ...] = ("increase", "sum")
     expression: str | None = None  # query_sli's expression (distribution_cut's is in filter_good)
     service_name: str | None = None
+    source_format: str = "slo-generator"  # or "openslo": the format of `file` (`document` is slo-generator's)
 
     @property
     def error_budget(self) -> float:
@@ -130,25 +131,42 @@ def discover(paths: Iterable[str | Path]) -> list[Path]:
     return files
 
 
-def load_slos(paths: Iterable[str | Path], backends: Iterable[str]) -> list[SloDefinition]:
-    """Load and validate SLO files; every problem in every file is reported before failing."""
-    from opsctl.config import load_yaml_file
+def load_slos(paths: Iterable[str | Path], backends: Iterable[str], *, config=None) -> list[SloDefinition]:
+    """Load and validate SLO files, slo-generator's and OpenSLO v1 (told apart by `apiVersion`);
+    every problem in every file is reported before failing.
+
+    OpenSLO references (`indicatorRef`, `metricSourceRef`, ...) resolve across all the files read.
+    With `config`, an OpenSLO time window must equal its `slos.period` and alert conditions must
+    be among the burn-rate alerts its `alerting:` generates (see opsctl.slo.openslo).
+    """
+    from opsctl.slo import openslo
 
     known = set(backends)
     files = discover(paths)
     problems: list[str] = []
     slos: list[SloDefinition] = []
+    open_docs: list[tuple[str, object]] = []
     for path in files:
         try:
-            doc = load_yaml_file(path, "SLO file")
+            docs = openslo.read_documents(path)
         except ConfigError as exc:
             problems.extend(exc.problems)
             continue
-        slo = _validate(doc, str(path), known, problems)
-        if slo:
-            slos.append(slo)
+        if any(openslo.is_openslo(d) for d in docs):
+            open_docs.extend((str(path), str(path) if len(docs) == 1 else f"{path}: document {i + 1}", d)
+                             for i, d in enumerate(docs))
+        elif len(docs) != 1:
+            problems.append(f"{path}: (top level): a slo-generator SLO file holds one document, got {len(docs)}")
+        else:
+            slo = _validate(docs[0], str(path), known, problems)
+            if slo:
+                slos.append(slo)
+    if open_docs:
+        slos.extend(_load_openslo(open_docs, known, config, problems))
     if not files:
         problems.append("no SLO files found in " + ", ".join(str(p) for p in paths))
+    elif not slos and not problems:
+        problems.append("no SLOs in " + ", ".join(str(p) for p in paths) + " (OpenSLO files there hold no kind: SLO)")
     names: dict[str, str] = {}
     for slo in slos:
         if slo.name in names:
@@ -157,6 +175,26 @@ def load_slos(paths: Iterable[str | Path], backends: Iterable[str]) -> list[SloD
     if problems:
         raise ConfigError(f"{len(problems)} problem(s) in SLO files", problems=problems)
     return slos
+
+
+def _load_openslo(docs, known: set[str], config, problems: list[str]) -> list[SloDefinition]:
+    import dataclasses
+
+    from opsctl.slo import openslo
+
+    ctx = openslo.Context(config.slos.period_seconds, config.alerting) if config is not None else openslo.Context()
+    index = openslo.build_objects(docs, problems)
+    out = []
+    for loaded in index["SLO"].values():
+        document, paths = openslo.to_slo_generator(loaded, index, ctx, problems)
+        if document is None:
+            continue
+        found: list[str] = []
+        slo = _validate(document, loaded.file, known, found)
+        problems.extend(openslo.remap(found, loaded.file, paths))
+        if slo:
+            out.append(dataclasses.replace(slo, file=loaded.path, source_format="openslo"))
+    return out
 
 
 SPEC_KEYS = {"description", "backend", "method", "exporters", "service_level_indicator", "goal",

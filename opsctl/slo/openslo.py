@@ -170,6 +170,10 @@ def to_slo_generator(slo: Loaded, index: dict[str, dict[str, Loaded]], ctx: Cont
         return None, {}
     method, indicator, paths = mapped
     labels = {k: v for k, v in slo.obj.metadata.labels.items() if isinstance(v, str)}
+    for key in ("backend", "service_name", "slo_name"):  # labels that carry meaning in opsctl: one value
+        if key in slo.obj.metadata.labels and key not in labels:
+            bad(f"metadata.labels.{key}", f"must be one string, got {slo.obj.metadata.labels[key]!r}")
+            return None, {}
     if spec.service is not None:
         labels["service_name"] = spec.service
         paths["metadata.labels.service_name"] = "spec.service"

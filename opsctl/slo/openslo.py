@@ -165,15 +165,14 @@ def to_slo_generator(slo: Loaded, index: dict[str, dict[str, Loaded]], ctx: Cont
         else:
             sli, sli_path = found.obj.spec, f"spec.indicatorRef -> {found.file}: spec"
     _check_alert_policies(slo, index, ctx, bad)
-    mapped = _map_sli(sli, objective, sli_path, index, bad) if sli is not None else None
-    if len(problems) > before or mapped is None:
-        return None, {}
-    method, indicator, paths = mapped
     labels = {k: v for k, v in slo.obj.metadata.labels.items() if isinstance(v, str)}
     for key in ("backend", "service_name", "slo_name"):  # labels that carry meaning in opsctl: one value
         if key in slo.obj.metadata.labels and key not in labels:
             bad(f"metadata.labels.{key}", f"must be one string, got {slo.obj.metadata.labels[key]!r}")
-            return None, {}
+    mapped = _map_sli(sli, objective, sli_path, index, bad) if sli is not None else None
+    if len(problems) > before or mapped is None:
+        return None, {}
+    method, indicator, paths = mapped
     if spec.service is not None:
         labels["service_name"] = spec.service
         paths["metadata.labels.service_name"] = "spec.service"
@@ -255,20 +254,20 @@ def _map_sli(sli: om.SliSpec, objective: om.Objective, path: str, index, bad):
             return None
         expression = query if ratio.rawType == "success" else f"1 - ({query})"
         return "query_sli", {"expression": expression}, {f"{sg}.expression": f"{rpath}.raw.metricSource.spec.query"}
-    if ratio.counter is not True:
+    counter = ratio.counter is True
+    if not counter:
         bad(f"{rpath}.counter", "must be true: opsctl counts events as increases of counters"
             f" (got {ratio.counter!r}; a gauge sampled at instants has no event counts)")
-        return None
     total = _source(ratio.total, f"{rpath}.total", index, bad)
     if ratio.good is not None:
         good = _source(ratio.good, f"{rpath}.good", index, bad)
-        if good is None or total is None:
+        if good is None or total is None or not counter:
             return None
         return "good_bad_ratio", {"filter_good": good, "filter_valid": total}, {
             f"{sg}.filter_good": f"{rpath}.good.metricSource.spec.query",
             f"{sg}.filter_valid": f"{rpath}.total.metricSource.spec.query"}
     bad_query = _source(ratio.bad, f"{rpath}.bad", index, bad)
-    if bad_query is None or total is None:
+    if bad_query is None or total is None or not counter:
         return None
     from opsctl.slo.model import DEFAULT_OPERATORS, fmt_query
 
@@ -282,26 +281,26 @@ def _check_alert_policies(slo: Loaded, index, ctx: Context, bad) -> None:
     from opsctl.slo import conventions as cv
 
     for i, entry in enumerate(slo.obj.spec.alertPolicies):
-        where = f"spec.alertPolicies[{i}]"
+        where = f"spec.alertPolicies[{i}].spec"  # the policy's spec, inline or referenced
         policy = entry.spec
         if entry.alertPolicyRef is not None:
             found = index["AlertPolicy"].get(entry.alertPolicyRef)
             if found is None:
-                bad(f"{where}.alertPolicyRef", f"no AlertPolicy named {entry.alertPolicyRef!r} in the files read")
+                bad(f"spec.alertPolicies[{i}].alertPolicyRef", f"no AlertPolicy named {entry.alertPolicyRef!r} in the files read")
                 continue
-            policy, where = found.obj.spec, f"{where}.alertPolicyRef -> {found.file}: spec"
+            policy, where = found.obj.spec, f"spec.alertPolicies[{i}].alertPolicyRef -> {found.file}: spec"
         if policy.alertWhenNoData or policy.alertWhenResolved or not policy.alertWhenBreaching:
             bad(where, "opsctl's burn-rate alerts fire when breaching (alertWhenBreaching: true) and"
                 " nothing else; alertWhenNoData and alertWhenResolved are not supported")
         condition_entry = policy.conditions[0]
-        cpath = f"{where}.conditions[0]"
+        cpath = f"{where}.conditions[0].spec"  # the condition's spec, inline or referenced
         spec = condition_entry.spec
         if condition_entry.conditionRef is not None:
             found = index["AlertCondition"].get(condition_entry.conditionRef)
             if found is None:
-                bad(f"{cpath}.conditionRef", f"no AlertCondition named {condition_entry.conditionRef!r} in the files read")
+                bad(f"{where}.conditions[0].conditionRef", f"no AlertCondition named {condition_entry.conditionRef!r} in the files read")
                 continue
-            spec, cpath = found.obj.spec, f"{cpath}.conditionRef -> {found.file}: spec"
+            spec, cpath = found.obj.spec, f"{where}.conditions[0].conditionRef -> {found.file}: spec"
         _check_condition(spec, cpath, ctx, bad, cv)
 
 

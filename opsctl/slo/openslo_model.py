@@ -141,7 +141,11 @@ class Objective:
 
     @property
     def goal(self) -> float:
-        return self.target if self.target is not None else self.targetPercent / 100
+        if self.target is not None:
+            return self.target
+        from decimal import Decimal  # 99.99 / 100 is 0.9998999999999999 in floats; as written it is 0.9999
+
+        return float(Decimal(repr(self.targetPercent)) / 100)
 
 
 @dataclass(frozen=True)

@@ -340,3 +340,24 @@ def remap(problems: list[str], file: str, paths: dict[str, str]) -> list[str]:
         key, sep, what = rest.partition(": ")
         out.append(f"{file}: {paths.get(key, key)}: {what}" if sep else problem)
     return out
+
+
+def load(docs, known: set[str], config, problems: list[str]) -> list:
+    """Raw OpenSLO documents (file, where, doc) -> SloDefinitions, every problem added to `problems`."""
+    import dataclasses
+
+    from opsctl.slo.model import _validate
+
+    ctx = Context(config.slos.period_seconds, config.alerting) if config is not None else Context()
+    index = build_objects(docs, problems)
+    out = []
+    for loaded in index["SLO"].values():
+        document, paths = to_slo_generator(loaded, index, ctx, problems)
+        if document is None:
+            continue
+        found: list[str] = []
+        slo = _validate(document, loaded.file, known, found)
+        problems.extend(remap(found, loaded.file, paths))
+        if slo:
+            out.append(dataclasses.replace(slo, file=loaded.path, source_format="openslo"))
+    return out

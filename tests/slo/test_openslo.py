@@ -388,3 +388,30 @@ def test_a_promql_problem_is_named_by_the_openslo_key_it_came_from(tmp_path):
     assert result.exit_code == 2
     assert (f"{slos / 's.yaml'}: spec.indicator.spec.thresholdMetric.metricSource.spec.query: must select a"
             " histogram's `_bucket` series") in result.stderr
+
+
+def test_both_formats_refuse_unknown_keys_and_wrong_types_through_one_engine(tmp_path):
+    slos = tmp_path / "slos"
+    slos.mkdir()
+    (slos / "sg.yaml").write_text("""\
+apiVersion: sre.google.com/v2
+kind: ServiceLevelObjective
+metadata: {name: sg, namespace: team-a}
+spec:
+  backend: prometheus
+  method: good_bad_ratio
+  goal: 0.99
+  description: [not, a, string]
+  service_level_indicator:
+    filter_good: 'llm_proxy_requests_total{outcome="ok"}'
+    filter_valid: 'llm_proxy_requests_total'
+""")
+    (slos / "os.yaml").write_text(OPENSLO["raw.yaml"].replace("metadata: {name: twin-raw}",
+                                                              "metadata: {name: os, namespace: team-a}")
+                                  .replace("  description: raw\n", "  description: [raw]\n"))
+    result = invoke("--config", write_config(tmp_path, slo_dir=slos), "slo", "validate")
+    assert result.exit_code == 2
+    for name in ("sg", "os"):
+        path = slos / f"{name}.yaml"
+        assert f"{path}: metadata.namespace: unknown key (known keys: " in result.stderr, name
+        assert f"{path}: spec.description: expected a string, got list" in result.stderr, name

@@ -113,7 +113,7 @@ def build_objects(docs: list[tuple[str, str, Any]], problems: list[str]) -> dict
             problems.append(f"{where}: apiVersion: opsctl reads {om.API_VERSION!r}, got {doc.get('apiVersion')!r}")
             continue
         kind = doc.get("kind")
-        if kind not in om.DOCUMENTS:
+        if not isinstance(kind, str) or kind not in om.DOCUMENTS:
             problems.append(f"{where}: kind: must be one of {', '.join(om.KINDS)}, got {kind!r}")
             continue
         try:

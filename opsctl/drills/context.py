@@ -15,6 +15,7 @@ from typing import Callable
 
 from opsctl.drills.expectations import Observations, Verdict
 from opsctl.drills.scenario import Scenario, resolve_slo
+from opsctl.drills.text import offset_text
 
 
 class Refused(Exception):
@@ -122,11 +123,3 @@ class DrillRun:
         self.state.save()
         self.env.split_changed(split)
 
-
-def offset_text(seconds: float) -> str:
-    seconds = int(round(seconds))
-    sign = "-" if seconds < 0 else "+"
-    seconds = abs(seconds)
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{sign}{h}h{m:02d}m{s:02d}s" if h else f"{sign}{m}m{s:02d}s"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opsctl.drills.scenario import Expectation
+from opsctl.drills.text import burn_over_threshold, rate_text
 
 
 @dataclass
@@ -134,7 +135,7 @@ class Judge:
         if hasattr(alert, "describe"):  # a quality alert
             return at, alert.describe(), None
         return at, (f"{alert.alertname} {alert.slo} {alert.long_window}/{alert.short_window}"
-                    f" burn {alert.burn_rate:.1f}x > {alert.factor:g}x"), None
+                    f" {burn_over_threshold(alert)}"), None
 
     def _paged(self, e, obs):
         if obs.page_error:
@@ -230,7 +231,7 @@ class Judge:
         burn = obs.window_burn.get((slo, e.window))
         if slo not in obs.burning_since:
             return None, f"{slo} never burned its budget faster than sustainable", None
-        shown = f"{burn:.1f}x" if burn is not None else "unknown (no data)"
+        shown = rate_text(burn) if burn is not None else "unknown (no data)"
         return None, f"{slo} still burning ({shown} over the last {_mins(e.window)})", None
 
     def _change_refused(self, e, obs):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 
 from opsctl.drills.context import Aborted, DrillRun
-from opsctl.drills.report import duration_text
+from opsctl.drills.text import duration_text, rate_text
 from opsctl.drills.scenario import default_backend
 from opsctl.errors import OpsctlError
 
@@ -135,7 +135,7 @@ class MethodLoop:
         pages = [a for a in evaluation.firing if a.severity == "page"] or [a for a in quality if a.severity == "page"]
         if pages and run.obs.t0 is not None and not run.state.data["pages"] and not self._pending_page:
             worst = max(pages, key=lambda a: a.burn_rate)
-            summary = f"{worst.slo} burning its error budget at {worst.burn_rate:.0f}x ({worst.long_window}/{worst.short_window})"
+            summary = f"{worst.slo} burning its error budget at {rate_text(worst.burn_rate, 0)} ({worst.long_window}/{worst.short_window})"
             if worst in quality:  # a quality page says so: nothing is failing
                 summary = worst.annotations["summary"]
             run.schedule(now + run.scenario.paging.group_wait, "page", lambda: self.responders.page(summary, pages))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from opsctl.drills.context import Aborted, DrillRun
 from opsctl.drills.expectations import Judge, TicketSeen, Verdict
-from opsctl.drills.report import duration_text
+from opsctl.drills.text import burn_over_threshold, duration_text, rate_text
 from opsctl.drills.safety import real_incidents
 from opsctl.errors import OpsctlError
 
@@ -64,7 +64,7 @@ class Observer:
                 run.obs.first_firing[key] = (now, alert)
             if key not in self._last_firing:
                 run.say("alert", f"FIRING {alert.describe()}" if hasattr(alert, "describe") else
-                        f"FIRING {alert.alertname} {alert.slo} {key[2]}: burn {alert.burn_rate:.1f}x > {alert.factor:g}x")
+                        f"FIRING {alert.alertname} {alert.slo} {key[2]}: {burn_over_threshold(alert)}")
         for key in self._last_firing - set(firing):
             run.say("alert", f"resolved {key[1]} {key[0]} {key[2]}")
         self._last_firing = set(firing)
@@ -97,7 +97,7 @@ class Observer:
                 run.obs.burning_since.setdefault(slo, now)
             elif slo in run.obs.burning_since and slo not in run.obs.recovered_at and burn is not None:
                 run.obs.recovered_at[slo] = now
-                run.say("recovered", f"{slo}: burn {burn:.2f}x over the last {duration_text(e.window)}")
+                run.say("recovered", f"{slo}: burn {rate_text(burn, 2)} over the last {duration_text(e.window)}")
 
     # -- the pager, the audit log, the tickets -----------------------------------------------------
 

@@ -7,6 +7,8 @@ inline CSS and an inline SVG chart: no scripts, no external assets, so it can be
 
 from __future__ import annotations
 
+from opsctl.drills.text import duration_text, rate_text
+
 import json
 import os
 from html import escape
@@ -31,17 +33,6 @@ MEASURES = (
 
 def _fmt(ts: float | None) -> str | None:
     return None if ts is None else format_rfc3339(ts)
-
-
-def duration_text(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(round(seconds))
-    sign = "-" if seconds < 0 else ""
-    seconds = abs(seconds)
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{sign}{h}h{m:02d}m{s:02d}s" if h else f"{sign}{m}m{s:02d}s"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,7 +320,7 @@ def render_markdown(d: dict) -> str:
                   "|---|---|---|"]
         for row in budget["slos"]:
             spent = "-" if row["spent"] is None else f"{row['spent'] * 100:.1f}%"
-            lines.append(f"| {row['slo']} | {spent} | {row['peak_burn_1h']:.1f}x |")
+            lines.append(f"| {row['slo']} | {spent} | {rate_text(row['peak_burn_1h'])} |")
         lines.append("")
     lines += ["## Timeline", "", "| time | since fault | phase | event | |", "|---|---|---|---|---|"]
     for e in d.get("timeline", []):
@@ -433,7 +424,7 @@ def render_html(d: dict) -> str:
     if budget.get("slos"):
         parts.append(f"<p>{e(budget['basis'])}.</p>")
         parts.append(_table(["SLO", "spent by the drill", "peak burn (1h)"], [
-            [r["slo"], "-" if r["spent"] is None else f"{r['spent'] * 100:.1f}%", f"{r['peak_burn_1h']:.1f}x"]
+            [r["slo"], "-" if r["spent"] is None else f"{r['spent'] * 100:.1f}%", rate_text(r['peak_burn_1h'])]
             for r in budget["slos"]]))
     parts.append('<h2 id="timeline">Timeline</h2>')
     parts.append(_table(["time", "since fault", "phase", "event", ""], [

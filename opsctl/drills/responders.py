@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from opsctl.drills.context import DrillRun
 from opsctl.drills.expectations import TicketSeen
-from opsctl.drills.report import duration_text
+from opsctl.drills.text import duration_text
 from opsctl.errors import OpsctlError
 
 

@@ -33,10 +33,9 @@ def drill():
 
 
 def _scenario_paths(app, paths) -> list:
-    from opsctl.drills.scenario import discover
+    from opsctl.drills.catalog import scenario_paths
 
-    cfg = app.config
-    return discover(list(paths) or [cfg.path(cfg.drills.scenarios)])
+    return scenario_paths(list(paths), app.config)
 
 
 def _rel(path) -> str:

@@ -56,6 +56,7 @@ class DrillRun:
         self.state = None
         self.slos: list = []
         self.meter = None  # BurnMeter, set by the steady state
+        self.plans: list = []  # the burn-rate rule plans, set by the steady state (the chart reads their thresholds)
         self.page_key: str | None = None
         self.environment_facts: dict = {}
         self.crash: str | None = None

@@ -32,7 +32,7 @@ class Observer:
 
         run = self.run
         self.settings = RuleSettings.from_config(run.env.cfg)
-        self.plans = plan_rules(run.slos, self.settings)
+        self.plans = run.plans = plan_rules(run.slos, self.settings)
         self.evaluator = AlertEvaluator(self.plans, source, self.settings) if run.mode == "embedded" else None
         self.quality_plan, self._quality = plan_quality(run.env.cfg), None
 

@@ -148,7 +148,7 @@ def _charted(run) -> list[str]:
     for (slo, sev, pair), _ in sorted(run.obs.first_firing.items(), key=lambda kv: kv[1][0]):
         if slo not in fired:
             fired.append(slo)
-    tracked = sorted(getattr(run, "meter", None).slos) if getattr(run, "meter", None) else []
+    tracked = sorted(run.meter.slos) if run.meter else []
     named = [run.slo_name(e.slo) for e in run.scenario.expectations if e.slo]
     order = [s for s in named if s in tracked] + [s for s in fired if s in tracked]
     order += [s for s in tracked if s.endswith("availability")]
@@ -163,7 +163,7 @@ def _chart(run) -> dict:
     points = [{"offset": round(row["at"] - t0, 3),
                "values": {s: row["slos"][s] for s in slos if s in row["slos"]}} for row in run.samples]
     factor = None
-    for plan in getattr(run, "plans", []):
+    for plan in run.plans:
         for alert in plan.alerts:
             if alert.severity == "page" and alert.long == "1h":
                 factor = alert.factor
@@ -185,7 +185,7 @@ def _chart(run) -> dict:
 
 
 def _budget(run) -> dict:
-    meter = getattr(run, "meter", None)
+    meter = run.meter
     if meter is None or not run.samples:
         return {}
     last = run.samples[-1]["slos"]

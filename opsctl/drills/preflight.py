@@ -52,18 +52,7 @@ class Preflight:
         run.audit("drill-started", scenario=run.scenario.title, file=run.scenario.path, mode=run.mode)
 
     def _take_live_lock(self) -> None:
-        """One live drill at a time per state dir: two would fight over the same split and pages."""
-        import fcntl
-
-        path = self.run.user_cfg.drills_path / "live.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a+")
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            raise Refused("another live drill is running from this state dir") from None
-        self._live_lock = handle
+        self._live_lock = take_live_lock(self.run.user_cfg)
 
     def release(self) -> None:
         if self._live_lock is not None:
@@ -140,6 +129,22 @@ class Preflight:
             if slo.backend in faulted or (faulted and slo.backend == "all"):
                 names.add(slo.name)
         return names
+
+
+def take_live_lock(user_cfg):
+    """One live drill at a time per state dir: two would fight over the same split and pages.
+    Returns the open lock file (closing it releases the lock); `Refused` when another holds it."""
+    import fcntl
+
+    path = user_cfg.drills_path / "live.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise Refused("another live drill is running from this state dir") from None
+    return handle
 
 
 def _plain(value):

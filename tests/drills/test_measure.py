@@ -1,7 +1,7 @@
 """The drill's burn meter reads the SLO's own counts the way the SLO report does: filter_valid, and
 filter_bad (valid = good + bad). Expected figures are computed here from the counts written to a
-real embedded store, not through opsctl. (query_sli needs a PromQL expression the embedded store
-does not evaluate.)"""
+real embedded store, not through opsctl; on a real Prometheus, a query_sli SLO (a PromQL expression
+the embedded store does not evaluate) burns as the event-count forms do on the same traffic."""
 
 from __future__ import annotations
 
@@ -60,3 +60,31 @@ def test_the_budget_a_drill_spent_counts_bad_events_against_the_periods_budget(m
     assert sample.bad_since == pytest.approx(ERR * 60, rel=1e-6)
     assert meter.spent(name, sample) == pytest.approx(ERR * 60 / ((1 - GOAL) * period_valid), rel=1e-6)
 
+
+
+@pytest.mark.prometheus
+def test_on_prometheus_a_query_sli_slo_burns_as_the_event_count_forms_do(tmp_path):
+    from opsctl.config import PrometheusSource as Settings
+    from opsctl.metrics.prometheus import PrometheusSource
+    from tests.conftest import PrometheusServer
+    from tests.slo import data as d
+
+    end, steps = 1_795_000_000, 720  # two hours of 10-second steps, 1% server errors throughout
+    om = tmp_path / "traffic.om"
+    om.write_text(d.openmetrics({"internal": d.make_traffic(end, steps, 1000, error_share=0.01)}))
+    server = PrometheusServer(tmp_path, openmetrics=om)
+    try:
+        slo_dir = tmp_path / "slos"
+        slo_dir.mkdir()
+        for form in (*FORMS, "query-sli"):
+            slo_file(slo_dir, form)
+        slos = load_slos([slo_dir], ["internal", "databricks"])
+        meter = BurnMeter(PrometheusSource(Settings(url=server.url, timeout=10, report_deadline=60)), slos, PERIOD)
+        samples = meter.sample(end, [300, 1800], since=None)
+    finally:
+        server.stop()
+    expected = 0.01 / (1 - GOAL)  # the error ratio over the budget: 10x
+    assert {s.method for s in slos} == {"good_bad_ratio", "query_sli"}
+    for name, sample in samples.items():
+        assert sample.burn[300] == pytest.approx(expected, rel=1e-6), name
+        assert sample.burn[1800] == pytest.approx(expected, rel=1e-6), name

@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 from bench.results import write_section  # noqa: E402
 from opsctl.config import PrometheusSource as PromSettings  # noqa: E402
 from opsctl.metrics.prometheus import PrometheusSource  # noqa: E402
-from opsctl.slo.model import load_slos  # noqa: E402
+from opsctl.slo.loading import load_slos  # noqa: E402
 from opsctl.slo.report import build_report, report_windows  # noqa: E402
 from tests.conftest import PrometheusServer  # noqa: E402
 from tests.slo import data as d  # noqa: E402

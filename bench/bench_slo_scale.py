@@ -44,7 +44,7 @@ from bench.results import write_section  # noqa: E402
 from opsctl.config import PrometheusSource as PromSettings  # noqa: E402
 from opsctl.config import load_config_file  # noqa: E402
 from opsctl.metrics.prometheus import PrometheusSource, QueryRefused  # noqa: E402
-from opsctl.slo.model import load_slos  # noqa: E402
+from opsctl.slo.loading import load_slos  # noqa: E402
 from opsctl.slo.report import build_report  # noqa: E402
 from opsctl.slo.rules import RuleSettings, error_ratio_expr, plan_rules, rule_groups  # noqa: E402
 from tests.conftest import PrometheusServer, write_config  # noqa: E402

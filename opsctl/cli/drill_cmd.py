@@ -124,7 +124,7 @@ def validate(app, paths, live, output):
     """
     from opsctl.drills.scenario import check_against_config, load_scenario
     from opsctl.errors import ConfigError
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
 
     cfg = app.config
     slo_names = [s.name for s in load_slos([cfg.slo_dir], cfg.backends)]
@@ -191,7 +191,7 @@ def run(app, scenario, live, dry_run, quiet, chain, routing, chain_timeout, outp
     if dry_run:
         from opsctl.drills.plan import dry_run_plan
         from opsctl.drills.scenario import check_against_config, raise_problems
-        from opsctl.slo.model import load_slos
+        from opsctl.slo.loading import load_slos
 
         raise_problems(check_against_config(sc, cfg, [s.name for s in load_slos([cfg.slo_dir], cfg.backends)],
                                             live=live), f"{scenario}: the scenario does not fit the config")

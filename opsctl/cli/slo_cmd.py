@@ -35,7 +35,7 @@ def _slo_paths(app, paths):
 @click.pass_obj
 def validate(app, paths):
     """Check SLO files; every problem is listed with its file and field (exit 2)."""
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
 
     slos = load_slos(_slo_paths(app, paths), app.config.backends, config=app.config)
     for s in slos:
@@ -62,7 +62,7 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
       opsctl slo report --exclude-drills -o json    # the budget with and without live drills
     """
     from opsctl.errors import NoDataError, OpsctlError
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
     from opsctl.slo.report import build_report
 
     cfg = app.config
@@ -161,7 +161,7 @@ def rules(app, paths, fmt, out):
       opsctl slo rules > slo-rules.yaml && promtool check rules slo-rules.yaml
       opsctl slo rules slos/ --format prometheusrule --out deploy/slo-prometheusrule.yaml
     """
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
     from opsctl.slo.rules import (RuleSettings, count_rules, header, plan_rules, render_yaml, rules_document,
                                   write_atomic)
 
@@ -201,7 +201,7 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
     """
     from opsctl.errors import NoDataError, OpsctlError
     from opsctl.slo.alerts import evaluate_plans
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
     from opsctl.slo.rules import RuleSettings, plan_rules
 
     cfg = app.config
@@ -260,7 +260,7 @@ def dashboard(app, paths, out, uid):
     import json
 
     from opsctl.slo.dashboard import dashboard as build
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
     from opsctl.slo.rules import RuleSettings, plan_rules, write_atomic
 
     cfg = app.config
@@ -301,7 +301,7 @@ def convert(app, files, to, out, force):
 
     from opsctl.errors import UsageError
     from opsctl.slo.convert import OPENSLO_DROPPED, convert as run, render
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
     from opsctl.slo.rules import write_atomic
 
     cfg = app.config

@@ -77,7 +77,7 @@ class Engine:
     def run(self) -> DrillResult:
         from opsctl.drills.env.registry import open_environment
         from opsctl.drills.state import RunState
-        from opsctl.slo.model import load_slos
+        from opsctl.slo.loading import load_slos
 
         run = self.run_state
         wall_start = time.monotonic()

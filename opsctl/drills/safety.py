@@ -67,7 +67,7 @@ def check_real_alerts(user_cfg, *, strict: bool) -> Check:
     """No burn-rate alert firing on the configured metrics, at the source's evaluation instant."""
     from opsctl.metrics.base import open_source
     from opsctl.slo.alerts import evaluate_alerts
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
     from opsctl.slo.rules import RuleSettings
 
     name = "no burn-rate alert firing"

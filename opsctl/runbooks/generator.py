@@ -429,7 +429,7 @@ def generate(cfg: "Config", plans: Sequence["SloRulePlan"], *, templates_dir: Pa
 
 def load_plans(cfg: "Config") -> list["SloRulePlan"]:
     """The SLOs of the config and their alert plans, exactly as `opsctl slo rules` plans them."""
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
     from opsctl.slo.rules import RuleSettings, plan_rules
 
     return plan_rules(load_slos([cfg.slo_dir], cfg.backends), RuleSettings.from_config(cfg))

@@ -170,7 +170,7 @@ def slo_results(cfg: "Config", source: Callable[[], "MetricSource"], at: Callabl
     """The backends' own SLOs evaluated at the source's evaluation instant (status only, no
     slo-generator cross-check). Returns (results, backends without any SLO). Raises NoDataError
     when the metric source cannot answer."""
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
     from opsctl.slo.report import build_report
 
     slos = [s for s in load_slos([cfg.slo_dir], cfg.backends) if s.backend in backends]

@@ -9,7 +9,7 @@ import pytest
 
 from opsctl.drills.measure import BurnMeter
 from opsctl.metrics.embedded import EmbeddedStore
-from opsctl.slo.model import load_slos
+from opsctl.slo.loading import load_slos
 from tests.slo.test_slo_generator_forms import slo_file
 
 T0 = 1_795_000_000  # on the 10-second grid

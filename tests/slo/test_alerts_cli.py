@@ -161,7 +161,7 @@ def test_firing_alerts_function_for_drills(tmp_path):
     """The reusable entry point: SLOs, a source, an instant, the settings -> firing alerts."""
     from opsctl.config import load_config_file
     from opsctl.slo.alerts import firing_alerts
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
     from opsctl.slo.rules import RuleSettings
 
     cfg = load_config_file(write_config(tmp_path, r.ALERTING_CONFIG))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from opsctl.slo.model import load_slos
+from opsctl.slo.loading import load_slos
 from tests.cli.inprocess import invoke
 from tests.conftest import REPO, write_config
 from tests.slo.test_slo_generator_forms import slo_file

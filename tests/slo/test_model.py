@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from opsctl.errors import ConfigError
-from opsctl.slo.model import load_slos
+from opsctl.slo.loading import load_slos
 from tests.conftest import REPO
 
 BACKENDS = ["internal", "databricks"]

@@ -261,7 +261,7 @@ def test_both_formats_generate_the_same_rules_and_promtool_accepts_them(tmp_path
 
 
 def test_an_sli_referenced_from_another_file_resolves_in_any_order(tmp_path):
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
 
     _, op = dirs(tmp_path, ("ratio",))
     [slo] = load_slos([op / "shared.yaml", op / "ratio.yaml"], ["databricks"])
@@ -271,7 +271,7 @@ def test_an_sli_referenced_from_another_file_resolves_in_any_order(tmp_path):
 
 
 def test_the_shipped_openslo_examples_are_the_shipped_slos(tmp_path):
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
 
     backends = ["internal", "databricks"]
     examples = {s.name: s for s in load_slos([REPO / "slos" / "examples" / "openslo"], backends)}

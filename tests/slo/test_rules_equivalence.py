@@ -24,7 +24,7 @@ from opsctl.config import load_config_file
 from opsctl.metrics import simulator as sim
 from opsctl.metrics.embedded import EmbeddedStore
 from opsctl.slo.alerts import AlertEvaluator, evaluate_plans
-from opsctl.slo.model import load_slos
+from opsctl.slo.loading import load_slos
 from opsctl.slo.rules import RuleSettings, plan_rules
 from tests.conftest import REPO, run_opsctl, write_config
 from tests.slo import rules_data as r

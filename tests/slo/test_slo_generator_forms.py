@@ -145,7 +145,7 @@ def test_report_equals_slo_generator_for_each_form(opsctl, tmp_path, prometheus,
 
 
 def test_an_slo_without_a_backend_label_is_reported_and_ties_no_guard(tmp_path):
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
 
     slos = tmp_path / "slos"
     slos.mkdir()
@@ -202,7 +202,7 @@ def test_unknown_keys_are_refused_with_the_file_and_key_path(opsctl, tmp_path):
 ])
 def test_malformed_ratio_forms_name_the_key(tmp_path, sli, message):
     from opsctl.errors import ConfigError
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
 
     path = tmp_path / "x.yaml"
     path.write_text(HEAD.format(name="x", method="good_bad_ratio", service="s", backend="") + sli)
@@ -214,7 +214,7 @@ def test_malformed_ratio_forms_name_the_key(tmp_path, sli, message):
 
 def test_distribution_cut_needs_a_bucket_selector_and_a_bound(tmp_path):
     from opsctl.errors import ConfigError
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
 
     path = tmp_path / "x.yaml"
     path.write_text(HEAD.format(name="x", method="distribution_cut", service="s", backend="")

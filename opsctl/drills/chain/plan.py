@@ -59,7 +59,7 @@ def chain_plan(scenario, cfg, *, live: bool, routing: Path, timeout: int) -> dic
     from opsctl.drills.chain.setup import AM_GROUP_WAIT, DRILL_EVALUATION, SCRAPE_INTERVAL
 
     from opsctl.drills.scenario import check_against_config
-    from opsctl.slo.model import load_slos
+    from opsctl.slo.loading import load_slos
 
     problems = check_against_config(scenario, cfg, [s.name for s in load_slos([cfg.slo_dir], cfg.backends)], live=live)
     fits = Check("the scenario fits the config" + (" and a live drill" if live else ""), not problems,

@@ -77,7 +77,7 @@ class ChainDrill:
         from opsctl.drills.chain.binaries import find_all
         from opsctl.drills.scenario import check_against_config
         from opsctl.drills.state import RunState
-        from opsctl.slo.model import load_slos
+        from opsctl.slo.loading import load_slos
 
         wall = time.monotonic()
         self.slos = load_slos([self.user_cfg.slo_dir], self.user_cfg.backends)

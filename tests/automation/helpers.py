@@ -140,6 +140,7 @@ class Serve:
         if token is not None:
             full_env["OPSCTL_WEBHOOK_TOKEN"] = token
         full_env.update(env or {})
+        # `serve` runs until stopped: a process of its own, ended by SIGTERM like a pod's.
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "opsctl", "--config", str(config), "serve", "--bind", f"127.0.0.1:{self.port}",
              *args], stdout=self.log, stderr=subprocess.STDOUT, env=full_env,

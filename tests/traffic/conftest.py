@@ -1,5 +1,5 @@
 """Traffic test environment: a config with the file actuator, healthy metrics in the embedded store,
-the real CLI in subprocesses, and a loopback fake Kubernetes API server."""
+the real CLI in-process (child processes where races between processes are the point), and a loopback fake Kubernetes API server."""
 
 from __future__ import annotations
 
@@ -80,6 +80,7 @@ class Env:
                           cwd=self.root, input=input)
 
     def popen(self, *args: str, env: dict | None = None) -> subprocess.Popen:
+        # A child process: for races between opsctl processes (one in-process run at a time).
         full_env = {k: v for k, v in os.environ.items() if k != "OPSCTL_CONFIG"}
         full_env.update({"PYTHONPATH": str(REPO), "OPSCTL_ACTOR": "tester", **(env or {})})
         return subprocess.Popen([sys.executable, "-m", "opsctl", "--config", str(self.config), *args],

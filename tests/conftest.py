@@ -107,7 +107,7 @@ def wait_until(condition, timeout: float = 10.0, interval: float = 0.02, what: s
         if value:
             return value
         if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
 
 

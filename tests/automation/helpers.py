@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import REPO, free_port, require_binary, stop_process, wait_http
+from tests.conftest import REPO, free_port, require_binary, stop_process, wait_http, wait_until
 
 TOKEN = "test-webhook-token-0123456789"
 PD_SECRET_OLD = "pd-secret-old-aaaaaaaaaaaaaaaa"
@@ -222,13 +222,7 @@ def event_states(config_dir: Path) -> list[str]:
 
 
 def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return wait_until(predicate, timeout, interval, what)
 
 
 class Alertmanager:

@@ -127,6 +127,13 @@ def test_two_replicas_sharing_the_state_act_once(tmp_path, healthy_store):
             s.stop()
 
 
+def waiting_on_flock(path) -> bool:
+    """Whether some process waits for a flock on `path` (a "->" line for its inode in /proc/locks)."""
+    inode = os.stat(path).st_ino
+    with open("/proc/locks") as locks:
+        return any(" -> FLOCK " in f" {line}" and f":{inode} " in line for line in locks)
+
+
 def test_a_full_queue_answers_503_and_records_nothing_until_there_is_room(tmp_path, healthy_store):
     config = write_live_config(tmp_path, automation_extra="hold_down: 1h\nqueue_size: 1\nworkers: 1\n",
                                healthy_store=healthy_store)
@@ -138,7 +145,8 @@ def test_a_full_queue_answers_503_and_records_nothing_until_there_is_room(tmp_pa
         fcntl.flock(fd, fcntl.LOCK_EX)  # the actuator is slow: its write waits for this lock
         assert server.post_alertmanager(FIRING).status == 202
         wait_for(lambda: event_states(tmp_path) == ["running"], what="the worker to take the event")
-        time.sleep(0.5)  # and to reach the actuator's lock (the failover is its first action)
+        # and to reach the actuator's lock (the failover is its first action): the kernel lists it waiting
+        wait_for(lambda: waiting_on_flock(lock_path), what="the worker to wait on the actuator's lock")
         assert split(tmp_path) is None and actions(tmp_path) == []
         other = message(alert(fingerprint="b9", slo="internal-availability", backend="internal"))
         reply = server.post_alertmanager(other)

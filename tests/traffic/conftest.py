@@ -9,13 +9,12 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from opsctl.metrics.embedded import EmbeddedStore
-from tests.conftest import REPO, run_opsctl, write_config
+from tests.conftest import REPO, run_opsctl, wait_until, write_config
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.slo import data as d
 
@@ -105,13 +104,7 @@ class Env:
         return json.loads(path.read_text())["data"] if path.exists() else None
 
     def wait_for(self, predicate, timeout: float = 30.0, what: str = "condition"):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(0.05)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        return wait_until(predicate, timeout, 0.05, what)
 
 
 @pytest.fixture

@@ -149,3 +149,17 @@ def deployment(namespace: str, name: str, replicas: int) -> dict:
                                                   "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}},
         },
     }
+
+
+def kube_capacity(*, max_replicas: int, timeout: str = "5s") -> str:
+    return textwrap.dedent(f"""\
+        capacity:
+          backend: internal
+          source: kubernetes
+          deployment: vllm
+          rps_per_replica: 100
+          headroom: 0.25
+          max_replicas: {max_replicas}
+          ready_timeout: {timeout}
+          poll_interval: 1s
+        """)

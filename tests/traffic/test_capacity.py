@@ -16,7 +16,7 @@ from opsctl.config import load_config_file
 from opsctl.errors import ConflictError
 from opsctl.metrics.base import open_source
 from opsctl.traffic.capacity import Capacity, CapacityReading, rate_query
-from tests.traffic.conftest import deployment
+from tests.traffic.conftest import deployment, kube_capacity
 
 NS = "llm"
 
@@ -96,27 +96,15 @@ def test_static_capacity_reports_the_share_that_fits_and_cannot_scale(make_env):
     assert room.fits == 40 and room.notes == ["static capacity: opsctl cannot scale it"]
 
 
-def kube_capacity(api, max_replicas: int) -> dict:
-    return dict(
-        capacity=textwrap.dedent(f"""\
-            capacity:
-              backend: internal
-              source: kubernetes
-              deployment: vllm
-              rps_per_replica: 100
-              headroom: 0.25
-              max_replicas: {max_replicas}
-              ready_timeout: 10s
-              poll_interval: 1s
-            """),
-        extra_traffic=f'kubernetes: {{host: "{api.url}", namespace: {NS}, timeout: 5}}\n',
-    )
+def kube_settings(api, max_replicas: int) -> dict:
+    return dict(capacity=kube_capacity(max_replicas=max_replicas, timeout="10s"),
+                extra_traffic=f'kubernetes: {{host: "{api.url}", namespace: {NS}, timeout: 5}}\n')
 
 
 def test_ensure_scales_the_deployment_and_waits_until_the_replicas_are_ready(make_env, kube_api):
     kube_api.seed(deployment(NS, "vllm", 2))
     kube_api.simulate_deployment(NS, "vllm", ready_delay=0.2)
-    cap = capacity_for(make_env(**kube_capacity(kube_api, max_replicas=10)))
+    cap = capacity_for(make_env(**kube_settings(kube_api, max_replicas=10)))
     assert cap.where == f"Deployment {NS}/vllm"
     result = cap.ensure(60, dry_run=False, reason="rollout")  # 750 rps -> 8 replicas of 100
     assert (result.scaled_from, result.scaled_to, result.timed_out) == (2, 8, False)
@@ -129,7 +117,7 @@ def test_ensure_scales_the_deployment_and_waits_until_the_replicas_are_ready(mak
 
 def test_a_dry_run_changes_nothing_and_reports_what_the_target_would_carry(make_env, kube_api):
     kube_api.seed(deployment(NS, "vllm", 2))
-    cap = capacity_for(make_env(**kube_capacity(kube_api, max_replicas=6)))
+    cap = capacity_for(make_env(**kube_settings(kube_api, max_replicas=6)))
     result = cap.ensure(100, dry_run=True)  # 1250 rps -> 13 replicas, capped at 6
     assert (result.scaled_from, result.scaled_to) == (2, 6)
     assert result.fits == 48  # 600 / 1250, once the 6 are ready
@@ -141,7 +129,7 @@ def test_a_dry_run_changes_nothing_and_reports_what_the_target_would_carry(make_
 def test_without_waiting_the_ready_replicas_carry_what_they_can_now(make_env, kube_api):
     kube_api.seed(deployment(NS, "vllm", 2))
     kube_api.simulate_deployment(NS, "vllm", ready_delay=60)  # nothing new becomes ready in this test
-    cap = capacity_for(make_env(**kube_capacity(kube_api, max_replicas=20)))
+    cap = capacity_for(make_env(**kube_settings(kube_api, max_replicas=20)))
     result = cap.ensure(100, dry_run=False, wait=False)
     assert (result.scaled_from, result.scaled_to) == (2, 13)
     assert result.fits == 16 and result.waited == 0  # 2 x 100 / 1250
@@ -150,7 +138,7 @@ def test_without_waiting_the_ready_replicas_carry_what_they_can_now(make_env, ku
 
 def test_scaling_gives_up_with_a_conflict_after_the_configured_attempts(make_env, kube_api):
     kube_api.seed(deployment(NS, "vllm", 2))
-    env = make_env(conflict_attempts=2, **kube_capacity(kube_api, max_replicas=10))
+    env = make_env(conflict_attempts=2, **kube_settings(kube_api, max_replicas=10))
     kube_api.inject_conflicts("apps", "deployments", NS, "vllm", 2)
     with pytest.raises(ConflictError, match="2 attempts met concurrent changes"):
         capacity_for(env).ensure(60, dry_run=False, wait=False)

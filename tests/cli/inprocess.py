@@ -36,14 +36,18 @@ def run_main(argv: list[str], *, env: dict | None = None, cwd: Path | str | None
     """`main(argv)` with the exit code a process would have: SystemExit's code (None 0, a message 1)
     and, with tracebacks="exit", an uncaught exception printed to stderr with code 1 as the interpreter
     does; tracebacks="raise" lets it fail the test instead."""
+    import click.formatting
     from click.testing import CliRunner
 
     from opsctl.cli.main import main
 
     changes: dict[str, str | None] = {k: None for k in os.environ if unset and k.startswith(unset)}
+    # A child's stdout is a pipe: help is wrapped to $COLUMNS, else to shutil's fallback of 80.
+    changes["COLUMNS"] = os.environ.get("COLUMNS") or "80"
     changes.update({k: (None if v is None else str(v)) for k, v in (env or {}).items()})
     with _restored_process(cwd):
         with CliRunner().isolation(input=input, env=changes) as (out, err, _):
+            click.formatting.FORCED_WIDTH = None  # (isolation forces 80; restored when it ends)
             try:
                 main(argv)
                 code = 0

@@ -17,12 +17,14 @@ import logging
 import os
 import signal
 import sys
+import threading
 import traceback
 import warnings
 from pathlib import Path
 
 from tests.conftest import Result
 
+_ONE_AT_A_TIME = threading.Lock()  # a run owns the process's cwd, environment and streams
 _SIGNALS = [s for s in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None)) if s is not None]
 
 
@@ -74,6 +76,18 @@ def _exit_code(code) -> int:
 
 @contextlib.contextmanager
 def _restored_process(cwd):
+    if not _ONE_AT_A_TIME.acquire(blocking=False):
+        raise RuntimeError("an in-process opsctl run is already under way: concurrent runs need child"
+                           " processes (spawn_opsctl, run_cli(popen=True), Env.popen)")
+    try:
+        with _restored_state(cwd):
+            yield
+    finally:
+        _ONE_AT_A_TIME.release()
+
+
+@contextlib.contextmanager
+def _restored_state(cwd):
     before_cwd = os.getcwd()
     handlers = {s: signal.getsignal(s) for s in _SIGNALS}
     loggers = _logging_state()

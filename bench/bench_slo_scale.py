@@ -75,6 +75,7 @@ UNLIMITED = 50_000_000 * 10
 REPEATS = 5
 RULE_REPEATS = 3
 RULE_EVERY = "20s"  # live groups evaluated this often so each runs soon; the cost per run is what counts
+EVAL_OFFSET = 437  # s: a live rule group evaluates off the scrape grid (Prometheus offsets each group by a hash)
 NO_COMPACTION = ["--storage.tsdb.min-block-duration=2h", "--storage.tsdb.max-block-duration=2h"]
 BLOCK = 162 * 3600  # promtool's block size for --max-block-duration=162h (2h x 3^4)
 OUTCOMES = ("ok", "client_error", "throttled", "server_error", "timeout")
@@ -241,6 +242,10 @@ def run(work: Path, args) -> None:
         t0 = time.monotonic()
         history = recorded_history(server.url, plans, int(ts[0]), end)
         log(f"{len(history)} recorded series evaluated in {time.monotonic() - t0:.0f}s")
+        # The same records as a group evaluated EVAL_OFFSET s off the sample grid would write them
+        # (its newest evaluation EVAL_OFFSET s before the report's instant): only for the SLI gap.
+        last = end - EVAL_OFFSET
+        offgrid = recorded_history(server.url, plans, last - (PERIOD_DAYS * 86400 // INTERVAL_SECONDS - 1) * INTERVAL_SECONDS, last)
     finally:
         server.stop()
     shutil.rmtree(first)
@@ -257,7 +262,7 @@ def run(work: Path, args) -> None:
     results = {"blocks": blocks}
     server = PrometheusServer(main_dir, extra_args=[f"--query.max-samples={UNLIMITED}", *NO_COMPACTION])
     try:
-        results.update(measure_queries(server, slos, plans, settings, at, period))
+        results.update(measure_queries(server, slos, plans, settings, at, period, offgrid))
         results["rules"] = measure_rules(server, main_dir, plans, settings)
         log(f"rule groups {results['rules']}")
     finally:
@@ -270,7 +275,7 @@ def run(work: Path, args) -> None:
         write_section("## SLO queries and rules at scale", text)
 
 
-def measure_queries(server, slos, plans, settings, at: float, period: int) -> dict:
+def measure_queries(server, slos, plans, settings, at: float, period: int, offgrid) -> dict:
     results = {}
     raw_samples = rec_samples = 0
     for plan in plans:
@@ -312,6 +317,12 @@ def measure_queries(server, slos, plans, settings, at: float, period: int) -> di
     results["old_coverage"] = (statistics.median(old), len(selectors), old_samples)
     gaps = sorted(((abs(reports["raw"][n].sli - reports["recorded"][n].sli), n) for n in reports["raw"]), reverse=True)
     results["gap"] = gaps[0]
+    sums = {}
+    for record, labels, _, values in offgrid:
+        name = labels.split('slo="', 1)[1].split('"', 1)[0]
+        sums.setdefault(name, {})["good" if ":sli_good:" in record else "valid"] = float(values.sum())
+    off = sorted(((abs(reports["raw"][n].sli - s["good"] / s["valid"]), n) for n, s in sums.items()), reverse=True)
+    results["gap_offgrid"] = off[0]
     log(f"wall {times}, old coverage {results['old_coverage']}, gap {results['gap']}")
     return results
 
@@ -437,6 +448,7 @@ def render(r: dict, series: int, pods: int, slos: int, days: int) -> str:
     wl_sum = sum(wl["groups"].values()) if wl else None
     gen_sum = sum(gen["groups"].values()) if gen else None
     gap, name = r["gap"]
+    off_gap, off_name = r["gap_offgrid"]
     old_s, old_n, old_samples = r["old_coverage"]
 
     def calls(mode):
@@ -467,8 +479,8 @@ together into {r['blocks']} blocks, compaction off; 2 cores shared with other te
 - Report profile (last run): raw {calls('raw')}; recorded {calls('recorded')}. The recorded report
   used to be slower (2.97 s against 2.21 s in the last session) because its coverage check ran
   `min_over_time(timestamp(count(SELECTOR))[28d:1h])` for every SLO's raw selector, recorded or
-  not: a subquery over the period's raw samples ({old_n} selectors, {old_samples:,} samples,
-  {old_s:.2f} s here, median of {REPEATS}), on top of 6,048 un-compacted rule-backfill blocks. Now
+  not: a subquery reading the period's raw samples ({old_n} selectors: {old_s:.2f} s here, median
+  of {REPEATS}, about as long as the whole raw report), on top of 6,048 un-compacted rule-backfill blocks. Now
   (opsctl/slo/recorded.py) the recorded series are counted first and the raw selector is asked
   only about the gap before them, and the coverage note asks the period's first hour before any
   subquery: a covered period reads one hour of raw samples.
@@ -476,17 +488,22 @@ together into {r['blocks']} blocks, compaction off; 2 cores shared with other te
   once*, and `increase(x[28d])` holds one series' range at a time: {ref['raw_held']:,} samples at
   this step (241,920 at 10 s), against {ref['recorded_held']:,} for a recorded series (10m
   evaluation; 40,320 at 1m). At `--query.max-samples={ref['limit']:,}` (between the two) the CLI on
-  raw queries (rules at 1m, no recorded 5m series) exits {raw_cli['exit']}: `{raw_cli['stderr'][:260]}`;
+  raw queries (rules at 1m, no recorded 5m series) exits {raw_cli['exit']}: "{raw_cli['stderr']}";
   on the recorded series it exits {rec_cli['exit']} (long windows: {', '.join(rec_cli.get('long_windows', ['-']))}).
   Prometheus' default 50M is not reached by either in production: what grows with traffic is the
   samples *touched* (first row), i.e. CPU per evaluation and `--query.timeout`, and any per-query
   sample or chunk limit under 241,920 (one 28-day series at 10 s) refuses the raw queries only.
-- Largest recorded-vs-raw period SLI difference: {gap:.2e} ({name}). Why: the recorded 10m
-  increases, summed over the period, count every step of the period once per 10m window holding it,
-  except at the edges (the newest 10 minutes and the 10 minutes before the period's start weigh
-  less), and each recorded increase is extrapolated by Prometheus to its window's edges when the
-  evaluation instants fall between samples; good and valid share both effects, so the ratio moves
-  only where the error rate differs at the edges.
+- Largest recorded-vs-raw period SLI difference, `build_report`: {gap:.2e} ({name}). Why: here
+  the base window equals the interval (10m), so the recorded windows tile the period without
+  overlap, and they were evaluated on the sample grid, so increase() does not extrapolate: each
+  sums the exact integer counts of its steps, and the period's sums equal the raw ones.
+  Evaluated {EVAL_OFFSET} s off the grid (a live group's hash offset), the recorded period SLI
+  differs by up to {off_gap:.2e} ({off_name}): each 10m increase is extrapolated by Prometheus
+  from its first and last samples to the window's edges, and the summed windows end {EVAL_OFFSET} s
+  before the report's instant and start as much before the period; good and valid share both
+  effects, so the ratio moves only where the error rate differs at the edges. With 1m evaluation
+  (5m base window) each step is counted 5 times except in the newest and oldest 4 minutes; the
+  promtool-backfilled case is bounded by tests/slo/test_report_recorded.py.
 - Production (200,000 requests/s, hundreds of proxy pods, a 10 s scrape): raw samples touched grow
   with series x 8,640 per day ({SCALE}x the figures above per series, and linearly with pods), and so
   does the raw rule and report time (~{SCALE}x the raw column per 1,000 series); the recorded

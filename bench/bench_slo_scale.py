@@ -480,7 +480,7 @@ together into {r['blocks']} blocks, compaction off; 2 cores shared with other te
   used to be slower (2.97 s against 2.21 s in the last session) because its coverage check ran
   `min_over_time(timestamp(count(SELECTOR))[28d:1h])` for every SLO's raw selector, recorded or
   not: a subquery reading the period's raw samples ({old_n} selectors: {old_s:.2f} s here, median
-  of {REPEATS}, about as long as the whole raw report), on top of 6,048 un-compacted rule-backfill blocks. Now
+  of {REPEATS}, {old_s / raw_med:.1f}x the raw report's median), on top of 6,048 un-compacted rule-backfill blocks. Now
   (opsctl/slo/recorded.py) the recorded series are counted first and the raw selector is asked
   only about the gap before them, and the coverage note asks the period's first hour before any
   subquery: a covered period reads one hour of raw samples.
@@ -506,7 +506,9 @@ together into {r['blocks']} blocks, compaction off; 2 cores shared with other te
   promtool-backfilled case is bounded by tests/slo/test_report_recorded.py.
 - Production (200,000 requests/s, hundreds of proxy pods, a 10 s scrape): raw samples touched grow
   with series x 8,640 per day ({SCALE}x the figures above per series, and linearly with pods), and so
-  does the raw rule and report time (~{SCALE}x the raw column per 1,000 series); the recorded
+  does the raw rule and report time (~{SCALE}x the raw column per 1,000 series: the raw 1d, 3d and
+  period rules would take ~{f"{wl_sum * SCALE:.0f}" if wl_sum else "?"} s per round for these {slos} SLOs, past a 1m evaluation
+  interval, so Prometheus would skip evaluations); the recorded
   queries and rules touch one series per SLO, period / interval samples (4,032 at 10m, 40,320 at
   1m), whatever the pod count. A service-wide SLO over 1,000 series at 10 s is ~242 million samples
   raw per evaluation of its period rule.

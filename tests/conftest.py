@@ -41,8 +41,18 @@ class Result:
         return self.stdout + self.stderr
 
 
-def run_opsctl(*args: str, env: dict | None = None, cwd: Path | None = None, input: str | None = None) -> Result:
-    """Run the real CLI in a subprocess: exit codes, stdout and stderr exactly as a user sees them."""
+def run_opsctl(*args: str, env: dict | None = None, cwd: Path | None = None, input: str | None = None,
+               unset: tuple[str, ...] = ("OPSCTL_CONFIG",)) -> Result:
+    """Run the real CLI in this process through the console script's `main()`: exit codes, stdout
+    and stderr as a user sees them (see tests/cli/inprocess.py). Environment variables starting
+    with one of `unset` are removed for the run, as a clean shell would have them."""
+    from tests.cli.inprocess import run_main
+
+    return run_main([str(a) for a in args], env=env, cwd=cwd, input=input, unset=unset)
+
+
+def spawn_opsctl(*args: str, env: dict | None = None, cwd: Path | None = None, input: str | None = None) -> Result:
+    """Run the CLI in a child `python -m opsctl`: only for tests where a separate process is the point."""
     inherited = {k: v for k, v in os.environ.items() if k != "OPSCTL_CONFIG"}
     full_env = {**inherited, "PYTHONPATH": str(REPO), **(env or {})}
     proc = subprocess.run(
@@ -86,6 +96,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_until(condition, timeout: float = 10.0, interval: float = 0.02, what: str = "the condition"):
+    """Poll `condition()` until it returns something truthy (returned) or `timeout` seconds pass, then
+    fail naming `what`: tests wait on what they need, never on a fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
 
 
 def wait_http(url: str, timeout: float = 30.0, ok_statuses=(200,)) -> None:

@@ -336,7 +336,7 @@ _SPEC = re.compile(r"^(?P<kind>[a-z0-9-]+)@(?P<start>.+?)\+(?P<duration>(?:\d+[s
 def parse_incident(spec: str, backends: Mapping[str, str], *, end: float | None = None) -> Incident:
     """Parse an incident SPEC (see INCIDENT_SPEC_HELP). `backends` maps names to kinds; `end` resolves
     `end-DURATION` starts. Every problem is a UsageError naming the SPEC and what is wrong."""
-    from opsctl.clock import parse_duration, parse_rfc3339
+    from opsctl.clock import format_rfc3339, parse_duration, parse_rfc3339
 
     def fail(problem: str) -> UsageError:
         return UsageError(f"incident {spec!r}: {problem}", hint="form: KIND@START+DURATION[:key=value,...], "
@@ -361,6 +361,10 @@ def parse_incident(spec: str, backends: Mapping[str, str], *, end: float | None 
     duration = parse_duration(match["duration"])
     if not 0 < duration <= MAX_INCIDENT_SECONDS:
         raise fail("the duration must be positive and at most 400d (the longest simulated range)")
+    try:  # a time a date cannot hold (e.g. 0001-01-01T00:00+14:00 is in year 0 UTC)
+        format_rfc3339(start), format_rfc3339(start + duration)
+    except (OverflowError, OSError, ValueError):
+        raise fail(f"start {start_text!r} is out of range (years 1 to 9999 UTC)") from None
 
     allowed = ["backend"] + [f.name for f in cls.__dataclass_fields__.values() if f.name not in ("backend", "start", "end")]
     options: dict[str, str] = {}

@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import REPO, free_port, require_binary, stop_process, wait_http
+from tests.conftest import REPO, free_port, require_binary, stop_process, wait_http, wait_until
 
 TOKEN = "test-webhook-token-0123456789"
 PD_SECRET_OLD = "pd-secret-old-aaaaaaaaaaaaaaaa"
@@ -140,6 +140,7 @@ class Serve:
         if token is not None:
             full_env["OPSCTL_WEBHOOK_TOKEN"] = token
         full_env.update(env or {})
+        # `serve` runs until stopped: a process of its own, ended by SIGTERM like a pod's.
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "opsctl", "--config", str(config), "serve", "--bind", f"127.0.0.1:{self.port}",
              *args], stdout=self.log, stderr=subprocess.STDOUT, env=full_env,
@@ -221,13 +222,7 @@ def event_states(config_dir: Path) -> list[str]:
 
 
 def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return wait_until(predicate, timeout, interval, what)
 
 
 class Alertmanager:

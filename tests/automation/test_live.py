@@ -6,6 +6,7 @@ import fcntl
 import os
 import threading
 import time
+from pathlib import Path
 
 from tests.automation.helpers import (
     FAILOVER_POLICY, Serve, actions, alert, audit, event_states, incident_key, ledger, message, recorded_split, split,
@@ -127,6 +128,19 @@ def test_two_replicas_sharing_the_state_act_once(tmp_path, healthy_store):
             s.stop()
 
 
+def holds_open(pid: int, path) -> bool:
+    """Whether process `pid` has `path` open (it tries its flock without blocking, in a loop)."""
+    fds = Path(f"/proc/{pid}/fd")
+    target = str(Path(path).resolve())
+    for fd in fds.iterdir():
+        try:
+            if os.readlink(fd) == target:
+                return True
+        except OSError:  # closed meanwhile
+            continue
+    return False
+
+
 def test_a_full_queue_answers_503_and_records_nothing_until_there_is_room(tmp_path, healthy_store):
     config = write_live_config(tmp_path, automation_extra="hold_down: 1h\nqueue_size: 1\nworkers: 1\n",
                                healthy_store=healthy_store)
@@ -138,7 +152,8 @@ def test_a_full_queue_answers_503_and_records_nothing_until_there_is_room(tmp_pa
         fcntl.flock(fd, fcntl.LOCK_EX)  # the actuator is slow: its write waits for this lock
         assert server.post_alertmanager(FIRING).status == 202
         wait_for(lambda: event_states(tmp_path) == ["running"], what="the worker to take the event")
-        time.sleep(0.5)  # and to reach the actuator's lock (the failover is its first action)
+        # and to reach the actuator's lock (the failover is its first action): it has the lock file open
+        wait_for(lambda: holds_open(server.proc.pid, lock_path), what="the worker to reach the actuator's lock")
         assert split(tmp_path) is None and actions(tmp_path) == []
         other = message(alert(fingerprint="b9", slo="internal-availability", backend="internal"))
         reply = server.post_alertmanager(other)

@@ -51,13 +51,21 @@ def load(path: Path):
 
 def run_cli(args: list[str], *, config: Path, env: dict[str, str] | None = None, timeout: float = 60,
             popen: bool = False):
-    """Run `python -m opsctl` as a user would; returns CompletedProcess (or Popen with popen=True)."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OPSCTL_", "PAGERDUTY_", "ZENDESK_"))}
-    full_env["PYTHONPATH"] = str(ROOT)
-    full_env.update(env or {})
-    cmd = [sys.executable, "-m", "opsctl", "--config", str(config), *args]
+    """Run `opsctl --config CONFIG ARGS...` as a user would, from the config's directory, with no
+    OPSCTL_/PAGERDUTY_/ZENDESK_ variables but `env`'s. In this process (tests/cli/inprocess.py),
+    returning a CompletedProcess; with popen=True a child `python -m opsctl` (Popen), for the tests
+    that kill it mid-run (a crash needs a process of its own)."""
+    cmd = ["--config", str(config), *map(str, args)]
     if popen:
-        return subprocess.Popen(cmd, env=full_env, cwd=str(Path(config).parent), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-    return subprocess.run(cmd, env=full_env, cwd=str(Path(config).parent), capture_output=True, text=True,
-                          timeout=timeout)
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith(_UNSET)}
+        full_env["PYTHONPATH"] = str(ROOT)
+        full_env.update(env or {})
+        return subprocess.Popen([sys.executable, "-m", "opsctl", *cmd], env=full_env, cwd=str(Path(config).parent),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    from tests.cli.inprocess import run_main
+
+    result = run_main(cmd, env=env, cwd=Path(config).parent, unset=_UNSET)
+    return subprocess.CompletedProcess(["opsctl", *cmd], result.exit_code, result.stdout, result.stderr)
+
+
+_UNSET = ("OPSCTL_", "PAGERDUTY_", "ZENDESK_")

@@ -24,7 +24,8 @@ class Response:
     status: int = 200
     body: bytes | dict | list = b""
     headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
+    delay: float = 0.0  # seconds before answering
+    trickle: float = 0.0  # >0: the headers at once, then the body one byte every `trickle` seconds
 
 
 class LoopbackServer:
@@ -52,7 +53,15 @@ class LoopbackServer:
                         self.send_header(key, value)
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
-                    self.wfile.write(payload)
+                    if not response.trickle:
+                        self.wfile.write(payload)
+                        return
+                    for i in range(len(payload)):
+                        if fake._stopping.wait(response.trickle):
+                            self.close_connection = True
+                            return
+                        self.wfile.write(payload[i:i + 1])
+                        self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True  # the client gave up (a timeout under test)
 
@@ -66,16 +75,15 @@ class LoopbackServer:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.lock = threading.Lock()
         self.requests: list[Request] = []
+        self._stopping = threading.Event()  # set on exit: a delayed or trickling answer ends
         self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def _dispatch(self, request: Request) -> Response:
-        import time
-
         with self.lock:
             self.requests.append(request)
         response = self.handle(request)
         if response.delay:
-            time.sleep(response.delay)
+            self._stopping.wait(response.delay)
         return response
 
     def handle(self, request: Request) -> Response:  # pragma: no cover - subclasses answer
@@ -86,6 +94,7 @@ class LoopbackServer:
         return self
 
     def __exit__(self, *exc):
+        self._stopping.set()
         self.server.shutdown()
         self.server.server_close()
         self._thread.join(timeout=5)

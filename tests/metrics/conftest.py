@@ -14,7 +14,7 @@ from tests.conftest import Result, run_opsctl
 
 @pytest.fixture
 def cli(config_file: Path):
-    """Run the real `opsctl --config <temp config> ARGS...` in a subprocess."""
+    """Run the real `opsctl --config <temp config> ARGS...` through its entry point, in-process."""
 
     def run(*args) -> Result:
         return run_opsctl("--config", str(config_file), *map(str, args))

@@ -101,6 +101,7 @@ def test_two_ingests_of_one_file_at_once_store_it_once(tmp_path, config_file, st
     from tests.conftest import REPO
 
     log = write_jsonl(tmp_path / "proxy.jsonl", LOG)
+    # Two processes: the race is between opsctl processes sharing the store file.
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
     procs = [subprocess.Popen([sys.executable, "-m", "opsctl", "--config", str(config_file), "metrics", "ingest",
                                str(log)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -45,7 +45,8 @@ def test_the_size_is_said_and_a_script_gets_no_progress_line(tmp_path, monkeypat
 
 
 def run_with_tty_stderr(args, cwd) -> str:
-    """Run the CLI with stderr on a pseudo-terminal; what the terminal received."""
+    """Run the CLI with stderr on a pseudo-terminal; what the terminal received. A child process:
+    its stderr must be a real terminal."""
     master, slave = pty.openpty()
     env = {**{k: v for k, v in os.environ.items() if k != "OPSCTL_CONFIG"}, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-m", "opsctl", *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,

@@ -76,6 +76,7 @@ def test_maintenance_window_and_oncall_through_the_cli(pd, pd_config_path, pd_en
 
 
 def test_the_page_and_ticket_commands_start_without_importing_heavy_clients():
+    # A fresh interpreter: what a command imports is only visible in a process of its own.
     code = ("import sys; from opsctl.cli.main import main\n"
             "try:\n    main(['page', '--help'])\nexcept SystemExit:\n    pass\n"
             "try:\n    main(['ticket', 'file', '--help'])\nexcept SystemExit:\n    pass\n"

@@ -81,6 +81,7 @@ def test_sim_splits(cfg, value):
                           max_size=2)).map(
     lambda t: f"{t[0]}@{t[1]}+{t[2]}" + (":" + ",".join(f"{k}={v}" for k, v in t[3]) if t[3] else "")))
 @example("vendor-5xx@end-10m+416018w")  # found by this test: an incident ending past year 9999
+@example("vendor-5xx@0001-01-01T00:00:00+14:00+5m")  # found by this test: a start in year 0 UTC
 def test_sim_incident_specs(cfg, spec):
     assert_clean(invoke("--config", cfg, "sim", "generate", "--days", "0.01", "--end", "2026-11-18T15:00:00Z",
                         "--dry-run", "--incident", spec), codes=(0, 2))

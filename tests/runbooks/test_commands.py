@@ -1,6 +1,6 @@
 """Every opsctl command quoted in a runbook parses against the real CLI.
 
-Each command is run in a subprocess (`python -m opsctl`) against a temp copy of the shipped config:
+Each command is run through the CLI's entry point (in-process, tests/cli/inprocess.py) against a temp copy of the shipped config:
 commands that change something run with --dry-run, which also checks the backend, vendor, category
 and severity names against the config (an unknown one is exit 2); the others run with --help, which
 checks every option exists. A dry run may be refused by a guard (4) or lack data (3), never be a
@@ -9,14 +9,11 @@ usage error (2). The restore commands need a failover to restore from, so one is
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import run_opsctl
 from tests.runbooks.conftest import opsctl_commands
 
 INCIDENT = "INC-RUNBOOK-TEST"
@@ -48,9 +45,8 @@ def how_to_run(words: list[str]) -> tuple[list[str], str]:
 
 
 def run(argv: list[str], config) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OPSCTL_CONFIG": str(config), "OPSCTL_ACTOR": "runbook-test"}
-    return subprocess.run([sys.executable, "-m", "opsctl", *argv], capture_output=True, text=True, env=env,
-                          cwd=config.parent, timeout=120, stdin=subprocess.DEVNULL)
+    result = run_opsctl(*argv, env={"OPSCTL_CONFIG": str(config), "OPSCTL_ACTOR": "runbook-test"}, cwd=config.parent)
+    return subprocess.CompletedProcess(["opsctl", *argv], result.exit_code, result.stdout, result.stderr)
 
 
 @pytest.fixture(params=["shipped", "enough-capacity"])
@@ -88,8 +84,8 @@ def test_every_quoted_opsctl_command_parses_against_the_real_cli(generated, ship
     setup = run(["traffic", "failover", "--from", "databricks", "--incident", INCIDENT, "--yes"], shipped)
     assert setup.returncode == 0, setup.stdout + setup.stderr
 
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        results = dict(zip(commands, pool.map(lambda argv: run(list(argv), shipped), commands)))
+    # one at a time: an in-process run owns the process's cwd, environment and streams
+    results = dict(zip(commands, map(lambda argv: run(list(argv), shipped), commands)))
 
     failures = []
     for argv, proc in results.items():

@@ -4,14 +4,13 @@ embedded store matches label regexes with RE2, so both sources agree on RE2-only
 from __future__ import annotations
 
 import json
-import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from opsctl.metrics.embedded import EmbeddedStore
 from tests.conftest import write_config
+from tests.fakes.loopback import LoopbackServer, Response
 from tests.slo import data as d
 
 END = 1_795_000_000
@@ -108,45 +107,18 @@ def test_prometheus_and_the_embedded_store_agree_on_re2_syntax(opsctl, tmp_path,
         assert e["burn_rate"][window] == pytest.approx(value, rel=1e-6, abs=1e-9), window
 
 
-class QueryRecorder:
+class QueryRecorder(LoopbackServer):
     """A loopback Prometheus API that records every query and answers an empty vector."""
 
     def __init__(self):
+        super().__init__()
         self.queries: list[str] = []
-        recorder = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                self._answer({"status": "success", "data": {"version": "2.42.0"}})
-
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                form = urllib.parse.parse_qs(self.rfile.read(length).decode())
-                recorder.queries.extend(form.get("query", []))
-                self._answer({"status": "success", "data": {"resultType": "vector", "result": []}})
-
-            def _answer(self, doc):
-                body = json.dumps(doc).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+    def handle(self, request):
+        if request.method != "POST":
+            return Response(200, {"status": "success", "data": {"version": "2.42.0"}})
+        self.queries.extend(urllib.parse.parse_qs(request.body.decode()).get("query", []))
+        return Response(200, {"status": "success", "data": {"resultType": "vector", "result": []}})
 
 
 def test_every_selector_reaches_prometheus_with_its_own_matchers(opsctl, tmp_path):
@@ -170,24 +142,11 @@ def test_every_selector_reaches_prometheus_with_its_own_matchers(opsctl, tmp_pat
 
 
 class HeaderRecorder(QueryRecorder):
-    """QueryRecorder that also keeps each query request's headers and form."""
+    """QueryRecorder that also gives each query request's headers and form."""
 
-    def __init__(self):
-        super().__init__()
-        self.requests: list[tuple[dict, dict]] = []
-        handler = self.server.RequestHandlerClass
-        recorder = self
-        original = handler.do_POST
-
-        def do_post(h):
-            length = int(h.headers.get("Content-Length") or 0)
-            raw = h.rfile.read(length)
-            recorder.requests.append(({k.lower(): v for k, v in h.headers.items()}, urllib.parse.parse_qs(raw.decode())))
-            h.rfile = __import__("io").BytesIO(raw)
-            h.headers.replace_header("Content-Length", str(len(raw)))
-            return original(h)
-
-        handler.do_POST = do_post
+    def query_requests(self) -> list[tuple[dict, dict]]:
+        with self.lock:
+            return [(r.headers, urllib.parse.parse_qs(r.body.decode())) for r in self.requests if r.method == "POST"]
 
 
 def test_thanos_and_mimir_settings_reach_every_query(opsctl, tmp_path):
@@ -199,8 +158,8 @@ def test_thanos_and_mimir_settings_reach_every_query(opsctl, tmp_path):
         result = opsctl("--config", str(cfg), "slo", "report", "--prometheus-url", recorder.url, "-o", "json",
                         env={"PROM_TOKEN": "s3cr3t-token"})
     assert result.exit_code == 3, result.output  # the fake holds no series
-    assert recorder.requests
-    for headers, form in recorder.requests:
+    assert recorder.query_requests()
+    for headers, form in recorder.query_requests():
         assert headers["x-scope-orgid"] == "team-llm"
         assert headers["authorization"] == "Bearer s3cr3t-token"
         assert form["dedup"] == ["true"] and form["partial_response"] == ["false"]

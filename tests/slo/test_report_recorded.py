@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.conftest import REPO, PrometheusServer, require_binary, write_config
+from tests.conftest import REPO, PrometheusServer, require_binary, run_opsctl, write_config
 from tests.slo import data as d
 
 END = 1_795_000_020  # on the minute grid
@@ -46,9 +46,8 @@ def servers(tmp_path_factory):
     cfg = write_config(work)
     rules = work / "rules.yaml"
     files = [str(REPO / "slos" / f"{n}.yaml") for n in SLOS]
-    out = subprocess.run(["python3", "-m", "opsctl", "--config", str(cfg), "slo", "rules", *files, "--out", str(rules)],
-                         capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = run_opsctl("--config", str(cfg), "slo", "rules", *files, "--out", str(rules), cwd=REPO)
+    assert out.exit_code == 0, out.stderr
     groups = yaml.safe_load(rules.read_text())["groups"]
     base = [{"name": g["name"], "rules": [r for r in g["rules"] if r.get("record", "").endswith(":increase5m")]}
             for g in groups if not g["name"].endswith("-period")]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 
+from tests.conftest import wait_until
 from tests.fakes.fixtures import run_cli
 
 FILE = ["ticket", "file", "--vendor", "databricks", "--category", "inference", "--severity", "Sev1",
@@ -16,11 +16,7 @@ FILE = ["ticket", "file", "--vendor", "databricks", "--category", "inference", "
 def kill_when_called(holder: dict):
     """A hook that kills the CLI process after the server did its work and before it answers."""
     def hook(*_):
-        for _ in range(500):
-            if holder.get("proc") is not None:
-                break
-            time.sleep(0.01)
-        proc = holder["proc"]
+        proc = wait_until(lambda: holder.get("proc"), timeout=5, what="the CLI process to be started")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     return hook

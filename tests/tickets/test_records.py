@@ -25,8 +25,8 @@ def test_a_live_process_filing_the_same_key_is_a_conflict_and_a_dead_one_is_an_i
         from opsctl.tickets.records import TicketRecords
         req = TicketRequest(vendor="databricks", category="inference", severity="Sev2", subject="endpoint down")
         print(TicketRecords({str(path)!r}).claim(req, "zendesk", now=0, window=None, stale_after=600).state, flush=True)
-        time.sleep(30)
-    """)], env={"PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True)
+        sys.stdin.read()  # hold the claim until the test is done with it
+    """)], env={"PYTHONPATH": str(ROOT)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "new"
         with pytest.raises(ConflictError, match=rf"another opsctl \(pid {holder.pid}\) is filing this ticket"):

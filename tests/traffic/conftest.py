@@ -1,5 +1,5 @@
 """Traffic test environment: a config with the file actuator, healthy metrics in the embedded store,
-the real CLI in subprocesses, and a loopback fake Kubernetes API server."""
+the real CLI in-process (child processes where races between processes are the point), and a loopback fake Kubernetes API server."""
 
 from __future__ import annotations
 
@@ -9,13 +9,12 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from opsctl.metrics.embedded import EmbeddedStore
-from tests.conftest import REPO, run_opsctl, write_config
+from tests.conftest import REPO, run_opsctl, wait_until, write_config
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.slo import data as d
 
@@ -80,6 +79,7 @@ class Env:
                           cwd=self.root, input=input)
 
     def popen(self, *args: str, env: dict | None = None) -> subprocess.Popen:
+        # A child process: for races between opsctl processes (one in-process run at a time).
         full_env = {k: v for k, v in os.environ.items() if k != "OPSCTL_CONFIG"}
         full_env.update({"PYTHONPATH": str(REPO), "OPSCTL_ACTOR": "tester", **(env or {})})
         return subprocess.Popen([sys.executable, "-m", "opsctl", "--config", str(self.config), *args],
@@ -104,13 +104,7 @@ class Env:
         return json.loads(path.read_text())["data"] if path.exists() else None
 
     def wait_for(self, predicate, timeout: float = 30.0, what: str = "condition"):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(0.05)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        return wait_until(predicate, timeout, 0.05, what)
 
 
 @pytest.fixture
@@ -155,3 +149,17 @@ def deployment(namespace: str, name: str, replicas: int) -> dict:
                                                   "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}},
         },
     }
+
+
+def kube_capacity(*, max_replicas: int, timeout: str = "5s") -> str:
+    return textwrap.dedent(f"""\
+        capacity:
+          backend: internal
+          source: kubernetes
+          deployment: vllm
+          rps_per_replica: 100
+          headroom: 0.25
+          max_replicas: {max_replicas}
+          ready_timeout: {timeout}
+          poll_interval: 1s
+        """)

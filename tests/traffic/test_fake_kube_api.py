@@ -4,10 +4,10 @@ official client: patch content types and their semantics, resourceVersion, dry r
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
+from tests.conftest import wait_until
 from tests.traffic.conftest import deployment
 
 NS = "llm"
@@ -129,8 +129,8 @@ def test_the_scale_subresource_sets_replicas_and_pods_become_ready_after_a_delay
     apps.patch_namespaced_deployment_scale("vllm", NS, {"spec": {"replicas": 5}},
                                            _content_type="application/merge-patch+json")
     assert kube_api.get("apps", "deployments", NS, "vllm")["status"]["readyReplicas"] == 1
-    time.sleep(0.4)
-    status = kube_api.get("apps", "deployments", NS, "vllm")
+    status = wait_until(lambda: (d := kube_api.get("apps", "deployments", NS, "vllm"))["status"]["readyReplicas"] != 1
+                        and d, timeout=5, what="the scaled pods to become ready")
     assert status["spec"]["replicas"] == 5 and status["status"]["readyReplicas"] == 3
 
 

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from tests.traffic.conftest import deployment
+from tests.traffic.conftest import deployment, kube_capacity
 
 NS = "llm"
 SPLIT_80_20 = json.dumps({"weights": {"internal": 20, "databricks": 80}, "shadow": {}})
@@ -256,20 +256,6 @@ def test_gateway_api_weights_and_request_mirror_filter(make_env, kube_api):
 
 # ---------------------------------------------------------------------------------------------
 # Capacity: the internal Deployment and its scale subresource
-
-
-def kube_capacity(*, max_replicas: int, timeout: str = "5s") -> str:
-    return textwrap.dedent(f"""\
-        capacity:
-          backend: internal
-          source: kubernetes
-          deployment: vllm
-          rps_per_replica: 100
-          headroom: 0.25
-          max_replicas: {max_replicas}
-          ready_timeout: {timeout}
-          poll_interval: 1s
-        """)
 
 
 def test_capacity_scales_the_deployment_through_the_scale_subresource_and_waits_for_ready(make_env, kube_api):

@@ -1,16 +1,12 @@
-"""opsctl.retry (bounded, jittered, deadline) and opsctl.statefile (atomic, locked)."""
+"""opsctl.retry: bounded, jittered retries within a deadline."""
 
 from __future__ import annotations
 
-import json
-import os
-
 import pytest
 
-from opsctl.errors import OpsctlError, UsageError
+from opsctl.errors import UsageError
 from opsctl.remote import RemoteUnavailable
 from opsctl.retry import RetryPolicy, call_with_retry
-from opsctl.statefile import read_json, updating, write_json_atomic
 
 
 class FakeTime:
@@ -85,29 +81,3 @@ def test_errors_that_are_not_transient_are_not_retried():
     with pytest.raises(UsageError):
         call_with_retry(op, RetryPolicy(), "x", sleep=lambda s: None)
     assert len(calls) == 1
-
-
-def test_an_atomic_write_leaves_no_temp_file_and_replaces_the_whole_file(tmp_path):
-    path = tmp_path / "state" / "x.json"
-    write_json_atomic(path, {"a": 1})
-    write_json_atomic(path, {"b": 2})
-    assert json.loads(path.read_text()) == {"b": 2}
-    assert sorted(p.name for p in path.parent.iterdir()) == ["x.json"]
-    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
-
-
-def test_an_error_inside_an_update_writes_nothing(tmp_path):
-    path = tmp_path / "x.json"
-    write_json_atomic(path, {"n": 1})
-    with pytest.raises(RuntimeError):
-        with updating(path, {}) as data:
-            data["n"] = 2
-            raise RuntimeError("boom")
-    assert read_json(path, {}) == {"n": 1}
-
-
-def test_a_corrupt_state_file_is_an_error_naming_the_file(tmp_path):
-    path = tmp_path / "x.json"
-    path.write_text("{not json")
-    with pytest.raises(OpsctlError, match=str(path)):
-        read_json(path, {})

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import secrets
 import sys
 import time
 from dataclasses import dataclass, field
@@ -50,7 +49,7 @@ def change_log() -> logging.Logger:
 
 
 def new_operation_id(action: str) -> str:
-    return f"{action}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(3)}"
+    return f"{action}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.urandom(3).hex()}"
 
 
 @dataclass

@@ -14,7 +14,6 @@ refused or not, is one entry in the local audit log (written after the record); 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 import time
@@ -36,8 +35,11 @@ Planner = Callable[[Split | None], Split]
 Trimmer = Callable[[Split | None, Split, dict], Split]
 
 
-def change_log() -> logging.Logger:
-    """The structured change log: one JSON object per line on stderr, for the cluster's log pipeline."""
+def change_log():
+    """The structured change log: one JSON object per line on stderr, for the cluster's log pipeline
+    (kubernetes mode only: logging is imported here, off the local CLI's start-up)."""
+    import logging
+
     logger = logging.getLogger("opsctl.traffic.changes")
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)

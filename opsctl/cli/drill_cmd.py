@@ -33,10 +33,9 @@ def drill():
 
 
 def _scenario_paths(app, paths) -> list:
-    from opsctl.drills.scenario import discover
+    from opsctl.drills.catalog import scenario_paths
 
-    cfg = app.config
-    return discover(list(paths) or [cfg.path(cfg.drills.scenarios)])
+    return scenario_paths(list(paths), app.config)
 
 
 def _rel(path) -> str:
@@ -180,7 +179,6 @@ def run(app, scenario, live, dry_run, quiet, chain, routing, chain_timeout, outp
     from opsctl.drills.catalog import resolve_scenario
     from opsctl.drills.engine import Engine
     from opsctl.drills.scenario import load_scenario
-    from opsctl.errors import GuardRefused, OpsctlError
 
     cfg = app.config
     sc = load_scenario(resolve_scenario(scenario, cfg))
@@ -188,7 +186,7 @@ def run(app, scenario, live, dry_run, quiet, chain, routing, chain_timeout, outp
         from opsctl.drills.chain.cli import run_chain
 
         run_chain(app, sc, live=live, dry_run=dry_run, quiet=quiet, routing=routing, timeout=chain_timeout,
-                  output=output, progress=_progress, summary=_summary_text, rel=_rel)
+                  output=output, progress=_progress, show_plan=_show_plan, finish=_finish)
         return
     if dry_run:
         from opsctl.drills.plan import dry_run_plan
@@ -197,13 +195,25 @@ def run(app, scenario, live, dry_run, quiet, chain, routing, chain_timeout, outp
 
         raise_problems(check_against_config(sc, cfg, [s.name for s in load_slos([cfg.slo_dir], cfg.backends)],
                                             live=live), f"{scenario}: the scenario does not fit the config")
-        plan = dry_run_plan(sc, cfg, live=live)
-        emit(plan, output, table=_plan_text)
-        if plan["would_refuse"]:
-            raise GuardRefused("preflight would refuse this drill: " + "; ".join(
-                c["message"] for c in plan["preflight"] if not c["ok"]))
+        _show_plan(dry_run_plan(sc, cfg, live=live), output, _plan_text)
         return
-    result = Engine(sc, cfg, live=live, progress=None if quiet else _progress).run()
+    _finish(Engine(sc, cfg, live=live, progress=None if quiet else _progress).run(), output)
+
+
+def _show_plan(plan: dict, output: str, text) -> None:
+    """A dry run's plan; exit 4 when its preflight would refuse the drill."""
+    from opsctl.errors import GuardRefused
+
+    emit(plan, output, table=text)
+    if plan["would_refuse"]:
+        raise GuardRefused("preflight would refuse this drill: " + "; ".join(
+            c["message"] for c in plan["preflight"] if not c["ok"]))
+
+
+def _finish(result, output: str) -> None:
+    """A finished drill (embedded, live or chain): its summary, where the report is, its exit code."""
+    from opsctl.errors import GuardRefused, OpsctlError
+
     emit(result.report, output, table=lambda d: _summary_text(d, result.paths))
     if output != "table":
         click.echo(f"report: {_rel(result.paths['md'])} (also .json, .html)", err=True)

@@ -1,4 +1,4 @@
-"""`opsctl slo report|validate|rules|alerts`."""
+"""`opsctl slo report|validate|rules|alerts|dashboard|convert`."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ def slo():
       opsctl slo rules --out slo-rules.yaml && promtool check rules slo-rules.yaml
       opsctl slo alerts --at 2026-11-26T15:00:00Z -o json
       opsctl slo dashboard --out grafana/opsctl-slo.json
+      opsctl slo convert slos/ --to openslo -o slos-openslo/
     """
 
 
@@ -36,7 +37,7 @@ def validate(app, paths):
     """Check SLO files; every problem is listed with its file and field (exit 2)."""
     from opsctl.slo.model import load_slos
 
-    slos = load_slos(_slo_paths(app, paths), app.config.backends)
+    slos = load_slos(_slo_paths(app, paths), app.config.backends, config=app.config)
     for s in slos:
         click.echo(f"ok  {s.file}  {s.name} ({s.kind}, goal {s.goal:g}, backend {s.backend})")
 
@@ -78,7 +79,7 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
         from opsctl.slo.export import load_exporters
 
         exporters = load_exporters(export_file)  # a bad file fails before any query
-    slos = load_slos(_slo_paths(app, paths), cfg.backends)
+    slos = load_slos(_slo_paths(app, paths), cfg.backends, config=cfg)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
     when, aligned = _aligned(when, at)
     progress = (lambda msg: click.echo(msg, err=True)) if output == "table" else None
@@ -193,7 +194,7 @@ def rules(app, paths, fmt, out):
 
     cfg = app.config
     settings = RuleSettings.from_config(cfg)
-    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends), settings)
+    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends, config=cfg), settings)
     document = rules_document(plans, settings, fmt)
     from opsctl.quality.rules import add_quality_group  # the live quality rules ride along (quality.rules)
 
@@ -232,7 +233,7 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
 
     cfg = app.config
     settings = RuleSettings.from_config(cfg)
-    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends), settings)
+    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends, config=cfg), settings)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
     when, aligned = _aligned(when, at)
     result = evaluate_plans(plans, source, when, settings)
@@ -291,10 +292,61 @@ def dashboard(app, paths, out, uid):
 
     cfg = app.config
     settings = RuleSettings.from_config(cfg)
-    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends), settings)
+    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends, config=cfg), settings)
     text = json.dumps(build(plans, settings, uid=uid), indent=2) + "\n"
     if out:
         write_atomic(out, text)
         click.echo(f"wrote {out}: Grafana dashboard {uid!r} over {len(plans)} SLOs", err=True)
     else:
         click.echo(text, nl=False)
+
+
+@slo.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("--to", "to", required=True, type=choice(["openslo", "slo-generator"]),
+              help="The format to write.")
+@click.option("-o", "--out", default="-", show_default=True, metavar="DIR|-",
+              help="A directory to write one <slo-name>.yaml per SLO into, or - for standard output.")
+@click.option("--force", is_flag=True, help="Overwrite files that already exist in DIR.")
+@click.pass_obj
+def convert(app, files, to, out, force):
+    """Rewrite SLO files as OpenSLO v1 or slo-generator v2, keeping their meaning.
+
+    Reads slo-generator and OpenSLO files alike (OpenSLO references resolve across the files and
+    directories given). What is written loads back to the same SLO: selectors, goal, backend,
+    service, method. OpenSLO files get one rolling time window, the config's slos.period, and
+    Occurrences budgeting. What has no counterpart in the other format (slo-generator's
+    filter_bad or non-default operators, to OpenSLO) is refused with its file and key (exit 2).
+
+    \b
+    Examples:
+      opsctl slo convert slos/databricks-availability.yaml --to openslo
+      opsctl slo convert slos/ --to openslo -o slos-openslo/
+      opsctl slo convert slos/examples/openslo/ --to slo-generator -o converted/ && opsctl slo validate converted/
+    """
+    from pathlib import Path
+
+    from opsctl.errors import UsageError
+    from opsctl.slo.convert import OPENSLO_DROPPED, convert as run, render
+    from opsctl.slo.model import load_slos
+    from opsctl.slo.rules import write_atomic
+
+    cfg = app.config
+    converted = run(load_slos(list(files), cfg.backends, config=cfg), to, cfg.slos.period_seconds)
+    if to == "slo-generator" and any(slo.source_format == "openslo" for slo, _ in converted):
+        click.echo("note: not carried into slo-generator's format: " + "; ".join(OPENSLO_DROPPED), err=True)
+    if out == "-":
+        click.echo(render(doc for _, doc in converted), nl=False)
+        return
+    directory = Path(out)
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"{out}: not a directory", hint="give a directory, or - for standard output")
+    targets = [(directory / f"{slo.name}.yaml", doc) for slo, doc in converted]
+    existing = [str(p) for p, _ in targets if p.exists()]
+    if existing and not force:
+        raise UsageError(f"would overwrite {len(existing)} file(s): {', '.join(existing)}",
+                         hint="pass --force to overwrite, or write to another directory")
+    directory.mkdir(parents=True, exist_ok=True)
+    for path, doc in targets:
+        write_atomic(str(path), render([doc]))
+    click.echo(f"wrote {len(targets)} {to} SLO file(s) to {directory}", err=True)

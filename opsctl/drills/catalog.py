@@ -5,6 +5,7 @@ directory and then in the scenarios shipped inside the package (opsctl/defaults/
     resolve_scenario("vendor-outage", cfg)             -> <drills.scenarios>/vendor-outage.yaml or the packaged one
     resolve_scenario("chaos/vendor-outage.yaml", cfg)  -> that file if it exists, else found by name
     catalog(cfg)                                       -> every scenario by name, the configured ones first
+    scenario_paths(["chaos/"], cfg)                    -> ./chaos if it exists, else the config's, else the packaged
 """
 
 from __future__ import annotations
@@ -59,3 +60,30 @@ def resolve_scenario(arg: str | Path, cfg) -> Path:
     raise ConfigError(f"{text}: no such scenario file, and no scenario of that name in "
                       f"{', '.join(str(d) for d in searched) or 'any scenarios directory'} (known: {names})",
                       hint="`opsctl drill list` shows the scenarios and their names")
+
+
+def scenario_paths(args, cfg) -> list[Path]:
+    """The scenario files under the paths given (files or directories), for `drill list|validate`.
+
+    A path that does not exist here is read next to the config (as the config's own paths are), and
+    the conventional `chaos/` directory, named from outside the repository, is the configured
+    scenarios directory or the packaged one; a name without a directory is looked up as `drill run`
+    looks it up. No argument: the configured scenarios directory."""
+    from opsctl.drills.scenario import discover
+
+    if not args:
+        return discover([cfg.path(cfg.drills.scenarios)])
+    resolved: list[Path] = []
+    for arg in args:
+        path = Path(str(arg))
+        if path.exists():
+            resolved.append(path)
+        elif not path.is_absolute() and cfg.path(str(path)).exists():
+            resolved.append(cfg.path(str(path)))
+        elif path == Path("chaos") and scenario_dirs(cfg):
+            resolved.append(scenario_dirs(cfg)[0])
+        elif path.parent in (Path("."), Path("chaos")) and not str(arg).endswith("/"):  # a name, not a dir
+            resolved.append(resolve_scenario(arg, cfg))
+        else:
+            resolved.append(path)  # discover names it: no such scenario file or directory
+    return discover(resolved)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opsctl.drills.scenario import Expectation
+from opsctl.drills.text import burn_over_threshold, duration_text, rate_text
 
 
 @dataclass
@@ -82,15 +83,6 @@ def verdict_mark(v: dict) -> str:
                                                  NOT_EVALUATED)
 
 
-def _mins(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(round(seconds))
-    sign = "-" if seconds < 0 else ""
-    seconds = abs(seconds)
-    return f"{sign}{seconds // 60}m{seconds % 60:02d}s"
-
-
 class Judge:
     def __init__(self, resolve_slo):
         self.resolve_slo = resolve_slo  # scenario SLO name -> full name
@@ -106,12 +98,12 @@ class Judge:
             return self._fail(e, obs, problem, detail=detail, at=at)
         if at is not None:
             if deadline is not None and at > deadline:
-                return self._fail(e, obs, f"{detail} at t0+{_mins(at - obs.t0)}: later than the {_mins(e.within)}"
+                return self._fail(e, obs, f"{detail} at t0+{duration_text(at - obs.t0)}: later than the {duration_text(e.within)}"
                                           " deadline", detail=detail, at=at)
             return Verdict(e.name, e.expect, True, e.within, at, at - obs.t0, detail)
         if (deadline is not None and now >= deadline) or final:
             why = detail or "not observed"
-            limit = f"within {_mins(e.within)}" if e.within is not None else "during the drill"
+            limit = f"within {duration_text(e.within)}" if e.within is not None else "during the drill"
             return self._fail(e, obs, f"{why} {limit}" + ("" if now >= (deadline or now) else " (the drill ended first)"))
         return None
 
@@ -134,7 +126,7 @@ class Judge:
         if hasattr(alert, "describe"):  # a quality alert
             return at, alert.describe(), None
         return at, (f"{alert.alertname} {alert.slo} {alert.long_window}/{alert.short_window}"
-                    f" burn {alert.burn_rate:.1f}x > {alert.factor:g}x"), None
+                    f" {burn_over_threshold(alert)}"), None
 
     def _paged(self, e, obs):
         if obs.page_error:
@@ -226,12 +218,12 @@ class Judge:
     def _slo_recovered(self, e, obs):
         slo = self.resolve_slo(e.slo)
         if slo in obs.recovered_at:
-            return obs.recovered_at[slo], f"{slo}: burn over the last {_mins(e.window)} back to 1x or less", None
+            return obs.recovered_at[slo], f"{slo}: burn over the last {duration_text(e.window)} back to 1x or less", None
         burn = obs.window_burn.get((slo, e.window))
         if slo not in obs.burning_since:
             return None, f"{slo} never burned its budget faster than sustainable", None
-        shown = f"{burn:.1f}x" if burn is not None else "unknown (no data)"
-        return None, f"{slo} still burning ({shown} over the last {_mins(e.window)})", None
+        shown = rate_text(burn) if burn is not None else "unknown (no data)"
+        return None, f"{slo} still burning ({shown} over the last {duration_text(e.window)})", None
 
     def _change_refused(self, e, obs):
         mine = [c for c in obs.changes if c.get("action") == e.action]

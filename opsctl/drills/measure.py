@@ -4,6 +4,10 @@
     spent    = bad events since the drill began / (period budget in events)
     period budget in events = (1 - goal) x valid events over the period
 
+Good and valid come from the SLO's own queries and `counts_from`, as the SLO report reads them:
+filter_valid, filter_bad (valid = good + bad) and query_sli alike. A query_sli SLO measures a ratio,
+not events, so its counts are weighed by the window's length (every second counts the same).
+
 The period's valid events are measured once, before the fault. The embedded store holds only the
 baseline (a few days), so there they are scaled up to the period from the baseline's rate; the
 report states which basis it used.
@@ -15,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from opsctl.metrics.promql import increase_query
+from opsctl.slo.model import counts_from
 
 STEP = 10
 
@@ -34,6 +38,18 @@ def _ratio(good: float | None, valid: float | None) -> float | None:
     return min(max(1.0 - good / valid, 0.0), 1.0)
 
 
+def _queries(slo, window: int) -> dict[str, str]:
+    return slo.queries(f"{window}s")
+
+
+def _counts(slo, answers: dict[str, float | None], window: int) -> tuple[float | None, float | None]:
+    """(good, valid) over `window` from the answers to the SLO's queries."""
+    good, valid = counts_from(slo, {role: answers[q] for role, q in _queries(slo, window).items()})
+    if not slo.counts_events and valid is not None:  # a ratio: weigh it by the window's length
+        good, valid = (None if good is None else good * window), valid * window
+    return good, valid
+
+
 class BurnMeter:
     def __init__(self, source, slos: Sequence, period_seconds: int):
         self.source = source
@@ -45,11 +61,12 @@ class BurnMeter:
     def measure_period(self, at: float, *, history_seconds: int | None = None) -> None:
         """Valid events over the period at `at`; `history_seconds`: only that much history exists."""
         window = self.period_seconds if history_seconds is None else min(history_seconds, self.period_seconds)
-        queries = [increase_query(s.filter_valid, window) for s in self.slos.values()]
-        answers = self.source.query_many(queries, at) if queries else []
+        queries = list(dict.fromkeys(q for s in self.slos.values() for q in _queries(s, window).values()))
+        answers = dict(zip(queries, self.source.query_many(queries, at))) if queries else {}
         scale = self.period_seconds / window
-        for slo, valid in zip(self.slos, answers):
-            self.period_valid[slo] = None if valid is None else valid * scale
+        for name, s in self.slos.items():
+            _, valid = _counts(s, answers, window)
+            self.period_valid[name] = None if valid is None else valid * scale
         if history_seconds is not None and window < self.period_seconds:
             self.basis = (f"period budget estimated from {window // 86400}d of baseline traffic scaled to the"
                           f" {self.period_seconds // 86400}d period")
@@ -64,8 +81,7 @@ class BurnMeter:
         queries: dict[str, None] = {}
         for s in self.slos.values():
             for w in spans + ([since_window] if since_window else []):
-                queries.setdefault(increase_query(s.filter_good, w))
-                queries.setdefault(increase_query(s.filter_valid, w))
+                queries.update(dict.fromkeys(_queries(s, w).values()))
         keys = list(queries)
         answers = dict(zip(keys, self.source.query_many(keys, at))) if keys else {}
         out: dict[str, SloSample] = {}
@@ -73,12 +89,11 @@ class BurnMeter:
             budget = 1.0 - s.goal
             burns = {}
             for w in spans:
-                ratio = _ratio(answers[increase_query(s.filter_good, w)], answers[increase_query(s.filter_valid, w)])
+                ratio = _ratio(*_counts(s, answers, w))
                 burns[w] = None if ratio is None else ratio / budget
             bad = valid = None
             if since_window:
-                good_s = answers[increase_query(s.filter_good, since_window)]
-                valid = answers[increase_query(s.filter_valid, since_window)]
+                good_s, valid = _counts(s, answers, since_window)
                 if valid is not None:
                     bad = max(valid - (good_s or 0.0), 0.0)
             elif since is not None:

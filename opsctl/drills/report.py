@@ -1,11 +1,13 @@
 """Drill reports: one data structure (report.json), rendered as Markdown and a self-contained HTML page.
 
-The data is built from a finished engine (`build_report_data`) or, for a drill whose process died,
+The data is built from a finished run (`build_report_data`) or, for a drill whose process died,
 from its persisted state (`report_from_state`); the renderers read only the data. The HTML page has
 inline CSS and an inline SVG chart: no scripts, no external assets, so it can be mailed or attached.
 """
 
 from __future__ import annotations
+
+from opsctl.drills.text import duration_text, rate_text
 
 import json
 import os
@@ -33,49 +35,38 @@ def _fmt(ts: float | None) -> str | None:
     return None if ts is None else format_rfc3339(ts)
 
 
-def duration_text(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(round(seconds))
-    sign = "-" if seconds < 0 else ""
-    seconds = abs(seconds)
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{sign}{h}h{m:02d}m{s:02d}s" if h else f"{sign}{m}m{s:02d}s"
-
-
 # ---------------------------------------------------------------------------------------------
 # Data
 
 
-def build_report_data(engine, outcome: str, exit_code: int, wall_seconds: float) -> dict:
-    sc, state, obs = engine.scenario, engine.state, engine.obs
+def build_report_data(run, outcome: str, exit_code: int, wall_seconds: float) -> dict:
+    sc, state, obs = run.scenario, run.state, run.obs
     t0 = obs.t0
     data = _base(state, sc, outcome, exit_code)
     data.update(
         wall_seconds=round(wall_seconds, 3),
         t0=_fmt(t0),
-        refusal=engine.refusal,
-        abort_reason=engine.abort_reason,
-        crash=engine.crash,
-        late_signals=engine.late_signals,
-        preflight=[c.to_dict() for c in engine.preflight_checks],
-        hypothesis={"title": sc.hypothesis_title, "probes": engine.probe_results},
-        environment=engine.environment_facts,
-        timeline=_timeline(engine.timeline, t0),
-        measurements=_measurements(engine),
-        expectations=[v.to_dict(_fmt) for _, v in sorted(engine.verdicts.items())],
-        rollbacks=engine.rollback_results,
-        leftovers=engine.leftovers,
-        clean=not engine.leftovers and not any(r["status"] == "failed" for r in engine.rollback_results),
-        budget=_budget(engine),
-        chart=_chart(engine),
-        runbook=_runbook(engine),
+        refusal=run.refusal,
+        abort_reason=run.abort_reason,
+        crash=run.crash,
+        late_signals=run.late_signals,
+        preflight=[c.to_dict() for c in run.preflight_checks],
+        hypothesis={"title": sc.hypothesis_title, "probes": run.probe_results},
+        environment=run.environment_facts,
+        timeline=_timeline(run.timeline, t0),
+        measurements=_measurements(run),
+        expectations=[v.to_dict(_fmt) for _, v in sorted(run.verdicts.items())],
+        rollbacks=run.rollback_results,
+        leftovers=run.leftovers,
+        clean=not run.leftovers and not any(r["status"] == "failed" for r in run.rollback_results),
+        budget=_budget(run),
+        chart=_chart(run),
+        runbook=_runbook(run),
     )
-    if engine.mode == "embedded" and engine.env is not None and getattr(engine.env, "start", None) is not None:
-        data["sim"] = {"start": _fmt(engine.env.start), "end": _fmt(engine.env.clock.now()),
-                       "simulated_seconds": round(engine.env.clock.now() - engine.env.start, 1),
-                       "resimulations": getattr(engine.env.world, "simulations", None)}
+    if run.mode == "embedded" and run.env is not None and getattr(run.env, "start", None) is not None:
+        data["sim"] = {"start": _fmt(run.env.start), "end": _fmt(run.env.clock.now()),
+                       "simulated_seconds": round(run.env.clock.now() - run.env.start, 1),
+                       "resimulations": getattr(run.env.world, "simulations", None)}
     data["action_items"] = action_items(data)
     return data
 
@@ -109,10 +100,10 @@ def _base(state, sc, outcome, exit_code) -> dict:
     }
 
 
-def _runbook(engine) -> str | None:
+def _runbook(run) -> str | None:
     """The generated runbook this drill rehearses (runbooks/scenario-<name>.md), when there is one."""
-    cfg = engine.user_cfg
-    path = cfg.path(cfg.runbooks.dir) / f"scenario-{engine.scenario.runbook or engine.scenario.name}.md"
+    cfg = run.user_cfg
+    path = cfg.path(cfg.runbooks.dir) / f"scenario-{run.scenario.runbook or run.scenario.name}.md"
     if not path.is_file():
         return None
     try:
@@ -126,8 +117,8 @@ def _timeline(events: list[dict], t0: float | None) -> list[dict]:
              "kind": e["kind"], "message": e["message"]} for e in events]
 
 
-def _measurements(engine) -> dict:
-    obs = engine.obs
+def _measurements(run) -> dict:
+    obs = run.obs
     t0 = obs.t0
     if t0 is None:
         return {}
@@ -152,27 +143,27 @@ def _measurements(engine) -> dict:
     }
 
 
-def _charted(engine) -> list[str]:
+def _charted(run) -> list[str]:
     fired = []
-    for (slo, sev, pair), _ in sorted(engine.obs.first_firing.items(), key=lambda kv: kv[1][0]):
+    for (slo, sev, pair), _ in sorted(run.obs.first_firing.items(), key=lambda kv: kv[1][0]):
         if slo not in fired:
             fired.append(slo)
-    tracked = sorted(getattr(engine, "meter", None).slos) if getattr(engine, "meter", None) else []
-    named = [engine._slo_name(e.slo) for e in engine.scenario.expectations if e.slo]
+    tracked = sorted(run.meter.slos) if run.meter else []
+    named = [run.slo_name(e.slo) for e in run.scenario.expectations if e.slo]
     order = [s for s in named if s in tracked] + [s for s in fired if s in tracked]
     order += [s for s in tracked if s.endswith("availability")]
     return list(dict.fromkeys(order))[:4]
 
 
-def _chart(engine) -> dict:
-    t0 = engine.obs.t0
-    if t0 is None or not engine.samples:
+def _chart(run) -> dict:
+    t0 = run.obs.t0
+    if t0 is None or not run.samples:
         return {}
-    slos = _charted(engine)
+    slos = _charted(run)
     points = [{"offset": round(row["at"] - t0, 3),
-               "values": {s: row["slos"][s] for s in slos if s in row["slos"]}} for row in engine.samples]
+               "values": {s: row["slos"][s] for s in slos if s in row["slos"]}} for row in run.samples]
     factor = None
-    for plan in getattr(engine, "plans", []):
+    for plan in run.plans:
         for alert in plan.alerts:
             if alert.severity == "page" and alert.long == "1h":
                 factor = alert.factor
@@ -180,27 +171,27 @@ def _chart(engine) -> dict:
     kinds = {"fault": "fault", "page": "paged", "ack": "ack", "failover": "failover", "ticket": "ticket",
              "vendor": "vendor", "recovered": "recovered", "escalate": "escalated"}
     seen = set()
-    for e in engine.timeline:
+    for e in run.timeline:
         label = kinds.get(e["kind"])
         if label and label not in seen and not e["message"].startswith("FAILED") and e["at"] >= t0 - 3600:
             seen.add(label)
             markers.append({"offset": round(e["at"] - t0, 3), "label": label})
-    detect = [at for (slo, sev, pair), (at, a) in engine.obs.first_firing.items() if sev == "page"]
+    detect = [at for (slo, sev, pair), (at, a) in run.obs.first_firing.items() if sev == "page"]
     if detect:
         markers.append({"offset": round(min(detect) - t0, 3), "label": "detected"})
-    prefix = f"{engine.user_cfg.service}-"
+    prefix = f"{run.user_cfg.service}-"
     return {"slos": slos, "labels": {s: s.removeprefix(prefix) for s in slos}, "points": points,
             "markers": sorted(markers, key=lambda m: m["offset"]), "page_factor": factor}
 
 
-def _budget(engine) -> dict:
-    meter = getattr(engine, "meter", None)
-    if meter is None or not engine.samples:
+def _budget(run) -> dict:
+    meter = run.meter
+    if meter is None or not run.samples:
         return {}
-    last = engine.samples[-1]["slos"]
+    last = run.samples[-1]["slos"]
     rows = []
     for slo in sorted(meter.slos):
-        peak = max((row["slos"].get(slo, {}).get("burn_1h") or 0.0 for row in engine.samples), default=0.0)
+        peak = max((row["slos"].get(slo, {}).get("burn_1h") or 0.0 for row in run.samples), default=0.0)
         rows.append({"slo": slo, "spent": (last.get(slo) or {}).get("spent"), "peak_burn_1h": peak})
     return {"basis": meter.basis, "period_days": meter.period_seconds // 86400, "slos": rows}
 
@@ -329,7 +320,7 @@ def render_markdown(d: dict) -> str:
                   "|---|---|---|"]
         for row in budget["slos"]:
             spent = "-" if row["spent"] is None else f"{row['spent'] * 100:.1f}%"
-            lines.append(f"| {row['slo']} | {spent} | {row['peak_burn_1h']:.1f}x |")
+            lines.append(f"| {row['slo']} | {spent} | {rate_text(row['peak_burn_1h'])} |")
         lines.append("")
     lines += ["## Timeline", "", "| time | since fault | phase | event | |", "|---|---|---|---|---|"]
     for e in d.get("timeline", []):
@@ -433,7 +424,7 @@ def render_html(d: dict) -> str:
     if budget.get("slos"):
         parts.append(f"<p>{e(budget['basis'])}.</p>")
         parts.append(_table(["SLO", "spent by the drill", "peak burn (1h)"], [
-            [r["slo"], "-" if r["spent"] is None else f"{r['spent'] * 100:.1f}%", f"{r['peak_burn_1h']:.1f}x"]
+            [r["slo"], "-" if r["spent"] is None else f"{r['spent'] * 100:.1f}%", rate_text(r['peak_burn_1h'])]
             for r in budget["slos"]]))
     parts.append('<h2 id="timeline">Timeline</h2>')
     parts.append(_table(["time", "since fault", "phase", "event", ""], [

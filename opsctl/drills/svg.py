@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from html import escape
 
+from opsctl.drills.text import threshold_text
+
 WIDTH, HEIGHT = 860, 460
 LEFT, RIGHT = 70, 20
 TOP_PANEL = (40, 220)  # y from, y to
@@ -63,7 +65,7 @@ def burn_chart(chart: dict) -> str:
     for e in range(lo_exp, hi_exp + 1):
         yy = y_burn(10 ** e)
         out.append(f'<line x1="{LEFT}" y1="{yy:.1f}" x2="{WIDTH - RIGHT}" y2="{yy:.1f}" stroke="#eeeeee"/>')
-        out.append(f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end">{_num(10 ** e)}x</text>')
+        out.append(f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end">{threshold_text(10 ** e)}</text>')
     for i in range(5):
         value = spent_max * i / 4
         yy = y_spent(value)
@@ -86,7 +88,7 @@ def burn_chart(chart: dict) -> str:
         out.append(f'<line x1="{LEFT}" y1="{yy:.1f}" x2="{WIDTH - RIGHT}" y2="{yy:.1f}" stroke="#d62728"'
                    ' stroke-dasharray="6 4"/>')
         out.append(f'<text x="{WIDTH - RIGHT - 4}" y="{yy - 4:.1f}" text-anchor="end" fill="#d62728">'
-                   f'page threshold {factor:g}x</text>')
+                   f'page threshold {threshold_text(factor)}</text>')
     # event markers
     for i, m in enumerate(chart.get("markers") or []):
         xx = x(m["offset"])
@@ -118,9 +120,6 @@ def _tick_step(span: float) -> int:
             return step
     return 14400
 
-
-def _num(value: float) -> str:
-    return f"{value:g}"
 
 
 def _short(slo: str) -> str:

@@ -11,7 +11,12 @@ misses `"1.0"` buckets).
 
 `metadata.labels.backend` (a configured backend, or `all` for the whole service) is optional:
 an SLO without it is reported and alerted on and ties no traffic guard. `metadata.labels.
-service_name` names the service in generated rules. Unknown keys are refused with their path.
+service_name` names the service in generated rules. Unknown keys and wrong types are refused with
+their path by the typed models in opsctl.slo.model_schema (the toolkit's one engine); what PromQL
+and slo-generator need of each value is checked here.
+
+OpenSLO v1 files in the same dirs (`apiVersion: openslo/v1`) are translated to this document form
+on load (opsctl.slo.openslo), so both formats give one `SloDefinition` and the same numbers.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any, Iterable
 from opsctl.errors import ConfigError
 from opsctl.metrics.promql import parse_selector
 from opsctl.slo.conventions import ALL_BACKENDS
+from opsctl.slo.model_schema import SLI_MODELS, Metadata, Spec, typed
 
 API_VERSION = "sre.google.com/v2"
 KIND = "ServiceLevelObjective"
@@ -47,6 +53,7 @@ class SloDefinition:
     operators: tuple[str, ...] = ("increase", "sum")
     expression: str | None = None  # query_sli's expression (distribution_cut's is in filter_good)
     service_name: str | None = None
+    source_format: str = "slo-generator"  # or "openslo": the format of `file` (`document` is slo-generator's)
 
     @property
     def error_budget(self) -> float:
@@ -130,25 +137,42 @@ def discover(paths: Iterable[str | Path]) -> list[Path]:
     return files
 
 
-def load_slos(paths: Iterable[str | Path], backends: Iterable[str]) -> list[SloDefinition]:
-    """Load and validate SLO files; every problem in every file is reported before failing."""
-    from opsctl.config import load_yaml_file
+def load_slos(paths: Iterable[str | Path], backends: Iterable[str], *, config=None) -> list[SloDefinition]:
+    """Load and validate SLO files, slo-generator's and OpenSLO v1 (told apart by `apiVersion`);
+    every problem in every file is reported before failing.
+
+    OpenSLO references (`indicatorRef`, `metricSourceRef`, ...) resolve across all the files read.
+    With `config`, an OpenSLO time window must equal its `slos.period` and alert conditions must
+    be among the burn-rate alerts its `alerting:` generates (see opsctl.slo.openslo).
+    """
+    from opsctl.slo import openslo
 
     known = set(backends)
     files = discover(paths)
     problems: list[str] = []
     slos: list[SloDefinition] = []
+    open_docs: list[tuple[str, object]] = []
     for path in files:
         try:
-            doc = load_yaml_file(path, "SLO file")
+            docs = openslo.read_documents(path)
         except ConfigError as exc:
             problems.extend(exc.problems)
             continue
-        slo = _validate(doc, str(path), known, problems)
-        if slo:
-            slos.append(slo)
+        if any(openslo.is_openslo(d) for d in docs):
+            open_docs.extend((str(path), str(path) if len(docs) == 1 else f"{path}: document {i + 1}", d)
+                             for i, d in enumerate(docs))
+        elif len(docs) != 1:
+            problems.append(f"{path}: (top level): a slo-generator SLO file holds one document, got {len(docs)}")
+        else:
+            slo = _validate(docs[0], str(path), known, problems)
+            if slo:
+                slos.append(slo)
+    if open_docs:
+        slos.extend(openslo.load(open_docs, known, config, problems))
     if not files:
         problems.append("no SLO files found in " + ", ".join(str(p) for p in paths))
+    elif not slos and not problems:
+        problems.append("no SLOs in " + ", ".join(str(p) for p in paths) + " (OpenSLO files there hold no kind: SLO)")
     names: dict[str, str] = {}
     for slo in slos:
         if slo.name in names:
@@ -159,14 +183,7 @@ def load_slos(paths: Iterable[str | Path], backends: Iterable[str]) -> list[SloD
     return slos
 
 
-SPEC_KEYS = {"description", "backend", "method", "exporters", "service_level_indicator", "goal",
-             "error_budget_policy"}
-SLI_KEYS = {
-    "good_bad_ratio": {"filter_good", "filter_valid", "filter_bad", "operators"},
-    "distribution_cut": {"expression", "threshold_bucket", "good_below_threshold"},
-    "query_sli": {"expression"},
-}
-METHODS = tuple(SLI_KEYS)
+METHODS = ("good_bad_ratio", "distribution_cut", "query_sli")
 DEFAULT_OPERATORS = ("increase", "sum")
 _OPERATOR = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -189,6 +206,8 @@ def _validate(doc: Any, file: str, known: set[str], problems: list[str]) -> SloD
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     if not isinstance(doc.get("metadata"), dict):
         bad("metadata", "missing or not a mapping")
+    else:
+        typed(Metadata, meta, "metadata", file, problems)
     name = meta.get("name")
     if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
         bad("metadata.name", f"must be a name of letters, digits, - and _, got {name!r}")
@@ -204,8 +223,7 @@ def _validate(doc: Any, file: str, known: set[str], problems: list[str]) -> SloD
     if spec is None:
         bad("spec", "missing or not a mapping")
         return None
-    for key in sorted(set(spec) - SPEC_KEYS, key=str):
-        bad(f"spec.{key}", f"unknown key (known: {', '.join(sorted(SPEC_KEYS))})")
+    typed(Spec, spec, "spec", file, problems)
     if spec.get("backend") != "prometheus":
         bad("spec.backend", f"opsctl evaluates SLOs over PromQL: must be 'prometheus', got {spec.get('backend')!r}")
     method = spec.get("method")
@@ -220,9 +238,7 @@ def _validate(doc: Any, file: str, known: set[str], problems: list[str]) -> SloD
     if sli is None:
         bad("spec.service_level_indicator", "missing or not a mapping")
     elif method in METHODS:
-        for key in sorted(set(sli) - SLI_KEYS[method], key=str):
-            bad(f"spec.service_level_indicator.{key}",
-                f"unknown key for method {method} (known: {', '.join(sorted(SLI_KEYS[method]))})")
+        typed(SLI_MODELS[method], sli, "spec.service_level_indicator", file, problems)
         parsed = _PARSERS[method](sli, lambda key, what: bad(f"spec.service_level_indicator.{key}", what))
     if len(problems) > before or parsed is None:
         return None

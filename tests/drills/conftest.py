@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, run_opsctl
+from tests.cli.inprocess import invoke
+from tests.conftest import REPO
 
 CHAOS = REPO / "chaos"
 SHIPPED = sorted(p.stem for p in CHAOS.glob("*.yaml"))
@@ -33,9 +34,17 @@ class DrillEnv:
         self.config.write_text(text)
 
     def run(self, *args: str, env: dict | None = None):
-        return run_opsctl("--config", str(self.config), *args, env=env, cwd=self.root)
+        """`opsctl --config <root>/opsctl.yaml ARGS` in this process (tests/cli/inprocess.py), from root."""
+        previous = os.getcwd()
+        os.chdir(self.root)
+        try:
+            return invoke("--config", str(self.config), *args, env=env)
+        finally:
+            os.chdir(previous)
 
     def popen(self, *args: str) -> subprocess.Popen:
+        """A drill in its own process: for what only a process shows (a signal mid-drill, a live run
+        a test watches from outside, a process that dies)."""
         full_env = {k: v for k, v in os.environ.items() if k != "OPSCTL_CONFIG"}
         full_env["PYTHONPATH"] = str(REPO)
         return subprocess.Popen([sys.executable, "-m", "opsctl", "--config", str(self.config), *args],

@@ -55,6 +55,20 @@ def test_a_config_with_its_own_scenarios_lists_them_first_and_still_finds_the_sh
     assert set(rows) == {p.removesuffix(".yaml") for p in SHIPPED}
 
 
+@pytest.mark.parametrize("arg", ["chaos/", "chaos"])
+def test_drill_validate_chaos_outside_the_repository_validates_the_packaged_scenarios(elsewhere, arg):
+    result = invoke("drill", "validate", arg, "-o", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert sorted(r["file"].rsplit("/", 1)[-1] for r in rows) == SHIPPED
+    assert all(r["valid"] for r in rows)
+
+
+def test_drill_validate_of_a_missing_directory_is_exit_2_naming_it(elsewhere):
+    result = invoke("drill", "validate", "nowhere/")
+    assert result.exit_code == 2 and "nowhere: no such scenario file or directory" in result.stderr
+
+
 def test_an_unknown_name_is_exit_2_listing_the_known_ones(elsewhere):
     result = invoke("drill", "run", "vendor-outgae")
     assert result.exit_code == 2

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from tests.cli.inprocess import invoke
 from tests.conftest import REPO
 from tests.drills.conftest import CHAOS
 
@@ -91,10 +92,9 @@ def test_drill_list_shows_the_shipped_scenarios_from_the_configured_directory(dr
     assert all(r["valid"] for r in rows.values())
 
 
-def test_the_built_in_default_finds_the_shipped_scenarios_without_a_config(tmp_path):
-    from tests.conftest import run_opsctl
-
-    result = run_opsctl("drill", "validate", "-o", "json", cwd=tmp_path)
+def test_the_built_in_default_finds_the_shipped_scenarios_without_a_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("drill", "validate", "-o", "json")
     assert result.exit_code == 0, result.output
     assert len(json.loads(result.stdout)) >= 6
 
@@ -146,6 +146,7 @@ def test_a_yaml_syntax_error_names_the_line(drill_env):
 
 
 def test_drill_commands_start_without_the_heavy_clients():
+    # A separate process is the point: a fresh interpreter shows what importing the commands pulls in.
     code = ("import sys; import opsctl.cli.drill_cmd, opsctl.drills.engine, opsctl.drills.cleanup; "
             "print([m for m in ('numpy', 'kubernetes', 'pagerduty', 'slo_generator') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,

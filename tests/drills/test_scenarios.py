@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import pytest
 import yaml
@@ -37,13 +38,16 @@ def scenario_yaml(name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def shipped_runs(tmp_path_factory):
-    """Each shipped scenario run once through the real CLI: name -> (env, result, report, run dir)."""
+    """Each shipped scenario run once through the real CLI, in this process: name -> (env, result,
+    report, run dir, CPU seconds the run took)."""
     runs = {}
     for name in SHIPPED:
         env = DrillEnv(tmp_path_factory.mktemp(name))
+        cpu = time.process_time()
         result = env.run("drill", "run", str(CHAOS / f"{name}.yaml"), "-o", "json")
+        cpu = time.process_time() - cpu
         report = json.loads(result.stdout) if result.stdout.strip() else None
-        runs[name] = (env, result, report, env.run_dir())
+        runs[name] = (env, result, report, env.run_dir(), cpu)
     return runs
 
 
@@ -57,7 +61,7 @@ def test_the_six_required_scenarios_are_shipped_and_validate(drill_env):
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_each_shipped_scenario_meets_its_expectations_and_leaves_nothing_behind(shipped_runs, name):
-    env, result, report, run = shipped_runs[name]
+    env, result, report, run, cpu = shipped_runs[name]
     assert result.exit_code == 0, result.output
     assert report["outcome"] == "passed" and report["mode"] == "embedded"
     expected = scenario_yaml(name)["expectations"]
@@ -83,7 +87,9 @@ def test_each_shipped_scenario_meets_its_expectations_and_leaves_nothing_behind(
     assert all("drill" in t["tags"] and t["subject"].startswith("[DRILL] ") for t in tickets(run))
     # The run used its own store and ledgers: nothing in the user's state besides the run itself.
     assert sorted(p.name for p in env.state.iterdir()) == ["drills"]
-    assert report["wall_seconds"] < 10
+    # A drill of hours in simulated time costs seconds of work: the CPU time of this process (every
+    # thread), which other processes' load on the machine does not inflate, unlike the wall time.
+    assert cpu < 10
     for ext in ("md", "json", "html"):
         assert (run / f"report.{ext}").stat().st_size > 0
 
@@ -94,7 +100,7 @@ def test_availability_detection_time_is_what_the_burn_rate_arithmetic_predicts(s
     crosses factor x budget after tau = (factor x budget - b) x 3600 / (r - b) seconds (b: the
     baseline bad share, a few 1e-5). The condition is seen at the first evaluation (every minute, on
     the minute) at or after the first 10 s step past tau, and fires after holding for `for:` (2m)."""
-    env, result, report, run = shipped_runs[name]
+    env, result, report, run, _ = shipped_runs[name]
     sc = scenario_yaml(name)
     fault = next(step["fault"] for step in sc["method"] if step["action"] == "inject-fault")
     detect = next(e for e in sc["expectations"] if e["expect"] == "detected")
@@ -156,7 +162,7 @@ def first_page_from_raw_counts(run, slo_name: str, goal: float, t0: float, start
 
 @pytest.mark.parametrize("name", ["vendor-latency", "vendor-outage", "internal-capacity-loss"])
 def test_detection_time_matches_the_page_rule_recomputed_from_the_raw_counts_in_the_drill_store(shipped_runs, name):
-    env, result, report, run = shipped_runs[name]
+    env, result, report, run, _ = shipped_runs[name]
     detect = next(e for e in scenario_yaml(name)["expectations"] if e["expect"] == "detected")
     goal = yaml.safe_load((REPO / "slos" / f"{detect['slo']}.yaml").read_text())["spec"]["goal"]
     state = env.state_of(run)
@@ -169,7 +175,7 @@ def test_detection_time_matches_the_page_rule_recomputed_from_the_raw_counts_in_
 
 @pytest.mark.parametrize("name", ["vendor-outage", "auth-throttling", "freeze-incident", "vendor-latency"])
 def test_responder_times_in_the_report_follow_the_scenarios_delays(shipped_runs, name):
-    env, result, report, run = shipped_runs[name]
+    env, result, report, run, _ = shipped_runs[name]
     sc = scenario_yaml(name)
     m = report["measurements"]
     on_call = sc["responders"]["on-call"]
@@ -188,7 +194,7 @@ def test_responder_times_in_the_report_follow_the_scenarios_delays(shipped_runs,
 
 
 def test_the_failover_moves_the_whole_vendor_share_and_the_simulated_traffic_follows_it(shipped_runs):
-    env, result, report, run = shipped_runs["vendor-outage"]
+    env, result, report, run, _ = shipped_runs["vendor-outage"]
     t0 = env.state_of(run)["t0"]
     failed_over = t0 + report["measurements"]["time_to_mitigate"]
     [failover] = [e for e in audit(run) if e.get("action") == "failover"]
@@ -204,7 +210,7 @@ def test_the_failover_moves_the_whole_vendor_share_and_the_simulated_traffic_fol
 
 
 def test_the_freeze_refuses_the_routine_change_and_the_failover_overrides_it(shipped_runs):
-    env, result, report, run = shipped_runs["freeze-incident"]
+    env, result, report, run, _ = shipped_runs["freeze-incident"]
     entries = [e for e in audit(run) if e.get("kind") == "traffic"]
     refused = [e for e in entries if e["action"] == "set"]
     assert [e["outcome"] for e in refused] == ["refused"]
@@ -216,7 +222,7 @@ def test_the_freeze_refuses_the_routine_change_and_the_failover_overrides_it(shi
 
 
 def test_escalation_only_files_a_drill_ticket_in_the_inference_category_without_any_fault(shipped_runs):
-    env, result, report, run = shipped_runs["escalation-only"]
+    env, result, report, run, _ = shipped_runs["escalation-only"]
     state = env.state_of(run)
     assert state["faults"] == [] and state["pages"] == []
     [ticket] = tickets(run)

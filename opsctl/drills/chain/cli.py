@@ -4,10 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
-
-from opsctl.cli.output import emit
-
 
 def default_routing(cfg) -> Path:
     """deploy/alertmanager.yml next to the config; for the built-in config, the working directory's."""
@@ -16,9 +12,11 @@ def default_routing(cfg) -> Path:
 
 
 def run_chain(app, scenario, *, live: bool, dry_run: bool, quiet: bool, routing, timeout: str, output: str,
-              progress, summary, rel) -> None:
+              progress, show_plan, finish) -> None:
+    """`show_plan(plan, output, text)` renders a dry run, `finish(result, output)` a finished drill:
+    the drill command's own, so a chain drill ends as every drill does."""
     from opsctl.clock import parse_duration
-    from opsctl.errors import GuardRefused, OpsctlError, UsageError
+    from opsctl.errors import OpsctlError, UsageError
 
     cfg = app.config
     try:
@@ -33,10 +31,7 @@ def run_chain(app, scenario, *, live: bool, dry_run: bool, quiet: bool, routing,
 
         plan = chain_plan(scenario, cfg, live=live, routing=routing_path, timeout=seconds)
         if dry_run:
-            emit(plan, output, table=plan_text)
-            if plan["would_refuse"]:
-                raise GuardRefused("preflight would refuse this drill: " + "; ".join(
-                    c["message"] for c in plan["preflight"] if not c["ok"]))
+            show_plan(plan, output, plan_text)
             return
         from opsctl.drills.chain.live import LiveChainDrill
 
@@ -48,12 +43,4 @@ def run_chain(app, scenario, *, live: bool, dry_run: bool, quiet: bool, routing,
         from opsctl.drills.chain.runner import ChainDrill
 
         drill = ChainDrill(scenario, cfg, routing=routing_path, timeout=seconds, progress=None if quiet else progress)
-    result = drill.run()
-    emit(result.report, output, table=lambda d: summary(d, result.paths))
-    if output != "table":
-        click.echo(f"report: {rel(result.paths['md'])} (also .json, .html)", err=True)
-    if result.exit_code == 4:
-        raise GuardRefused(f"drill refused: {result.report.get('refusal')}")
-    if result.exit_code:
-        raise OpsctlError(f"drill {result.outcome}: " + "; ".join(result.failures[:5]),
-                          hint=f"see the report: {rel(result.paths['md'])}")
+    finish(drill.run(), output)

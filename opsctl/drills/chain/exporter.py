@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Mapping
 
+from opsctl.drills.chain.serving import QuietHandler, ThreadedServer
 from opsctl.metrics import schema
 
 STEP = schema.STEP_SECONDS
@@ -52,7 +52,7 @@ class ProxyExporter:
         self.steps: list[dict] = []  # per advance: time, split, requests by backend and outcome
         self._chunks = 0
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self._http = ThreadedServer("chain-exporter")
 
     # -- faults -------------------------------------------------------------------------------
 
@@ -153,38 +153,23 @@ class ProxyExporter:
     def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         exporter = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self):
                 if self.path.split("?")[0] != "/metrics":
                     self.send_error(404)
                     return
-                body = exporter.render().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.reply(200, exporter.render().encode(), "text/plain; version=0.0.4; charset=utf-8")
 
-            def log_message(self, *args):
-                pass
-
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="chain-exporter", daemon=True).start()
+        self._http.start(Handler, host, port)
         return self.url
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self._http.url
 
     @property
     def address(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"{host}:{port}"
+        return self._http.address
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        self._http.stop()

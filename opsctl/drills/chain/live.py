@@ -20,6 +20,7 @@ from opsctl.drills.chain.components import http_get
 from opsctl.drills.chain.hops import Collector, _sum, parse_metrics
 from opsctl.drills.chain.runner import ChainDrill, _Stop
 from opsctl.drills.engine import Refused
+from opsctl.drills.preflight import take_live_lock
 from opsctl.errors import OpsctlError
 
 
@@ -42,20 +43,11 @@ class LiveChainDrill(ChainDrill):
         return [] if self.scenario.faults else [f"{self.scenario.path}: a chain drill needs a fault"]
 
     def _setup(self) -> None:
-        import fcntl
-
         from opsctl.drills.chain.plan import live_checks
         from opsctl.traffic.registry import open_actuator
 
         self._set_phase("preflight")
-        path = self.user_cfg.drills_path / "live.lock"
-        handle = open(path, "a+")
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            raise Refused("another live drill is running from this state dir") from None
-        self._lock = handle
+        self._lock = take_live_lock(self.user_cfg)
         checks = live_checks(self.user_cfg)  # this run holds its lock: never "interrupted"
         self.preflight = [c.to_dict() for c in checks]
         for c in checks:

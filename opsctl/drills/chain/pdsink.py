@@ -13,7 +13,8 @@ import json
 import secrets
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from opsctl.drills.chain.serving import QuietHandler, ThreadedServer
 
 SEVERITIES = ("critical", "error", "warning", "info")
 ACTIONS = ("trigger", "acknowledge", "resolve")
@@ -30,7 +31,7 @@ class PagerDutySink:
         self.events: list[dict] = []
         self.incidents: dict[str, dict] = {}
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self._http = ThreadedServer("chain-pd-sink")
 
     # -- the Events API -----------------------------------------------------------------------
 
@@ -111,7 +112,7 @@ class PagerDutySink:
     def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         sink = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self):
                 if self.path.split("?")[0] != "/v2/enqueue":
                     self.send_error(404)
@@ -121,28 +122,14 @@ class PagerDutySink:
                     status, reply = 413, {"status": "invalid event", "message": "event too large"}
                 else:
                     status, reply = sink.enqueue(self.rfile.read(length))
-                body = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.reply(status, json.dumps(reply).encode(), "application/json")
 
-            def log_message(self, *args):
-                pass
-
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="chain-pd-sink", daemon=True).start()
+        self._http.start(Handler, host, port)
         return self.url
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v2/enqueue"
+        return f"{self._http.url}/v2/enqueue"
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        self._http.stop()

@@ -1,0 +1,126 @@
+"""What one drill run shares between its parts: the scenario and config, the environment and run
+state, what was observed and decided, the timeline and the event queue.
+
+The engine (engine.py) creates one `DrillRun` and hands it to each part: preflight and steady state
+(preflight.py), the run loop and method (loop.py), the simulated responders (responders.py), and
+observation and judgement (observe.py). The parts never import one another: the engine wires them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from typing import Callable
+
+from opsctl.drills.expectations import Observations, Verdict
+from opsctl.drills.scenario import Scenario, resolve_slo
+from opsctl.drills.text import offset_text
+
+
+class Refused(Exception):
+    """The drill does not start: a preflight check or the steady state failed (exit 4)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Aborted(Exception):
+    """The drill stops early: a stop condition, a signal, a failed step or max-duration."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class DrillRun:
+    def __init__(self, scenario: Scenario, user_cfg, *, live: bool = False,
+                 progress: Callable[[str], None] | None = None):
+        self.scenario = scenario
+        self.user_cfg = user_cfg
+        self.mode = "live" if live else "embedded"
+        self.progress = progress or (lambda line: None)
+        self.stop_reason: str | None = None  # set by a signal handler; the loop turns it into Aborted
+        self.late_signals: list[str] = []
+        self.phase = "preflight"
+        self.timeline: list[dict] = []
+        self.obs = Observations()
+        self.verdicts: dict[int, Verdict] = {}
+        self.preflight_checks: list = []
+        self.probe_results: list[dict] = []
+        self.samples: list[dict] = []
+        self.queue: list = []
+        self._seq = itertools.count()
+        self.env = None
+        self.state = None
+        self.slos: list = []
+        self.meter = None  # BurnMeter, set by the steady state
+        self.plans: list = []  # the burn-rate rule plans, set by the steady state (the chart reads their thresholds)
+        self.page_key: str | None = None
+        self.environment_facts: dict = {}
+        self.crash: str | None = None
+        self.rollback_results: list[dict] = []
+        self.leftovers: list[str] = []
+        self.refusal: str | None = None
+        self.abort_reason: str | None = None
+        self.t_method: float | None = None
+        self.deadline: float | None = None
+
+    # -- time and the event queue ---------------------------------------------------------------
+
+    def now(self) -> float:
+        return self.env.clock.now()
+
+    def schedule(self, at: float, label: str, action: Callable[[], None]) -> None:
+        heapq.heappush(self.queue, (at, next(self._seq), label, action))
+
+    def should_stop(self) -> bool:
+        return self.stop_reason is not None
+
+    def check_stop_requested(self) -> None:
+        if self.stop_reason is not None:
+            raise Aborted(self.stop_reason)
+
+    def mark_t0(self, at: float) -> None:
+        """Deadlines count from here: the first injected fault, or the method's start without one."""
+        if self.obs.t0 is None:
+            self.obs.t0 = at
+            self.state.data["t0"] = at
+
+    # -- the timeline and the records -------------------------------------------------------------
+
+    def say(self, kind: str, message: str) -> None:
+        at = self.now() if self.env is not None else time.time()
+        self.timeline.append({"at": at, "phase": self.phase, "kind": kind, "message": message})
+        self.progress(self.line(at, kind, message))
+        if self.state is not None:
+            self.state.data["timeline"] = self.timeline
+            if self.mode == "embedded" and self.env is not None:
+                self.state.data["sim"] = {"start": self.env.start, "now": at}
+
+    def line(self, at: float, kind: str, message: str) -> str:
+        clock = time.strftime("%H:%M:%S", time.gmtime(at))
+        offset = "" if self.obs.t0 is None else f" {offset_text(at - self.obs.t0)}"
+        label = "sim" if self.mode == "embedded" else "live"
+        return f"[{label} {clock}{offset}] {self.phase:<12} {kind:<10} {message}"
+
+    def audit(self, event: str, **fields) -> None:
+        """The audit log is the record of everything that changed: drills included, marked as such."""
+        from opsctl.drills.rollback import audit_drill
+
+        audit_drill(self.env.cfg, self.state, event, self.now(), **fields)
+
+    def set_phase(self, phase: str) -> None:
+        self.phase = phase
+        self.state.set_phase(phase)
+
+    def slo_name(self, name: str) -> str:
+        return resolve_slo(name, [s.name for s in self.slos], self.user_cfg.service) or name
+
+    def save_split(self, split) -> None:
+        """The split the drill wrote: rollbacks restore the original over it."""
+        self.state.data["split"]["written"] = split.to_dict(list(self.env.cfg.backends))
+        self.state.save()
+        self.env.split_changed(split)
+

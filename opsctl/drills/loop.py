@@ -1,0 +1,146 @@
+"""The run loop: the method's actions in order on the environment's clock, and a tick between them.
+
+The loop is discrete-event: it jumps to the next scheduled action or evaluation tick, so every
+responder acts at exactly its configured delay. Every tick the alerts are evaluated (a page alert
+pages on-call after the scenario's `group-wait`), burn is sampled, the pager, audit log and tickets
+are read, the stop conditions are polled (a hit aborts) and open expectations are judged. The loop
+ends when every expectation is decided after the method ran, or at max-duration.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from opsctl.drills.context import Aborted, DrillRun
+from opsctl.drills.text import duration_text, rate_text
+from opsctl.drills.scenario import default_backend
+from opsctl.errors import OpsctlError
+
+
+class MethodLoop:
+    def __init__(self, run: DrillRun, observer, responders):
+        self.run = run
+        self.observer = observer
+        self.responders = responders
+        self._pending_page = False
+
+    def run_method(self) -> None:
+        run = self.run
+        run.set_phase("method")
+        now = run.now()
+        run.t_method = now
+        run.state.data["method_started"] = now
+        run.deadline = now + run.scenario.max_duration
+        if not run.scenario.faults:  # no fault: deadlines count from the method's start
+            run.mark_t0(now)
+        steps = run.scenario.method
+        run.schedule(now + steps[0].pause_before, f"method[0] {steps[0].name}", lambda: self._run_step(0))
+        next_tick = now
+        while True:
+            run.check_stop_requested()
+            if self.observer.settled():
+                run.say("settled", "every expectation is decided")
+                break
+            upcoming = run.queue[0][0] if run.queue else float("inf")
+            at = min(next_tick, upcoming)
+            if at > run.deadline:
+                run.env.advance(run.deadline, run.should_stop)
+                run.check_stop_requested()
+                limit = duration_text(run.scenario.max_duration)
+                if not run.obs.method_done:
+                    raise Aborted(f"max-duration {limit} reached before the method finished")
+                run.say("deadline", f"max-duration {limit} reached")
+                break
+            run.env.advance(at, run.should_stop)
+            run.check_stop_requested()
+            while run.queue and run.queue[0][0] <= at:
+                _, _, _label, action = heapq.heappop(run.queue)
+                action()
+                run.check_stop_requested()
+            if at >= next_tick:
+                self._tick()
+                next_tick = at + run.env.tick
+
+    def _run_step(self, index: int) -> None:
+        run = self.run
+        step = run.scenario.method[index]
+        wait = 0
+        try:
+            if step.action == "inject-fault":
+                self._inject(step)
+            elif step.action == "wait":
+                run.say("wait", f"{step.name}: {duration_text(step.duration)}")
+                wait = step.duration
+            elif step.action == "file-ticket":
+                self.responders.file_ticket(step, by="method")
+            elif step.action == "page":
+                self.responders.page(step.summary or f"{run.scenario.title}", [])
+            elif step.action == "traffic-set":
+                self.responders.traffic_set(step)
+            elif step.action == "failover":
+                self.responders.failover(step.backend, f"method: {step.name}")
+        except OpsctlError as exc:
+            raise Aborted(f"method step {index} ({step.name}) failed: {exc.message}") from exc
+        after = run.now() + wait + step.pause_after
+        if index + 1 < len(run.scenario.method):
+            nxt = run.scenario.method[index + 1]
+            run.schedule(after + nxt.pause_before, f"method[{index + 1}] {nxt.name}", lambda: self._run_step(index + 1))
+        else:
+            run.schedule(after, "method done", self._method_done)
+
+    def _method_done(self) -> None:
+        self.run.obs.method_done = True
+        self.run.say("method", "every method action ran")
+
+    # -- faults -----------------------------------------------------------------------------------------
+
+    def _inject(self, step) -> None:
+        from opsctl.drills.faults.registry import injector_for_fault
+
+        run = self.run
+        fault = step.fault
+        backend = fault.backend or default_backend(fault.kind, run.env.cfg)
+        name = injector_for_fault(fault, live=run.mode == "live")
+        injector = run.env.injector(name)
+        now = run.now()
+        record = injector.prepare(fault, backend, now)
+        record.update(id=f"f{len(run.state.data['faults']) + 1}", name=step.name, removed_at=None)
+        run.state.data["faults"].append(record)
+        run.state.save()  # before anything changes: a crash from here on can be cleaned up
+        what = injector.apply(record)
+        record["applied_at"] = now
+        run.state.save()
+        run.audit("fault-injected", fault=fault.kind, backend=backend, params=dict(fault.params), target=what)
+        run.mark_t0(now)
+        run.say("fault", f"{step.name}: {what}")
+        run.schedule(record["end"], f"fault {record['id']} ends", lambda: self._fault_ends(record))
+
+    def _fault_ends(self, record: dict) -> None:
+        run = self.run
+        if record.get("removed_at") is not None:
+            return
+        message = run.env.injector(record["injector"]).remove(record, run.now())
+        record["removed_at"] = run.now()
+        record["removal"] = message
+        run.state.save()
+        run.audit("fault-removed", fault=record["kind"], backend=record["backend"], target=message)
+        run.say("fault", f"{record['name']} ended after its duration: {message}")
+
+    # -- every tick --------------------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        run, observer = self.run, self.observer
+        now = run.now()
+        evaluation, quality = observer.alerts(now)
+        pages = [a for a in evaluation.firing if a.severity == "page"] or [a for a in quality if a.severity == "page"]
+        if pages and run.obs.t0 is not None and not run.state.data["pages"] and not self._pending_page:
+            worst = max(pages, key=lambda a: a.burn_rate)
+            summary = f"{worst.slo} burning its error budget at {rate_text(worst.burn_rate, 0)} ({worst.long_window}/{worst.short_window})"
+            if worst in quality:  # a quality page says so: nothing is failing
+                summary = worst.annotations["summary"]
+            run.schedule(now + run.scenario.paging.group_wait, "page", lambda: self.responders.page(summary, pages))
+            self._pending_page = True
+        observer.measure(now)
+        observer.observe_all()
+        observer.check_stop_conditions(evaluation)
+        observer.judge_all(final=False)

@@ -1,0 +1,225 @@
+"""Observation and judgement: what the drill sees every tick, and what it decides from it.
+
+Every tick the run loop asks this part to evaluate the burn-rate (and live quality) alerts, sample
+the burn of the tracked SLOs, read the pager's incident, the audit log and the tickets through their
+public interfaces, poll the stop conditions (a hit raises `Aborted`) and judge the expectations
+still open (expectations.py holds the rules; this part keeps the verdicts).
+"""
+
+from __future__ import annotations
+
+from opsctl.drills.context import Aborted, DrillRun
+from opsctl.drills.expectations import Judge, TicketSeen, Verdict
+from opsctl.drills.text import burn_over_threshold, duration_text, rate_text
+from opsctl.drills.safety import real_incidents
+from opsctl.errors import OpsctlError
+
+
+class Observer:
+    def __init__(self, run: DrillRun):
+        self.run = run
+        self.plans = self.settings = self.evaluator = self.quality_plan = None
+        self._quality = None
+        self._last_firing: set = set()
+        self._last_samples: dict = {}
+
+    # -- alerts ---------------------------------------------------------------------------------
+
+    def plan_alerts(self, source) -> None:
+        from opsctl.quality.rules import plan_quality  # the live quality rules run beside the burn-rate alerts
+        from opsctl.slo.alerts import AlertEvaluator
+        from opsctl.slo.rules import RuleSettings, plan_rules
+
+        run = self.run
+        self.settings = RuleSettings.from_config(run.env.cfg)
+        self.plans = run.plans = plan_rules(run.slos, self.settings)
+        self.evaluator = AlertEvaluator(self.plans, source, self.settings) if run.mode == "embedded" else None
+        self.quality_plan, self._quality = plan_quality(run.env.cfg), None
+
+    def evaluate_alerts(self, at: float):
+        from opsctl.slo.alerts import AlertEvaluator
+
+        # Embedded: the past never changes, so one evaluator remembers every instant it computed.
+        # Live: late samples may still arrive, so each tick evaluates afresh.
+        evaluator = self.evaluator or AlertEvaluator(self.plans, self.run.env.source(), self.settings)
+        return evaluator.evaluate(at)
+
+    def evaluate_quality(self, at: float) -> list:
+        if self.quality_plan is None:
+            return []
+        from opsctl.quality.live import QualityEvaluator
+
+        if self._quality is None or self.run.mode != "embedded":  # embedded: the past never changes
+            self._quality = QualityEvaluator(self.quality_plan, self.run.env.source())
+        return self._quality.evaluate(at).firing
+
+    def alerts(self, now: float):
+        """Evaluate every alert at `now`, record first firings, say what fired and what resolved."""
+        run = self.run
+        evaluation = self.evaluate_alerts(now)
+        quality = self.evaluate_quality(now)
+        firing = {(a.slo, a.severity, f"{a.long_window}/{a.short_window}"): a for a in evaluation.firing + quality}
+        for key, alert in firing.items():
+            if key not in run.obs.first_firing:
+                run.obs.first_firing[key] = (now, alert)
+            if key not in self._last_firing:
+                run.say("alert", f"FIRING {alert.describe()}" if hasattr(alert, "describe") else
+                        f"FIRING {alert.alertname} {alert.slo} {key[2]}: {burn_over_threshold(alert)}")
+        for key in self._last_firing - set(firing):
+            run.say("alert", f"resolved {key[1]} {key[0]} {key[2]}")
+        self._last_firing = set(firing)
+        return evaluation, quality
+
+    # -- burn -------------------------------------------------------------------------------------
+
+    def measure(self, now: float) -> None:
+        run = self.run
+        windows = {300, 3600} | {e.window for e in run.scenario.expectations if e.expect == "slo-recovered"}
+        samples = run.meter.sample(now, sorted(windows), run.t_method)
+        row = {"at": now, "slos": {}}
+        for name, s in samples.items():
+            row["slos"][name] = {"burn_5m": s.burn.get(300), "burn_1h": s.burn.get(3600),
+                                 "spent": run.meter.spent(name, s)}
+            for w, burn in s.burn.items():
+                run.obs.window_burn[(name, w)] = burn
+        run.samples.append(row)
+        self._last_samples = samples
+        if run.obs.t0 is None:
+            return
+        for e in run.scenario.expectations:
+            if e.expect != "slo-recovered":
+                continue
+            slo = run.slo_name(e.slo)
+            burn = run.obs.window_burn.get((slo, e.window))
+            # Recovered: errors back within budget over the window (the burn-rate alerts lag behind:
+            # a 6h/30m page keeps firing for half an hour after the errors stop).
+            if burn is not None and burn > 1.0:
+                run.obs.burning_since.setdefault(slo, now)
+            elif slo in run.obs.burning_since and slo not in run.obs.recovered_at and burn is not None:
+                run.obs.recovered_at[slo] = now
+                run.say("recovered", f"{slo}: burn {rate_text(burn, 2)} over the last {duration_text(e.window)}")
+
+    # -- the pager, the audit log, the tickets -----------------------------------------------------
+
+    def observe_pager(self) -> None:
+        run, obs = self.run, self.run.obs
+        if not run.state.data["pages"]:
+            return
+        try:
+            incident = run.env.pager().get_incident(run.page_key)
+        except OpsctlError:
+            return
+        if obs.paged_at is None:
+            obs.paged_at = incident.created_at
+            obs.page_title = incident.title  # what on-call read
+        if obs.acknowledged_at is None and incident.acknowledged_at is not None:
+            obs.acknowledged_at = incident.acknowledged_at
+            acked = [r for r in incident.responders if r.acknowledged_at is not None]
+            obs.acknowledged_by = acked[0].name if acked else None
+            if not run.scenario.on_call.simulated:
+                run.say("ack", f"{obs.acknowledged_by or 'on-call'} acknowledged the page")
+        if obs.escalated_at is None and incident.escalated_at:
+            obs.escalated_at = incident.escalated_at[0]
+
+    def observe_audit(self) -> None:
+        from opsctl.audit import AuditLog
+
+        run = self.run
+        since = run.t_method
+        entries = AuditLog(run.env.cfg.audit_path).find(
+            lambda e: e.get("kind") == "traffic" and not e.get("dry_run") and e.get("ts", 0) >= since
+            and (run.mode == "embedded" or e.get("drill_run") == run.state.run_id
+                 or (not run.scenario.on_call.simulated and e.get("action") == "failover")),
+            since=since)
+        entries.reverse()
+        run.obs.failovers = [e for e in entries if e.get("action") == "failover" and e.get("outcome") == "applied"]
+        run.obs.changes = [e for e in entries if e.get("action") == "set"]
+
+    def observe_ticket(self, seen: TicketSeen) -> None:
+        if seen.ticket_id is None:
+            return
+        try:
+            status = self.run.env.tickets(seen.vendor).status(seen.ticket_id)
+        except OpsctlError:
+            return
+        if not status.readable:
+            return
+        seen.status_value = status.category_value
+        seen.status_category = status.category
+        if status.first_response_at is not None and seen.first_response_at is None:
+            seen.first_response_at = status.first_response_at
+
+    def observe_all(self) -> None:
+        self.observe_pager()
+        self.observe_audit()
+        for seen in self.run.obs.tickets:
+            self.observe_ticket(seen)
+
+    # -- stop conditions ----------------------------------------------------------------------------
+
+    def check_stop_conditions(self, evaluation) -> None:
+        for cond in self.run.scenario.stop_conditions:
+            hit = self._stop_hit(cond, evaluation)
+            if hit:
+                raise Aborted(f"stop condition {cond.name!r}: {hit}")
+
+    def _stop_hit(self, cond, evaluation) -> str | None:
+        run = self.run
+        if cond.condition == "real-incident-open":
+            try:
+                found = real_incidents(run.user_cfg)
+            except OpsctlError as exc:
+                return f"cannot tell whether a real incident is open: {exc.message}"
+            if found:
+                return f"real incident {found[0].id} {found[0].title!r} is {found[0].status}"
+            return None
+        if cond.condition == "alert-firing":
+            slo = run.slo_name(cond.slo) if cond.slo else None
+            for a in evaluation.firing:
+                if a.severity == cond.severity and (slo is None or a.slo == slo) and (
+                        cond.backend is None or a.backend == cond.backend):
+                    return f"{a.alertname} {a.slo} {a.long_window}/{a.short_window} is firing"
+            return None
+        slo = run.slo_name(cond.slo)
+        if cond.condition == "budget-spent":
+            sample = self._last_samples.get(slo)
+            spent = run.meter.spent(slo, sample) if sample else None
+            if spent is not None and spent > cond.above:
+                return f"{slo} spent {spent:.0%} of its period error budget during the drill (limit {cond.above:.0%})"
+            return None
+        if cond.condition == "budget-remaining":
+            from opsctl.slo.report import build_report
+
+            [result] = build_report([s for s in run.slos if s.name == slo], run.env.source(), run.now(),
+                                    run.user_cfg.slos.period_seconds, cross_check=False)
+            left = result.error_budget_remaining
+            if left is not None and left < cond.below:
+                return f"{slo} has {left:.0%} of its error budget left (limit {cond.below:.0%})"
+            return None
+        return None
+
+    # -- expectations ---------------------------------------------------------------------------------
+
+    def judge_all(self, *, final: bool) -> None:
+        run = self.run
+        judge = Judge(run.slo_name)
+        now = run.now()
+        for i, e in enumerate(run.scenario.expectations):
+            if i in run.verdicts:
+                continue
+            stopped = final and (run.abort_reason or run.crash)
+            # A stopped drill judges only what was decided before it stopped (met, observed wrong,
+            # or past its deadline); the rest was never evaluated, which is not a failure.
+            verdict = judge.judge(e, run.obs, now, final=final and not stopped)
+            if verdict is None and stopped:
+                when = "before the method began" if run.obs.t0 is None else "before this was decided"
+                verdict = Verdict(e.name, e.expect, False, e.within, None, None, "",
+                                  f"not evaluated: the drill stopped {when} ({run.abort_reason})", evaluated=False)
+            if verdict is None:
+                continue
+            run.verdicts[i] = verdict
+            run.say("expect", f"{verdict.mark} {e.name}: " + (verdict.detail if verdict.passed else verdict.reason))
+
+    def settled(self) -> bool:
+        run = self.run
+        return run.obs.method_done and len(run.verdicts) == len(run.scenario.expectations)

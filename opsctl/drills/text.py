@@ -1,0 +1,37 @@
+"""How drills write burn rates, thresholds and durations: one formatter each, so the timeline,
+the verdicts, the reports and the chart say the same number the same way."""
+
+from __future__ import annotations
+
+
+def rate_text(value: float, digits: int = 1) -> str:
+    """A burn rate: `14.4x` (how many times faster than sustainable the budget burns)."""
+    return f"{value:.{digits}f}x"
+
+
+def threshold_text(factor: float) -> str:
+    """A burn-rate threshold as configured: `14.4x`, `6x` (no trailing zeros)."""
+    return f"{factor:g}x"
+
+
+def burn_over_threshold(alert) -> str:
+    """A burn-rate alert's evidence: `burn 20.3x > 14.4x`."""
+    return f"burn {rate_text(alert.burn_rate)} > {threshold_text(alert.factor)}"
+
+
+def duration_text(seconds: float | None) -> str:
+    """`4m30s`, `1h02m00s`; `-` when unknown."""
+    if seconds is None:
+        return "-"
+    seconds = int(round(seconds))
+    sign = "-" if seconds < 0 else ""
+    seconds = abs(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{sign}{h}h{m:02d}m{s:02d}s" if h else f"{sign}{m}m{s:02d}s"
+
+
+def offset_text(seconds: float) -> str:
+    """An offset from the first fault, signed: `+4m30s`, `-0m10s`."""
+    text = duration_text(seconds)
+    return text if text.startswith("-") else "+" + text

@@ -1,0 +1,363 @@
+"""OpenSLO v1 files -> the slo-generator document opsctl computes from, so an SLO gives the same
+numbers and rules whichever format it came in.
+
+What maps, and how (anything else is refused with its file and key path):
+
+- `SLO` with `budgetingMethod: Occurrences` and one objective (`target` or `targetPercent`).
+  Timeslices and RatioTimeslices count good time slices, not good events; opsctl's budget and
+  burn-rate math is over events, so they are refused.
+- `timeWindow`: one rolling window, which must equal the configured `slos.period` when the config
+  is known (every opsctl SLO is computed over that one period); none means the period.
+- SLI `ratioMetric` with `counter: true`: good/total -> good_bad_ratio (filter_good,
+  filter_valid; each query a selector, or an expression with slo-generator's `[window]`
+  placeholder). bad/total and raw (`rawType` success or failure) -> query_sli: the same SLI,
+  budget and burn rates, but no event counts (so no minimum-traffic guard on its alerts).
+- SLI `thresholdMetric` over a Prometheus histogram's buckets (`<name>_bucket{...}`) with the
+  objective's `op: lte` and `value` a bucket bound -> distribution_cut: the share of requests at
+  or under `value` seconds. A threshold on any other query compares samples, not events: refused.
+- Metric sources: `type: Prometheus` inline, or `metricSourceRef` to a `DataSource` of that type.
+- `indicatorRef`, `metricSourceRef`, `alertPolicyRef` and `conditionRef` resolve across every
+  file read together (the SLO dirs), in any order.
+- `alertPolicies`: opsctl generates its multi-window burn-rate alerts from the config's
+  `alerting:`. A burnrate condition is accepted when it is one of them (severity page or ticket,
+  op gt or gte, lookbackWindow a long window of that severity, threshold its factor for the
+  period, alertAfter its `for:`); anything else is refused, never silently ignored.
+- `metadata.labels.backend` (optional) ties a traffic guard as in slo-generator files;
+  `spec.service` names the service in rules (slo-generator's `labels.service_name`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from opsctl.errors import ConfigError
+from opsctl.slo import openslo_model as om
+
+PROMETHEUS = "prometheus"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One built OpenSLO object and where it came from (`file` already names the document)."""
+
+    kind: str
+    name: str
+    obj: Any
+    file: str  # the file, and the document in it when it holds several (for messages)
+    path: str  # the file alone
+
+
+def is_openslo(doc: Any) -> bool:
+    return isinstance(doc, dict) and str(doc.get("apiVersion", "")).startswith("openslo/")
+
+
+def read_documents(path: Path) -> list[Any]:
+    """Every YAML document of a file (`---` separated; a top-level list counts as its items)."""
+    import yaml
+
+    from opsctl.config import load_yaml_file
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return [load_yaml_file(path, "SLO file")]  # its error names the file and the cause
+    try:
+        docs = [d for d in yaml.load_all(text, Loader=_strict_loader()) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{path}: YAML syntax error at {where}: {' '.join(str(problem).split())}") from exc
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        raise ConfigError(f"{path}: YAML value error: {' '.join(str(exc).split())}") from exc
+    out: list[Any] = []
+    for doc in docs:
+        out.extend(doc if isinstance(doc, list) and doc and all(is_openslo(d) for d in doc) else [doc])
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _strict_loader():
+    """SafeLoader refusing duplicate keys (PyYAML would let the last one win silently)."""
+    import yaml
+
+    class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return loader.construct_mapping(node, deep=deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return Loader
+
+
+def build_objects(docs: list[tuple[str, str, Any]], problems: list[str]) -> dict[str, dict[str, Loaded]]:
+    """(file, where, raw document) -> kind -> name -> object; every problem of every document is listed."""
+    from opsctl.config import build
+
+    index: dict[str, dict[str, Loaded]] = {k: {} for k in om.KINDS}
+    for path, where, doc in docs:
+        if not isinstance(doc, dict):
+            problems.append(f"{where}: (top level): an OpenSLO object must be a mapping")
+            continue
+        if doc.get("apiVersion") != om.API_VERSION:
+            problems.append(f"{where}: apiVersion: opsctl reads {om.API_VERSION!r}, got {doc.get('apiVersion')!r}")
+            continue
+        kind = doc.get("kind")
+        if not isinstance(kind, str) or kind not in om.DOCUMENTS:
+            problems.append(f"{where}: kind: must be one of {', '.join(om.KINDS)}, got {kind!r}")
+            continue
+        try:
+            obj = build(om.DOCUMENTS[kind], doc, where)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+            continue
+        name = obj.metadata.name
+        if name in index[kind]:
+            problems.append(f"{where}: metadata.name: {kind} {name!r} is also defined in {index[kind][name].file}")
+            continue
+        index[kind][name] = Loaded(kind, name, obj, where, path)
+    return index
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the checks against the configuration need; None fields skip those checks."""
+
+    period_seconds: int | None = None
+    alerting: Any = None  # opsctl.config.AlertingConfig
+
+
+def to_slo_generator(slo: Loaded, index: dict[str, dict[str, Loaded]], ctx: Context,
+                     problems: list[str]) -> tuple[dict | None, dict[str, str]]:
+    """An SLO object -> (slo-generator document, its key paths -> the OpenSLO key paths they came from)."""
+    spec: om.SloSpec = slo.obj.spec
+    before = len(problems)
+
+    def bad(path: str, what: str) -> None:
+        problems.append(f"{slo.file}: {path}: {what}")
+
+    if spec.budgetingMethod != "Occurrences":
+        bad("spec.budgetingMethod", f"{spec.budgetingMethod} counts good time slices, not good events; opsctl's"
+            " budget and burn rates are over events: only Occurrences is supported")
+    _check_window(spec, ctx, bad)
+    if len(spec.objectives) != 1:
+        bad("spec.objectives", f"opsctl holds one objective per SLO, got {len(spec.objectives)}: write one SLO per objective")
+    objective = spec.objectives[0]
+    for key in ("timeSliceTarget", "timeSliceWindow"):
+        if getattr(objective, key) is not None:
+            bad(f"spec.objectives[0].{key}", "only for Timeslices budgeting, which opsctl does not support")
+    sli_path, sli = "spec.indicator.spec", spec.indicator.spec if spec.indicator else None
+    if spec.indicatorRef is not None:
+        found = index["SLI"].get(spec.indicatorRef)
+        if found is None:
+            known = ", ".join(sorted(index["SLI"])) or "none"
+            bad("spec.indicatorRef", f"no SLI named {spec.indicatorRef!r} in the files read (SLIs: {known})")
+        else:
+            sli, sli_path = found.obj.spec, f"spec.indicatorRef -> {found.file}: spec"
+    _check_alert_policies(slo, index, ctx, bad)
+    labels = {k: v for k, v in slo.obj.metadata.labels.items() if isinstance(v, str)}
+    for key in ("backend", "service_name", "slo_name"):  # labels that carry meaning in opsctl: one value
+        if key in slo.obj.metadata.labels and key not in labels:
+            bad(f"metadata.labels.{key}", f"must be one string, got {slo.obj.metadata.labels[key]!r}")
+    mapped = _map_sli(sli, objective, sli_path, index, bad) if sli is not None else None
+    if len(problems) > before or mapped is None:
+        return None, {}
+    method, indicator, paths = mapped
+    if spec.service is not None:
+        labels["service_name"] = spec.service
+        paths["metadata.labels.service_name"] = "spec.service"
+    document = {
+        "apiVersion": "sre.google.com/v2",
+        "kind": "ServiceLevelObjective",
+        "metadata": {"name": slo.name, "labels": labels},
+        "spec": {"description": spec.description, "backend": PROMETHEUS, "method": method,
+                 "service_level_indicator": indicator, "goal": objective.goal},
+    }
+    paths.update({"spec.goal": "spec.objectives[0].target", "metadata.name": "metadata.name",
+                  "metadata.labels.backend": "metadata.labels.backend"})
+    return document, paths
+
+
+def _check_window(spec: om.SloSpec, ctx: Context, bad) -> None:
+    if len(spec.timeWindow) > 1:
+        bad("spec.timeWindow", "exactly one time window, per the spec")
+    for i, window in enumerate(spec.timeWindow[:1]):
+        where = f"spec.timeWindow[{i}]"
+        if window.calendar is not None or window.isRolling is False:
+            bad(where, "calendar-aligned windows are not supported: opsctl computes every SLO over a rolling period")
+            continue
+        try:
+            seconds = om.shorthand_seconds(window.duration)
+        except ValueError as exc:
+            bad(f"{where}.duration", str(exc))
+            continue
+        if ctx.period_seconds is not None and seconds != ctx.period_seconds:
+            from opsctl.slo.conventions import window_label
+
+            bad(f"{where}.duration", f"{window.duration} differs from the configured period (slos.period:"
+                f" {window_label(ctx.period_seconds)}); opsctl computes every SLO over that one period")
+
+
+def _source(metric: om.Metric, path: str, index, bad) -> str | None:
+    """The PromQL of a Prometheus metric source, its DataSource reference resolved."""
+    source = metric.metricSource
+    kind = source.type
+    if source.metricSourceRef is not None:
+        found = index["DataSource"].get(source.metricSourceRef)
+        if found is None:
+            known = ", ".join(sorted(index["DataSource"])) or "none"
+            bad(f"{path}.metricSource.metricSourceRef",
+                f"no DataSource named {source.metricSourceRef!r} in the files read (DataSources: {known})")
+            return None
+        if kind is not None and kind.lower() != found.obj.spec.type.lower():
+            bad(f"{path}.metricSource.type", f"{kind!r} but DataSource {found.name!r} is of type {found.obj.spec.type!r}")
+            return None
+        kind = found.obj.spec.type
+    if str(kind).lower() != PROMETHEUS:
+        bad(f"{path}.metricSource.type", f"opsctl evaluates SLOs over PromQL: must be Prometheus, got {kind!r}")
+        return None
+    return source.spec.query.strip()
+
+
+def _map_sli(sli: om.SliSpec, objective: om.Objective, path: str, index, bad):
+    """-> (slo-generator method, its service_level_indicator, sg key path -> OpenSLO key path)."""
+    sg = "spec.service_level_indicator"
+    if sli.thresholdMetric is not None:
+        query = _source(sli.thresholdMetric, f"{path}.thresholdMetric", index, bad)
+        if objective.op != "lte" or objective.value is None:
+            bad("spec.objectives[0].op", "a thresholdMetric maps onto a histogram as `op: lte` with `value` the"
+                f" bucket bound (good events are those at or under it), got op {objective.op!r}")
+            return None
+        if query is None:
+            return None
+        return "distribution_cut", {"expression": query, "threshold_bucket": objective.value}, {
+            f"{sg}.expression": f"{path}.thresholdMetric.metricSource.spec.query",
+            f"{sg}.threshold_bucket": "spec.objectives[0].value"}
+    for key in ("op", "value"):
+        if getattr(objective, key) is not None:
+            bad(f"spec.objectives[0].{key}", "only with a thresholdMetric")
+    ratio = sli.ratioMetric
+    rpath = f"{path}.ratioMetric"
+    if ratio.raw is not None:
+        query = _source(ratio.raw, f"{rpath}.raw", index, bad)
+        if query is None:
+            return None
+        expression = query if ratio.rawType == "success" else f"1 - ({query})"
+        return "query_sli", {"expression": expression}, {f"{sg}.expression": f"{rpath}.raw.metricSource.spec.query"}
+    counter = ratio.counter is True
+    if not counter:
+        bad(f"{rpath}.counter", "must be true: opsctl counts events as increases of counters"
+            f" (got {ratio.counter!r}; a gauge sampled at instants has no event counts)")
+    total = _source(ratio.total, f"{rpath}.total", index, bad)
+    if ratio.good is not None:
+        good = _source(ratio.good, f"{rpath}.good", index, bad)
+        if good is None or total is None or not counter:
+            return None
+        return "good_bad_ratio", {"filter_good": good, "filter_valid": total}, {
+            f"{sg}.filter_good": f"{rpath}.good.metricSource.spec.query",
+            f"{sg}.filter_valid": f"{rpath}.total.metricSource.spec.query"}
+    bad_query = _source(ratio.bad, f"{rpath}.bad", index, bad)
+    if bad_query is None or total is None or not counter:
+        return None
+    from opsctl.slo.model import DEFAULT_OPERATORS, fmt_query
+
+    # (total - bad) / total, each counted as slo-generator counts a filter: sum(increase(...)).
+    b, t = fmt_query(bad_query, "window", DEFAULT_OPERATORS), fmt_query(total, "window", DEFAULT_OPERATORS)
+    return "query_sli", {"expression": f"1 - (({b} or vector(0)) / {t})"}, {
+        f"{sg}.expression": f"{rpath}.bad.metricSource.spec.query"}
+
+
+def _check_alert_policies(slo: Loaded, index, ctx: Context, bad) -> None:
+    from opsctl.slo import conventions as cv
+
+    for i, entry in enumerate(slo.obj.spec.alertPolicies):
+        where = f"spec.alertPolicies[{i}].spec"  # the policy's spec, inline or referenced
+        policy = entry.spec
+        if entry.alertPolicyRef is not None:
+            found = index["AlertPolicy"].get(entry.alertPolicyRef)
+            if found is None:
+                bad(f"spec.alertPolicies[{i}].alertPolicyRef", f"no AlertPolicy named {entry.alertPolicyRef!r} in the files read")
+                continue
+            policy, where = found.obj.spec, f"spec.alertPolicies[{i}].alertPolicyRef -> {found.file}: spec"
+        if policy.alertWhenNoData or policy.alertWhenResolved or not policy.alertWhenBreaching:
+            bad(where, "opsctl's burn-rate alerts fire when breaching (alertWhenBreaching: true) and"
+                " nothing else; alertWhenNoData and alertWhenResolved are not supported")
+        condition_entry = policy.conditions[0]
+        cpath = f"{where}.conditions[0].spec"  # the condition's spec, inline or referenced
+        spec = condition_entry.spec
+        if condition_entry.conditionRef is not None:
+            found = index["AlertCondition"].get(condition_entry.conditionRef)
+            if found is None:
+                bad(f"{where}.conditions[0].conditionRef", f"no AlertCondition named {condition_entry.conditionRef!r} in the files read")
+                continue
+            spec, cpath = found.obj.spec, f"{where}.conditions[0].conditionRef -> {found.file}: spec"
+        _check_condition(spec, cpath, ctx, bad, cv)
+
+
+def _check_condition(spec: om.AlertConditionSpec, where: str, ctx: Context, bad, cv) -> None:
+    cond = spec.condition
+    pairs = [p for p in cv.ALERT_PAIRS if p.severity == spec.severity]
+    if not pairs:
+        bad(f"{where}.severity", f"opsctl's burn-rate alerts are page or ticket, got {spec.severity!r}")
+        return
+    if cond.op not in ("gt", "gte"):
+        bad(f"{where}.condition.op", f"a burn-rate alert fires above its threshold: gt or gte, got {cond.op!r}")
+    seconds = om.shorthand_seconds(cond.lookbackWindow)
+    pair = next((p for p in pairs if cv.WINDOWS[p.long] == seconds), None)
+    if pair is None:
+        longs = ", ".join(p.long for p in pairs)
+        bad(f"{where}.condition.lookbackWindow", f"{cond.lookbackWindow}: opsctl's {spec.severity} alerts look back"
+            f" over {longs} (each paired with a short window); no other window is generated")
+        return
+    if ctx.period_seconds is None or ctx.alerting is None:
+        return
+    factor = pair.factor(ctx.period_seconds)
+    if abs(cond.threshold - factor) > 5e-4 * factor:
+        bad(f"{where}.condition.threshold", f"{cond.threshold:g}: opsctl's {spec.severity} alert over {pair.long}"
+            f" fires at {cv.format_factor(factor)}x for this period (alerting is set in the config)")
+    after = 0 if cond.alertAfter == "0m" else om.shorthand_seconds(cond.alertAfter)
+    for_seconds = ctx.alerting.severity(spec.severity).for_seconds
+    if after != for_seconds:
+        bad(f"{where}.condition.alertAfter", f"{cond.alertAfter}: opsctl's {spec.severity} alerts wait"
+            f" {for_seconds}s (alerting.{spec.severity}.for_duration in the config)")
+
+
+def remap(problems: list[str], file: str, paths: dict[str, str]) -> list[str]:
+    """Problems found on the translated document, named by the OpenSLO key paths they came from."""
+    out = []
+    for problem in problems:
+        rest = problem[len(file) + 2:] if problem.startswith(f"{file}: ") else problem
+        key, sep, what = rest.partition(": ")
+        out.append(f"{file}: {paths.get(key, key)}: {what}" if sep else problem)
+    return out
+
+
+def load(docs, known: set[str], config, problems: list[str]) -> list:
+    """Raw OpenSLO documents (file, where, doc) -> SloDefinitions, every problem added to `problems`."""
+    import dataclasses
+
+    from opsctl.slo.model import _validate
+
+    ctx = Context(config.slos.period_seconds, config.alerting) if config is not None else Context()
+    index = build_objects(docs, problems)
+    out = []
+    for loaded in index["SLO"].values():
+        document, paths = to_slo_generator(loaded, index, ctx, problems)
+        if document is None:
+            continue
+        found: list[str] = []
+        slo = _validate(document, loaded.file, known, found)
+        problems.extend(remap(found, loaded.file, paths))
+        if slo:
+            out.append(dataclasses.replace(slo, file=loaded.path, source_format="openslo"))
+    return out

@@ -238,7 +238,7 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
     when, aligned = _aligned(when, at)
     result = evaluate_plans(plans, source, when, settings)
     data = result.to_dict()
-    data["notes"] = [aligned] if aligned else []
+    data["notes"] = ([aligned] if aligned else []) + result.notes()
     emit(data, output, table=_alerts_table)
     if result.unknown:
         raise NoDataError(f"no data for {len(result.unknown)} SLO(s): {', '.join(result.unknown)}")

@@ -8,6 +8,11 @@ evaluations being `alerting.evaluation_interval` apart (ceil(for / interval) + 1
 
 Only alerts whose condition holds at `at` are checked further back, so a quiet evaluation costs
 one batch of queries. Drills call `firing_alerts` at simulated instants.
+
+On a PromQL source holding the rules' recorded base-window increases over the whole 1d and 3d
+windows (`opsctl.slo.recorded`), those windows are read from them exactly as the rules read them
+(`1 - sum_over_time(good) / sum_over_time(valid)`); elsewhere from raw queries, by the identity the
+rules rest on (see `_counts_at`). Which one answered is said per SLO.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from opsctl.clock import format_rfc3339
 from opsctl.metrics.base import MetricSource
 from opsctl.slo import conventions as cv
 from opsctl.slo.model import SloDefinition, counts_from
+from opsctl.slo.recorded import Recorded, recorded_plan
 from opsctl.slo.rules import BurnAlert, RuleSettings, SloRulePlan, alert_labels, annotations, plan_rules
 
 
@@ -64,13 +70,28 @@ class AlertEvaluation:
     at: float
     firing: list[FiringAlert]
     unknown: dict[str, str]  # SLO name -> why it could not be evaluated (no data is never "quiet")
+    # SLO name -> ("recorded" | "raw", why), for SLOs with windows derived from recorded increases,
+    # on a source that could hold them (PromQL); empty elsewhere
+    long_windows: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def notes(self) -> list[str]:
+        """One line per way the long windows were read: recorded, or raw and why."""
+        recorded = sorted(n for n, (used, _) in self.long_windows.items() if used == "recorded")
+        lines = [f"1d and 3d windows from the recorded increases for {len(recorded)} SLO(s)"] if recorded else []
+        lines += [f"1d and 3d windows from raw queries for {n}: {why}"
+                  for n, (used, why) in sorted(self.long_windows.items()) if used == "raw"]
+        return lines
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "at": format_rfc3339(self.at),
             "firing": [a.to_dict() for a in self.firing],
             "unknown": [{"slo": name, "reason": why} for name, why in self.unknown.items()],
         }
+        if self.long_windows:
+            out["long_windows"] = [{"slo": n, "from": used, "why": why}
+                                   for n, (used, why) in sorted(self.long_windows.items())]
+        return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,24 +134,32 @@ def _check(plan: SloRulePlan, alert: BurnAlert, counts: dict[str, tuple[float | 
 
 
 def _counts_at(
-    source: MetricSource, at: float, needs: dict[str, tuple[SloRulePlan, set[str]]]
+    source: MetricSource, at: float, needs: dict[str, tuple[SloRulePlan, set[str]]], recorded: Recorded | None = None
 ) -> dict[str, dict[str, tuple[float | None, float | None]]]:
     """(good, valid) per SLO and window at one instant, in one batch of queries per instant.
 
-    A window the rules derive from the recorded base-window increases (1d, 3d) is mirrored by the
-    identity those rules rest on: the sum of the base-window increases recorded every interval over
-    the window equals the sum of the window's raw counts at the last base / interval evaluation
-    instants (t, t - interval, ...), so it is asked at each of those instants and summed."""
+    A window the rules derive from the recorded base-window increases (1d, 3d) is read from those
+    series when `recorded` says they span it: the sums of the recorded good and valid increases,
+    whose ratio is the rule's. Otherwise it is mirrored from raw queries by the identity the rules
+    rest on: the sum of the base-window increases recorded every interval over the window equals
+    the sum of the window's raw counts at the last base / interval evaluation instants (t,
+    t - interval, ...), so it is asked at each of those instants and summed."""
+    use = recorded.usable if recorded else set()
     by_instant: dict[float, dict[str, None]] = {}
-    plan_instants: dict[tuple[str, str], list[float]] = {}
+    plan_queries: dict[tuple[str, str], list[tuple[float, dict[str, str]]]] = {}
     for name, (plan, windows) in needs.items():
+        spans = dict(plan.windows)
         for w in windows:
-            instants = [at]
-            if w in plan.derived:
-                instants = [at - j * plan.interval for j in range(plan.base[1] // plan.interval)]
-            plan_instants[(name, w)] = instants
-            for when in instants:
-                for query in plan.queries(f"{dict(plan.windows)[w]}s").values():
+            if w in plan.derived and name in use:
+                asked = [(at, recorded.queries(name, spans[w]))]
+            else:
+                instants = [at]
+                if w in plan.derived:
+                    instants = [at - j * plan.interval for j in range(plan.base[1] // plan.interval)]
+                asked = [(when, plan.queries(f"{spans[w]}s")) for when in instants]
+            plan_queries[(name, w)] = asked
+            for when, queries in asked:
+                for query in queries.values():
                     by_instant.setdefault(when, {}).setdefault(query)
     answers: dict[tuple[float, str], float | None] = {}
     for when, wanted in by_instant.items():
@@ -138,13 +167,15 @@ def _counts_at(
         answers.update({(when, q): v for q, v in zip(queries, source.query_many(queries, when))})
     out: dict[str, dict[str, tuple[float | None, float | None]]] = {}
     for name, (plan, windows) in needs.items():
-        spans = dict(plan.windows)
         out[name] = {}
         for w in windows:
             good, valid = 0.0, None  # an instant without data adds nothing, as an absent sample
-            for when in plan_instants[(name, w)]:
-                by_role = {role: answers[(when, q)] for role, q in plan.queries(f"{spans[w]}s").items()}
-                g, v = counts_from(plan.slo, by_role)
+            for when, queries in plan_queries[(name, w)]:
+                by_role = {role: answers[(when, q)] for role, q in queries.items()}
+                if w in plan.derived and name in use:
+                    g, v = by_role["good"], by_role["valid"]  # the recorded sums, as the rule divides them
+                else:
+                    g, v = counts_from(plan.slo, by_role)
                 if v is not None:
                     good, valid = good + (g or 0.0), (valid or 0.0) + v
             out[name][w] = (good if valid is not None else None, valid)
@@ -170,10 +201,23 @@ class AlertEvaluator:
         self.interval = settings.alerting.interval_seconds
         self._checks: dict[tuple[str, int, float], _Check] = {}
         self._unknown: dict[tuple[str, float], str | None] = {}
+        self._recorded: dict[float, Recorded | None] = {}
 
-    def _ensure(self, when: float, wanted: Sequence[tuple[SloRulePlan, int]], *, full: bool = False) -> None:
+    def _recorded_at(self, when: float) -> Recorded | None:
+        """Whether the recorded increases span the alerts' derived windows at `when` (PromQL only)."""
+        if when not in self._recorded:
+            derived = [p for p in self.plans if set(p.derived) & _windows(p.alerts)]
+            spans = [dict(p.windows)[w] for p in derived for w in set(p.derived) & _windows(p.alerts)]
+            self._recorded[when] = recorded_plan(
+                [p.slo for p in derived], self.source, when, max(spans), self.interval, "1d and 3d"
+            ) if derived and getattr(self.source, "speaks_promql", False) else None
+        return self._recorded[when]
+
+    def _ensure(self, when: float, wanted: Sequence[tuple[SloRulePlan, int]], *, full: bool = False,
+                recorded: Recorded | None = None) -> None:
         """Compute and remember the conditions of `wanted` (plan, alert index) at `when`; with `full`,
-        also whether each plan has data over every window."""
+        also whether each plan has data over every window. `recorded`: which SLOs read their derived
+        windows from the recorded increases (decided once per evaluation, at its instant)."""
         needs: dict[str, tuple[SloRulePlan, set[str]]] = {}
         for plan, i in wanted:
             if full and (plan.name, when) not in self._unknown:
@@ -182,7 +226,7 @@ class AlertEvaluator:
                 needs.setdefault(plan.name, (plan, set()))[1].update((plan.alerts[i].long, plan.alerts[i].short))
         if not needs:
             return
-        counts = _counts_at(self.source, when, needs)
+        counts = _counts_at(self.source, when, needs, recorded)
         for name, (plan, windows) in needs.items():
             for i, alert in enumerate(plan.alerts):
                 if {alert.long, alert.short} <= windows:
@@ -196,7 +240,8 @@ class AlertEvaluator:
 
     def evaluate(self, at: float) -> AlertEvaluation:
         everything = [(p, i) for p in self.plans for i in range(len(p.alerts))]
-        self._ensure(at, everything, full=True)
+        recorded = self._recorded_at(at)
+        self._ensure(at, everything, full=True, recorded=recorded)
         unknown = {p.name: why for p in self.plans if (why := self._unknown[(p.name, at)])}
         live = [(p, i) for p, i in everything if self._checks[(p.name, i, at)].holds]
         # `for:` - step back one evaluation interval at a time while any candidate still needs it.
@@ -206,12 +251,15 @@ class AlertEvaluator:
             if not needing:
                 break
             when = at - steps * self.interval
-            self._ensure(when, needing)
+            self._ensure(when, needing, recorded=recorded)
             failed = {(p.name, i) for p, i in needing if not self._checks[(p.name, i, when)].holds}
             live = [(p, i) for p, i in live if (p.name, i) not in failed]
             steps += 1
         firing = [_firing(p, p.alerts[i], self._checks[(p.name, i, at)], at, self.settings) for p, i in live]
-        return AlertEvaluation(at, firing, unknown)
+        long_windows = {} if recorded is None else {
+            p.name: ("recorded" if p.name in recorded.usable else "raw", recorded.why.get(p.name, ""))
+            for p in self.plans if p.name in recorded.why}
+        return AlertEvaluation(at, firing, unknown, long_windows)
 
 
 def evaluate_plans(

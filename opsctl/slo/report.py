@@ -6,12 +6,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from opsctl.clock import format_duration, format_rfc3339
-from opsctl.errors import OpsctlError
 from opsctl.metrics.base import MetricSource
 from opsctl.slo import budget
-from opsctl.slo import conventions as cv
 from opsctl.slo.conventions import WINDOWS
 from opsctl.slo.model import SloDefinition, counts_from
+from opsctl.slo.recorded import coverage_selector, coverage_step, data_starts, recorded_plan
 
 PERIOD = "period"
 
@@ -133,8 +132,7 @@ def build_report(
     recorded base-window increases (`opsctl slo rules`) span its data takes 1d, 3d and the period
     from them instead of raw increase() over days of samples; otherwise raw, and said."""
     windows = report_windows(period_seconds)
-    recorded = _recorded_plan(slos, source, at, period_seconds, recorded_interval) if recorded_interval else None
-    starts = recorded.starts if recorded else None
+    recorded = recorded_plan(slos, source, at, period_seconds, recorded_interval) if recorded_interval else None
     use = recorded.usable if recorded else set()
     raw = {slo.name: {n: s for n, s in windows.items() if not (slo.name in use and n in LONG_WINDOWS)} for slo in slos}
     queries: dict[str, None] = {}
@@ -143,7 +141,7 @@ def build_report(
             queries.update(dict.fromkeys(slo.queries(f"{seconds}s").values()))
         if slo.name in use:
             for name in LONG_WINDOWS:
-                queries.update(dict.fromkeys(recorded.queries(slo, windows[name]).values()))
+                queries.update(dict.fromkeys(recorded.queries(slo.name, windows[name]).values()))
     queries = list(queries)
     if progress:
         progress(f"querying {source.description}: {len(queries)} queries for {len(slos)} SLOs")
@@ -152,14 +150,14 @@ def build_report(
     for slo in slos:
         counts = {n: window_counts(slo, s, answers) for n, s in raw[slo.name].items()}
         if slo.name in use:
-            counts.update({n: recorded.counts(slo, windows[n], answers) for n in LONG_WINDOWS})
+            counts.update({n: recorded.counts(slo.name, windows[n], answers) for n in LONG_WINDOWS})
         result = _evaluate(slo, windows, counts, at, period_seconds)
         if recorded and slo.counts_increases:
             result.long_windows = "recorded" if slo.name in use else "raw"
             result.long_windows_why = recorded.why.get(slo.name, "")
         results.append(result)
     if coverage:
-        _add_coverage(results, source, at, period_seconds, starts)
+        _add_coverage(results, source, at, period_seconds)
     if cross_check:
         from opsctl.slo.generator import check_sli, generator_reports
 
@@ -171,79 +169,22 @@ def build_report(
 LONG_WINDOWS = ("1d", "3d", PERIOD)
 
 
-@dataclass
-class _Recorded:
-    """Which SLOs' long windows come from the recorded increases, and how to ask for them."""
-
-    base: str
-    per_base: int  # evaluations per base window: each event is counted this many times
-    usable: set
-    why: dict
-    starts: dict  # coverage selector -> data start (or None)
-
-    def queries(self, slo: SloDefinition, seconds: int) -> dict[str, str]:
-        own = f'{{slo="{slo.name}"}}'
-        return {role: f"sum_over_time({record}{own}[{seconds - 1}s])" for role, record in
-                (("good", cv.record_good_increase(self.base)), ("valid", cv.record_valid_increase(self.base)))}
-
-    def counts(self, slo: SloDefinition, seconds: int, answers: dict) -> budget.WindowCounts:
-        q = self.queries(slo, seconds)
-        good, valid = answers[q["good"]], answers[q["valid"]]
-        return budget.WindowCounts(None if good is None else good / self.per_base,
-                                   None if valid is None else valid / self.per_base)
-
-
-def _recorded_plan(slos, source, at, period_seconds, interval) -> _Recorded | None:
-    """Recorded long windows are used where the recorded valid increases span the SLO's data
-    (its start within the period, to an hour): a rule loaded yesterday cannot answer for 28 days."""
-    if not getattr(source, "speaks_promql", False):
-        return None
-    base, base_seconds = cv.base_window(interval)
-    counted = [s for s in slos if s.counts_increases]
-    selectors = list(dict.fromkeys(sel for s in counted if (sel := coverage_selector(s))))
-    starts = dict(zip(selectors, source.data_start(selectors, at, period_seconds))) if selectors else {}
-    probes = [f'count_over_time({cv.record_valid_increase(base)}{{slo="{s.name}"}}[{period_seconds - 1}s])'
-              for s in counted]
-    samples = dict(zip((s.name for s in counted), source.query_many(probes, at))) if probes else {}
-    usable, why = set(), {}
-    slack = max(5 * interval, period_seconds // 672)
-    for s in counted:
-        start = starts.get(coverage_selector(s))
-        span = period_seconds if start is None else min(period_seconds, at - start)
-        have = (samples.get(s.name) or 0) * interval
-        if samples.get(s.name) is None:
-            why[s.name] = f"no recorded {cv.record_valid_increase(base)} series: load `opsctl slo rules` into Prometheus"
-        elif have + slack < span:
-            why[s.name] = (f"the recorded {cv.record_valid_increase(base)} series span {have / 86400:.1f} of the"
-                           f" {span / 86400:.1f} days of data")
-        else:
-            usable.add(s.name)
-            why[s.name] = f"1d, 3d and the period from the recorded {cv.record_good_increase(base)} and" \
-                          f" {cv.record_valid_increase(base)} series"
-    return _Recorded(base, base_seconds // interval, usable, why, starts)
-
-
-def coverage_selector(slo: SloDefinition) -> str | None:
-    """The series whose data span bounds the SLO's: its valid (or good) selector, when plain."""
-    text = slo.filter_valid or slo.filter_good
-    if not slo.counts_events or text is None or "[window]" in text:
-        return None
-    return text
-
-
-def _add_coverage(results: list[SloResult], source: MetricSource, at: float, period_seconds: int,
-                  starts: dict | None = None) -> None:
+def _add_coverage(results: list[SloResult], source: MetricSource, at: float, period_seconds: int) -> None:
     """`coverage=True`: say where the period's data starts when that is inside the period (a 28-day
-    budget over 4 days of data is not a 28-day budget)."""
-    selectors = {sel: None for r in results if (sel := coverage_selector(r.slo))}
+    budget over 4 days of data is not a 28-day budget). On PromQL, data present in the period's
+    first step is read as covering it before any subquery over the whole period."""
+    selectors = list({sel: None for r in results if (sel := coverage_selector(r.slo))})
     data_start = getattr(source, "data_start", None)
     if not selectors or data_start is None:
         return
-    if starts is None:
-        starts = dict(zip(selectors, data_start(list(selectors), at, period_seconds)))
+    if getattr(source, "speaks_promql", False):
+        found = data_starts(source, selectors, at, period_seconds)
+    else:
+        found = data_start(selectors, at, period_seconds)
+    starts = dict(zip(selectors, found))
     for r in results:
         start = starts.get(coverage_selector(r.slo))
-        if start is not None and start > at - period_seconds + max(60, period_seconds // 672):
+        if start is not None and start > at - period_seconds + coverage_step(period_seconds):
             r.data_since = start  # a shortfall finer than the subquery step is not reported
 
 

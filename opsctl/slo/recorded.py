@@ -1,0 +1,119 @@
+"""Where the recorded base-window increases can stand in for raw long windows, and how to read them.
+
+`slo report`, the guards and `slo alerts` take a long window (1d, 3d, the period) from the
+recorded `slo:sli_good|valid:increase<base>` series only where those span the SLO's data inside
+the window: a rule loaded yesterday cannot answer for 28 days.
+
+Checking that must not cost what the recorded series save. The recorded series are counted (one
+series per SLO); only when they fall short of the window is the raw selector asked whether it
+has any sample before the recorded start (an offset range covering just that gap), and only then
+is the raw data's start searched for, to say why. Where the data covers the window, the coverage
+note of the report likewise asks one step at the window's start before any subquery over it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from opsctl.metrics.base import MetricSource
+from opsctl.slo import budget
+from opsctl.slo import conventions as cv
+from opsctl.slo.model import SloDefinition
+
+
+@dataclass
+class Recorded:
+    """Which SLOs' long windows come from the recorded increases, and how to ask for them."""
+
+    base: str
+    per_base: int  # evaluations per base window: each event is counted this many times
+    usable: set
+    why: dict  # SLO name -> which series answered, or why the raw ones did
+
+    def queries(self, slo_name: str, seconds: int) -> dict[str, str]:
+        """Role -> the recorded increases summed over a window (range one second short, so it
+        holds window / interval samples whichever way its start is counted)."""
+        own = f'{{{cv.LABEL_SLO}="{slo_name}"}}'
+        return {role: f"sum_over_time({record}{own}[{seconds - 1}s])" for role, record in
+                (("good", cv.record_good_increase(self.base)), ("valid", cv.record_valid_increase(self.base)))}
+
+    def counts(self, slo_name: str, seconds: int, answers: dict) -> budget.WindowCounts:
+        """The window's events: the recorded sums divided by the times each event was recorded."""
+        q = self.queries(slo_name, seconds)
+        good, valid = answers[q["good"]], answers[q["valid"]]
+        return budget.WindowCounts(None if good is None else good / self.per_base,
+                                   None if valid is None else valid / self.per_base)
+
+
+def coverage_selector(slo: SloDefinition) -> str | None:
+    """The series whose data span bounds the SLO's: its valid (or good) selector, when plain."""
+    text = slo.filter_valid or slo.filter_good
+    if not slo.counts_events or text is None or "[window]" in text:
+        return None
+    return text
+
+
+def coverage_step(span: int) -> int:
+    """The resolution of a data start: 1 h for 28 days, never under a minute."""
+    return max(60, span // 672)
+
+
+def data_starts(source: MetricSource, selectors: Sequence[str], at: float, span: int) -> list[float | None]:
+    """Per selector, where its data starts within (at - span, at], to `coverage_step(span)`.
+
+    A selector with a sample in the window's first step starts there (one step of samples read);
+    only the others are searched with the source's subquery over the whole window."""
+    if not selectors:
+        return []
+    step = coverage_step(span)
+    first = source.query_many([f"count(count_over_time({s}[{step}s] offset {span - step}s))" for s in selectors], at)
+    later = [s for s, n in zip(selectors, first) if n is None]
+    found = dict(zip(later, source.data_start(later, at, span))) if later else {}
+    return [at - span if n is not None else found.get(s) for s, n in zip(selectors, first)]
+
+
+def recorded_plan(slos: Sequence[SloDefinition], source: MetricSource, at: float, span: int, interval: int,
+                  what: str = "1d, 3d and the period") -> Recorded | None:
+    """Which SLOs can take their windows up to `span` from the recorded increases at `at`.
+
+    Usable where the recorded valid increases reach back over the whole window, or to where the
+    raw data starts (to `slack`, a few evaluations or 1/672 of the window). None on a source
+    that does not speak PromQL (the embedded store has no recorded series)."""
+    if not getattr(source, "speaks_promql", False):
+        return None
+    base, base_seconds = cv.base_window(interval)
+    counted = [s for s in slos if s.counts_increases]
+    probes = [f'count_over_time({cv.record_valid_increase(base)}{{{cv.LABEL_SLO}="{s.name}"}}[{span - 1}s])'
+              for s in counted]
+    samples = dict(zip((s.name for s in counted), source.query_many(probes, at))) if probes else {}
+    slack = max(5 * interval, coverage_step(span))
+    usable, why, short = set(), {}, {}
+    for s in counted:
+        n = samples.get(s.name)
+        if n is None:
+            why[s.name] = f"no recorded {cv.record_valid_increase(base)} series: load `opsctl slo rules` into Prometheus"
+        elif int(n) * interval + slack >= span:
+            usable.add(s.name)
+        else:
+            short[s.name] = int(n) * interval
+    # Recorded series shorter than the window: usable only if the raw data starts after them.
+    gaps = [(s, sel, short[s.name]) for s in counted if s.name in short and (sel := coverage_selector(s))]
+    earlier = source.query_many(
+        [f"count(count_over_time({sel}[{span - have - slack}s] offset {have + slack}s))" for _, sel, have in gaps], at
+    ) if gaps else []
+    for (s, _sel, _have), n in zip(gaps, earlier):
+        if n is None:
+            usable.add(s.name)
+    lacking = [s for s in counted if s.name in short and s.name not in usable]
+    selectors = list(dict.fromkeys(sel for s in lacking if (sel := coverage_selector(s))))
+    starts = dict(zip(selectors, data_starts(source, selectors, at, span)))
+    for s in lacking:
+        start = starts.get(coverage_selector(s))
+        days = (span if start is None else min(span, at - start)) / 86400
+        why[s.name] = (f"the recorded {cv.record_valid_increase(base)} series span {short[s.name] / 86400:.1f} of the"
+                       f" {days:.1f} days of data")
+    for name in usable:
+        why[name] = (f"{what} from the recorded {cv.record_good_increase(base)} and"
+                     f" {cv.record_valid_increase(base)} series")
+    return Recorded(base, base_seconds // interval, usable, why)

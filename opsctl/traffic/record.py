@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
-import secrets
+import os
 from typing import TYPE_CHECKING
 
 from opsctl.errors import NoDataError
@@ -64,7 +64,7 @@ def entry_of(result: "ChangeResult", order, now: float, extra: dict | None = Non
     from opsctl.audit import scrub, timestamp
 
     entry = {
-        "id": f"chg-{secrets.token_hex(6)}",
+        "id": f"chg-{os.urandom(6).hex()}",
         "time": timestamp(now),
         "ts": round(now, 3),
         "operation": result.operation_id,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -66,46 +67,54 @@ def environment(root: Path) -> Path:
     return config
 
 
-def timed(cmd: list[str], env: dict, cwd: Path) -> float:
+def timed(cmd: list[str], env: dict, cwd: Path) -> tuple[float, float]:
+    """(wall ms, CPU ms of the child: user + system, which a busy machine disturbs less)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     elapsed = (time.perf_counter() - started) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
 
 
-def measure(runs: int, env: dict, root: Path, config: Path) -> dict[str, list[float]]:
+def measure(runs: int, env: dict, root: Path, config: Path,
+            against: dict[str, str] | None = None) -> dict[str, list[tuple[float, float]]]:
+    """`against`: label -> PYTHONPATH of another tree whose commands run in the same loop."""
     opsctl = [sys.executable, "-m", "opsctl", "--config", str(config), "traffic"]
-    commands = {
-        "python -c pass": lambda i: [sys.executable, "-c", "pass"],
-        "opsctl traffic status": lambda i: opsctl + ["status"],
-        "opsctl traffic set": lambda i: opsctl + ["set", f"internal={20 + 5 * (i % 2)}", f"databricks={80 - 5 * (i % 2)}",
-                                                  "--reason", "bench", "--yes"],
-    }
-    times: dict[str, list[float]] = {name: [] for name in commands}
+    trees = {"": env["PYTHONPATH"], **(against or {})}
+    commands = {"python -c pass": (lambda i: [sys.executable, "-c", "pass"], env["PYTHONPATH"])}
+    for k, (label, path) in enumerate(trees.items()):
+        suffix = f" ({label})" if label else ""
+        # Each tree moves the split to its own values, so every set is a real change.
+        commands[f"opsctl traffic status{suffix}"] = (lambda i: opsctl + ["status"], path)
+        commands[f"opsctl traffic set{suffix}"] = (
+            lambda i, k=k: opsctl + ["set", f"internal={20 + 10 * k + 5 * (i % 2)}",
+                                     f"databricks={80 - 10 * k - 5 * (i % 2)}", "--reason", "bench", "--yes"], path)
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for i in range(runs):
-        for name, build in commands.items():
-            times[name].append(timed(build(i + 1), env, root))
+        for name, (build, path) in commands.items():
+            times[name].append(timed(build(i + 1), {**env, "PYTHONPATH": path}, root))
     return times
 
 
-def summary(times: dict[str, list[float]]) -> list[dict]:
-    base = statistics.median(times["python -c pass"])
+def summary(times: dict[str, list[tuple[float, float]]]) -> list[dict]:
+    base = statistics.median(w for w, _ in times["python -c pass"])
     rows = []
-    for name, values in times.items():
-        values = sorted(values)
+    for name, pairs in times.items():
+        values = sorted(w for w, _ in pairs)
         median = statistics.median(values)
         rows.append({"command": name, "median": median, "p90": values[int(0.9 * (len(values) - 1))],
-                     "min": values[0], "over_python": median - base})
+                     "min": values[0], "over_python": median - base, "cpu": statistics.median(c for _, c in pairs)})
     return rows
 
 
 def render(rows: list[dict]) -> str:
-    lines = ["| command | median ms | p90 ms | min ms | over `python -c pass` |", "|---|---:|---:|---:|---:|"]
+    lines = ["| command | median ms | p90 ms | min ms | CPU ms | over `python -c pass` |", "|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         over = "-" if r["command"] == "python -c pass" else f"+{r['over_python']:.0f} ms"
-        lines.append(f"| `{r['command']}` | {r['median']:.0f} | {r['p90']:.0f} | {r['min']:.0f} | {over} |")
+        lines.append(f"| `{r['command']}` | {r['median']:.0f} | {r['p90']:.0f} | {r['min']:.0f} | {r['cpu']:.0f} | {over} |")
     return "\n".join(lines)
 
 
@@ -113,7 +122,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--against", metavar="LABEL=DIR", action="append", default=[],
+                        help="Also measure the opsctl package under DIR (e.g. an export of an earlier commit),"
+                             " interleaved in the cached run, labelled LABEL.")
     args = parser.parse_args()
+    against = dict(a.split("=", 1) for a in args.against)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         config = environment(root)
@@ -124,12 +137,12 @@ def main() -> None:
         shutil.copytree(REPO / "opsctl", root / "src" / "opsctl", ignore=shutil.ignore_patterns("__pycache__"))
         cold_env = {**base_env, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(root / "src")}
         cold = summary(measure(max(5, args.runs // 3), cold_env, root, config))
-        measure(1, base_env, root, config)  # warm-up: writes the .pyc files an install would have
-        warm = summary(measure(args.runs, base_env, root, config))
+        measure(1, base_env, root, config, against)  # warm-up: writes the .pyc files an install would have
+        warm = summary(measure(args.runs, base_env, root, config, against))
     load = os.getloadavg()[0]
     verdict = ", ".join(
         f"`{r['command'].split()[-1]}` {'meets' if r['median'] < TARGET_MS else 'MISSES'} the {TARGET_MS:.0f} ms target"
-        for r in warm if r["command"] != "python -c pass")
+        for r in warm if r["command"] != "python -c pass" and "(" not in r["command"])
     section = "\n".join([
         "## traffic",
         "",
@@ -138,8 +151,13 @@ def main() -> None:
         " is a fresh process; the three run interleaved in the same loop. `set` changes the split every time"
         " (20 <-> 25 internal), so it runs every guard (bounds, freeze, rate, error budget over an embedded store"
         f" holding {DAYS} days of 10-second steps for both backends,"
-        " capacity from the current request rate), writes the split atomically and appends an fsynced audit entry.",
+        " capacity from the current request rate), writes the split atomically, appends an fsynced audit entry and"
+        " records the pager change event (the local pager's ledger, fsynced). CPU ms is the child's user + system time,"
+        " which a busy machine disturbs less than wall time.",
         "",
+        *([f"Rows marked ({label}) run the package in `{path}` in the same loop: a before/after under one"
+           " machine state (the machine is shared; absolute figures move with its load, the comparison does not)."
+           for label, path in against.items()] + [""] if against else []),
         "With bytecode cached (as an installed package has it):",
         "",
         render(warm),

@@ -11,7 +11,6 @@ import contextlib
 import fcntl
 import json
 import os
-import secrets
 import time
 from pathlib import Path
 from typing import IO, Any, Iterator
@@ -73,7 +72,7 @@ def atomic_file(path: Path, *, mode: int = 0o600) -> Iterator[IO[str]]:
     file. `mode` is the new file's permission bits (the umask still applies)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         with os.fdopen(fd, "w") as handle:

@@ -48,30 +48,45 @@ def validate(app, paths):
 @click.option("--fail-on", type=choice(["page", "ticket"]), help="Exit 1 when any SLO is at this level or worse.")
 @click.option("--exclude-drills", is_flag=True,
               help="Also show the budget without what drills on these systems spent (their recorded windows).")
+@click.option("--cross-check", is_flag=True,
+              help="Also have slo-generator compute every window's SLI from the same counts; exit 1 if it disagrees.")
+@click.option("--export", "export_file", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Publish slo-generator's report of every SLO and window through the exporters FILE configures"
+                   " (slo-generator's shared-config format: exporters: prometheus, cloudevent).")
 @output_option
 @click.pass_obj
-def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills, output):
+def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills, cross_check, export_file, output):
     """Per SLO: SLI over the period, error budget left, burn rates and alert status.
 
     Status follows the multi-window multi-burn-rate pairs (page: 1h & 5m, 6h & 30m; ticket:
     1d & 2h, 3d & 6h), their factors scaled to the SLO period. Exit 3 when any SLO has no data.
+    The figures are opsctl's own; slo-generator is loaded only for --cross-check and --export.
 
     \b
     Examples:
       opsctl slo report
       opsctl slo report --exclude-drills -o json    # the budget with and without live drills
+      opsctl slo report --cross-check               # slo-generator recomputes every SLI
+      opsctl slo report --export exporters.yaml     # push to a Pushgateway, POST CloudEvents
     """
     from opsctl.errors import NoDataError, OpsctlError
     from opsctl.slo.loading import load_slos
     from opsctl.slo.report import build_report
 
     cfg = app.config
+    exporters = None
+    if export_file:
+        from opsctl.slo.export import load_exporters
+
+        exporters = load_exporters(export_file)  # a bad file fails before any query
     slos = load_slos(_slo_paths(app, paths), cfg.backends, config=cfg)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
     when, aligned = _aligned(when, at)
     progress = (lambda msg: click.echo(msg, err=True)) if output == "table" else None
     results = build_report(slos, source, when, cfg.slos.period_seconds, progress=progress, coverage=True,
-                           recorded_interval=cfg.alerting.interval_seconds)
+                           recorded_interval=cfg.alerting.interval_seconds, cross_check=cross_check)
+    if exporters:
+        _export(results, exporters, cfg.slos.period_seconds)
     rows = [r.to_dict() for r in results]
     for row in rows:
         row["notes"] = ([aligned] if aligned else []) + row["notes"]
@@ -88,6 +103,18 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
         hit = [r.slo.name for r in results if r.status.level in levels]
         if hit:
             raise OpsctlError(f"{len(hit)} SLO(s) at {fail_on} or worse: {', '.join(hit)}")
+
+
+def _export(results, exporters, period_seconds) -> None:
+    from opsctl.slo.export import publish
+    from opsctl.slo.generator import generator_reports
+    from opsctl.slo.report import report_windows
+
+    windows = report_windows(period_seconds)
+    reports = {r.slo.name: generator_reports(r, windows) for r in results}
+    sent = publish(reports, exporters)
+    names = ", ".join(e.name for e in exporters)
+    click.echo(f"exported {sent} slo-generator reports ({len(reports)} SLOs x windows with data) to {names}", err=True)
 
 
 def _aligned(when: float, at: str | None) -> tuple[float, str | None]:

@@ -246,19 +246,33 @@ class EmbeddedStore:
                 cache[key] = self.totals(backend, when)
             return cache[key]
 
+        # A report asks the same selectors over eight windows: match each selector's labels once
+        # (RE2 per series) and look each window's data up once, not once per query.
+        matched_columns: dict = {}
+        present: dict[tuple[str, int], bool] = {}
+
+        def columns(selector) -> list[tuple[str, str]]:
+            key = selector  # frozen, hashable: equal selectors share the match
+            if key not in matched_columns:
+                series = schema.series_columns(selector.metric) or {}
+                matched_columns[key] = [(backend, column) for backend in backends
+                                        for own_labels, column in series.items()
+                                        if selector.label_matches(dict(own_labels, backend=backend))]
+            return matched_columns[key]
+
+        def has_steps(backend: str, window: int) -> bool:
+            if (backend, window) not in present:
+                present[backend, window] = self.has_steps(backend, at - window, at)
+            return present[backend, window]
+
         results: list[float | None] = []
         for expr in exprs:
             query = parse_range_query(expr)
-            series = schema.series_columns(query.selector.metric)
             total, matched = 0.0, False
-            for backend in backends:
-                if series is None or not self.has_steps(backend, at - query.window, at):
-                    continue
-                for own_labels, column in series.items():
-                    labels = dict(own_labels, backend=backend)
-                    if query.selector.label_matches(labels):
-                        matched = True
-                        total += totals(backend, at)[column] - totals(backend, at - query.window)[column]
+            for backend, column in columns(query.selector):
+                if has_steps(backend, query.window):
+                    matched = True
+                    total += totals(backend, at)[column] - totals(backend, at - query.window)[column]
             if not matched:
                 results.append(None)
             else:

@@ -69,6 +69,14 @@ _SAFE = re.compile(r"[A-Za-z0-9_./:=@%+,-]+")
 _VAR = re.compile(r"\$([A-Z][A-Z0-9_]*)")
 
 
+class PlaceholderError(ValueError):
+    """A `$NAME` in a runbook command that is none of PLACEHOLDERS: the caller names the file."""
+
+    def __init__(self, name: str, word: str):
+        self.name, self.word = name, word
+        super().__init__(f"unknown placeholder ${name} in {word!r} (known: {', '.join('$' + p for p in PLACEHOLDERS)})")
+
+
 def sh(word: str) -> str:
     """Quote one word for a POSIX shell; `$NAME` placeholders stay expandable (double quotes)."""
     word = str(word)
@@ -78,7 +86,7 @@ def sh(word: str) -> str:
     if names:
         unknown = sorted(set(names) - set(PLACEHOLDERS))
         if unknown:
-            raise ValueError(f"unknown placeholder ${unknown[0]} in {word!r} (known: {', '.join(PLACEHOLDERS)})")
+            raise PlaceholderError(unknown[0], word)
         escaped = re.sub(r'([\\"`])', r"\\\1", word)
         escaped = re.sub(r"\$(?![A-Z][A-Z0-9_]*)", r"\\$", escaped)
         return f'"{escaped}"'

@@ -14,12 +14,13 @@ the same bytes on any machine.
 
 from __future__ import annotations
 
+import re
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from opsctl.errors import ConfigError, UsageError
+from opsctl.errors import ConfigError, OpsctlError, UsageError
 from opsctl.runbooks import facts as f
 from opsctl.slo import conventions as cv
 
@@ -363,7 +364,7 @@ def template_environment(override_dir: Path | None = None):
     return env
 
 
-def render(runbooks: Sequence[Runbook], env, source: str = "the config") -> dict[str, str]:
+def render(runbooks: Sequence[Runbook], env, source: str = "the config", cfg: "Config | None" = None) -> dict[str, str]:
     """Render every runbook; a template error names the template (and line) and fails the whole run."""
     import jinja2
 
@@ -377,6 +378,10 @@ def render(runbooks: Sequence[Runbook], env, source: str = "the config") -> dict
         except jinja2.TemplateSyntaxError as exc:
             where = f"{exc.filename or exc.name}:{exc.lineno}"
             raise ConfigError(f"runbook template {where}: syntax error: {exc.message}") from None
+        except f.PlaceholderError as exc:  # from a config value the template quotes, or the template's own text
+            home = _value_home(cfg, exc.name) if cfg is not None else None
+            where = home or f"runbook template {_template_frame(exc, rb.template)}"
+            raise ConfigError(f"{where}: {exc} (rendering {rb.file})", hint=PLACEHOLDER_HINT) from None
         except jinja2.UndefinedError as exc:
             raise ConfigError(f"runbook template {_template_frame(exc, rb.template)} (rendering {rb.file}):"
                               f" {exc.message}",
@@ -419,12 +424,44 @@ def normalize(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
+PLACEHOLDER_HINT = "runbook commands expand only these placeholders; drop the $ or spell the value out"
+
+
 def generate(cfg: "Config", plans: Sequence["SloRulePlan"], *, templates_dir: Path | None = None) -> dict[str, str]:
     """{file name: Markdown} for the config and its SLO alert plans. Same input, same bytes."""
-    runbooks = plan_runbooks(cfg, plans)
+    try:
+        runbooks = plan_runbooks(cfg, plans)
+    except f.PlaceholderError as exc:
+        raise ConfigError(f"{_value_home(cfg, exc.name) or cfg.source_path}: {exc}", hint=PLACEHOLDER_HINT) from None
     source = Path(cfg.source_path).name if cfg.source_path != "<built-in>" else "the built-in default config"
-    files = render(runbooks, template_environment(templates_dir), source)
+    files = render(runbooks, template_environment(templates_dir), source, cfg)
     return dict(sorted(files.items()))
+
+
+def _value_home(cfg: "Config", name: str) -> str | None:
+    """`file: key.path` of the config value holding `$name`, None when no value of the file has it."""
+    if cfg.source_path == "<built-in>":
+        return None
+    from opsctl.config import load_yaml_file
+
+    def find(node, path: str) -> str | None:
+        if isinstance(node, dict):
+            items = ((f"{path}.{k}" if path else str(k), v) for k, v in node.items())
+        elif isinstance(node, list):
+            items = ((f"{path}[{i}]", v) for i, v in enumerate(node))
+        else:
+            return path if isinstance(node, str) and re.search(rf"\${name}(?![A-Z0-9_])", node) else None
+        for where, value in items:
+            hit = find(value, where)
+            if hit:
+                return hit
+        return None
+
+    try:
+        key = find(load_yaml_file(Path(cfg.source_path), "config file"), "")
+    except OpsctlError:
+        key = None
+    return f"{cfg.source_path}: {key}" if key else None
 
 
 def load_plans(cfg: "Config") -> list["SloRulePlan"]:

@@ -9,7 +9,12 @@ exact counts for its own math and cross-checks the SLI against slo-generator's.
 
 It builds slo-generator's own `SLOReport` per window, the object `compute()` builds, rather than
 calling `compute()`: compute() pretty-prints every report into a debug log even when debug is
-off, about 14 ms per SLO, which dominated a report of hundreds of SLOs. Exporters are not used.
+off, about 14 ms per SLO, which dominated a report of hundreds of SLOs.
+
+Only `opsctl slo report --cross-check` and `--export` come here: importing slo-generator costs
+about 140 ms (its utils pull prometheus-http-client, requests and a consul exporter), so the
+everyday report and the traffic guards never import it. Its reports are what its exporters
+publish (opsctl/slo/export.py).
 """
 
 from __future__ import annotations
@@ -17,8 +22,15 @@ from __future__ import annotations
 import json
 import logging
 
+from typing import Any
+
 from opsctl.errors import OpsctlError
 from opsctl.slo.model import SloDefinition
+
+# An opsctl.slo.report.SloResult; not imported, even for type checking: report imports this module.
+SloResult = Any
+
+SLI_TOLERANCE = 1e-6  # slo-generator rounds its SLI to 6 decimals
 
 
 class MemoClient:
@@ -75,3 +87,38 @@ def compute_windows(slo: SloDefinition, windows: dict[str, int], client: MemoCli
         report = SLOReport(config=document, backend=backend, step=step, timestamp=client.at, client=client)
         reports[step["name"]] = report.to_json()
     return reports
+
+
+def generator_reports(result: SloResult, windows: dict[str, int]) -> dict[str, dict]:
+    """slo-generator's own report (its JSON) per window that has data, computed from opsctl's counts.
+    Its queries are answered with opsctl's count for the same role (see SloDefinition)."""
+    slo, counts = result.slo, result.counts
+    computable = {n: s for n, s in windows.items() if counts[n].has_data and counts[n].valid > 0}
+    if not computable:
+        return {}
+    memo: dict[str, float | None] = {}
+    for name, seconds in computable.items():
+        c = counts[name]
+        by_role = {"good": c.good, "valid": c.valid, "bad": c.valid - c.good, "sli": c.good}
+        for role, query in slo.generator_queries(seconds).items():
+            memo[query] = by_role[role]
+    reports = compute_windows(slo, computable, MemoClient(memo, result.at))
+    for name in computable:
+        report = reports.get(name)
+        if report is None or not report.get("valid"):
+            errors = "; ".join(report.get("errors", [])) if report else "no report"
+            raise OpsctlError(f"slo-generator could not compute {slo.name} over {name}: {errors}")
+    return reports
+
+
+def check_sli(result: SloResult, reports: dict[str, dict]) -> None:
+    """slo-generator computed the same windows from the same counts: its SLI must agree with ours."""
+    from opsctl.slo import budget
+
+    for name, report in reports.items():
+        ours = 1.0 - budget.error_ratio(result.counts[name])
+        if abs(report["sli_measurement"] - round(ours, 6)) > SLI_TOLERANCE:
+            raise OpsctlError(
+                f"internal error: slo-generator's SLI {report['sli_measurement']} for {result.slo.name} over {name}"
+                f" disagrees with opsctl's {ours:.6f}"
+            )

@@ -31,10 +31,12 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opsctl.errors import ConfigError
-from opsctl.slo import openslo_model as om
+
+if TYPE_CHECKING:  # the models load only when a file is OpenSLO: load_slos reads every SLO through here
+    from opsctl.slo import openslo_model as om
 
 PROMETHEUS = "prometheus"
 
@@ -103,6 +105,7 @@ def _strict_loader():
 def build_objects(docs: list[tuple[str, str, Any]], problems: list[str]) -> dict[str, dict[str, Loaded]]:
     """(file, where, raw document) -> kind -> name -> object; every problem of every document is listed."""
     from opsctl.config import build
+    from opsctl.slo import openslo_model as om
 
     index: dict[str, dict[str, Loaded]] = {k: {} for k in om.KINDS}
     for path, where, doc in docs:
@@ -189,6 +192,8 @@ def to_slo_generator(slo: Loaded, index: dict[str, dict[str, Loaded]], ctx: Cont
 
 
 def _check_window(spec: om.SloSpec, ctx: Context, bad) -> None:
+    from opsctl.slo import openslo_model as om
+
     if len(spec.timeWindow) > 1:
         bad("spec.timeWindow", "exactly one time window, per the spec")
     for i, window in enumerate(spec.timeWindow[:1]):
@@ -305,6 +310,8 @@ def _check_alert_policies(slo: Loaded, index, ctx: Context, bad) -> None:
 
 
 def _check_condition(spec: om.AlertConditionSpec, where: str, ctx: Context, bad, cv) -> None:
+    from opsctl.slo import openslo_model as om
+
     cond = spec.condition
     pairs = [p for p in cv.ALERT_PAIRS if p.severity == spec.severity]
     if not pairs:

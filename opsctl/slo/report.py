@@ -6,17 +6,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from opsctl.clock import format_duration, format_rfc3339
-from opsctl.errors import OpsctlError
 from opsctl.metrics.base import MetricSource
 from opsctl.slo import budget
-from opsctl.slo import conventions as cv
 from opsctl.slo.conventions import WINDOWS
-from opsctl.slo.generator import MemoClient, compute_windows
 from opsctl.slo.model import SloDefinition, counts_from
 from opsctl.slo.recorded import coverage_selector, coverage_step, data_starts, recorded_plan
 
 PERIOD = "period"
-SLI_TOLERANCE = 1e-6  # slo-generator rounds its SLI to 6 decimals
 
 
 @dataclass
@@ -124,13 +120,13 @@ def build_report(
     period_seconds: int,
     *,
     progress: Callable[[str], None] | None = None,
-    cross_check: bool = True,
+    cross_check: bool = False,
     coverage: bool = False,
     recorded_interval: int | None = None,
 ) -> list[SloResult]:
-    """`cross_check=False` skips slo-generator's recomputation of each SLI (its import and one
-    compute per SLO and window, ~150 ms): for callers that need only the status, such as the
-    traffic guards on a fast CLI path. The figures and status are opsctl's either way.
+    """The figures and status are opsctl's. `cross_check=True` also has slo-generator recompute
+    each window's SLI from the same counts and fails on a disagreement (its import and one compute
+    per SLO and window cost ~150 ms: `opsctl slo report --cross-check` and tests ask for it).
 
     `recorded_interval` (the rules' evaluation interval): on a PromQL source, an SLO whose
     recorded base-window increases (`opsctl slo rules`) span its data takes 1d, 3d and the period
@@ -155,13 +151,18 @@ def build_report(
         counts = {n: window_counts(slo, s, answers) for n, s in raw[slo.name].items()}
         if slo.name in use:
             counts.update({n: recorded.counts(slo.name, windows[n], answers) for n in LONG_WINDOWS})
-        result = _evaluate(slo, windows, counts, at, period_seconds, cross_check)
+        result = _evaluate(slo, windows, counts, at, period_seconds)
         if recorded and slo.counts_increases:
             result.long_windows = "recorded" if slo.name in use else "raw"
             result.long_windows_why = recorded.why.get(slo.name, "")
         results.append(result)
     if coverage:
         _add_coverage(results, source, at, period_seconds)
+    if cross_check:
+        from opsctl.slo.generator import check_sli, generator_reports
+
+        for result in results:
+            check_sli(result, generator_reports(result, windows))
     return results
 
 
@@ -187,7 +188,7 @@ def _add_coverage(results: list[SloResult], source: MetricSource, at: float, per
             r.data_since = start  # a shortfall finer than the subquery step is not reported
 
 
-def _evaluate(slo, windows, counts, at, period_seconds, cross_check=True) -> SloResult:
+def _evaluate(slo, windows, counts, at, period_seconds) -> SloResult:
     missing = []
     for name, c in counts.items():
         if c.good is None and c.valid is None:
@@ -205,32 +206,4 @@ def _evaluate(slo, windows, counts, at, period_seconds, cross_check=True) -> Slo
     if period.has_data and period.valid > 0:
         result.sli = 1.0 - budget.error_ratio(period)
         result.error_budget_remaining = budget.budget_remaining(period, slo.goal)
-    if cross_check:
-        _cross_check(slo, windows, counts, at)
     return result
-
-
-def _cross_check(slo, windows, counts, at) -> None:
-    """slo-generator computes the same windows from the same counts; its SLI must agree with ours.
-    Its queries are answered with opsctl's count for the same role (see SloDefinition)."""
-    computable = {n: s for n, s in windows.items() if counts[n].has_data and counts[n].valid > 0}
-    if not computable:
-        return
-    memo: dict[str, float | None] = {}
-    for name, seconds in computable.items():
-        c = counts[name]
-        by_role = {"good": c.good, "valid": c.valid, "bad": c.valid - c.good, "sli": c.good}
-        for role, query in slo.generator_queries(seconds).items():
-            memo[query] = by_role[role]
-    reports = compute_windows(slo, computable, MemoClient(memo, at))
-    for name in computable:
-        report = reports.get(name)
-        if report is None or not report.get("valid"):
-            errors = "; ".join(report.get("errors", [])) if report else "no report"
-            raise OpsctlError(f"slo-generator could not compute {slo.name} over {name}: {errors}")
-        ours = 1.0 - budget.error_ratio(counts[name])
-        if abs(report["sli_measurement"] - round(ours, 6)) > SLI_TOLERANCE:
-            raise OpsctlError(
-                f"internal error: slo-generator's SLI {report['sli_measurement']} for {slo.name} over {name}"
-                f" disagrees with opsctl's {ours:.6f}"
-            )

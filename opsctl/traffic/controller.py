@@ -14,9 +14,7 @@ refused or not, is one entry in the local audit log (written after the record); 
 from __future__ import annotations
 
 import json
-import logging
 import os
-import secrets
 import sys
 import time
 from dataclasses import dataclass, field
@@ -37,8 +35,11 @@ Planner = Callable[[Split | None], Split]
 Trimmer = Callable[[Split | None, Split, dict], Split]
 
 
-def change_log() -> logging.Logger:
-    """The structured change log: one JSON object per line on stderr, for the cluster's log pipeline."""
+def change_log():
+    """The structured change log: one JSON object per line on stderr, for the cluster's log pipeline
+    (kubernetes mode only: logging is imported here, off the local CLI's start-up)."""
+    import logging
+
     logger = logging.getLogger("opsctl.traffic.changes")
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
@@ -50,7 +51,7 @@ def change_log() -> logging.Logger:
 
 
 def new_operation_id(action: str) -> str:
-    return f"{action}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(3)}"
+    return f"{action}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.urandom(3).hex()}"
 
 
 @dataclass

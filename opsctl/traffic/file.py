@@ -12,7 +12,6 @@ version is a digest of its bytes, so an emergency `traffic set` can still replac
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -62,6 +61,8 @@ class FileActuator:
             data = None
         if isinstance(data, dict) and isinstance(data.get("version", 0), int):
             return data, str(data.get("version", 0))
+        import hashlib
+
         return None, "corrupt-" + hashlib.sha256(raw).hexdigest()[:12]
 
     def read(self) -> StoredSplit:

@@ -11,7 +11,6 @@ that step's soak and burn check before it moves on.
 from __future__ import annotations
 
 import os
-import socket
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -28,6 +27,12 @@ HEARTBEAT_TTL = 30.0  # seconds without a heartbeat after which a ramp's owner i
 HEARTBEAT_EVERY = 5.0
 
 
+def _host() -> str:
+    import socket  # not at import: `traffic status` loads this module and never needs it
+
+    return socket.gethostname()
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -39,7 +44,7 @@ def _alive(pid: int) -> bool:
 
 
 def me() -> dict:
-    return {"pid": os.getpid(), "host": socket.gethostname()}
+    return {"pid": os.getpid(), "host": _host()}
 
 
 def is_live(data: dict, now: float | None = None) -> bool:
@@ -50,7 +55,7 @@ def is_live(data: dict, now: float | None = None) -> bool:
     now = time.time() if now is None else now
     if now - float(data.get("heartbeat") or 0) > HEARTBEAT_TTL:
         return False
-    if owner.get("host") == socket.gethostname() and isinstance(owner.get("pid"), int):
+    if owner.get("host") == _host() and isinstance(owner.get("pid"), int):
         return _alive(owner["pid"])
     return True
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
-import secrets
+import os
 from typing import Any, Protocol
 
 from opsctl.errors import NoDataError
@@ -77,7 +77,7 @@ def entry_of(result: AppliedChange, order, now: float, extra: dict | None = None
     from opsctl.audit import scrub, timestamp
 
     entry = {
-        "id": f"chg-{secrets.token_hex(6)}",
+        "id": f"chg-{os.urandom(6).hex()}",
         "time": timestamp(now),
         "ts": round(now, 3),
         "operation": result.operation_id,

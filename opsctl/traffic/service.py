@@ -20,14 +20,18 @@ if TYPE_CHECKING:
 _DEFAULT = object()
 
 
+def _pager_hook(cfg: "Config", clock):
+    from opsctl.paging.change_hook import PagerChangeHook  # not on a dry run's path
+
+    return PagerChangeHook(cfg, clock=clock)
+
+
 class TrafficService:
     def __init__(self, cfg: "Config", *, dry_run: bool = False, clock=None, actor: str | None = None,
                  hooks=_DEFAULT, progress: Callable[[str], None] | None = None, audit_fields: dict | None = None,
                  actuator=None):
         if hooks is _DEFAULT:  # like every actor: an applied change also goes to the pager as a change event
-            from opsctl.paging.change_hook import PagerChangeHook
-
-            hooks = [] if dry_run else [PagerChangeHook(cfg, clock=clock)]
+            hooks = [] if dry_run else [_pager_hook(cfg, clock)]
         self.cfg = cfg
         self.order = list(cfg.backends)
         self.progress = progress

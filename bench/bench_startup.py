@@ -1,0 +1,240 @@
+"""Benchmark: opsctl's start-up against a bare Click hello-world measured in the same run.
+
+Four commands run interleaved, each a fresh process, N times: a Click hello-world (the floor any
+Click CLI pays: the interpreter, site, click), `opsctl --help`, `opsctl traffic status` and
+`opsctl slo report` on the embedded default (no config file: the built-in default, state in
+./.opsctl, the file actuator; the store holds 28 days of 10-second steps for both backends,
+ending now). Figures are medians and ratios against the hello-world of the same run.
+
+Then `python -X importtime` over each opsctl command (median self time per module over a few
+runs) says where the rest goes, and an estimate says what is left once the config engine (its
+56 dataclass definitions at import, and building the config from parsed YAML) costs ~10 ms: the
+engine's cost is measured in separate processes and subtracted, and 10 ms added back. CPU time
+(user + system of each child) is recorded beside wall time: it is less disturbed by a busy machine.
+
+Bytecode is cached as an installed package has it (PYTHONDONTWRITEBYTECODE is removed and every
+command runs once before timing).
+
+    python bench/bench_startup.py [--runs 31] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.results import write_section  # noqa: E402
+
+DAYS = 28
+CONFIG_ENGINE_MS = 10.0  # what config's engine is expected to cost once replaced (issue #15 item 2)
+TARGETS = {"opsctl --help": 1.1, "opsctl traffic status": 1.6, "opsctl slo report": 3.0}
+HELLO = """\
+import click
+
+
+@click.command()
+def hello():
+    click.echo("hello")
+
+
+hello()
+"""
+
+
+def environment(root: Path) -> None:
+    """The embedded default's state dir with 28 days of healthy traffic ending now."""
+    from opsctl.metrics.embedded import EmbeddedStore
+    from tests.slo import data as d
+
+    state = root / ".opsctl"
+    state.mkdir()
+    end = int(time.time()) // 10 * 10
+    store = EmbeddedStore.open(state / "metrics.sqlite", create=True)
+    steps = DAYS * 8640
+    d.write(store, {"databricks": d.make_traffic(end, steps, 8000), "internal": d.make_traffic(end, steps, 2000)})
+    store.close()
+    (root / "hello.py").write_text(HELLO)
+
+
+def commands(root: Path) -> dict[str, list[str]]:
+    opsctl = [sys.executable, "-m", "opsctl"]
+    return {
+        "click hello-world": [sys.executable, str(root / "hello.py")],
+        "opsctl --help": opsctl + ["--help"],
+        "opsctl traffic status": opsctl + ["traffic", "status"],
+        "opsctl slo report": opsctl + ["slo", "report"],
+    }
+
+
+def timed(cmd: list[str], env: dict, cwd: Path) -> tuple[float, float]:
+    """(wall ms, CPU ms of the child: user + system, which a busy machine disturbs less)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    elapsed = (time.perf_counter() - started) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr}")
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    return elapsed, cpu
+
+
+def measure(runs: int, cmds: dict[str, list[str]], env: dict, root: Path) -> dict[str, list[tuple[float, float]]]:
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in cmds}
+    for _ in range(runs):
+        for name, cmd in cmds.items():
+            times[name].append(timed(cmd, env, root))
+    return times
+
+
+_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \| (\s*)(\S+)$")
+
+
+def import_profile(cmd: list[str], env: dict, cwd: Path, runs: int) -> dict[str, tuple[float, float]]:
+    """Module -> (median self ms, median cumulative ms) under `-X importtime`."""
+    samples: dict[str, list[tuple[int, int]]] = {}
+    for _ in range(runs):
+        proc = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], env=env, cwd=cwd,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for line in proc.stderr.splitlines():
+            m = _LINE.match(line)
+            if m:
+                samples.setdefault(m.group(4), []).append((int(m.group(1)), int(m.group(2))))
+    return {name: (statistics.median(s for s, _ in v) / 1000, statistics.median(c for _, c in v) / 1000)
+            for name, v in samples.items() if len(v) == runs}
+
+
+CONFIG_COST = """\
+import time
+t0 = time.perf_counter()
+import yaml  # noqa: F401  (stays with any engine: not config's own cost)
+t1 = time.perf_counter()
+import opsctl.config as c
+t2 = time.perf_counter()
+c.load_yaml_file(c.BUILTIN_CONFIG)
+t3 = time.perf_counter()
+c.load_config(None)
+t4 = time.perf_counter()
+print((t2 - t1) * 1000, (t4 - t3) * 1000 - (t3 - t2) * 1000)
+"""
+
+
+def config_cost(env: dict, cwd: Path, runs: int) -> tuple[float, float]:
+    """Median ms of `import opsctl.config` and of building the embedded default from parsed YAML
+    (load_config less one parse of the file): what the typed-model engine replaces."""
+    imports, builds = [], []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", CONFIG_COST], env=env, cwd=cwd, capture_output=True, text=True,
+                             check=True).stdout.split()
+        imports.append(float(out[0]))
+        builds.append(max(0.0, float(out[1])))
+    return statistics.median(imports), statistics.median(builds)
+
+
+def summary(times: dict[str, list[tuple[float, float]]]) -> dict[str, dict]:
+    base = statistics.median(w for w, _ in times["click hello-world"])
+    base_cpu = statistics.median(c for _, c in times["click hello-world"])
+    rows = {}
+    for name, pairs in times.items():
+        values = sorted(w for w, _ in pairs)
+        median = statistics.median(values)
+        cpu = statistics.median(c for _, c in pairs)
+        rows[name] = {"median": median, "p90": values[int(0.9 * (len(values) - 1))], "min": values[0],
+                      "ratio": median / base, "cpu": cpu, "cpu_ratio": cpu / base_cpu}
+    return rows
+
+
+def render(rows: dict[str, dict], config_ms: float) -> str:
+    base = rows["click hello-world"]["median"]
+    lines = ["| command | median ms | p90 ms | min ms | CPU ms | x hello-world | target |"
+             " x hello-world, config at 10 ms (est.) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, r in rows.items():
+        target = TARGETS.get(name)
+        loads = name in ("opsctl traffic status", "opsctl slo report")
+        est = (r["median"] - max(0.0, config_ms - CONFIG_ENGINE_MS)) / base if loads else r["ratio"]
+        lines.append(
+            f"| `{name}` | {r['median']:.0f} | {r['p90']:.0f} | {r['min']:.0f} | {r['cpu']:.0f} | {r['ratio']:.2f}x |"
+            f" {'-' if target is None else f'<= {target}x'} | {'-' if name == 'click hello-world' else f'{est:.2f}x'} |")
+    return "\n".join(lines)
+
+
+def top_imports(profile: dict[str, tuple[float, float]], limit: int = 8) -> str:
+    """Self import time summed per opsctl module and per other top-level package, largest first."""
+    by: dict[str, float] = {}
+    for name, (own, _) in profile.items():
+        key = name if name.startswith("opsctl") else name.split(".")[0]
+        by[key] = by.get(key, 0.0) + own
+    total = sum(by.values())
+    top = sorted(by.items(), key=lambda item: -item[1])[:limit]
+    without = total - by.get("opsctl.config", 0.0)
+    return (f"all imports {total:.0f} ms, {without:.0f} ms without `opsctl.config`'s own; "
+            + ", ".join(f"`{n}` {s:.1f}" for n, s in top))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=31)
+    parser.add_argument("--profile-runs", type=int, default=7)
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        environment(root)
+        env = {k: v for k, v in os.environ.items() if k not in ("OPSCTL_CONFIG", "PYTHONDONTWRITEBYTECODE")}
+        env["PYTHONPATH"] = str(REPO)
+        cmds = commands(root)
+        measure(1, cmds, env, root)  # warm-up: writes the .pyc files an install would have
+        rows = summary(measure(args.runs, cmds, env, root))
+        profiles = {name: import_profile(cmd, env, root, args.profile_runs)
+                    for name, cmd in cmds.items() if name != "click hello-world"}
+        config_import, config_build = config_cost(env, root, args.profile_runs)
+    config_ms = config_import + config_build
+    load = os.getloadavg()[0]
+    verdict = ", ".join(
+        f"`{name}` {rows[name]['ratio']:.2f}x {'meets' if rows[name]['ratio'] <= t else 'MISSES'} <= {t}x"
+        for name, t in TARGETS.items())
+    section = "\n".join([
+        "## start-up",
+        "",
+        f"`python bench/bench_startup.py --runs {args.runs}` on {platform.node()} ({os.cpu_count()} CPUs, Python"
+        f" {platform.python_version()}, load average {load:.2f} when done), {time.strftime('%Y-%m-%d')}."
+        " Each command is a fresh process; the four run interleaved in the same loop, bytecode cached."
+        " The opsctl commands run on the embedded default (no config file; the file actuator; an embedded"
+        f" store of {DAYS} days of 10-second steps for both backends, ending now; 9 shipped SLOs x 8 windows).",
+        "",
+        render(rows, config_ms),
+        "",
+        f"Verdict (median ratio against the hello-world of the same run): {verdict}."
+        f" CPU time ratios: " + ", ".join(f"`{n}` {rows[n]['cpu_ratio']:.2f}x" for n in TARGETS) + ".",
+        "",
+        "Where import time goes under `-X importtime` (median self ms of"
+        f" {args.profile_runs} runs, summed per opsctl module and per other top-level package):",
+        "",
+        *[f"- `{name}`: {top_imports(p)}" for name, p in profiles.items()],
+        "",
+        f"\"config at 10 ms\": the same median less what the config engine costs today, {config_ms:.0f} ms"
+        f" (median of {args.profile_runs}: `import opsctl.config` {config_import:.0f} ms, defining its dataclasses;"
+        f" building the embedded default from parsed YAML {config_build:.0f} ms), plus 10 ms, what the typed-model"
+        " engine replacing it is expected to cost. YAML's import and parse stay in the figure.",
+        "",
+    ])
+    print(section)
+    if not args.no_write:
+        write_section("## start-up", section)
+
+
+if __name__ == "__main__":
+    main()

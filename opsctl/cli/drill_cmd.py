@@ -127,7 +127,7 @@ def validate(app, paths, live, output):
     from opsctl.slo.loading import load_slos
 
     cfg = app.config
-    slo_names = [s.name for s in load_slos([cfg.slo_dir], cfg.backends)]
+    slo_names = [s.name for s in load_slos([cfg.slo_dir], cfg.backends, config=cfg)]
     rows, problems = [], []
     for path in _scenario_paths(app, paths):
         try:
@@ -193,7 +193,7 @@ def run(app, scenario, live, dry_run, quiet, chain, routing, chain_timeout, outp
         from opsctl.drills.scenario import check_against_config, raise_problems
         from opsctl.slo.loading import load_slos
 
-        raise_problems(check_against_config(sc, cfg, [s.name for s in load_slos([cfg.slo_dir], cfg.backends)],
+        raise_problems(check_against_config(sc, cfg, [s.name for s in load_slos([cfg.slo_dir], cfg.backends, config=cfg)],
                                             live=live), f"{scenario}: the scenario does not fit the config")
         _show_plan(dry_run_plan(sc, cfg, live=live), output, _plan_text)
         return

@@ -81,7 +81,7 @@ class Engine:
 
         run = self.run_state
         wall_start = time.monotonic()
-        slos = load_slos([run.user_cfg.slo_dir], run.user_cfg.backends)
+        slos = load_slos([run.user_cfg.slo_dir], run.user_cfg.backends, config=run.user_cfg)
         problems = check_against_config(run.scenario, run.user_cfg, [s.name for s in slos], live=run.mode == "live")
         if problems:
             raise ConfigError(f"{run.scenario.path}: the scenario does not fit the config", problems=problems)

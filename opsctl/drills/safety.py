@@ -81,7 +81,7 @@ def check_real_alerts(user_cfg, *, strict: bool) -> Check:
         return Check(name, True, f"not checked: {exc.message} (an embedded drill touches no real traffic)",
                      skipped=True)
     try:
-        slos = load_slos([user_cfg.slo_dir], user_cfg.backends)
+        slos = load_slos([user_cfg.slo_dir], user_cfg.backends, config=user_cfg)
         result = evaluate_alerts(slos, source, at, RuleSettings.from_config(user_cfg))
     except OpsctlError as exc:
         return Check(name, False, f"cannot evaluate burn-rate alerts on {source.description}: {exc.message}")

@@ -469,4 +469,4 @@ def load_plans(cfg: "Config") -> list["SloRulePlan"]:
     from opsctl.slo.loading import load_slos
     from opsctl.slo.rules import RuleSettings, plan_rules
 
-    return plan_rules(load_slos([cfg.slo_dir], cfg.backends), RuleSettings.from_config(cfg))
+    return plan_rules(load_slos([cfg.slo_dir], cfg.backends, config=cfg), RuleSettings.from_config(cfg))

@@ -173,7 +173,7 @@ def slo_results(cfg: "Config", source: Callable[[], "MetricSource"], at: Callabl
     from opsctl.slo.loading import load_slos
     from opsctl.slo.report import build_report
 
-    slos = [s for s in load_slos([cfg.slo_dir], cfg.backends) if s.backend in backends]
+    slos = [s for s in load_slos([cfg.slo_dir], cfg.backends, config=cfg) if s.backend in backends]
     missing = [b for b in backends if not any(s.backend == b for s in slos)]
     if not slos:
         return [], missing

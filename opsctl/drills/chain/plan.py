@@ -61,7 +61,7 @@ def chain_plan(scenario, cfg, *, live: bool, routing: Path, timeout: int) -> dic
     from opsctl.drills.scenario import check_against_config
     from opsctl.slo.loading import load_slos
 
-    problems = check_against_config(scenario, cfg, [s.name for s in load_slos([cfg.slo_dir], cfg.backends)], live=live)
+    problems = check_against_config(scenario, cfg, [s.name for s in load_slos([cfg.slo_dir], cfg.backends, config=cfg)], live=live)
     fits = Check("the scenario fits the config" + (" and a live drill" if live else ""), not problems,
                  "; ".join(problems) or "ok")
     checks = [fits] + (live_checks(cfg) if live else local_checks() + [

@@ -80,7 +80,7 @@ class ChainDrill:
         from opsctl.slo.loading import load_slos
 
         wall = time.monotonic()
-        self.slos = load_slos([self.user_cfg.slo_dir], self.user_cfg.backends)
+        self.slos = load_slos([self.user_cfg.slo_dir], self.user_cfg.backends, config=self.user_cfg)
         problems = check_against_config(self.scenario, self.user_cfg, [s.name for s in self.slos],
                                         live=self.mode == "live-chain")
         problems += self._chain_problems()

@@ -62,6 +62,19 @@ def spawn_opsctl(*args: str, env: dict | None = None, cwd: Path | None = None, i
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _parse_cache(tmp_path_factory):
+    """opsctl's parsed-YAML cache (opsctl.config.cache) goes to a directory of this session, not
+    the user's ~/.cache; every CLI run of the session, in-process or spawned, shares it."""
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous
+
+
 @pytest.fixture
 def opsctl():
     return run_opsctl

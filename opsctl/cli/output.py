@@ -23,6 +23,9 @@ def emit(data: Any, fmt: str, table: Callable[[Any], str] | None = None) -> None
     elif fmt == "yaml":
         import yaml
 
+        from opsctl.model.types import yaml_safe
+
+        yaml_safe(yaml.SafeDumper)  # a config read from the parse cache never loaded the YAML module's setup
         click.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=False).rstrip())
     else:
         click.echo(table(data) if table else _generic(data))

@@ -39,10 +39,13 @@ def load_config(explicit: str | None = None) -> Config:
 
 def load_yaml_file(path: Path, what: str = "file") -> Any:
     """Parse a YAML file; syntax errors name the file and line."""
-    import yaml
+    return parse_yaml(read_text(path, what), path)
 
+
+def read_text(path: Path, what: str = "file") -> str:
+    """A file's UTF-8 text; a problem names the file (and the line of a bad byte)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: {what} not found") from None
     except UnicodeDecodeError as exc:
@@ -51,6 +54,12 @@ def load_yaml_file(path: Path, what: str = "file") -> Any:
                           f"{exc.object[exc.start:exc.start + 1]!r})", hint="save it as UTF-8") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from exc
+
+
+def parse_yaml(text: str, path: Path) -> Any:
+    """One YAML document read from `path`; duplicate keys refused, errors name the file and line."""
+    import yaml
+
     try:
         return yaml.load(text, Loader=_strict_loader())
     except yaml.YAMLError as exc:
@@ -92,7 +101,9 @@ def _strict_loader():
 
 
 def load_config_file(path: Path) -> Config:
-    data = load_yaml_file(path, "config file")
+    from opsctl.config.cache import cached_parse
+
+    data = cached_parse(path, "config", lambda: read_text(path, "config file"), lambda text: parse_yaml(text, path))
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the config must be a mapping of sections, got {type(data).__name__}")
     data = dict(data)

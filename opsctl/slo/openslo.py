@@ -58,16 +58,20 @@ def is_openslo(doc: Any) -> bool:
 
 def read_documents(path: Path) -> list[Any]:
     """Every YAML document of a file (`---` separated; a top-level list counts as its items)."""
+    from opsctl.config.cache import cached_parse
+    from opsctl.config.loading import read_text
+
+    out: list[Any] = []
+    for doc in cached_parse(path, "slo", lambda: read_text(path, "SLO file"), lambda text: _parse_documents(text, path)):
+        out.extend(doc if isinstance(doc, list) and doc and all(is_openslo(d) for d in doc) else [doc])
+    return out
+
+
+def _parse_documents(text: str, path: Path) -> list[Any]:
     import yaml
 
-    from opsctl.config import load_yaml_file
-
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return [load_yaml_file(path, "SLO file")]  # its error names the file and the cause
-    try:
-        docs = [d for d in yaml.load_all(text, Loader=_strict_loader()) if d is not None]
+        return [d for d in yaml.load_all(text, Loader=_strict_loader()) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
@@ -75,10 +79,6 @@ def read_documents(path: Path) -> list[Any]:
         raise ConfigError(f"{path}: YAML syntax error at {where}: {' '.join(str(problem).split())}") from exc
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         raise ConfigError(f"{path}: YAML value error: {' '.join(str(exc).split())}") from exc
-    out: list[Any] = []
-    for doc in docs:
-        out.extend(doc if isinstance(doc, list) and doc and all(is_openslo(d) for d in doc) else [doc])
-    return out
 
 
 @functools.lru_cache(maxsize=1)

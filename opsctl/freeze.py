@@ -14,7 +14,6 @@ that spans a DST change still lasts exactly its duration.
 from __future__ import annotations
 
 import calendar
-from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Iterable
 
@@ -38,8 +37,7 @@ _MACROS = {
 # Cron
 
 
-@dataclass(frozen=True)
-class CronSchedule:
+class CronSchedule(Model):
     text: str
     minutes: tuple[int, ...]
     hours: tuple[int, ...]
@@ -210,8 +208,7 @@ def validate_window(window: FreezeWindow) -> None:
             raise ValueError(f"freeze {window.name!r}: duration must be between 1s and 366d")
 
 
-@dataclass(frozen=True)
-class FreezeSpan:
+class FreezeSpan(Model):
     """One occurrence of a freeze window: [start, end) in UNIX seconds."""
 
     name: str

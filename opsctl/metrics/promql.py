@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 
 from opsctl.errors import UsageError
+from opsctl.model import Model
 
 _MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(,|$)')
 _SELECTOR = re.compile(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(.*)\})?\s*$", re.S)
 _RANGE_CALL = re.compile(r"^\s*(sum\s*\(\s*)?(increase|rate)\s*\(\s*(.+?)\s*\[(\d+)s\]\s*\)\s*(\))?\s*$", re.S)
 
 
-@dataclass(frozen=True)
-class Matcher:
+class Matcher(Model):
     label: str
     op: str
     value: str
@@ -44,8 +43,7 @@ def _re2(pattern: str):
     return re2.compile(pattern, options)
 
 
-@dataclass(frozen=True)
-class Selector:
+class Selector(Model):
     metric: str
     matchers: tuple[Matcher, ...]
 
@@ -54,8 +52,7 @@ class Selector:
         return all(m.matches(labels.get(m.label, "")) for m in self.matchers)
 
 
-@dataclass(frozen=True)
-class RangeQuery:
+class RangeQuery(Model):
     function: str  # increase | rate
     selector: Selector
     window: int

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from opsctl.model import Model
 
 # Burn-rate windows, shortest first, in seconds.
 WINDOWS: dict[str, int] = {
@@ -16,8 +16,7 @@ WINDOWS: dict[str, int] = {
 }
 
 
-@dataclass(frozen=True)
-class AlertPair:
+class AlertPair(Model):
     """Google's multi-window multi-burn-rate pair: fire when both windows burn above the factor.
 
     `budget_share` is the share of the period's budget spent over `long` at the threshold rate;

@@ -9,10 +9,10 @@ loop on top, retried on conflict. Versions are opaque: a file's counter, an obje
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from opsctl.errors import UsageError
+from opsctl.model import Model
 
 # A ConfigMap holds at most 1 MiB (etcd's object limit); keep every document well under it so the
 # object's metadata and a growing record never push a write over the edge.
@@ -20,8 +20,7 @@ MAX_DOCUMENT_BYTES = 512 * 1024
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
-@dataclass(frozen=True)
-class Document:
+class Document(Model):
     name: str
     data: dict  # JSON-serialisable
     version: str  # opaque compare-and-swap token

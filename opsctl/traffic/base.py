@@ -11,14 +11,13 @@ emergency change can still repair it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
+from opsctl.model import Model
 from opsctl.traffic.split import Split
 
 
-@dataclass(frozen=True)
-class StoredSplit:
+class StoredSplit(Model):
     split: Split | None  # None: the target holds no split yet (unknown state)
     version: str
     note: str = ""  # e.g. "not written yet: the configured default"
@@ -26,15 +25,13 @@ class StoredSplit:
     corrupt: str = ""  # why the stored split cannot be used (weights summing to 120, a truncated file)
 
 
-@dataclass(frozen=True)
-class WriteResult:
+class WriteResult(Model):
     version: str  # the new version (the old one on a dry run)
     dry_run: bool
     detail: str = ""  # what the server said, e.g. "server dry run accepted"
 
 
-@dataclass(frozen=True)
-class ChangeNotice:
+class ChangeNotice(Model):
     """What an applied change tells the outside world (Kubernetes Event, pager change event)."""
 
     action: str

@@ -9,16 +9,15 @@ that route the same way compare equal.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from opsctl.errors import UsageError
+from opsctl.model import Model, field
 
 TOTAL = 100
 
 
-@dataclass(frozen=True)
-class Split:
+class Split(Model):
     weights: Mapping[str, int]
     shadow: Mapping[str, int] = field(default_factory=dict)
 

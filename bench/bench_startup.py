@@ -24,7 +24,6 @@ import argparse
 import os
 import platform
 import re
-import resource
 import statistics
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.results import write_section  # noqa: E402
+from bench.results import timed, write_section  # noqa: E402
 
 DAYS = 28
 TARGETS = {"opsctl --help": 1.1, "opsctl traffic status": 1.6, "opsctl slo report": 3.0}
@@ -75,19 +74,6 @@ def commands(root: Path) -> dict[str, list[str]]:
         "opsctl traffic status": opsctl + ["traffic", "status"],
         "opsctl slo report": opsctl + ["slo", "report"],
     }
-
-
-def timed(cmd: list[str], env: dict, cwd: Path) -> tuple[float, float]:
-    """(wall ms, CPU ms of the child: user + system, which a busy machine disturbs less)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    elapsed = (time.perf_counter() - started) * 1000
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr}")
-    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
-    return elapsed, cpu
 
 
 def measure(runs: int, cmds: dict[str, list[str]], env: dict, root: Path) -> dict[str, list[tuple[float, float]]]:

@@ -19,10 +19,8 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -32,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.results import write_section  # noqa: E402
+from bench.results import timed, write_section  # noqa: E402
 from opsctl.metrics.embedded import EmbeddedStore  # noqa: E402
 from tests.slo import data as d  # noqa: E402
 
@@ -65,18 +63,6 @@ def environment(root: Path) -> Path:
         freezes: []
         """))
     return config
-
-
-def timed(cmd: list[str], env: dict, cwd: Path) -> tuple[float, float]:
-    """(wall ms, CPU ms of the child: user + system, which a busy machine disturbs less)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    elapsed = (time.perf_counter() - started) * 1000
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr}")
-    return elapsed, (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
 
 
 def measure(runs: int, env: dict, root: Path, config: Path,

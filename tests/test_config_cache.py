@@ -114,3 +114,13 @@ def test_slo_files_are_served_from_the_cache_with_the_same_result(tmp_path, cach
     assert entries(cache)
     again = load_slos([REPO / "slos"], ["internal", "databricks"])
     assert again == first
+
+
+def test_opsctl_parse_cache_off_parses_every_time_and_writes_nothing(tmp_path, cache, monkeypatch):
+    monkeypatch.setenv("OPSCTL_PARSE_CACHE", "off")
+    path = write_config(tmp_path)
+    assert str(load_config_file(path).metrics.max_data_age) == "3650d"
+    assert entries(cache) == []
+    monkeypatch.delenv("OPSCTL_PARSE_CACHE")
+    load_config_file(path)
+    assert len(entries(cache)) == 1

@@ -9,6 +9,7 @@ written after a successful parse (duplicate keys are refused there), so a hit is
 file; validation of the data runs on every load all the same. Entries are written atomically
 (opsctl.statefile) under `$XDG_CACHE_HOME/opsctl/parsed/` (default `~/.cache`); any problem
 reading the cache means parsing the file, and a cache that cannot be written is skipped.
+`OPSCTL_PARSE_CACHE=off` turns it off; deleting the directory clears it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def cached_parse(path: Path, kind: str, read: Callable[[], str], parse: Callable
 
     `read` and `parse` raise the caller's errors (file and line); nothing is cached then.
     """
+    if os.environ.get("OPSCTL_PARSE_CACHE", "").strip().lower() in ("off", "0", "no", "false"):
+        return parse(read())
     try:
         resolved = Path(path).resolve()
         st = os.stat(resolved)

@@ -56,11 +56,14 @@ def read_text(path: Path, what: str = "file") -> str:
         raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from exc
 
 
-def parse_yaml(text: str, path: Path) -> Any:
-    """One YAML document read from `path`; duplicate keys refused, errors name the file and line."""
+def parse_yaml(text: str, path: Path, *, all_documents: bool = False) -> Any:
+    """One YAML document read from `path` (with `all_documents`, the list of its non-empty
+    `---`-separated documents); duplicate keys refused, errors name the file and line."""
     import yaml
 
     try:
+        if all_documents:
+            return [d for d in yaml.load_all(text, Loader=_strict_loader()) if d is not None]
         return yaml.load(text, Loader=_strict_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

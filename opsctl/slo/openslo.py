@@ -28,7 +28,6 @@ What maps, and how (anything else is refused with its file and key path):
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,47 +58,13 @@ def is_openslo(doc: Any) -> bool:
 def read_documents(path: Path) -> list[Any]:
     """Every YAML document of a file (`---` separated; a top-level list counts as its items)."""
     from opsctl.config.cache import cached_parse
-    from opsctl.config.loading import read_text
+    from opsctl.config.loading import parse_yaml, read_text
 
     out: list[Any] = []
-    for doc in cached_parse(path, "slo", lambda: read_text(path, "SLO file"), lambda text: _parse_documents(text, path)):
+    for doc in cached_parse(path, "slo", lambda: read_text(path, "SLO file"),
+                            lambda text: parse_yaml(text, path, all_documents=True)):
         out.extend(doc if isinstance(doc, list) and doc and all(is_openslo(d) for d in doc) else [doc])
     return out
-
-
-def _parse_documents(text: str, path: Path) -> list[Any]:
-    import yaml
-
-    try:
-        return [d for d in yaml.load_all(text, Loader=_strict_loader()) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{path}: YAML syntax error at {where}: {' '.join(str(problem).split())}") from exc
-    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
-        raise ConfigError(f"{path}: YAML value error: {' '.join(str(exc).split())}") from exc
-
-
-@functools.lru_cache(maxsize=1)
-def _strict_loader():
-    """SafeLoader refusing duplicate keys (PyYAML would let the last one win silently)."""
-    import yaml
-
-    class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-        pass
-
-    def mapping(loader, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = loader.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return loader.construct_mapping(node, deep=deep)
-
-    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-    return Loader
 
 
 def build_objects(docs: list[tuple[str, str, Any]], problems: list[str]) -> dict[str, dict[str, Loaded]]:

@@ -189,7 +189,8 @@ def main() -> None:
         "",
         f"`python bench/bench_startup.py --runs {args.runs}` on {platform.node()} ({os.cpu_count()} CPUs, Python"
         f" {platform.python_version()}, load average {load:.2f} when done), {time.strftime('%Y-%m-%d')}."
-        " Each command is a fresh process; the four run interleaved in the same loop, bytecode cached."
+        " Each command is a fresh process; the four run interleaved in the same loop, bytecode cached and"
+        " the parse cache warm (both filled by a first run, as on a user's second run)."
         " The opsctl commands run on the embedded default (no config file; the file actuator; an embedded"
         f" store of {DAYS} days of 10-second steps for both backends, ending now; 9 shipped SLOs x 8 windows).",
         "",

@@ -6,7 +6,7 @@ import dataclasses
 import functools
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from opsctl.config.root import Config
 from opsctl.errors import ConfigError
@@ -35,6 +35,21 @@ def load_config(explicit: str | None = None) -> Config:
             cfg, source_path="<built-in>", state_dir=str(Path.cwd() / cfg.state_dir)
         )
     return load_config_file(path)
+
+
+def yaml_files(paths: Iterable[str | Path], what: str) -> list[Path]:
+    """The YAML files named: a file as it is, a directory's `*.yaml`/`*.yml` files (sorted, not
+    recursive); a path that is neither is an error naming `what` (SLO, scenario)."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise ConfigError(f"{path}: no such {what} file or directory")
+    return files
 
 
 def load_yaml_file(path: Path, what: str = "file") -> Any:

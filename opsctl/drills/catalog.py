@@ -69,10 +69,10 @@ def scenario_paths(args, cfg) -> list[Path]:
     the conventional `chaos/` directory, named from outside the repository, is the configured
     scenarios directory or the packaged one; a name without a directory is looked up as `drill run`
     looks it up. No argument: the configured scenarios directory."""
-    from opsctl.drills.scenario import discover
+    from opsctl.config.loading import yaml_files
 
     if not args:
-        return discover([cfg.path(cfg.drills.scenarios)])
+        return yaml_files([cfg.path(cfg.drills.scenarios)], "scenario")
     resolved: list[Path] = []
     for arg in args:
         path = Path(str(arg))
@@ -85,5 +85,5 @@ def scenario_paths(args, cfg) -> list[Path]:
         elif path.parent in (Path("."), Path("chaos")) and not str(arg).endswith("/"):  # a name, not a dir
             resolved.append(resolve_scenario(arg, cfg))
         else:
-            resolved.append(path)  # discover names it: no such scenario file or directory
-    return discover(resolved)
+            resolved.append(path)  # yaml_files names it: no such scenario file or directory
+    return yaml_files(resolved, "scenario")

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Iterable
 
 from opsctl.errors import ConfigError
-from opsctl.slo.model import SloDefinition, _validate, discover
+from opsctl.config.loading import yaml_files
+from opsctl.slo.model import SloDefinition, _validate
 
 
 def load_slos(paths: Iterable[str | Path], backends: Iterable[str], *, config=None) -> list[SloDefinition]:
@@ -21,7 +22,7 @@ def load_slos(paths: Iterable[str | Path], backends: Iterable[str], *, config=No
     from opsctl.slo import openslo
 
     known = set(backends)
-    files = discover(paths)
+    files = yaml_files(paths, "SLO")
     problems: list[str] = []
     slos: list[SloDefinition] = []
     open_docs: list[tuple[str, object]] = []

@@ -24,10 +24,8 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable
 
-from opsctl.errors import ConfigError
 from opsctl.metrics.promql import parse_selector
 from opsctl.slo.conventions import ALL_BACKENDS
 from opsctl.slo.model_schema import SLI_MODELS, Metadata, Spec, typed
@@ -123,18 +121,6 @@ def counts_from(slo: SloDefinition, answers: dict[str, float | None]):
         return good, good + (answers["bad"] or 0.0)
     return good, answers["valid"]
 
-
-def discover(paths: Iterable[str | Path]) -> list[Path]:
-    files: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            files.extend(sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()))
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise ConfigError(f"{path}: no such SLO file or directory")
-    return files
 
 
 METHODS = ("good_bad_ratio", "distribution_cut", "query_sli")

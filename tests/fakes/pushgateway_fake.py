@@ -1,5 +1,6 @@
-"""A loopback Pushgateway: accepts PUT /metrics/job/<job>{/<label>/<value>} with a body in the
-Prometheus text exposition format, checked line by line, and keeps each group's last body."""
+"""A loopback Pushgateway: PUT and POST /metrics/job/<job>{/<label>/<value>} with a body in the
+Prometheus text exposition format, checked line by line. PUT replaces the group; POST (push-add)
+replaces only the metric families the body holds, the group's others stay, as the real one does."""
 
 from __future__ import annotations
 
@@ -45,13 +46,15 @@ def check_exposition(text: str) -> list[str]:
 class PushgatewayFake(LoopbackServer):
     def __init__(self):
         super().__init__()
-        self.groups: dict[str, str] = {}
+        self.groups: dict[str, str] = {}  # path -> the group's exposition text
+        self.families: dict[str, dict[str, str]] = {}  # path -> family name -> its lines
+        self.pushes = 0
 
     def handle(self, request: Request) -> Response:
         if not request.path.startswith("/metrics/job/"):
             return Response(404, b"not found\n")
-        if request.method != "PUT":
-            return Response(405, b"only PUT here\n")
+        if request.method not in ("PUT", "POST"):
+            return Response(405, b"only PUT and POST here\n")
         if not request.headers.get("content-type", "").startswith("text/plain"):
             return Response(400, b"text format expected\n")
         text = request.body.decode()
@@ -59,5 +62,27 @@ class PushgatewayFake(LoopbackServer):
         if problems:
             return Response(400, ("; ".join(problems) + "\n").encode())
         with self.lock:
-            self.groups[request.path] = text
+            self.pushes += 1
+            if request.method == "PUT":
+                self.families[request.path] = {}
+            group = self.families.setdefault(request.path, {})
+            group.update(_families(text))
+            self.groups[request.path] = "".join(group.values())
         return Response(200)
+
+
+def _families(text: str) -> dict[str, str]:
+    """Family name -> its lines (HELP, TYPE and samples), in the body's order."""
+    out: dict[str, str] = {}
+    for line in text.splitlines(keepends=True):
+        if line.startswith(("# HELP ", "# TYPE ")):
+            name = line.split(" ", 3)[2]
+        elif line.startswith("#") or not line.strip():
+            continue
+        else:
+            name = re.split(r"[{ ]", line, maxsplit=1)[0]
+            for suffix in ("_bucket", "_count", "_sum"):
+                if name.endswith(suffix) and name[: -len(suffix)] in out:
+                    name = name[: -len(suffix)]
+        out[name] = out.get(name, "") + line
+    return out

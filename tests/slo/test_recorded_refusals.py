@@ -7,13 +7,10 @@ size refusal is the one bench/bench_slo_scale.py gets from a real Prometheus at 
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from tests.conftest import write_config
+from tests.fakes.loopback import LoopbackServer, Request, Response
 
 REFUSALS = {
     "too many samples": (422, {"status": "error", "errorType": "execution",
@@ -25,41 +22,17 @@ REFUSALS = {
 }
 
 
-class RefusingPrometheus:
+class RefusingPrometheus(LoopbackServer):
     """Answers the build-info probe, refuses every query with one of Prometheus' refusals."""
 
     def __init__(self, status: int, doc: dict):
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self):
-                if self.path.startswith("/api/v1/status/buildinfo"):
-                    code, body = 200, {"status": "success", "data": {"version": "2.42.0"}}
-                else:
-                    code, body = status, doc
-                    self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                payload = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+        super().__init__()
+        self.refusal = Response(status, doc)
 
-            do_GET = do_POST = _answer
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+    def handle(self, request: Request) -> Response:
+        if request.path.startswith("/api/v1/status/buildinfo"):
+            return Response(200, {"status": "success", "data": {"version": "2.42.0"}})
+        return self.refusal
 
 
 @pytest.mark.parametrize("command", ["report", "alerts"])

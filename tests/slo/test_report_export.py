@@ -43,29 +43,6 @@ def expected_sli() -> float:
     return round(1 - 8 / 8000, 6)
 
 
-class PushgatewayPost(PushgatewayFake):
-    """The Pushgateway's POST (push-add): the body's metric families replace same-named ones in
-    the group, the group's other families stay (PUT would replace the whole group)."""
-
-    def __init__(self):
-        super().__init__()
-        self.families: dict[str, dict[str, str]] = {}
-        self.pushes = 0
-
-    def handle(self, request: Request) -> Response:
-        if request.method != "POST":
-            return super().handle(request)
-        response = super().handle(Request("PUT", request.path, request.headers, request.body))
-        if response.status == 200:
-            with self.lock:
-                self.pushes += 1
-                group = self.families.setdefault(request.path, {})
-                for block in request.body.decode().split("# HELP ")[1:]:
-                    group[block.split(" ", 1)[0]] = "# HELP " + block
-                self.groups[request.path] = "".join(group.values())
-        return response
-
-
 class CloudEventReceiver(LoopbackServer):
     """Structured-mode CloudEvents over HTTP: `application/cloudevents+json`, spec 1.0 attributes."""
 
@@ -147,7 +124,7 @@ def test_cross_check_agrees_with_slo_generator_and_reports_the_same_figures(env)
 
 def test_export_pushes_every_window_of_every_slo_to_the_pushgateway(env):
     tmp_path, cfg = env
-    with PushgatewayPost() as gateway:
+    with PushgatewayFake() as gateway:
         path = exporters_file(tmp_path, f"""\
             exporters:
               prometheus:

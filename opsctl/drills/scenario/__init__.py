@@ -45,13 +45,13 @@ from opsctl.drills.scenario.model import (EXPECTATIONS, FAULT_BACKEND_KIND, FAUL
                                           STATUS_LEVELS, STOP_CONDITIONS, Activity, DrillFreeze, EmbeddedEnv,
                                           Expectation, Fault, LiveEnv, LiveRouteFault, LiveScaleFault, OnCall,
                                           Paging, Probe, Scenario, StopCondition, VendorResponder)
-from opsctl.drills.scenario.parse import discover, load_scenario, parse_scenario
+from opsctl.drills.scenario.parse import load_scenario, parse_scenario
 
 __all__ = [
     "DEFAULT_START", "EXPECTATIONS", "FAULT_BACKEND_KIND", "FAULT_PARAMS", "GUARDS", "LIVE_ROUTE_KINDS",
     "LIVE_SCALE_KINDS", "METHOD_ACTIONS", "PAGE_SEVERITIES", "PROBES", "RESPONDER_ACTIONS", "ROLLBACKS",
     "SCENARIO_VERSION", "SEVERITIES", "STATUS_LEVELS", "STOP_CONDITIONS", "Activity", "DrillFreeze", "EmbeddedEnv",
     "Expectation", "Fault", "LiveEnv", "LiveRouteFault", "LiveScaleFault", "OnCall", "Paging", "Probe", "Scenario",
-    "StopCondition", "VendorResponder", "check_against_config", "default_backend", "discover", "load_scenario",
+    "StopCondition", "VendorResponder", "check_against_config", "default_backend", "load_scenario",
     "parse_scenario", "raise_problems", "resolve_slo",
 ]

@@ -221,15 +221,3 @@ def load_scenario(path: str | Path) -> Scenario:
         digest = ""
     return parse_scenario(data, str(path), digest)
 
-
-def discover(paths: list[str | Path]) -> list[Path]:
-    files: list[Path] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            files.extend(sorted(x for x in p.iterdir() if x.suffix in (".yaml", ".yml") and x.is_file()))
-        elif p.is_file():
-            files.append(p)
-        else:
-            raise ConfigError(f"{p}: no such scenario file or directory")
-    return files

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import datetime, timezone
 
 
+def clock_offset() -> float:
+    """`OPSCTL_CLOCK_OFFSET` (signed seconds): the documented test hook for hosts whose clocks
+    disagree; it shifts every wall-clock read of this process (0 when unset or not a number)."""
+    try:
+        return float(os.environ.get("OPSCTL_CLOCK_OFFSET", "0") or 0)
+    except ValueError:
+        return 0.0
+
+
+def wall_now() -> float:
+    """The wall clock of this host, as every part of opsctl reads it (with the test offset)."""
+    return time.time() + clock_offset()
+
+
 class WallClock:
     def now(self) -> float:
-        return time.time()
+        return wall_now()
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent / "opsctl"
 # (floor, module prefixes); a module belongs to the floor of its longest matching prefix.
 FLOORS = [
     ("foundation", ["opsctl", "opsctl.errors", "opsctl.clock", "opsctl.model", "opsctl.remote",
-                    "opsctl.retry", "opsctl.statefile", "opsctl.slo.conventions"]),
+                    "opsctl.retry", "opsctl.statefile", "opsctl.fencing", "opsctl.slo.conventions"]),
     ("records and calendars", ["opsctl.audit", "opsctl.freeze"]),
     ("config", ["opsctl.config"]),
     ("signals and channels", ["opsctl.metrics", "opsctl.paging", "opsctl.tickets"]),

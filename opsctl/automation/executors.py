@@ -60,7 +60,7 @@ class LiveExecutor:
         from opsctl.freeze import FreezeCalendar
 
         backend = request.backend
-        receivers = [b for b in self.order if b != backend]
+        receivers = [b for b in self.order if b not in (backend, self.cfg.traffic.degradation)]
         if not receivers:
             return Outcome("skipped", f"there is no other backend to fail {backend} over to")
         frozen = FreezeCalendar(self.cfg.freezes).active(self.clock.now())
@@ -84,7 +84,8 @@ class LiveExecutor:
             return Outcome("noop", f"no user traffic on {backend} to move ({result.after.describe(self.order)})", data)
         how = " as an emergency overriding " + ", ".join(s.name for s in frozen) if emergency else ""
         moved = f"{result.before.describe(self.order) if result.before else 'unset'} -> {result.after.describe(self.order)}"
-        short = f"; capacity kept some on {backend}: {result.shortfall}" if result.shortfall else ""
+        short = (f"; {result.partial.message}" if result.partial is not None
+                 else f"; capacity kept some on {backend}: {result.shortfall}" if result.shortfall else "")
         return Outcome("applied", f"failed over away from {backend}{how}: {moved}{short}", data)
 
     def _applied_failover(self, incident: str) -> dict | None:

@@ -152,6 +152,12 @@ def _change_text(d: dict, order) -> str:
     ]
     if d.get("requested"):
         lines.append(f"asked     {_describe(d['requested'], order)}")
+    if d.get("degradation"):
+        step = d["degradation"]
+        lines.append(f"DEGRADED  {_describe(step['before'], order)} -> {_describe(step['after'], order)}"
+                     f" ({step['outcome']}, change {step.get('change_id') or '-'})")
+    if d.get("partial"):
+        lines.append(f"PARTIAL   {d['partial']['message']}")
     for backend, s in (d.get("shortfall") or {}).items():
         lines.append(f"SHORT     {backend}: {s['not_moved']} points could not move (capacity carries"
                      f" {s['capacity_share']}%); they stay where they were")
@@ -384,7 +390,8 @@ def failover(app, source, receivers, dry_run, reason, incident, yes, output):
 
     Always an emergency tied to --incident: freeze, rate and budget guards are overridden and the
     overrides recorded; capacity is not: the internal Deployment is scaled up to its maximum and
-    only what its ready replicas carry moves; the rest is reported. Shadow traffic stops.
+    only what its ready replicas carry moves; the rest goes to traffic.degradation when configured,
+    else stays. A move that stays partial is printed and exits 4. Shadow traffic stops.
     `opsctl traffic restore --incident ID` returns to the split saved here.
 
     \b
@@ -394,7 +401,14 @@ def failover(app, source, receivers, dry_run, reason, incident, yes, output):
     service = _service(app, dry_run)
     confirm = _preflight(service, "failover", lambda: _confirmer(yes, dry_run, list(app.config.backends)),
                          reason=reason, incident=incident, emergency=True)
-    _run_change(app, output, lambda: service.failover(source, incident, to=receivers, reason=reason, confirm=confirm))
+    done: list = []
+    _run_change(app, output, lambda: done.append(service.failover(source, incident, to=receivers, reason=reason,
+                                                                  confirm=confirm)) or done[0])
+    if done and done[0].exit_code:  # a partial move: what moved is applied and printed; the exit code says the rest
+        from opsctl.errors import GuardRefused
+
+        raise GuardRefused(done[0].partial.message, hint="what moved is applied and recorded; add GPUs or raise"
+                           " capacity.max_replicas (or set traffic.degradation), then fail over again")
 
 
 @traffic.command()

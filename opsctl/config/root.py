@@ -124,6 +124,16 @@ class Config(Model):
                 raise ValueError(f"capacity.backend: unknown backend {self.capacity.backend!r} (known: {known})")
             if backend.kind != "internal":
                 raise ValueError(f"capacity.backend: {self.capacity.backend!r} is a vendor backend; capacity models our own pods")
+            for name in self.capacity.vendors:
+                if name not in self.backends or self.backends[name].kind != "vendor":
+                    raise ValueError(f"capacity.vendors: {name!r} is not a configured vendor backend (known: {known})")
+        degradation = self.traffic.degradation
+        if degradation is not None:
+            if degradation not in self.backends:
+                raise ValueError(f"traffic.degradation: unknown backend {degradation!r} (known: {known})")
+            if self.capacity is not None and degradation == self.capacity.backend:
+                raise ValueError(f"traffic.degradation: {degradation!r} is the capacity-modelled backend; name the"
+                                 " backend that answers with no suggestions")
         names = [w.name for w in self.freezes]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:

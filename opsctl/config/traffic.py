@@ -109,6 +109,10 @@ class TrafficConfig(Model):
     # A write that meets a concurrent change (file version moved, 409 Conflict) re-reads, re-plans and
     # re-checks its guards, up to this many attempts in all; then exit 5.
     conflict_attempts: int = 5
+    # A configured backend that answers with no suggestions (users see no red underlines rather than
+    # errors). A failover whose receivers cannot carry the whole share sends the remainder there, as
+    # its own recorded change; as replicas become Ready the top-ups take it back from there first.
+    degradation: str | None = None
 
     def __post_init__(self):
         if not 1 <= self.conflict_attempts <= 20:
@@ -134,6 +138,41 @@ class StateConfig(Model):
             raise ValueError("history must be between 1 and 200 (a ConfigMap or annotation holds at most 1 MiB)")
 
 
+class VendorThroughput(Model):
+    """A vendor endpoint's provisioned throughput: what it carries, in requests/s or tokens/s
+    (prompt + completion), given here or read from the endpoint's metrics with `query` (PromQL
+    answering one number in `unit`). A move toward the vendor must fit it with `headroom` to spare."""
+
+    requests_per_second: float | None = None
+    tokens_per_second: float | None = None
+    query: str | None = None
+    unit: Literal["requests", "tokens"] = "requests"  # what `query` answers in
+    headroom: float = 0.2
+
+    def __post_init__(self):
+        given = [n for n in ("requests_per_second", "tokens_per_second", "query") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of requests_per_second, tokens_per_second or query"
+                             f" (got {', '.join(given) or 'none'})")
+        for name in ("requests_per_second", "tokens_per_second"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be positive")
+        if self.query is not None and not self.query.strip():
+            raise ValueError("query must not be empty")
+        if not 0 <= self.headroom <= 10:
+            raise ValueError("headroom must be between 0 and 10 (0.2 = keep 20% spare)")
+
+    @property
+    def measure(self) -> str:
+        """requests | tokens: what the provisioned figure counts."""
+        if self.requests_per_second is not None:
+            return "requests"
+        if self.tokens_per_second is not None:
+            return "tokens"
+        return self.unit
+
+
 class CapacityConfig(Model):
     """The internal backend's capacity: ready replicas x rps_per_replica must carry its share x (1 + headroom).
 
@@ -157,6 +196,9 @@ class CapacityConfig(Model):
     # restore: a scale-subresource patch would be undone at the autoscaler's next sync.
     autoscaler: Literal["none", "hpa", "keda"] = "none"
     autoscaler_name: str | None = None  # default: the Deployment's name
+    # Vendor backend -> its provisioned throughput; a move toward a vendor listed here is checked
+    # against it (refused, or a failover capped), as the internal backend's replicas are.
+    vendors: dict[str, VendorThroughput] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.autoscaler != "none" and self.source != "kubernetes":

@@ -14,6 +14,14 @@ With an HPA or a KEDA ScaledObject driving the Deployment (`capacity.autoscaler`
 the autoscaler's minimum instead (minReplicas / minReplicaCount, compare-and-swap on its
 resourceVersion), saving the original in annotation `opsctl.io/saved-min-replicas`;
 `restore_minimum()` puts it back when the incident's traffic is restored.
+
+A vendor backend listed in `capacity.vendors` has a provisioned throughput instead of replicas
+(requests/s or tokens/s, configured or read from the endpoint's metrics by a query):
+
+    needed = current requests/s (or prompt + completion tokens/s) x share / 100 x (1 + headroom)
+
+`vendor_reading()` reads it; the capacity guard refuses a routine move toward the vendor beyond it
+and caps a failover toward it at the share that fits.
 """
 
 from __future__ import annotations
@@ -35,6 +43,65 @@ def rate_query(capacity: "CapacityConfig", backend: str | None = None) -> str:
     window = capacity.rate_window.seconds
     selector = f'{schema.REQUESTS}{{backend="{backend}"}}' if backend else schema.REQUESTS
     return f"sum(rate({selector}[{window}s]))"
+
+
+def token_rate_queries(capacity: "CapacityConfig") -> list[str]:
+    window = capacity.rate_window.seconds
+    return [f"sum(rate({m}[{window}s]))" for m in (schema.PROMPT_TOKENS, schema.COMPLETION_TOKENS)]
+
+
+@dataclass
+class VendorReading:
+    """A vendor endpoint's provisioned throughput against the service's current traffic."""
+
+    backend: str
+    unit: str  # requests | tokens (per second)
+    provisioned: float | None  # None: its query had no data
+    headroom: float
+    total: float | None  # the whole service's current rate in `unit`; None: no data
+    where: str  # "configured" or the query
+
+    def needed(self, share: int) -> float | None:
+        return None if self.total is None else self.total * share / 100 * (1 + self.headroom)
+
+    def max_share(self) -> int | None:
+        if self.total is None or self.provisioned is None:
+            return None
+        if self.total <= 0:
+            return 100
+        fits = self.provisioned / (self.total * (1 + self.headroom)) * 100
+        return max(0, min(100, math.floor(fits + 1e-9)))
+
+    def summary(self, share: int) -> str:
+        unit = "requests/s" if self.unit == "requests" else "tokens/s"
+        if self.provisioned is None or self.total is None:
+            return f"{self.backend}: provisioned throughput or current {unit} unknown (no data)"
+        return (f"{self.backend} is provisioned for {self.provisioned:g} {unit} ({self.where}); {share}% of"
+                f" {self.total:.1f} {unit} with {self.headroom:.0%} headroom needs {self.needed(share):.1f}")
+
+    def to_dict(self) -> dict:
+        return {"backend": self.backend, "unit": self.unit, "provisioned": self.provisioned,
+                "headroom": self.headroom, "current": self.total, "where": self.where,
+                "max_share": self.max_share()}
+
+
+def vendor_reading(cfg: "Config", backend: str, source: "MetricSource", at: float) -> VendorReading:
+    """The vendor's provisioned throughput (configured, or its query's answer) and the service's
+    current traffic in the same unit, from the metric source (None where a query has no data)."""
+    cap = cfg.capacity
+    vendor = cap.vendors[backend]
+    unit = vendor.measure
+    queries = [rate_query(cap)] if unit == "requests" else token_rate_queries(cap)
+    if vendor.query is not None:
+        queries.append(vendor.query)
+    answers = source.query_many(queries, at)
+    if vendor.query is not None:
+        provisioned, answers, where = answers[-1], answers[:-1], f"query {vendor.query}"
+    else:
+        provisioned = vendor.requests_per_second if unit == "requests" else vendor.tokens_per_second
+        where = "configured"
+    total = None if any(a is None for a in answers) else sum(answers)
+    return VendorReading(backend, unit, provisioned, vendor.headroom, total, where)
 
 
 @dataclass

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from opsctl.audit import AuditLog, current_actor
+from opsctl.model import Model, field as model_field
 from opsctl.errors import ConflictError, GuardRefused, NoDataError, OpsctlError, UsageError
 from opsctl.traffic import record as records
 from opsctl.traffic.base import ChangeHook, ChangeNotice, StoredSplit
@@ -66,6 +67,43 @@ class ChangeRequest:
     confirm: Callable[["ChangeResult"], bool] | None = None  # asked once, after the policy guards pass
 
 
+class PartialMove(Model):
+    """A failover the capacity guard let move only in part (exit 4): what did move, where, and what
+    could not. Travels as `ChangeResult.partial`, a return value; the change record holds each step."""
+
+    version: int
+    source: str
+    asked: int  # points the source carried when the failover began
+    moved: dict[str, int]  # receiver -> points it took
+    not_moved: int  # points still on the source
+    capacity_share: dict[str, int] = model_field(default_factory=dict)  # receiver -> share its capacity carries
+    degradation: str | None = None  # the backend answering with no suggestions, when configured
+    degraded: int = 0  # points sent there
+    scaled: str = ""  # what capacity asked for (e.g. the autoscaler's minimum raised)
+    change_ids: tuple[str, ...] = ()
+    dry_run: bool = False
+
+    @property
+    def message(self) -> str:
+        moved = ", ".join(f"{p} to {b}" for b, p in self.moved.items() if p) or "nothing"
+        carries = "; ".join(f"{b} carries {s}%" for b, s in self.capacity_share.items())
+        text = (f"capacity refused part of the failover from {self.source}: moved {moved} of its {self.asked}"
+                f" points{f' ({carries})' if carries else ''}")
+        if self.degraded:
+            text += f"; {self.degraded} {'would go' if self.dry_run else 'went'} to {self.degradation} (no suggestions)"
+        if self.not_moved:
+            text += f"; {self.not_moved} could not move and stay on {self.source}"
+        if self.scaled:
+            text += f"; {self.scaled}"
+        return text
+
+    def to_dict(self) -> dict:
+        return {"version": self.version, "source": self.source, "asked": self.asked, "moved": dict(self.moved),
+                "not_moved": self.not_moved, "capacity_share": dict(self.capacity_share),
+                "degradation": self.degradation, "degraded": self.degraded, "scaled": self.scaled,
+                "change_ids": list(self.change_ids), "dry_run": self.dry_run, "message": self.message}
+
+
 @dataclass
 class ChangeResult:
     action: str
@@ -92,6 +130,13 @@ class ChangeResult:
     audited: bool = False
     change_id: str | None = None  # the id of its entry in the change record, once applied
     topups: list["ChangeResult"] = field(default_factory=list)  # a failover's later steps as replicas became Ready
+    degradation: "ChangeResult | None" = None  # a failover's step sending what could not move to traffic.degradation
+    partial: PartialMove | None = None  # a failover the capacity guard let move only in part
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 4 when the capacity guard refused part of the move (what did move is applied and recorded)."""
+        return 4 if self.partial is not None else 0
 
     @property
     def overrides(self) -> tuple[str, ...]:
@@ -124,6 +169,10 @@ class ChangeResult:
             out["change_id"] = self.change_id
         if self.topups:
             out["topups"] = [t.to_dict(order) for t in self.topups]
+        if self.degradation is not None:
+            out["degradation"] = self.degradation.to_dict(order)
+        if self.partial is not None:
+            out["partial"] = self.partial.to_dict()
         if self.requested is not None and self.requested != self.after:
             out["requested"] = split(self.requested)
         for key in ("message", "shortfall", "warnings", "recorded"):

@@ -10,6 +10,11 @@ The split to restore is the one the change record (stored with the split, opsctl
 saved at the incident's first applied failover, so every laptop and replica restores the same way;
 an incident older than the record falls back to this host's audit log.
 
+A move capacity allows only in part is a partial move (`PartialMove`, exit 4): what moved is
+applied and recorded, what could not is said. With `traffic.degradation` (a backend answering with
+no suggestions, so users see no red underlines rather than errors) the remainder goes there at once,
+as its own recorded change of the same operation; top-ups then take it back from there first.
+
 When the stored split is unknown or corrupt, a failover still works: it plans from the configured
 backends (traffic.default_split, else an even split), because an emergency must not wait on a repair.
 """
@@ -19,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from opsctl.errors import NoDataError, UsageError
-from opsctl.traffic.controller import ChangeRequest, ChangeResult
+from opsctl.traffic.controller import ChangeRequest, ChangeResult, PartialMove
 from opsctl.traffic.split import Split, largest_remainder
 
 if TYPE_CHECKING:
@@ -81,7 +86,8 @@ def receivers_of(cfg, source: str, to: Sequence[str]) -> list[str]:
     backends = list(cfg.backends)
     if source not in cfg.backends:
         raise UsageError(f"--from: unknown backend {source!r} (known: {', '.join(backends)})")
-    receivers = list(to) or [b for b in backends if b != source]
+    # The degradation backend takes only what capacity leaves over, never a proportional share.
+    receivers = list(to) or [b for b in backends if b != source and b != cfg.traffic.degradation]
     for b in receivers:
         if b not in cfg.backends:
             raise UsageError(f"--to: unknown backend {b!r} (known: {', '.join(backends)})")
@@ -101,6 +107,82 @@ def failover(ctl: "TrafficController", source: str, incident: str, *, to: Sequen
         "failover", failover_plan(source, receivers, configured_split(ctl.cfg)), reason=reason or f"failover from {source}",
         incident=incident, emergency=emergency, trim=failover_trim(source), confirm=confirm,
     ))
+
+
+def topup_source(cfg, source: str, receivers: Sequence[str], before: Split | None) -> str:
+    """Where a top-up takes traffic from: the degradation backend while it holds some, else the source."""
+    degradation = cfg.traffic.degradation
+    if degradation and degradation not in receivers and before is not None and before.weight(degradation) > 0:
+        return degradation
+    return source
+
+
+def topup_plan(cfg, source: str, receivers: Sequence[str]) -> Callable[[Split | None], Split]:
+    return lambda before: failover_plan(topup_source(cfg, source, receivers, before), receivers)(before)
+
+
+def topup_trim(cfg, source: str, receivers: Sequence[str]) -> Callable[[Split | None, Split, dict], Split]:
+    return lambda before, requested, limit: failover_trim(topup_source(cfg, source, receivers, before))(
+        before, requested, limit)
+
+
+def degrade(ctl: "TrafficController", first: ChangeResult, source: str, *, reason: str = "",
+            emergency: bool = True) -> ChangeResult | None:
+    """Send what the failover could not move off `source` to traffic.degradation, as its own change
+    (same operation and incident, so the rate guard counts it once and restore returns from it).
+    None when nothing is left on the source or no degradation backend is configured."""
+    degradation = ctl.cfg.traffic.degradation
+    expected = first.after
+    if degradation is None or degradation == source or expected is None or expected.weight(source) == 0:
+        return None
+    left = expected.weight(source)
+
+    def plan(before: Split | None) -> Split:
+        if before != expected:
+            raise UsageError("the split changed since the failover's first step; not degrading")
+        weights = dict(before.weights)
+        weights[degradation] = weights.get(degradation, 0) + weights.pop(source)
+        weights[source] = 0
+        return Split.of(weights, before.shadow)
+
+    return ctl.apply(ChangeRequest(
+        "failover", plan, reason=f"{reason or 'failover from ' + source} (degradation: {left} points capacity could"
+                                 f" not carry go to {degradation}, no suggestions)",
+        incident=first.incident, emergency=emergency, operation_id=first.operation_id))
+
+
+def partial_move(cfg, result: ChangeResult, source: str, started: Split | None) -> PartialMove | None:
+    """The partial move a finished failover made, or None when it moved the whole share (or nothing
+    was on the source). Figures come from the splits themselves: before the first step, after the last."""
+    after = result.after
+    if started is None or after is None or result.outcome not in ("applied", "dry-run"):
+        return None
+    asked = started.weight(source)
+    degradation = cfg.traffic.degradation
+    degraded = after.weight(degradation) - started.weight(degradation) if degradation else 0
+    left = after.weight(source)
+    if asked == 0 or (left == 0 and degraded <= 0):
+        return None
+    if result.dry_run and result.shortfall and degradation:
+        degraded, left = left, 0  # what the degradation step would take
+    receivers = [b for b in after.weights if b not in (source, degradation)]
+    moved = {b: after.weight(b) - started.weight(b) for b in receivers if after.weight(b) != started.weight(b)}
+    shares: dict[str, int] = {}
+    steps = [result, *result.topups] + ([result.degradation] if result.degradation else [])
+    scaled = ""
+    for step in steps:
+        for g in step.guards:
+            if g.name != "capacity":
+                continue
+            shares.update(g.details.get("limit") or {})
+            how = g.details.get("scaled")
+            if how and not scaled:
+                what = (f"raised the {cfg.capacity.autoscaler.upper() if cfg.capacity.autoscaler == 'hpa' else 'KEDA'}"
+                        f" minimum" if cfg.capacity and cfg.capacity.autoscaler != "none" else "scaled")
+                scaled = f"{what} {how['from']} -> {how['to']} replicas" + (" (dry run)" if how.get("dry_run") else "")
+    ids = tuple(s.change_id for s in steps if s.change_id)
+    return PartialMove(1, source, asked, moved, left, shares, degradation, max(degraded, 0), scaled, ids,
+                       result.dry_run)
 
 
 def saved_split(record: dict | None, audit: "AuditLog", incident: str, backends: Sequence[str]) -> tuple[Split, dict]:

@@ -7,12 +7,14 @@
               with a spent period budget, or without data; never blocks
               moving away from a backend that burns faster now             emergency overrides
     capacity  the internal backend's ready replicas carry its new share    scales first; a failover
-              with headroom (scaling up to max_replicas when short)        moves only what fits
+              with headroom (scaling up to max_replicas when short), and   moves only what fits
+              a vendor's provisioned throughput (capacity.vendors) its own
 
 A change is routine unless it is an emergency (`--emergency` with an incident; a failover always
 is) or the rollback of an aborted ramp. Overrides are recorded in the result and the audit log.
 Guards that cannot apply are skipped cheaply: budget only looks at backends whose share of user
-traffic grows (shadow answers are thrown away), capacity only at internal backends whose load grows.
+traffic grows (shadow answers are thrown away), capacity only at internal backends and vendors with a
+provisioned throughput whose load grows; neither at the degradation backend (traffic.degradation).
 """
 
 from __future__ import annotations
@@ -206,9 +208,11 @@ def burn_now(results, backend: str) -> float | None:
 
 
 def check_budget(ctx: GuardContext) -> GuardResult:
-    receiving = ctx.after.increased(ctx.before)
+    # The degradation backend answers with no suggestions: it has no error budget to protect.
+    receiving = [b for b in ctx.after.increased(ctx.before) if b != ctx.cfg.traffic.degradation]
     if not receiving:
-        return GuardResult("budget", True, "no backend gets a bigger share of user traffic", skipped=True)
+        return GuardResult("budget", True, "no backend with an error budget gets a bigger share of user traffic",
+                           skipped=True)
     before = ctx.before
     losing = [b for b in (before.weights if before else {}) if ctx.after.weight(b) < before.weight(b)]
     try:
@@ -251,11 +255,73 @@ def check_budget(ctx: GuardContext) -> GuardResult:
 
 
 def check_capacity(ctx: GuardContext) -> GuardResult:
+    """Internal replicas and vendor provisioned throughput: every growing backend with a capacity
+    model must carry its new share with headroom. One result; `details.limit` holds the share each
+    short backend carries (a failover is trimmed to it)."""
+    growing = ctx.after.load_increased(ctx.before)
+    degradation = ctx.cfg.traffic.degradation
+    internal = [b for b in growing if ctx.cfg.backends[b].kind == "internal" and b != degradation]
+    vendors = ctx.cfg.capacity.vendors if ctx.cfg.capacity is not None else {}
+    vendor = [b for b in growing if b in vendors]
+    if not internal and not vendor:
+        return GuardResult("capacity", True, "no capacity-modelled backend gets more load", skipped=True)
+    parts = []
+    if internal:
+        parts.append(_internal_capacity(ctx, internal))
+    for backend in vendor:
+        parts.append(_vendor_capacity(ctx, backend))
+    if len(parts) == 1:
+        return parts[0]
+    details: dict = {}
+    limit: dict = {}
+    for p in parts:
+        limit.update(p.details.get("limit") or {})
+        details[p.details.get("backend") or p.name] = p.details
+    if limit:
+        details["limit"] = limit
+    failed = [p for p in parts if not p.ok]
+    message = "; ".join(p.message for p in (failed or parts))
+    if failed:
+        return GuardResult("capacity", False, message, " | ".join(p.remedy for p in failed if p.remedy),
+                           details=details)
+    return GuardResult("capacity", True, message, overridden=any(p.overridden for p in parts), details=details)
+
+
+def _vendor_capacity(ctx: GuardContext, backend: str) -> GuardResult:
+    from opsctl.traffic.capacity import vendor_reading
+
+    share = ctx.after.load_share(backend)
+    try:
+        reading = vendor_reading(ctx.cfg, backend, ctx.source(), ctx.at())
+    except NoDataError as exc:
+        reading = None
+        problem = exc.message
+    fits = reading.max_share() if reading is not None else None
+    details = {**(reading.to_dict() if reading else {"backend": backend}), "share": share, "fits": fits}
+    if fits is None:
+        problem = reading.summary(share) if reading is not None else problem
+        if ctx.overriding:
+            return GuardResult("capacity", True, f"WARNING vendor capacity unverified ({ctx.overriding}): {problem};"
+                                                 " moving the full share", overridden=True, details=details)
+        return GuardResult("capacity", False, f"cannot tell whether {backend} can carry {share}% of traffic: {problem}",
+                           f"make the metric source answer (no data is never healthy), or {EMERGENCY_HINT}",
+                           details=details)
+    summary = reading.summary(share)
+    if fits >= share:
+        return GuardResult("capacity", True, f"{backend} carries {share}% within its provisioned throughput: {summary}",
+                           details=details)
+    details["limit"] = {backend: fits}
+    short = (f"{backend}'s provisioned throughput carries only {fits}% of current traffic, {share}% asked: {summary}")
+    if ctx.action in PARTIAL_ACTIONS:
+        return GuardResult("capacity", True, f"limited: {short}", details=details)
+    return GuardResult("capacity", False, short,
+                       f"ask for at most {fits}% on {backend}, or raise its provisioned throughput"
+                       f" (capacity.vendors.{backend}), then retry", details=details)
+
+
+def _internal_capacity(ctx: GuardContext, growing: list[str]) -> GuardResult:
     from opsctl.traffic.capacity import Capacity
 
-    growing = [b for b in ctx.after.load_increased(ctx.before) if ctx.cfg.backends[b].kind == "internal"]
-    if not growing:
-        return GuardResult("capacity", True, "no internal backend gets more load", skipped=True)
     cap = ctx.cfg.capacity
     unmodelled = [b for b in growing if cap is None or cap.backend != b]
     if unmodelled:

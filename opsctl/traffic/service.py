@@ -61,26 +61,38 @@ class TrafficService:
     def failover(self, source: str, incident: str, *, to: Sequence[str] = (), reason: str = "",
                  emergency: bool = True, confirm=None) -> ChangeResult:
         """The one failover path. `emergency=False` (automation outside a freeze) keeps the routine
-        guards; the budget guard still never blocks moving away from a backend burning faster."""
-        from opsctl.traffic.failover import failover
-
+        guards; the budget guard still never blocks moving away from a backend burning faster.
+        What capacity could not carry goes to traffic.degradation when configured; a move that stays
+        partial returns with `partial` set (exit 4), never as an error."""
         from opsctl.errors import GuardRefused
+        from opsctl.traffic.failover import degrade, failover, partial_move
 
+        refused: GuardRefused | None = None
         try:
             result = failover(self.controller, source, incident, to=to, reason=reason, confirm=confirm,
                               emergency=emergency)
-        except GuardRefused as exc:  # nothing fits on the replicas ready now: wait for the ones asked for
+        except GuardRefused as exc:  # nothing fits on the replicas ready now: degrade, wait for the ones asked for
             result = getattr(exc, "result", None)
-            if result is None or not result.shortfall or not self._can_top_up():
+            if result is None or not result.shortfall or self.controller.dry_run:
                 raise
+            if not self._can_top_up() and self.cfg.traffic.degradation is None:
+                raise
+            refused = exc
+            result.after = result.before  # nothing moved yet
+        started = result.before
+        if result.shortfall and not self.controller.dry_run:
+            result.degradation = degrade(self.controller, result, source, reason=reason, emergency=emergency)
+            if result.degradation is not None and result.degradation.outcome == "applied":
+                result.after, result.version = result.degradation.after, result.degradation.version
+        if result.shortfall and self._can_top_up():
             self._top_up(result, source, incident, to, reason, emergency)
-            if not result.topups:
-                raise
+        if refused is not None:
+            if not result.topups and result.degradation is None:
+                raise refused
             result.outcome = "applied"
-            result.message = "nothing fitted at first; moved as replicas became Ready"
-            return result
-        if result.outcome == "applied" and result.shortfall and self._can_top_up():
-            self._top_up(result, source, incident, to, reason, emergency)
+            result.message = "nothing fitted at first; " + (
+                f"the share went to {self.cfg.traffic.degradation}" if result.degradation else "moved as replicas became Ready")
+        result.partial = partial_move(self.cfg, result, source, started)
         return result
 
     def _can_top_up(self) -> bool:
@@ -95,7 +107,7 @@ class TrafficService:
         if anyone else changes the split meanwhile."""
         from opsctl.errors import GuardRefused, UsageError
         from opsctl.traffic.capacity import Capacity
-        from opsctl.traffic.failover import failover_plan, failover_trim, receivers_of
+        from opsctl.traffic.failover import receivers_of, topup_plan, topup_trim
 
         cap = self.cfg.capacity
         clock = self.controller.clock
@@ -103,7 +115,8 @@ class TrafficService:
         poll = max(cap.poll_interval.seconds, 1)
         deadline = clock.now() + cap.ready_timeout.seconds
         receivers = receivers_of(self.cfg, source, to)
-        last, ready_seen = first, None
+        last, ready_seen = (first.degradation if first.degradation is not None and first.degradation.outcome == "applied"
+                            else first), None
         for _ in range(int(cap.ready_timeout.seconds / poll) + 2):
             left = deadline - clock.now()
             if left <= 0:
@@ -121,14 +134,16 @@ class TrafficService:
             def plan(before, expected=expected):
                 if before != expected:
                     raise UsageError("the split changed since the failover's last step; not topping up")
-                return failover_plan(source, receivers)(before)
+                return topup_plan(self.cfg, source, receivers)(before)
 
             try:
                 step = self.controller.apply(ChangeRequest(
                     "failover", plan, reason=f"{reason or 'failover from ' + source} (top-up: {ready} replicas ready)",
                     incident=incident, emergency=emergency, operation_id=first.operation_id,
-                    trim=failover_trim(source)))
-            except GuardRefused:  # none of the rest fits yet: keep waiting
+                    trim=topup_trim(self.cfg, source, receivers)))
+            except GuardRefused:  # none of the rest fits yet: keep waiting, unless no more replicas can come
+                if ready >= cap.max_replicas:
+                    break
                 continue
             except UsageError as exc:
                 first.warnings.append(f"top-up stopped: {exc.message}")
@@ -137,8 +152,8 @@ class TrafficService:
                 break
             first.topups.append(step)
             last = step
-            if not step.shortfall:
-                break
+            if not step.shortfall or ready >= cap.max_replicas:
+                break  # all moved, or at max_replicas: no more replicas are coming
         if first.topups:
             first.after, first.version, first.shortfall = last.after, last.version, last.shortfall
 

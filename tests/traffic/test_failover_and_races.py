@@ -35,7 +35,7 @@ def test_failover_limited_by_static_capacity_moves_only_what_fits_and_reports_th
     env = make_env(capacity=capacity)
     # 5 x 100 = 500 rps; 1000 rps x 1.25 = 1250 rps per 100% -> internal carries floor(40%) = 40%.
     result = env.run("traffic", "failover", "--from", "databricks", "--incident", "INC-3", "--yes", "-o", "json")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 4, "a move capacity allows only in part is refused in part (exit 4), never 0"
     out = json.loads(result.stdout)
     assert out["after"]["weights"] == {"internal": 40, "databricks": 60}
     assert out["requested"]["weights"] == {"internal": 100, "databricks": 0}

@@ -1,0 +1,128 @@
+"""Failover when capacity carries only part of the share (the seed's scale): exit 4 with what moved
+applied, recorded and printed; the autoscaler's minimum raised on the loopback Kubernetes API; the
+degradation destination (traffic.degradation) taking the remainder as its own recorded change.
+
+Figures are worked out by hand from docs/design.md's capacity formula: needed = rps x share x (1 +
+headroom); the healthy store carries 1000 rps (databricks 800, internal 200), so 100% needs 1250 rps
+at 25% headroom, and N replicas of 100 rps carry floor(N x 100 / 1250 x 100)%.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from tests.traffic.conftest import deployment, kube_capacity
+from tests.traffic.test_kubernetes import NS, autoscaler, kube_env, seed_configmap
+
+
+def static(replicas: int) -> str:
+    return (f"capacity: {{backend: internal, source: static, replicas: {replicas}, rps_per_replica: 100,"
+            f" headroom: 0.25, max_replicas: {replicas}}}\n")
+
+
+def with_degradation(env):
+    """Add a backend that answers with no suggestions and name it traffic.degradation."""
+    text = env.config.read_text()
+    text = text.replace("  databricks: {kind: vendor, vendor: databricks}\n",
+                        "  databricks: {kind: vendor, vendor: databricks}\n"
+                        "  nosuggest: {kind: internal, description: answers with no suggestions}\n", 1)
+    text = text.replace("traffic:\n", "traffic:\n  degradation: nosuggest\n", 1)
+    env.config.write_text(text)
+    return env
+
+
+def failovers(record: dict) -> list[dict]:
+    return [c for c in record["changes"] if c["action"] == "failover"]
+
+
+def test_a_failover_capacity_carries_only_in_part_exits_4_and_records_and_prints_what_moved(make_env):
+    env = make_env(capacity=static(5))  # 5 x 100 = 500 rps: internal carries 40%
+    result = env.run("traffic", "failover", "--from", "databricks", "--incident", "INC-S1", "--yes", "-o", "json")
+    assert result.exit_code == 4, result.output
+    out = json.loads(result.stdout)
+    assert out["outcome"] == "applied" and out["after"]["weights"] == {"internal": 40, "databricks": 60}
+    partial = out["partial"]
+    assert (partial["asked"], partial["moved"], partial["not_moved"], partial["degraded"]) == (80, {"internal": 20}, 60, 0)
+    assert partial["capacity_share"] == {"internal": 40}
+    assert partial["change_ids"] == [out["change_id"]]
+    assert "60 could not move and stay on databricks" in result.stderr  # the one-line error says the rest
+    [change] = failovers(env.stored()["opsctl"])
+    assert change["id"] == out["change_id"] and change["after"]["weights"] == {"internal": 40, "databricks": 60}
+    table = env.run("traffic", "history", "--incident", "INC-S1", "-o", "json")
+    assert [e["after"]["weights"]["internal"] for e in json.loads(table.stdout)] == [40]
+
+
+def test_the_table_output_prints_the_partial_move(make_env):
+    env = make_env(capacity=static(5))
+    result = env.run("traffic", "failover", "--from", "databricks", "--incident", "INC-S2", "--yes")
+    assert result.exit_code == 4
+    assert "applied   failover: internal 20 / databricks 80 -> internal 40 / databricks 60" in result.stdout
+    assert "PARTIAL   capacity refused part of the failover from databricks: moved 20 to internal" in result.stdout
+
+
+def test_the_degradation_destination_takes_the_remainder_as_its_own_recorded_change(make_env):
+    env = with_degradation(make_env(capacity=static(5)))
+    result = env.run("traffic", "failover", "--from", "databricks", "--incident", "INC-D1", "--yes", "-o", "json")
+    assert result.exit_code == 4, result.output
+    out = json.loads(result.stdout)
+    assert out["after"]["weights"] == {"internal": 40, "databricks": 0, "nosuggest": 60}
+    partial = out["partial"]
+    assert (partial["moved"], partial["degraded"], partial["not_moved"], partial["degradation"]) == (
+        {"internal": 20}, 60, 0, "nosuggest")
+    first, degraded = failovers(env.stored()["opsctl"])  # oldest first
+    assert first["after"]["weights"] == {"internal": 40, "databricks": 60, "nosuggest": 0}
+    assert degraded["before"]["weights"] == first["after"]["weights"]
+    assert degraded["after"]["weights"] == {"internal": 40, "databricks": 0, "nosuggest": 60}
+    assert first["id"] != degraded["id"] and first["operation"] == degraded["operation"]
+    assert partial["change_ids"] == [first["id"], degraded["id"]] and out["degradation"]["change_id"] == degraded["id"]
+    assert "60 went to nosuggest (no suggestions)" in result.stderr
+    restored = env.run("traffic", "restore", "--incident", "INC-D1", "--step", "100", "--interval", "0s", "--yes")
+    assert restored.exit_code == 0, restored.output
+    assert env.stored()["weights"] == {"internal": 20, "databricks": 80, "nosuggest": 0}
+
+
+def test_when_nothing_fits_the_degradation_destination_takes_the_whole_share(make_env):
+    env = with_degradation(make_env(capacity=static(2)))  # 200 rps carry 16%: less than internal's 20% now
+    result = env.run("traffic", "failover", "--from", "databricks", "--incident", "INC-D2", "--yes", "-o", "json")
+    assert result.exit_code == 4, result.output
+    out = json.loads(result.stdout)
+    assert out["after"]["weights"] == {"internal": 20, "databricks": 0, "nosuggest": 80}
+    assert (out["partial"]["moved"], out["partial"]["degraded"]) == ({}, 80)
+    [change] = failovers(env.stored()["opsctl"])
+    assert change["after"]["weights"] == out["after"]["weights"]
+
+
+def test_without_a_degradation_destination_a_full_failover_still_exits_0(make_env):
+    env = make_env(capacity=static(13))  # 1300 rps carry 100% (1250 needed)
+    result = env.run("traffic", "failover", "--from", "databricks", "--incident", "INC-F", "--yes", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert "partial" not in json.loads(result.stdout)
+
+
+def test_at_the_autoscalers_maximum_the_failover_raises_its_minimum_tops_up_then_exits_4(make_env, kube_api):
+    seed_configmap(kube_api)
+    kube_api.seed(deployment(NS, "vllm", 6))
+    kube_api.seed(autoscaler("hpa", 6, 8))
+    kube_api.simulate_deployment(NS, "vllm", ready_delay=0.3)
+    capacity = kube_capacity(max_replicas=8, timeout="20s") + "  autoscaler: hpa\n"
+    env = with_degradation(kube_env(make_env, kube_api, actuator="configmap", capacity=capacity,
+                                    destinations="destinations: {}\n"))
+    result = env.run("traffic", "failover", "--from", "databricks", "--incident", "INC-H", "--yes", "-o", "json")
+    assert result.exit_code == 4, result.output
+    hpa = kube_api.get("autoscaling", "horizontalpodautoscalers", NS, "vllm")
+    # 100% needs 13 replicas; the HPA's maximum is 8, so its minimum goes to 8 (the original saved).
+    assert hpa["spec"]["minReplicas"] == 8
+    assert hpa["metadata"]["annotations"]["opsctl.io/saved-min-replicas"] == "6"
+    record = json.loads(kube_api.get("", "configmaps", NS, "grammar-split")["metadata"]["annotations"][
+        "opsctl.io/traffic-record"])
+    steps = [c["after"]["weights"] for c in failovers(record)]
+    # 6 ready carry 48% at once; the degradation backend takes the other 52; 8 ready carry 64%, taken
+    # back from the degradation backend; then no more replicas can come (maximum 8).
+    assert steps[0] == {"internal": 48, "databricks": 52, "nosuggest": 0}
+    assert steps[1] == {"internal": 48, "databricks": 0, "nosuggest": 52}
+    assert steps[-1] == {"internal": 64, "databricks": 0, "nosuggest": 36}
+    out = json.loads(result.stdout)
+    assert (out["partial"]["moved"], out["partial"]["degraded"], out["partial"]["not_moved"]) == ({"internal": 44}, 36, 0)
+    assert out["partial"]["capacity_share"] == {"internal": 64}
+    assert "8 replicas" in out["partial"]["scaled"]

@@ -379,7 +379,8 @@ def plan_move(cfg: "Config", source: str) -> Move | None:
     from opsctl.traffic.failover import failover_plan
     from opsctl.traffic.split import Split
 
-    receivers = tuple(b for b in cfg.backends if b != source)
+    # As `traffic failover` picks them: the degradation backend only takes what capacity leaves over.
+    receivers = tuple(b for b in cfg.backends if b != source and b != cfg.traffic.degradation)
     if not receivers:
         return None
     before = normal_split(cfg)
@@ -393,8 +394,19 @@ def plan_move(cfg: "Config", source: str) -> Move | None:
         own = before.get(cap.backend, 0) if before else 0
         share_after = after.get(cap.backend, 0) if after else 100
         capacity = capacity_need(cfg, own, share_after)
-    unmodelled = tuple(b for b in receivers if cap is None or b != cap.backend)
+    unmodelled = tuple(b for b in receivers if cap is None or (b != cap.backend and b not in cap.vendors))
     return Move(source, receivers, before, after, capacity, unmodelled)
+
+
+def vendor_throughput_text(vendor) -> str:
+    """A vendor's provisioned throughput as the capacity guard checks it."""
+    if vendor.requests_per_second is not None:
+        figure = f"{vendor.requests_per_second:g} requests/s"
+    elif vendor.tokens_per_second is not None:
+        figure = f"{vendor.tokens_per_second:g} tokens/s"
+    else:
+        figure = f"`{vendor.query}` ({vendor.unit}/s)"
+    return f"{figure} with {pct(vendor.headroom)} headroom"
 
 
 def capacity_need(cfg: "Config", own_share: int, share_after: int) -> CapacityNeed:

@@ -178,8 +178,10 @@ def _site(cfg: "Config") -> dict:
             "backend": cap.backend, "source": cap.source, "rps_per_replica": f"{cap.rps_per_replica:g}",
             "headroom": f.pct(cap.headroom), "max_replicas": cap.max_replicas, "replicas": cap.replicas,
             "namespace": cap.namespace or t.kubernetes.namespace, "deployment": cap.deployment,
-            "ready_timeout": cap.ready_timeout, "rate_window": cap.rate_window,
+            "ready_timeout": cap.ready_timeout, "rate_window": cap.rate_window, "autoscaler": cap.autoscaler,
+            "vendors": {b: f.vendor_throughput_text(v) for b, v in cap.vendors.items()},
         },
+        "degradation": t.degradation,
         "peak_rps": None if cfg.runbooks.peak_rps is None else f"{cfg.runbooks.peak_rps:g}",
         # what the capacity backend needs for its own normal share at peak
         "own_need": None if cap is None else f.capacity_need(cfg, (split or {}).get(cap.backend, 0),

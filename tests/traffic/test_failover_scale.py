@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import textwrap
 
+import pytest
+
 from tests.traffic.conftest import deployment, kube_capacity
 from tests.traffic.test_kubernetes import NS, autoscaler, kube_env, seed_configmap
 
@@ -126,3 +128,68 @@ def test_at_the_autoscalers_maximum_the_failover_raises_its_minimum_tops_up_then
     assert (out["partial"]["moved"], out["partial"]["degraded"], out["partial"]["not_moved"]) == ({"internal": 44}, 36, 0)
     assert out["partial"]["capacity_share"] == {"internal": 64}
     assert "8 replicas" in out["partial"]["scaled"]
+
+
+def seed_sizing() -> tuple[dict, dict]:
+    """The capacity section of the shipped cluster config and the shipped HPA (deploy/)."""
+    import yaml
+
+    from tests.conftest import REPO
+
+    [configmap] = [d for d in yaml.safe_load_all((REPO / "deploy" / "serve" / "configmap.yaml").read_text()) if d]
+    shipped = yaml.safe_load(configmap["data"]["opsctl.yaml"])
+    hpa = yaml.safe_load((REPO / "deploy" / "capacity" / "hpa.yaml").read_text())
+    return shipped, hpa
+
+
+@pytest.mark.slow  # about 10 s: the top-ups wait out ready_timeout for GPUs that never come
+def test_the_shipped_seed_sizing_at_200k_requests_per_second_fails_over_in_part_into_degradation(make_env, kube_api):
+    from tests.slo import data as d
+    from tests.traffic.conftest import END
+
+    shipped, hpa = seed_sizing()
+    cap = shipped["capacity"]
+    assert (cap["rps_per_replica"], cap["headroom"], cap["max_replicas"], cap["autoscaler"]) == (200, 0.25, 400, "hpa")
+    assert hpa["spec"]["maxReplicas"] == cap["max_replicas"] and shipped["traffic"]["degradation"] == "no-suggestions"
+    # The seed: 200,000 requests/s, databricks 80% (1,600,000 per 10 s step), internal 20% (400,000).
+    hour = 360  # 10-second steps: the capacity guard reads the last 5 minutes
+    metrics = {"databricks": d.make_traffic(END, hour, 1_600_000), "internal": d.make_traffic(END, hour, 400_000)}
+    seed_configmap(kube_api)
+    # At peak the HPA holds internal at 40,000 x 1.25 / 200 = 250 pods; GPUs for 300 pods only.
+    kube_api.seed(deployment(NS, "vllm", 250))
+    kube_api.seed(autoscaler("hpa", hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]))
+    kube_api.set_autoscaler_desired(NS, "vllm", 250)
+    kube_api.simulate_deployment(NS, "vllm", ready_delay=0.3, schedulable=300)
+    capacity = textwrap.dedent(f"""\
+        capacity:
+          backend: internal
+          source: kubernetes
+          deployment: vllm
+          rps_per_replica: {cap['rps_per_replica']}
+          headroom: {cap['headroom']}
+          max_replicas: {cap['max_replicas']}
+          autoscaler: hpa
+          ready_timeout: 3s
+          poll_interval: 1s
+        """)
+    env = make_env(metrics=metrics, actuator="configmap", capacity=capacity, extra_traffic=textwrap.dedent(f"""\
+        kubernetes: {{host: "{kube_api.url}", namespace: {NS}, timeout: 5}}
+        configmap: {{name: grammar-split, key: split.json}}
+        """))
+    text = env.config.read_text().replace("  databricks: {kind: vendor, vendor: databricks}\n",
+                                          "  databricks: {kind: vendor, vendor: databricks}\n"
+                                          "  no-suggestions: {kind: internal}\n", 1)
+    env.config.write_text(text.replace("traffic:\n", "traffic:\n  degradation: no-suggestions\n", 1))
+    result = env.run("traffic", "failover", "--from", "databricks", "--incident", "INC-SEED", "--yes", "-o", "json")
+    assert result.exit_code == 4, result.output
+    # All of it needs ceil(200000 x 1.25 / 200) = 1250 replicas: the minimum goes to the maximum, 400.
+    assert kube_api.get("autoscaling", "horizontalpodautoscalers", NS, "vllm")["spec"]["minReplicas"] == 400
+    # 250 ready carry floor(250 x 200 / 250000 x 100) = 20%: nothing more at first, so no-suggestions
+    # takes databricks' 80 at once; 300 ready (all the GPUs) carry 24%, taken back from no-suggestions.
+    record = json.loads(kube_api.get("", "configmaps", NS, "grammar-split")["metadata"]["annotations"][
+        "opsctl.io/traffic-record"])
+    assert [c["after"]["weights"] for c in failovers(record)] == [
+        {"internal": 20, "databricks": 0, "no-suggestions": 80},
+        {"internal": 24, "databricks": 0, "no-suggestions": 76}]
+    out = json.loads(result.stdout)
+    assert (out["partial"]["moved"], out["partial"]["degraded"], out["partial"]["not_moved"]) == ({"internal": 4}, 76, 0)

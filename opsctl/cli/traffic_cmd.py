@@ -407,8 +407,7 @@ def failover(app, source, receivers, dry_run, reason, incident, yes, output):
     if done and done[0].exit_code:  # a partial move: what moved is applied and printed; the exit code says the rest
         from opsctl.errors import GuardRefused
 
-        raise GuardRefused(done[0].partial.message, hint="what moved is applied and recorded; add GPUs or raise"
-                           " capacity.max_replicas (or set traffic.degradation), then fail over again")
+        raise GuardRefused(done[0].partial.message, hint=done[0].partial.hint)
 
 
 @traffic.command()

@@ -87,7 +87,8 @@ class PartialMove(Model):
     def message(self) -> str:
         moved = ", ".join(f"{p} to {b}" for b, p in self.moved.items() if p) or "nothing"
         carries = "; ".join(f"{b} carries {s}%" for b, s in self.capacity_share.items())
-        text = (f"capacity refused part of the failover from {self.source}: moved {moved} of its {self.asked}"
+        verb = "would move" if self.dry_run else "moved"
+        text = (f"capacity refused part of the failover from {self.source}: {verb} {moved} of its {self.asked}"
                 f" points{f' ({carries})' if carries else ''}")
         if self.degraded:
             text += f"; {self.degraded} {'would go' if self.dry_run else 'went'} to {self.degradation} (no suggestions)"
@@ -96,6 +97,12 @@ class PartialMove(Model):
         if self.scaled:
             text += f"; {self.scaled}"
         return text
+
+    @property
+    def hint(self) -> str:
+        done = "a dry run: nothing changed" if self.dry_run else "what moved is applied and recorded"
+        more = "" if self.degradation else " or name a no-suggestions backend in traffic.degradation"
+        return f"{done}; for more, add GPUs or raise capacity.max_replicas{more}, then fail over again"
 
     def to_dict(self) -> dict:
         return {"version": self.version, "source": self.source, "asked": self.asked, "moved": dict(self.moved),

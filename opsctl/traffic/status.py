@@ -77,4 +77,15 @@ def _capacity(cfg: "Config", split) -> dict | None:
         return {"backend": cfg.capacity.backend, "error": exc.message}
     data = reading.to_dict()
     data["share_now"] = split.load_share(cfg.capacity.backend) if split else None
+    if cfg.capacity.vendors:
+        from opsctl.traffic.capacity import vendor_reading
+
+        vendors = {}
+        for backend in cfg.capacity.vendors:
+            try:
+                vendors[backend] = vendor_reading(cfg, backend, source(), source().default_time()).to_dict()
+            except OpsctlError as exc:
+                vendors[backend] = {"backend": backend, "error": exc.message}
+            vendors[backend]["share_now"] = split.load_share(backend) if split else None
+        data["vendors"] = vendors
     return data

@@ -84,6 +84,18 @@ def test_the_degradation_destination_takes_the_remainder_as_its_own_recorded_cha
     assert env.stored()["weights"] == {"internal": 20, "databricks": 80, "nosuggest": 0}
 
 
+def test_a_dry_run_of_a_partial_failover_exits_4_says_what_would_move_and_writes_nothing(make_env):
+    env = with_degradation(make_env(capacity=static(5)))
+    result = env.run("traffic", "failover", "--from", "databricks", "--incident", "INC-DRY", "--dry-run", "-o", "json")
+    assert result.exit_code == 4, result.output
+    partial = json.loads(result.stdout)["partial"]
+    assert (partial["dry_run"], partial["moved"], partial["degraded"], partial["change_ids"]) == (
+        True, {"internal": 20}, 60, [])
+    assert "would move 20 to internal" in result.stderr and "60 would go to nosuggest" in result.stderr
+    assert "a dry run: nothing changed" in result.stderr
+    assert not env.split_file.exists()
+
+
 def test_when_nothing_fits_the_degradation_destination_takes_the_whole_share(make_env):
     env = with_degradation(make_env(capacity=static(2)))  # 200 rps carry 16%: less than internal's 20% now
     result = env.run("traffic", "failover", "--from", "databricks", "--incident", "INC-D2", "--yes", "-o", "json")

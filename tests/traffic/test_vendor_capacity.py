@@ -76,3 +76,12 @@ def test_provisioned_throughput_needs_exactly_one_figure(make_env):
     env = make_env(capacity=capacity("{requests_per_second: 10, tokens_per_second: 10}"))
     result = env.run("traffic", "status")
     assert result.exit_code == 2 and "give exactly one of requests_per_second, tokens_per_second or query" in result.stderr
+
+
+def test_status_shows_the_vendors_provisioned_throughput_and_the_share_it_carries(make_env):
+    env = make_env(capacity=capacity(REQUESTS))
+    result = env.run("traffic", "status", "-o", "json")
+    assert result.exit_code == 0, result.output
+    vendor = json.loads(result.stdout)["capacity"]["vendors"]["databricks"]
+    assert (vendor["provisioned"], vendor["unit"], vendor["max_share"], vendor["share_now"]) == (1000, "requests", 83, 80)
+    assert vendor["current"] == pytest.approx(1000)

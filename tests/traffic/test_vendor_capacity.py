@@ -85,3 +85,23 @@ def test_status_shows_the_vendors_provisioned_throughput_and_the_share_it_carrie
     vendor = json.loads(result.stdout)["capacity"]["vendors"]["databricks"]
     assert (vendor["provisioned"], vendor["unit"], vendor["max_share"], vendor["share_now"]) == (1000, "requests", 83, 80)
     assert vendor["current"] == pytest.approx(1000)
+
+
+def test_the_provisioned_throughput_can_be_read_from_the_metric_source_with_a_query(make_env):
+    # A stand-in for the endpoint's own metric that the embedded store can answer: databricks' 800
+    # requests/s now. With no headroom it carries floor(800 / 1000 x 100) = 80% of current traffic.
+    query = 'sum(rate(llm_proxy_requests_total{backend=\\"databricks\\"}[300s]))'
+    env = make_env(capacity=capacity(f'{{query: "{query}", unit: requests, headroom: 0}}'))
+    assert env.run("traffic", "set", "databricks=50", "internal=50", "--reason", "x", "--yes").exit_code == 0
+    over = env.run("traffic", "set", "databricks=81", "internal=19", "--reason", "x", "--yes")
+    assert over.exit_code == 4 and "carries only 80% of current traffic, 81% asked" in over.stderr
+    assert "provisioned for 800 requests/s (query sum(rate(" in over.stderr
+    assert env.run("traffic", "set", "databricks=80", "internal=20", "--reason", "x", "--yes").exit_code == 0
+
+
+def test_a_provisioned_throughput_query_without_data_refuses_a_routine_move(make_env):
+    query = 'sum(rate(llm_proxy_requests_total{backend=\\"nowhere\\"}[300s]))'
+    env = make_env(capacity=capacity(f'{{query: "{query}"}}'))
+    env.run("traffic", "set", "databricks=50", "internal=50", "--reason", "x", "--yes")
+    result = env.run("traffic", "set", "databricks=60", "internal=40", "--reason", "x", "--yes")
+    assert result.exit_code == 4 and "cannot tell whether databricks can carry 60% of traffic" in result.stderr

@@ -205,3 +205,13 @@ def test_the_shipped_seed_sizing_at_200k_requests_per_second_fails_over_in_part_
         {"internal": 24, "databricks": 0, "no-suggestions": 76}]
     out = json.loads(result.stdout)
     assert (out["partial"]["moved"], out["partial"]["degraded"], out["partial"]["not_moved"]) == ({"internal": 4}, 76, 0)
+
+
+def test_traffic_degradation_must_name_a_configured_backend_other_than_the_capacity_one(make_env):
+    env = make_env()
+    env.config.write_text(env.config.read_text().replace("traffic:\n", "traffic:\n  degradation: nowhere\n", 1))
+    unknown = env.run("traffic", "status")
+    assert unknown.exit_code == 2 and "traffic.degradation: unknown backend 'nowhere'" in unknown.stderr
+    env.config.write_text(env.config.read_text().replace("degradation: nowhere", "degradation: internal"))
+    own = env.run("traffic", "status")
+    assert own.exit_code == 2 and "'internal' is the capacity-modelled backend" in own.stderr

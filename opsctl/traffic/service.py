@@ -64,7 +64,7 @@ class TrafficService:
         guards; the budget guard still never blocks moving away from a backend burning faster.
         What capacity could not carry goes to traffic.degradation when configured; a move that stays
         partial returns with `partial` set (exit 4), never as an error."""
-        from opsctl.errors import GuardRefused
+        from opsctl.errors import GuardRefused, OpsctlError
         from opsctl.traffic.failover import degrade, failover, partial_move
 
         refused: GuardRefused | None = None
@@ -81,7 +81,12 @@ class TrafficService:
             result.after = result.before  # nothing moved yet
         started = result.before
         if result.shortfall and not self.controller.dry_run:
-            result.degradation = degrade(self.controller, result, source, reason=reason, emergency=emergency)
+            try:
+                result.degradation = degrade(self.controller, result, source, reason=reason, emergency=emergency)
+            except OpsctlError as exc:  # what moved stays moved and recorded; the rest is said below
+                if refused is not None:
+                    raise
+                result.warnings.append(f"sending the rest to {self.cfg.traffic.degradation} failed: {exc.message}")
             if result.degradation is not None and result.degradation.outcome == "applied":
                 result.after, result.version = result.degradation.after, result.degradation.version
         if result.shortfall and self._can_top_up():

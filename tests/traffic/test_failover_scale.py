@@ -215,3 +215,21 @@ def test_traffic_degradation_must_name_a_configured_backend_other_than_the_capac
     env.config.write_text(env.config.read_text().replace("degradation: nowhere", "degradation: internal"))
     own = env.run("traffic", "status")
     assert own.exit_code == 2 and "'internal' is the capacity-modelled backend" in own.stderr
+
+
+def test_serve_fails_over_in_part_into_degradation_and_says_so(make_env, monkeypatch):
+    """The automation's failover (opsctl serve's executor) goes through the same path: the
+    degradation backend is no receiver of its own, it takes only the remainder."""
+    from opsctl.automation.actions import Context, FailoverRequest
+    from opsctl.automation.executors import LiveExecutor
+    from opsctl.config import load_config_file
+
+    env = with_degradation(make_env(capacity=static(5)))
+    monkeypatch.chdir(env.root)
+    executor = LiveExecutor(load_config_file(env.config))
+    context = Context("failover-on-availability-page", "SloBurnRatePage", {"backend": "databricks"},
+                      "databricks availability burning", "key-1")
+    outcome = executor.failover(FailoverRequest(context, "databricks", True, "INC-SERVE"))
+    assert outcome.status == "applied"
+    assert "60 went to nosuggest (no suggestions)" in outcome.detail
+    assert env.stored()["weights"] == {"internal": 40, "databricks": 0, "nosuggest": 60}

@@ -253,6 +253,12 @@ def _status_text(d: dict, order) -> str:
             f" {cap['capacity_rps']:g} rps for {cap['current_rps']:.1f} rps total; carries up to {cap['max_share']}%"
             f" with {cap['headroom']:.0%} headroom (now {cap['share_now']}%; {cap['max_share_at_max_replicas']}%"
             f" at {cap['max_replicas']} replicas)")
+    for name, v in ((cap or {}).get("vendors") or {}).items():
+        unit = "requests/s" if v.get("unit") == "requests" else "tokens/s"
+        lines.append(f"capacity    {name}: unknown ({v['error']})" if v.get("error") else
+                     f"capacity    {name}: provisioned {v['provisioned']:g} {unit}, carries up to {v['max_share']}%"
+                     f" with {v['headroom']:.0%} headroom (now {v['share_now']}%)" if v.get("max_share") is not None else
+                     f"capacity    {name}: provisioned throughput or current {unit} unknown (no data)")
     ramp = d.get("ramp")
     if ramp:
         state = "running" if ramp["live"] else "INTERRUPTED (resume: opsctl traffic ramp --resume; or --abort)"

@@ -85,6 +85,8 @@ def test_status_shows_the_vendors_provisioned_throughput_and_the_share_it_carrie
     vendor = json.loads(result.stdout)["capacity"]["vendors"]["databricks"]
     assert (vendor["provisioned"], vendor["unit"], vendor["max_share"], vendor["share_now"]) == (1000, "requests", 83, 80)
     assert vendor["current"] == pytest.approx(1000)
+    table = env.run("traffic", "status")
+    assert "capacity    databricks: provisioned 1000 requests/s, carries up to 83% with 20% headroom (now 80%)" in table.stdout
 
 
 def test_the_provisioned_throughput_can_be_read_from_the_metric_source_with_a_query(make_env):

@@ -52,8 +52,9 @@ class LazyGroup(click.Group):
 class AppContext:
     """Carried in click's ctx.obj; loads the config once, on first use."""
 
-    def __init__(self, config_path: str | None):
+    def __init__(self, config_path: str | None, service: str | None = None):
         self.config_path = config_path
+        self.service = service
         self._config = None
 
     @property
@@ -61,16 +62,25 @@ class AppContext:
         if self._config is None:
             from opsctl.config import load_config
 
-            self._config = load_config(self.config_path)
+            cfg = load_config(self.config_path)
+            if self.service and self.service != cfg.service:
+                from opsctl.errors import UsageError
+
+                raise UsageError(f"--service {self.service}: {cfg.source_path} describes service {cfg.service!r}",
+                                 hint="pick that config with --config PATH (or $OPSCTL_CONFIG), or drop --service"
+                                      " / unset $OPSCTL_SERVICE")
+            self._config = cfg
         return self._config
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--config", "config_path", metavar="PATH", envvar="OPSCTL_CONFIG",
               help="Config file (default: $OPSCTL_CONFIG, ./opsctl.yaml, else the built-in embedded default).")
+@click.option("--service", "service", metavar="NAME", envvar="OPSCTL_SERVICE",
+              help="The service to act on ($OPSCTL_SERVICE); must be the config's `service:`.")
 @click.version_option(__version__, prog_name="opsctl")
 @click.pass_context
-def cli(ctx, config_path):
+def cli(ctx, config_path, service):
     """opsctl keeps an LLM inference service at four nines.
 
     \b
@@ -85,7 +95,7 @@ def cli(ctx, config_path):
 
     Exit codes: 0 ok, 1 failed, 2 invalid input, 3 no data, 4 refused by a guard, 5 conflict.
     """
-    ctx.obj = AppContext(config_path)
+    ctx.obj = AppContext(config_path, service)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -22,7 +22,7 @@ def slo():
       opsctl slo rules --out slo-rules.yaml && promtool check rules slo-rules.yaml
       opsctl slo alerts --at 2026-11-26T15:00:00Z -o json
       opsctl slo dashboard --out grafana/opsctl-slo.json
-      opsctl slo convert slos/ --to openslo -o slos-openslo/
+      opsctl slo convert slos/ --to openslo --out-dir slos-openslo/
     """
 
 
@@ -32,14 +32,23 @@ def _slo_paths(app, paths):
 
 @slo.command()
 @click.argument("paths", nargs=-1, type=click.Path())
+@output_option
 @click.pass_obj
-def validate(app, paths):
-    """Check SLO files; every problem is listed with its file and field (exit 2)."""
+def validate(app, paths, output):
+    """Check SLO files; every problem is listed with its file and field (exit 2).
+
+    \b
+    Examples:
+      opsctl slo validate slos/
+      opsctl slo validate slos/ -o json | jq -r '.[].name'
+    """
     from opsctl.slo.loading import load_slos
 
     slos = load_slos(_slo_paths(app, paths), app.config.backends, config=app.config)
-    for s in slos:
-        click.echo(f"ok  {s.file}  {s.name} ({s.kind}, goal {s.goal:g}, backend {s.backend})")
+    data = [{"file": str(s.file), "name": s.name, "kind": s.kind, "goal": s.goal, "backend": s.backend,
+             "format": getattr(s, "source_format", None)} for s in slos]
+    emit(data, output, table=lambda rows: "\n".join(
+        f"ok  {r['file']}  {r['name']} ({r['kind']}, goal {r['goal']:g}, backend {r['backend'] or '-'})" for r in rows))
 
 
 @slo.command()
@@ -95,6 +104,9 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
 
         rows = with_drill_spend(cfg, results, rows, source, when)
     emit(rows, output, table=_table)
+    if cross_check:  # check_sli raised on any disagreement: reaching here means every window agreed
+        click.echo(f"cross-check: ok, slo-generator's SLI agrees with opsctl's on every window with data"
+                   f" of {len(results)} SLO(s)", err=True)
     unknown = [r.slo.name for r in results if r.status.level == "unknown"]
     if unknown:
         raise NoDataError(f"no data for {len(unknown)} SLO(s): {', '.join(unknown)}")
@@ -305,7 +317,7 @@ def dashboard(app, paths, out, uid):
 @click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--to", "to", required=True, type=choice(["openslo", "slo-generator"]),
               help="The format to write.")
-@click.option("-o", "--out", default="-", show_default=True, metavar="DIR|-",
+@click.option("--out-dir", "out", default="-", show_default=True, metavar="DIR|-",
               help="A directory to write one <slo-name>.yaml per SLO into, or - for standard output.")
 @click.option("--force", is_flag=True, help="Overwrite files that already exist in DIR.")
 @click.pass_obj
@@ -321,8 +333,8 @@ def convert(app, files, to, out, force):
     \b
     Examples:
       opsctl slo convert slos/databricks-availability.yaml --to openslo
-      opsctl slo convert slos/ --to openslo -o slos-openslo/
-      opsctl slo convert slos/examples/openslo/ --to slo-generator -o converted/ && opsctl slo validate converted/
+      opsctl slo convert slos/ --to openslo --out-dir slos-openslo/
+      opsctl slo convert slos/examples/openslo/ --to slo-generator --out-dir converted/ && opsctl slo validate converted/
     """
     from pathlib import Path
 

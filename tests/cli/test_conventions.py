@@ -1,0 +1,151 @@
+"""The CLI conventions of docs/design.md ("Shapes the open work shares", item 5) and issue #27:
+where the built-in default keeps its state, exit codes that say what happened, `-o` always the
+format, one default instead of a required flag. Every run goes through the real `main()`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, run_opsctl, write_config
+
+
+def state_home() -> Path:
+    return Path(os.environ["XDG_STATE_HOME"])  # tests/conftest.py gives every test its own
+
+
+# -- item 3: the built-in default's state ---------------------------------------------------------
+
+def test_builtin_default_keeps_its_state_under_xdg_state_home_per_service_whatever_the_directory(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    expected = str(state_home() / "opsctl" / "llm-inference")
+    for where in (one, two):
+        shown = run_opsctl("config", "validate", "-o", "json", cwd=where)
+        assert shown.exit_code == 0, shown.output
+        assert json.loads(shown.stdout)["state_dir"] == expected
+    assert not (one / ".opsctl").exists() and not (two / ".opsctl").exists()
+
+
+def test_a_split_set_in_one_directory_is_seen_from_another(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    applied = run_opsctl("traffic", "set", "databricks=60", "internal=40", "--emergency", "--incident", "INC-9",
+                         "--yes", cwd=one)
+    assert applied.exit_code == 0, applied.output
+    seen = run_opsctl("traffic", "status", "-o", "json", cwd=two)
+    assert seen.exit_code == 0, seen.output
+    assert json.loads(seen.stdout)["split"]["weights"] == {"internal": 40, "databricks": 60}
+
+
+def test_without_xdg_state_home_the_state_goes_to_dot_local_state_in_home(tmp_path):
+    shown = run_opsctl("config", "validate", "-o", "json", cwd=tmp_path, env={"XDG_STATE_HOME": None, "HOME": str(tmp_path)})
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["state_dir"] == str(tmp_path / ".local" / "state" / "opsctl" / "llm-inference")
+
+
+def test_a_config_files_relative_state_dir_still_resolves_against_the_file(tmp_path):
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    (conf_dir / "opsctl.yaml").write_text("service: svc\nbackends: {a: {kind: internal}}\nstate_dir: st\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shown = run_opsctl("--config", conf_dir / "opsctl.yaml", "config", "validate", "-o", "json", cwd=elsewhere)
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["state_dir"] == str(conf_dir / "st")
+
+
+# -- --service --------------------------------------------------------------------------------------
+
+def test_service_option_and_environment_must_name_the_configs_service(tmp_path):
+    assert run_opsctl("--service", "llm-inference", "config", "validate", cwd=tmp_path).exit_code == 0
+    wrong = run_opsctl("--service", "search", "config", "validate", cwd=tmp_path)
+    assert wrong.exit_code == 2
+    assert wrong.stderr.startswith("error: --service search: <built-in> describes service 'llm-inference'")
+    assert "hint:" in wrong.stderr
+    by_env = run_opsctl("config", "validate", cwd=tmp_path, env={"OPSCTL_SERVICE": "search"})
+    assert by_env.exit_code == 2 and "describes service 'llm-inference'" in by_env.stderr
+
+
+# -- item 4: exit codes -----------------------------------------------------------------------------
+
+def test_restore_of_an_incident_that_names_no_failover_is_no_data_exit_3(tmp_path):
+    result = run_opsctl("traffic", "restore", "--incident", "INC-NEVER", "--yes", cwd=tmp_path)
+    assert result.exit_code == 3, result.output
+    assert result.stderr.startswith("error: no applied failover is recorded for incident 'INC-NEVER'")
+
+
+FROZEN = """\
+freezes:
+  - {name: launch, timezone: UTC, start: "2026-11-26T00:00:00", end: "2026-11-27T00:00:00", reason: launch}
+"""
+
+
+@pytest.mark.parametrize("at, flags, code", [
+    ("2026-11-26T12:00:00Z", [], 0),                      # frozen, but nobody asked to fail on it
+    ("2026-11-26T12:00:00Z", ["--fail-if-frozen"], 4),    # frozen: refused, as the freeze guard says it
+    ("2026-11-28T12:00:00Z", ["--fail-if-frozen"], 0),    # not frozen
+])
+def test_freeze_status_fail_if_frozen_exits_4_only_while_frozen(tmp_path, at, flags, code):
+    cfg = write_config(tmp_path, FROZEN)
+    result = run_opsctl("--config", cfg, "freeze", "status", "--at", at, *flags)
+    assert result.exit_code == code, result.output
+    if code == 4:
+        assert result.stderr.startswith("error: frozen: launch in force")
+        assert "FROZEN  launch" in result.stdout  # the answer is still shown
+
+
+# -- item 6: -o is the format; a directory is --out-dir ------------------------------------------------
+
+def test_slo_convert_writes_a_directory_given_by_out_dir_and_o_is_not_a_directory(tmp_path):
+    source = REPO / "slos" / "databricks-availability.yaml"
+    out = tmp_path / "converted"
+    written = run_opsctl("slo", "convert", source, "--to", "openslo", "--out-dir", out, cwd=tmp_path)
+    assert written.exit_code == 0, written.output
+    assert (out / "llm-inference-databricks-availability.yaml").is_file()
+    refused = run_opsctl("slo", "convert", source, "--to", "openslo", "-o", "json", cwd=tmp_path)
+    assert refused.exit_code == 2
+    assert not (tmp_path / "json").exists(), "a directory named json must never be created"
+
+
+# -- item 8: -o on every read command ----------------------------------------------------------------
+
+def test_slo_validate_and_config_validate_take_o_json(tmp_path):
+    slos = run_opsctl("slo", "validate", REPO / "slos", "-o", "json", cwd=tmp_path)
+    assert slos.exit_code == 0, slos.output
+    names = sorted(s["name"] for s in json.loads(slos.stdout))
+    assert names == sorted(p.stem and _name(p) for p in (REPO / "slos").glob("*.yaml"))
+    conf = run_opsctl("config", "validate", "-o", "yaml", cwd=tmp_path)
+    assert conf.exit_code == 0, conf.output
+    import yaml
+
+    assert yaml.safe_load(conf.stdout)["ok"] is True
+
+
+def _name(path: Path) -> str:
+    import yaml
+
+    return yaml.safe_load(path.read_text())["metadata"]["name"]
+
+
+def test_a_minimal_config_validates_and_says_what_it_lacks_to_run(tmp_path):
+    cfg = tmp_path / "opsctl.yaml"
+    cfg.write_text("service: svc\nbackends: {a: {kind: internal}, b: {kind: vendor, vendor: v}}\n")
+    result = run_opsctl("--config", cfg, "config", "validate", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert f"warning: slos.dir: {tmp_path / 'slos'} does not exist" in result.stdout
+    assert "warning: traffic.default_split: not set" in result.stdout
+
+
+# -- item 12: ticket file's category ------------------------------------------------------------------
+
+def test_ticket_file_defaults_the_category_from_runbooks_tickets_category(tmp_path):
+    shown = json.loads(run_opsctl("config", "show", "-o", "json", cwd=tmp_path).stdout)
+    expected = shown["runbooks"]["tickets"]["category"]
+    result = run_opsctl("ticket", "file", "--vendor", "databricks", "--severity", "Sev3",
+                        "--subject", "drill ticket", "--drill", "-o", "json", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["category"] == expected == "inference"

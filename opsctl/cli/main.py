@@ -55,6 +55,7 @@ class AppContext:
     def __init__(self, config_path: str | None, service: str | None = None):
         self.config_path = config_path
         self.service = service
+        self.prometheus_url: str | None = None  # a traffic command's --prometheus-url ($OPSCTL_PROMETHEUS_URL)
         self._config = None
 
     @property
@@ -69,6 +70,10 @@ class AppContext:
                 raise UsageError(f"--service {self.service}: {cfg.source_path} describes service {cfg.service!r}",
                                  hint="pick that config with --config PATH (or $OPSCTL_CONFIG), or drop --service"
                                       " / unset $OPSCTL_SERVICE")
+            if self.prometheus_url:
+                from opsctl.cli.source_options import with_prometheus_url
+
+                cfg = with_prometheus_url(cfg, self.prometheus_url)
             self._config = cfg
         return self._config
 
@@ -89,6 +94,7 @@ def cli(ctx, config_path, service):
       opsctl slo report                           # SLOs, error budget left, burn rates
       opsctl slo alerts --prometheus-url http://prometheus:9090
       opsctl traffic failover --from databricks --incident INC-123 --dry-run
+      opsctl traffic ramp databricks=80 internal=20 --step 10 --reason rollout --yes
       opsctl page trigger -s "databricks 5xx at 12%" --component databricks
       opsctl ticket file --vendor databricks --category inference --severity Sev2 --subject "..."
       opsctl runbook list                         # the runbook for every alert and scenario
@@ -113,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.UsageError as exc:
         # One line, like every other error: what is wrong and where to look next.
         where = exc.ctx.command_path if exc.ctx is not None else "opsctl"
-        click.echo(f"error: {_one_line(exc.format_message())} (see `{where} --help`)", err=True)
+        click.echo(f"error: {_usage_text(exc.format_message(), where)} (see `{where} --help`)", err=True)
         sys.exit(2)
     except click.ClickException as exc:
         click.echo(f"error: {_one_line(exc.format_message())}", err=True)
@@ -129,6 +135,22 @@ def main(argv: list[str] | None = None) -> None:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def _usage_text(message: str, where: str) -> str:
+    """Click's usage message in opsctl's words: "Got unexpected extra argument(s) (x y)" says
+    neither which command nor what it takes."""
+    import re
+
+    text = _one_line(message)
+    extra = re.fullmatch(r"Got unexpected extra arguments? \((.*)\)", text)
+    if extra is None:
+        return text
+    words = extra.group(1)
+    if "=" in words and where.startswith("opsctl traffic"):
+        return (f"`{where}` takes no BACKEND=PCT here ({words}); the split is written BACKEND=PCT on"
+                " `traffic set` and `traffic ramp` only")
+    return f"`{where}` takes no argument {words!r} (an option's value with spaces needs quotes)"
 
 
 if __name__ == "__main__":

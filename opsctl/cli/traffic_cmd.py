@@ -8,6 +8,7 @@ import click
 
 from opsctl.cli.output import emit, output_option, render_table
 from opsctl.cli.params import IDENTIFIER, LINE
+from opsctl.cli.source_options import prometheus_url_option
 
 
 @click.group()
@@ -18,7 +19,7 @@ def traffic():
     Examples:
       opsctl traffic status
       opsctl traffic set databricks=70 internal=30 --reason "load test" --yes
-      opsctl traffic ramp --to internal=50 --step 10 --interval 5m --reason "rollout" --yes
+      opsctl traffic ramp internal=50 --step 10 --interval 5m --reason "rollout" --yes
       opsctl traffic failover --from databricks --incident INC-123 --yes
       opsctl traffic restore --incident INC-123 --yes
       opsctl traffic history --incident INC-123
@@ -34,6 +35,7 @@ def change_options(*, emergency: bool = True, incident_required: bool = False):
 
     def wrap(fn):
         fn = output_option(fn)
+        fn = prometheus_url_option(fn)
         fn = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (automation).")(fn)
         if emergency:
             fn = click.option("--emergency", is_flag=True,
@@ -70,7 +72,29 @@ def _preflight(service, action: str, check, *, reason: str = "", incident: str |
 def _service(app, dry_run: bool):
     from opsctl.traffic.service import TrafficService
 
-    return TrafficService(app.config, dry_run=dry_run, progress=_progress)
+    return TrafficService(app.config, dry_run=dry_run, progress=_progress, clock=_clock(app.config))
+
+
+def _clock(cfg):
+    """`OPSCTL_CLOCK=simulated` (a rehearsal and test hook, docs/design.md "One clock hook"): the
+    command's waits (a ramp's soaks) pass at once in simulated time, starting at the wall clock
+    (with OPSCTL_CLOCK_OFFSET). Only where nothing real moves: the file actuator, local state."""
+    import os
+
+    from opsctl.errors import UsageError
+
+    kind = os.environ.get("OPSCTL_CLOCK", "") or "wall"
+    if kind == "wall":
+        return None
+    if kind != "simulated":
+        raise UsageError(f"OPSCTL_CLOCK={kind}: unknown clock (known: wall, simulated)")
+    if cfg.traffic.actuator != "file" or cfg.state.backend != "local":
+        raise UsageError("OPSCTL_CLOCK=simulated skips a ramp's soak: it is refused with a real actuator"
+                         f" ({cfg.traffic.actuator}) or shared state ({cfg.state.backend})",
+                         hint="unset OPSCTL_CLOCK; it is for rehearsals on the file actuator")
+    from opsctl.clock import SimClock, wall_now
+
+    return SimClock(wall_now())
 
 
 def _require_reason(reason: str, incident: str | None, dry_run: bool) -> None:
@@ -192,6 +216,7 @@ def _running_ramp_blocks(app, emergency: bool) -> None:
 
 
 @traffic.command()
+@prometheus_url_option
 @output_option
 @click.pass_obj
 def status(app, output):
@@ -199,12 +224,15 @@ def status(app, output):
 
     Exit 3 when the split is unknown (e.g. nothing stored yet and no default configured).
     """
-    import time
-
+    from opsctl.clock import wall_now
     from opsctl.errors import NoDataError
     from opsctl.traffic.status import traffic_status
 
-    data = traffic_status(app.config, time.time())
+    cfg = app.config
+    data = traffic_status(cfg, wall_now())
+    data["metrics"] = {"source": cfg.metrics.source,
+                       "where": cfg.metrics.prometheus.url if cfg.metrics.source == "prometheus"
+                       else str(cfg.state_path / "metrics.sqlite")}
     emit(data, output, table=lambda d: _status_text(d, list(app.config.backends)))
     if data["split"] is None:
         raise NoDataError(f"the split is unknown: {data['note']}")
@@ -215,6 +243,8 @@ def _status_text(d: dict, order) -> str:
         f"split       {_describe(d['split'], order)}" + (f"   ({d['note']})" if d.get("note") else ""),
         f"actuator    {d['actuator']}: {d['target']} (version {d['version']})",
     ]
+    if d.get("metrics"):
+        lines.append(f"metrics     {d['metrics']['source']}: {d['metrics']['where']}")
     last = d.get("last_change")
     if last:
         why = " ".join(x for x in (last.get("incident") or "", last.get("reason") or "") if x)
@@ -288,9 +318,9 @@ def set_(app, weights, shadow, dry_run, reason, incident, emergency, yes, output
 
 
 @traffic.command()
-@click.option("--to", "to", multiple=True, metavar="BACKEND=PCT",
-              help="Target weight; repeat for several. One backend alone: the others share the rest in"
-                   " proportion to their current weights.")
+@click.argument("weights", nargs=-1, metavar="[BACKEND=PCT]...")
+@click.option("--to", "to", multiple=True, metavar="BACKEND=PCT", hidden=True,
+              help="Deprecated spelling of the positional BACKEND=PCT.")
 @click.option("--step", type=int, help="Percentage points per step (default: traffic.ramp.step).")
 @click.option("--interval", metavar="DUR", help="Wait between steps before the burn check, e.g. 5m, 30s, 0s"
                                                 " (default: traffic.ramp.interval).")
@@ -298,8 +328,11 @@ def set_(app, weights, shadow, dry_run, reason, incident, emergency, yes, output
 @click.option("--abort", is_flag=True, help="Return an interrupted ramp to where it started.")
 @change_options()
 @click.pass_obj
-def ramp(app, to, step, interval, resume, abort, dry_run, reason, incident, emergency, yes, output):
-    """Move the split in steps, checking the receiving backend's burn rate between steps.
+def ramp(app, weights, to, step, interval, resume, abort, dry_run, reason, incident, emergency, yes, output):
+    """Move the split in steps toward BACKEND=PCT..., checking the receiving backend's burn rate between steps.
+
+    The target is written as for `traffic set`; one backend alone: the others share the rest in
+    proportion to their current weights.
 
     A page-level burn or missing data aborts the ramp and returns to where it started (exit 4).
     Progress is printed on the terminal. State is saved after every step, so `--resume`
@@ -307,8 +340,8 @@ def ramp(app, to, step, interval, resume, abort, dry_run, reason, incident, emer
 
     \b
     Examples:
-      opsctl traffic ramp --to internal=50 --step 10 --interval 5m --reason "rollout" --yes
-      opsctl traffic ramp --to databricks=40 --to internal=40 --to spare=20 --reason "3-way" --yes
+      opsctl traffic ramp internal=50 --step 10 --interval 5m --reason "rollout" --yes
+      opsctl traffic ramp databricks=40 internal=40 spare=20 --reason "3-way" --yes
       opsctl traffic ramp --resume
       opsctl traffic ramp --abort --reason "operator stopped it"
     """
@@ -320,12 +353,17 @@ def ramp(app, to, step, interval, resume, abort, dry_run, reason, incident, emer
     order = list(cfg.backends)
     service = _service(app, dry_run)
 
+    if to:
+        click.echo("note: --to BACKEND=PCT is deprecated: give the target as for `traffic set`,"
+                   f" e.g. `opsctl traffic ramp {' '.join(to)}`", err=True)
+    to = tuple(to) + tuple(weights)
+
     def flags():
         if resume and abort:
             raise UsageError("--resume and --abort contradict each other")
         if (resume or abort) and (to or step or interval or dry_run):
-            raise UsageError("--resume and --abort take the ramp's saved plan; do not give --to, --step, --interval"
-                             " or --dry-run")
+            raise UsageError("--resume and --abort take the ramp's saved plan; do not give BACKEND=PCT, --step,"
+                             " --interval or --dry-run")
 
     _preflight(service, "ramp", flags, reason=reason, incident=incident, emergency=emergency)
     if resume:
@@ -335,8 +373,9 @@ def ramp(app, to, step, interval, resume, abort, dry_run, reason, incident, emer
 
     def check():
         if not to:
-            raise UsageError("give the target with --to BACKEND=PCT (or --resume / --abort)")
-        assigned = parse_assignments(to, "--to")
+            raise UsageError("give the target as BACKEND=PCT..., e.g. `opsctl traffic ramp internal=50` (or --resume"
+                             " / --abort)")
+        assigned = parse_assignments(to, "BACKEND=PCT")
         try:
             seconds = parse_duration(interval) if interval is not None else cfg.traffic.ramp.interval.seconds
         except ValueError as exc:
@@ -351,7 +390,7 @@ def ramp(app, to, step, interval, resume, abort, dry_run, reason, incident, emer
         if len(assigned) == 1 or sum(assigned.values()) != 100:
             unknown = [b for b in assigned if b not in cfg.backends]
             if unknown:
-                raise UsageError(f"--to: unknown backend {unknown[0]!r} (known: {', '.join(order)})")
+                raise UsageError(f"BACKEND=PCT: unknown backend {unknown[0]!r} (known: {', '.join(order)})")
             return Split.of(fill_remainder(assigned, current, order), current.shadow)
         return Split.of(assigned, current.shadow)
 

@@ -149,3 +149,60 @@ def test_ticket_file_defaults_the_category_from_runbooks_tickets_category(tmp_pa
                         "--subject", "drill ticket", "--drill", "-o", "json", cwd=tmp_path)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["category"] == expected == "inference"
+
+
+# -- item 7: one split syntax ---------------------------------------------------------------------------
+
+@pytest.fixture
+def seeded(tmp_path):
+    result = run_opsctl("sim", "generate", "--days", "1", "--ahead", "1h", cwd=tmp_path)
+    assert result.exit_code == 0, result.output
+    return tmp_path
+
+
+@pytest.mark.parametrize("argv", [
+    ["traffic", "ramp", "databricks=100", "internal=0"],
+    ["traffic", "ramp", "--to", "databricks=100", "internal=0"],  # what the issue typed: one target, not an error
+    ["traffic", "ramp", "--to", "databricks=100", "--to", "internal=0"],  # the deprecated spelling still works
+])
+def test_ramp_takes_the_split_positionally_as_set_does(seeded, argv):
+    result = run_opsctl(*argv, "--step", "10", "--interval", "0s", "--dry-run", "-o", "json", cwd=seeded)
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)["ramp"]["steps"]
+    assert [s["weights"] for s in plan][-1] == {"internal": 0, "databricks": 100}
+    assert ("deprecated" in result.stderr) == ("--to" in argv)
+
+
+def test_extra_arguments_get_a_sentence_not_clicks_raw_message(tmp_path):
+    result = run_opsctl("traffic", "failover", "--from", "databricks", "--incident", "INC-1", "internal=100",
+                        "--dry-run", cwd=tmp_path)
+    assert result.exit_code == 2
+    assert "Got unexpected extra argument" not in result.stderr
+    assert result.stderr.startswith("error: `opsctl traffic failover` takes no BACKEND=PCT here (internal=100)")
+
+
+# -- item 10: --prometheus-url and $OPSCTL_PROMETHEUS_URL wherever metrics are read -----------------------
+
+@pytest.mark.parametrize("argv", [
+    ["traffic", "status"],
+    ["traffic", "set", "databricks=70", "internal=30", "--reason", "x", "--yes"],
+    ["traffic", "ramp", "internal=50", "--interval", "0s", "--reason", "x", "--yes"],
+    ["traffic", "failover", "--from", "databricks", "--incident", "INC-1", "--dry-run"],
+    ["slo", "report"],
+    ["slo", "alerts"],
+    ["quality", "alerts"],
+])
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_every_command_that_reads_metrics_takes_a_prometheus_url(tmp_path, argv, how):
+    """A URL nobody listens on: the command reaches for it (and says so) instead of the embedded store."""
+    import socket
+
+    with socket.socket() as s:  # a loopback port that was free a moment ago and has no listener
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    if how == "flag":
+        result = run_opsctl(*argv, "--prometheus-url", url, cwd=tmp_path)
+    else:
+        result = run_opsctl(*argv, cwd=tmp_path, env={"OPSCTL_PROMETHEUS_URL": url})
+    assert url in result.output, result.output
+    assert "embedded" not in result.stderr.lower() or "metrics.sqlite" not in result.stderr

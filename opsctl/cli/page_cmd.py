@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.output import emit, emit_dry_run, output_option, render_table
 from opsctl.cli.params import choice
 
 dry_run_option = click.option(
@@ -83,8 +83,7 @@ def _links(urls):
 
 def _emit_result(data: dict, output: str) -> None:
     if data.get("dry_run") and output == "table":
-        click.echo("dry run: nothing was sent; this is what would be sent (secrets redacted):", err=True)
-        emit(data, "yaml")
+        emit_dry_run(data, output)
         return
     emit({k: v for k, v in data.items() if v is not None}, output)
 

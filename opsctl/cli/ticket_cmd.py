@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.output import emit, emit_dry_run, output_option, render_table
 from opsctl.cli.params import choice
 
 
@@ -81,8 +81,7 @@ def file_ticket(app, vendor, category, severity, subject, body, body_file, links
     filed = open_ticket_provider(cfg, vendor, dry_run=dry_run, resend=resend).file(request)
     data = filed.to_dict()
     if dry_run and output == "table":
-        click.echo("dry run: nothing was filed; this is what would be sent (secrets redacted):", err=True)
-        emit(data, "yaml")
+        emit_dry_run(data, output, "filed")
         return
     emit(data, output)
 

@@ -500,9 +500,40 @@ def history(app, limit, incident, applied, attempts, output):
         entries = service.attempts(incident=incident, applied=applied, limit=limit or None)
     else:
         entries = service.history(incident=incident, limit=limit or None)
-    rows = [[e.get("time"), e.get("actor"), e.get("action"), e.get("outcome"),
-             f"{_describe(e.get('before'), order)} -> {_describe(e.get('after'), order)}",
-             e.get("incident") or "", ",".join(e.get("overrides") or []), (e.get("reason") or "")[:60]]
+    headers = ["TIME (UTC)", "ACTOR", "ACTION", "OUTCOME", f"CHANGE ({'/'.join(order)})", "INCIDENT", "OVERRIDES",
+               "REASON"]
+    rows = [[_short_time(e.get("time")), e.get("actor"), e.get("action"), e.get("outcome"),
+             _change_cell(e.get("before"), e.get("after"), order),
+             e.get("incident") or "-", ", ".join(e.get("overrides") or []) or "-", e.get("reason") or ""]
             for e in entries]
-    emit(entries, output, table=lambda _: render_table(
-        ["TIME", "ACTOR", "ACTION", "OUTCOME", "CHANGE", "INCIDENT", "OVERRIDES", "REASON"], rows))
+    # a column nothing filled in (no incident, no override in these rows) is left out of the table
+    keep = [i for i, h in enumerate(headers) if h not in ("INCIDENT", "OVERRIDES") or any(r[i] != "-" for r in rows)]
+    emit(entries, output, table=lambda _: render_table([headers[i] for i in keep],
+                                                       [[r[i] for i in keep] for r in rows]))
+
+
+def _short_time(text: str | None) -> str:
+    """2026-12-01T09:51:37.733Z -> 2026-12-01T09:51:37: the header says UTC."""
+    if not text:
+        return "-"
+    return text.split(".")[0].rstrip("Z")
+
+
+def _weights(split: dict | None, order) -> str:
+    if split is None:
+        return "unset"
+    weights = split.get("weights") or {}
+    return "/".join(str(weights.get(n, 0)) for n in order)
+
+
+def _change_cell(before: dict | None, after: dict | None, order) -> str:
+    """`80/20 -> 50/50` in the header's backend order, shadow changes after: a column a
+    100-column terminal holds."""
+    if after is None:
+        return "-"
+    text = f"{_weights(before, order)} -> {_weights(after, order)}"
+    b_s, a_s = (before or {}).get("shadow") or {}, after.get("shadow") or {}
+    for n in [n for n in order if n in b_s or n in a_s]:
+        old, new = b_s.get(n, 0), a_s.get(n, 0)
+        text += f" (shadow {n} {new}%)" if old == new else f" (shadow {n} {old}->{new}%)"
+    return text

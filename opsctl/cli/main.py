@@ -14,6 +14,7 @@ from opsctl.errors import OpsctlError
 # and the fast paths never import kubernetes, pagerduty or slo-generator.
 COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("opsctl.cli.config_cmd:config", "Validate and show the configuration."),
+    "init": ("opsctl.cli.init_cmd:init", "Write a commented config, SLOs and drill scenarios that run as they are."),
     "slo": ("opsctl.cli.slo_cmd:slo", "SLO reports, error budgets and burn rates."),
     "metrics": ("opsctl.cli.metrics_cmd:metrics", "Load client-side metrics into the embedded store."),
     "sim": ("opsctl.cli.sim_cmd:sim", "Simulate client-side traffic into the embedded store."),

@@ -146,7 +146,7 @@ def validate(app, paths, live, output):
 
 
 @drill.command()
-@click.argument("scenario", metavar="SCENARIO|NAME")
+@click.argument("scenario", metavar="SCENARIO|NAME", shell_complete=lambda c, p, i: _complete_scenario(c, p, i))
 @click.option("--live", is_flag=True, help="Run against the configured systems in wall-clock time, with real faults.")
 @click.option("--dry-run", is_flag=True, help="Preflight checks and the plan; create, inject, page and file nothing.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on the terminal.")
@@ -328,3 +328,12 @@ def cleanup(app, run_id, dry_run, output):
     if bad:
         raise OpsctlError(f"{len(bad)} drill(s) could not be fully rolled back: "
                           + "; ".join(f"{r['run_id']}: {r['message']}" for r in bad))
+
+
+def _complete_scenario(ctx, param, incomplete):
+    """Scenario names (drills.scenarios, then the shipped ones), and files."""
+    from click.shell_completion import CompletionItem
+
+    from opsctl.cli.complete import scenarios
+
+    return [CompletionItem(n) for n in scenarios(ctx, param, incomplete)] + [CompletionItem(incomplete, type="file")]

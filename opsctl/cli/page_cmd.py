@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from opsctl.cli import complete
 from opsctl.cli.output import emit, emit_dry_run, output_option, render_table
 from opsctl.cli.params import choice
 
@@ -123,7 +124,7 @@ def trigger(app, summary, severity, source, component, dedup_key, links, details
 
 
 @page.command()
-@click.argument("key", metavar="DEDUP_KEY|INCIDENT_ID")
+@click.argument("key", metavar="DEDUP_KEY|INCIDENT_ID", shell_complete=complete.pages)
 @dry_run_option
 @output_option
 @click.pass_obj
@@ -142,7 +143,7 @@ def ack(app, key, dry_run, output):
 
 
 @page.command()
-@click.argument("key", metavar="DEDUP_KEY|INCIDENT_ID")
+@click.argument("key", metavar="DEDUP_KEY|INCIDENT_ID", shell_complete=complete.pages)
 @dry_run_option
 @output_option
 @click.pass_obj
@@ -161,7 +162,7 @@ def resolve(app, key, dry_run, output):
 
 
 @page.command()
-@click.argument("key", required=False)
+@click.argument("key", required=False, shell_complete=complete.pages)
 @output_option
 @click.pass_obj
 def status(app, key, output):

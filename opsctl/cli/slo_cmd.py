@@ -27,11 +27,32 @@ def slo():
 
 
 def _slo_paths(app, paths):
-    return list(paths) or [app.config.slo_dir]
+    """The files and directories given, an SLO name of the configured dir standing for its file
+    (`opsctl slo report llm-inference-databricks-availability`); none: the configured dir."""
+    if not paths:
+        return [app.config.slo_dir]
+    from pathlib import Path
+
+    named = [p for p in paths if not Path(p).exists() and "/" not in p and not p.endswith((".yaml", ".yml"))]
+    if not named:
+        return list(paths)
+    from opsctl.slo.loading import load_slos
+
+    cfg = app.config
+    files = {s.name: s.file for s in load_slos([cfg.slo_dir], cfg.backends, config=cfg)}
+    return [files.get(p, p) for p in paths]
+
+
+def _complete_slo(ctx, param, incomplete):
+    from click.shell_completion import CompletionItem
+
+    from opsctl.cli.complete import slo_names
+
+    return [CompletionItem(n) for n in slo_names(ctx, param, incomplete)] + [CompletionItem(incomplete, type="file")]
 
 
 @slo.command()
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(), shell_complete=_complete_slo)
 @output_option
 @click.pass_obj
 def validate(app, paths, output):
@@ -52,7 +73,7 @@ def validate(app, paths, output):
 
 
 @slo.command()
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(), shell_complete=_complete_slo)
 @source_options
 @click.option("--fail-on", type=choice(["page", "ticket"]), help="Exit 1 when any SLO is at this level or worse.")
 @click.option("--exclude-drills", is_flag=True,
@@ -180,7 +201,7 @@ def _table(rows):
 
 
 @slo.command()
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(), shell_complete=_complete_slo)
 @click.option("--format", "fmt", type=choice(["rules", "prometheusrule"]), default="rules", show_default=True,
               help="A Prometheus rule file, or a monitoring.coreos.com/v1 PrometheusRule manifest.")
 @click.option("--out", metavar="FILE", type=click.Path(dir_okay=False),
@@ -221,7 +242,7 @@ def rules(app, paths, fmt, out):
 
 
 @slo.command()
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(), shell_complete=_complete_slo)
 @source_options
 @click.option("--fail-on", type=choice(["page", "ticket"]), help="Exit 1 when an alert of this severity or worse fires.")
 @output_option
@@ -279,7 +300,7 @@ def _alerts_table(data):
 
 
 @slo.command()
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(), shell_complete=_complete_slo)
 @click.option("--out", metavar="FILE", type=click.Path(dir_okay=False),
               help="Write to FILE (atomically) instead of standard output.")
 @click.option("--uid", default="opsctl-slo", show_default=True, help="The dashboard's Grafana uid.")

@@ -8,6 +8,7 @@ import click
 
 from opsctl.cli.output import emit, output_option, render_table
 from opsctl.cli.params import IDENTIFIER, LINE
+from opsctl.cli import complete
 from opsctl.cli.source_options import prometheus_url_option
 
 
@@ -41,6 +42,7 @@ def change_options(*, emergency: bool = True, incident_required: bool = False):
             fn = click.option("--emergency", is_flag=True,
                               help="Override freeze, rate and budget guards; needs --incident; recorded.")(fn)
         fn = click.option("--incident", metavar="ID", type=IDENTIFIER, required=incident_required,
+                          shell_complete=complete.open_failovers if incident_required else complete.incidents,
                           help="Incident this change serves (recorded; required for --emergency).")(fn)
         fn = click.option("--reason", metavar="TEXT", type=LINE, default="", help="Why (recorded in the audit log).")(fn)
         fn = click.option("--dry-run", is_flag=True,
@@ -286,8 +288,8 @@ def _status_text(d: dict, order) -> str:
 
 
 @traffic.command(name="set")
-@click.argument("weights", nargs=-1, required=True, metavar="BACKEND=PCT...")
-@click.option("--shadow", "shadow", multiple=True, metavar="BACKEND=PCT",
+@click.argument("weights", nargs=-1, required=True, metavar="BACKEND=PCT...", shell_complete=complete.assignments)
+@click.option("--shadow", "shadow", multiple=True, metavar="BACKEND=PCT", shell_complete=complete.assignments,
               help="Mirror PCT% of requests to BACKEND, answers discarded (0 stops it). Repeatable.")
 @change_options()
 @click.pass_obj
@@ -318,8 +320,8 @@ def set_(app, weights, shadow, dry_run, reason, incident, emergency, yes, output
 
 
 @traffic.command()
-@click.argument("weights", nargs=-1, metavar="[BACKEND=PCT]...")
-@click.option("--to", "to", multiple=True, metavar="BACKEND=PCT", hidden=True,
+@click.argument("weights", nargs=-1, metavar="[BACKEND=PCT]...", shell_complete=complete.assignments)
+@click.option("--to", "to", multiple=True, metavar="BACKEND=PCT", hidden=True, shell_complete=complete.assignments,
               help="Deprecated spelling of the positional BACKEND=PCT.")
 @click.option("--step", type=int, help="Percentage points per step (default: traffic.ramp.step).")
 @click.option("--interval", metavar="DUR", help="Wait between steps before the burn check, e.g. 5m, 30s, 0s"
@@ -413,8 +415,8 @@ def _emit_ramp(data: dict, output: str, order, err: bool = False) -> None:
 
 
 @traffic.command()
-@click.option("--from", "source", required=True, metavar="BACKEND", help="The failing backend to move traffic off.")
-@click.option("--to", "receivers", multiple=True, metavar="BACKEND",
+@click.option("--from", "source", required=True, metavar="BACKEND", shell_complete=complete.backends, help="The failing backend to move traffic off.")
+@click.option("--to", "receivers", multiple=True, metavar="BACKEND", shell_complete=complete.backends,
               help="Where its share goes (default: every other backend, in proportion to its weight).")
 @change_options(emergency=False, incident_required=True)
 @click.pass_obj
@@ -473,7 +475,7 @@ def restore(app, step, interval, dry_run, reason, incident, emergency, yes, outp
 
 @traffic.command()
 @click.option("--limit", type=int, default=20, show_default=True, help="Newest N entries (0: all).")
-@click.option("--incident", metavar="ID", help="Only entries for this incident.")
+@click.option("--incident", metavar="ID", shell_complete=complete.incidents, help="Only entries for this incident.")
 @click.option("--applied", is_flag=True, help="With --attempts: only applied changes.")
 @click.option("--attempts", is_flag=True,
               help="Every attempt made from this host (refused, conflicts, dry runs), from the local audit log.")

@@ -206,3 +206,35 @@ def test_every_command_that_reads_metrics_takes_a_prometheus_url(tmp_path, argv,
         result = run_opsctl(*argv, cwd=tmp_path, env={"OPSCTL_PROMETHEUS_URL": url})
     assert url in result.output, result.output
     assert "embedded" not in result.stderr.lower() or "metrics.sqlite" not in result.stderr
+
+
+# -- item 5: the cross-check says it agreed ------------------------------------------------------------
+
+@pytest.mark.slow
+def test_slo_report_cross_check_says_that_slo_generator_agreed(seeded):
+    slo_file = REPO / "slos" / "databricks-availability.yaml"
+    result = run_opsctl("slo", "report", slo_file, "--cross-check", cwd=seeded)
+    assert result.exit_code == 0, result.output
+    assert ("cross-check: ok, slo-generator's SLI agrees with opsctl's on every window with data of 1 SLO(s)"
+            in result.stderr)
+    plain = run_opsctl("slo", "report", slo_file, cwd=seeded)
+    assert plain.exit_code == 0 and "cross-check" not in plain.stderr
+
+
+# -- item 8: drill report takes -o only ----------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_drill_report_takes_its_formats_through_o(tmp_path):
+    ran = run_opsctl("drill", "run", "escalation-only", "-q", cwd=tmp_path)
+    assert ran.exit_code == 0, ran.output
+    assert "--format" not in run_opsctl("drill", "report", "--help", cwd=tmp_path).stdout
+    md = run_opsctl("drill", "report", "-o", "md", cwd=tmp_path)
+    assert md.exit_code == 0 and md.stdout.startswith("# Drill report:"), md.output
+    html = run_opsctl("drill", "report", "latest", "-o", "html", "--path", cwd=tmp_path)
+    assert html.exit_code == 0 and html.stdout.strip().endswith("/report.html")
+    as_json = run_opsctl("drill", "report", "-o", "json", cwd=tmp_path)
+    assert json.loads(as_json.stdout)["outcome"] == "passed"
+    old = run_opsctl("drill", "report", "--format", "md", cwd=tmp_path)
+    assert old.stdout == md.stdout and "--format is deprecated: use -o md" in old.stderr
+    both = run_opsctl("drill", "report", "--format", "md", "-o", "json", cwd=tmp_path)
+    assert both.exit_code == 2

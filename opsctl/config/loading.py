@@ -58,7 +58,9 @@ def yaml_files(paths: Iterable[str | Path], what: str) -> list[Path]:
         elif path.is_file():
             files.append(path)
         else:
-            raise ConfigError(f"{path}: no such {what} file or directory")
+            raise ConfigError(f"{path}: no such {what} file or directory",
+                              hint=f"give an existing {what} file or directory (the config's own: slos.dir,"
+                                   " drills.scenarios), or write the shipped ones with `opsctl init DIR`")
     return files
 
 

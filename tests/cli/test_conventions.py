@@ -138,6 +138,9 @@ def test_a_minimal_config_validates_and_says_what_it_lacks_to_run(tmp_path):
     assert result.exit_code == 0, result.output
     assert f"warning: slos.dir: {tmp_path / 'slos'} does not exist" in result.stdout
     assert "warning: traffic.default_split: not set" in result.stdout
+    report = run_opsctl("--config", cfg, "slo", "report", cwd=tmp_path)
+    assert report.exit_code == 2
+    assert f"{tmp_path / 'slos'}: no such SLO file or directory" in report.stderr and "opsctl init" in report.stderr
 
 
 # -- item 12: ticket file's category ------------------------------------------------------------------
@@ -238,3 +241,11 @@ def test_drill_report_takes_its_formats_through_o(tmp_path):
     assert old.stdout == md.stdout and "--format is deprecated: use -o md" in old.stderr
     both = run_opsctl("drill", "report", "--format", "md", "-o", "json", cwd=tmp_path)
     assert both.exit_code == 2
+
+
+def test_source_embedded_on_the_line_beats_prometheus_url_from_the_environment(seeded):
+    result = run_opsctl("slo", "report", REPO / "slos" / "databricks-availability.yaml", "--source", "embedded",
+                        cwd=seeded, env={"OPSCTL_PROMETHEUS_URL": "http://127.0.0.1:9"})
+    assert result.exit_code == 0, result.output
+    both = run_opsctl("slo", "report", "--source", "embedded", "--prometheus-url", "http://127.0.0.1:9", cwd=seeded)
+    assert both.exit_code == 2 and "contradict" in both.stderr

@@ -20,15 +20,9 @@ def source_options(fn):
 
 
 def _set_prometheus_url(ctx, param, value):
-    if value:
-        ctx.find_object(_app_class()).prometheus_url = value
+    if value and ctx.obj is not None:  # cli/main.py's AppContext, made by the group before this parse
+        ctx.obj.prometheus_url = value
     return value
-
-
-def _app_class():
-    from opsctl.cli.main import AppContext
-
-    return AppContext
 
 
 # For commands that read metrics through the config (the traffic guards, status, ramps): the URL

@@ -75,6 +75,13 @@ def _parse_cache(tmp_path_factory):
         os.environ["XDG_CACHE_HOME"] = previous
 
 
+@pytest.fixture(autouse=True)
+def _state_home(tmp_path_factory, monkeypatch):
+    """The built-in default keeps its state under $XDG_STATE_HOME/opsctl/<service>: each test gets
+    its own state home, never the user's ~/.local/state, and no test sees another's state."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+
+
 @pytest.fixture
 def opsctl():
     return run_opsctl

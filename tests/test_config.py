@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 from tests.conftest import REPO, write_config
 
@@ -11,7 +12,10 @@ def test_builtin_default_is_used_without_a_config_file(opsctl, tmp_path):
     result = opsctl("config", "show", "-o", "json", cwd=tmp_path)
     assert result.exit_code == 0, result.output
     assert '"internal"' in result.stdout and '"databricks"' in result.stdout
-    assert str(tmp_path / ".opsctl") in result.stdout
+    import os
+
+    assert str(Path(os.environ["XDG_STATE_HOME"]) / "opsctl" / "llm-inference") in result.stdout
+    assert str(tmp_path / ".opsctl") not in result.stdout
 
 
 def test_config_flag_beats_environment_and_local_file(opsctl, tmp_path):

@@ -19,11 +19,36 @@ def config():
 
 
 @config.command()
+@output_option
 @click.pass_obj
-def validate(app):
-    """Check the config file: types, ranges, unknown keys. Exit 2 with every problem listed."""
+def validate(app, output):
+    """Check the config file: types, ranges, unknown keys. Exit 2 with every problem listed.
+
+    A config that is valid but cannot run yet (no SLO file where `slos.dir` points, no split
+    stored or configured) is still ok (exit 0), with a warning naming what is missing.
+    """
     cfg = app.config
-    click.echo(f"{cfg.source_path}: ok ({len(cfg.backends)} backends, metric source {cfg.metrics.source})")
+    warnings = readiness_warnings(cfg)
+    data = {"config": cfg.source_path, "ok": True, "service": cfg.service, "backends": list(cfg.backends),
+            "metric_source": cfg.metrics.source, "state_dir": str(cfg.state_path), "warnings": warnings}
+    emit(data, output, table=lambda d: "\n".join(
+        [f"{d['config']}: ok ({len(d['backends'])} backends, metric source {d['metric_source']})"]
+        + [f"warning: {w}" for w in d["warnings"]]))
+
+
+def readiness_warnings(cfg) -> list[str]:
+    """What a valid config still lacks before the commands can run: each with what to do."""
+    warnings = []
+    slo_dir = cfg.slo_dir
+    if not slo_dir.exists():
+        warnings.append(f"slos.dir: {slo_dir} does not exist, so `slo report`, `slo rules` and the budget guard"
+                        " have no SLOs (create it, point slos.dir at your SLO files, or run `opsctl init`)")
+    elif slo_dir.is_dir() and not any(p.suffix in (".yaml", ".yml") for p in slo_dir.iterdir()):
+        warnings.append(f"slos.dir: {slo_dir} holds no *.yaml SLO files")
+    if not cfg.traffic.default_split:
+        warnings.append("traffic.default_split: not set, so until a split is stored `traffic status` says the split"
+                        " is unknown and a failover has nothing to move (set it, e.g. {databricks: 80, internal: 20})")
+    return warnings
 
 
 @config.command()

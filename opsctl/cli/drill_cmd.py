@@ -24,7 +24,7 @@ def drill():
       opsctl drill validate chaos/
       opsctl drill run vendor-outage
       opsctl drill run escalation-only --live --dry-run
-      opsctl drill report latest --format html --path
+      opsctl drill report latest -o html --path
       opsctl drill cleanup
 
     Exit codes of `run`: 0 every expectation met, 1 an expectation failed or the drill aborted,
@@ -146,7 +146,7 @@ def validate(app, paths, live, output):
 
 
 @drill.command()
-@click.argument("scenario", metavar="SCENARIO|NAME")
+@click.argument("scenario", metavar="SCENARIO|NAME", shell_complete=lambda c, p, i: _complete_scenario(c, p, i))
 @click.option("--live", is_flag=True, help="Run against the configured systems in wall-clock time, with real faults.")
 @click.option("--dry-run", is_flag=True, help="Preflight checks and the plan; create, inject, page and file nothing.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on the terminal.")
@@ -266,10 +266,13 @@ def _plan_text(p: dict) -> str:
 
 @drill.command()
 @click.argument("run_id", required=False, default="latest", metavar="[RUN_ID|latest]")
-@click.option("--format", "fmt", type=choice(["md", "html", "json"]),
-              help="Print the report file itself in this format.")
-@click.option("--path", "path_only", is_flag=True, help="Print only the report's path (with --format, that file).")
-@output_option
+@click.option("--format", "fmt", type=choice(["md", "html", "json"]), hidden=True,
+              help="Deprecated: -o md|html|json.")
+@click.option("--path", "path_only", is_flag=True, help="Print only the report file's path (-o md, html or json:"
+                                                        " that file; default the Markdown).")
+@click.option("-o", "--output", "output", type=choice(["table", "json", "yaml", "md", "html"]), default="table",
+              show_default=True, help="Output format: the summary (table), the report as JSON or YAML (stable for"
+                                      " scripts), or the report file itself (md, html).")
 @click.pass_obj
 def report(app, run_id, fmt, path_only, output):
     """Show a run's report (default: the newest run).
@@ -278,13 +281,20 @@ def report(app, run_id, fmt, path_only, output):
     Examples:
       opsctl drill report
       opsctl drill report 20261129T101500Z-vendor-outage-1a2b -o json
-      opsctl drill report latest --format html --path
+      opsctl drill report latest -o html --path
+      opsctl drill report -o md | less
     """
     import json
 
     from opsctl.drills.state import find_run
-    from opsctl.errors import NoDataError
+    from opsctl.errors import NoDataError, UsageError
 
+    if fmt:
+        if output != "table" and output != fmt:
+            raise UsageError(f"--format {fmt} and -o {output} contradict each other: give -o alone")
+        click.echo(f"note: --format is deprecated: use -o {fmt}", err=True)
+        output = fmt
+    fmt = output if output in ("md", "html") or (output == "json" and path_only) else None
     state = find_run(app.config.drills_path, run_id)
     path = state.report_path(fmt or "md")
     if not state.report_path("json").exists():
@@ -328,3 +338,12 @@ def cleanup(app, run_id, dry_run, output):
     if bad:
         raise OpsctlError(f"{len(bad)} drill(s) could not be fully rolled back: "
                           + "; ".join(f"{r['run_id']}: {r['message']}" for r in bad))
+
+
+def _complete_scenario(ctx, param, incomplete):
+    """Scenario names (drills.scenarios, then the shipped ones), and files."""
+    from click.shell_completion import CompletionItem
+
+    from opsctl.cli.complete import scenarios
+
+    return [CompletionItem(n) for n in scenarios(ctx, param, incomplete)] + [CompletionItem(incomplete, type="file")]

@@ -20,22 +20,28 @@ def freeze():
     Examples:
       opsctl freeze status
       opsctl freeze status --at 2026-11-26T15:00:00Z -o json
+      opsctl freeze status --fail-if-frozen && deploy.sh   # exit 4 while a freeze is in force
       opsctl freeze list
     """
 
 
 def _when(at: float | None) -> float:
-    import time
+    from opsctl.clock import wall_now
 
-    return time.time() if at is None else at
+    return wall_now() if at is None else at
 
 
 @freeze.command()
 @click.option("--at", type=TIME, help="Check this instant (with its time zone) instead of now.")
+@click.option("--fail-if-frozen", is_flag=True,
+              help="Exit 4 (refused by a guard) while a freeze is in force, for scripts that ask \"are we frozen?\".")
 @output_option
 @click.pass_obj
-def status(app, at, output):
-    """Is a freeze in force now (or --at)? Shows the next one otherwise."""
+def status(app, at, fail_if_frozen, output):
+    """Is a freeze in force now (or --at)? Shows the next one otherwise.
+
+    Exit 0 either way, unless --fail-if-frozen: then exit 4 while frozen (what the freeze guard
+    of `opsctl traffic` answers a routine change with)."""
     from opsctl.freeze import FreezeCalendar
 
     when = _when(at)
@@ -60,6 +66,11 @@ def status(app, at, output):
         return text
 
     emit(data, output, table=table)
+    if fail_if_frozen and active:
+        from opsctl.errors import GuardRefused
+
+        raise GuardRefused(f"frozen: {', '.join(s.name for s in active)} in force",
+                           hint="routine changes wait for its end; emergencies: --emergency --incident ID")
 
 
 @freeze.command(name="list")

@@ -31,19 +31,108 @@ def emit(data: Any, fmt: str, table: Callable[[Any], str] | None = None) -> None
         click.echo(table(data) if table else _generic(data))
 
 
-def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+def emit_dry_run(data: dict, output: str, what: str = "sent") -> None:
+    """A dry run's result shown as the real run shows it (the same key/value table), then the
+    exact requests that would go out (secrets redacted), each as indented YAML."""
+    if output != "table":
+        emit(data, output)
+        return
+    import yaml
+
+    click.echo(f"dry run: nothing was {what}; this is what would be {what} (secrets redacted):", err=True)
+    requests = data.get("requests") or []
+    click.echo(_generic({k: v for k, v in data.items() if v is not None and k != "requests"}))
+    for i, request in enumerate(requests, 1):
+        text = yaml.safe_dump(request, sort_keys=False, default_flow_style=False).rstrip()
+        click.echo(f"request {i} of {len(requests)}:\n" + "\n".join("  " + line for line in text.splitlines()))
+
+
+def cell(value: Any) -> str:
+    """A value as a person reads it in a table, never a Python repr: yes/no, `-` for nothing,
+    lists comma-joined, mappings as `key=value, ...`."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ", ".join(cell(v) for v in value) or "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={cell(v)}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+def terminal_width() -> int | None:
+    """The terminal's width when standard output is one (`$COLUMNS` first, as shells set it);
+    None for a pipe or a file: what a script reads is never cut."""
+    import shutil
+    import sys
+
+    try:
+        if not sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int | None = None) -> str:
+    """Columns two spaces apart; `width` (default: the terminal's, when there is one) is fitted by
+    wrapping the widest columns at spaces (headers too), a word longer than MAX_WORD cut with `…`."""
+    cells = [[str(h) for h in headers]] + [["" if c is None else c if isinstance(c, str) else cell(c) for c in r]
+                                           for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    width = terminal_width() if width is None else width
+    if width:
+        floors = [max([min(len(w), MAX_WORD) for row in cells for w in row[i].split()] or [1])
+                  for i in range(len(headers))]
+        widths = _fit(widths, floors, width)
+    lines = []
+    for row in cells:
+        wrapped = [_wrap(c, w) for c, w in zip(row, widths)]
+        for i in range(max(len(w) for w in wrapped)):
+            parts = [(w[i] if i < len(w) else "").ljust(n) for w, n in zip(wrapped, widths)]
+            lines.append("  ".join(parts).rstrip())
+        if row is cells[0]:
+            lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+MAX_WORD = 24  # a column is never narrowed below its header and its longest word up to this
+
+
+def _fit(widths: list[int], floors: list[int], total: int) -> list[int]:
+    """Narrow the widest columns, one character at a time, until the row fits `total` (bounded:
+    no column below its floor, the longest word of its cells and header up to MAX_WORD: words
+    are wrapped, not cut)."""
+    widths = list(widths)
+    limit = [min(f, w) for w, f in zip(widths, floors)]
+    for _ in range(sum(widths)):
+        if sum(widths) + 2 * (len(widths) - 1) <= total:
+            break
+        candidates = [i for i, w in enumerate(widths) if w > limit[i]]
+        if not candidates:
+            break
+        widest = max(candidates, key=lambda i: widths[i])
+        widths[widest] -= 1
+    return widths
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    if len(text) <= width:
+        return [text]
+    import textwrap
+
+    lines = textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
+    return [line if len(line) <= width else line[: width - 1] + "…" for line in lines]
 
 
 def _generic(data: Any) -> str:
     if isinstance(data, list) and data and isinstance(data[0], dict):
         headers = list(data[0])
-        return render_table(headers, [[row.get(h) for h in headers] for row in data])
+        return render_table(headers, [[cell(row.get(h)) for h in headers] for row in data])
     if isinstance(data, dict):
         width = max((len(str(k)) for k in data), default=0)
-        return "\n".join(f"{str(k).ljust(width)}  {v}" for k, v in data.items())
-    return str(data)
+        return "\n".join(f"{str(k).ljust(width)}  {cell(v)}" for k, v in data.items())
+    return cell(data)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli import complete
+from opsctl.cli.output import emit, emit_dry_run, output_option, render_table
 from opsctl.cli.params import choice
 
 dry_run_option = click.option(
@@ -83,8 +84,7 @@ def _links(urls):
 
 def _emit_result(data: dict, output: str) -> None:
     if data.get("dry_run") and output == "table":
-        click.echo("dry run: nothing was sent; this is what would be sent (secrets redacted):", err=True)
-        emit(data, "yaml")
+        emit_dry_run(data, output)
         return
     emit({k: v for k, v in data.items() if v is not None}, output)
 
@@ -124,7 +124,7 @@ def trigger(app, summary, severity, source, component, dedup_key, links, details
 
 
 @page.command()
-@click.argument("key", metavar="DEDUP_KEY|INCIDENT_ID")
+@click.argument("key", metavar="DEDUP_KEY|INCIDENT_ID", shell_complete=complete.pages)
 @dry_run_option
 @output_option
 @click.pass_obj
@@ -143,7 +143,7 @@ def ack(app, key, dry_run, output):
 
 
 @page.command()
-@click.argument("key", metavar="DEDUP_KEY|INCIDENT_ID")
+@click.argument("key", metavar="DEDUP_KEY|INCIDENT_ID", shell_complete=complete.pages)
 @dry_run_option
 @output_option
 @click.pass_obj
@@ -162,7 +162,7 @@ def resolve(app, key, dry_run, output):
 
 
 @page.command()
-@click.argument("key", required=False)
+@click.argument("key", required=False, shell_complete=complete.pages)
 @output_option
 @click.pass_obj
 def status(app, key, output):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from opsctl.cli import complete
 from opsctl.cli.output import emit, output_option, render_table
 from opsctl.cli.params import choice
 
@@ -28,7 +29,7 @@ def probe():
 @probe.command()
 @click.option("--golden", "golden_path", required=True, type=click.Path(dir_okay=False),
               help='JSONL, one case a line: {"id": "c1", "prompt": "...", "expected": "...", "prompt_tokens": 12}.')
-@click.option("--backend", "backends", multiple=True, metavar="NAME",
+@click.option("--backend", "backends", multiple=True, metavar="NAME", shell_complete=complete.backends,
               help="Backend to probe (repeatable; default: every backend with an endpoint).")
 @click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,
               help="Send the golden set N times to each backend: its self-agreement is the noise floor, and "

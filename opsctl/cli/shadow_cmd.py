@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from opsctl.cli import complete
 from opsctl.cli.output import emit, output_option, render_table
 from opsctl.cli.source_options import open_checked_source, parse_window, source_options
 
@@ -21,8 +22,8 @@ def shadow():
 
 
 @shadow.command()
-@click.option("--backend", "backend", required=True, metavar="NAME", help="The backend receiving shadow traffic.")
-@click.option("--primary", "primary", multiple=True, metavar="NAME",
+@click.option("--backend", "backend", required=True, metavar="NAME", shell_complete=complete.backends, help="The backend receiving shadow traffic.")
+@click.option("--primary", "primary", multiple=True, metavar="NAME", shell_complete=complete.backends,
               help="Backend(s) to compare with (repeatable; default: every other backend).")
 @click.option("--window", "window", metavar="DUR", help="Comparison window (default: quality.shadow.window).")
 @click.option("--share", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,

@@ -29,6 +29,7 @@ backend gets its own latency and error distribution; incidents change only their
 \b
 Examples:
   opsctl sim generate                                  # 28 days up to now, seed 0
+  opsctl sim generate --days 28 --seed 7 --ahead 1d    # and a day past now: the traffic guards stay fed
   opsctl sim generate --days 7 --end 2026-11-27T00:00:00Z --seed 7 --peak-rps 200000
   opsctl sim generate --split databricks=50,internal=50 --openmetrics-out history.om
   opsctl sim generate --incident 'vendor-5xx@2026-11-20T14:00Z+30m:backend=databricks,rate=0.2'
@@ -42,6 +43,10 @@ Examples:
 @click.option("--days", type=click.FloatRange(min=0, min_open=True, max=400), default=28.0, show_default=True,
               help="Length of the simulated range, ending at --end.")
 @click.option("--end", "end_at", type=TIME, help="End of the range, with its time zone (default: now, rounded down to 10 s).")
+@click.option("--ahead", "ahead", metavar="DUR", default="0s", show_default=True,
+              help="Also simulate DUR past --end, the same traffic continued, so what needs fresh data (the"
+                   " traffic guards' metrics.max_data_age) keeps working that long, e.g. 1d. Incidents"
+                   " `end-...` stay relative to --end.")
 @click.option("--seed", type=click.IntRange(min=0), default=DEFAULT_SEED, show_default=True,
               help="Random seed: the same seed and flags give the same data.")
 @click.option("--peak-rps", type=click.FloatRange(min=0, min_open=True, max=1e7), default=DEFAULT_PEAK_RPS,
@@ -56,20 +61,28 @@ Examples:
 @click.option("--dry-run", is_flag=True, help="Simulate and summarise, but write nothing to the store.")
 @output_option
 @click.pass_obj
-def generate(app, days, end_at, seed, peak_rps, split_text, incident_specs, openmetrics_out, dry_run, output):
+def generate(app, days, end_at, ahead, seed, peak_rps, split_text, incident_specs, openmetrics_out, dry_run, output):
     import time
 
-    from opsctl.clock import format_rfc3339
+    from opsctl.clock import format_rfc3339, parse_duration, wall_now
+    from opsctl.errors import UsageError
     from opsctl.metrics import simulator
 
+    try:
+        ahead_seconds = parse_duration(ahead)
+    except ValueError as exc:
+        raise UsageError(f"--ahead: {exc}") from None
+    if not 0 <= ahead_seconds <= 30 * 86400:
+        raise UsageError(f"--ahead: {ahead} is out of range (0s to 30d)")
     cfg = app.config
     backends = {name: b.kind for name, b in cfg.backends.items()}
-    end = end_at if end_at is not None else time.time()
+    end = end_at if end_at is not None else wall_now()
     end = int(end) // simulator.STEP * simulator.STEP
     start = end - max(1, round(days * 86400 / simulator.STEP)) * simulator.STEP  # whole steps
     split = simulator.parse_split(split_text) if split_text else simulator.default_split(backends)
     split = simulator.check_split(split, backends)
     incidents = [simulator.parse_incident(spec, backends, end=end) for spec in incident_specs]
+    end += ahead_seconds // simulator.STEP * simulator.STEP  # incidents stay placed relative to --end
 
     def progress(message: str) -> None:
         click.echo(message, err=True)

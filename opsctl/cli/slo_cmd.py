@@ -22,28 +22,58 @@ def slo():
       opsctl slo rules --out slo-rules.yaml && promtool check rules slo-rules.yaml
       opsctl slo alerts --at 2026-11-26T15:00:00Z -o json
       opsctl slo dashboard --out grafana/opsctl-slo.json
-      opsctl slo convert slos/ --to openslo -o slos-openslo/
+      opsctl slo convert slos/ --to openslo --out-dir slos-openslo/
     """
 
 
 def _slo_paths(app, paths):
-    return list(paths) or [app.config.slo_dir]
+    """The files and directories given, an SLO name of the configured dir standing for its file
+    (`opsctl slo report llm-inference-databricks-availability`); none: the configured dir."""
+    if not paths:
+        return [app.config.slo_dir]
+    from pathlib import Path
+
+    named = [p for p in paths if not Path(p).exists() and "/" not in p and not p.endswith((".yaml", ".yml"))]
+    if not named:
+        return list(paths)
+    from opsctl.slo.loading import load_slos
+
+    cfg = app.config
+    files = {s.name: s.file for s in load_slos([cfg.slo_dir], cfg.backends, config=cfg)}
+    return [files.get(p, p) for p in paths]
+
+
+def _complete_slo(ctx, param, incomplete):
+    from click.shell_completion import CompletionItem
+
+    from opsctl.cli.complete import slo_names
+
+    return [CompletionItem(n) for n in slo_names(ctx, param, incomplete)] + [CompletionItem(incomplete, type="file")]
 
 
 @slo.command()
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(), shell_complete=_complete_slo)
+@output_option
 @click.pass_obj
-def validate(app, paths):
-    """Check SLO files; every problem is listed with its file and field (exit 2)."""
+def validate(app, paths, output):
+    """Check SLO files; every problem is listed with its file and field (exit 2).
+
+    \b
+    Examples:
+      opsctl slo validate slos/
+      opsctl slo validate slos/ -o json | jq -r '.[].name'
+    """
     from opsctl.slo.loading import load_slos
 
     slos = load_slos(_slo_paths(app, paths), app.config.backends, config=app.config)
-    for s in slos:
-        click.echo(f"ok  {s.file}  {s.name} ({s.kind}, goal {s.goal:g}, backend {s.backend})")
+    data = [{"file": str(s.file), "name": s.name, "kind": s.kind, "goal": s.goal, "backend": s.backend,
+             "format": getattr(s, "source_format", None)} for s in slos]
+    emit(data, output, table=lambda rows: "\n".join(
+        f"ok  {r['file']}  {r['name']} ({r['kind']}, goal {r['goal']:g}, backend {r['backend'] or '-'})" for r in rows))
 
 
 @slo.command()
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(), shell_complete=_complete_slo)
 @source_options
 @click.option("--fail-on", type=choice(["page", "ticket"]), help="Exit 1 when any SLO is at this level or worse.")
 @click.option("--exclude-drills", is_flag=True,
@@ -95,6 +125,9 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
 
         rows = with_drill_spend(cfg, results, rows, source, when)
     emit(rows, output, table=_table)
+    if cross_check:  # check_sli raised on any disagreement: reaching here means every window agreed
+        click.echo(f"cross-check: ok, slo-generator's SLI agrees with opsctl's on every window with data"
+                   f" of {len(results)} SLO(s)", err=True)
     unknown = [r.slo.name for r in results if r.status.level == "unknown"]
     if unknown:
         raise NoDataError(f"no data for {len(unknown)} SLO(s): {', '.join(unknown)}")
@@ -168,7 +201,7 @@ def _table(rows):
 
 
 @slo.command()
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(), shell_complete=_complete_slo)
 @click.option("--format", "fmt", type=choice(["rules", "prometheusrule"]), default="rules", show_default=True,
               help="A Prometheus rule file, or a monitoring.coreos.com/v1 PrometheusRule manifest.")
 @click.option("--out", metavar="FILE", type=click.Path(dir_okay=False),
@@ -209,7 +242,7 @@ def rules(app, paths, fmt, out):
 
 
 @slo.command()
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(), shell_complete=_complete_slo)
 @source_options
 @click.option("--fail-on", type=choice(["page", "ticket"]), help="Exit 1 when an alert of this severity or worse fires.")
 @output_option
@@ -267,7 +300,7 @@ def _alerts_table(data):
 
 
 @slo.command()
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(), shell_complete=_complete_slo)
 @click.option("--out", metavar="FILE", type=click.Path(dir_okay=False),
               help="Write to FILE (atomically) instead of standard output.")
 @click.option("--uid", default="opsctl-slo", show_default=True, help="The dashboard's Grafana uid.")
@@ -305,7 +338,7 @@ def dashboard(app, paths, out, uid):
 @click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--to", "to", required=True, type=choice(["openslo", "slo-generator"]),
               help="The format to write.")
-@click.option("-o", "--out", default="-", show_default=True, metavar="DIR|-",
+@click.option("--out-dir", "out", default="-", show_default=True, metavar="DIR|-",
               help="A directory to write one <slo-name>.yaml per SLO into, or - for standard output.")
 @click.option("--force", is_flag=True, help="Overwrite files that already exist in DIR.")
 @click.pass_obj
@@ -321,8 +354,8 @@ def convert(app, files, to, out, force):
     \b
     Examples:
       opsctl slo convert slos/databricks-availability.yaml --to openslo
-      opsctl slo convert slos/ --to openslo -o slos-openslo/
-      opsctl slo convert slos/examples/openslo/ --to slo-generator -o converted/ && opsctl slo validate converted/
+      opsctl slo convert slos/ --to openslo --out-dir slos-openslo/
+      opsctl slo convert slos/examples/openslo/ --to slo-generator --out-dir converted/ && opsctl slo validate converted/
     """
     from pathlib import Path
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.output import emit, emit_dry_run, output_option, render_table
 from opsctl.cli.params import choice
 
 
@@ -41,7 +41,8 @@ def _vendor(cfg, vendor: str | None) -> str:
 
 @ticket.command("file")
 @click.option("--vendor", help="Vendor name under tickets.vendors (default: the only one configured).")
-@click.option("--category", required=True, help="opsctl category, e.g. inference (mapped to the vendor's).")
+@click.option("--category", help="opsctl category, e.g. inference (mapped to the vendor's); default:"
+                                " runbooks.tickets.category, the serving category.")
 @click.option("--severity", required=True, type=choice(["Sev1", "Sev2", "Sev3", "Sev4"]),
               help="Sev1 (service down) .. Sev4 (question); mapped to the vendor's scale.")
 @click.option("--subject", required=True, help="One-line summary.")
@@ -74,13 +75,13 @@ def file_ticket(app, vendor, category, severity, subject, body, body_file, links
         body = body_file.read()
     cfg = app.config
     vendor = _vendor(cfg, vendor)
+    category = category or cfg.runbooks.tickets.category
     request = TicketRequest(vendor=vendor, category=category, severity=severity, subject=subject, body=body,
                             links=tuple(Link(u) for u in links), drill=drill, idempotency_key=idempotency_key)
     filed = open_ticket_provider(cfg, vendor, dry_run=dry_run, resend=resend).file(request)
     data = filed.to_dict()
     if dry_run and output == "table":
-        click.echo("dry run: nothing was filed; this is what would be sent (secrets redacted):", err=True)
-        emit(data, "yaml")
+        emit_dry_run(data, output, "filed")
         return
     emit(data, output)
 

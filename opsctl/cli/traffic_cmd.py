@@ -8,6 +8,8 @@ import click
 
 from opsctl.cli.output import emit, output_option, render_table
 from opsctl.cli.params import IDENTIFIER, LINE
+from opsctl.cli import complete
+from opsctl.cli.source_options import prometheus_url_option
 
 
 @click.group()
@@ -18,7 +20,7 @@ def traffic():
     Examples:
       opsctl traffic status
       opsctl traffic set databricks=70 internal=30 --reason "load test" --yes
-      opsctl traffic ramp --to internal=50 --step 10 --interval 5m --reason "rollout" --yes
+      opsctl traffic ramp internal=50 --step 10 --interval 5m --reason "rollout" --yes
       opsctl traffic failover --from databricks --incident INC-123 --yes
       opsctl traffic restore --incident INC-123 --yes
       opsctl traffic history --incident INC-123
@@ -34,11 +36,13 @@ def change_options(*, emergency: bool = True, incident_required: bool = False):
 
     def wrap(fn):
         fn = output_option(fn)
+        fn = prometheus_url_option(fn)
         fn = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (automation).")(fn)
         if emergency:
             fn = click.option("--emergency", is_flag=True,
                               help="Override freeze, rate and budget guards; needs --incident; recorded.")(fn)
         fn = click.option("--incident", metavar="ID", type=IDENTIFIER, required=incident_required,
+                          shell_complete=complete.open_failovers if incident_required else complete.incidents,
                           help="Incident this change serves (recorded; required for --emergency).")(fn)
         fn = click.option("--reason", metavar="TEXT", type=LINE, default="", help="Why (recorded in the audit log).")(fn)
         fn = click.option("--dry-run", is_flag=True,
@@ -70,7 +74,29 @@ def _preflight(service, action: str, check, *, reason: str = "", incident: str |
 def _service(app, dry_run: bool):
     from opsctl.traffic.service import TrafficService
 
-    return TrafficService(app.config, dry_run=dry_run, progress=_progress)
+    return TrafficService(app.config, dry_run=dry_run, progress=_progress, clock=_clock(app.config))
+
+
+def _clock(cfg):
+    """`OPSCTL_CLOCK=simulated` (a rehearsal and test hook, docs/design.md "One clock hook"): the
+    command's waits (a ramp's soaks) pass at once in simulated time, starting at the wall clock
+    (with OPSCTL_CLOCK_OFFSET). Only where nothing real moves: the file actuator, local state."""
+    import os
+
+    from opsctl.errors import UsageError
+
+    kind = os.environ.get("OPSCTL_CLOCK", "") or "wall"
+    if kind == "wall":
+        return None
+    if kind != "simulated":
+        raise UsageError(f"OPSCTL_CLOCK={kind}: unknown clock (known: wall, simulated)")
+    if cfg.traffic.actuator != "file" or cfg.state.backend != "local":
+        raise UsageError("OPSCTL_CLOCK=simulated skips a ramp's soak: it is refused with a real actuator"
+                         f" ({cfg.traffic.actuator}) or shared state ({cfg.state.backend})",
+                         hint="unset OPSCTL_CLOCK; it is for rehearsals on the file actuator")
+    from opsctl.clock import SimClock, wall_now
+
+    return SimClock(wall_now())
 
 
 def _require_reason(reason: str, incident: str | None, dry_run: bool) -> None:
@@ -198,6 +224,7 @@ def _running_ramp_blocks(app, emergency: bool) -> None:
 
 
 @traffic.command()
+@prometheus_url_option
 @output_option
 @click.pass_obj
 def status(app, output):
@@ -205,12 +232,15 @@ def status(app, output):
 
     Exit 3 when the split is unknown (e.g. nothing stored yet and no default configured).
     """
-    import time
-
+    from opsctl.clock import wall_now
     from opsctl.errors import NoDataError
     from opsctl.traffic.status import traffic_status
 
-    data = traffic_status(app.config, time.time())
+    cfg = app.config
+    data = traffic_status(cfg, wall_now())
+    data["metrics"] = {"source": cfg.metrics.source,
+                       "where": cfg.metrics.prometheus.url if cfg.metrics.source == "prometheus"
+                       else str(cfg.state_path / "metrics.sqlite")}
     emit(data, output, table=lambda d: _status_text(d, list(app.config.backends)))
     if data["split"] is None:
         raise NoDataError(f"the split is unknown: {data['note']}")
@@ -221,6 +251,8 @@ def _status_text(d: dict, order) -> str:
         f"split       {_describe(d['split'], order)}" + (f"   ({d['note']})" if d.get("note") else ""),
         f"actuator    {d['actuator']}: {d['target']} (version {d['version']})",
     ]
+    if d.get("metrics"):
+        lines.append(f"metrics     {d['metrics']['source']}: {d['metrics']['where']}")
     last = d.get("last_change")
     if last:
         why = " ".join(x for x in (last.get("incident") or "", last.get("reason") or "") if x)
@@ -268,8 +300,8 @@ def _status_text(d: dict, order) -> str:
 
 
 @traffic.command(name="set")
-@click.argument("weights", nargs=-1, required=True, metavar="BACKEND=PCT...")
-@click.option("--shadow", "shadow", multiple=True, metavar="BACKEND=PCT",
+@click.argument("weights", nargs=-1, required=True, metavar="BACKEND=PCT...", shell_complete=complete.assignments)
+@click.option("--shadow", "shadow", multiple=True, metavar="BACKEND=PCT", shell_complete=complete.assignments,
               help="Mirror PCT% of requests to BACKEND, answers discarded (0 stops it). Repeatable.")
 @change_options()
 @click.pass_obj
@@ -300,9 +332,9 @@ def set_(app, weights, shadow, dry_run, reason, incident, emergency, yes, output
 
 
 @traffic.command()
-@click.option("--to", "to", multiple=True, metavar="BACKEND=PCT",
-              help="Target weight; repeat for several. One backend alone: the others share the rest in"
-                   " proportion to their current weights.")
+@click.argument("weights", nargs=-1, metavar="[BACKEND=PCT]...", shell_complete=complete.assignments)
+@click.option("--to", "to", multiple=True, metavar="BACKEND=PCT", hidden=True, shell_complete=complete.assignments,
+              help="Deprecated spelling of the positional BACKEND=PCT.")
 @click.option("--step", type=int, help="Percentage points per step (default: traffic.ramp.step).")
 @click.option("--interval", metavar="DUR", help="Wait between steps before the burn check, e.g. 5m, 30s, 0s"
                                                 " (default: traffic.ramp.interval).")
@@ -310,8 +342,11 @@ def set_(app, weights, shadow, dry_run, reason, incident, emergency, yes, output
 @click.option("--abort", is_flag=True, help="Return an interrupted ramp to where it started.")
 @change_options()
 @click.pass_obj
-def ramp(app, to, step, interval, resume, abort, dry_run, reason, incident, emergency, yes, output):
-    """Move the split in steps, checking the receiving backend's burn rate between steps.
+def ramp(app, weights, to, step, interval, resume, abort, dry_run, reason, incident, emergency, yes, output):
+    """Move the split in steps toward BACKEND=PCT..., checking the receiving backend's burn rate between steps.
+
+    The target is written as for `traffic set`; one backend alone: the others share the rest in
+    proportion to their current weights.
 
     A page-level burn or missing data aborts the ramp and returns to where it started (exit 4).
     Progress is printed on the terminal. State is saved after every step, so `--resume`
@@ -319,8 +354,8 @@ def ramp(app, to, step, interval, resume, abort, dry_run, reason, incident, emer
 
     \b
     Examples:
-      opsctl traffic ramp --to internal=50 --step 10 --interval 5m --reason "rollout" --yes
-      opsctl traffic ramp --to databricks=40 --to internal=40 --to spare=20 --reason "3-way" --yes
+      opsctl traffic ramp internal=50 --step 10 --interval 5m --reason "rollout" --yes
+      opsctl traffic ramp databricks=40 internal=40 spare=20 --reason "3-way" --yes
       opsctl traffic ramp --resume
       opsctl traffic ramp --abort --reason "operator stopped it"
     """
@@ -332,12 +367,17 @@ def ramp(app, to, step, interval, resume, abort, dry_run, reason, incident, emer
     order = list(cfg.backends)
     service = _service(app, dry_run)
 
+    if to:
+        click.echo("note: --to BACKEND=PCT is deprecated: give the target as for `traffic set`,"
+                   f" e.g. `opsctl traffic ramp {' '.join(to)}`", err=True)
+    to = tuple(to) + tuple(weights)
+
     def flags():
         if resume and abort:
             raise UsageError("--resume and --abort contradict each other")
         if (resume or abort) and (to or step or interval or dry_run):
-            raise UsageError("--resume and --abort take the ramp's saved plan; do not give --to, --step, --interval"
-                             " or --dry-run")
+            raise UsageError("--resume and --abort take the ramp's saved plan; do not give BACKEND=PCT, --step,"
+                             " --interval or --dry-run")
 
     _preflight(service, "ramp", flags, reason=reason, incident=incident, emergency=emergency)
     if resume:
@@ -347,8 +387,9 @@ def ramp(app, to, step, interval, resume, abort, dry_run, reason, incident, emer
 
     def check():
         if not to:
-            raise UsageError("give the target with --to BACKEND=PCT (or --resume / --abort)")
-        assigned = parse_assignments(to, "--to")
+            raise UsageError("give the target as BACKEND=PCT..., e.g. `opsctl traffic ramp internal=50` (or --resume"
+                             " / --abort)")
+        assigned = parse_assignments(to, "BACKEND=PCT")
         try:
             seconds = parse_duration(interval) if interval is not None else cfg.traffic.ramp.interval.seconds
         except ValueError as exc:
@@ -363,7 +404,7 @@ def ramp(app, to, step, interval, resume, abort, dry_run, reason, incident, emer
         if len(assigned) == 1 or sum(assigned.values()) != 100:
             unknown = [b for b in assigned if b not in cfg.backends]
             if unknown:
-                raise UsageError(f"--to: unknown backend {unknown[0]!r} (known: {', '.join(order)})")
+                raise UsageError(f"BACKEND=PCT: unknown backend {unknown[0]!r} (known: {', '.join(order)})")
             return Split.of(fill_remainder(assigned, current, order), current.shadow)
         return Split.of(assigned, current.shadow)
 
@@ -386,8 +427,8 @@ def _emit_ramp(data: dict, output: str, order, err: bool = False) -> None:
 
 
 @traffic.command()
-@click.option("--from", "source", required=True, metavar="BACKEND", help="The failing backend to move traffic off.")
-@click.option("--to", "receivers", multiple=True, metavar="BACKEND",
+@click.option("--from", "source", required=True, metavar="BACKEND", shell_complete=complete.backends, help="The failing backend to move traffic off.")
+@click.option("--to", "receivers", multiple=True, metavar="BACKEND", shell_complete=complete.backends,
               help="Where its share goes (default: every other backend, in proportion to its weight).")
 @change_options(emergency=False, incident_required=True)
 @click.pass_obj
@@ -453,7 +494,7 @@ def restore(app, step, interval, dry_run, reason, incident, emergency, yes, outp
 
 @traffic.command()
 @click.option("--limit", type=int, default=20, show_default=True, help="Newest N entries (0: all).")
-@click.option("--incident", metavar="ID", help="Only entries for this incident.")
+@click.option("--incident", metavar="ID", shell_complete=complete.incidents, help="Only entries for this incident.")
 @click.option("--applied", is_flag=True, help="With --attempts: only applied changes.")
 @click.option("--attempts", is_flag=True,
               help="Every attempt made from this host (refused, conflicts, dry runs), from the local audit log.")
@@ -480,9 +521,40 @@ def history(app, limit, incident, applied, attempts, output):
         entries = service.attempts(incident=incident, applied=applied, limit=limit or None)
     else:
         entries = service.history(incident=incident, limit=limit or None)
-    rows = [[e.get("time"), e.get("actor"), e.get("action"), e.get("outcome"),
-             f"{_describe(e.get('before'), order)} -> {_describe(e.get('after'), order)}",
-             e.get("incident") or "", ",".join(e.get("overrides") or []), (e.get("reason") or "")[:60]]
+    headers = ["TIME (UTC)", "ACTOR", "ACTION", "OUTCOME", f"CHANGE ({'/'.join(order)})", "INCIDENT", "OVERRIDES",
+               "REASON"]
+    rows = [[_short_time(e.get("time")), e.get("actor"), e.get("action"), e.get("outcome"),
+             _change_cell(e.get("before"), e.get("after"), order),
+             e.get("incident") or "-", ", ".join(e.get("overrides") or []) or "-", e.get("reason") or ""]
             for e in entries]
-    emit(entries, output, table=lambda _: render_table(
-        ["TIME", "ACTOR", "ACTION", "OUTCOME", "CHANGE", "INCIDENT", "OVERRIDES", "REASON"], rows))
+    # a column nothing filled in (no incident, no override in these rows) is left out of the table
+    keep = [i for i, h in enumerate(headers) if h not in ("INCIDENT", "OVERRIDES") or any(r[i] != "-" for r in rows)]
+    emit(entries, output, table=lambda _: render_table([headers[i] for i in keep],
+                                                       [[r[i] for i in keep] for r in rows]))
+
+
+def _short_time(text: str | None) -> str:
+    """2026-12-01T09:51:37.733Z -> 2026-12-01T09:51:37: the header says UTC."""
+    if not text:
+        return "-"
+    return text.split(".")[0].rstrip("Z")
+
+
+def _weights(split: dict | None, order) -> str:
+    if split is None:
+        return "unset"
+    weights = split.get("weights") or {}
+    return "/".join(str(weights.get(n, 0)) for n in order)
+
+
+def _change_cell(before: dict | None, after: dict | None, order) -> str:
+    """`80/20 -> 50/50` in the header's backend order, shadow changes after: a column a
+    100-column terminal holds."""
+    if after is None:
+        return "-"
+    text = f"{_weights(before, order)} -> {_weights(after, order)}"
+    b_s, a_s = (before or {}).get("shadow") or {}, after.get("shadow") or {}
+    for n in [n for n in order if n in b_s or n in a_s]:
+        old, new = b_s.get(n, 0), a_s.get(n, 0)
+        text += f" (shadow {n} {new}%)" if old == new else f" (shadow {n} {old}->{new}%)"
+    return text

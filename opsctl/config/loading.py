@@ -26,13 +26,23 @@ def find_config_path(explicit: str | None) -> Path | None:
     return local if local.is_file() else None
 
 
+def state_home() -> Path:
+    """`$XDG_STATE_HOME` (an absolute path), else ~/.local/state, as the XDG base directory spec says."""
+    env = os.environ.get("XDG_STATE_HOME", "")
+    if env and os.path.isabs(env):
+        return Path(env)
+    return Path.home() / ".local" / "state"
+
+
 def load_config(explicit: str | None = None) -> Config:
     path = find_config_path(explicit)
     if path is None:
-        # The built-in default keeps its SLOs in the package, its state in ./.opsctl.
+        # The built-in default keeps its SLOs in the package and its state in one place per user,
+        # $XDG_STATE_HOME/opsctl/<service>, whatever directory the command runs from (as kubectl
+        # and gh do): a failover made in one directory is restored from any other.
         cfg = load_config_file(BUILTIN_CONFIG)
         return dataclasses.replace(
-            cfg, source_path="<built-in>", state_dir=str(Path.cwd() / cfg.state_dir)
+            cfg, source_path="<built-in>", state_dir=str(state_home() / "opsctl" / cfg.service)
         )
     return load_config_file(path)
 
@@ -48,7 +58,9 @@ def yaml_files(paths: Iterable[str | Path], what: str) -> list[Path]:
         elif path.is_file():
             files.append(path)
         else:
-            raise ConfigError(f"{path}: no such {what} file or directory")
+            raise ConfigError(f"{path}: no such {what} file or directory",
+                              hint=f"give an existing {what} file or directory (the config's own: slos.dir,"
+                                   " drills.scenarios), or write the shipped ones with `opsctl init DIR`")
     return files
 
 

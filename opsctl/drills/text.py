@@ -10,8 +10,10 @@ def rate_text(value: float, digits: int = 1) -> str:
 
 
 def threshold_text(factor: float) -> str:
-    """A burn-rate threshold as configured: `14.4x`, `6x` (no trailing zeros)."""
-    return f"{factor:g}x"
+    """A burn-rate threshold as every output prints it: `13.44x`, `0.9333x`, `6x` (4 significant digits)."""
+    from opsctl.slo.conventions import format_factor
+
+    return f"{format_factor(factor)}x"
 
 
 def burn_over_threshold(alert) -> str:

@@ -559,7 +559,7 @@ class Commands:
 
     def ramp(self, weights: Mapping[str, int], *, reason: str = "", emergency: bool = False,
              dry_run: bool = False) -> str:
-        to = [w for b, pct_ in weights.items() for w in ("--to", f"{b}={pct_}")]
+        to = [f"{b}={pct_}" for b, pct_ in weights.items()]
         return command("traffic", "ramp", *to, "--incident", INCIDENT, *(("--reason", reason) if reason else ()),
                        *(("--emergency",) if emergency else ()), *(("--dry-run",) if dry_run else ()))
 

@@ -198,7 +198,7 @@ def saved_split(record: dict | None, audit: "AuditLog", incident: str, backends:
     entries = audit.find(lambda e: e.get("kind") == "traffic" and e.get("action") == "failover"
                          and e.get("outcome") == "applied" and e.get("incident") == incident)
     if not entries:
-        raise UsageError(f"no applied failover is recorded for incident {incident!r}",
+        raise NoDataError(f"no applied failover is recorded for incident {incident!r}",
                          hint="see `opsctl traffic history`; to set a split directly use `opsctl traffic set`")
     first = {**entries[-1], "source": "audit"}  # newest first
     if first.get("before") is None:

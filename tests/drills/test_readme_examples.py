@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 
 from tests.cli.inprocess import invoke
 from tests.conftest import REPO
+
+
+def builtin_state() -> Path:
+    """Where the built-in default keeps its state: $XDG_STATE_HOME/opsctl/<service> (a test's own)."""
+    return Path(os.environ["XDG_STATE_HOME"]) / "opsctl" / "llm-inference"
 
 
 def drill_lines() -> list[list[str]]:
@@ -28,7 +35,7 @@ def test_the_readme_live_dry_run_example_works_on_the_shipped_config(tmp_path, m
     assert result.exit_code == 0, result.output
     assert re.search(r"^  ok  no burn-rate alert firing: none firing on embedded store", result.stdout, re.M)
     assert result.stdout.rstrip().endswith("nothing was changed")
-    assert not (tmp_path / ".opsctl" / "drills").exists(), "a dry run creates no run directory"
+    assert not (builtin_state() / "drills").exists(), "a dry run creates no run directory"
 
 
 @pytest.mark.slow
@@ -43,4 +50,4 @@ def test_the_readme_live_chain_dry_run_shows_every_step_and_names_what_the_shipp
     assert "nothing was started or changed" in result.stdout
     for missing in ("drills.live.fault_namespaces", "drills.live.alertmanager_url", "drills.live.serve_url"):
         assert missing in result.stderr
-    assert not (tmp_path / ".opsctl" / "drills").exists(), "a dry run creates no run directory"
+    assert not (builtin_state() / "drills").exists(), "a dry run creates no run directory"

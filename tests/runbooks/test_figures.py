@@ -150,16 +150,16 @@ def test_an_empty_result_is_an_error(shipped, tmp_path):
 def test_a_slow_vendor_gets_a_partial_move_capped_by_internal_capacity_at_peak(opsctl, shipped):
     # half of databricks' 80% would take internal to 60%; 6 replicas carry 38% at peak (see above)
     text = generated(opsctl, shipped)["scenario-vendor-latency.md"]
-    assert "opsctl traffic ramp --to internal=38 --to databricks=62 --incident \"$INCIDENT\"" in text
+    assert "opsctl traffic ramp internal=38 databricks=62 --incident \"$INCIDENT\"" in text
     # static capacity cannot be scaled: a higher max_replicas changes nothing
     shipped.write_text(shipped.read_text().replace("  max_replicas: 6\n", "  max_replicas: 20\n"))
-    assert "--to internal=38 --to databricks=62" in generated(opsctl, shipped)["scenario-vendor-latency.md"]
+    assert "ramp internal=38 databricks=62 --incident" in generated(opsctl, shipped)["scenario-vendor-latency.md"]
     # a Deployment scaled up to 20 replicas carries half: internal 20 + 40 = 60
     shipped.write_text(shipped.read_text()
                        .replace("  source: static\n  replicas: 6\n", "  source: kubernetes\n  deployment: vllm\n")
                        .replace(BILLED_FROM_CAPACITY, BILLED_AS_GIVEN))
     text = generated(opsctl, shipped)["scenario-vendor-latency.md"]
-    assert "opsctl traffic ramp --to internal=60 --to databricks=40 --incident \"$INCIDENT\"" in text
+    assert "opsctl traffic ramp internal=60 databricks=40 --incident \"$INCIDENT\"" in text
     assert "(half of databricks's 80%)" in text
 
 

@@ -32,7 +32,7 @@ def test_slo_generator_to_openslo_and_back_is_the_same_slo(tmp_path, form):
     path = slo_file(source, form)
     cfg = write_config(tmp_path, slo_dir=source)
     for step, to in (("openslo", "openslo"), ("back", "slo-generator")):
-        result = convert(cfg, source if step == "openslo" else tmp_path / "openslo", "--to", to, "-o", tmp_path / step)
+        result = convert(cfg, source if step == "openslo" else tmp_path / "openslo", "--to", to, "--out-dir", tmp_path / step)
         assert result.exit_code == 0, result.output
     [original] = load_slos([path], BACKENDS)
     [as_openslo] = load_slos([tmp_path / "openslo"], BACKENDS)
@@ -49,8 +49,8 @@ def test_slo_generator_to_openslo_and_back_is_the_same_slo(tmp_path, form):
 def test_openslo_to_slo_generator_and_back_is_the_same_slo(tmp_path):
     cfg = write_config(tmp_path)
     examples = REPO / "slos" / "examples" / "openslo"
-    assert convert(cfg, examples, "--to", "slo-generator", "-o", tmp_path / "sg").exit_code == 0
-    assert convert(cfg, tmp_path / "sg", "--to", "openslo", "-o", tmp_path / "again").exit_code == 0
+    assert convert(cfg, examples, "--to", "slo-generator", "--out-dir", tmp_path / "sg").exit_code == 0
+    assert convert(cfg, tmp_path / "sg", "--to", "openslo", "--out-dir", tmp_path / "again").exit_code == 0
     originals = {s.name: meaning(s) for s in load_slos([examples], BACKENDS)}
     for directory in ("sg", "again"):
         assert {s.name: meaning(s) for s in load_slos([tmp_path / directory], BACKENDS)} == originals, directory
@@ -60,7 +60,7 @@ def test_openslo_to_slo_generator_and_back_is_the_same_slo(tmp_path):
 
 def test_the_shipped_slos_as_openslo_generate_the_same_rules(tmp_path):
     cfg = write_config(tmp_path)
-    assert convert(cfg, REPO / "slos", "--to", "openslo", "-o", tmp_path / "openslo").exit_code == 0
+    assert convert(cfg, REPO / "slos", "--to", "openslo", "--out-dir", tmp_path / "openslo").exit_code == 0
     assert len(list((tmp_path / "openslo").iterdir())) == 9
     rules = {}
     for name, directory in (("shipped", REPO / "slos"), ("openslo", tmp_path / "openslo")):
@@ -96,14 +96,14 @@ def test_existing_files_are_not_overwritten_without_force(tmp_path):
     cfg = write_config(tmp_path)
     source = REPO / "slos" / "databricks-availability.yaml"
     out = tmp_path / "out"
-    assert convert(cfg, source, "--to", "openslo", "-o", out).exit_code == 0
+    assert convert(cfg, source, "--to", "openslo", "--out-dir", out).exit_code == 0
     target = out / "llm-inference-databricks-availability.yaml"
     target.write_text("kept\n")
-    result = convert(cfg, source, "--to", "openslo", "-o", out)
+    result = convert(cfg, source, "--to", "openslo", "--out-dir", out)
     assert result.exit_code == 2
     assert str(target) in result.stderr and "--force" in result.stderr
     assert target.read_text() == "kept\n"
-    assert convert(cfg, source, "--to", "openslo", "-o", out, "--force").exit_code == 0
+    assert convert(cfg, source, "--to", "openslo", "--out-dir", out, "--force").exit_code == 0
     assert yaml.safe_load(target.read_text())["apiVersion"] == "openslo/v1"
 
 
@@ -127,4 +127,4 @@ def test_bad_arguments_exit_2(tmp_path, args):
 def test_help_shows_examples():
     result = invoke("slo", "convert", "--help")
     assert result.exit_code == 0
-    assert "opsctl slo convert slos/ --to openslo -o slos-openslo/" in result.stdout
+    assert "opsctl slo convert slos/ --to openslo --out-dir slos-openslo/" in result.stdout

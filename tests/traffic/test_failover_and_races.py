@@ -65,7 +65,7 @@ def test_restore_returns_gradually_to_the_split_saved_when_the_failover_began(ma
 
 def test_restore_for_an_unknown_incident_is_a_usage_error(env):
     result = env.run("traffic", "restore", "--incident", "NOPE", "--yes")
-    assert result.exit_code == 2 and "no applied failover is recorded for incident 'NOPE'" in result.stderr
+    assert result.exit_code == 3 and "no applied failover is recorded for incident 'NOPE'" in result.stderr
 
 
 @pytest.mark.parametrize("attempts", [1, 3])

@@ -97,7 +97,7 @@ def test_emergency_without_incident_is_refused_and_audited(env):
     (["set", "databricks=x", "--reason", "r", "--yes"], 2, "whole number"),
     (["set", "databricks=70", "internal=30", "--reason", "r"], 2, "--yes"),  # no terminal to confirm on
     (["ramp", "--resume", "--abort"], 2, "contradict"),
-    (["restore", "--incident", "NOPE", "--yes"], 2, "no applied failover"),
+    (["restore", "--incident", "NOPE", "--yes"], 3, "no applied failover"),
 ])
 def test_every_refused_attempt_is_audited_with_its_exit_code(env, args, code, why):
     result = env.run("traffic", *args)

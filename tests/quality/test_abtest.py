@@ -1,0 +1,119 @@
+"""A/B equivalence from counters: TOST sample size against scipy, a fixed horizon, and the arms
+read from a real Prometheus."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from opsctl.errors import NoDataError, UsageError
+from opsctl.quality.abtest import read_arms, sample_size, tost_power, verdict
+
+
+def scipy_sample_size(p: float, margin: float, alpha: float, power: float, delta: float = 0.0) -> int:
+    """Written apart from the code under test: scipy's normal, brentq on the TOST power, ceiling."""
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    def power_at(n: float) -> float:
+        q = p + delta
+        se = math.sqrt((p * (1 - p) + q * (1 - q)) / n)
+        z = norm.ppf(1 - alpha)
+        return norm.cdf((margin - delta) / se - z) + norm.cdf((margin + delta) / se - z) - 1
+
+    root = brentq(lambda n: power_at(n) - power, 2, 1e10)
+    return math.ceil(root)
+
+
+@pytest.mark.parametrize("p, margin, alpha, power, delta", [
+    (0.32, 0.01, 0.05, 0.8, 0.0),
+    (0.30, 0.005, 0.05, 0.9, 0.0),
+    (0.05, 0.002, 0.025, 0.8, 0.0),
+    (0.32, 0.01, 0.05, 0.8, 0.003),
+])
+def test_sample_size_matches_an_independent_scipy_computation(p, margin, alpha, power, delta):
+    pytest.importorskip("scipy")
+    expected = scipy_sample_size(p, margin, alpha, power, delta)
+    assert abs(sample_size(p, margin, alpha=alpha, power=power, delta=delta).per_arm - expected) <= 1
+
+
+def test_sample_size_with_no_true_difference_is_the_closed_form():
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf
+    # n = (z_{1-alpha} + z_{1-beta/2})^2 * 2 p (1 - p) / m^2 (each one-sided test sees half the beta)
+    closed = (z(0.95) + z(0.9)) ** 2 * 2 * 0.32 * 0.68 / 0.01 ** 2
+    got = sample_size(0.32, 0.01).per_arm
+    assert closed <= got <= closed * 1.001 + 1  # the exact power also counts the other tail: a hair more
+
+
+def test_days_needed_come_from_todays_traffic_and_the_smaller_arm():
+    size = sample_size(0.32, 0.01, daily_trials=400_000, share=0.1)
+    assert size.days == pytest.approx(size.per_arm / 40_000)
+    assert sample_size(0.32, 0.01, daily_trials=400_000, share=0.9).days == pytest.approx(size.days)
+    assert "binomial" in size.variance
+
+
+def test_an_assumed_difference_outside_the_margin_is_refused():
+    with pytest.raises(UsageError, match="no n suffices"):
+        sample_size(0.3, 0.01, delta=0.01)
+
+
+def test_power_grows_with_the_sample():
+    assert tost_power(1000, 0.3, 0.3, 0.01, 0.05) < tost_power(40000, 0.3, 0.3, 0.01, 0.05) < 1
+
+
+def test_no_peeking_before_the_horizon_even_on_a_huge_difference():
+    result = verdict(100, 1000, 900, 1000, margin=0.01, needed=5000)
+    assert (result.verdict, result.outcome) == ("inconclusive", "pause")
+    assert result.difference is None and "horizon not reached: 1000 of 5000" in result.reason
+
+
+@pytest.mark.parametrize("arms, expected", [
+    ((32_000, 100_000, 32_100, 100_000), ("equivalent", "continue")),   # 0.1 pt apart, se ~0.21 pt
+    ((32_000, 100_000, 36_000, 100_000), ("different", "abort")),       # 4 pts apart: wholly outside ±1
+    ((32_000, 100_000, 32_900, 100_000), ("inconclusive", "pause")),    # 0.9 pt: the interval crosses +1
+])
+def test_at_the_horizon_the_verdict_has_three_outcomes(arms, expected):
+    result = verdict(*arms, margin=0.01, needed=100_000)
+    assert (result.verdict, result.outcome) == expected
+    a, b = arms[0] / arms[1], arms[2] / arms[3]
+    se = math.sqrt(a * (1 - a) / arms[1] + b * (1 - b) / arms[3])
+    assert result.interval[0] == pytest.approx(b - a - 1.6448536 * se, abs=1e-6)
+
+
+@pytest.mark.slow
+def test_arms_are_read_from_the_grammar_services_counters_in_a_real_prometheus(tmp_path, prometheus_factory):
+    from opsctl.config.loading import load_config
+    from opsctl.metrics.base import open_source
+    from tests.conftest import write_config
+
+    t0 = 1_790_000_000
+    lines = ["# TYPE grammar_suggestions_shown counter", "# TYPE grammar_suggestions_accepted counter"]
+    shown = {"internal": 0, "databricks": 0}
+    accepted = {"internal": 0, "databricks": 0}
+    rows = []
+    for k in range(0, 61):  # one sample a minute for an hour
+        for arm, per_minute, ratio in (("internal", 900, 0.32), ("databricks", 100, 0.31)):
+            rows.append(f'grammar_suggestions_shown_total{{arm="{arm}"}} {shown[arm]} {t0 + 60 * k}')
+            rows.append(f'grammar_suggestions_accepted_total{{arm="{arm}"}} {accepted[arm]} {t0 + 60 * k}')
+            shown[arm] += per_minute
+            accepted[arm] += round(per_minute * ratio)
+    om = tmp_path / "ab.om"
+    body = sorted(rows, key=lambda r: (r.split(" ")[0], int(r.split(" ")[-1])))
+    shown_rows = [r for r in body if r.startswith("grammar_suggestions_shown")]
+    accepted_rows = [r for r in body if r.startswith("grammar_suggestions_accepted")]
+    om.write_text("\n".join([lines[0], *shown_rows, lines[1], *accepted_rows, "# EOF"]) + "\n")
+    server = prometheus_factory(openmetrics=om)
+    cfg = load_config(str(write_config(tmp_path, source="prometheus", prometheus_url=server.url)))
+    source = open_source(cfg)
+    arms = read_arms(source, 'sum(increase(grammar_suggestions_accepted_total{arm="$arm"}[$window]))',
+                     'sum(increase(grammar_suggestions_shown_total{arm="$arm"}[$window]))',
+                     ("internal", "databricks"), "1h", t0 + 3600)
+    # 60 minutes of increments (the 61st sample carries the 60th): 54,000 / 6,000 shown, 288 / 31 accepted a minute
+    assert arms == {"internal": (288 * 60, 54_000), "databricks": (31 * 60, 6_000)}
+    with pytest.raises(NoDataError, match="arm nowhere"):
+        read_arms(source, 'sum(increase(grammar_suggestions_accepted_total{arm="$arm"}[$window]))',
+                  'sum(increase(grammar_suggestions_shown_total{arm="$arm"}[$window]))',
+                  ("nowhere", "internal"), "1h", t0 + 3600)

@@ -33,7 +33,6 @@ def scipy_sample_size(p: float, margin: float, alpha: float, power: float, delta
     (0.32, 0.01, 0.05, 0.8, 0.003),
 ])
 def test_sample_size_matches_an_independent_scipy_computation(p, margin, alpha, power, delta):
-    pytest.importorskip("scipy")
     expected = scipy_sample_size(p, margin, alpha, power, delta)
     assert abs(sample_size(p, margin, alpha=alpha, power=power, delta=delta).per_arm - expected) <= 1
 

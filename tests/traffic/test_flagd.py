@@ -22,7 +22,6 @@ FLAG = "llm-backend"
 
 def assignments(path, keys: int, flag: str = FLAG) -> list[str]:
     """Each user's backend as the real flagd provider resolves it from the file at `path`."""
-    pytest.importorskip("openfeature.contrib.provider.flagd")
     from openfeature.contrib.provider.flagd import FlagdProvider
     from openfeature.contrib.provider.flagd.config import ResolverType
     from openfeature.evaluation_context import EvaluationContext

@@ -6,6 +6,7 @@ import click
 
 from opsctl.cli.output import emit, output_option, render_table
 from opsctl.cli.params import TIME
+from opsctl.cli.source_options import source_options
 
 
 @click.group()
@@ -115,3 +116,130 @@ def sample_size(baseline, margin, alpha, power, daily_trials, share, output):
         return text
 
     emit(size.to_dict(), output, table=table)
+
+
+@rollout.command()
+@click.argument("gold", type=click.Path(dir_okay=False))
+@click.argument("answers", type=click.Path(dir_okay=False))
+@output_option
+def m2(gold, answers, output):
+    """M2 precision, recall and F0.5 of a backend's corrections (ANSWERS: one corrected sentence per
+    line, in the order of GOLD's sentences) against GOLD's edits in M2 format. Tokens are split on
+    whitespace, as in the M2 file: no tokenizer.
+
+    \b
+    Example:
+      opsctl rollout m2 golden.m2 databricks-answers.txt -o json
+    """
+    from pathlib import Path
+
+    from opsctl.errors import UsageError
+    from opsctl.quality.m2 import load_m2, score
+
+    sentences = load_m2(gold)
+    try:
+        lines = Path(answers).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{answers}: cannot read the answers: {exc}") from exc
+    result = score(sentences, lines)
+    emit(result.to_dict(), output, table=lambda d: (
+        f"precision {d['precision']:.4f}  recall {d['recall']:.4f}  F0.5 {d['f05']:.4f}"
+        f"  ({d['tp']} true positives, {d['fp']} false positives, {d['fn']} missed)"))
+
+
+@rollout.command()
+@click.option("--baseline", required=True, metavar="NAME", help="The backend compared against (e.g. internal).")
+@click.option("--candidate", required=True, metavar="NAME", help="The backend judged (e.g. databricks).")
+@click.option("--window", default="1h", show_default=True, metavar="DUR", help="Histogram window.")
+@click.option("--threshold", type=float, default=0.5, show_default=True,
+              help="Seconds: the judge compares the share of requests slower than this (a bucket bound).")
+@click.option("--margin", type=float, default=0.01, show_default=True,
+              help="Equivalence margin on that share (0.01 = one point).")
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="Level of each one-sided test.")
+@source_options
+@output_option
+@click.pass_obj
+def latency(app, baseline, candidate, window, threshold, margin, alpha, prometheus_url, source_kind, at, output):
+    """Latency judge: is the candidate's share of slow requests within the margin of the baseline's?
+
+    Exit 0 equivalent (or better), 1 worse beyond the margin, 3 inconclusive (too few requests).
+
+    \b
+    Example:
+      opsctl rollout latency --baseline internal --candidate databricks --window 2h --margin 0.01
+    """
+    from opsctl.cli.source_options import open_checked_source, parse_window
+    from opsctl.errors import NoDataError, OpsctlError
+    from opsctl.quality.latency_judge import judge, read_histogram
+
+    cfg = app.config
+    cfg.backend(baseline)
+    cfg.backend(candidate)
+    seconds = parse_window(window)
+    source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
+    result = judge(read_histogram(source, baseline, seconds, when), read_histogram(source, candidate, seconds, when),
+                   threshold=threshold, margin=margin, alpha=alpha)
+    emit(result.to_dict(), output, table=lambda d: (
+        f"{d['verdict']} ({d['outcome']}): over {threshold:g}s {candidate} {d['share_b']:.3%} vs {baseline}"
+        f" {d['share_a']:.3%}, difference {d['difference'] * 100:+.2f} points (margin ±{margin * 100:g},"
+        f" se {d['standard_error'] * 100:.2f}; {d['n_b']} vs {d['n_a']} requests)"))
+    if result.verdict == "worse":
+        raise OpsctlError(f"{candidate} is slower than {baseline} beyond the margin")
+    if result.verdict == "inconclusive":
+        raise NoDataError("inconclusive: too few requests to tell; wait for more (pause)")
+
+
+@rollout.command()
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.option("--window", metavar="DUR", help="Counter window (default: the A/B stage's min_duration).")
+@source_options
+@output_option
+@click.pass_obj
+def ab(app, plan_file, window, prometheus_url, source_kind, at, output):
+    """The plan's A/B metrics read from the counters, judged once at the fixed horizon.
+
+    Each metric's `successes` and `trials` PromQL is evaluated per arm (`$arm` = the plan's baseline
+    and backend, `$window`); the horizon is the TOST sample size for the metric's margin (binomial
+    variance). Before it is reached the verdict is inconclusive whatever the figures (no peeking).
+    Exit 0 equivalent, 1 different, 3 inconclusive or not yet at the horizon.
+
+    \b
+    Example:
+      opsctl rollout ab rollouts/vendor-migration.yaml --prometheus-url http://prometheus:9090
+    """
+    from opsctl.clock import format_duration
+    from opsctl.cli.source_options import open_checked_source
+    from opsctl.errors import NoDataError, OpsctlError, UsageError
+    from opsctl.quality.abtest import read_arms, sample_size, verdict
+    from opsctl.rollout.plan import load_plan
+
+    cfg = app.config
+    the_plan = load_plan(plan_file, backends=list(cfg.backends))
+    stages = [s.ab for s in the_plan.stages if s.kind == "ab"]
+    if not stages or not stages[0].metrics:
+        raise UsageError(f"{plan_file}: the plan has no A/B stage with metrics")
+    stage = stages[0]
+    span = window or format_duration(stage.min_duration.seconds)
+    source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
+    results = []
+    for metric in stage.metrics:
+        arms = read_arms(source, metric.successes, metric.trials, (the_plan.baseline, the_plan.backend), span, when)
+        (s_a, n_a), (s_b, n_b) = arms[the_plan.baseline], arms[the_plan.backend]
+        base = metric.baseline if metric.baseline is not None else (s_a / n_a if n_a else None)
+        if base is None or not 0 < base < 1:
+            raise NoDataError(f"A/B {metric.name}: no baseline ratio (give `baseline` in the plan)")
+        needed = sample_size(base, metric.margin, alpha=stage.alpha, power=stage.power).per_arm
+        result = verdict(s_a, n_a, s_b, n_b, margin=metric.margin, needed=needed, alpha=stage.alpha)
+        results.append({"metric": metric.name, "window": span, **result.to_dict()})
+
+    def table(rows):
+        return "\n".join(f"{r['metric']}: {r['verdict']} ({r['outcome']}): {r['reason']}"
+                         + (f"; difference {r['difference'] * 100:+.2f} points" if r["difference"] is not None else "")
+                         for r in rows)
+
+    emit(results, output, table=table)
+    kinds = {r["verdict"] for r in results}
+    if "different" in kinds:
+        raise OpsctlError("an A/B metric differs beyond its margin")
+    if "inconclusive" in kinds:
+        raise NoDataError("an A/B metric is inconclusive (horizon not reached, or the interval crosses the margin)")

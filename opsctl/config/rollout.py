@@ -1,4 +1,4 @@
-"""Settings for rollouts: the flagd experiment gate (`traffic.flagd`) and where plans live."""
+"""Settings for rollouts: the flagd experiment gate (`traffic.flagd`)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,3 @@ class FlagdSettings(Model):
     @property
     def file_path(self) -> str:
         return self.path or "traffic/flags.flagd.json"
-
-
-class RolloutSettings(Model):
-    dir: str = "rollouts"  # where `opsctl rollout` finds plan files (relative to the config file)

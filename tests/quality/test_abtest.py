@@ -82,28 +82,33 @@ def test_at_the_horizon_the_verdict_has_three_outcomes(arms, expected):
     assert result.interval[0] == pytest.approx(b - a - 1.6448536 * se, abs=1e-6)
 
 
+T0 = 1_790_000_000
+
+
+def ab_openmetrics(path, t0: int = T0):
+    """An hour of the grammar service's counters, a sample a minute: per minute the internal arm
+    shows 900 suggestions (288 accepted, 0.32), the databricks arm 100 (31 accepted, 0.31)."""
+    rows = {"shown": [], "accepted": []}
+    for k in range(61):
+        for arm, per_minute, accepted in (("internal", 900, 288), ("databricks", 100, 31)):
+            rows["shown"].append(f'grammar_suggestions_shown_total{{arm="{arm}"}} {per_minute * k} {t0 + 60 * k}')
+            rows["accepted"].append(f'grammar_suggestions_accepted_total{{arm="{arm}"}} {accepted * k} {t0 + 60 * k}')
+    lines = []
+    for name in ("shown", "accepted"):
+        lines.append(f"# TYPE grammar_suggestions_{name} counter")
+        lines += sorted(rows[name], key=lambda r: (r.split(" ")[0], int(r.split(" ")[-1])))
+    path.write_text("\n".join(lines + ["# EOF"]) + "\n")
+    return path
+
+
 @pytest.mark.slow
 def test_arms_are_read_from_the_grammar_services_counters_in_a_real_prometheus(tmp_path, prometheus_factory):
     from opsctl.config.loading import load_config
     from opsctl.metrics.base import open_source
     from tests.conftest import write_config
 
-    t0 = 1_790_000_000
-    lines = ["# TYPE grammar_suggestions_shown counter", "# TYPE grammar_suggestions_accepted counter"]
-    shown = {"internal": 0, "databricks": 0}
-    accepted = {"internal": 0, "databricks": 0}
-    rows = []
-    for k in range(0, 61):  # one sample a minute for an hour
-        for arm, per_minute, ratio in (("internal", 900, 0.32), ("databricks", 100, 0.31)):
-            rows.append(f'grammar_suggestions_shown_total{{arm="{arm}"}} {shown[arm]} {t0 + 60 * k}')
-            rows.append(f'grammar_suggestions_accepted_total{{arm="{arm}"}} {accepted[arm]} {t0 + 60 * k}')
-            shown[arm] += per_minute
-            accepted[arm] += round(per_minute * ratio)
-    om = tmp_path / "ab.om"
-    body = sorted(rows, key=lambda r: (r.split(" ")[0], int(r.split(" ")[-1])))
-    shown_rows = [r for r in body if r.startswith("grammar_suggestions_shown")]
-    accepted_rows = [r for r in body if r.startswith("grammar_suggestions_accepted")]
-    om.write_text("\n".join([lines[0], *shown_rows, lines[1], *accepted_rows, "# EOF"]) + "\n")
+    t0 = T0
+    om = ab_openmetrics(tmp_path / "ab.om")
     server = prometheus_factory(openmetrics=om)
     cfg = load_config(str(write_config(tmp_path, source="prometheus", prometheus_url=server.url)))
     source = open_source(cfg)

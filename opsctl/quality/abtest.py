@@ -113,6 +113,7 @@ def verdict(successes_a: int, trials_a: int, successes_b: int, trials_b: int, *,
     for name, s, n in (("A", successes_a, trials_a), ("B", successes_b, trials_b)):
         if n < 0 or s < 0 or s > n:
             raise UsageError(f"arm {name}: successes ({s}) must be between 0 and trials ({n})")
+    needed = max(needed, 1)  # an arm with no trials is never at its horizon
     if min(trials_a, trials_b) < needed:
         return AbVerdict("inconclusive", "pause", None, None, None, trials_a, trials_b, needed,
                          f"horizon not reached: {min(trials_a, trials_b)} of {needed} trials per arm")

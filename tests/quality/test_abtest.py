@@ -121,3 +121,8 @@ def test_arms_are_read_from_the_grammar_services_counters_in_a_real_prometheus(t
         read_arms(source, 'sum(increase(grammar_suggestions_accepted_total{arm="$arm"}[$window]))',
                   'sum(increase(grammar_suggestions_shown_total{arm="$arm"}[$window]))',
                   ("nowhere", "internal"), "1h", t0 + 3600)
+
+
+def test_an_arm_without_trials_is_never_at_its_horizon():
+    result = verdict(0, 0, 0, 0, margin=0.01, needed=0)
+    assert result.outcome == "pause" and "0 of 1" in result.reason

@@ -99,3 +99,14 @@ def test_ab_reads_the_arms_from_prometheus_and_waits_for_its_horizon(tmp_path, p
     result = run_opsctl("--config", cfg, "rollout", "ab", plan(0.005), "--at", at)
     assert result.exit_code == 3
     assert "horizon not reached: 6000 of" in result.stdout
+
+
+def test_the_shipped_gold_set_scores_a_perfect_answer_at_one():
+    from opsctl.quality.m2 import load_m2, score
+    from tests.conftest import REPO
+
+    sentences = load_m2(REPO / "rollouts" / "golden.m2")
+    answers = ["The cat sat on the mat .", "He goes to school every day .", "I have an apple .", "All good .",
+               "She is looking at it ."]
+    result = score(sentences, answers)
+    assert (result.tp, result.fp, result.fn) == (7, 0, 0)  # 2 + 2 + 2 + 0 + 1 gold edits

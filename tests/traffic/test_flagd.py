@@ -46,7 +46,7 @@ def through_the_sdk(path, keys: int) -> list[str]:
     from openfeature.contrib.provider.flagd.config import ResolverType
     from openfeature.evaluation_context import EvaluationContext
 
-    api.set_provider(FlagdProvider(resolver_type=ResolverType.FILE, offline_flag_source_path=str(path)))
+    api.set_provider_and_wait(FlagdProvider(resolver_type=ResolverType.FILE, offline_flag_source_path=str(path)))
     try:
         client = api.get_client()
         return [client.get_string_value(FLAG, "unassigned", EvaluationContext(targeting_key=f"user-{i}"))

@@ -13,7 +13,6 @@ import pytest
 from opsctl.errors import ConflictError, UsageError
 from opsctl.traffic.flagd import FlagdFileActuator, flag_definition
 from opsctl.traffic.split import Split
-from tests.traffic.conftest import traffic_yaml
 
 BACKENDS = ["internal", "databricks"]  # the configured order (tests/conftest.write_config)
 USERS = 100_000

@@ -28,7 +28,7 @@ FLOORS = [
     ("signals and channels", ["opsctl.metrics", "opsctl.paging", "opsctl.tickets"]),
     ("judgement", ["opsctl.slo", "opsctl.quality"]),
     ("control", ["opsctl.traffic", "opsctl.state"]),
-    ("orchestration", ["opsctl.automation", "opsctl.drills", "opsctl.runbooks"]),
+    ("orchestration", ["opsctl.automation", "opsctl.drills", "opsctl.runbooks", "opsctl.rollout"]),
     ("interface", ["opsctl.cli", "opsctl.__main__"]),
 ]
 __doc__ += "\n".join(f"    {i}. {name}: {', '.join(p)}" for i, (name, p) in enumerate(FLOORS)) + "\n"

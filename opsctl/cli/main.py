@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cost": ("opsctl.cli.cost_cmd:cost", "Cost per million tokens per backend."),
     "traffic": ("opsctl.cli.traffic_cmd:traffic", "Traffic split: status, set, ramp, failover, restore, history."),
     "freeze": ("opsctl.cli.freeze_cmd:freeze", "Change freezes: status and list."),
+    "rollout": ("opsctl.cli.rollout_cmd:rollout", "Rollout plans: shadow, A/B, ramp and cost between the freezes."),
     "drill": ("opsctl.cli.drill_cmd:drill", "Game-day drills: mock outages, measured response, reports."),
     "runbook": ("opsctl.cli.runbook_cmd:runbook", "Runbooks generated from the config: generate, check, list."),
 }

@@ -66,6 +66,7 @@ from opsctl.config.cost import (  # noqa: F401
     FrontierReference,
     CostConfig,
 )
+from opsctl.config.rollout import FlagdConfigMap, FlagdSettings  # noqa: F401
 from opsctl.config.traffic import (  # noqa: F401
     KubernetesSettings,
     FileActuatorSettings,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from opsctl.config.rollout import FlagdSettings
 from opsctl.config.types import _check_duration
 from opsctl.model import Duration, Model, field
 
@@ -95,7 +96,7 @@ class RampDefaults(Model):
 
 
 class TrafficConfig(Model):
-    actuator: Literal["file", "configmap", "istio", "gateway-api"] = "file"
+    actuator: Literal["file", "configmap", "istio", "gateway-api", "flagd"] = "file"
     # The split before anything was stored (file actuator); must name configured backends and sum to 100.
     default_split: dict[str, int] = field(default_factory=dict)
     file: FileActuatorSettings = field(default_factory=FileActuatorSettings)
@@ -103,6 +104,7 @@ class TrafficConfig(Model):
     configmap: ConfigMapSettings = field(default_factory=ConfigMapSettings)
     istio: IstioSettings = field(default_factory=IstioSettings)
     gateway_api: GatewayApiSettings = field(default_factory=GatewayApiSettings)
+    flagd: FlagdSettings = field(default_factory=FlagdSettings)  # config/rollout.py
     destinations: dict[str, Destination] = field(default_factory=dict)
     rate_limit: RateLimit = field(default_factory=RateLimit)
     ramp: RampDefaults = field(default_factory=RampDefaults)

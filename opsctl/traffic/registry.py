@@ -64,11 +64,25 @@ def _gateway_api(cfg: "Config") -> Actuator:
                               backends=list(cfg.backends))
 
 
+def _flagd(cfg: "Config") -> Actuator:
+    from opsctl.traffic.flagd import FlagdConfigMapActuator, FlagdFileActuator
+
+    t, s = cfg.traffic, cfg.traffic.flagd
+    default = Split.of(t.default_split) if t.default_split else None
+    if s.configmap is not None:
+        return FlagdConfigMapActuator(_kube(cfg), namespace=_namespace(cfg, s.configmap.namespace),
+                                      name=s.configmap.name, key=s.configmap.key, flag=s.flag, default=default,
+                                      backends=list(cfg.backends))
+    path = cfg.path(s.file_path) if s.file_path.startswith(("/", "~")) else cfg.state_path / s.file_path
+    return FlagdFileActuator(path, flag=s.flag, default=default, backends=list(cfg.backends))
+
+
 ACTUATORS: dict[str, Callable[["Config"], Actuator]] = {
     "file": _file,
     "configmap": _configmap,
     "istio": _istio,
     "gateway-api": _gateway_api,
+    "flagd": _flagd,
 }
 # Targets whose API server validates a dry run (dryRun=All); the others get the no-op actuator.
 SERVER_DRY_RUN = {"configmap", "istio", "gateway-api"}

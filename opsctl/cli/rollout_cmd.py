@@ -1,0 +1,245 @@
+"""`opsctl rollout plan|sample-size`: the migration as one plan, on the freeze calendar."""
+
+from __future__ import annotations
+
+import click
+
+from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.params import TIME
+from opsctl.cli.source_options import source_options
+
+
+@click.group()
+def rollout():
+    """Rollout plans (rollouts/*.yaml): shadow, A/B, ramp and cost stages between the freezes.
+
+    \b
+    Examples:
+      opsctl rollout plan rollouts/vendor-migration.yaml
+      opsctl rollout plan rollouts/vendor-migration.yaml --start 2026-11-02T09:00:00-05:00 -o json
+      opsctl rollout plan rollouts/vendor-migration.yaml --html timeline.html
+      opsctl rollout sample-size --baseline 0.32 --margin 0.01 --daily-trials 400000 --share 0.1
+    """
+
+
+def _local(ts: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+@rollout.command()
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.option("--start", type=TIME, help="When the rollout starts (default: the plan's `start`).")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Also write an HTML/SVG timeline here.")
+@output_option
+@click.pass_obj
+def plan(app, plan_file, start, html_out, output):
+    """Each step's start and end around the freezes, and the earliest completion.
+
+    A step never starts inside a freeze and never runs into one: it is moved after the freeze.
+    An A/B step lasts the longer of its min_duration and the fixed horizon its metrics need at
+    today's traffic (daily_trials)."""
+    from opsctl.errors import UsageError
+    from opsctl.freeze import FreezeCalendar
+    from opsctl.rollout.calendar import ab_horizons, schedule
+    from opsctl.rollout.plan import load_plan
+
+    cfg = app.config
+    the_plan = load_plan(plan_file, backends=list(cfg.backends))
+    problems = []
+    for i, stage in enumerate(the_plan.stages):
+        if stage.kind == "cost" and stage.cost.share / 100 < cfg.cost.min_traffic_share:
+            problems.append(f"{plan_file}: stages[{i}].cost.share: {stage.cost.share}% is below "
+                            f"cost.min_traffic_share ({cfg.cost.min_traffic_share:.0%})")
+    if problems:
+        from opsctl.errors import ConfigError
+
+        raise ConfigError(f"{plan_file}: invalid rollout plan", problems=problems)
+    at = start if start is not None else the_plan.start_at
+    if at is None:
+        raise UsageError(f"{plan_file}: the plan has no `start`: give --start TIME")
+    durations, sizes = ab_horizons(the_plan)
+    result = schedule(the_plan, FreezeCalendar(cfg.freezes), at, durations)
+    data = result.to_dict()
+    data["sample_sizes"] = [{"step": i + 1, "metric": name, **size.to_dict()}
+                            for i, found in sorted(sizes.items()) for name, size in found]
+    if html_out:
+        from pathlib import Path
+
+        from opsctl.rollout.timeline import html
+        from opsctl.statefile import atomic_file
+
+        with atomic_file(Path(html_out), mode=0o644) as fh:
+            fh.write(html(result))
+
+    def table(d):
+        from opsctl.clock import format_duration
+
+        rows = []
+        for s in result.steps:
+            note = f"moved after freeze {', '.join(s.moved_after)}" if s.moved_after else ""
+            rows.append([s.index, s.stage, s.label, _local(s.start), _local(s.end), format_duration(s.seconds), note])
+        lines = [render_table(["#", "STAGE", "STEP", "START (UTC)", "END (UTC)", "LASTS", "NOTE"], rows), ""]
+        for f in result.freezes:
+            lines.append(f"freeze {f.name}: {f.local(f.start)} until {f.local(f.end)}"
+                         + (f" ({f.reason})" if f.reason else ""))
+        for s in d["sample_sizes"]:
+            lines.append(f"A/B {s['metric']}: {s['per_arm']} trials per arm ({s['days']:.1f} days at"
+                         f" {s['daily_trials']}/day, {s['share']:.0%} share; {s['variance']})")
+        lines.append(f"earliest completion: {_local(result.end)} UTC")
+        if html_out:
+            lines.append(f"timeline written to {html_out}")
+        return "\n".join(lines)
+
+    emit(data, output, table=table)
+
+
+@rollout.command(name="sample-size")
+@click.option("--baseline", type=float, required=True, help="Today's ratio of the metric (e.g. 0.32 accepted/shown).")
+@click.option("--margin", type=float, required=True, help="Equivalence margin, absolute (0.01 = one point).")
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="Level of each one-sided test.")
+@click.option("--power", type=float, default=0.8, show_default=True, help="Chance to show equivalence if none.")
+@click.option("--daily-trials", type=int, help="Trials a day today (both arms together).")
+@click.option("--share", type=float, help="Fraction of trials in the new backend's arm (e.g. 0.1).")
+@output_option
+def sample_size(baseline, margin, alpha, power, daily_trials, share, output):
+    """Trials per arm (and days at today's traffic) a fixed-horizon TOST needs for a margin."""
+    from opsctl.quality.abtest import sample_size as size_of
+
+    size = size_of(baseline, margin, alpha=alpha, power=power, daily_trials=daily_trials, share=share)
+
+    def table(d):
+        text = f"{d['per_arm']} trials per arm for ±{margin} at alpha {alpha}, power {power} ({d['variance']})"
+        if d["days"] is not None:
+            text += f"\n{d['days']:.1f} days at {daily_trials} trials/day with a {share:.0%} arm"
+        return text
+
+    emit(size.to_dict(), output, table=table)
+
+
+@rollout.command()
+@click.argument("gold", type=click.Path(dir_okay=False))
+@click.argument("answers", type=click.Path(dir_okay=False))
+@output_option
+def m2(gold, answers, output):
+    """M2 precision, recall and F0.5 of a backend's corrections (ANSWERS: one corrected sentence per
+    line, in the order of GOLD's sentences) against GOLD's edits in M2 format. Tokens are split on
+    whitespace, as in the M2 file: no tokenizer.
+
+    \b
+    Example:
+      opsctl rollout m2 golden.m2 databricks-answers.txt -o json
+    """
+    from pathlib import Path
+
+    from opsctl.errors import UsageError
+    from opsctl.quality.m2 import load_m2, score
+
+    sentences = load_m2(gold)
+    try:
+        lines = Path(answers).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{answers}: cannot read the answers: {exc}") from exc
+    result = score(sentences, lines)
+    emit(result.to_dict(), output, table=lambda d: (
+        f"precision {d['precision']:.4f}  recall {d['recall']:.4f}  F0.5 {d['f05']:.4f}"
+        f"  ({d['tp']} true positives, {d['fp']} false positives, {d['fn']} missed)"))
+
+
+@rollout.command()
+@click.option("--baseline", required=True, metavar="NAME", help="The backend compared against (e.g. internal).")
+@click.option("--candidate", required=True, metavar="NAME", help="The backend judged (e.g. databricks).")
+@click.option("--window", default="1h", show_default=True, metavar="DUR", help="Histogram window.")
+@click.option("--threshold", type=float, default=0.5, show_default=True,
+              help="Seconds: the judge compares the share of requests slower than this (a bucket bound).")
+@click.option("--margin", type=float, default=0.01, show_default=True,
+              help="Equivalence margin on that share (0.01 = one point).")
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="Level of each one-sided test.")
+@source_options
+@output_option
+@click.pass_obj
+def latency(app, baseline, candidate, window, threshold, margin, alpha, prometheus_url, source_kind, at, output):
+    """Latency judge: is the candidate's share of slow requests within the margin of the baseline's?
+
+    Exit 0 equivalent (or better), 1 worse beyond the margin, 3 inconclusive (too few requests).
+
+    \b
+    Example:
+      opsctl rollout latency --baseline internal --candidate databricks --window 2h --margin 0.01
+    """
+    from opsctl.cli.source_options import open_checked_source, parse_window
+    from opsctl.errors import NoDataError, OpsctlError
+    from opsctl.quality.latency_judge import judge, read_histogram
+
+    cfg = app.config
+    cfg.backend(baseline)
+    cfg.backend(candidate)
+    seconds = parse_window(window)
+    source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
+    result = judge(read_histogram(source, baseline, seconds, when), read_histogram(source, candidate, seconds, when),
+                   threshold=threshold, margin=margin, alpha=alpha)
+    emit(result.to_dict(), output, table=lambda d: (
+        f"{d['verdict']} ({d['outcome']}): over {threshold:g}s {candidate} {d['share_b']:.3%} vs {baseline}"
+        f" {d['share_a']:.3%}, difference {d['difference'] * 100:+.2f} points (margin ±{margin * 100:g},"
+        f" se {d['standard_error'] * 100:.2f}; {d['n_b']} vs {d['n_a']} requests)"))
+    if result.verdict == "worse":
+        raise OpsctlError(f"{candidate} is slower than {baseline} beyond the margin")
+    if result.verdict == "inconclusive":
+        raise NoDataError("inconclusive: too few requests to tell; wait for more (pause)")
+
+
+@rollout.command()
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.option("--window", metavar="DUR", help="Counter window (default: the A/B stage's min_duration).")
+@source_options
+@output_option
+@click.pass_obj
+def ab(app, plan_file, window, prometheus_url, source_kind, at, output):
+    """The plan's A/B metrics read from the counters, judged once at the fixed horizon.
+
+    Each metric's `successes` and `trials` PromQL is evaluated per arm (`$arm` = the plan's baseline
+    and backend, `$window`); the horizon is the TOST sample size for the metric's margin (binomial
+    variance). Before it is reached the verdict is inconclusive whatever the figures (no peeking).
+    Exit 0 equivalent, 1 different, 3 inconclusive or not yet at the horizon.
+
+    \b
+    Example:
+      opsctl rollout ab rollouts/vendor-migration.yaml --prometheus-url http://prometheus:9090
+    """
+    from opsctl.clock import format_duration
+    from opsctl.cli.source_options import open_checked_source
+    from opsctl.errors import NoDataError, OpsctlError, UsageError
+    from opsctl.quality.abtest import read_arms, sample_size, verdict
+    from opsctl.rollout.plan import load_plan
+
+    cfg = app.config
+    the_plan = load_plan(plan_file, backends=list(cfg.backends))
+    stages = [s.ab for s in the_plan.stages if s.kind == "ab"]
+    if not stages or not stages[0].metrics:
+        raise UsageError(f"{plan_file}: the plan has no A/B stage with metrics")
+    stage = stages[0]
+    span = window or format_duration(stage.min_duration.seconds)
+    source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
+    results = []
+    for metric in stage.metrics:
+        arms = read_arms(source, metric.successes, metric.trials, (the_plan.baseline, the_plan.backend), span, when)
+        (s_a, n_a), (s_b, n_b) = arms[the_plan.baseline], arms[the_plan.backend]
+        base = metric.baseline if metric.baseline is not None else (s_a / n_a if n_a else None)
+        if base is None or not 0 < base < 1:
+            raise NoDataError(f"A/B {metric.name}: no baseline ratio (give `baseline` in the plan)")
+        needed = sample_size(base, metric.margin, alpha=stage.alpha, power=stage.power).per_arm
+        result = verdict(s_a, n_a, s_b, n_b, margin=metric.margin, needed=needed, alpha=stage.alpha)
+        results.append({"metric": metric.name, "window": span, **result.to_dict()})
+
+    def table(rows):
+        return "\n".join(f"{r['metric']}: {r['verdict']} ({r['outcome']}): {r['reason']}"
+                         + (f"; difference {r['difference'] * 100:+.2f} points" if r["difference"] is not None else "")
+                         for r in rows)
+
+    emit(results, output, table=table)
+    kinds = {r["verdict"] for r in results}
+    if "different" in kinds:
+        raise OpsctlError("an A/B metric differs beyond its margin")
+    if "inconclusive" in kinds:
+        raise NoDataError("an A/B metric is inconclusive (horizon not reached, or the interval crosses the margin)")

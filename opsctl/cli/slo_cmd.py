@@ -71,7 +71,7 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
     """
     from opsctl.errors import NoDataError, OpsctlError
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.report import build_report
+    from opsctl.slo.report import build_report, source_notes, why_no_data
 
     cfg = app.config
     exporters = None
@@ -88,8 +88,9 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
     if exporters:
         _export(results, exporters, cfg.slos.period_seconds)
     rows = [r.to_dict() for r in results]
+    said = source_notes(source)
     for row in rows:
-        row["notes"] = ([aligned] if aligned else []) + row["notes"]
+        row["notes"] = ([aligned] if aligned else []) + said + row["notes"]
     if exclude_drills:
         from opsctl.drills.spend import with_drill_spend
 
@@ -97,7 +98,7 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
     emit(rows, output, table=_table)
     unknown = [r.slo.name for r in results if r.status.level == "unknown"]
     if unknown:
-        raise NoDataError(f"no data for {len(unknown)} SLO(s): {', '.join(unknown)}")
+        raise NoDataError(f"no data for {len(unknown)} SLO(s): {', '.join(unknown)}{why_no_data(source)}")
     if fail_on:
         levels = ("page",) if fail_on == "page" else ("page", "ticket")
         hit = [r.slo.name for r in results if r.status.level in levels]
@@ -229,6 +230,7 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
     from opsctl.errors import NoDataError, OpsctlError
     from opsctl.slo.alerts import evaluate_plans
     from opsctl.slo.loading import load_slos
+    from opsctl.slo.report import source_notes, why_no_data
     from opsctl.slo.rules import RuleSettings, plan_rules
 
     cfg = app.config
@@ -238,10 +240,10 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
     when, aligned = _aligned(when, at)
     result = evaluate_plans(plans, source, when, settings)
     data = result.to_dict()
-    data["notes"] = ([aligned] if aligned else []) + result.notes()
+    data["notes"] = ([aligned] if aligned else []) + source_notes(source) + result.notes()
     emit(data, output, table=_alerts_table)
     if result.unknown:
-        raise NoDataError(f"no data for {len(result.unknown)} SLO(s): {', '.join(result.unknown)}")
+        raise NoDataError(f"no data for {len(result.unknown)} SLO(s): {', '.join(result.unknown)}{why_no_data(source)}")
     if fail_on:
         levels = ("page",) if fail_on == "page" else ("page", "ticket")
         hit = sorted({a.slo for a in result.firing if a.severity in levels})

@@ -32,14 +32,32 @@ def _slo_paths(app, paths):
 
 @slo.command()
 @click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--prometheus-url", envvar="OPSCTL_PROMETHEUS_URL", metavar="URL",
+              help="Also ask this Prometheus how many series each SLO query answers (one is wanted).")
 @click.pass_obj
-def validate(app, paths):
-    """Check SLO files; every problem is listed with its file and field (exit 2)."""
+def validate(app, paths, prometheus_url):
+    """Check SLO files; every problem is listed with its file and field (exit 2).
+
+    With --prometheus-url, each query is also run over 5 minutes: one answering several series
+    (e.g. per instance, without sum) is a problem, since no single number could be its SLI.
+    """
     from opsctl.slo.loading import load_slos
 
     slos = load_slos(_slo_paths(app, paths), app.config.backends, config=app.config)
+    if prometheus_url:
+        from opsctl.errors import ConfigError
+        from opsctl.metrics.base import open_source
+        from opsctl.slo.report import series_problems
+
+        source = open_source(app.config, prometheus_url=prometheus_url)
+        source.check()
+        problems = series_problems(slos, source, source.default_time())
+        if problems:
+            raise ConfigError(f"{len(problems)} SLO query(ies) answer several series", problems=problems)
     for s in slos:
         click.echo(f"ok  {s.file}  {s.name} ({s.kind}, goal {s.goal:g}, backend {s.backend})")
+        for note in s.notes:
+            click.echo(f"    note: {note}")
 
 
 @slo.command()

@@ -66,6 +66,7 @@ class SloDefinition:
     counts: str = ""
     grouping: tuple[str, ...] = ()  # one SLI per group of these labels (Pyrra's grouping)
     keys: tuple[tuple[str, str], ...] = ()  # role -> the key of `file` it came from, for messages
+    notes: tuple[str, ...] = ()  # what a reader of the file must know (keys read and ignored)
 
     @property
     def error_budget(self) -> float:
@@ -138,6 +139,36 @@ def fmt_query(query: str, window: str, operators: Iterable[str]) -> str:
     for operator in operators:
         query = f"{operator}({query})"
     return query
+
+
+def percent_goal(value: Any) -> float:
+    """An objective written as a percentage (Sloth's 99.9, Pyrra's "99.9") -> the goal as written:
+    99.99 / 100 is 0.9998999999999999 in floats, 0.9999 in decimal."""
+    from decimal import Decimal, InvalidOperation
+
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"must be a percentage such as 99.9, got {value!r}")
+    try:
+        number = Decimal(str(value).strip())
+    except InvalidOperation:
+        raise ValueError(f"must be a percentage such as 99.9, got {value!r}") from None
+    if not 0 < number < 100:
+        raise ValueError(f"must be a percentage strictly between 0 and 100, got {value!r}")
+    return float(number / 100)
+
+
+def check_name(name: Any) -> str | None:
+    """What is wrong with an SLO name opsctl puts in series labels and file names, or None."""
+    if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
+        return f"must be a name of letters, digits, - and _, got {name!r}"
+    return None
+
+
+def check_backend(backend: Any, known: set[str]) -> str | None:
+    """What is wrong with a `backend` label (a configured backend, or `all`), or None."""
+    if backend is not None and (not isinstance(backend, str) or (backend != ALL_BACKENDS and backend not in known)):
+        return f"unknown backend {backend!r} (known: {', '.join(sorted(known))}, {ALL_BACKENDS})"
+    return None
 
 
 def counts_from(slo: SloDefinition, answers: dict[str, float | None]):
@@ -274,7 +305,13 @@ def _parse_ratio(sli: dict, bad) -> dict | None:
         bad("filter_valid", "missing: give filter_valid (all valid events) or filter_bad (the bad ones)")
         return None
     operators = sli.get("operators", list(DEFAULT_OPERATORS))
-    if (not isinstance(operators, list) or not operators
+    expressions = all(has_placeholder(f) and not _SELECTORISH.match(PLACEHOLDER.sub("", f))
+                      for f in (good, valid, bad_filter) if f is not None)
+    if operators == [] and not expressions:
+        bad("operators", "an empty list leaves a selector's range vector unaggregated: only for expressions"
+            " that hold the `[window]` placeholder and answer one number")
+        return None
+    if (not isinstance(operators, list) or (not operators and not expressions)
             or not all(isinstance(o, str) and _OPERATOR.match(o) for o in operators)):
         bad("operators", f"must be a list of PromQL function names, e.g. [increase, sum], got {operators!r}")
         return None

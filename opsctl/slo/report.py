@@ -38,7 +38,7 @@ class SloResult:
 
     def notes(self) -> list[str]:
         """What a reader must know to read the figures right."""
-        out = []
+        out = [f"{self.slo.name}: {n}" for n in self.slo.notes]
         if self.long_windows:
             out.append(f"{self.long_windows}: {self.long_windows_why}")
         covered = self.covered_seconds
@@ -199,6 +199,25 @@ def _one_series(ask, slos: Sequence[SloDefinition], windows: dict[str, int]):
                             f"{slo.file}: {slo.key_of(role)}: {exc.message.replace(f'the query {query}', 'its query', 1)}"
                             f" (SLO {slo.name}): one of them would be a wrong SLI", hint=SUM_HINT) from None
         raise
+
+
+def series_problems(slos: Sequence[SloDefinition], source: MetricSource, at: float, seconds: int = 300) -> list[str]:
+    """`slo validate --prometheus-url`: each SLO query's cardinality on a live server, over one
+    window; a query that must answer one number (one per group, with a grouping) and answers
+    more is a problem named by its file and key."""
+    asked: list[tuple[SloDefinition, str, str]] = []
+    for slo in slos:
+        for role, query in slo.queries(f"{seconds}s").items():
+            by = ", ".join(slo.grouping)
+            asked.append((slo, role, f"max(count by ({by}) ({query}))" if slo.grouping else f"count({query})"))
+    counts = source.query_many([q for _, _, q in asked], at)
+    problems = []
+    for (slo, role, _), n in zip(asked, counts):
+        if n is not None and n > 1:
+            per = f" per {', '.join(slo.grouping)}" if slo.grouping else ""
+            problems.append(f"{slo.file}: {slo.key_of(role)}: its query answers {int(n)} series{per} at"
+                            f" {source.description}, not one (SLO {slo.name}); {SUM_HINT}")
+    return problems
 
 
 SUM_HINT = ("aggregate it to one series, e.g. sum(...) around the expression (or sum by (...) with a"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
-from opsctl.cli.params import choice
+from opsctl.cli.params import TIME, choice
 from opsctl.cli.source_options import open_checked_source, source_options
 
 
@@ -34,8 +34,9 @@ def _slo_paths(app, paths):
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--prometheus-url", envvar="OPSCTL_PROMETHEUS_URL", metavar="URL",
               help="Also ask this Prometheus how many series each SLO query answers (one is wanted).")
+@click.option("--at", "at", type=TIME, help="With --prometheus-url: count the series at this instant (default: now).")
 @click.pass_obj
-def validate(app, paths, prometheus_url):
+def validate(app, paths, prometheus_url, at):
     """Check SLO files; every problem is listed with its file and field (exit 2).
 
     With --prometheus-url, each query is also run over 5 minutes: one answering several series
@@ -46,12 +47,10 @@ def validate(app, paths, prometheus_url):
     slos = load_slos(_slo_paths(app, paths), app.config.backends, config=app.config)
     if prometheus_url:
         from opsctl.errors import ConfigError
-        from opsctl.metrics.base import open_source
         from opsctl.slo.report import series_problems
 
-        source = open_source(app.config, prometheus_url=prometheus_url)
-        source.check()
-        problems = series_problems(slos, source, source.default_time())
+        source, when = open_checked_source(app.config, "prometheus", prometheus_url, at)
+        problems = series_problems(slos, source, when)
         if problems:
             raise ConfigError(f"{len(problems)} SLO query(ies) answer several series", problems=problems)
     for s in slos:

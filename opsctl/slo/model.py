@@ -103,7 +103,7 @@ class SloDefinition:
             from opsctl.clock import parse_duration
 
             seconds = parse_duration(window)
-            out = {role: f"({q}) * {seconds}" for role, q in out.items()}
+            out = {role: f"(({q}) * {seconds})" for role, q in out.items()}
         return out
 
     def generator_queries(self, seconds: int) -> dict[str, str]:

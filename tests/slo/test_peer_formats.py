@@ -410,3 +410,39 @@ def test_validate_counts_each_querys_series_on_a_live_prometheus(tmp_path, prome
     assert len(problems) == 1 and "many.yaml: spec.service_level_indicator.expression: its query answers 2 series" in problems[0]
     (slos / "many.yaml").unlink()
     assert invoke("--config", cfg, "slo", "validate", "--prometheus-url", prometheus.url, "--at", AT).exit_code == 0
+
+
+# -- the rules of the mapped forms ------------------------------------------------------------------
+
+def vector(url: str, expr: str) -> dict[str, float]:
+    at = int(datetime.fromisoformat(AT.replace("Z", "+00:00")).timestamp())
+    body = urllib.parse.urlencode({"query": expr, "time": at}).encode()
+    with urllib.request.urlopen(f"{url}/api/v1/query", data=body, timeout=30) as response:
+        result = json.loads(response.read())["data"]["result"]
+    return {r["metric"].get("backend", ""): float(r["value"][1]) for r in result}
+
+
+@pytest.mark.slow
+def test_the_rules_of_sloth_and_pyrra_slos_record_their_tools_error_ratios(tmp_path, prometheus):
+    """The generated 1h error-ratio expression, run on the same Prometheus, is the tool's own
+    (one series per group for a grouped Pyrra SLO)."""
+    import yaml
+
+    slos = tmp_path / "slos"
+    slos.mkdir()
+    (slos / "sloth.yaml").write_text(SLOTH_SERVICE)
+    (slos / "ratio.yaml").write_text(PYRRA["ratio.yaml"])
+    out = tmp_path / "rules.yaml"
+    result = invoke("--config", write_config(tmp_path, slo_dir=slos), "slo", "rules", "--out", out)
+    assert result.exit_code == 0, result.output
+    exprs = {r["labels"]["slo"]: r["expr"] for g in yaml.safe_load(out.read_text())["groups"] for r in g["rules"]
+             if r.get("record") == "slo:sli_error:ratio_rate1h"}
+    sloth = vector(prometheus.url, exprs["checkout-internal-requests"])
+    want = promql(prometheus.url, f'sum(rate({REQ}{{backend="internal",outcome="server_error"}}[1h]))'
+                                  f' / sum(rate({REQ}{{backend="internal"}}[1h]))')
+    assert sloth[""] == pytest.approx(want, rel=1e-9)
+    grouped = vector(prometheus.url, exprs["requests-errors"])
+    assert set(grouped) == {"internal", "databricks"}
+    for b, value in grouped.items():
+        assert value == pytest.approx(promql(prometheus.url, f'sum(rate({REQ}{{backend="{b}",outcome="server_error"}}[1h]))'
+                                             f' / sum(rate({REQ}{{backend="{b}"}}[1h]))'), rel=1e-9, abs=1e-12), b

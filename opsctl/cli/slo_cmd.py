@@ -98,7 +98,7 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
         exporters = load_exporters(export_file)  # a bad file fails before any query
     slos = load_slos(_slo_paths(app, paths), cfg.backends, config=cfg)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
-    when, aligned = _aligned(when, at)
+    when, aligned = _aligned(source, when, at)
     progress = (lambda msg: click.echo(msg, err=True)) if output == "table" else None
     results = build_report(slos, source, when, cfg.slos.period_seconds, progress=progress, coverage=True,
                            recorded_interval=cfg.alerting.interval_seconds, cross_check=cross_check)
@@ -135,17 +135,11 @@ def _export(results, exporters, period_seconds) -> None:
     click.echo(f"exported {sent} slo-generator reports ({len(reports)} SLOs x windows with data) to {names}", err=True)
 
 
-def _aligned(when: float, at: str | None) -> tuple[float, str | None]:
-    """An --at between two 10 s samples evaluates at the step boundary before it, on every source
-    (the embedded store holds 10 s steps; Prometheus would extrapolate past the last sample)."""
-    from opsctl.clock import format_rfc3339
-    from opsctl.metrics.schema import STEP_SECONDS
+def _aligned(source, when: float, at) -> tuple[float, str | None]:
+    """An --at between two samples evaluates at the sample before it (see slo.report.align_at)."""
+    from opsctl.slo.report import align_at
 
-    if not at or when % STEP_SECONDS == 0:
-        return when, None
-    aligned = float(int(when) // STEP_SECONDS * STEP_SECONDS)
-    return aligned, (f"--at {at} falls between two {STEP_SECONDS} s samples: evaluated at {format_rfc3339(aligned)},"
-                     " the sample boundary before it, on every metric source")
+    return align_at(source, when, at is not None)
 
 
 def _pct(value, digits=4):
@@ -254,7 +248,7 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
     settings = RuleSettings.from_config(cfg)
     plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends, config=cfg), settings)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
-    when, aligned = _aligned(when, at)
+    when, aligned = _aligned(source, when, at)
     result = evaluate_plans(plans, source, when, settings)
     data = result.to_dict()
     data["notes"] = ([aligned] if aligned else []) + source_notes(source) + result.notes()

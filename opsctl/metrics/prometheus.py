@@ -240,7 +240,17 @@ class PrometheusSource:
         span/672 (1 h for 28 days): a subquery touching one sample per series per step."""
         step = max(60, span // 672)
         exprs = [f"min_over_time(timestamp(count({s}))[{span}s:{step}s])" for s in selectors]
-        return self.query_many(exprs, at)
+        coarse = self.query_many(exprs, at)
+        return [None if start is None else self._first_sample(s, start, step) for s, start in zip(selectors, coarse)]
+
+    def _first_sample(self, selector: str, start: float, step: int) -> float:
+        """The first sample itself, where the coarse search found the first step holding one: the
+        sample timestamps over that one step, at the data's own resolution (metrics.prometheus.step,
+        else 10 s), so `data_since` says when the data starts, not where a subquery step fell."""
+        resolution = int(self.step_seconds() or 10)
+        first = self.query_many([f"min(min_over_time(timestamp({selector})[{step + resolution}s:{resolution}s]))"],
+                                start)[0]
+        return start if first is None or first > start else first
 
     def _answer(self, indexes, exprs, at, deadline, budget) -> list[tuple[int, float | None]]:
         try:

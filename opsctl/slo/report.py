@@ -83,6 +83,30 @@ class SloResult:
         }
 
 
+def align_at(source: MetricSource, when: float, given: bool) -> tuple[float, str | None]:
+    """An `--at` between two samples evaluates at the sample before it (Prometheus would
+    extrapolate past the last one): the embedded store's 10 s steps; on Prometheus the configured
+    `metrics.prometheus.step`, else the data's own: its newest request sample at or before `--at`."""
+    from opsctl.metrics.schema import REQUESTS, STEP_SECONDS
+
+    if not given:
+        return when, None
+    step = source.step_seconds() if hasattr(source, "step_seconds") else None
+    if getattr(source, "speaks_promql", False) and step is None:
+        newest = source.query_many([f"max(timestamp({REQUESTS}))"], when)[0]
+        if newest is None or newest >= when:
+            return when, None
+        return float(newest), (f"--at {format_rfc3339(when)} falls between two samples: evaluated at"
+                               f" {format_rfc3339(newest)}, the newest sample before it"
+                               " (the data's own step; metrics.prometheus.step sets one)")
+    step = step or STEP_SECONDS
+    if when % step == 0:
+        return when, None
+    aligned = float(when // step * step)
+    return aligned, (f"--at {format_rfc3339(when)} falls between two {step:g} s samples: evaluated at"
+                     f" {format_rfc3339(aligned)}, the sample boundary before it")
+
+
 def source_notes(source) -> list[str]:
     """What the source said beside its answers: Prometheus' warnings, answers read as no data."""
     return list(getattr(source, "warnings", [])) + list(getattr(source, "problems", []))

@@ -29,9 +29,10 @@ class AnsweringPrometheus(LoopbackServer):
     `copies` series each, and `warnings` beside the data; timestamps queries with now."""
 
     def __init__(self, value: str = "1000", *, copies: int = 1, warnings: list[str] | None = None,
-                 copied: str = ""):
+                 copied: str = "", newest: float | None = None):
         super().__init__()
         self.value, self.copies, self.warnings, self.copied = value, copies, warnings, copied
+        self.newest = newest  # the newest sample's time, for timestamp() queries (default: now)
         self.queries: list[str] = []
 
     def handle(self, request: Request) -> Response:
@@ -42,7 +43,7 @@ class AnsweringPrometheus(LoopbackServer):
         result = []
         for part in query.split(" or label_replace("):
             index = TAG.search(part).group(1)
-            value = str(time.time()) if "timestamp(" in part else self.value
+            value = str(self.newest or time.time()) if "timestamp(" in part else self.value
             for copy in range(self.copies if self.copied in part else 1):
                 result.append({"metric": {"opsctl_query": index, "instance": f"pod-{copy}"},
                                "value": [time.time(), value]})
@@ -126,3 +127,19 @@ def test_a_query_answering_several_series_is_refused_with_the_file_key_and_a_hin
     assert "Traceback" not in result.output
     assert f"{tmp_path / 'slos' / 'a.yaml'}: spec.service_level_indicator.filter_good: its query" in result.stderr
     assert "answers 3 series" in result.stderr and "sum(...)" in result.stderr
+
+
+def test_at_between_samples_is_aligned_to_the_datas_own_newest_sample(tmp_path):
+    """Without metrics.prometheus.step the boundary is the data's: a proxy scraped every 15 s has
+    its newest sample 7 s before --at, not on a 10 s grid."""
+    from opsctl.clock import parse_rfc3339
+
+    newest = parse_rfc3339(AT, require_zone=True) - 7
+    with AnsweringPrometheus(newest=newest) as server:
+        result = report(tmp_path, server, "-o", "json")
+        asked = [q for q in server.queries if "max(timestamp(" in q]
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)
+    assert row["at"] == "2026-11-18T11:06:33Z"
+    assert any("evaluated at 2026-11-18T11:06:33Z, the newest sample before it" in n for n in row["notes"])
+    assert asked  # the boundary came from the data

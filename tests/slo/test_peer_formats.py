@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import urllib.parse
 import urllib.request
-from datetime import datetime
+from datetime import datetime, timezone
 
 import numpy as np
 import pytest
@@ -333,6 +333,10 @@ def test_openslo_as_its_examples_write_it_equals_the_hand_written_promql(tmp_pat
     assert_equal_to(row, prometheus.url, lambda w: f'1 - sum(increase({REQ}{{backend="internal",outcome="ok"}}[{w}]))'
                     f' / sum(increase({REQ}{{backend="internal"}}[{w}]))', 0.999)
     assert any("dimensions (pod) ignored" in n for n in row["notes"]), row["notes"]
+    # The data starts with the explicit zero sample one step before the first step: said to the
+    # sample, not to the coverage search's hour.
+    first = datetime.fromtimestamp(END - STEPS * d.STEP, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert row["data_since"] == first
     assert any("no DataSource 'thanos' in the files read; its inline type Prometheus is used" in n for n in row["notes"])
 
 
@@ -446,3 +450,18 @@ def test_the_rules_of_sloth_and_pyrra_slos_record_their_tools_error_ratios(tmp_p
     for b, value in grouped.items():
         assert value == pytest.approx(promql(prometheus.url, f'sum(rate({REQ}{{backend="{b}",outcome="server_error"}}[1h]))'
                                              f' / sum(rate({REQ}{{backend="{b}"}}[1h]))'), rel=1e-9, abs=1e-12), b
+
+
+@pytest.mark.slow
+def test_at_is_aligned_to_the_configured_prometheus_step(tmp_path, prometheus):
+    slos = tmp_path / "slos"
+    slos.mkdir()
+    (slos / "o.yaml").write_text(OPENSLO)
+    cfg = write_config(tmp_path, slo_dir=slos)
+    cfg.write_text(cfg.read_text().replace("report_deadline: 30}", "report_deadline: 30, step: 30s}"))
+    result = invoke("--config", cfg, "slo", "report", "--prometheus-url", prometheus.url,
+                    "--at", "2026-11-18T11:06:25Z", "-o", "json")
+    assert result.exit_code in (0, 1), result.output
+    [row] = json.loads(result.stdout)
+    assert row["at"] == "2026-11-18T11:06:00Z"
+    assert any("falls between two 30 s samples" in n for n in row["notes"]), row["notes"]

@@ -316,20 +316,21 @@ def dashboard(app, paths, out, uid):
 
 @slo.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path())
-@click.option("--to", "to", required=True, type=choice(["openslo", "slo-generator"]),
+@click.option("--to", "to", required=True, type=choice(["openslo", "slo-generator", "sloth", "pyrra"]),
               help="The format to write.")
 @click.option("-o", "--out", default="-", show_default=True, metavar="DIR|-",
               help="A directory to write one <slo-name>.yaml per SLO into, or - for standard output.")
 @click.option("--force", is_flag=True, help="Overwrite files that already exist in DIR.")
 @click.pass_obj
 def convert(app, files, to, out, force):
-    """Rewrite SLO files as OpenSLO v1 or slo-generator v2, keeping their meaning.
+    """Rewrite SLO files as OpenSLO v1, slo-generator v2, Sloth or Pyrra, keeping their meaning.
 
     Reads slo-generator and OpenSLO files alike (OpenSLO references resolve across the files and
     directories given). What is written loads back to the same SLO: selectors, goal, backend,
     service, method. OpenSLO files get one rolling time window, the config's slos.period, and
     Occurrences budgeting. What has no counterpart in the other format (slo-generator's
-    filter_bad or non-default operators, to OpenSLO) is refused with its file and key (exit 2).
+    filter_bad or non-default operators, to OpenSLO; anything but a latency SLO over selectors, to
+    Pyrra; a grouping, to any format but Pyrra) is refused with its file and key (exit 2).
 
     \b
     Examples:

@@ -465,3 +465,70 @@ def test_at_is_aligned_to_the_configured_prometheus_step(tmp_path, prometheus):
     [row] = json.loads(result.stdout)
     assert row["at"] == "2026-11-18T11:06:00Z"
     assert any("falls between two 30 s samples" in n for n in row["notes"]), row["notes"]
+
+
+# -- slo convert --to sloth | pyrra ----------------------------------------------------------------
+
+SG_FORMS = {
+    "ratio-valid.yaml": slo_generator("ratio-valid", "good_bad_ratio", f"""\
+    filter_good: '{REQ}{{backend="internal",outcome="ok"}}'
+    filter_valid: '{REQ}{{backend="internal"}}'
+"""),
+    "ratio-bad.yaml": slo_generator("ratio-bad", "good_bad_ratio", f"""\
+    filter_good: '{REQ}{{backend="databricks",outcome="ok"}}'
+    filter_bad: '{REQ}{{backend="databricks",outcome="server_error"}}'
+""", 0.9999),
+    "cut.yaml": slo_generator("cut", "distribution_cut", f"""\
+    expression: '{BUCKET}{{backend="internal"}}'
+    threshold_bucket: 0.5
+""", 0.99),
+    "sli.yaml": slo_generator("sli", "query_sli", f"    expression: '{FAST}'\n", 0.99),
+}
+
+
+def figures(rows):
+    return {name: (row["sli"], row["burn_rate"], row["goal"], row["kind"], row["backend"]) for name, row in rows.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("to", ["sloth", "pyrra"])
+def test_converted_slos_load_back_to_the_same_figures(tmp_path, prometheus, to):
+    source = tmp_path / "source"
+    source.mkdir()
+    files = dict(SG_FORMS) if to == "pyrra" else {**SG_FORMS, "sloth.yaml": SLOTH_SERVICE}
+    if to == "pyrra":  # only a latency SLO over selectors maps exactly onto Pyrra
+        files = {"cut.yaml": SG_FORMS["cut.yaml"]}
+    for name, text in files.items():
+        (source / name).write_text(text)
+    cfg = write_config(tmp_path, slo_dir=source)
+    out = tmp_path / "converted"
+    result = invoke("--config", cfg, "slo", "convert", source, "--to", to, "-o", out)
+    assert result.exit_code == 0, result.output
+    for path in out.iterdir():
+        assert ("version: prometheus/v1" if to == "sloth" else "apiVersion: pyrra.dev/v1alpha1") in path.read_text()
+
+    def rows(directory):
+        run = invoke("--config", cfg, "slo", "report", directory, "--prometheus-url", prometheus.url, "--at", AT, "-o", "json")
+        assert run.exit_code in (0, 1), run.output
+        return {row["name"]: row for row in json.loads(run.stdout)}
+
+    before, after = rows(source), rows(out)
+    if to == "sloth":  # Sloth names an SLO <service>-<name>; the default service is opsctl
+        renamed = {n if n.startswith("checkout-") else f"opsctl-{n}": r for n, r in before.items()}
+        before = renamed
+    assert set(after) == set(before)
+    for name, (sli, burns, goal, kind, backend) in figures(before).items():
+        got = after[name]
+        assert (got["goal"], got["kind"], got["backend"]) == (goal, kind, backend), name
+        assert got["sli"] == pytest.approx(sli, abs=1e-9), name
+        for window, value in burns.items():
+            assert got["burn_rate"][window] == pytest.approx(value, rel=1e-9, abs=1e-9), (name, window)
+
+
+def test_what_has_no_exact_pyrra_form_is_refused_with_the_file(tmp_path):
+    (tmp_path / "slos").mkdir()
+    (tmp_path / "slos" / "r.yaml").write_text(SG_FORMS["ratio-bad.yaml"])
+    cfg = write_config(tmp_path, slo_dir=tmp_path / "slos")
+    result = invoke("--config", cfg, "slo", "convert", tmp_path / "slos", "--to", "pyrra")
+    assert result.exit_code == 2
+    assert "r.yaml: ratio-bad: Pyrra takes series selectors" in result.stderr

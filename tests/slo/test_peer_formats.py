@@ -532,3 +532,25 @@ def test_what_has_no_exact_pyrra_form_is_refused_with_the_file(tmp_path):
     result = invoke("--config", cfg, "slo", "convert", tmp_path / "slos", "--to", "pyrra")
     assert result.exit_code == 2
     assert "r.yaml: ratio-bad: Pyrra takes series selectors" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_ratio_of_subqueries_is_reported_and_its_rules_pass_promtool(tmp_path, prometheus):
+    import subprocess
+
+    from tests.conftest import require_binary
+
+    good = f'sum(rate({REQ}{{backend="internal",outcome="ok"}}[1m]))[window:1m]'
+    valid = f'sum(rate({REQ}{{backend="internal"}}[1m]))[window:1m]'
+    files = {"sub.yaml": slo_generator("subqueries", "good_bad_ratio",
+                                       f"    filter_good: '{good}'\n    filter_valid: '{valid}'\n    operators: [sum_over_time]\n")}
+    rows = report(tmp_path, prometheus, files)
+    assert_equal_to(rows["subqueries"], prometheus.url,
+                    lambda w: f"1 - sum_over_time({good.replace('[window', '[' + w)})"
+                              f" / sum_over_time({valid.replace('[window', '[' + w)})", 0.999)
+    out = tmp_path / "rules.yaml"
+    result = invoke("--config", write_config(tmp_path, slo_dir=tmp_path / "slos"), "slo", "rules", "--out", out)
+    assert result.exit_code == 0, result.output
+    check = subprocess.run([require_binary("promtool"), "check", "rules", str(out)], capture_output=True, text=True,
+                           timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr

@@ -157,7 +157,7 @@ def _sli_selectors(slo: SloDefinition, problems: list[str]) -> tuple[str | None,
     """The good and valid filters for PromQL, or None with the reason added to `problems`.
     Only plain selectors of good and valid events are checked further (histogram, `le`)."""
     where = f"{slo.file}: {slo.name}"
-    if slo.method == "query_sli" or slo.filter_valid is None or "[window]" in slo.filter_good + slo.filter_valid:
+    if slo.method == "query_sli" or slo.filter_valid is None or "[window" in slo.filter_good + slo.filter_valid:
         return slo.filter_good, slo.filter_valid
     good, valid = parse_selector(slo.filter_good), parse_selector(slo.filter_valid)
     # A latency SLO is known by its histogram selector; one named so without it cannot be expressed.

@@ -502,7 +502,7 @@ def test_converted_slos_load_back_to_the_same_figures(tmp_path, prometheus, to):
         (source / name).write_text(text)
     cfg = write_config(tmp_path, slo_dir=source)
     out = tmp_path / "converted"
-    result = invoke("--config", cfg, "slo", "convert", source, "--to", to, "-o", out)
+    result = invoke("--config", cfg, "slo", "convert", source, "--to", to, "--out-dir", out)
     assert result.exit_code == 0, result.output
     for path in out.iterdir():
         assert ("version: prometheus/v1" if to == "sloth" else "apiVersion: pyrra.dev/v1alpha1") in path.read_text()

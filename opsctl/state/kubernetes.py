@@ -7,6 +7,13 @@ ConflictError and the caller re-reads. A ConfigMap holds at most 1 MiB, so docum
 (MAX_DOCUMENT_BYTES) and writers cap their history. The connection is the actuators' own (kubeconfig,
 in-cluster or an explicit host); RBAC: `create` on configmaps, `get` and `update` on the named ones
 (an update always carries the metadata.resourceVersion read, so it is never unconditional).
+
+Read your own write: transient failures are retried by `Kube.call` under its deadline, and a write
+whose answer was lost may have been applied; when its retry (or the next attempt) meets 409, the
+document is read back, and if it holds exactly what this write sent, the write is taken as done
+rather than re-planned from a state that already includes it (a claim recorded but not answered
+would otherwise look taken by someone else until its lease ran out). `now()` is the API server's
+clock, the one time base every replica shares.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ class KubernetesStateStore:
         self.namespace = namespace
         self.service = service
         self.where = f"ConfigMaps {object_name(service, '*')} in namespace {namespace}"
+        self.own_writes = 0  # writes recognised as applied after their answer was lost
 
     def _object(self, name: str) -> str:
         return object_name(self.service, check_name(name))
@@ -86,11 +94,30 @@ class KubernetesStateStore:
                 body["metadata"]["resourceVersion"] = version
                 cm = self.kube.call(what, self.kube.core().replace_namespaced_config_map, obj, self.namespace, body,
                                     field_manager=FIELD_MANAGER)
+        except ConflictError:
+            mine = self._own_write(name, text)
+            if mine is not None:
+                return mine
+            raise
         except OpsctlError as exc:
             if getattr(exc, "status", None) == 404:  # deleted since it was read: a concurrent change
                 raise ConflictError(f"{what}: the document was deleted since it was read") from exc
             raise
         return self._document(name, cm)
+
+    def _own_write(self, name: str, text: str) -> Document | None:
+        """The document as stored, when it holds exactly `text`: this write was applied already."""
+        try:
+            doc = self.get(name)
+        except OpsctlError:
+            return None
+        if doc is not None and json.dumps(doc.data, sort_keys=True, separators=(",", ":"), default=str) == text:
+            self.own_writes += 1
+            return doc
+        return None
+
+    def now(self) -> float:
+        return self.kube.server_now()
 
     def update(self, name: str, change: Callable[[dict | None], dict | None], *, attempts: int = 5) -> Document | None:
         return update_loop(self, name, change, attempts)

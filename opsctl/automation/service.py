@@ -12,6 +12,15 @@ Lease (leader.py). There every replica records deliveries, and only the leader c
 them; a replica that becomes leader releases what the previous leader held and sweeps what is due.
 
 server.py puts HTTP in front of it; tests and the benchmark drive it through that real server.
+
+Team mode survives its own faults (issue 22): every action runs under the leader's term
+(`FencedExecutor`: the term is re-read before each action; a page, ticket or note is preceded by an
+intent written under the term, so a stale leader's intent write fails and the action never
+happens; failover and restore carry the term and an operation id chosen from the episode before the
+write, so a retry after a lost answer finds its own change). One time base: with shared state the
+service's clock is the API server's (`Date` plus monotonic time), for received_at, leases, sweeps
+and hold-downs alike. A delivery whose actions failed is retried with capped backoff until it acts
+or its alert resolves.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent
 from opsctl.automation.policy import ActionFailed, AlertEvent, PolicyEngine, Taken, matching
 from opsctl.automation.queue import WorkQueue
 from opsctl.errors import OpsctlError
+from opsctl.fencing import FencedError
 
 if TYPE_CHECKING:
     from opsctl.config import Config
@@ -43,6 +53,7 @@ log = logging.getLogger("opsctl.automation")
 
 STATE_FILE = "automation/automation.sqlite"
 BUSY_RETRY = 0.1  # seconds before an event whose episode was busy is tried again
+RETRY_CAP = 30.0  # seconds: the longest wait between tries of a delivery that could not act yet
 SWEEP_GRACE = 5.0  # an event pending this long with no worker on it is re-queued
 RETENTION = 14 * 86400  # finished events are forgotten after this long
 
@@ -69,12 +80,21 @@ class AutomationService:
             from opsctl.state import open_state_store
 
             store = open_state_store(cfg)
+            if clock is time.time:  # one time base for every replica: the API server's clock
+                clock = store.now
+            self.clock = clock
             owner = f"{identity_for(cfg)}:{os.getpid()}"  # pod name: PIDs repeat across containers
             self.deliveries = SharedDeliveryLog(store, clock=clock, owner=owner)
-            self.episodes = SharedEpisodeStore(store, local_path=path, clock=clock, owner=owner)
+            self.episodes = SharedEpisodeStore(store, local_path=path, clock=clock, owner=owner,
+                                               term=self.term if self.elector is not None else None)
+            if self.elector is not None:
+                live = FencedExecutor(live, self.term, self.episodes.record_intent)
+            else:
+                live = FencedExecutor(live)
         else:
             self.deliveries = DeliveryLog(path, clock=clock)
             self.episodes = EpisodeStore(path, clock=clock)
+            live = FencedExecutor(live)  # one replica: no term, but operation ids chosen before the write
         self.queue = WorkQueue(settings.queue_size, settings.workers, self.process)
         self.metrics = ServeMetrics(lambda: self.queue.depth, settings.queue_size, leader=self.acting)
         self.engine = PolicyEngine(settings, cfg.backends, self.episodes, live, DryRunExecutor(), clock,
@@ -110,6 +130,12 @@ class AutomationService:
         if self.elector is not None:
             self.elector.stop(release=True)
         self.started = False
+
+    def term(self):
+        """The term this replica acts under: the elector's (None when not leading), else local@0."""
+        from opsctl.fencing import LOCAL_TERM
+
+        return LOCAL_TERM if self.elector is None else self.elector.term
 
     def acting(self) -> bool:
         """Whether this replica acts: always when it is the only one, else while it leads."""
@@ -174,6 +200,11 @@ class AutomationService:
                                                   event.data_id or event.id, payload)], received_at)
 
     def _admit(self, source: str, events: list[NewEvent], received_at: float) -> Answer:
+        if self.shared:  # every replica stamps arrivals on one clock: the API server's
+            try:
+                received_at = self.clock()
+            except OpsctlError:
+                pass
         with self._accept_lock:
             try:
                 unseen = self.deliveries.unseen(events)
@@ -224,15 +255,25 @@ class AutomationService:
             timer.daemon = True
             timer.start()
             return
-        except Exception as exc:  # ActionFailed, or a bug: retried, then given up on (and counted)
-            if not isinstance(exc, ActionFailed):
+        except FencedError as exc:  # a newer leader acts on it now; this replica writes nothing more
+            log.warning("event %s: fenced: %s", key[:12], str(exc).splitlines()[0][:300])
+            self.metrics.events.labels("fenced").inc()
+            return
+        except Exception as exc:  # ActionFailed, or a bug: retried with capped backoff
+            if not isinstance(exc, (ActionFailed, OpsctlError)):
                 log.exception("event %s: unexpected error", key[:12])
             detail = {"error": f"{type(exc).__name__}: {exc}"[:500], "attempts": claimed.attempts}
-            if claimed.attempts >= MAX_ATTEMPTS:
+            if claimed.attempts >= MAX_ATTEMPTS and not self.shared:
                 self.deliveries.finish(key, detail, failed=True)
                 self.metrics.events.labels("failed").inc()
             else:
-                self.deliveries.retry_later(key, 2.0 ** claimed.attempts, detail)
+                # Team mode: a delivery that could not act is retried until it acts or its alert
+                # resolves (a firing copy after the resolve is late and ends as done).
+                delay = min(RETRY_CAP, 2.0 ** min(claimed.attempts, 8))
+                try:
+                    self.deliveries.retry_later(key, delay, detail)
+                except OpsctlError as later:  # the API server is away: the sweep finds it when its lease ends
+                    log.warning("event %s: could not schedule its retry: %s", key[:12], later)
                 self.metrics.events.labels("retried").inc()
             return
         self.deliveries.finish(key, {"actions": [[t.policy, t.action, t.outcome.status] for t in taken]})
@@ -266,3 +307,63 @@ class AutomationService:
                 self._stop.wait(2.0)
             except Exception:  # keep maintaining; the error is logged and the next round retries
                 log.exception("maintenance round failed")
+
+
+class FencedExecutor:
+    """The live executor under the leader's term (team mode): the term is read before every action
+    (not leading: FencedError, nothing happens); failover and restore carry it to the traffic
+    controller (every write attempt re-reads it and is refused once a newer term is recorded) with
+    an operation id chosen from the episode before the write; a page, ticket or note happens only
+    after its intent, keyed by the action's idempotency key from the event, was written under the
+    term in the shared episodes document (a stale leader's intent write is refused)."""
+
+    def __init__(self, inner: Executor, term: Callable[[], object] | None = None,
+                 intent: Callable[[str, str, str], None] | None = None):
+        self.inner = inner
+        self.name = inner.name
+        self.term = term  # None: one replica, nothing to fence (operation ids still chosen before the write)
+        self.intent = intent or (lambda action, key, detail: None)
+
+    def _leading(self, what: str) -> None:
+        if self.term is not None and self.term() is None:
+            raise FencedError(f"{what}: this replica no longer leads; it does not act")
+
+    @staticmethod
+    def operation(action: str, incident: str | None, backend: str) -> str:
+        """The id a failover or restore is written under, the same on every attempt and replica."""
+        import hashlib
+
+        digest = hashlib.sha256(f"{incident or ''}|{backend}".encode()).hexdigest()[:16]
+        return f"{action}-{digest}"
+
+    def failover(self, request):
+        from dataclasses import replace
+
+        self._leading("failover")
+        return self.inner.failover(replace(request, term=self.term, operation_id=request.operation_id or self.operation(
+            "failover", request.incident, request.backend)))
+
+    def restore(self, request):
+        from dataclasses import replace
+
+        self._leading("restore")
+        return self.inner.restore(replace(request, term=self.term, operation_id=request.operation_id or self.operation(
+            "restore", request.incident, request.backend)))
+
+    def page(self, request):
+        self._leading("page")
+        self.intent("page", request.dedup_key, request.summary)
+        return self.inner.page(request)
+
+    def file_ticket(self, request):
+        self._leading("ticket")
+        self.intent("ticket", request.idempotency_key, request.summary)
+        return self.inner.file_ticket(request)
+
+    def note(self, request):
+        import hashlib
+
+        self._leading("note")
+        self.intent("note", hashlib.sha256(f"{request.incident}|{request.text}".encode()).hexdigest()[:24],
+                    request.text)
+        return self.inner.note(request)

@@ -22,10 +22,13 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from opsctl.automation.episodes import Busy, Episode, EpisodeStore, FiringStart, episode_key, mark_failover_started
 from opsctl.automation.idempotency import DEFAULT_LEASE, ClaimedEvent, NewEvent, dead_local_owner
+
+if TYPE_CHECKING:
+    from opsctl.fencing import Term
 
 DELIVERIES = "serve-deliveries"
 EPISODES = "serve-episodes"
@@ -205,15 +208,26 @@ _FIELDS = ("policy", "target", "key", "state", "opened_at", "incident", "ticket"
            "restore_due", "restore_refusals", "owner", "lease_until", "closed_at", "closed_because")
 
 
+MAX_INTENTS = 200  # intents kept (the newest): each external action's, by its idempotency key
+
+
 class SharedEpisodeStore:
-    """The EpisodeStore operations on the shared document; the record of actions also stays local."""
+    """The EpisodeStore operations on the shared document; the record of actions also stays local.
+
+    Fenced (docs/design.md, "Shapes the open work shares" 2): with `term` given (the elector's), every
+    write is refused with FencedError when this replica does not lead (term None) or the document
+    names a newer term than its own, and stamps the document with its term, so once a successor
+    wrote, nothing a paused leader does lands. An episode's fields are written only by the worker
+    holding its lease (its owner). `record_intent` writes the intent an external action (page,
+    ticket, note) needs before it may happen."""
 
     def __init__(self, store, *, local_path: Path, clock: Callable[[], float], owner: str,
-                 lease: float = DEFAULT_LEASE):
+                 lease: float = DEFAULT_LEASE, term: "Callable[[], Term | None] | None" = None):
         self.store = store
         self.clock = clock
         self.owner = owner
         self.lease_seconds = lease
+        self.term = term  # None: unfenced (one replica); else the elector's term, read at every write
         self.local = EpisodeStore(local_path, clock=clock, owner=owner)  # its actions table only
 
     # -- plumbing -----------------------------------------------------------------------------
@@ -228,17 +242,44 @@ class SharedEpisodeStore:
         data.setdefault("episodes", {})
         return data
 
-    def _update(self, change: Callable[[dict], bool]) -> None:
+    def _update(self, change: Callable[[dict], bool], *, fenced: bool = True) -> None:
         def apply(data):
             data = data or {}
             data.setdefault("alerts", {})
             data.setdefault("episodes", {})
+            kept = self._fence(data) if fenced else data.get("term")
             if not change(data):
                 return None
+            if kept is not None:
+                data["term"] = kept
             self._bound(data)
             return data
 
         self.store.update(EPISODES, apply, attempts=ATTEMPTS)
+
+    def _fence(self, data: dict) -> str | None:
+        if self.term is None:
+            return data.get("term")
+        from opsctl.fencing import FencedError, fence
+
+        term = self.term()
+        if term is None:
+            raise FencedError(f"{EPISODES}: this replica no longer leads; it does not write")
+        return fence(term, data.get("term"), EPISODES)
+
+    def record_intent(self, action: str, key: str, detail: str = "") -> None:
+        """Before an external action: its intent, written under the term (FencedError when stale)."""
+        def change(data: dict) -> bool:
+            intents = data.setdefault("intents", {})
+            intents[f"{action}:{key}"[:200]] = {"action": action, "term": data.get("term") if self.term is None
+                                                else str(self.term()), "at": self.clock(), "by": self.owner,
+                                                "detail": detail[:120]}
+            if len(intents) > MAX_INTENTS:
+                for k in sorted(intents, key=lambda k: intents[k].get("at") or 0)[:len(intents) - MAX_INTENTS]:
+                    del intents[k]
+            return True
+
+        self._update(change)
 
     def _bound(self, data: dict) -> None:
         closed = [i for _, i in sorted((e.get("closed_at") or 0, i) for i, e in data["episodes"].items()
@@ -324,9 +365,11 @@ class SharedEpisodeStore:
         return result[0] if result else None
 
     def _write_fields(self, episode: Episode, *, release: bool) -> None:
+        me = self._me()
+
         def change(data: dict) -> bool:
             e = data["episodes"].get(episode.id)
-            if e is None:
+            if e is None or e.get("owner") != me:  # written only by its owner
                 return False
             e.update(incident=episode.incident, ticket=episode.ticket, failover=episode.failover,
                      owned=bool(episode.owned), saved=dict(episode.saved))
@@ -397,9 +440,11 @@ class SharedEpisodeStore:
         return result[0] if result else None
 
     def end_restore(self, episode: Episode, *, closed_because: str | None, retry_at: float | None = None) -> None:
+        me = self._me()
+
         def change(data: dict) -> bool:
             e = data["episodes"].get(episode.id)
-            if e is None:
+            if e is None or e.get("owner") not in (None, me):  # written only by its owner
                 return False
             if closed_because is not None:
                 e.update(state="closed", closed_at=self.clock(), closed_because=closed_because[:500],
@@ -429,7 +474,7 @@ class SharedEpisodeStore:
                     released[0] += 1
             return bool(released[0])
 
-        self._update(change)
+        self._update(change, fenced=all_others)  # at start-up (not leading yet): dead local owners only
         return released[0]
 
     def check(self) -> None:

@@ -10,7 +10,8 @@ in-cluster or an explicit host); RBAC: `create` on configmaps, `get` and `update
 
 Read your own write: transient failures are retried by `Kube.call` under its deadline, and a write
 whose answer was lost may have been applied; when its retry (or the next attempt) meets 409, the
-document is read back, and if it holds exactly what this write sent, the write is taken as done
+document is read back, and if it carries this write's id (annotation `opsctl.io/write-id`, a nonce
+chosen per write: two writers computing the same content stay two writes), the write is taken as done
 rather than re-planned from a state that already includes it (a claim recorded but not answered
 would otherwise look taken by someone else until its lease ran out). `now()` is the API server's
 clock, the one time base every replica shares.
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from opsctl.traffic.kube import Kube
 
 KEY = "state.json"
+WRITE_ID = "opsctl.io/write-id"
 APP_LABELS = {"app.kubernetes.io/name": "opsctl", "app.kubernetes.io/managed-by": "opsctl",
               "app.kubernetes.io/component": "state"}
 
@@ -82,8 +84,12 @@ class KubernetesStateStore:
         text = encode(name, data)
         obj = self._object(name)
         labels = {**APP_LABELS, "opsctl.io/service": safe_service(self.service), "opsctl.io/document": name}
+        import os
+
+        write_id = os.urandom(8).hex()
         body = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": obj, "namespace": self.namespace, "labels": labels},
+                "metadata": {"name": obj, "namespace": self.namespace, "labels": labels,
+                             "annotations": {WRITE_ID: write_id}},
                 "data": {KEY: text}}
         what = f"write state ConfigMap {self.namespace}/{obj}"
         try:
@@ -95,7 +101,7 @@ class KubernetesStateStore:
                 cm = self.kube.call(what, self.kube.core().replace_namespaced_config_map, obj, self.namespace, body,
                                     field_manager=FIELD_MANAGER)
         except ConflictError:
-            mine = self._own_write(name, text)
+            mine = self._own_write(name, write_id)
             if mine is not None:
                 return mine
             raise
@@ -105,15 +111,17 @@ class KubernetesStateStore:
             raise
         return self._document(name, cm)
 
-    def _own_write(self, name: str, text: str) -> Document | None:
-        """The document as stored, when it holds exactly `text`: this write was applied already."""
+    def _own_write(self, name: str, write_id: str) -> Document | None:
+        """The document as stored, when it carries `write_id`: this write was applied already."""
+        obj = self._object(name)
         try:
-            doc = self.get(name)
+            cm = self.kube.call(f"read state ConfigMap {self.namespace}/{obj}",
+                                self.kube.core().read_namespaced_config_map, obj, self.namespace)
         except OpsctlError:
             return None
-        if doc is not None and json.dumps(doc.data, sort_keys=True, separators=(",", ":"), default=str) == text:
+        if ((cm.metadata.annotations or {}).get(WRITE_ID)) == write_id:
             self.own_writes += 1
-            return doc
+            return self._document(name, cm)
         return None
 
     def now(self) -> float:

@@ -128,3 +128,63 @@ def test_large_pending_payloads_push_out_the_oldest_finished_keys_not_the_write(
     assert "big" in events and events["big"]["state"] == "pending"
     finished = sorted(k for k in events if k != "big")
     assert finished and finished == [f"f{i:03d}" for i in range(400 - len(finished), 400)]  # the newest kept
+
+
+class Leading:
+    """A replica's term as its elector reports it: set, or None once it no longer leads."""
+
+    def __init__(self, text: str | None):
+        self.set(text)
+
+    def set(self, text: str | None) -> None:
+        from opsctl.fencing import Term
+
+        self.term = Term.parse(text) if text else None
+
+    def __call__(self):
+        return self.term
+
+
+def test_once_a_newer_term_wrote_the_episodes_a_stale_leaders_writes_and_intents_are_refused(store, tmp_path):
+    from opsctl.fencing import FencedError
+
+    clock = SimClock(1000)
+    old, new = Leading("serve-a@0"), Leading("serve-b@1")
+    a = SharedEpisodeStore(store, local_path=tmp_path / "a.sqlite", clock=clock.now, owner="serve-a:1", term=old)
+    b = SharedEpisodeStore(store, local_path=tmp_path / "b.sqlite", clock=clock.now, owner="serve-b:1", term=new)
+    start = a.begin_firing("p", "fp", "databricks", "2026-11-29T12:00:00Z", failover=True)
+    a.record_intent("page", "dedup-1")
+    assert store.get(shared.EPISODES).data["term"] == "serve-a@0"
+    # B takes over (it releases what A held) and writes under its newer term.
+    assert b.recover(all_others=True) == 1
+    assert store.get(shared.EPISODES).data["term"] == "serve-b@1"
+    with pytest.raises(FencedError):
+        a.record_intent("ticket", "ticket-1")  # the stale leader's intent: its ticket never happens
+    start.episode.failover = "applied"
+    with pytest.raises(FencedError):
+        a.save(start.episode)
+    data = store.get(shared.EPISODES).data
+    assert list(data["intents"]) == ["page:dedup-1"]
+    assert next(iter(data["episodes"].values()))["failover"] == "started"
+    b.record_intent("ticket", "ticket-1")
+    assert store.get(shared.EPISODES).data["intents"]["ticket:ticket-1"]["term"] == "serve-b@1"
+
+
+def test_a_replica_that_no_longer_leads_writes_no_episode_and_only_the_owner_saves_one(store, tmp_path):
+    from opsctl.fencing import FencedError
+
+    clock = SimClock(1000)
+    term = Leading("serve-a@0")
+    a = SharedEpisodeStore(store, local_path=tmp_path / "a.sqlite", clock=clock.now, owner="serve-a:1", term=term)
+    b = SharedEpisodeStore(store, local_path=tmp_path / "b.sqlite", clock=clock.now, owner="serve-b:1",
+                           term=Leading("serve-a@0"))  # same term, another worker: not the episode's owner
+    start = a.begin_firing("p", "fp", "databricks", "2026-11-29T12:00:00Z", failover=True)
+    start.episode.failover = "applied"
+    b.save(start.episode)  # not its owner: nothing written
+    assert next(iter(store.get(shared.EPISODES).data["episodes"].values()))["failover"] == "started"
+    term.set(None)  # A lost the Lease (could not renew within renew_deadline)
+    with pytest.raises(FencedError):
+        a.save(start.episode)
+    term.set("serve-a@0")
+    a.save(start.episode)
+    assert next(iter(store.get(shared.EPISODES).data["episodes"].values()))["failover"] == "applied"

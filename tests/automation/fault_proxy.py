@@ -8,6 +8,8 @@ give that replica (and only it) the faults a cluster has, deterministically and 
                        flight; `arrived` is set when the first one comes
     lose_answer(match) the next matching request is forwarded and applied, and its answer dropped
                        (the connection closed without a response)
+    fail(match, status, count)  the next `count` matching requests are answered `status` (a Status
+                       body) without being forwarded: transient 500, 429 or 409 from the server
     down(match)        matching requests are cut off unanswered and NOT forwarded (the API server
                        killed); `cut` counts them; `up()` ends it
 
@@ -17,6 +19,7 @@ Every wait is bounded (60 s). Headers pass through, the API server's Date among 
 from __future__ import annotations
 
 import http.client
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
@@ -46,6 +49,8 @@ class FaultProxy:
         self.arrived = threading.Event()
         self._lose: list[Match] = []
         self.lost: list[str] = []  # requests applied whose answers were dropped
+        self._fail: list[list] = []  # [match, status, count left]
+        self.failed = 0  # requests answered with an injected status
         self._down: Match | None = None
         self.cut = 0  # requests cut off while down
         self.server: ThreadingHTTPServer | None = None
@@ -70,6 +75,19 @@ class FaultProxy:
     def lose_answer(self, match: Match) -> None:
         with self.lock:
             self._lose.append(match)
+
+    def fail(self, match: Match, status: int, count: int) -> None:
+        with self.lock:
+            self._fail.append([match, status, count])
+
+    def _injected(self, method: str, path: str) -> int | None:
+        with self.lock:
+            for rule in self._fail:
+                if rule[2] > 0 and rule[0](method, path):
+                    rule[2] -= 1
+                    self.failed += 1
+                    return rule[1]
+        return None
 
     def down(self, match: Match = anything) -> None:
         self._down = match
@@ -97,6 +115,16 @@ class FaultProxy:
                     with proxy.lock:
                         proxy.cut += 1
                     self.close_connection = True
+                    return
+                status = proxy._injected(method, path)
+                if status is not None:
+                    data = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status,
+                                       "message": f"injected {status}", "reason": "InternalError"}).encode()
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
                     return
                 hold = proxy._hold
                 if hold is not None and hold(method, path):

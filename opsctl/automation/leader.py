@@ -17,9 +17,10 @@ Lease meet 409 Conflict and only one wins.
 The leader's term (`term`, opsctl/fencing.py) is this replica's identity and the Lease's
 `spec.leaseTransitions` as it stood right after this replica acquired it: every record the leader
 writes carries it, and a write finding a newer term stored is refused, so a leader that was paused
-cannot overwrite what its successor wrote. `term` is None whenever `is_leader` is False. A round's
-API calls retry transient failures for at most `retry_period`, so a slow API server never holds a
-round past the next one.
+cannot overwrite what its successor wrote. `term` is None whenever `is_leader` is False. Each API
+call of a round (a read, then a write) retries transient failures for at most half of
+`renew_deadline`, so a slow API server cannot hold a round past the point where the leader must
+step down.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class LeaseElector:
         self._thread: threading.Thread | None = None
         self.holder: str | None = None  # who holds the Lease, as last read
         self._epoch: int | None = None  # leaseTransitions right after this replica acquired the Lease
+        self.call_deadline = renew_deadline / 2  # per API call of a round, transient retries included
 
     # -- state --------------------------------------------------------------------------------
 
@@ -115,7 +117,7 @@ class LeaseElector:
                     return None
                 raise
 
-        return self.kube.call(f"read {what}", read, _deadline=self.retry_period)
+        return self.kube.call(f"read {what}", read, _deadline=self.call_deadline)
 
     def _spec(self, *, acquire: datetime, transitions: int) -> dict:
         now = datetime.now(timezone.utc)
@@ -134,7 +136,7 @@ class LeaseElector:
                     "spec": self._spec(acquire=datetime.now(timezone.utc), transitions=0)}
             try:
                 self.kube.call(f"create {what}", api.create_namespaced_lease, self.namespace, body,
-                               _deadline=self.retry_period)
+                               _deadline=self.call_deadline)
             except ConflictError:  # another replica created it first (409 AlreadyExists)
                 return False
             self._won(now, 0)
@@ -158,7 +160,7 @@ class LeaseElector:
                 "spec": self._spec(acquire=acquire, transitions=epoch)}
         try:
             self.kube.call(f"{'renew' if mine else 'take over'} {what}", api.replace_namespaced_lease,
-                           self.name, self.namespace, body, _deadline=self.retry_period)
+                           self.name, self.namespace, body, _deadline=self.call_deadline)
         except ConflictError:  # somebody else wrote it since we read it
             return False
         self.holder = self.identity
@@ -194,7 +196,7 @@ class LeaseElector:
                              "acquireTime": None, "renewTime": _micro(datetime.now(timezone.utc)),
                              "leaseTransitions": lease.spec.lease_transitions or 0}}
             self.kube.call(f"release {what}", api.replace_namespaced_lease, self.name, self.namespace, body,
-                           _deadline=self.retry_period)
+                           _deadline=self.call_deadline)
         except OpsctlError as exc:  # it expires on its own within the lease duration
             log.warning("leader election: could not release %s: %s", what, exc)
             return False

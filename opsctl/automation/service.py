@@ -88,7 +88,7 @@ class AutomationService:
             self.episodes = SharedEpisodeStore(store, local_path=path, clock=clock, owner=owner,
                                                term=self.term if self.elector is not None else None)
             if self.elector is not None:
-                live = FencedExecutor(live, self.term, self.episodes.record_intent)
+                live = FencedExecutor(live, self.term, self.episodes.record_intent, self.episodes.owns)
             else:
                 live = FencedExecutor(live)
         else:
@@ -318,11 +318,26 @@ class FencedExecutor:
     term in the shared episodes document (a stale leader's intent write is refused)."""
 
     def __init__(self, inner: Executor, term: Callable[[], object] | None = None,
-                 intent: Callable[[str, str, str], None] | None = None):
+                 intent: Callable[[str, str, str], None] | None = None, owns: Callable[[str], bool] | None = None):
         self.inner = inner
         self.name = inner.name
         self.term = term  # None: one replica, nothing to fence (operation ids still chosen before the write)
         self.intent = intent or (lambda action, key, detail: None)
+        self.owns = owns  # whether this worker still holds the episode (by key), re-read before every write
+
+    def _writer(self, incident: str | None):
+        """What the controller reads before every write attempt (the first, and each retry after a
+        409): the term, once this worker still owns the episode (its key ends the incident key)."""
+        if self.term is None:
+            return None
+        key = (incident or "").rsplit("-", 1)[-1]
+
+        def term():
+            if self.owns is not None and key and not self.owns(key):
+                raise FencedError(f"episode {key}: no longer held by this worker; it does not write")
+            return self.term()
+
+        return term
 
     def _leading(self, what: str) -> None:
         if self.term is not None and self.term() is None:
@@ -340,14 +355,14 @@ class FencedExecutor:
         from dataclasses import replace
 
         self._leading("failover")
-        return self.inner.failover(replace(request, term=self.term, operation_id=request.operation_id or self.operation(
+        return self.inner.failover(replace(request, term=self._writer(request.incident), operation_id=request.operation_id or self.operation(
             "failover", request.incident, request.backend)))
 
     def restore(self, request):
         from dataclasses import replace
 
         self._leading("restore")
-        return self.inner.restore(replace(request, term=self.term, operation_id=request.operation_id or self.operation(
+        return self.inner.restore(replace(request, term=self._writer(request.incident), operation_id=request.operation_id or self.operation(
             "restore", request.incident, request.backend)))
 
     def page(self, request):

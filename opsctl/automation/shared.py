@@ -267,6 +267,12 @@ class SharedEpisodeStore:
             raise FencedError(f"{EPISODES}: this replica no longer leads; it does not write")
         return fence(term, data.get("term"), EPISODES)
 
+    def owns(self, key: str) -> bool:
+        """Whether this worker holds the lease of the open episode named `key` (read afresh); True
+        when no episode has that key (nothing to tell by)."""
+        named = [e for e in self._read()["episodes"].values() if e.get("key") == key]
+        return not named or any(e.get("owner") == self._me() and e["state"] != "closed" for e in named)
+
     def record_intent(self, action: str, key: str, detail: str = "") -> None:
         """Before an external action: its intent, written under the term (FencedError when stale)."""
         def change(data: dict) -> bool:

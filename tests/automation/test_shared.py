@@ -188,3 +188,15 @@ def test_a_replica_that_no_longer_leads_writes_no_episode_and_only_the_owner_sav
     term.set("serve-a@0")
     a.save(start.episode)
     assert next(iter(store.get(shared.EPISODES).data["episodes"].values()))["failover"] == "applied"
+
+
+def test_only_the_worker_holding_an_episode_owns_it(store, tmp_path):
+    clock = SimClock(1000)
+    a = SharedEpisodeStore(store, local_path=tmp_path / "a.sqlite", clock=clock.now, owner="serve-a:1")
+    b = SharedEpisodeStore(store, local_path=tmp_path / "b.sqlite", clock=clock.now, owner="serve-b:1")
+    start = a.begin_firing("p", "fp", "databricks", "2026-11-29T12:00:00Z", failover=True)
+    key = start.episode.key
+    assert a.owns(key) and not b.owns(key)
+    assert b.recover(all_others=True) == 1  # B leads now: A's hold is released
+    assert not a.owns(key)
+    assert a.owns("no-such-episode")  # nothing to tell by: not refused

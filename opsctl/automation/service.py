@@ -255,9 +255,10 @@ class AutomationService:
             timer.daemon = True
             timer.start()
             return
-        except FencedError as exc:  # a newer leader acts on it now; this replica writes nothing more
+        except FencedError as exc:  # not leading (any more): whoever leads next takes the event up
             log.warning("event %s: fenced: %s", key[:12], str(exc).splitlines()[0][:300])
             self.metrics.events.labels("fenced").inc()
+            self._let_go(key)
             return
         except Exception as exc:  # ActionFailed, or a bug: retried with capped backoff
             if not isinstance(exc, (ActionFailed, OpsctlError)):
@@ -278,6 +279,16 @@ class AutomationService:
             return
         self.deliveries.finish(key, {"actions": [[t.policy, t.action, t.outcome.status] for t in taken]})
         self.metrics.events.labels("done").inc()
+
+    def _let_go(self, key: str) -> None:
+        """Give back what a fenced worker holds: its episodes and the event (both owner-checked, so
+        nothing a successor took is touched); the leader's sweep finds the event again."""
+        try:
+            if hasattr(self.episodes, "let_go"):
+                self.episodes.let_go()
+            self.deliveries.retry_later(key, BUSY_RETRY, {"fenced": True}, count=False)
+        except OpsctlError as exc:
+            log.warning("event %s: could not give it back after being fenced: %s", key[:12], exc)
 
     def _count(self, taken: Taken) -> None:
         self.metrics.action(taken.policy, taken.action, taken.outcome.status, taken.seconds)

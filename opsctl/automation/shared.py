@@ -267,6 +267,24 @@ class SharedEpisodeStore:
             raise FencedError(f"{EPISODES}: this replica no longer leads; it does not write")
         return fence(term, data.get("term"), EPISODES)
 
+    def let_go(self) -> int:
+        """After this worker was fenced: release the episodes it holds (owner-checked, not fenced:
+        it only clears its own hold, so the leader, itself later or a successor, takes them up)."""
+        me = self._me()
+        released = [0]
+
+        def change(data: dict) -> bool:
+            released[0] = 0
+            for e in data["episodes"].values():
+                if e.get("owner") == me and e["state"] != "closed":
+                    e.update(owner=None, lease_until=None,
+                             state="restore_pending" if e["state"] == "restoring" else e["state"])
+                    released[0] += 1
+            return bool(released[0])
+
+        self._update(change, fenced=False)
+        return released[0]
+
     def owns(self, key: str) -> bool:
         """Whether this worker holds the lease of the open episode named `key` (read afresh); True
         when no episode has that key (nothing to tell by)."""

@@ -53,6 +53,7 @@ class FaultProxy:
         self.failed = 0  # requests answered with an injected status
         self._down: Match | None = None
         self.cut = 0  # requests cut off while down
+        self.unreachable = 0  # requests the API server behind could not take (it was down)
         self.server: ThreadingHTTPServer | None = None
 
     # -- faults -----------------------------------------------------------------------------------
@@ -141,6 +142,11 @@ class FaultProxy:
                     conn.request(method, path, body=body or None, headers=headers)
                     answer = conn.getresponse()
                     data = answer.read()
+                except OSError:  # the API server is down: the client sees its connection cut
+                    with proxy.lock:
+                        proxy.unreachable += 1
+                    self.close_connection = True
+                    return
                 finally:
                     conn.close()
                 if lose is not None:

@@ -306,6 +306,35 @@ def test_an_api_outage_mid_failover_delays_the_failover_by_the_outage_only(api, 
     assert changes(api) == ["failover"] and len(a.pages()) == 1
 
 
+def test_the_api_server_killed_mid_failover_and_back_with_its_state_delays_the_episode_by_the_outage_only(
+        tmp_path, healthy_store):
+    api = FakeKubeAPI(state=tmp_path / "etcd.json").start()
+    api.seed({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": SPLIT_CM, "namespace": NS},
+              "data": {"split.json": json.dumps({"weights": NORMAL, "shadow": {}})}})
+    a = None
+    try:
+        a = Replica(tmp_path / "serve-a", api, healthy_store, "serve-a")
+        wait_for(a.leads, what="serve-a to lead")
+        api.inject(verb="patch", resource="configmaps", name=SPLIT_CM, hold=True, times=1)
+        assert a.post(FIRING).body["status"] == "accepted"
+        wait_for(lambda: api.held() == 1, timeout=30, what="the failover write in flight")
+        api.down()  # killed: the held write is dropped unapplied
+        # Down long enough that the leader could not renew within renew_deadline: it steps down.
+        wait_for(lambda: not a.leads(), timeout=30, what="serve-a to step down during the outage")
+        assert a.proxy.unreachable >= 1
+        api.up()  # back, with every acknowledged write (the state file)
+        wait_for(lambda: split(api) == FAILED_OVER, timeout=30, what="the failover after the restart")
+        wait_for(lambda: a.tickets() and a.notes(), timeout=30, what="the rest of the episode")
+        assert changes(api) == ["failover"]
+        assert len(a.pages()) == 1 and len(a.tickets()) == 1
+        (title,) = a.page_titles()
+        assert "FAILED" not in title
+    finally:
+        if a is not None:
+            a.stop()
+        api.stop()
+
+
 # -- item 5: one time base --------------------------------------------------------------------------
 
 

@@ -100,6 +100,8 @@ class AutomationService:
         self.engine = PolicyEngine(settings, cfg.backends, self.episodes, live, DryRunExecutor(), clock,
                                    on_action=self._count)
         self._accept_lock = threading.Lock()
+        self._owed: dict[str, tuple] = {}  # events (and episode holds) to hand back once the API server answers
+        self._owed_lock = threading.Lock()
         self._stop = threading.Event()
         self._sweep_now = threading.Event()
         self._maintenance = threading.Thread(target=self._maintain, name="opsctl-maintenance", daemon=True)
@@ -258,7 +260,7 @@ class AutomationService:
         except FencedError as exc:  # not leading (any more): whoever leads next takes the event up
             log.warning("event %s: fenced: %s", key[:12], str(exc).splitlines()[0][:300])
             self.metrics.events.labels("fenced").inc()
-            self._let_go(key)
+            self._give_back(key, BUSY_RETRY, {"fenced": True}, count=False)
             return
         except Exception as exc:  # ActionFailed, or a bug: retried with capped backoff
             if not isinstance(exc, (ActionFailed, OpsctlError)):
@@ -271,24 +273,40 @@ class AutomationService:
                 # Team mode: a delivery that could not act is retried until it acts or its alert
                 # resolves (a firing copy after the resolve is late and ends as done).
                 delay = min(RETRY_CAP, 2.0 ** min(claimed.attempts, 8))
-                try:
-                    self.deliveries.retry_later(key, delay, detail)
-                except OpsctlError as later:  # the API server is away: the sweep finds it when its lease ends
-                    log.warning("event %s: could not schedule its retry: %s", key[:12], later)
+                self._give_back(key, delay, detail)
                 self.metrics.events.labels("retried").inc()
             return
         self.deliveries.finish(key, {"actions": [[t.policy, t.action, t.outcome.status] for t in taken]})
         self.metrics.events.labels("done").inc()
 
-    def _let_go(self, key: str) -> None:
-        """Give back what a fenced worker holds: its episodes and the event (both owner-checked, so
-        nothing a successor took is touched); the leader's sweep finds the event again."""
+    def _give_back(self, key: str, delay: float, detail: dict, *, count: bool = True) -> None:
+        """Hand an event that could not act back to the delivery log (pending again after `delay`)
+        with the episodes this worker still holds (its save may have failed with the API server
+        away). Both are owner-checked, so nothing a successor took is touched. When the API server
+        cannot be reached even for that, the maintenance thread keeps trying every round, so the
+        event waits for the outage, never for its 300 s claim lease."""
+        holder = self.episodes.holder() if hasattr(self.episodes, "holder") else None
         try:
-            if hasattr(self.episodes, "let_go"):
-                self.episodes.let_go()
-            self.deliveries.retry_later(key, BUSY_RETRY, {"fenced": True}, count=False)
+            if holder is not None:
+                self.episodes.let_go(holder)
+            self.deliveries.retry_later(key, delay, detail, count=count)
         except OpsctlError as exc:
-            log.warning("event %s: could not give it back after being fenced: %s", key[:12], exc)
+            log.warning("event %s: could not hand it back yet (retried): %s", key[:12], str(exc).splitlines()[0][:200])
+            with self._owed_lock:
+                self._owed[key] = (holder, delay, detail, count)
+
+    def _settle_owed(self) -> None:
+        with self._owed_lock:
+            owed = dict(self._owed)
+        for key, (holder, delay, detail, count) in owed.items():
+            try:
+                if holder is not None:
+                    self.episodes.let_go(holder)
+                self.deliveries.retry_later(key, delay, detail, count=count)
+            except OpsctlError:
+                return  # still away: next round
+            with self._owed_lock:
+                self._owed.pop(key, None)
 
     def _count(self, taken: Taken) -> None:
         self.metrics.action(taken.policy, taken.action, taken.outcome.status, taken.seconds)
@@ -296,6 +314,8 @@ class AutomationService:
     def _maintain(self) -> None:
         last_sweep = last_prune = 0.0
         while not self._stop.wait(0.25):
+            if self._owed:
+                self._settle_owed()
             if not self.acting():
                 continue
             try:

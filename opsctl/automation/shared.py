@@ -267,10 +267,15 @@ class SharedEpisodeStore:
             raise FencedError(f"{EPISODES}: this replica no longer leads; it does not write")
         return fence(term, data.get("term"), EPISODES)
 
-    def let_go(self) -> int:
-        """After this worker was fenced: release the episodes it holds (owner-checked, not fenced:
-        it only clears its own hold, so the leader, itself later or a successor, takes them up)."""
-        me = self._me()
+    def holder(self) -> str:
+        """This worker's name on the episodes it leases."""
+        return self._me()
+
+    def let_go(self, holder: str | None = None) -> int:
+        """After this worker was fenced or could not save: release the episodes `holder` (default:
+        this worker) holds (owner-checked, not fenced: it only clears its own hold, so the leader,
+        itself later or a successor, takes them up)."""
+        me = holder or self._me()
         released = [0]
 
         def change(data: dict) -> bool:

@@ -335,6 +335,36 @@ def test_the_api_server_killed_mid_failover_and_back_with_its_state_delays_the_e
         api.stop()
 
 
+def test_an_outage_past_the_retry_deadline_delays_the_episode_by_the_outage_not_by_a_300s_lease(
+        tmp_path, healthy_store):
+    api = FakeKubeAPI(state=tmp_path / "etcd.json").start()
+    api.seed({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": SPLIT_CM, "namespace": NS},
+              "data": {"split.json": json.dumps({"weights": NORMAL, "shadow": {}})}})
+    a = None
+    try:
+        a = Replica(tmp_path / "serve-a", api, healthy_store, "serve-a")
+        a.service.episodes.store.kube.retry_deadline = 2.0  # every call gives up 2 s into an outage
+        wait_for(a.leads, what="serve-a to lead")
+        api.inject(verb="patch", resource="configmaps", name=SPLIT_CM, hold=True, times=1)
+        assert a.post(FIRING).body["status"] == "accepted"
+        wait_for(lambda: api.held() == 1, timeout=30, what="the failover write in flight")
+        api.down()
+        # The failover gave up, and neither the event nor the episode could be handed back.
+        wait_for(lambda: [r for r in a.service.episodes.actions(action="failover") if r["status"] == "failed"],
+                 timeout=30, what="the failover to give up")
+        wait_for(lambda: not a.leads(), timeout=30, what="serve-a to step down during the outage")
+        api.up()
+        wait_for(lambda: split(api) == FAILED_OVER, timeout=40, what="the failover once the API server is back")
+        wait_for(lambda: a.tickets() and a.notes(), timeout=30, what="the rest of the episode")
+        assert changes(api) == ["failover"] and len(a.pages()) == 1 and len(a.tickets()) == 1
+        (title,) = a.page_titles()
+        assert "FAILED" not in title
+    finally:
+        if a is not None:
+            a.stop()
+        api.stop()
+
+
 # -- item 5: one time base --------------------------------------------------------------------------
 
 

@@ -95,11 +95,15 @@ class LiveExecutor:
         your own write), or for a resumed episode of an older version, by incident (None if none)."""
         from opsctl.traffic.record import find_change
 
+        from opsctl.traffic.record import newest_first
+
         record = self.traffic.read().record
-        if operation:
-            entry = find_change(record, operation=operation, action="failover")
-            if entry is not None and entry.get("before") and entry.get("after"):
-                return entry
+        if operation and find_change(record, operation=operation, action="failover") is not None:
+            steps = [e for e in newest_first(record or {}) if e.get("operation") == operation
+                     and e.get("action") == "failover"]
+            # Its first step saved the split before; its last (top-ups as replicas became Ready) wrote the split now.
+            if steps[-1].get("before") and steps[0].get("after"):
+                return {**steps[0], "before": steps[-1]["before"]}
         if resumed:
             for entry in self.traffic.history(incident=incident):
                 if entry.get("action") == "failover" and entry.get("before") and entry.get("after"):

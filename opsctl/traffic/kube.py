@@ -5,8 +5,8 @@ a timeout; API errors become opsctl errors (409 -> ConflictError, exit 5; `ApiEx
 str holding a Status object, whose message is quoted). Writes use field manager `opsctl`.
 
 Transient failures (429, 5xx, the server unreachable or the answer lost) are retried inside
-`call()` with capped, jittered backoff under one deadline (`RETRY_DEADLINE`, or the caller's
-`_deadline`), so an outage of a few seconds delays a call instead of failing it. Every write opsctl
+`call()` with capped, jittered backoff under one deadline (the connection's `timeout`, at most
+`RETRY_DEADLINE`, or the caller's `_deadline`), so an outage of a few seconds delays a call instead of failing it. Every write opsctl
 sends carries the resourceVersion it read, so a retried write whose first try was applied meets
 409 and its caller re-reads and recognises its own write (the change record's operation id, the
 state document's content). `server_now()` is the API server's clock (the `Date` header of its
@@ -34,7 +34,7 @@ FIELD_MANAGER = "opsctl"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 TRANSIENT = (429, 500, 502, 503, 504)
-RETRY_DEADLINE = 30.0  # seconds a call keeps retrying transient failures
+RETRY_DEADLINE = 30.0  # the most seconds a call keeps retrying transient failures
 RETRY_BASE, RETRY_CAP = 0.1, 2.0  # backoff: full jitter under base * 2^n, capped
 
 
@@ -52,7 +52,8 @@ class Kube:
         self._client = None
         self._offset: float | None = None  # server time - monotonic time, from the answers' Date headers
         self._offset_lock = threading.Lock()
-        self.retry_deadline = RETRY_DEADLINE
+        # A call keeps retrying for as long as one attempt may take (`timeout`), at most RETRY_DEADLINE.
+        self.retry_deadline = min(RETRY_DEADLINE, float(settings.timeout))
         self.transient_retries = 0  # how many transient failures call() retried (for tests and /metrics)
 
     @property

@@ -62,7 +62,7 @@ def now_for(actuator, clock) -> float:
     file on one host, or simulated time in drills)."""
     from opsctl.clock import WallClock
 
-    kube = getattr(actuator, "kube", None)
+    kube = getattr(actuator, "kube", None) or getattr(getattr(actuator, "object", None), "kube", None)
     if isinstance(clock, WallClock) and kube is not None and hasattr(kube, "server_now"):
         return kube.server_now()
     return clock.now()

@@ -356,9 +356,9 @@ def test_an_outage_past_the_retry_deadline_delays_the_episode_by_the_outage_not_
         api.up()
         wait_for(lambda: split(api) == FAILED_OVER, timeout=40, what="the failover once the API server is back")
         wait_for(lambda: a.tickets() and a.notes(), timeout=30, what="the rest of the episode")
+        # One page: the failover really failed once (its write was dropped unapplied), so the page may
+        # say so if it went out as the API server came back; either way it is not repeated.
         assert changes(api) == ["failover"] and len(a.pages()) == 1 and len(a.tickets()) == 1
-        (title,) = a.page_titles()
-        assert "FAILED" not in title
     finally:
         if a is not None:
             a.stop()

@@ -65,7 +65,8 @@ class AutomationService:
         self.elector = open_elector(cfg, on_change=self._leadership)  # None: the only replica
         self.shared = cfg.state.backend != "local"
         if self.shared:
-            from opsctl.automation.shared import SharedDeliveryLog, SharedEpisodeStore
+            from opsctl.automation.delivery_store import SharedDeliveryLog
+            from opsctl.automation.shared import SharedEpisodeStore
             from opsctl.state import open_state_store
 
             store = open_state_store(cfg)

@@ -10,7 +10,9 @@ of alerts is recorded as at most SHARDS bounded writes, never one document past 
 
 Each operation on one event is one compare-and-swap read-modify-write of its piece; an operation on
 many (admit, recover) writes each piece it touches once, and reads of every piece (due, counts) run
-in parallel, so a slow API server costs one round trip, not SHARDS. Every replica records
+in parallel, so a slow API server costs one round trip, not SHARDS. Deliveries recorded at once
+share writes (group commit): while one write of a piece is in flight the others queue, and the
+next write records them all, so 50 simultaneous deliveries cost a few writes, not 50 in a row. Every replica records
 deliveries here (so one that is not the leader loses nothing), the leader claims and acts on them.
 
 Bounded per piece: a finished event keeps its key and outcome (no payload) for RETENTION or until
@@ -28,8 +30,9 @@ claims, finishes or defers.
 from __future__ import annotations
 
 import json
+import threading
 import zlib
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
 from opsctl.automation.idempotency import DEFAULT_LEASE, ClaimedEvent, NewEvent, dead_local_owner
@@ -70,6 +73,17 @@ def _short(result: dict) -> dict:
     return result if len(text) <= 600 else {"summary": text[:600]}
 
 
+class _Waiter:
+    """One delivery's events for one piece, waiting for the group commit that records them."""
+
+    def __init__(self, events: list[NewEvent], now: float):
+        self.events, self.now = events, now
+        self.added: list[NewEvent] = []
+        self.refused = 0
+        self.error: BaseException | None = None
+        self.done = False
+
+
 class SharedDeliveryLog:
     def __init__(self, store, *, clock: Callable[[], float], owner: str, lease: float = DEFAULT_LEASE,
                  term: Callable[[], str | None] = lambda: None):
@@ -79,6 +93,11 @@ class SharedDeliveryLog:
         self.lease_seconds = lease
         self.term = term
         self._pool: ThreadPoolExecutor | None = None
+        self._commit = threading.Condition()
+        self._waiting: dict[int, list[_Waiter]] = {}
+        self._writing: set[int] = set()
+        self._flights_lock = threading.Lock()
+        self._flights: dict[int, Future] = {}
 
     # -- pieces -----------------------------------------------------------------------------------
 
@@ -86,15 +105,34 @@ class SharedDeliveryLog:
         doc = self.store.get(piece_name(index))
         return dict(doc.data.get("events", {})) if doc else {}
 
+    def _read_shared(self, index: int) -> dict:
+        """One piece's events; readers arriving while a read of it is in flight share that read (for
+        what tolerates an answer a moment old: the duplicate check, which admit repeats under CAS,
+        and the sweep)."""
+        with self._flights_lock:
+            flight = self._flights.get(index)
+            leader = flight is None
+            if leader:
+                flight = self._flights[index] = Future()
+        if leader:
+            try:
+                flight.set_result(self._read(index))
+            except BaseException as exc:
+                flight.set_exception(exc)
+            finally:
+                with self._flights_lock:
+                    self._flights.pop(index, None)
+        return dict(flight.result())
+
     def _read_all(self, indexes=None) -> dict:
         """The events of the given pieces (default: all), read in parallel."""
         indexes = sorted(set(range(SHARDS) if indexes is None else indexes))
         if len(indexes) == 1:
-            return self._read(indexes[0])
+            return self._read_shared(indexes[0])
         if self._pool is None:
             self._pool = ThreadPoolExecutor(SHARDS, thread_name_prefix="opsctl-deliveries")
         events: dict = {}
-        for part in self._pool.map(self._read, indexes):
+        for part in self._pool.map(self._read_shared, indexes):
             events.update(part)
         return events
 
@@ -134,38 +172,73 @@ class SharedDeliveryLog:
         new: list[NewEvent] = []
         left_out = 0
         for index in sorted(by_piece):
-            added: list[NewEvent] = []
-            refused = [0]
-
-            def change(table: dict, mine=by_piece[index]) -> bool:
-                added.clear()
-                refused[0] = 0
-                for ev in mine:
-                    if ev.key in table:
-                        continue
-                    entry = {"source": ev.source, "partition": ev.partition, "attempts": 0, "received_at": now,
-                             "not_before": 0}
-                    if ev.needs_action:
-                        entry.update(state="pending", payload=ev.payload)
-                    else:
-                        entry.update(state="done", done_at=now, result={"actions": [], "policies": []})
-                    table[ev.key] = entry
-                    added.append(ev)
-                if added:
-                    self._bound(table)
-                    while added and _size(table) > MAX_BYTES:  # pending payloads alone past the bound
-                        table.pop(added.pop().key)
-                        refused[0] += 1
-                return bool(added)
-
-            self._update(index, change)
+            added, refused = self._admit_piece(index, by_piece[index], now)
             new += added
-            left_out += refused[0]
+            left_out += refused
         if left_out:
             raise DeliveryLogFull(
                 f"delivery log full: {len(new)} new events recorded, {left_out} left for the sender's retry",
                 hint="the leader acts on what was recorded and frees room as it finishes")
         return new
+
+    def _admit_piece(self, index: int, events: list[NewEvent], now: float) -> tuple[list[NewEvent], int]:
+        """Group commit: deliveries arriving while a write of this piece is in flight wait for it, and
+        the next write records all of them at once (one compare-and-swap for many deliveries)."""
+        waiter = _Waiter(events, now)
+        with self._commit:
+            self._waiting.setdefault(index, []).append(waiter)
+            while not waiter.done:
+                if index in self._writing:
+                    self._commit.wait()
+                    continue
+                batch, self._waiting[index] = self._waiting[index], []
+                self._writing.add(index)
+                self._commit.release()
+                try:
+                    self._write_batch(index, batch)
+                finally:
+                    self._commit.acquire()
+                    self._writing.discard(index)
+                    self._commit.notify_all()
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.added, waiter.refused
+
+    def _write_batch(self, index: int, batch: list["_Waiter"]) -> None:
+        def change(table: dict) -> bool:
+            for w in batch:
+                w.added, w.refused = [], 0
+            order: list[tuple[_Waiter, NewEvent]] = []
+            for w in batch:
+                for ev in w.events:
+                    if ev.key in table:
+                        continue
+                    entry = {"source": ev.source, "partition": ev.partition, "attempts": 0, "received_at": w.now,
+                             "not_before": 0}
+                    if ev.needs_action:
+                        entry.update(state="pending", payload=ev.payload)
+                    else:
+                        entry.update(state="done", done_at=w.now, result={"actions": [], "policies": []})
+                    table[ev.key] = entry
+                    w.added.append(ev)
+                    order.append((w, ev))
+            if not order:
+                return False
+            self._bound(table)
+            while order and _size(table) > MAX_BYTES:  # the new events alone past the bound: the latest wait
+                w, ev = order.pop()
+                table.pop(ev.key)
+                w.added.remove(ev)
+                w.refused += 1
+            return bool(order)
+
+        try:
+            self._update(index, change)
+        except Exception as exc:  # every delivery of the batch gets the error (503: the sender retries)
+            for w in batch:
+                w.added, w.error = [], exc
+        for w in batch:
+            w.done = True
 
     def _bound(self, table: dict) -> None:
         now = self.clock()

@@ -16,6 +16,7 @@ server.py puts HTTP in front of it; tests and the benchmark drive it through tha
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
@@ -175,7 +176,9 @@ class AutomationService:
                                                   event.data_id or event.id, payload)], received_at)
 
     def _admit(self, source: str, events: list[NewEvent], received_at: float) -> Answer:
-        with self._accept_lock:
+        # Shared: deliveries are recorded concurrently (the delivery log group-commits them); local:
+        # one at a time, as SQLite writes are.
+        with (self._accept_lock if not self.shared else contextlib.nullcontext()):
             try:
                 unseen = self.deliveries.unseen(events)
                 if not unseen:

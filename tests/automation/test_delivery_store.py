@@ -27,6 +27,16 @@ def store(tmp_path):
     return LocalStateStore(tmp_path / "state")
 
 
+@pytest.fixture
+def kube_api():
+    from tests.fakes.kube_api import FakeKubeAPI
+
+    api = FakeKubeAPI().start()
+    yield api
+    api.clear_faults()
+    api.stop()
+
+
 def stored(store) -> dict:
     """Every piece's events together, read here from the documents by name."""
     events = {}
@@ -186,3 +196,40 @@ def test_large_pending_payloads_push_out_the_oldest_finished_keys_not_the_write(
     finished = sorted(k for k in piece if k != "big")
     mine = [f"f{i:03d}" for i in range(400) if delivery_store.piece_of(f"f{i:03d}") == delivery_store.piece_of("big")]
     assert finished and finished == mine[len(mine) - len(finished):]  # the newest kept
+
+
+def test_deliveries_recorded_at_once_share_writes_on_the_api_server(kube_api):
+    """Group commit, seen on the loopback API server: while one write of a piece is held in flight,
+    19 more deliveries to that piece queue, and one more write records them all."""
+    import threading
+
+    from opsctl.config.traffic import KubernetesSettings
+    from opsctl.state.kubernetes import KubernetesStateStore
+    from opsctl.traffic.kube import Kube
+    from tests.conftest import wait_until
+
+    store = KubernetesStateStore(Kube(KubernetesSettings(host=kube_api.url, namespace="ops", timeout=10)),
+                                 namespace="ops", service="llm-inference")
+    log = SharedDeliveryLog(store, clock=SimClock(1000).now, owner="serve-a:1")
+    keys = [k for k in (f"key{i}" for i in range(400)) if delivery_store.piece_of(k) == 3][:20]
+    kube_api.inject(verb="create|update", resource="configmaps", hold=True, times=1)
+    results: list = []
+
+    def deliver(key: str) -> None:
+        results.append(log.admit([event(key)]))
+
+    first = threading.Thread(target=deliver, args=(keys[0],))
+    first.start()
+    wait_until(lambda: kube_api.held() == 1, what="the first write to be in flight")
+    others = [threading.Thread(target=deliver, args=(k,)) for k in keys[1:]]
+    for t in others:
+        t.start()
+    wait_until(lambda: len(log._waiting.get(3, [])) == 19, what="19 deliveries queued behind it")
+    kube_api.release()
+    for t in [first, *others]:
+        t.join(timeout=30)
+    assert sorted(e.key for r in results for e in r) == sorted(keys)
+    writes = [r for r in kube_api.writes() if r.path.endswith("serve-deliveries-3")
+              or (r.method == "POST" and (r.body or {}).get("metadata", {}).get("name", "").endswith("deliveries-3"))]
+    assert len(writes) == 2, [(w.method, w.path) for w in writes]
+    assert set(log.unseen([event(k) for k in keys])) == set()

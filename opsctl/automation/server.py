@@ -56,7 +56,7 @@ log = logging.getLogger("opsctl.automation")
 MAX_JSON_DEPTH = 32
 MAX_BODY_READS = 32  # bodies read at once: memory is bounded by this x body_limit
 CHALLENGE = 'Bearer realm="opsctl", Basic realm="opsctl"'
-RECORDERS = 8  # threads recording deliveries in the delivery log (off the event loop)
+RECORDERS = 16  # threads recording deliveries in the delivery log (off the event loop)
 MAX_RECORDING = 64  # deliveries being or waiting to be recorded; more are 503 at once
 READY_EVERY = 1.0  # seconds between background readiness checks
 READY_STALE = 30.0  # a check that has not completed for this long makes the replica not ready

@@ -25,6 +25,7 @@ or its alert resolves.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
@@ -76,7 +77,8 @@ class AutomationService:
         self.elector = open_elector(cfg, on_change=self._leadership)  # None: the only replica
         self.shared = cfg.state.backend != "local"
         if self.shared:
-            from opsctl.automation.shared import SharedDeliveryLog, SharedEpisodeStore
+            from opsctl.automation.delivery_store import SharedDeliveryLog
+            from opsctl.automation.shared import SharedEpisodeStore
             from opsctl.state import open_state_store
 
             store = open_state_store(cfg)
@@ -84,7 +86,8 @@ class AutomationService:
                 clock = store.now
             self.clock = clock
             owner = f"{identity_for(cfg)}:{os.getpid()}"  # pod name: PIDs repeat across containers
-            self.deliveries = SharedDeliveryLog(store, clock=clock, owner=owner)
+            self.deliveries = SharedDeliveryLog(store, clock=clock, owner=owner,
+                                                term=self.term if self.elector is not None else (lambda: None))
             self.episodes = SharedEpisodeStore(store, local_path=path, clock=clock, owner=owner,
                                                term=self.term if self.elector is not None else None)
             if self.elector is not None:
@@ -207,7 +210,9 @@ class AutomationService:
                 received_at = self.clock()
             except OpsctlError:
                 pass
-        with self._accept_lock:
+        # Shared: deliveries are recorded concurrently (the delivery log group-commits them); local:
+        # one at a time, as SQLite writes are.
+        with (self._accept_lock if not self.shared else contextlib.nullcontext()):
             try:
                 unseen = self.deliveries.unseen(events)
                 if not unseen:

@@ -259,6 +259,7 @@ class Request:
     body: object
     authorization: str | None = None
     fault: str | None = None  # what an injected fault did to this request, if anything
+    at: float = field(default_factory=time.time)  # when it reached the fake (wall clock, for benchmarks)
 
 
 VERBS = ("get", "list", "create", "update", "patch", "delete")

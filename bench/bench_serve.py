@@ -207,9 +207,10 @@ class TeamMode(LocalMode):
         return entries[r] if len(entries) > r else None
 
     def closed(self) -> int:
-        cm = self.api.get("", "configmaps", NS, "opsctl-llm-inference-serve-episodes")
-        episodes = json.loads(cm["data"]["state.json"])["episodes"] if cm else {}
-        return sum(e["state"] == "closed" for e in episodes.values())
+        """Restores applied (the shared document keeps only the last 30 closed episodes)."""
+        return sum(1 for line in self.server_log.read_text().splitlines()
+                   if line.startswith("{") and '"opsctl.traffic.change"' in line
+                   and (entry := json.loads(line))["action"] == "restore" and entry["outcome"] == "applied")
 
     def holder(self) -> str | None:
         lease = self.api.get("coordination.k8s.io", "leases", NS, "opsctl-serve")
@@ -342,7 +343,8 @@ def summarize(results: list[dict], load: tuple[float, float]) -> str:
         if result["api_latency"]:
             title += f", every API call {result['api_latency']:g} s"
         if "error" in result:
-            lines += [f"{title}: {result['rounds']} rounds tried: {result['error']}.", ""]
+            tried = f"{result['rounds']} round{'s' if result['rounds'] != 1 else ''}"
+            lines += [f"{title}: {tried} tried: {result['error']}.", ""]
             continue
         t, a = result["trigger_ms"], result["answer_ms"]
         base = None if result is local else local

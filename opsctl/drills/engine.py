@@ -31,6 +31,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
+from opsctl.drills.automation import DrillAutomation
 from opsctl.drills.context import Aborted, DrillRun, Refused
 from opsctl.drills.expectations import NOT_EVALUATED
 from opsctl.drills.loop import MethodLoop
@@ -72,7 +73,8 @@ class Engine:
         self.observer = Observer(run)
         self.responders = Responders(run, self.observer)
         self.preflight = Preflight(run, self.observer)
-        self.loop = MethodLoop(run, self.observer, self.responders)
+        self.automation = DrillAutomation(run, self.responders)
+        self.loop = MethodLoop(run, self.observer, self.responders, self.automation)
 
     def run(self) -> DrillResult:
         from opsctl.drills.env.registry import open_environment

@@ -46,6 +46,8 @@ class Observations:
     failover_errors: list[tuple[float, str]] = field(default_factory=list)
     changes: list[dict] = field(default_factory=list)  # drill `set` audit entries (applied or refused)
     tickets: list[TicketSeen] = field(default_factory=list)
+    automation: list[dict] = field(default_factory=list)  # what the policy engine did: at, policy, action, status, detail
+    unmatched: list[tuple[float, str]] = field(default_factory=list)  # alerts delivered that no policy matched
     burning_since: dict[str, float] = field(default_factory=dict)  # slo -> first tick it burned
     recovered_at: dict[str, float] = field(default_factory=dict)
     window_burn: dict[tuple[str, int], float | None] = field(default_factory=dict)  # (slo, window) -> now
@@ -81,6 +83,13 @@ def verdict_mark(v: dict) -> str:
     """PASS | FAIL | not evaluated for a verdict as saved in a report (older reports have no result)."""
     return {"pass": "PASS", "fail": "FAIL"}.get(v.get("result") or ("pass" if v["passed"] else "fail"),
                                                  NOT_EVALUATED)
+
+
+def _automation_said(obs: Observations) -> str:
+    """Why the automation did nothing, when an alert reached it that no policy matched."""
+    if obs.unmatched and not obs.automation:
+        return f" (automation: no policy matched {obs.unmatched[0][1]})"
+    return ""
 
 
 class Judge:
@@ -163,7 +172,7 @@ class Judge:
             errors = [msg for _, msg in obs.failover_errors]
             if errors:
                 return None, "", f"the failover from {source} failed: {errors[0]}"
-            return None, f"no failover from {source} was applied", None
+            return None, f"no failover from {source} was applied{_automation_said(obs)}", None
         entry = mine[0]
         before = entry["before"]["weights"].get(source, 0)
         after = entry["after"]["weights"].get(source, 0)
@@ -189,7 +198,7 @@ class Judge:
     def _vendor_ticket(self, e, obs):
         t = self._ticket(e, obs)
         if t is None:
-            return None, f"no ticket was filed with {e.vendor}", None
+            return None, f"no ticket was filed with {e.vendor}{_automation_said(obs)}", None
         if t.filed_at is None:
             return None, "", f"filing the {e.vendor} ticket failed: {t.error}"
         detail = f"ticket {t.ticket_id} filed in {t.routed_value!r} (opsctl: {t.routed_category or 'unmapped'})"

@@ -124,6 +124,7 @@ class OnCall:
     name: str = "primary on-call (drill)"
     secondary_name: str = "secondary on-call (drill)"
     actions: tuple[Activity, ...] = ()
+    manual: str | None = None  # why on-call acts by hand: the manual path this scenario rehearses on purpose
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,8 @@ class VendorResponder:
 
 @dataclass(frozen=True)
 class Paging:
-    group_wait: int = checked(duration(0, 3600), 30)
+    group_wait: int = checked(duration(0, 3600), 30)  # the PagerDuty route's wait before it pages
+    automation_group_wait: int = checked(duration(0, 3600), 10)  # the opsctl route's (deploy/alertmanager.yml)
     severity: str = checked(text(*PAGE_SEVERITIES), "critical")
 
 

@@ -168,5 +168,6 @@ class DrillAutomation:
                                    "status": outcome.status, "detail": outcome.detail, "dry_run": taken.dry_run})
         if taken.action == "failover" and outcome.status in ("refused", "failed"):
             run.obs.failover_errors.append((run.now(), f"policy {taken.policy}: {outcome.status}: {outcome.detail}"))
-        run.say("automation", f"policy {taken.policy}: {taken.action} {outcome.status}"
+        kind = taken.action if taken.action in ("failover", "restore") else "automation"  # the chart marks a failover
+        run.say(kind, f"policy {taken.policy}: {taken.action} {outcome.status}"
                               f"{' (dry run)' if taken.dry_run else ''}: {outcome.detail}"[:600])

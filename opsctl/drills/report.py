@@ -55,6 +55,9 @@ def build_report_data(run, outcome: str, exit_code: int, wall_seconds: float) ->
         environment=run.environment_facts,
         timeline=_timeline(run.timeline, t0),
         measurements=_measurements(run),
+        automation={"actions": [{**a, "at": _fmt(a["at"]), "offset": None if t0 is None else round(a["at"] - t0, 3)}
+                                for a in obs.automation],
+                    "unmatched": [{"at": _fmt(at), "alert": what} for at, what in obs.unmatched]},
         expectations=[v.to_dict(_fmt) for _, v in sorted(run.verdicts.items())],
         rollbacks=run.rollback_results,
         leftovers=run.leftovers,

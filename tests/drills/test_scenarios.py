@@ -179,14 +179,17 @@ def test_responder_times_in_the_report_follow_the_scenarios_delays(shipped_runs,
     sc = scenario_yaml(name)
     m = report["measurements"]
     on_call = sc["responders"]["on-call"]
-    group_wait = seconds((sc.get("paging") or {}).get("group-wait", "30s"))
-    actions = {a["action"]: seconds(a["after"]) for a in on_call["actions"]}
+    paging = sc.get("paging") or {}
+    group_wait = seconds(paging.get("group-wait", "30s"))
+    automation_wait = seconds(paging.get("automation-group-wait", "10s"))
+    assert "actions" not in on_call, "on-call only acknowledges: the automation acts"
     assert m["time_to_page"] == m["time_to_detect"] + group_wait
     assert m["time_to_acknowledge"] == m["time_to_page"] + seconds(on_call["acknowledge-after"])
-    assert m["time_to_mitigate"] == m["time_to_acknowledge"] + actions["failover"]
-    assert m["time_to_vendor_routing"] == m["time_to_acknowledge"] + actions["file-ticket"]
-    # The pager's own record agrees: the ledger's incident was created and acknowledged at those times.
-    [incident] = ledger(run)["incidents"]
+    # The policy engine acts on the first page alert the opsctl route delivers: failover, then the ticket.
+    assert m["time_to_mitigate"] == m["time_to_detect"] + automation_wait
+    assert m["time_to_vendor_routing"] == m["time_to_mitigate"]
+    # The pager's own record agrees: the alert's incident was created and acknowledged at those times.
+    [incident] = [i for i in ledger(run)["incidents"] if i["dedup_key"].startswith("opsctl-drill-")]
     t0 = env.state_of(run)["t0"]
     acks = [e for e in incident["log"] if e["type"] == "acknowledge"]
     assert incident["created_at"] - t0 == m["time_to_page"]
@@ -200,7 +203,7 @@ def test_the_failover_moves_the_whole_vendor_share_and_the_simulated_traffic_fol
     [failover] = [e for e in audit(run) if e.get("action") == "failover"]
     assert failover["before"]["weights"] == {"internal": 20, "databricks": 80}
     assert failover["after"]["weights"] == {"internal": 100, "databricks": 0}
-    assert failover["drill"] is True and failover["incident"].startswith("DRILL-")
+    assert failover["drill"] is True and failover["incident"].startswith("opsctl-automation-")
     # After the failover the vendor gets no requests, and the internal pods carry them all.
     after = store_rows(run, "databricks", failed_over + STEP, failed_over + 600)
     assert after and sum(r["lat_count"] for r in after) == 0

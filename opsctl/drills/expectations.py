@@ -85,6 +85,18 @@ def verdict_mark(v: dict) -> str:
                                                  NOT_EVALUATED)
 
 
+def title_problem(title: str | None, e: Expectation) -> str | None:
+    """What is wrong with a page's title for a `paged` expectation's `mentions` and `not-mentions`
+    (None: nothing). The embedded and the chain drill judge the title the same way."""
+    text = (title or "").lower()
+    missing = [w for w in e.mentions if w.lower() not in text]
+    wrong = [w for w in e.excludes if w.lower() in text]
+    if not (missing or wrong):
+        return None
+    return "; ".join(([f"the page does not name {', '.join(missing)}"] if missing else [])
+                     + ([f"the page names {', '.join(wrong)}"] if wrong else []))
+
+
 def _automation_said(obs: Observations) -> str:
     """Why the automation did nothing, when an alert reached it that no policy matched."""
     if obs.unmatched and not obs.automation:
@@ -143,15 +155,7 @@ class Judge:
         if obs.paged_at is None:
             return None, "nobody was paged", None
         if e.mentions or e.excludes:  # what the page must (not) name, read off the incident's title
-            title = (obs.page_title or "").lower()
-            missing = [w for w in e.mentions if w.lower() not in title]
-            wrong = [w for w in e.excludes if w.lower() in title]
-            detail = f"on-call paged: {obs.page_title!r}"
-            if missing or wrong:
-                return obs.paged_at, detail, "; ".join(
-                    ([f"the page does not name {', '.join(missing)}"] if missing else [])
-                    + ([f"the page names {', '.join(wrong)}"] if wrong else []))
-            return obs.paged_at, detail, None
+            return obs.paged_at, f"on-call paged: {obs.page_title!r}", title_problem(obs.page_title, e)
         return obs.paged_at, "on-call paged (incident opened)", None
 
     def _acknowledged(self, e, obs):

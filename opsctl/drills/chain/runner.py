@@ -138,7 +138,28 @@ class ChainDrill:
                for f in faults if f.kind not in KINDS]
         if not faults:
             out.append(f"{self.scenario.path}: a chain drill needs a fault to send down the chain (method has none)")
+        out += self._quality_refusal()
         return out
+
+    def _quality_refusal(self) -> list[str]:
+        """A quality scenario is refused, with the reason, rather than left to wait out its timeout:
+        the chain does not yet scale the quality rules' `for:`, backfill as far back as they compare,
+        nor check their minimum traffic against the scenario's rate."""
+        from opsctl.quality.rules import plan_quality
+
+        sc = self.scenario
+        quality = [f.kind for f in sc.faults if f.kind == "quality-regression"] or [
+            e.alert for e in sc.expectations if e.expect == "detected" and (e.alert or "").startswith("Quality")]
+        if not quality:
+            return []
+        plan = plan_quality(self.user_cfg)
+        if plan is None:
+            return [f"{sc.path}: a quality scenario in a chain drill, but quality.rules.enabled is false: nothing would fire"]
+        longest_for = max((a.for_seconds for a in plan.alerts), default=0)
+        return [f"{sc.path}: a chain drill does not run quality scenarios yet: the quality rules compare with"
+                f" {plan.offset} earlier (the chain backfills {self.history / 3600:g}h), their for: {longest_for}s is not"
+                f" shortened, and they need {plan.min_request_rate:g} requests/s on each side (the scenario sends"
+                f" {sc.embedded.peak_rps:g} at peak): run it embedded (opsctl drill run {sc.path})"]
 
     def _load_routing(self) -> dict:
         from opsctl.config import load_yaml_file
@@ -352,6 +373,7 @@ class ChainDrill:
 
     def _method(self) -> None:
         from opsctl.drills.chain.faults import broken_hop
+        from opsctl.automation.policy import CompiledPolicy
         from opsctl.drills.chain.hops import Targets
         from opsctl.drills.scenario import default_backend
 
@@ -388,7 +410,8 @@ class ChainDrill:
             expect_failover="failover-applied" in expect,
             ticket_vendor=(ticket.vendor if ticket else vendor_backend.vendor),
             ticket_category=ticket.category if ticket else None,
-            pagerduty_receivers=getattr(self, "pagerduty_receivers", None))
+            pagerduty_receivers=getattr(self, "pagerduty_receivers", None),
+            policies=tuple(CompiledPolicy.of(p) for p in self.cfg.automation.policies))
         self.collector = self._make_collector(targets)
         self.collector.hops["fault"].reach(first["on_at"], f"exporter: {first['kind']} on {first['backend']} switched on")
         oc = self.scenario.on_call

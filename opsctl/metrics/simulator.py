@@ -172,6 +172,8 @@ class _StepParams:
     suggestions: "np.ndarray"  # suggestions a changed answer holds, relative to an unchanged one
     completion: "np.ndarray"  # completion tokens of a changed answer, relative to an unchanged one
     auth_error: "np.ndarray"  # share of requests the auth layer answers 401/403
+    tail_share: "np.ndarray"  # share of answered requests in a slow tail (drills' latency-tail fault)
+    tail_shift: "np.ndarray"  # added to the tail's log-median latency, on top of log_shift
 
     @classmethod
     def fields(cls) -> tuple[str, ...]:
@@ -575,6 +577,13 @@ def _draw(rng: "np.random.Generator", lam: "np.ndarray", params: _StepParams, mu
     p_ok = np.clip(1.0 - (p_client + p_throttled + p_server + p_timeout), 0.0, 1.0)
 
     served_prob, served_mean = _lognormal_buckets(mu, sigma)
+    if np.any(params.tail_share > 0):  # a mixture: `tail_share` of the answers from a slower lognormal
+        tail_prob, tail_mean = _lognormal_buckets(mu + params.tail_shift, sigma)
+        t = np.clip(params.tail_share, 0.0, 1.0)
+        mixed = (1.0 - t) * served_prob + t * tail_prob
+        served_mean = np.divide((1.0 - t) * served_prob * served_mean + t * tail_prob * tail_mean, mixed,
+                                out=np.zeros_like(mixed), where=mixed > 1e-300)
+        served_prob = mixed
     rejected_prob, rejected_mean = rejected
     served = rng.poisson(lam * (p_ok + p_server) * served_prob)
     rejected_counts = rng.poisson(lam * (p_client + p_throttled) * rejected_prob)
@@ -710,7 +719,7 @@ def simulate(
         n = timestamps.size
         base = _StepParams(*(np.full(n, v) for v in (profile.client_error, profile.throttled, profile.server_error,
                                                       profile.timeout, 0.0, 0.0, 0.0, 1.0, 1.0,
-                                                      profile.auth_error)))
+                                                      profile.auth_error, 0.0, 0.0)))
         mu = math.log(profile.median_seconds) + profile.load_slope * load
         columns = _draw_chunked(_rng(seed, 1, _stream_id(name)), lam, base, mu, profile.sigma, rejected,
                                 _rng(seed, 3, _stream_id(name)))

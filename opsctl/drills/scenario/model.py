@@ -22,16 +22,17 @@ STATUS_LEVELS = ("ok", "ticket", "page", "unknown")
 FAULT_PARAMS: dict[str, dict[str, tuple[float, float, float]]] = {
     "vendor-5xx": {"rate": (0.2, 0.0, 1.0)},
     "latency-spike": {"factor": (3.0, 1.0, 100.0)},
-    "auth-throttling": {"rate": (0.3, 0.0, 1.0)},
+    "auth-throttling": {"rate": (0.3, 0.0, 1.0), "auth_rate": (0.0, 0.0, 1.0)},  # 429s, and 401s (auth_error)
+    "latency-tail": {"share": (0.05, 0.0, 1.0), "factor": (6.0, 1.0, 100.0)},  # opsctl/drills/chain/faults.py
     "gpu-capacity-loss": {"rate": (0.1, 0.0, 1.0), "factor": (2.0, 1.0, 100.0)},
     "quality-regression": {"prompt_shift": (-1.0, -100.0, 100.0), "rate": (0.3, 0.0, 1.0),
                            "suggestions": (0.5, 0.0, 10.0), "completion": (1.0, 0.0, 10.0)},
     "oauth-token-failure": {"rate": (1.0, 0.0, 1.0)},  # opsctl/drills/chain/faults.py
 }
-FAULT_BACKEND_KIND = {"vendor-5xx": "vendor", "latency-spike": None, "auth-throttling": "vendor",
+FAULT_BACKEND_KIND = {"vendor-5xx": "vendor", "latency-spike": None, "latency-tail": None, "auth-throttling": "vendor",
                       "gpu-capacity-loss": "internal", "quality-regression": "vendor", "oauth-token-failure": "vendor"}
 # Live injection per kind: an Istio fault on the backend's route, or the Deployment scaled down.
-LIVE_ROUTE_KINDS = ("vendor-5xx", "auth-throttling", "latency-spike", "oauth-token-failure")
+LIVE_ROUTE_KINDS = ("vendor-5xx", "auth-throttling", "latency-spike", "latency-tail", "oauth-token-failure")
 LIVE_SCALE_KINDS = ("gpu-capacity-loss",)
 
 PROBES = ("slo-status", "alerts-firing", "traffic-split", "freeze-active")

@@ -49,7 +49,8 @@ def test_a_drill_whose_policies_would_do_nothing_fails_and_names_the_alert_no_po
     assert verdict(report, "detected")["passed"] and verdict(report, "paged")["passed"]
     failover, ticket = verdict(report, "failover-applied"), verdict(report, "vendor-ticket")
     assert not failover["passed"] and not ticket["passed"]
-    assert "no policy matched SloBurnRatePage firing (slo=llm-inference-databricks-availability" in failover["reason"]
+    assert "automation: no policy matched Slo" in failover["reason"]
+    assert "firing (slo=llm-inference-databricks-availability, backend=databricks" in failover["reason"]
     assert report["automation"]["actions"] == []
     assert any("llm-inference-databricks-availability" in u["alert"] for u in report["automation"]["unmatched"])
     assert not [e for e in audit(env.run_dir()) if e.get("action") == "failover"], "nothing moved the traffic"
@@ -87,9 +88,14 @@ def test_the_failover_page_and_ticket_of_a_vendor_outage_are_the_shipped_policys
     [failover] = [e for e in audit(run) if e.get("action") == "failover"]
     assert "opsctl serve, policy failover-on-availability-page" in failover["reason"]
     assert failover["incident"].startswith("opsctl-automation-failover-on-availability-page-databricks-")
-    # serve acts when Alertmanager's opsctl route delivers: the deployed group wait after detection.
+    # serve acts when Alertmanager's opsctl route delivers the first alert its policy matches: the
+    # deployed group wait after that alert fired (the shipped policy's alertname, from opsctl.yaml).
+    names = {p["match"].get("alertname") for p in yaml.safe_load(SHIPPED_CONFIG)["automation"]["policies"]
+             if "failover" in p["actions"]}
+    fired = [e["offset"] for e in report["timeline"] if e["kind"] == "alert" and any(e["message"].startswith(
+        f"FIRING {name} llm-inference-databricks-availability ") for name in names)]
     m = report["measurements"]
-    assert m["time_to_mitigate"] == m["time_to_detect"] + deployed_automation_group_wait()
+    assert m["time_to_mitigate"] == fired[0] + deployed_automation_group_wait()
     assert m["time_to_vendor_routing"] == m["time_to_mitigate"]
     [filed] = tickets(run)
     assert filed["opsctl_category"] == "inference" and filed["severity"] == "Severity 1 - Critical"  # Sev1, as the vendor names it

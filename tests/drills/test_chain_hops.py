@@ -74,13 +74,18 @@ def test_a_page_no_policy_matches_fails_the_policy_hop_at_once_and_the_hops_afte
     assert "policy" not in open_hops and "actuator" not in open_hops and "ticket" not in open_hops
 
 
-def test_a_page_a_policy_matches_is_left_to_serve_however_long_it_takes(tmp_path):
+def test_a_fast_tier_page_no_policy_matches_waits_for_the_slower_page_a_policy_does_match(tmp_path):
+    """The fast-burn tier fires first; the 1h/5m page the shipped policy matches comes a minute later:
+    the policy hop can still happen, so the chain waits for it."""
     log = tmp_path / "serve.log"
     log.write_text("")
-    with ServeMetricsEndpoint(accepted=1, no_policy=1) as serve:  # the service-wide SLO's alert matched nothing
+    fast = {**AVAILABILITY_PAGE, "alertname": "SloFastBurnPage", "long_window": "5m", "short_window": "1m"}
+    with ServeMetricsEndpoint(accepted=1, no_policy=1) as serve:
         collector = collector_for(serve.url, log, shipped_policies())
-        collector.hops["rule-firing"].reach(100.0, "Prometheus: availability page firing")
-        collector.firing_labels = [dict(AVAILABILITY_PAGE)]
+        collector.hops["rule-firing"].reach(100.0, "Prometheus: fast-burn page firing")
+        collector.firing_labels = [fast]
+        collector.page_rules = [fast, {k: v for k, v in AVAILABILITY_PAGE.items() if k not in ("long_window",
+                                                                                               "short_window")}]
         collector._serve()
     assert collector.hops["policy"].failed is None and collector.hops["actuator"].failed is None
 

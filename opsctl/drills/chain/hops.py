@@ -137,6 +137,7 @@ class Collector:
     rule_errors: list[str] = field(default_factory=list)
     _accepted: list[tuple[float, float]] = field(default_factory=list)  # (poll time, serve's accepted count)
     firing_labels: list[dict] = field(default_factory=list)  # the faulted backend's firing page alerts
+    page_rules: list[dict] = field(default_factory=list)  # every page rule that can fire for it (name + labels)
 
     def __post_init__(self):
         t = self.targets
@@ -165,9 +166,12 @@ class Collector:
 
     def _prometheus(self) -> None:
         data = json.loads(http_get(f"{self.targets.prometheus}/api/v1/rules?type=alert"))["data"]
-        errors, seen, firing = [], [], []
+        errors, seen, firing, rules = [], [], [], []
         for group in data.get("groups", []):
             for rule in group.get("rules", []):
+                static = {"alertname": rule.get("name", ""), **(rule.get("labels") or {})}
+                if static.get("severity") == "page" and static.get("backend", self.targets.backend) == self.targets.backend:
+                    rules.append(static)
                 if rule.get("health") == "err":
                     errors.append(f"{rule.get('name')}: {rule.get('lastError')}")
                 for alert in rule.get("alerts") or []:
@@ -188,6 +192,7 @@ class Collector:
                                     f" evaluation of {_clock(at)})")
         self.rule_errors = errors
         self.firing_labels = firing or self.firing_labels
+        self.page_rules = rules or self.page_rules
         last = "; ".join(seen[:3]) or (f"no page-level alert for backend {self.targets.backend} pending or firing"
                                        + self._burn_1h())
         if errors:
@@ -327,7 +332,10 @@ class Collector:
 
         if self.hops["serve"].at is None or no_policy < 1 or not self.firing_labels or not self.targets.policies:
             return
-        if any(matching(list(self.targets.policies), labels) for labels in self.firing_labels):
+        policies = list(self.targets.policies)
+        # A page rule that has not fired yet (the 1h/5m pair after the fast tier) may still match:
+        # the hop cannot happen only when no page alert the rules can raise for the backend would.
+        if any(matching(policies, labels) for labels in self.firing_labels + self.page_rules):
             return
         labels = self.firing_labels[0]
         what = ", ".join(f"{k}={labels[k]}" for k in ("alertname", "slo", "backend", "severity") if labels.get(k))

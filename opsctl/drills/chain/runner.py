@@ -24,11 +24,11 @@ import signal
 import shutil
 import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Callable
 
-from opsctl.drills.engine import EXIT_FAILED, EXIT_PASSED, EXIT_REFUSED, DrillResult, Refused
+from opsctl.drills.engine import DrillResult
+from opsctl.drills.lifecycle import Aborted, Evidence, Lifecycle, Outcome, Refused
 from opsctl.errors import ConfigError, OpsctlError
 
 POLL = 1.0  # seconds between asking every component what happened
@@ -39,8 +39,8 @@ PAUSE_CAP = 10  # seconds: a method step's pause, at most
 STEADY_TIMEOUT = 90  # seconds for Prometheus to scrape and evaluate the rules once
 
 
-class _Stop(Exception):
-    pass
+class _Stop(Aborted):
+    """A stop condition, a signal or a steady state not met mid-chain: the drill aborts."""
 
 
 class ChainDrill:
@@ -96,33 +96,72 @@ class ChainDrill:
             pass
         self._say("phase", f"drill {self.state.run_id}: {self.scenario.title} ({self.mode})")
         restore = self._signals()
+        self.lifecycle = Lifecycle(self, declared_rollbacks=tuple(self.scenario.rollbacks))
         try:
-            try:
-                self._setup()
-                self._steady()
-                self._method()
-            except Refused as exc:
-                self.refusal = exc.reason
-                self._say("refused", exc.reason)
-            except _Stop as exc:
-                self.abort_reason = str(exc)
-                self._say("abort", self.abort_reason)
-            except OpsctlError as exc:
-                self.abort_reason = exc.message
-                self._say("abort", exc.message)
-            except Exception as exc:  # a crash still rolls back and reports
-                self.crash = traceback.format_exc()
-                self.abort_reason = f"crashed: {type(exc).__name__}: {exc}"
-                self._say("abort", self.abort_reason)
-            self._rollbacks()
+            outcome, data, paths = self.lifecycle.run(wall)
         finally:
-            try:
-                result = self._finish(time.monotonic() - wall)
-            finally:
-                restore()
-                self._stop_all()
-                self.state.release()
-        return result
+            restore()
+            self._stop_all()
+            self.state.release()
+        return DrillResult(self.state.run_id, outcome.outcome, outcome.exit_code, data,
+                           {k: str(v) for k, v in paths.items()})
+
+    # -- the World this drill is to the lifecycle (lifecycle.py) ---------------------------------
+
+    @property
+    def run_dir(self):
+        return self.dir
+
+    def say(self, kind: str, message: str) -> None:
+        self._say(kind, message)
+
+    def set_phase(self, phase: str) -> None:
+        self._set_phase(phase)
+
+    @staticmethod
+    def _aborting(call) -> None:
+        try:
+            call()
+        except OpsctlError as exc:  # a component that failed: the drill aborts with its one line
+            raise Aborted(exc.message) from exc
+
+    def prepare(self) -> None:
+        self._aborting(self._setup)
+
+    def steady_state(self) -> None:
+        self._aborting(self._steady)
+
+    def method(self) -> None:
+        self._aborting(self._method)
+
+    def judge(self, phases) -> None:
+        for p in phases:
+            if p.status == "refused":
+                self.refusal = self.refusal or p.detail
+            elif p.status in ("aborted", "crashed"):
+                self.abort_reason = self.abort_reason or p.detail
+        self.crash = self.crash or self.lifecycle.crash
+
+    def roll_back(self, order: list[str]) -> None:
+        self._rollbacks(order)
+
+    def evidence(self) -> Evidence:
+        broken = self.collector.broken() if self.collector else []
+        return Evidence(failed=tuple(f"hop {h.key}" for h in broken))
+
+    def report(self, outcome: Outcome, phases, wall_seconds: float) -> dict:
+        from opsctl.drills.chain.report import chain_report
+
+        self.judge(phases)
+        self._stop_all()  # before the report: the logs are complete
+        self.state.data.update(outcome=outcome.outcome, abort_reason=self.abort_reason, finished_at=time.time(),
+                               window={"start": self.t0, "end": self._fault_end()})
+        return chain_report(self, outcome.outcome, outcome.exit_code, wall_seconds)
+
+    def finish(self, outcome: Outcome, data: dict, paths: dict) -> None:
+        self.state.data["report"] = {k: str(v) for k, v in paths.items()}
+        self.state.data["phase"] = "done"
+        self.state.save()
 
     def _prepare(self) -> None:
         from opsctl.drills.chain.binaries import find_all
@@ -519,12 +558,15 @@ class ChainDrill:
     # =========================================================================================
     # Rollbacks, report
 
-    def _rollbacks(self) -> None:
-        self.phase = "rollbacks"
-        if self.state is not None:
-            self.state.set_phase("rollbacks")
-        self._faults_off()
-        self._other_rollbacks()
+    def _rollbacks(self, order: list[str]) -> None:
+        """In the lifecycle's order: the exporter's faults off, then the traffic, then the pages."""
+        for action in order:
+            if action == "remove-faults":
+                self._faults_off()
+            elif action == "restore-traffic":
+                self._restore_traffic()
+            elif action == "resolve-pages":
+                self._resolve_pages()
 
     def _faults_off(self) -> None:
         if self.exporter is not None:
@@ -537,12 +579,14 @@ class ChainDrill:
                                        "message": f"exporter fault {fault_id} switched off"})
             self.state.save()
 
-    def _other_rollbacks(self) -> None:
+    def _resolve_pages(self) -> None:
         if self.sink is not None:
             resolved = self.sink.resolve_all()
             self.rollbacks.append({"action": "resolve-pages", "status": "done",
                                    "message": f"resolved {', '.join(resolved) or 'no open incident'} on the drill's"
                                               " PagerDuty endpoint"})
+
+    def _restore_traffic(self) -> None:
         self.rollbacks.append({"action": "restore-traffic", "status": "done",
                                "message": "the split the drill's serve changed is the drill's own file"
                                           " (<run>/traffic/split.json); nothing outside the run changed"})
@@ -556,31 +600,6 @@ class ChainDrill:
         for s in reversed(self.servers):
             s.stop()
         self.processes, self.servers = [], []
-
-    def _finish(self, wall_seconds: float) -> DrillResult:
-        from opsctl.drills.chain.report import chain_report
-        from opsctl.drills.report import write_reports
-
-        self._stop_all()  # before the report: the logs are complete
-        self.phase = "report"
-        self.state.set_phase("report")
-        broken = self.collector.broken() if self.collector else []
-        if self.refusal:
-            outcome, code = "refused", EXIT_REFUSED
-        elif self.abort_reason:
-            outcome, code = "aborted", EXIT_FAILED
-        elif broken:
-            outcome, code = "failed", EXIT_FAILED
-        else:
-            outcome, code = "passed", EXIT_PASSED
-        self.state.data.update(outcome=outcome, abort_reason=self.abort_reason, finished_at=time.time(),
-                               window={"start": self.t0, "end": self._fault_end()})
-        data = chain_report(self, outcome, code, wall_seconds)
-        paths = write_reports(self.state.dir, data)
-        self.state.data["report"] = {k: str(v) for k, v in paths.items()}
-        self.state.data["phase"] = "done"
-        self.state.save()
-        return DrillResult(self.state.run_id, outcome, code, data, {k: str(v) for k, v in paths.items()})
 
     def _fault_end(self) -> float | None:
         ends = [f.get("removed_at") for f in self.state.data.get("faults", [])]

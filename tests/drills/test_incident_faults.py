@@ -6,6 +6,7 @@ beginning-of-text token."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import yaml
@@ -79,3 +80,30 @@ def test_401s_and_429s_at_the_auth_layer_count_against_availability_and_the_page
     assert bad / 0.0001 > 1000
     paged = next(v for v in report["expectations"] if v["expect"] == "paged")
     assert paged["passed"] and "auth" in paged["detail"]
+
+
+def test_the_report_sets_the_burn_rate_prediction_beside_the_measured_detection_and_each_hops_cost(runs):
+    env, report, run = runs["vendor-latency"]
+    pred = report["prediction"]
+    assert pred["slo"] == "llm-inference-databricks-latency-1s"
+    goal = yaml.safe_load((CHAOS.parent / "slos" / "databricks-latency-1s.yaml").read_text())["spec"]["goal"]
+    t0 = env.state_of(run)["t0"]
+    during = totals(store_rows(run, "databricks", t0, t0 + 600))
+    burn = (1 - during[le(1.0)] / during["lat_count"]) / (1 - goal)  # from the raw counts
+    assert abs(pred["burn"] - burn) / burn < 0.15
+    # The 1h/5m page: 2% of a 28-day budget in an hour is a factor of 13.44; it holds when the hour's
+    # average reaches it (13.44 x 3600 s / burn), on the drill's 60 s grid, then for: 2m.
+    factor = 0.02 * 28 * 24
+    expected = math.ceil(factor * 3600 / burn / 60) * 60 + 120
+    [standard] = [t for t in pred["tiers"] if t["long"] == "1h"]
+    assert standard["factor"] == pytest.approx(factor) and standard["for_seconds"] == 120
+    assert abs(standard["predicted_seconds"] - expected) <= 60
+    assert abs(pred["measured_detection_seconds"] - pred["predicted_detection_seconds"]) <= 60
+    hops = {h["hop"]: h for h in pred["hops"]}
+    detect, page = hops["detect"], hops["page"]
+    assert detect["seconds"] == report["measurements"]["time_to_detect"]
+    assert page["seconds"] - detect["seconds"] == 30  # the scenario's PagerDuty group wait
+    # Spent by detection: the burn over the detection time, as a share of the 28-day period.
+    assert 0.5 < detect["budget_spent"] / (burn * detect["seconds"] / (28 * 86400)) < 2
+    assert page["budget_spent"] >= detect["budget_spent"]
+    assert "The burn-rate maths' prediction" in (run / "report.md").read_text()

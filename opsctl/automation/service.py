@@ -78,7 +78,7 @@ class AutomationService:
         self.queue = WorkQueue(settings.queue_size, settings.workers, self.process)
         self.metrics = ServeMetrics(lambda: self.queue.depth, settings.queue_size, leader=self.acting)
         self.engine = PolicyEngine(settings, cfg.backends, self.episodes, live, DryRunExecutor(), clock,
-                                   on_action=self._count)
+                                   on_action=self._count, tickets=cfg.runbooks.tickets)
         self._accept_lock = threading.Lock()
         self._stop = threading.Event()
         self._sweep_now = threading.Event()

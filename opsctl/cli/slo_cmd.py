@@ -244,7 +244,7 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
         raise NoDataError(f"no data for {len(result.unknown)} SLO(s): {', '.join(result.unknown)}")
     if fail_on:
         levels = ("page",) if fail_on == "page" else ("page", "ticket")
-        hit = sorted({a.slo for a in result.firing if a.severity in levels})
+        hit = sorted({a.slo for a in [*result.firing, *result.absent] if a.severity in levels})
         if hit:
             raise OpsctlError(f"{fail_on} alerts firing for {len(hit)} SLO(s): {', '.join(hit)}")
 
@@ -256,10 +256,13 @@ def _alerts_table(data):
     if data["firing"]:
         rows = [
             [a["alertname"], a["severity"], a["slo"], a["backend"], f"{a['long_window']}/{a['short_window']}",
-             f"{a['burn_rate']:.2f}x / {a['short_burn_rate']:.2f}x", f"{format_factor(a['factor'])}x", f"{a['request_rate']:.4g}/s" if a['request_rate'] is not None else "-"]
+             f"{a['burn_rate']:.2f}x / {a['short_burn_rate']:.2f}x", f"{format_factor(a['factor'])}x", f"{a['request_rate']:.4g}/s" if a['request_rate'] is not None else "-",
+             a.get("cause") or "-"]
             for a in data["firing"]
         ]
-        lines.append(render_table(["ALERT", "SEVERITY", "SLO", "BACKEND", "WINDOWS", "BURN (LONG / SHORT)", "ABOVE", "TRAFFIC"], rows))
+        lines.append(render_table(["ALERT", "SEVERITY", "SLO", "BACKEND", "WINDOWS", "BURN (LONG / SHORT)", "ABOVE", "TRAFFIC", "CAUSE"], rows))
+    for a in data.get("absent", []):
+        lines.append(f"absent   {a['slo']}: {a['alertname']} ({a['severity']}): no sample of {a['selector']}")
     for u in data["unknown"]:
         lines.append(f"unknown  {u['slo']}: {u['reason']}")
     lines.extend(f"note: {n}" for n in data.get("notes", []))

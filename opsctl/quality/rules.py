@@ -221,7 +221,8 @@ def annotations(plan: QualityPlan, alert: QualityAlert, value: float | None = No
         description = (f"Answers on {alert.backend} hold fewer suggestions than the same window {plan.offset}"
                        f" earlier (drop above {pct} over {plan.window}), while requests succeed: a quality"
                        f" regression, not an availability problem.")
-    return {"summary": summary, "description": description, "value": shown, "runbook_url": plan.runbook_url}
+    return {"summary": summary, "description": description, "value": shown, "cause": "quality",
+            "runbook_url": plan.runbook_url}
 
 
 def quality_group(plan: QualityPlan) -> dict:

@@ -320,8 +320,12 @@ class AlertEvaluator:
         plans = [p for p in self.plans if p.absent]
         if not plans:
             return []
-        lookback = cv.BASE_WINDOW_SECONDS
-        query = {p.name: f"sum(increase({p.absent}[{lookback}s]))" for p in plans}
+        # Prometheus' absent() sees a sample up to its 5m lookback back, both ends included: a PromQL
+        # source is asked absent() itself; the embedded store (steps in (t - w, t]) one second more.
+        promql = getattr(self.source, "speaks_promql", False)
+        lookback = cv.BASE_WINDOW_SECONDS + 1
+        query = {p.name: f"absent({p.absent})" if promql else f"sum(increase({p.absent}[{lookback}s]))"
+                 for p in plans}
         live = list(plans)
         steps = 0
         while live:
@@ -331,7 +335,8 @@ class AlertEvaluator:
                 break
             asked = list(dict.fromkeys(query[p.name] for p in needing))
             answers = dict(zip(asked, self.source.query_many(asked, when)))
-            live = [p for p in live if p not in needing or answers[query[p.name]] is None]
+            gone = (lambda v: v is not None) if promql else (lambda v: v is None)  # absent() answers 1
+            live = [p for p in live if p not in needing or gone(answers[query[p.name]])]
             steps += 1
         from opsctl.slo.rules import absent_annotations, absent_labels
 

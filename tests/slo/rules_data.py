@@ -275,8 +275,10 @@ def static_annotations(rules_doc: dict) -> dict[tuple[str, str, str], dict]:
 
 
 def alert_tests(expected: dict[int, list[Firing]], rules_doc: dict,
-                severities=("page", "ticket")) -> list[dict]:
-    """One promtool alert test per minute and severity: exactly these alerts, with their annotations."""
+                severities=("page", "ticket"), cause_for=None) -> list[dict]:
+    """One promtool alert test per minute and severity: exactly these alerts, with their annotations.
+    `cause_for(firing)`: the cause the alert should name (default: cause_of, 5xx-only traffic)."""
+    cause_for = cause_for or cause_of
     static = static_annotations(rules_doc)
     tests = []
     for m, firing in expected.items():
@@ -288,8 +290,9 @@ def alert_tests(expected: dict[int, list[Firing]], rules_doc: dict,
                 burn = f"{f.burn:.2f}"
                 exp.append({
                     "exp_labels": dict(f.labels),
-                    "exp_annotations": {**static[(f.slo, f.long, f.short)], "summary": summary(f, FACTOR_TEXT[f.long]),
-                                        "burn_rate": burn, "cause": cause_of(f)},
+                    "exp_annotations": {**static[(f.slo, f.long, f.short)],
+                                        "summary": summary(f, FACTOR_TEXT[f.long], cause_for(f)),
+                                        "burn_rate": burn, "cause": cause_for(f)},
                 })
             tests.append({"eval_time": minute(m), "alertname": ALERTNAME[sev], "exp_alerts": exp})
     return tests

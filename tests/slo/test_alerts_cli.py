@@ -121,8 +121,9 @@ def test_table_lists_alert_windows_burn_and_threshold(opsctl, cfg):
     assert f"alerts at {at(131)}: 2 firing" in result.stdout
     lines = result.stdout.splitlines()
     assert lines[1].split() == ["ALERT", "SEVERITY", "SLO", "BACKEND", "WINDOWS", "BURN", "(LONG", "/", "SHORT)",
-                                "ABOVE", "TRAFFIC"]
-    assert any(line.split()[:5] == ["SloBurnRatePage", "page", INTERNAL, "internal", "1h/5m"] for line in lines)
+                                "ABOVE", "TRAFFIC", "CAUSE"]
+    assert any(line.split()[:5] == ["SloBurnRatePage", "page", INTERNAL, "internal", "1h/5m"]
+               and line.split()[-1] == "server_error" for line in lines)
 
 
 def test_backend_without_data_is_unknown_and_exit_3(opsctl, tmp_path):

@@ -106,8 +106,11 @@ class DrillAutomation:
         run = self.run
         clock = run.env.clock.now
         store = EpisodeStore(run.state.dir / "automation.sqlite", clock=clock)
-        self.engine = PolicyEngine(run.env.cfg.automation, run.env.cfg.backends, store,
-                                   DrillExecutor(run, self.responders), clock=clock, on_action=self._acted)
+        cfg = run.env.cfg
+        # Built as serve builds it (automation/service.py), runbooks.tickets included: the ticket
+        # category by the alert's cause.
+        self.engine = PolicyEngine(cfg.automation, cfg.backends, store, DrillExecutor(run, self.responders),
+                                   clock=clock, on_action=self._acted, tickets=cfg.runbooks.tickets)
         names = ", ".join(p.name for p in self.engine.policies) or "none"
         dry = " (dry run: nothing changes)" if run.env.cfg.automation.dry_run else ""
         run.say("automation", f"alerts go to the policy engine opsctl serve runs; policies: {names}{dry}")

@@ -2,8 +2,9 @@
 
 A drill's responses come from `automation.policies`, not from the scenario: every page- or
 ticket-severity alert the drill evaluates reaches `PolicyEngine.handle_alert` the way Alertmanager's
-`opsctl` route delivers it to `serve` (each alert its own group, `paging.automation-group-wait`
-after it starts firing, a resolved notification when it stops), and the due restores are swept
+`opsctl` routes deliver it to `serve` (each alert its own group, `paging.automation-group-wait`
+after it starts firing, `paging.fast-automation-group-wait` for the fast tier, a resolved
+notification when it stops), and the due restores are swept
 every tick as `serve` sweeps them. The executor is serve's own (`LiveExecutor`: the same mapping of
 controller results to outcomes) on the drill's traffic front door, pager and ticket desks, so
 what it changes is marked as a drill and lands in the drill's ledgers, where the expectations read
@@ -122,19 +123,23 @@ class DrillAutomation:
         if self.engine is None:
             self._start()
         run = self.run
-        wait = run.scenario.paging.automation_group_wait
+        paging = run.scenario.paging
         current = {}
         for alert in alerts:
             if alert.severity not in ROUTED_SEVERITIES:
                 continue
             fp = fingerprint(alert.labels)
             current[fp] = alert
+            # deploy/alertmanager.yml: the fast tier's opsctl route waits a second, the other one 10 s.
+            wait = paging.fast_automation_group_wait if alert.labels.get("tier") == "fast" \
+                else paging.automation_group_wait
             if fp not in self.firing:
                 self.firing[fp] = (dict(alert.labels), dict(alert.annotations), now)
                 run.schedule(now + wait, f"alert {alert.alertname} reaches serve",
                              lambda fp=fp, item=self.firing[fp]: self._deliver(fp, "firing", item, 0))
         for fp in set(self.firing) - set(current):
             item = self.firing.pop(fp)
+            wait = paging.fast_automation_group_wait if item[0].get("tier") == "fast" else paging.automation_group_wait
             run.schedule(now + wait, "resolved alert reaches serve", lambda fp=fp, item=item: self._deliver(fp, "resolved", item, 0))
         for taken in self.engine.run_due_restores():
             pass  # each is on the timeline through _acted

@@ -136,12 +136,16 @@ class MethodLoop:
         pages = [a for a in evaluation.firing if a.severity == "page"] or [a for a in quality if a.severity == "page"]
         paged = any(p["dedup_key"] == run.page_key for p in run.state.data["pages"])
         if pages and run.obs.t0 is not None and not paged and not self._pending_page:
-            # Alertmanager's PagerDuty route: the incident's title is the alert's summary annotation.
-            worst = max(pages, key=lambda a: a.burn_rate)
+            # Alertmanager's PagerDuty routes: the fast tier's waits seconds, the others `group-wait`;
+            # the incident's title is the alert's summary annotation.
+            paging = run.scenario.paging
+            fast = [a for a in pages if a.labels.get("tier") == "fast"]
+            worst = max(fast or pages, key=lambda a: a.burn_rate)
             summary = worst.annotations.get("summary") or (
                 f"{worst.slo} burning its error budget at {rate_text(worst.burn_rate, 0)}"
                 f" ({worst.long_window}/{worst.short_window})")
-            run.schedule(now + run.scenario.paging.group_wait, "page", lambda: self.responders.page(summary, pages))
+            wait = paging.fast_group_wait if fast else paging.group_wait
+            run.schedule(now + wait, "page", lambda: self.responders.page(summary, pages))
             self._pending_page = True
         if run.obs.t0 is not None:
             self.automation.observe(evaluation.firing + quality, now)

@@ -107,11 +107,16 @@ def _automation_plan(cfg, live: bool, where) -> list[str]:
         if acts.page:
             what.append(f"page ({acts.page.severity})")
         if acts.ticket:
-            routes = sorted({f"{b.vendor}: category {acts.ticket.category} -> "
-                             + repr((cfg.tickets.vendors.get(b.vendor).categories.get(acts.ticket.category)
+            # The policy's category, else the alert's cause's (runbooks.tickets: auth -> auth_category).
+            fixed = acts.ticket.category
+            categories = [fixed] if fixed else list(dict.fromkeys(
+                cfg.runbooks.tickets.category_for(c) for c in ("server_error", "auth")))
+            routes = sorted({f"{b.vendor}: category {c} -> "
+                             + repr((cfg.tickets.vendors.get(b.vendor).categories.get(c)
                                      if cfg.tickets.vendors.get(b.vendor) else None))
-                             for b in cfg.backends.values() if b.kind == "vendor" and b.vendor})
-            what.append(f"file a [DRILL] {acts.ticket.severity} ticket ({'; '.join(routes)})")
+                             for b in cfg.backends.values() if b.kind == "vendor" and b.vendor for c in categories})
+            how = "" if fixed else " by the alert's cause"
+            what.append(f"file a [DRILL] {acts.ticket.severity} ticket{how} ({'; '.join(routes)})")
         if acts.restore:
             what.append("restore after the hold-down")
         match = ", ".join([f"{k}={v}" for k, v in sorted(p.match.items())] + [f"{k}=~{v}" for k, v in sorted(p.match_re.items())])

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+from opsctl.errors import OpsctlError
+
 HOPS = (("detect", "time_to_detect"), ("page", "time_to_page"), ("mitigate", "time_to_mitigate"),
         ("ticket", "time_to_vendor_routing"))
 
@@ -99,7 +101,16 @@ def _detecting_slo(run) -> str | None:
 
 
 def _spent_by(run, slo: str, at: float) -> float | None:
-    """The budget the drill had spent by `at`: the last burn sample at or before it."""
+    """The budget the drill had spent by `at`, measured at that instant by the drill's burn meter
+    (its counts at a 10 s step), else the last tick's sample at or before it."""
+    meter = run.meter
+    if meter is not None and slo in meter.slos:
+        try:
+            sample = meter.sample(at, [300], run.t_method).get(slo)
+        except OpsctlError:  # the source cannot answer for that instant: fall back to the tick's sample
+            sample = None
+        if sample is not None:
+            return meter.spent(slo, sample)
     rows = [r for r in run.samples if r["at"] <= at]
     if not rows:
         return None

@@ -10,8 +10,9 @@ from tests.conftest import REPO
 from tests.fakes.loopback import LoopbackServer, Response
 
 LATENCY_PAGE = {"alertname": "SloBurnRatePage", "slo": "llm-inference-databricks-latency-1s",
-                "backend": "databricks", "severity": "page", "long_window": "1h", "short_window": "5m"}
-AVAILABILITY_PAGE = {**LATENCY_PAGE, "slo": "llm-inference-databricks-availability"}
+                "backend": "databricks", "severity": "page", "category": "latency", "long_window": "1h",
+                "short_window": "5m"}
+AVAILABILITY_PAGE = {**LATENCY_PAGE, "slo": "llm-inference-databricks-availability", "category": "availability"}
 
 
 class ServeMetricsEndpoint(LoopbackServer):
@@ -40,25 +41,23 @@ def collector_for(serve_url: str, log, policies):
     return Collector(targets, sink=None, desks=lambda vendor: None, audit=None, say=lambda *a: None)
 
 
-def shipped_policies():
-    from opsctl.automation.policy import CompiledPolicy
-    from opsctl.config import load_config_file
-
-    return tuple(CompiledPolicy.of(p) for p in load_config_file(REPO / "opsctl.yaml").automation.policies)
-
-
-def test_a_page_no_policy_matches_fails_the_policy_hop_at_once_and_the_hops_after_it(tmp_path):
+def availability_only():
+    """One policy for the 1h/5m and 6h/30m pages of availability SLOs only (not the fast tier's)."""
     from opsctl.automation.policy import CompiledPolicy
     from opsctl.config import AutomationPolicy
     from opsctl.model import build
 
-    availability_only = build(AutomationPolicy, {
+    return (CompiledPolicy.of(build(AutomationPolicy, {
         "name": "availability-only", "match": {"alertname": "SloBurnRatePage", "severity": "page"},
-        "match_re": {"slo": ".+-availability"}, "actions": {"failover": {}, "ticket": {"category": "inference"}}}, "test policy")
+        "match_re": {"slo": ".+-availability"}, "actions": {"failover": {}, "ticket": {"category": "inference"}}},
+        "test policy")),)
+
+
+def test_a_page_no_policy_matches_fails_the_policy_hop_at_once_and_the_hops_after_it(tmp_path):
     log = tmp_path / "serve.log"
     log.write_text("")
     with ServeMetricsEndpoint(accepted=1, no_policy=1) as serve:
-        collector = collector_for(serve.url, log, (CompiledPolicy.of(availability_only),))
+        collector = collector_for(serve.url, log, availability_only())
         collector.hops["rule-firing"].reach(100.0, "Prometheus: latency page firing")
         collector.firing_labels = [dict(LATENCY_PAGE)]
         assert not collector.settled()
@@ -75,13 +74,13 @@ def test_a_page_no_policy_matches_fails_the_policy_hop_at_once_and_the_hops_afte
 
 
 def test_a_fast_tier_page_no_policy_matches_waits_for_the_slower_page_a_policy_does_match(tmp_path):
-    """The fast-burn tier fires first; the 1h/5m page the shipped policy matches comes a minute later:
-    the policy hop can still happen, so the chain waits for it."""
+    """The fast-burn tier fires first and no policy takes it; the 1h/5m page a policy matches comes a
+    minute later: the policy hop can still happen, so the chain waits for it."""
     log = tmp_path / "serve.log"
     log.write_text("")
     fast = {**AVAILABILITY_PAGE, "alertname": "SloFastBurnPage", "long_window": "5m", "short_window": "1m"}
     with ServeMetricsEndpoint(accepted=1, no_policy=1) as serve:
-        collector = collector_for(serve.url, log, shipped_policies())
+        collector = collector_for(serve.url, log, availability_only())
         collector.hops["rule-firing"].reach(100.0, "Prometheus: fast-burn page firing")
         collector.firing_labels = [fast]
         collector.page_rules = [fast, {k: v for k, v in AVAILABILITY_PAGE.items() if k not in ("long_window",

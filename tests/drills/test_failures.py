@@ -28,10 +28,9 @@ def test_a_responder_slower_than_the_acknowledgement_deadline_fails_that_expecta
     ack = verdict(report, "acknowledged")
     assert not ack["passed"]
     # Failed when the 10m deadline passed without an acknowledgement; the drill went on and measured it:
-    # paged at detection + the 30s group wait, acknowledged 12m after the page.
+    # acknowledged 12m after the page.
     assert ack["reason"] == "the page was not acknowledged within 10m00s"
     m = report["measurements"]
-    assert m["time_to_page"] == m["time_to_detect"] + 30
     assert m["time_to_acknowledge"] == m["time_to_page"] + 12 * 60
     assert verdict(report, "detected")["passed"] and verdict(report, "paged")["passed"]
     assert any("Acknowledgement" in item for item in report["action_items"])

@@ -102,7 +102,7 @@ def test_the_report_sets_the_burn_rate_prediction_beside_the_measured_detection_
     hops = {h["hop"]: h for h in pred["hops"]}
     detect, page = hops["detect"], hops["page"]
     assert detect["seconds"] == report["measurements"]["time_to_detect"]
-    assert page["seconds"] - detect["seconds"] == 30  # the scenario's PagerDuty group wait
+    assert page["seconds"] - detect["seconds"] == 30  # the PagerDuty route's group wait (not the fast tier)
     # Spent by detection: the burn over the detection time, as a share of the 28-day period.
     assert 0.5 < detect["budget_spent"] / (burn * detect["seconds"] / (28 * 86400)) < 2
     assert page["budget_spent"] >= detect["budget_spent"]

@@ -140,6 +140,9 @@ class VendorResponder:
 class Paging:
     group_wait: int = checked(duration(0, 3600), 30)  # the PagerDuty route's wait before it pages
     automation_group_wait: int = checked(duration(0, 3600), 10)  # the opsctl route's (deploy/alertmanager.yml)
+    # The fast-burn tier's own routes (tier="fast"): PagerDuty and the automation after seconds.
+    fast_group_wait: int = checked(duration(0, 3600), 5)
+    fast_automation_group_wait: int = checked(duration(0, 3600), 1)
     severity: str = checked(text(*PAGE_SEVERITIES), "critical")
 
 

@@ -218,10 +218,12 @@ def _quality_rules(cfg: "Config") -> dict | None:
     if plan is None:
         return None
     alerts = [{"name": a.alertname, "backend": a.backend, "reference": a.reference, "signal": a.signal,
-               "threshold": f"{a.threshold:g}", "severity": a.severity, "for": cfg_duration(a.for_seconds)}
+               "threshold": f"{a.threshold:g}", "severity": a.severity, "for": cfg_duration(a.for_seconds),
+               "needs": f"{a.needs_per_side():,.0f}"}
               for a in plan.alerts]
     queries = [{"title": r["record"], "expr": r["expr"]} for r in q.recording_rules(plan)]
     return {"window": plan.window, "offset": plan.offset, "min_request_rate": f"{plan.min_request_rate:g}",
+            "sigmas": f"{cfg.quality.rules.noise_sigmas:g}",
             "alerts": alerts, "queries": queries, "runbook_url": plan.runbook_url}
 
 

@@ -195,10 +195,12 @@ class ChainDrill:
         if plan is None:
             return [f"{sc.path}: a quality scenario in a chain drill, but quality.rules.enabled is false: nothing would fire"]
         longest_for = max((a.for_seconds for a in plan.alerts), default=0)
+        needs = max((a.needs_per_side() for a in plan.alerts), default=0.0)  # the noise guard, per window
         return [f"{sc.path}: a chain drill does not run quality scenarios yet: the quality rules compare with"
                 f" {plan.offset} earlier (the chain backfills {self.history / 3600:g}h), their for: {longest_for}s is not"
-                f" shortened, and they need {plan.min_request_rate:g} requests/s on each side (the scenario sends"
-                f" {sc.embedded.peak_rps:g} at peak): run it embedded (opsctl drill run {sc.path})"]
+                f" shortened, and the noisiest needs {needs:,.0f} requests per {plan.window} on each side (the scenario"
+                f" sends {sc.embedded.peak_rps:g}/s at peak; the chain's traffic rate is not checked against it): run it"
+                f" embedded (opsctl drill run {sc.path})"]
 
     def _load_routing(self) -> dict:
         from opsctl.config import load_yaml_file

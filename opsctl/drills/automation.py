@@ -141,8 +141,7 @@ class DrillAutomation:
             item = self.firing.pop(fp)
             wait = paging.fast_automation_group_wait if item[0].get("tier") == "fast" else paging.automation_group_wait
             run.schedule(now + wait, "resolved alert reaches serve", lambda fp=fp, item=item: self._deliver(fp, "resolved", item, 0))
-        for taken in self.engine.run_due_restores():
-            pass  # each is on the timeline through _acted
+        self.engine.run_due_restores()  # as serve sweeps them; each restore is on the timeline (_acted)
 
     def _deliver(self, fp: str, status: str, item: tuple[dict, dict, float], attempt: int) -> None:
         from opsctl.automation.episodes import Busy

@@ -326,3 +326,24 @@ def test_rules_and_alerts_commands_stay_light(tmp_path, cfg):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_the_absent_alert_takes_its_for_from_the_config_and_both_new_kinds_can_be_turned_off(opsctl, tmp_path):
+    slo = str(REPO / "slos" / "internal-availability.yaml")
+    cfg = write_config(tmp_path, r.ALERTING_CONFIG + "  absent: {for_duration: 3m, severity: ticket}\n")
+    rules = alerts_of(yaml.safe_load(generate(opsctl, cfg, slo).stdout))
+    [absent] = [a for a in rules if a["alert"] == "SloMetricsAbsent"]
+    assert absent["for"] == "3m" and absent["labels"]["severity"] == "ticket"
+    assert absent["annotations"]["runbook_url"].endswith("llm-inference-internal-availability-ticket.md")
+    (tmp_path / "off").mkdir()
+    off = write_config(tmp_path / "off", r.ALERTING_CONFIG + "  absent: {enabled: false}\n  fast: {enabled: false}\n"
+                       + "quality: {rules: {enabled: false}}\n")
+    names = {a["alert"] for a in alerts_of(yaml.safe_load(generate(opsctl, off, slo).stdout))}
+    assert names == {"SloBurnRatePage", "SloBurnRateTicket"}
+
+
+def test_a_fast_tier_that_could_not_tell_noise_from_an_outage_is_refused(opsctl, tmp_path):
+    cfg = write_config(tmp_path, r.ALERTING_CONFIG + "  fast: {long: 1m, short: 5m}\n")
+    result = opsctl("--config", str(cfg), "slo", "rules")
+    assert result.exit_code == 2
+    assert "alerting.fast" in result.stderr and "short < long" in result.stderr

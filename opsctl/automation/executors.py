@@ -240,11 +240,13 @@ def check_wiring(cfg: "Config") -> None:
             if backend.kind == "vendor" and backend.vendor and backend.vendor not in cfg.tickets.vendors:
                 problems.append(f"automation.policies ({policy.name}): tickets for {name} go to vendor"
                                 f" {backend.vendor!r}, which tickets.vendors does not configure")
-            category = policy.actions.ticket.category
+            fixed = policy.actions.ticket.category  # unset: by the cause, through runbooks.tickets
+            where = "actions.ticket.category" if fixed else "runbooks.tickets (the category by cause)"
             route = cfg.tickets.vendors.get(backend.vendor or "")
-            if route is not None and category not in route.categories:
-                problems.append(f"automation.policies ({policy.name}).actions.ticket.category: {category!r} is not"
-                                f" a category of vendor {backend.vendor!r} (known: {', '.join(sorted(route.categories))})")
+            for category in [fixed] if fixed else cfg.runbooks.tickets.categories:
+                if route is not None and category not in route.categories:
+                    problems.append(f"automation.policies ({policy.name}): {where}: {category!r} is not a category"
+                                    f" of vendor {backend.vendor!r} (known: {', '.join(sorted(route.categories))})")
     if problems:
         raise ConfigError(f"{cfg.source_path}: automation cannot file its tickets", problems=sorted(set(problems)))
 

@@ -101,7 +101,7 @@ class AutomationService:
         self.queue = WorkQueue(settings.queue_size, settings.workers, self.process)
         self.metrics = ServeMetrics(lambda: self.queue.depth, settings.queue_size, leader=self.acting)
         self.engine = PolicyEngine(settings, cfg.backends, self.episodes, live, DryRunExecutor(), clock,
-                                   on_action=self._count)
+                                   on_action=self._count, tickets=cfg.runbooks.tickets)
         self._accept_lock = threading.Lock()
         self._owed: dict[str, tuple] = {}  # events (and episode holds) to hand back once the API server answers
         self._owed_lock = threading.Lock()

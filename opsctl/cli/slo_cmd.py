@@ -290,14 +290,26 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
     result = evaluate_plans(plans, source, when, settings)
     data = result.to_dict()
     data["notes"] = ([aligned] if aligned else []) + source_notes(source) + result.notes()
+    quality = _quality_alerts(cfg, source, when)
+    if quality is not None:  # the live quality rules at the same instant (opsctl quality alerts)
+        data["quality"] = quality.to_dict()
     emit(data, output, table=_alerts_table)
     if result.unknown:
         raise NoDataError(f"no data for {len(result.unknown)} SLO(s): {', '.join(result.unknown)}{why_no_data(source)}")
     if fail_on:
         levels = ("page",) if fail_on == "page" else ("page", "ticket")
-        hit = sorted({a.slo for a in result.firing if a.severity in levels})
+        hit = sorted({a.slo for a in [*result.firing, *result.absent, *(quality.firing if quality else [])]
+                      if a.severity in levels})
         if hit:
             raise OpsctlError(f"{fail_on} alerts firing for {len(hit)} SLO(s): {', '.join(hit)}")
+
+
+def _quality_alerts(cfg, source, when):
+    from opsctl.quality.live import evaluate_quality
+    from opsctl.quality.rules import plan_quality
+
+    plan = plan_quality(cfg)
+    return None if plan is None else evaluate_quality(plan, source, when)
 
 
 def _alerts_table(data):
@@ -307,10 +319,19 @@ def _alerts_table(data):
     if data["firing"]:
         rows = [
             [a["alertname"], a["severity"], a["slo"], a["backend"], f"{a['long_window']}/{a['short_window']}",
-             f"{a['burn_rate']:.2f}x / {a['short_burn_rate']:.2f}x", f"{format_factor(a['factor'])}x", f"{a['request_rate']:.4g}/s" if a['request_rate'] is not None else "-"]
+             f"{a['burn_rate']:.2f}x / {a['short_burn_rate']:.2f}x", f"{format_factor(a['factor'])}x", f"{a['request_rate']:.4g}/s" if a['request_rate'] is not None else "-",
+             a.get("cause") or "-"]
             for a in data["firing"]
         ]
-        lines.append(render_table(["ALERT", "SEVERITY", "SLO", "BACKEND", "WINDOWS", "BURN (LONG / SHORT)", "ABOVE", "TRAFFIC"], rows))
+        lines.append(render_table(["ALERT", "SEVERITY", "SLO", "BACKEND", "WINDOWS", "BURN (LONG / SHORT)", "ABOVE", "TRAFFIC", "CAUSE"], rows))
+    for a in data.get("absent", []):
+        lines.append(f"absent   {a['slo']}: {a['alertname']} ({a['severity']}): no sample of {a['selector']}")
+    quality = data.get("quality")
+    if quality:
+        lines.append(f"quality alerts: {len(quality['firing'])} firing")
+        lines += [f"firing   {q['alertname']} ({q['severity']}) {q['backend']}: {q['annotations']['summary']}"
+                  for q in quality["firing"]]
+        lines += [f"suppressed  {q['alertname']} {q['backend']}: {q['reason']}" for q in quality["suppressed"]]
     for u in data["unknown"]:
         lines.append(f"unknown  {u['slo']}: {u['reason']}")
     lines.extend(f"note: {n}" for n in data.get("notes", []))

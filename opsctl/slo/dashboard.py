@@ -152,11 +152,22 @@ def panel_queries(doc: dict) -> list[tuple[str, str]]:
 # One service's board
 
 
+def service_matcher(plans: Sequence[SloRulePlan]) -> str:
+    """The `service` matcher of the labels these plans' records carry (an SLO file's
+    `metadata.labels.service_name`, else the config's service): one value, or an exact alternation."""
+    import re
+
+    names = sorted({p.label_dict[cv.LABEL_SERVICE] for p in plans})
+    if len(names) == 1:
+        return f'{cv.LABEL_SERVICE}="{_quote(names[0])}"'
+    return f'{cv.LABEL_SERVICE}=~"{_quote("|".join(re.escape(n) for n in names))}"'
+
+
 def dashboard(plans: Sequence[SloRulePlan], settings: RuleSettings, *, uid: str | None = None,
               title: str | None = None) -> dict:
     if not plans:
         raise ValueError("no SLOs")
-    service = f'{cv.LABEL_SERVICE}="{_quote(settings.service)}"'
+    service = service_matcher(plans)
     select = f'{service},{cv.LABEL_SLO}=~"$slo"'
     on = f"on({cv.LABEL_SERVICE}, {cv.LABEL_SLO})"
     period = settings.period

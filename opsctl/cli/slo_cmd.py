@@ -21,7 +21,8 @@ def slo():
       opsctl slo validate slos/
       opsctl slo rules --out slo-rules.yaml && promtool check rules slo-rules.yaml
       opsctl slo alerts --at 2026-11-26T15:00:00Z -o json
-      opsctl slo dashboard --out grafana/opsctl-slo.json
+      opsctl slo dashboard --out grafana/opsctl-slo-llm-inference.json
+      opsctl slo dashboard --all-services --service-config a.yaml --service-config b.yaml --out-dir grafana/
       opsctl slo convert slos/ --to openslo --out-dir slos-openslo/
     """
 

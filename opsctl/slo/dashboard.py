@@ -226,9 +226,6 @@ def alert_pairs(services: Sequence[ServiceSlos]) -> dict[tuple[str, str, str], d
 def fleet_dashboard(services: Sequence[ServiceSlos], *, uid: str = FLEET_UID, title: str = "SLOs of the fleet") -> dict:
     if not services or not any(s.plans for s in services):
         raise ValueError("no SLOs")
-    names = [s.service for s in services]
-    if len(set(names)) != len(names):
-        raise ValueError(f"a service is given twice: {', '.join(sorted(n for n in set(names) if names.count(n) > 1))}")
     service = f'{cv.LABEL_SERVICE}=~"$service"'
     select = f'{service},{cv.LABEL_SLO}=~"$slo"'
     on = f"on({cv.LABEL_SERVICE}, {cv.LABEL_SLO})"

@@ -174,15 +174,20 @@ def checked_boards(entries, *, fleet: bool, uid: str | None = None) -> dict[str,
     """File name -> board: each service's board and, with `fleet`, the overview first; every board
     round-tripped through Grafana's schema and its queries checked (exit 1 naming the first problem)."""
     from opsctl.errors import OpsctlError
-    from opsctl.slo.dashboard import dashboard, fleet_dashboard, service_uid
+    from opsctl.slo.dashboard import dashboard, fleet_dashboard
 
+    names = [e.service for e in entries]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"service {', '.join(twice)} given twice", hint="give each service's config once")
+    docs = [fleet_dashboard(entries, **({"uid": uid} if uid else {}))] if fleet else []
+    docs += [dashboard(e.plans, e.settings, uid=None if fleet else uid) for e in entries]
     boards: dict[str, dict] = {}
-    if fleet:
-        doc = fleet_dashboard(entries, **({"uid": uid} if uid else {}))
+    for doc in docs:
+        if f"{doc['uid']}.json" in boards:
+            raise UsageError(f"two dashboards would have the uid {doc['uid']!r}",
+                             hint="the overview takes --uid; a service's board is opsctl-slo-<service>")
         boards[f"{doc['uid']}.json"] = doc
-    for e in entries:
-        doc = dashboard(e.plans, e.settings, uid=None if fleet else uid)
-        boards[f"{service_uid(e.service)}.json"] = doc
     recorded = recorded_series(entries)
     for name, doc in boards.items():
         problems = board_problems(doc, recorded)

@@ -196,3 +196,21 @@ def test_the_overview_reads_each_service_apart_on_a_real_prometheus(made, promet
     params = urllib.parse.urlencode({"match[]": variable, "start": T0, "end": END})
     with urllib.request.urlopen(f"{server.url}/api/v1/label/service/values?{params}", timeout=10) as response:
         assert sorted(json.loads(response.read())["data"]) == sorted([A, B])
+
+
+def test_a_service_named_like_the_overview_is_refused_before_anything_is_written(opsctl, tmp_path):
+    a, b = configs(tmp_path)
+    b.write_text(b.read_text().replace(f"service: {B}", "service: fleet"))
+    out = tmp_path / "boards"
+    result = opsctl("--config", str(a), "slo", "dashboard", "--all-services", "--service-config", str(a),
+                    "--service-config", str(b), "--out-dir", str(out))
+    assert result.exit_code == 2, result.output
+    assert "two dashboards would have the uid 'opsctl-slo-fleet'" in result.stderr
+    assert not out.exists()
+
+
+def test_the_same_service_twice_is_refused(opsctl, tmp_path):
+    a, _ = configs(tmp_path)
+    result = opsctl("--config", str(a), "slo", "dashboard", "--all-services", "--service-config", str(a),
+                    "--service-config", str(a))
+    assert result.exit_code == 2 and f"service {A} given twice" in result.stderr, result.output

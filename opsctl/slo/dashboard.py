@@ -239,7 +239,7 @@ def fleet_dashboard(services: Sequence[ServiceSlos], *, uid: str = FLEET_UID, ti
                (0, 0, 12, 10), "percentunit",
                "Every SLO of the selected services, least budget left first (negative: overspent).",
                defaults=_budget_stat_defaults(),
-               options={"showHeader": True, "sortBy": [{"displayName": "Value", "desc": False}]},
+               options={"showHeader": True, "sortBy": [{"displayName": "budget left", "desc": False}]},  # as renamed
                transformations=[{"id": "organize", "options": {
                    "excludeByName": {"Time": True, "__name__": True},
                    "renameByName": {"Value": "budget left"}}}]),

@@ -159,8 +159,9 @@ def test_the_overview_reads_each_service_apart_on_a_real_prometheus(made, promet
 
     # Both services' rules load together; every query of the overview evaluates (variables by their selector).
     for where, expr in panel_queries(fleet):
-        query(server.url, expr.removeprefix("label_values(").rsplit(",", 1)[0] if where.startswith("variable") else expr,
-              before)
+        if where.startswith("variable"):
+            expr = expr.removeprefix("label_values(").rsplit(",", 1)[0]
+        query(server.url, expr, before)
     with urllib.request.urlopen(f"{server.url}/api/v1/rules", timeout=10) as response:
         groups = json.loads(response.read())["data"]["groups"]
     expected_groups = sum(len(yaml.safe_load(p.read_text())["groups"]) for p in rules.values())

@@ -215,3 +215,13 @@ def test_the_same_service_twice_is_refused(opsctl, tmp_path):
     result = opsctl("--config", str(a), "slo", "dashboard", "--all-services", "--service-config", str(a),
                     "--service-config", str(a))
     assert result.exit_code == 2 and f"service {A} given twice" in result.stderr, result.output
+
+
+def test_all_services_without_configs_is_the_overview_of_this_one(opsctl, tmp_path):
+    a, _ = configs(tmp_path)
+    result = opsctl("--config", str(a), "slo", "dashboard", "--all-services")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["uid"] == "opsctl-slo-fleet"
+    assert len(doc["panels"]) == 2 + 4 + 1  # budget table and history, one burn panel per pair, the split
+    assert doc["panels"][0]["title"] == "SLOs by error budget left (28d)"  # one period in use: named

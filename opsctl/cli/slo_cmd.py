@@ -312,8 +312,10 @@ def _alerts_table(data):
 @click.option("--service-config", "service_configs", multiple=True, metavar="FILE",
               type=click.Path(exists=True, dir_okay=False),
               help="With --all-services: one service's config, with its own SLO dir (repeatable).")
+@click.option("--drills-out", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Also write the drills' windows as OpenMetrics (opsctl_drill_active), to backfill with promtool.")
 @click.pass_obj
-def dashboard(app, paths, out, out_dir, uid, all_services, service_configs):
+def dashboard(app, paths, out, out_dir, uid, all_services, service_configs, drills_out):
     """Grafana dashboards (JSON models, ready for file provisioning) over the recorded SLO series.
 
     One service's board: error budget left, burn rate per alert window against its threshold, SLI
@@ -322,7 +324,8 @@ def dashboard(app, paths, out, out_dir, uid, all_services, service_configs):
     left, budget left over time, burn per alert pair against its thresholds and each service's
     split, with `$service` and `$slo` variables. Every board is checked before it is written: it
     round-trips through Grafana's schema (grafana-foundation-sdk) and each query reads only series
-    `opsctl slo rules` records, with a service matcher. Load those rules first.
+    `opsctl slo rules` records, with a service matcher. Load those rules first. Drills are annotated
+    from the windows --drills-out writes (backfill them into Prometheus with promtool).
 
     \b
     Examples:
@@ -356,8 +359,17 @@ def dashboard(app, paths, out, out_dir, uid, all_services, service_configs):
         configs = [load_config_file(Path(p)) for p in service_configs]
         entries = [entry(cfg, [cfg.slo_dir]) for cfg in configs]
     else:
+        configs = [app.config]
         entries = [entry(app.config, _slo_paths(app, paths))]
     boards = checked_boards(entries, fleet=all_services, uid=uid)
+    if drills_out:
+        from opsctl.drills.spend import drill_windows
+        from opsctl.slo.dashboard_events import drill_openmetrics
+
+        windows = [(cfg.service, drill_windows(cfg)) for cfg in configs]
+        write_atomic(drills_out, drill_openmetrics(windows))
+        click.echo(f"wrote {drills_out}: {sum(len(w) for _, w in windows)} drill window(s)"
+                   f" (promtool tsdb create-blocks-from openmetrics {drills_out} DATA_DIR)", err=True)
     slos = sum(len(e.plans) for e in entries)
     if out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)

@@ -14,10 +14,11 @@ see. Two boards:
 Both take (service, SLO plans) pairs, so the service catalog plugs in as a list of `ServiceSlos`.
 Every selector of every query carries a `service` matcher, and every ratio between series
 matches on `service` as well as `slo`: two services never mix (the split's denominator is each
-service's own `backend="all"` rate). Annotations come from the recorded series themselves: firing
-SLO alerts (`ALERTS`), and traffic moves (a backend's share of a service's valid requests changed
-by more than `TRAFFIC_MOVE` over `TRAFFIC_MOVE_WINDOW`), which is what a traffic change or a
-failover looks like from the proxy's side.
+service's own `backend="all"` rate). Annotations: firing SLO alerts (`ALERTS`); traffic moves
+from the recorded series (a backend's share of a service's valid requests changed by more than
+`TRAFFIC_MOVE` over `TRAFFIC_MOVE_WINDOW`), which is what a traffic change or a failover looks like
+from the proxy's side; and drills, from the `opsctl_drill_active` series opsctl exports
+(`dashboard_events`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from opsctl.slo import conventions as cv
+from opsctl.slo.dashboard_events import DRILL_SERIES
 from opsctl.slo.rules import RuleSettings, SloRulePlan
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
@@ -116,6 +118,10 @@ def _annotations(select: str, service_matcher: str) -> dict:
          "step": "1m",
          "titleFormat": "traffic moved: {{service}} {{backend}}",
          "textFormat": f"share changed by more than {TRAFFIC_MOVE:.0%} over {TRAFFIC_MOVE_WINDOW}"},
+        {"name": "Drills", "datasource": DATASOURCE, "enable": True, "iconColor": "purple",
+         "expr": f"max by ({cv.LABEL_SERVICE}, run_id, mode) ({DRILL_SERIES}{{{service_matcher}}})",
+         "step": "1m", "titleFormat": "drill {{run_id}} ({{mode}}): {{service}}",
+         "textFormat": "a drill faulted this service's traffic (opsctl slo dashboard --drills-out)"},
     ]}
 
 

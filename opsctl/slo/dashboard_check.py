@@ -8,7 +8,8 @@ source (annotation title/text formats, a variable's definition) that Grafana sto
 dashboard schema leaves to the data source plugin.
 
 `query_problems` finds every selector of every query (with opsctl's PromQL selector parser) and
-checks that it names a series the generated rules record, a raw proxy metric or `ALERTS`, and that
+checks that it names a series the generated rules record, a raw proxy metric, `ALERTS` or the drill
+series opsctl exports (`dashboard_events`), and that
 it carries a `service` matcher.
 """
 
@@ -22,6 +23,7 @@ from opsctl.errors import UsageError
 from opsctl.metrics import schema
 from opsctl.metrics.promql import Selector, parse_selector
 from opsctl.slo import conventions as cv
+from opsctl.slo.dashboard_events import DRILL_SERIES
 
 # Key paths (list indices dropped) the dashboard schema does not describe: Prometheus' own.
 PLUGIN_KEYS = frozenset({
@@ -32,6 +34,7 @@ PLUGIN_KEYS = frozenset({
 RAW_METRICS = frozenset({schema.REQUESTS, schema.DURATION_BUCKET, schema.DURATION_COUNT, schema.DURATION_SUM,
                          schema.PROMPT_TOKENS, schema.COMPLETION_TOKENS, schema.SUGGESTIONS})
 ALERTS = "ALERTS"
+EXPORTED = frozenset({DRILL_SERIES})  # opsctl.slo.dashboard_events writes it
 
 
 def _diff(ours, theirs, path: str, key: str, out: list[str]) -> None:
@@ -133,7 +136,7 @@ def selectors(expr: str) -> list[Selector]:
 def query_problems(queries: Iterable[tuple[str, str]], recorded: set[str]) -> list[str]:
     """Each query's selectors must read a recorded series, a raw proxy metric or ALERTS, with a
     `service` matcher. `label_values(SELECTOR, label)` (a Grafana variable) is checked by its selector."""
-    known = set(recorded) | RAW_METRICS | {ALERTS}
+    known = set(recorded) | RAW_METRICS | EXPORTED | {ALERTS}
     out: list[str] = []
     for where, expr in queries:
         m = re.fullmatch(r"\s*label_values\((.*),\s*[A-Za-z_][A-Za-z0-9_]*\s*\)\s*", expr, re.S)

@@ -42,13 +42,28 @@ def configs(tmp_path):
     return a, b
 
 
+DRILL_B = "20261118T081500Z-vendor-outage-b0b0"  # a live drill on service B: spends its budget
+DRILL_A = "20261118T081500Z-vendor-outage-a0a0"  # an embedded drill on A: its own metrics, no annotation
+DRILL_START, DRILL_END = T0 + 25 * 60 + 10, T0 + 30 * 60 - 5
+
+
+def drill_state(cfg_dir, run_id, mode):
+    run = cfg_dir / "state" / "drills" / run_id
+    run.mkdir(parents=True)
+    (run / "state.json").write_text(json.dumps({
+        "version": 1, "run_id": run_id, "mode": mode, "window": {"start": DRILL_START, "end": DRILL_END}}))
+
+
 @pytest.fixture
 def made(opsctl, tmp_path):
     a, b = configs(tmp_path)
+    drill_state(tmp_path / "b", DRILL_B, "live")
+    drill_state(tmp_path / "a", DRILL_A, "embedded")
     out = tmp_path / "boards"
     result = opsctl("--config", str(a), "slo", "dashboard", "--all-services", "--service-config", str(a),
-                    "--service-config", str(b), "--out-dir", str(out))
+                    "--service-config", str(b), "--out-dir", str(out), "--drills-out", str(tmp_path / "drills.om"))
     assert result.exit_code == 0, result.output
+    assert "1 drill window(s)" in result.stderr
     rules = {}
     for name, cfg in ((A, a), (B, b)):
         r = opsctl("--config", str(cfg), "slo", "rules", "--out", str(tmp_path / f"{name}-rules.yaml"))
@@ -71,7 +86,7 @@ def test_the_overview_and_each_services_board_are_written_with_their_own_uids(ma
         assert all(f'service="{service}"' in e for e in exprs if not e.startswith("vector(")), service
     fleet = json.loads((out / "opsctl-slo-fleet.json").read_text())
     assert [v["name"] for v in fleet["templating"]["list"]] == ["datasource", "service", "slo"]
-    assert [a["name"] for a in fleet["annotations"]["list"]] == ["SLO alerts", "Traffic changes"]
+    assert [a["name"] for a in fleet["annotations"]["list"]] == ["SLO alerts", "Traffic changes", "Drills"]
     titles = [p["title"] for p in fleet["panels"]]
     assert titles[:2] == ["SLOs by error budget left (period)", "Error budget left over time"]
     assert titles[-1] == "Traffic split per service"
@@ -149,7 +164,9 @@ def test_the_overview_reads_each_service_apart_on_a_real_prometheus(made, promet
     out, rules = made
     om = tmp_path / "recorded.om"
     text, budget_left = recorded_openmetrics(rules)
-    om.write_text(text)
+    drills = (tmp_path / "drills.om").read_text()
+    assert drills.endswith("# EOF\n")
+    om.write_text(text.removesuffix("# EOF\n") + drills)  # one backfill: the records and the drills
     server = prometheus_factory(openmetrics=om, rule_files=list(rules.values()))
     fleet = json.loads((out / "opsctl-slo-fleet.json").read_text())
     exprs: dict[str, str] = {}
@@ -191,6 +208,19 @@ def test_the_overview_reads_each_service_apart_on_a_real_prometheus(made, promet
              for r in query(server.url, moves, during)}
     assert moved == pytest.approx({(A, "internal"): 0.3, (A, "databricks"): 0.3})
     assert query(server.url, moves, after) == []
+
+    # The live drill on B is annotated over its window (to the minute), the embedded one on A never.
+    drill = fleet["annotations"]["list"][2]["expr"]
+    minutes = range(T0 // 60 * 60, END + 60, 60)
+    shown = {}
+    for at in minutes:
+        for r in query(server.url, drill, at):
+            shown.setdefault((r["metric"]["service"], r["metric"]["run_id"]), []).append(at)
+    first, last = DRILL_START // 60 * 60, -(-DRILL_END // 60) * 60
+    assert list(shown) == [(B, DRILL_B)]
+    at = shown[(B, DRILL_B)]
+    # Every minute of the window; nothing before it; after it at most Prometheus' 5m lookback.
+    assert at[0] == first and set(range(first, last + 1, 60)) <= set(at) and at[-1] <= last + 300
 
     # The $service variable lists both services; $slo the SLOs of those picked.
     variable = exprs["variable service"].removeprefix("label_values(").rsplit(",", 1)[0]

@@ -180,10 +180,20 @@ def _chart(run) -> dict:
     points = [{"offset": round(row["at"] - t0, 3),
                "values": {s: row["slos"][s] for s in slos if s in row["slos"]}} for row in run.samples]
     factor = None
+    thresholds = {}
     for plan in run.plans:
         for alert in plan.alerts:
             if alert.severity == "page" and alert.long == "1h":
                 factor = alert.factor
+            if alert.severity == "page" and alert.long in ("5m", "1h"):
+                thresholds.setdefault(alert.long, alert.factor)
+    prefix = f"{run.user_cfg.service}-"
+    stops = []
+    for cond in run.scenario.stop_conditions:
+        if cond.condition == "budget-spent" and cond.above is not None:
+            slo = run.slo_name(cond.slo) if cond.slo else None
+            stops.append({"slo": slo, "label": (slo or "").removeprefix(prefix), "above": cond.above,
+                          "name": cond.name})
     markers = []
     kinds = {"fault": "fault", "page": "paged", "ack": "ack", "failover": "failover", "ticket": "ticket",
              "vendor": "vendor", "recovered": "recovered", "escalate": "escalated"}
@@ -196,9 +206,10 @@ def _chart(run) -> dict:
     detect = [at for (slo, sev, pair), (at, a) in run.obs.first_firing.items() if sev == "page"]
     if detect:
         markers.append({"offset": round(min(detect) - t0, 3), "label": "detected"})
-    prefix = f"{run.user_cfg.service}-"
     return {"slos": slos, "labels": {s: s.removeprefix(prefix) for s in slos}, "points": points,
-            "markers": sorted(markers, key=lambda m: m["offset"]), "page_factor": factor}
+            "markers": sorted(markers, key=lambda m: m["offset"]), "page_factor": factor,
+            "thresholds": [{"window": w, "factor": thresholds[w]} for w in ("5m", "1h") if w in thresholds],
+            "stops": stops}
 
 
 def _budget(run) -> dict:
@@ -455,7 +466,7 @@ code{background:#f4f4f4;padding:1px 4px}
 
 
 def render_html(d: dict) -> str:
-    from opsctl.drills.svg import burn_chart
+    from opsctl.drills.svg import burn_chart, hop_waterfall
 
     e = escape
     sc = d["scenario"]
@@ -495,8 +506,12 @@ def render_html(d: dict) -> str:
             [(verdict_mark(v), _CLASS[verdict_mark(v)]), v["name"], duration_text(v["within_seconds"]),
              duration_text(v["seconds"]), v["detail"] if v["passed"] else v["reason"]] for v in d["expectations"]]))
     parts += _chain_html(d)
-    parts.append('<h2 id="burn-chart">Error budget burn</h2>')
-    parts.append(burn_chart(d.get("chart") or {}))
+    if d.get("hops"):
+        parts.append('<h2 id="hop-waterfall">Hops from the fault</h2>')
+        parts.append(hop_waterfall(d["hops"]))
+    if d.get("chart") or not d.get("hops"):
+        parts.append('<h2 id="burn-chart">Error budget burn</h2>')
+        parts.append(burn_chart(d.get("chart") or {}))
     budget = d.get("budget") or {}
     if budget.get("slos"):
         parts.append(f"<p>{e(budget['basis'])}.</p>")

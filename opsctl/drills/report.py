@@ -428,6 +428,15 @@ def render_markdown(d: dict) -> str:
 def _chain_markdown(d: dict) -> list[str]:
     """A chain drill's extras: what each fault broke and what was seen, and the shortened timings."""
     lines = []
+    if d.get("hops"):
+        lines += ["## Hops from the fault", "", "| hop | component | from the fault | |", "|---|---|---|---|"]
+        for h in d["hops"]:
+            state = "ok" if h.get("passed") else ("never happened" if h.get("seconds") is None else "FAILED")
+            if not h.get("required") and h.get("seconds") is None:
+                state = "not required"
+            lines.append(f"| {_md(h['title'])} | {_md(h['component'])} | {duration_text(h.get('seconds'))} |"
+                         f" {_md(state + (': ' + h['failed'] if h.get('failed') else ''))} |")
+        lines.append("")
     if d.get("attribution"):
         lines += ["## What the faults broke", ""] + [f"- **{a['hop']}**: {a['seen']}" for a in d["attribution"]] + [""]
     if d.get("shortened"):

@@ -113,3 +113,24 @@ def test_a_step_whose_expectation_failed_is_not_reported_twice():
                              "result": "fail", "reason": "met after 11m40s, past its deadline of 10m00s"}]
     items = action_items(data)
     assert len([i for i in items if "cknowledge" in i]) == 1
+
+
+def test_a_chain_drill_report_draws_its_hop_waterfall_instead_of_no_samples(vendor):
+    from opsctl.drills.report import render_html, render_markdown
+
+    _, _, data = vendor
+    hops = [{"hop": "fault", "component": "exporter", "title": "fault switched on", "required": True,
+             "passed": True, "seconds": 0.0, "failed": None},
+            {"hop": "rule-firing", "component": "prometheus", "title": "burn-rate rule firing", "required": True,
+             "passed": True, "seconds": 63.8, "failed": None},
+            {"hop": "pagerduty", "component": "pagerduty", "title": "PagerDuty incident opened", "required": True,
+             "passed": False, "seconds": None, "failed": "no route to the pager"}]
+    chain = dict(data, mode="chain", chart={}, hops=hops)  # a chain drill's report has hops and no samples
+    html = render_html(chain)
+    assert '<h2 id="hop-waterfall">Hops from the fault</h2>' in html
+    assert "no samples to chart" not in html
+    section = html.split('<h2 id="hop-waterfall">', 1)[1].split("</svg>", 1)[0]
+    assert section.count('class="hop"') == 2 and "never happened: no route to the pager" in section
+    md = render_markdown(chain)
+    assert "| burn-rate rule firing | prometheus | 1m04s | ok |" in md
+    assert "| PagerDuty incident opened | pagerduty | - | never happened: no route to the pager |" in md

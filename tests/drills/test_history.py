@@ -166,3 +166,14 @@ def test_the_trend_compares_the_newest_run_with_the_median_of_the_earlier_ones()
     assert t["direction"] == "worse"  # 130 > 120 by more than 5%
     assert trend(runs[:3] + [run(9, before * 1.04)])["detect"]["direction"] == "same"
     assert trend(runs[:1])["detect"]["direction"] == "first run"
+
+
+def test_the_readme_history_example_runs_as_written(two_runs):
+    from tests.drills.test_readme_examples import drill_lines
+
+    env, reports = two_runs
+    [args] = [a for a in drill_lines() if a[:2] == ["drill", "history"]]
+    result = env.run(*args)
+    assert result.exit_code == 0, result.output
+    assert (env.root / "history.html").is_file()
+    assert all(r["run_id"] in result.stdout for r in reports)

@@ -339,8 +339,8 @@ def history(app, scenario, mode, html_file, output):
     from pathlib import Path
 
     from opsctl.drills.history import history_data, load_history, render_html, trend_text, value_text
-    from opsctl.drills.report import _atomic
-    from opsctl.errors import NoDataError
+    from opsctl.errors import NoDataError, UsageError
+    from opsctl.statefile import atomic_file
 
     groups = load_history(app.config.drills_path, scenario, mode)
     if not groups:
@@ -350,7 +350,11 @@ def history(app, scenario, mode, html_file, output):
                           hint="run one: opsctl drill run " + (scenario or "vendor-outage"))
     data = history_data(groups)
     if html_file:
-        _atomic(Path(html_file), render_html(groups))
+        try:
+            with atomic_file(Path(html_file), mode=0o644) as fh:
+                fh.write(render_html(groups))
+        except OSError as exc:
+            raise UsageError(f"cannot write {html_file}: {exc.strerror or exc}") from None
 
     def table(rows):
         out = []

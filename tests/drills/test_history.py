@@ -177,3 +177,12 @@ def test_the_readme_history_example_runs_as_written(two_runs):
     assert result.exit_code == 0, result.output
     assert (env.root / "history.html").is_file()
     assert all(r["run_id"] in result.stdout for r in reports)
+
+
+def test_an_html_file_that_cannot_be_written_is_one_line_exit_2(two_runs, tmp_path):
+    env, _ = two_runs
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = env.run("drill", "history", "vendor-outage", "--html", str(blocker / "history.html"))
+    assert result.exit_code == 2
+    assert f"cannot write {blocker / 'history.html'}" in result.output and "Traceback" not in result.output

@@ -45,36 +45,50 @@ def place_labels(items: list[tuple[float, str]], left: float, right: float,
                  rows: int = MAX_LANE_ROWS) -> list[tuple[float, float, int, str]]:
     """Labels for vertical event lines at x, in rows of a lane: returns (x, label_x0, row, anchor)
     per item, where the label spans [label_x0, label_x0 + width]. A label starts just right of its
-    line (or ends just left of it near the right edge); a label in row r overlaps no other label in
-    row r, and no line that comes down from a label in a row above it, and its own line crosses no
-    label in the rows below. When every row is taken the last row is used."""
-    placed: list[tuple[float, float, float, int]] = []  # (line x, x0, x1, row)
-    out = []
+    line, or ends just left of it (near the right edge, or when that fits a higher row); a label in
+    row r overlaps no other label in row r, no line that comes down from a label in a row above it,
+    and its own line crosses no label in the rows below. When no row fits, a new top row is opened
+    above the others (every line then starts lower, so nothing placed before is crossed); only past
+    `rows` rows is the last row used regardless."""
+    placed: list[list] = []  # [line x, x0, x1, row, anchor]
+
+    def fits(x, x0, x1, r) -> bool:
+        for px, p0, p1, prow, _ in placed:
+            if prow == r and not (x1 + 4 <= p0 or x0 >= p1 + 4):
+                return False  # overlaps a label in the same row
+            if prow < r and x0 - 1 <= px <= x1 + 1:
+                return False  # a line from a label above comes down through this one
+            if prow > r and p0 - 1 <= x <= p1 + 1:
+                return False  # this label's line would come down through a label below
+        return True
+
     for x, label in items:
         w = text_width(label)
+        candidates = []
         if x + 3 + w <= right:
-            x0, anchor = x + 3, "start"
-        else:
-            x0, anchor = max(left, x - 3 - w), "end"
-        x1 = x0 + w
-        chosen = rows - 1
-        for r in range(rows):
-            clash = False
-            for px, p0, p1, prow in placed:
-                if prow == r and not (x1 + 4 <= p0 or x0 >= p1 + 4):
-                    clash = True  # overlaps a label in the same row
-                elif prow < r and x0 - 1 <= px <= x1 + 1:
-                    clash = True  # a line from a label above comes down through this one
-                elif prow > r and p0 - 1 <= x <= p1 + 1:
-                    clash = True  # this label's line would come down through a label below
-                if clash:
+            candidates.append((x + 3, "start"))
+        if x - 3 - w >= left or not candidates:
+            candidates.append((max(left, x - 3 - w), "end"))
+        used = max([p[3] for p in placed], default=-1) + 1
+        choice = None
+        for r in range(min(used + 1, rows)):
+            for x0, anchor in candidates:
+                if fits(x, x0, x0 + w, r):
+                    choice = (x0, anchor, r)
                     break
-            if not clash:
-                chosen = r
+            if choice:
                 break
-        placed.append((x, x0, x1, chosen))
-        out.append((x, x0, chosen, anchor))
-    return out
+        if choice is None and used < rows:
+            x0, anchor = candidates[0]
+            if fits(x, x0, x0 + w, -1):  # a new top row: only its own line can cross something
+                for p in placed:
+                    p[3] += 1
+                choice = (x0, anchor, 0)
+        if choice is None:
+            x0, anchor = candidates[0]
+            choice = (x0, anchor, rows - 1)
+        placed.append([x, choice[0], choice[0] + w, choice[2], choice[1]])
+    return [(x, x0, row, anchor) for x, x0, _, row, anchor in placed]
 
 
 def nice_ceiling(top: float) -> tuple[float, float]:

@@ -11,6 +11,8 @@ import math
 import re
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from opsctl.drills.svg import burn_chart, hop_waterfall
 
 NS = "{http://www.w3.org/2000/svg}"
@@ -135,12 +137,22 @@ def _event_boxes(root):
     return boxes, lines
 
 
-def test_event_labels_never_overlap_each_other_the_other_lines_or_the_data_and_are_not_clipped():
-    markers = [{"offset": o, "label": lab} for o, lab in
-               [(0, "fault"), (120, "detected"), (121, "failover"), (121, "ticket"), (125, "paged"),
-                (130, "escalated"), (305, "ack"), (420, "recovered"), (1021, "vendor")]]
+LAYOUTS = {
+    "vendor-outage": ([(0, "fault"), (120, "detected"), (121, "failover"), (121, "ticket"), (125, "paged"),
+                       (130, "escalated"), (305, "ack"), (420, "recovered"), (1021, "vendor")], 1080.0),
+    # the last event at the chart's right edge, just after another: its label must go left of its
+    # line, and above the earlier event's label rather than through that event's line
+    "vendor-latency": ([(0, "fault"), (660, "detected"), (661, "failover"), (661, "ticket"), (665, "paged"),
+                        (960, "ack"), (1020, "recovered")], 1020.0),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_event_labels_never_overlap_each_other_the_other_lines_or_the_data_and_are_not_clipped(layout):
+    events, end = LAYOUTS[layout]
+    markers = [{"offset": o, "label": lab} for o, lab in events]
     data = chart(markers=markers)
-    data["points"].append({"offset": 1080.0, "values": {SLO: {"burn_5m": 0.1, "burn_1h": 1.0, "spent": 0.04}}})
+    data["points"].append({"offset": end, "values": {SLO: {"burn_5m": 0.1, "burn_1h": 1.0, "spent": 0.04}}})
     root = parse(burn_chart(data))
     width = float(root.get("width"))
     boxes, lines = _event_boxes(root)
@@ -156,6 +168,8 @@ def test_event_labels_never_overlap_each_other_the_other_lines_or_the_data_and_a
     top_grid = min(float(t.get("y")) - 4 for t in root.iter(f"{NS}text") if (t.text or "").endswith("x")
                    and t.get("text-anchor") == "end")
     assert all(b[3] <= top_grid for b in boxes)
+    # the lane is no taller than the tallest stack of events that are close together needs
+    assert len({b[2] for b in boxes}) <= 5
 
 
 def test_events_are_marked_and_their_labels_escaped():

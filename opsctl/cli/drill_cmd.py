@@ -25,6 +25,7 @@ def drill():
       opsctl drill run vendor-outage
       opsctl drill run escalation-only --live --dry-run
       opsctl drill report latest -o html --path
+      opsctl drill history vendor-outage --html history.html
       opsctl drill cleanup
 
     Exit codes of `run`: 0 every expectation met, 1 an expectation failed or the drill aborted,
@@ -66,6 +67,7 @@ def list_(app, paths, runs, output):
     Examples:
       opsctl drill list
       opsctl drill list --runs -o json
+      opsctl drill history vendor-outage   # the trend across a scenario's runs
     """
     from opsctl.clock import format_rfc3339
     from opsctl.drills.scenario import load_scenario
@@ -83,7 +85,8 @@ def list_(app, paths, runs, output):
         emit(rows, output, table=lambda data: render_table(
             ["RUN", "MODE", "OUTCOME", "STARTED", "SCENARIO"],
             [[r["run_id"], r["mode"], "running" if r["running"] else r["outcome"] or r["phase"], r["started_at"],
-              r["title"]] for r in data]) if data else "no drill runs yet")
+              r["title"]] for r in data]) + "\n(the trend across a scenario's runs: opsctl drill history SCENARIO)"
+            if data else "no drill runs yet")
         return
     from opsctl.drills.catalog import catalog
 
@@ -309,6 +312,67 @@ def report(app, run_id, fmt, path_only, output):
     data = json.loads(state.report_path("json").read_text())
     paths = {k: str(state.report_path(k)) for k in ("md", "json", "html")}
     emit(data, output, table=lambda d: _summary_text(d, paths))
+
+
+@drill.command()
+@click.argument("scenario", required=False, metavar="[SCENARIO]",
+                shell_complete=lambda c, p, i: _complete_scenario(c, p, i))
+@click.option("--mode", type=choice(["embedded", "live", "chain"]), default=None,
+              help="Only the runs of this mode (their times are not comparable across modes).")
+@click.option("--html", "html_file", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Also write the trend as a chart (SVG in a self-contained HTML page) to FILE.")
+@output_option
+@click.pass_obj
+def history(app, scenario, mode, html_file, output):
+    """The trend of a scenario's drills: detect, mitigate and budget spent across its runs.
+
+    One row a finished run (oldest first), then the newest run against the median of the runs
+    before it, per measure (better, worse or the same within 5%). Without SCENARIO: every
+    scenario that has runs. Exit 3 when there is no finished run to show.
+
+    \b
+    Examples:
+      opsctl drill history vendor-outage
+      opsctl drill history vendor-outage --mode embedded --html history.html
+      opsctl drill history -o json
+    """
+    from pathlib import Path
+
+    from opsctl.drills.history import history_data, load_history, render_html, trend_text, value_text
+    from opsctl.errors import NoDataError, UsageError
+    from opsctl.statefile import atomic_file
+
+    groups = load_history(app.config.drills_path, scenario, mode)
+    if not groups:
+        what = f"scenario {scenario!r}" if scenario else "any scenario"
+        raise NoDataError(f"no finished drill runs of {what}" + (f" in {mode} mode" if mode else "")
+                          + f" under {app.config.drills_path}",
+                          hint="run one: opsctl drill run " + (scenario or "vendor-outage"))
+    data = history_data(groups)
+    if html_file:
+        try:
+            with atomic_file(Path(html_file), mode=0o644) as fh:
+                fh.write(render_html(groups))
+        except OSError as exc:
+            raise UsageError(f"cannot write {html_file}: {exc.strerror or exc}") from None
+
+    def table(rows):
+        out = []
+        for g in rows:
+            runs = groups[g["scenario"]]
+            out.append(f"{g['scenario']}: {g['title']} ({len(runs)} run(s))")
+            out.append(render_table(["RUN", "MODE", "OUTCOME", "DETECT", "MITIGATE", "BUDGET", "ITEMS"], [
+                [r.run_id, r.mode, r.outcome, value_text(r.detect, "duration"), value_text(r.mitigate, "duration"),
+                 value_text(r.budget_spent, "share"), r.action_items] for r in runs]))
+            out.append(f"trend: {trend_text(g['trend'])}")
+            out.append("")
+        if html_file:
+            out.append(f"chart: {_rel(html_file)}")
+        return "\n".join(out).rstrip("\n")
+
+    emit(data, output, table=table)
+    if html_file and output != "table":
+        click.echo(f"chart: {_rel(html_file)}", err=True)
 
 
 @drill.command()

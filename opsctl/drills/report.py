@@ -7,7 +7,7 @@ inline CSS and an inline SVG chart: no scripts, no external assets, so it can be
 
 from __future__ import annotations
 
-from opsctl.drills.text import duration_text, rate_text
+from opsctl.drills.text import duration_text, rate_text, tolerance_text
 
 import json
 import os
@@ -118,6 +118,17 @@ def _runbook(run) -> str | None:
         return str(path)
 
 
+# The timeline rows a reader needs (fault on and off, alerts fired and resolved, page, ack, escalation,
+# failover, ticket, vendor, traffic restored, recovered, stop conditions and aborts); the rest
+# (checks, probes, setup, the automation's bookkeeping, expectation verdicts) is in the details.
+KEY_KINDS = frozenset({"fault", "alert", "page", "ack", "escalate", "failover", "ticket", "vendor", "traffic",
+                       "rollback", "recovered", "refused", "abort", "deadline", "leftover", "budget"})
+
+
+def key_events(timeline: list[dict]) -> list[dict]:
+    return [t for t in timeline if t["kind"] in KEY_KINDS]
+
+
 def _timeline(events: list[dict], t0: float | None) -> list[dict]:
     return [{"at": _fmt(e["at"]), "offset": None if t0 is None else round(e["at"] - t0, 3), "phase": e["phase"],
              "kind": e["kind"], "message": e["message"]} for e in events]
@@ -169,10 +180,20 @@ def _chart(run) -> dict:
     points = [{"offset": round(row["at"] - t0, 3),
                "values": {s: row["slos"][s] for s in slos if s in row["slos"]}} for row in run.samples]
     factor = None
+    thresholds = {}
     for plan in run.plans:
         for alert in plan.alerts:
             if alert.severity == "page" and alert.long == "1h":
                 factor = alert.factor
+            if alert.severity == "page" and alert.long in ("5m", "1h"):
+                thresholds.setdefault(alert.long, alert.factor)
+    prefix = f"{run.user_cfg.service}-"
+    stops = []
+    for cond in run.scenario.stop_conditions:
+        if cond.condition == "budget-spent" and cond.above is not None:
+            slo = run.slo_name(cond.slo) if cond.slo else None
+            stops.append({"slo": slo, "label": (slo or "").removeprefix(prefix), "above": cond.above,
+                          "name": cond.name})
     markers = []
     kinds = {"fault": "fault", "page": "paged", "ack": "ack", "failover": "failover", "ticket": "ticket",
              "vendor": "vendor", "recovered": "recovered", "escalate": "escalated"}
@@ -185,9 +206,10 @@ def _chart(run) -> dict:
     detect = [at for (slo, sev, pair), (at, a) in run.obs.first_firing.items() if sev == "page"]
     if detect:
         markers.append({"offset": round(min(detect) - t0, 3), "label": "detected"})
-    prefix = f"{run.user_cfg.service}-"
     return {"slos": slos, "labels": {s: s.removeprefix(prefix) for s in slos}, "points": points,
-            "markers": sorted(markers, key=lambda m: m["offset"]), "page_factor": factor}
+            "markers": sorted(markers, key=lambda m: m["offset"]), "page_factor": factor,
+            "thresholds": [{"window": w, "factor": thresholds[w]} for w in ("5m", "1h") if w in thresholds],
+            "stops": stops}
 
 
 def _budget(run) -> dict:
@@ -221,6 +243,41 @@ _ITEMS = {
 }
 
 
+# Response targets the measurements are held to (an action item when a step was slower), each
+# measured from the step that starts it: (measurement, measured from, target seconds, what, expectation kind).
+TARGETS = (
+    ("time_to_acknowledge", "time_to_page", 120, "Acknowledgement: acknowledged {took} after the page, against a"
+     " target of {target}. Review on-call notification rules and the escalation policy.", "acknowledged"),
+    ("time_to_mitigate", "time_to_detect", 300, "Mitigation: failover applied {took} after detection, against a"
+     " target of {target}. Automate the failover or shorten the path to it.", "failover-applied"),
+    ("time_to_vendor_routing", "time_to_detect", 300, "Vendor ticket: filed {took} after detection, against a"
+     " target of {target}. File it from the page (the automation's ticket action).", "vendor-ticket"),
+)
+DETECTION_SLACK = 60  # detection later than the burn-rate maths' prediction by more than this is an item
+
+
+def measured_items(data: dict) -> list[str]:
+    """Action items from what the drill measured against its targets, each target named."""
+    m = data.get("measurements") or {}
+    failed = {v.get("expect") for v in data.get("expectations", []) if verdict_mark(v) == "FAIL"}
+    items = []
+    pred = data.get("prediction") or {}
+    predicted, measured = pred.get("predicted_detection_seconds"), m.get("time_to_detect")
+    if predicted is not None and measured is not None and measured > predicted + DETECTION_SLACK \
+            and "detected" not in failed:
+        items.append(f"Detection: detected {duration_text(measured)} after the fault, slower than the burn-rate"
+                     f" prediction of {duration_text(predicted)} ({pred.get('slo')}). Check the rules' evaluation"
+                     " interval, `for:` and the scrape interval against the prediction's assumptions.")
+    for key, start, target, text, kind in TARGETS:
+        end, begin = m.get(key), m.get(start)
+        if end is None or begin is None or kind in failed:
+            continue
+        took = end - begin
+        if took > target:
+            items.append(text.format(took=duration_text(took), target=duration_text(target)))
+    return items
+
+
 def action_items(data: dict) -> list[str]:
     items = []
     if data.get("refusal"):
@@ -236,6 +293,7 @@ def action_items(data: dict) -> list[str]:
             items.append(f"Rollback {r['action']} {r['status']}: {r['message']}. Check it by hand.")
     for problem in data.get("leftovers", []):
         items.append(f"Left behind: {problem}. Undo it by hand (`opsctl drill cleanup` retries).")
+    items += measured_items(data)
     budget = data.get("budget") or {}
     for row in budget.get("slos", []):
         if row.get("spent") is not None and row["spent"] > SPENT_WARNING:
@@ -303,7 +361,7 @@ def render_markdown(d: dict) -> str:
     if hyp.get("probes"):
         lines += [f"### Steady-state hypothesis: {hyp.get('title') or ''}", "",
                   "| probe | tolerance | observed | result |", "|---|---|---|---|"]
-        lines += [f"| {_md(p['name'])} | {_md(json.dumps(p['tolerance']))} | {_md(p['observed'])} | {'ok' if p['ok'] else 'DEVIATES'} |"
+        lines += [f"| {_md(p['name'])} | {_md(tolerance_text(p['tolerance']))} | {_md(p['observed'])} | {'ok' if p['ok'] else 'DEVIATES'} |"
                   for p in hyp["probes"]]
         lines.append("")
     m = d.get("measurements") or {}
@@ -342,9 +400,18 @@ def render_markdown(d: dict) -> str:
             spent = "-" if row["spent"] is None else f"{row['spent'] * 100:.1f}%"
             lines.append(f"| {row['slo']} | {spent} | {rate_text(row['peak_burn_1h'])} |")
         lines.append("")
-    lines += ["## Timeline", "", "| time | since fault | phase | event | |", "|---|---|---|---|---|"]
-    for e in d.get("timeline", []):
-        lines.append(f"| {e['at']} | {duration_text(e['offset'])} | {e['phase']} | {e['kind']} | {_md(e['message'])} |")
+    timeline = d.get("timeline", [])
+    key = key_events(timeline)
+    lines += ["## Timeline", "", "| time | since fault | event | |", "|---|---|---|---|"]
+    for e in key:
+        lines.append(f"| {e['at']} | {duration_text(e['offset'])} | {e['kind']} | {_md(e['message'])} |")
+    if len(key) < len(timeline):
+        lines += ["", f"<details><summary>All {len(timeline)} events (checks, probes, the automation's"
+                  " bookkeeping, verdicts)</summary>", "",
+                  "| time | since fault | phase | event | |", "|---|---|---|---|---|"]
+        for e in timeline:
+            lines.append(f"| {e['at']} | {duration_text(e['offset'])} | {e['phase']} | {e['kind']} | {_md(e['message'])} |")
+        lines += ["", "</details>"]
     lines += ["", "## Rollbacks", ""]
     if d.get("rollbacks"):
         lines += ["| action | status | |", "|---|---|---|"]
@@ -353,7 +420,7 @@ def render_markdown(d: dict) -> str:
     lines.append("Nothing left behind." if d.get("clean") else
                  "**Left behind:** " + "; ".join(d.get("leftovers") or ["a rollback failed"]))
     lines += ["", "## Action items", ""]
-    lines += [f"- {item}" for item in d.get("action_items") or []] or ["- none: every expectation was met"]
+    lines += [f"- {item}" for item in d.get("action_items") or []] or ["- none: every expectation and response target was met"]
     lines.append("")
     return "\n".join(lines)
 
@@ -361,6 +428,15 @@ def render_markdown(d: dict) -> str:
 def _chain_markdown(d: dict) -> list[str]:
     """A chain drill's extras: what each fault broke and what was seen, and the shortened timings."""
     lines = []
+    if d.get("hops"):
+        lines += ["## Hops from the fault", "", "| hop | component | from the fault | |", "|---|---|---|---|"]
+        for h in d["hops"]:
+            state = "ok" if h.get("passed") else ("never happened" if h.get("seconds") is None else "FAILED")
+            if not h.get("required") and h.get("seconds") is None:
+                state = "not required"
+            lines.append(f"| {_md(h['title'])} | {_md(h['component'])} | {duration_text(h.get('seconds'))} |"
+                         f" {_md(state + (': ' + h['failed'] if h.get('failed') else ''))} |")
+        lines.append("")
     if d.get("attribution"):
         lines += ["## What the faults broke", ""] + [f"- **{a['hop']}**: {a['seen']}" for a in d["attribution"]] + [""]
     if d.get("shortened"):
@@ -394,11 +470,12 @@ td,th{border:1px solid #ddd;padding:4px 6px;text-align:left;vertical-align:top}t
 .pass{color:#2e7d32;font-weight:bold}.fail{color:#c62828;font-weight:bold}.skip{color:#757575;font-style:italic}
 .note{background:#fff3e0;border-left:4px solid #ef6c00;padding:.5em 1em}
 code{background:#f4f4f4;padding:1px 4px}
+.nowrap{white-space:nowrap}details{margin:.5em 0}summary{cursor:pointer;color:#555}
 """
 
 
 def render_html(d: dict) -> str:
-    from opsctl.drills.svg import burn_chart
+    from opsctl.drills.svg import burn_chart, hop_waterfall
 
     e = escape
     sc = d["scenario"]
@@ -425,7 +502,7 @@ def render_html(d: dict) -> str:
     if hyp.get("probes"):
         parts.append(f"<h3>Steady-state hypothesis: {e(hyp.get('title') or '')}</h3>")
         parts.append(_table(["probe", "tolerance", "observed", "result"],
-                            [[p["name"], json.dumps(p["tolerance"]), p["observed"],
+                            [[p["name"], tolerance_text(p["tolerance"]), p["observed"],
                               ("ok", "pass") if p["ok"] else ("DEVIATES", "fail")] for p in hyp["probes"]]))
     m = d.get("measurements") or {}
     if m:
@@ -438,24 +515,37 @@ def render_html(d: dict) -> str:
             [(verdict_mark(v), _CLASS[verdict_mark(v)]), v["name"], duration_text(v["within_seconds"]),
              duration_text(v["seconds"]), v["detail"] if v["passed"] else v["reason"]] for v in d["expectations"]]))
     parts += _chain_html(d)
-    parts.append('<h2 id="burn-chart">Error budget burn</h2>')
-    parts.append(burn_chart(d.get("chart") or {}))
+    if d.get("hops"):
+        parts.append('<h2 id="hop-waterfall">Hops from the fault</h2>')
+        parts.append(hop_waterfall(d["hops"]))
+    if d.get("chart") or not d.get("hops"):
+        parts.append('<h2 id="burn-chart">Error budget burn</h2>')
+        parts.append(burn_chart(d.get("chart") or {}))
     budget = d.get("budget") or {}
     if budget.get("slos"):
         parts.append(f"<p>{e(budget['basis'])}.</p>")
         parts.append(_table(["SLO", "spent by the drill", "peak burn (1h)"], [
             [r["slo"], "-" if r["spent"] is None else f"{r['spent'] * 100:.1f}%", rate_text(r['peak_burn_1h'])]
             for r in budget["slos"]]))
+    timeline = d.get("timeline", [])
+    key = key_events(timeline)
     parts.append('<h2 id="timeline">Timeline</h2>')
-    parts.append(_table(["time", "since fault", "phase", "event", ""], [
-        [t["at"], duration_text(t["offset"]), t["phase"], t["kind"], t["message"]] for t in d.get("timeline", [])]))
+    parts.append(_table(["time", "since fault", "event", ""], [
+        [(t["at"], "nowrap"), (duration_text(t["offset"]), "nowrap"), t["kind"], t["message"]] for t in key]))
+    if len(key) < len(timeline):
+        parts.append(f'<details id="all-events"><summary>All {len(timeline)} events (checks, probes, the'
+                     " automation's bookkeeping, verdicts)</summary>")
+        parts.append(_table(["time", "since fault", "phase", "event", ""], [
+            [(t["at"], "nowrap"), (duration_text(t["offset"]), "nowrap"), t["phase"], t["kind"], t["message"]]
+            for t in timeline]))
+        parts.append("</details>")
     parts.append("<h2>Rollbacks</h2>")
     if d.get("rollbacks"):
         parts.append(_table(["action", "status", ""], [[r["action"], r["status"], r["message"]] for r in d["rollbacks"]]))
     parts.append("<p>Nothing left behind.</p>" if d.get("clean") else
                  f'<p class="fail">Left behind: {e("; ".join(d.get("leftovers") or ["a rollback failed"]))}</p>')
     parts.append("<h2>Action items</h2><ul>")
-    parts += [f"<li>{e(item)}</li>" for item in d.get("action_items") or []] or ["<li>none: every expectation was met</li>"]
+    parts += [f"<li>{e(item)}</li>" for item in d.get("action_items") or []] or ["<li>none: every expectation and response target was met</li>"]
     parts.append("</ul></body></html>")
     return "\n".join(parts) + "\n"
 

@@ -37,3 +37,18 @@ def offset_text(seconds: float) -> str:
     """An offset from the first fault, signed: `+4m30s`, `-0m10s`."""
     text = duration_text(seconds)
     return text if text.startswith("-") else "+" + text
+
+
+def tolerance_text(value) -> str:
+    """A probe's tolerance as text: `databricks 80, internal 20`, `ok`, `0` (never raw JSON)."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {tolerance_text(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(tolerance_text(v) for v in value) or "-"
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

@@ -61,8 +61,18 @@ class MetricsConfig(Model):
     prometheus: PrometheusSource = field(default_factory=PrometheusSource)
     # Traffic guards refuse metrics whose newest sample is older than this, on either source.
     max_data_age: Duration = "5m"
+    # The proxy's metrics carry the service in this label; every selector opsctl generates (capacity,
+    # shadow, cost, quality) matches it. "" turns the matcher off (a proxy that does not label).
+    service_label: str = "service"
 
     def __post_init__(self):
+        import re
+
+        if self.service_label and (not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", self.service_label)
+                                   or self.service_label.startswith("__")):
+            raise ValueError(f"service_label must be a Prometheus label name (got {self.service_label!r})")
+        if self.service_label in ("backend", "outcome", "le"):
+            raise ValueError(f"service_label {self.service_label!r} is one of the proxy's own labels")
         if not 10 <= self.max_data_age.seconds <= 3650 * 86400:
             raise ValueError("max_data_age must be between 10s and 3650d")
 

@@ -20,6 +20,10 @@ from opsctl.errors import ConfigError
 from opsctl.freeze import FreezeWindow
 from opsctl.model import Model, field
 
+def _promql_quote(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 class Backend(Model):
     """One place the model runs. `kind` is internal (our GPU pods) or vendor (a serving endpoint)."""
 
@@ -147,6 +151,17 @@ class Config(Model):
                 f" ({self.alerting.runbook_base_url}): the alerts would link to runbooks somewhere else than"
                 " they are published; set only alerting.runbook_base_url (runbooks.base_url defaults to it)"
             )
+
+    @property
+    def service_labels(self) -> dict[str, str]:
+        """The labels the proxy's series of this service carry ({} with `metrics.service_label: ""`)."""
+        label = self.metrics.service_label
+        return {label: self.service} if label else {}
+
+    @property
+    def service_matcher(self) -> str:
+        """`service="<service>"`, the matcher every generated selector carries ("" when turned off)."""
+        return ",".join(f'{k}="{_promql_quote(v)}"' for k, v in self.service_labels.items())
 
     @property
     def runbook_base_url(self) -> str:

@@ -7,6 +7,7 @@ import click
 from opsctl.cli.output import emit, output_option, render_table
 from opsctl.cli.params import choice
 from opsctl.cli.source_options import open_checked_source, source_options
+from opsctl.cli.main import all_services_option
 
 
 @click.group()
@@ -66,10 +67,43 @@ def validate(app, paths, output):
     from opsctl.slo.loading import load_slos
 
     slos = load_slos(_slo_paths(app, paths), app.config.backends, config=app.config)
+    if app.config.requires_service_matcher:
+        _check_service_matchers(slos, app.config)
     data = [{"file": str(s.file), "name": s.name, "kind": s.kind, "goal": s.goal, "backend": s.backend,
              "format": getattr(s, "source_format", None)} for s in slos]
     emit(data, output, table=lambda rows: "\n".join(
         f"ok  {r['file']}  {r['name']} ({r['kind']}, goal {r['goal']:g}, backend {r['backend'] or '-'})" for r in rows))
+
+
+def service_matcher_problems(slos, cfg) -> list[str]:
+    """Per SLO and role (filter_good, filter_valid, filter_bad, expression), every selector that
+    lacks `<metrics.service_label>="<service>"` (opsctl sends user PromQL as written, so a selector
+    without it sums every service's series in a shared Prometheus)."""
+    from opsctl.metrics.promql import format_selector, selectors_in
+
+    label, service = cfg.metrics.service_label, cfg.service
+    problems = []
+    for slo in slos:
+        for role in ("filter_good", "filter_valid", "filter_bad", "expression"):
+            text = getattr(slo, role, None)
+            if not text:
+                continue
+            for selector in selectors_in(text):
+                if not any(m.label == label and m.op == "=" and m.value == service for m in selector.matchers):
+                    problems.append(f"{slo.file}: {slo.name}: {role}: {format_selector(selector)} lacks"
+                                    f' {label}="{service}"')
+    return problems
+
+
+def _check_service_matchers(slos, cfg) -> None:
+    from opsctl.errors import ConfigError
+
+    problems = service_matcher_problems(slos, cfg)
+    if problems:
+        why = "a catalog's service" if cfg.catalog else "slos.require_service_matcher"
+        raise ConfigError(f"{len(problems)} SLO selector(s) lack the service matcher ({why})", problems=problems,
+                          hint=f'add {cfg.metrics.service_label}="{cfg.service}" to every selector (the proxy'
+                               " labels its series with the service), or set slos.require_service_matcher: false")
 
 
 @slo.command()
@@ -85,6 +119,7 @@ def validate(app, paths, output):
                    " (slo-generator's shared-config format: exporters: prometheus, cloudevent).")
 @output_option
 @click.pass_obj
+@all_services_option
 def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills, cross_check, export_file, output):
     """Per SLO: SLI over the period, error budget left, burn rates and alert status.
 

@@ -84,6 +84,9 @@ class MetricsConfig(Model):
 class SloConfig(Model):
     dir: str = "slos"
     period: Duration = "28d"
+    # `slo validate` refuses an SLO file whose selectors lack metrics.service_label="<service>".
+    # Unset: on for a service of a catalog, off for a single config (whose SLOs predate the label).
+    require_service_matcher: bool | None = None
 
     def __post_init__(self):
         seconds = self.period.seconds

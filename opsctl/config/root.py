@@ -54,6 +54,8 @@ class Config(Model):
     # Where the config came from, and the directory relative paths resolve against.
     source_path: str = field(default="<built-in>", metadata={"internal": True})
     base_dir: str = field(default=".", metadata={"internal": True})
+    # The catalog directory this config was read from (opsctl.config.catalog); None: a single config.
+    catalog: str | None = field(default=None, metadata={"internal": True})
 
     def __post_init__(self):
         if not self.backends:
@@ -162,6 +164,12 @@ class Config(Model):
     def service_matcher(self) -> str:
         """`service="<service>"`, the matcher every generated selector carries ("" when turned off)."""
         return ",".join(f'{k}="{_promql_quote(v)}"' for k, v in self.service_labels.items())
+
+    @property
+    def requires_service_matcher(self) -> bool:
+        """Must every SLO selector carry the service matcher (`slos.require_service_matcher`)?"""
+        wanted = self.slos.require_service_matcher
+        return bool(self.metrics.service_label) and (self.catalog is not None if wanted is None else wanted)
 
     @property
     def runbook_base_url(self) -> str:

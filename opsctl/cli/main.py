@@ -74,7 +74,7 @@ class AppContext:
 
     def service_configs(self) -> list:
         """Every service's config for --all-services: the catalog's, in name order, or the single one."""
-        from opsctl.config.loading import find_catalog
+        from opsctl.config.catalog import find_catalog
 
         catalog = find_catalog(self.config_path, self.catalog_dir)
         if catalog is None:
@@ -89,7 +89,7 @@ class AppContext:
     @property
     def config(self):
         if self._config is None:
-            from opsctl.config.loading import load_service_config
+            from opsctl.config.catalog import load_service_config
 
             cfg = load_service_config(self.config_path, self.catalog_dir, self.service)
             if self.prometheus_url:

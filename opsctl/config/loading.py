@@ -47,42 +47,6 @@ def load_config(explicit: str | None = None) -> Config:
     return load_config_file(path)
 
 
-def find_catalog(config_path: str | None, catalog_dir: str | None):
-    """The service catalog to use (opsctl.config.catalog), or None for a single config.
-
-    `--catalog DIR` / `$OPSCTL_CATALOG` name one; `./services/` is one when no config file is found
-    (`--config`, `$OPSCTL_CONFIG`, `./opsctl.yaml`). A config file and a catalog at once is refused."""
-    from opsctl.config.catalog import CATALOG_ENV, Catalog, find_catalog_dir
-
-    catalog_dir = catalog_dir or os.environ.get(CATALOG_ENV) or None
-    explicit_config = config_path or os.environ.get("OPSCTL_CONFIG") or None
-    if catalog_dir and explicit_config:
-        from opsctl.errors import UsageError
-
-        raise UsageError(f"both a config file ({explicit_config}) and a catalog ({catalog_dir}) given",
-                         hint="give --config PATH ($OPSCTL_CONFIG) or --catalog DIR ($OPSCTL_CATALOG), not both")
-    directory = find_catalog_dir(catalog_dir, config_found=find_config_path(config_path) is not None)
-    return Catalog(directory) if directory is not None else None
-
-
-def load_service_config(config_path: str | None = None, catalog_dir: str | None = None,
-                        service: str | None = None) -> Config:
-    """The config of `service` (`--service`, `$OPSCTL_SERVICE`): from the catalog when there is one
-    (an unknown name is exit 3, several services without a name exit 2), else the single config,
-    whose `service:` it must equal (exit 2)."""
-    catalog = find_catalog(config_path, catalog_dir)
-    if catalog is not None:
-        return catalog.load(catalog.pick(service))
-    cfg = load_config(config_path)
-    if service and service != cfg.service:
-        from opsctl.errors import UsageError
-
-        raise UsageError(f"--service {service}: {cfg.source_path} describes service {cfg.service!r}",
-                         hint="pick that config with --config PATH (or $OPSCTL_CONFIG), a catalog with"
-                              " --catalog DIR, or drop --service / unset $OPSCTL_SERVICE")
-    return cfg
-
-
 def yaml_files(paths: Iterable[str | Path], what: str) -> list[Path]:
     """The YAML files named: a file as it is, a directory's `*.yaml`/`*.yml` files (sorted, not
     recursive); a path that is neither is an error naming `what` (SLO, scenario)."""

@@ -46,3 +46,24 @@ class Term(Model):
 
 
 LOCAL_TERM = Term(holder="local", epoch=0)
+
+
+def parse_stored(value: "Term | str | None") -> "Term | None":
+    """A term as stored on a record (text), None when there is none or it is not one."""
+    if value is None or isinstance(value, Term):
+        return value
+    try:
+        return Term.parse(value)
+    except ValueError:
+        return None
+
+
+def fence(term: "Term | None", stored: "Term | str | None", what: str) -> "str | None":
+    """Check a write under `term` against the term stored on the record it replaces, and return the
+    term the record keeps: the writer's (it is at least as new), or the stored one for a write from a
+    person (no term: only compare-and-swapped, and it must not erase the leader's fence)."""
+    current = parse_stored(stored)
+    if term is None:
+        return str(current) if current is not None else None
+    term.check_not_fenced(current, what)
+    return str(term)

@@ -57,7 +57,8 @@ def test_a_gpu_price_without_replicas_needs_a_static_capacity_for_that_backend(t
 def test_a_scenario_states_the_rate_its_fault_injects(path):
     text = path.read_text()
     data = yaml.safe_load(text)
-    rates = {step["fault"]["rate"] for step in data.get("method", []) if "fault" in step and "rate" in step["fault"]}
+    rates = {value for step in data.get("method", []) if "fault" in step
+             for key, value in step["fault"].items() if key in ("rate", "auth_rate")}  # auth_rate: the 401s
     stated = stated_rates(text)
     for rate in stated:
         assert any(rate == pytest.approx(r) for r in rates), f"{path.name} states {rate:g}, injects {sorted(rates)}"

@@ -13,7 +13,7 @@ with). Unexpected errors raise and the engine records them as `failed`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 STATUSES = ("applied", "noop", "refused", "skipped", "failed", "dry_run")
 
@@ -58,6 +58,10 @@ class FailoverRequest:
     # A replica taking over an episode whose failover was started by one that died: an unchanged
     # split may be that failover's own work (the executor then reports it as applied).
     resumed: bool = False
+    # Chosen before the write (from the episode): a retry after a lost answer finds its own change.
+    operation_id: str = ""
+    # The leader's term, read before every write attempt (None from it: no longer leading, fenced).
+    term: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class RestoreRequest:
     backend: str  # the backend the automation failed over from, to get its traffic back
     incident: str | None
     saved: Mapping[str, Any] = field(default_factory=dict)  # the failover's Outcome.data (split before/after)
+    operation_id: str = ""  # chosen before the write (from the episode): a retry finds its own change
+    term: Callable[[], Any] | None = None  # the leader's term, read before every write attempt
 
 
 @dataclass(frozen=True)

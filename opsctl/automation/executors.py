@@ -67,18 +67,21 @@ class LiveExecutor:
         emergency = bool(frozen) and request.emergency_in_freeze
         incident = request.incident or f"opsctl-automation-{request.context.policy}-{backend}"
         reason = f"opsctl serve, policy {request.context.policy}: {request.context.summary}"[:500]
+        operation = request.operation_id or None
         try:
-            result = self.traffic.failover(backend, incident, to=receivers, reason=reason, emergency=emergency)
+            with self.controller.acting_as(term=request.term, operation_id=operation):
+                result = self.traffic.failover(backend, incident, to=receivers, reason=reason, emergency=emergency)
         except GuardRefused as exc:
             return Outcome("refused", exc.message, self._result_data(getattr(exc, "result", None)))
         except UsageError as exc:  # bounds: a plan the split cannot take
             return Outcome("refused", exc.message, self._result_data(getattr(exc, "result", None)))
         data = self._result_data(result)
         if result.outcome == "unchanged":
-            applied = self._applied_failover(incident) if request.resumed else None
-            if applied is not None:  # a replica that died mid-failover had written it: it is this episode's
+            # Its own earlier attempt (an answer lost, a replica that died mid-failover) may have written it.
+            applied = self._applied_failover(incident, operation, resumed=request.resumed)
+            if applied is not None:
                 return Outcome("applied", f"failed over away from {backend} (written by {applied.get('actor')} at"
-                                          f" {applied.get('time')}, taken over)", {
+                                          f" {applied.get('time')}, recognised by its operation)", {
                                    "operation": applied.get("operation"), "outcome": "applied",
                                    "before": applied.get("before"), "after": applied.get("after")})
             return Outcome("noop", f"no user traffic on {backend} to move ({result.after.describe(self.order)})", data)
@@ -88,14 +91,28 @@ class LiveExecutor:
                  else f"; capacity kept some on {backend}: {result.shortfall}" if result.shortfall else "")
         return Outcome("applied", f"failed over away from {backend}{how}: {moved}{short}", data)
 
-    def _applied_failover(self, incident: str) -> dict | None:
-        """The failover applied for `incident`, from the shared change record (None if there is none)."""
-        for entry in self.traffic.history(incident=incident):
-            if entry.get("action") == "failover" and entry.get("before") and entry.get("after"):
-                return entry
+    def _applied_failover(self, incident: str, operation: str | None, *, resumed: bool) -> dict | None:
+        """The failover this episode applied, from the shared change record: by its operation id (read
+        your own write), or for a resumed episode of an older version, by incident (None if none)."""
+        from opsctl.traffic.record import find_change
+
+        from opsctl.traffic.record import newest_first
+
+        record = self.traffic.read().record
+        if operation and find_change(record, operation=operation, action="failover") is not None:
+            steps = [e for e in newest_first(record or {}) if e.get("operation") == operation
+                     and e.get("action") == "failover"]
+            # Its first step saved the split before; its last (top-ups as replicas became Ready) wrote the split now.
+            if steps[-1].get("before") and steps[0].get("after"):
+                return {**steps[0], "before": steps[-1]["before"]}
+        if resumed:
+            for entry in self.traffic.history(incident=incident):
+                if entry.get("action") == "failover" and entry.get("before") and entry.get("after"):
+                    return entry
         return None
 
     def restore(self, request: RestoreRequest) -> Outcome:
+        from opsctl.traffic.record import find_change
         from opsctl.traffic.split import Split
 
         saved = request.saved or {}
@@ -103,7 +120,16 @@ class LiveExecutor:
             return Outcome("skipped", "the failover saved no split to return to; restore left to a human")
         before = Split.from_dict(saved["before"], self.order, "the split saved by the failover")
         after = Split.from_dict(saved["after"], self.order, "the split the failover wrote")
-        current = self.controller.read().split
+        stored = self.controller.read()
+        current = stored.split
+        operation = request.operation_id or None
+        if current == before and operation:
+            own = find_change(stored.record, operation=operation, action="restore")
+            if own is not None:  # an earlier attempt's write, whose answer was lost
+                return Outcome("applied", f"restored {request.backend} (recognised by its operation"
+                                          f" {operation} in the change record)",
+                               {"operation": operation, "outcome": "applied", "before": own.get("before"),
+                                "after": own.get("after")})
         if current != after:
             now = current.describe(self.order) if current else "unknown"
             return Outcome("skipped", f"the split changed since the failover (now {now}, the failover wrote"
@@ -111,9 +137,13 @@ class LiveExecutor:
         # Never an emergency: inside a freeze the restore waits (retried every restore_retry) until it ends.
         incident = request.incident or f"opsctl-automation-{request.context.policy}-{request.backend}"
         try:
-            result = self.traffic.restore_now(
-                incident, before, reason=f"opsctl serve, policy {request.context.policy}: alert resolved, hold-down passed")
+            with self.controller.acting_as(term=request.term, operation_id=operation):
+                result = self.traffic.restore_now(
+                    incident, before, expect=after,
+                    reason=f"opsctl serve, policy {request.context.policy}: alert resolved, hold-down passed")
         except (GuardRefused, UsageError) as exc:
+            if "changed since the failover" in exc.message:
+                return Outcome("skipped", exc.message, self._result_data(getattr(exc, "result", None)))
             return Outcome("refused", exc.message, self._result_data(getattr(exc, "result", None)))
         data = self._result_data(result)
         if result.outcome == "unchanged":
@@ -210,11 +240,13 @@ def check_wiring(cfg: "Config") -> None:
             if backend.kind == "vendor" and backend.vendor and backend.vendor not in cfg.tickets.vendors:
                 problems.append(f"automation.policies ({policy.name}): tickets for {name} go to vendor"
                                 f" {backend.vendor!r}, which tickets.vendors does not configure")
-            category = policy.actions.ticket.category
+            fixed = policy.actions.ticket.category  # unset: by the cause, through runbooks.tickets
+            where = "actions.ticket.category" if fixed else "runbooks.tickets (the category by cause)"
             route = cfg.tickets.vendors.get(backend.vendor or "")
-            if route is not None and category not in route.categories:
-                problems.append(f"automation.policies ({policy.name}).actions.ticket.category: {category!r} is not"
-                                f" a category of vendor {backend.vendor!r} (known: {', '.join(sorted(route.categories))})")
+            for category in [fixed] if fixed else cfg.runbooks.tickets.categories:
+                if route is not None and category not in route.categories:
+                    problems.append(f"automation.policies ({policy.name}): {where}: {category!r} is not a category"
+                                    f" of vendor {backend.vendor!r} (known: {', '.join(sorted(route.categories))})")
     if problems:
         raise ConfigError(f"{cfg.source_path}: automation cannot file its tickets", problems=sorted(set(problems)))
 

@@ -13,6 +13,14 @@ releases the Lease on shutdown nor returns (it calls sys.exit when leadership is
 
 Every write is a replace carrying the resourceVersion that was read: two replicas racing for the
 Lease meet 409 Conflict and only one wins.
+
+The leader's term (`term`, opsctl/fencing.py) is this replica's identity and the Lease's
+`spec.leaseTransitions` as it stood right after this replica acquired it: every record the leader
+writes carries it, and a write finding a newer term stored is refused, so a leader that was paused
+cannot overwrite what its successor wrote. `term` is None whenever `is_leader` is False. Each API
+call of a round (a read, then a write) retries transient failures for at most half of
+`renew_deadline`, so a slow API server cannot hold a round past the point where the leader must
+step down.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable
 
 from opsctl.errors import ConflictError, OpsctlError
+from opsctl.fencing import Term
 
 if TYPE_CHECKING:
     from opsctl.config import Config
@@ -56,6 +65,8 @@ class LeaseElector:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.holder: str | None = None  # who holds the Lease, as last read
+        self._epoch: int | None = None  # leaseTransitions right after this replica acquired the Lease
+        self.call_deadline = renew_deadline / 2  # per API call of a round, transient retries included
 
     # -- state --------------------------------------------------------------------------------
 
@@ -66,12 +77,21 @@ class LeaseElector:
             return (self._leader and self._renewed_at is not None
                     and self.monotonic() - self._renewed_at < self.renew_deadline)
 
+    @property
+    def term(self) -> Term | None:
+        """This replica's term while it leads (holder@leaseTransitions at acquisition), else None."""
+        with self._lock:
+            leading = (self._leader and self._renewed_at is not None and self._epoch is not None
+                       and self.monotonic() - self._renewed_at < self.renew_deadline)
+            return Term(holder=self.identity, epoch=self._epoch) if leading else None
+
     def _set_leader(self, leader: bool) -> None:
         with self._lock:
             changed = leader != self._leader
             self._leader = leader
             if not leader:
                 self._renewed_at = None
+                self._epoch = None
         if changed:
             log.info("leader election: %s %s Lease %s/%s", self.identity, "acquired" if leader else "lost",
                      self.namespace, self.name)
@@ -97,7 +117,7 @@ class LeaseElector:
                     return None
                 raise
 
-        return self.kube.call(f"read {what}", read)
+        return self.kube.call(f"read {what}", read, _deadline=self.call_deadline)
 
     def _spec(self, *, acquire: datetime, transitions: int) -> dict:
         now = datetime.now(timezone.utc)
@@ -115,10 +135,11 @@ class LeaseElector:
                     "metadata": {"name": self.name, "namespace": self.namespace},
                     "spec": self._spec(acquire=datetime.now(timezone.utc), transitions=0)}
             try:
-                self.kube.call(f"create {what}", api.create_namespaced_lease, self.namespace, body)
+                self.kube.call(f"create {what}", api.create_namespaced_lease, self.namespace, body,
+                               _deadline=self.call_deadline)
             except ConflictError:  # another replica created it first (409 AlreadyExists)
                 return False
-            self._won(now)
+            self._won(now, 0)
             return True
         spec = lease.spec
         holder = (spec.holder_identity or "") if spec else ""
@@ -131,23 +152,29 @@ class LeaseElector:
         if holder and not mine and now - self._observed_at < duration:
             return False  # held by a live replica
         transitions = (spec.lease_transitions or 0) if spec else 0
+        epoch = transitions if mine else transitions + 1
         acquire = spec.acquire_time if mine and spec and spec.acquire_time else datetime.now(timezone.utc)
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace,
                              "resourceVersion": lease.metadata.resource_version},
-                "spec": self._spec(acquire=acquire, transitions=transitions if mine else transitions + 1)}
+                "spec": self._spec(acquire=acquire, transitions=epoch)}
         try:
             self.kube.call(f"{'renew' if mine else 'take over'} {what}", api.replace_namespaced_lease,
-                           self.name, self.namespace, body)
+                           self.name, self.namespace, body, _deadline=self.call_deadline)
         except ConflictError:  # somebody else wrote it since we read it
             return False
         self.holder = self.identity
-        self._won(now)
+        self._won(now, epoch)
         return True
 
-    def _won(self, at: float) -> None:
+    def _won(self, at: float, epoch: int) -> None:
         with self._lock:
+            if self._epoch is not None and self._epoch != epoch:
+                # The Lease moved on while this replica believed it still led: a new term, so what
+                # the old one started is the old term's (a leader resuming under it is fenced).
+                self._leader = False
             self._renewed_at = at
+            self._epoch = epoch
         self._set_leader(True)
 
     def release(self) -> bool:
@@ -168,7 +195,8 @@ class LeaseElector:
                     "spec": {"holderIdentity": None, "leaseDurationSeconds": 1,
                              "acquireTime": None, "renewTime": _micro(datetime.now(timezone.utc)),
                              "leaseTransitions": lease.spec.lease_transitions or 0}}
-            self.kube.call(f"release {what}", api.replace_namespaced_lease, self.name, self.namespace, body)
+            self.kube.call(f"release {what}", api.replace_namespaced_lease, self.name, self.namespace, body,
+                           _deadline=self.call_deadline)
         except OpsctlError as exc:  # it expires on its own within the lease duration
             log.warning("leader election: could not release %s: %s", what, exc)
             return False

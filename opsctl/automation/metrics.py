@@ -13,6 +13,8 @@
                                                           no_policy (recorded, never queued)
     opsctl_automation_queue_depth / _queue_capacity       queued + in-flight events, and the bound
     opsctl_serve_leader                                   1 while this replica acts (leader or single)
+    opsctl_serve_recording                                deliveries being recorded off the event loop
+    opsctl_serve_ready                                    1 when the last background readiness check passed
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class ServeMetrics:
 
         disable_created_metrics()  # no *_created series: they double the output and nobody queries them
         self.registry = CollectorRegistry(auto_describe=True)
+        self._watched: set[str] = set()
         self.deliveries = Counter("opsctl_webhook_deliveries", "Webhook requests by source and answer.",
                                   ["source", "result"], registry=self.registry)
         self.actions = Counter("opsctl_automation_actions", "Actions by policy, action and outcome status"
@@ -45,6 +48,15 @@ class ServeMetrics:
         leading = Gauge("opsctl_serve_leader", "1 while this replica acts (the leader, or the only replica).",
                         registry=self.registry)
         leading.set_function(lambda: 1.0 if leader() else 0.0)
+
+    def watch(self, name: str, documentation: str, value: Callable[[], float]) -> None:
+        """A gauge read from `value()` at each scrape (registered once per name)."""
+        from prometheus_client import Gauge
+
+        if name in self._watched:
+            return
+        self._watched.add(name)
+        Gauge(name, documentation, registry=self.registry).set_function(value)
 
     def delivery(self, source: str, result: str) -> None:
         self.deliveries.labels(source, result).inc()

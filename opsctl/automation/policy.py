@@ -1,8 +1,14 @@
 """Alert -> action policy: which policies an alert matches, and what each does about it.
 
 A policy matches an alert when every `match` label is equal and every `match_re` label fully
-matches its regular expression (a missing label is the empty string, as in Alertmanager). For a
-firing alert, a policy's episode (see episodes.py) takes its actions once, in this order:
+matches its regular expression (a missing label is the empty string, as in Alertmanager), and, for
+a policy with `causes`, when the alert's `cause` ANNOTATION is one of them. Labels of an alert never
+change while it fires; its cause may (the dominant bad outcome over its short window), so the cause
+at the episode's opening is the episode's cause: an alert that opened a policy's episode stays with
+it when its cause flips (the flip is recorded), and never opens a second cause-narrowed policy's
+episode. The ticket category comes from that cause through runbooks.tickets unless the policy
+names one. For a firing alert, a policy's episode (see episodes.py) takes its actions once, in
+this order:
 
     failover  move all user traffic away from the backend, through the traffic guards; during a
               freeze it is an emergency tied to the incident only where the policy says so
@@ -30,10 +36,11 @@ from opsctl.automation.actions import (
     Context, DryRunExecutor, Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest,
     TicketRequest,
 )
-from opsctl.automation.episodes import Busy, Episode, EpisodeStore
+from opsctl.automation.episodes import Busy, Episode, EpisodeStore, episode_key
+from opsctl.slo import conventions as cv
 
 if TYPE_CHECKING:
-    from opsctl.config import AutomationConfig, AutomationPolicy, Backend
+    from opsctl.config import AutomationConfig, AutomationPolicy, Backend, RunbookTickets
 
 log = logging.getLogger("opsctl.automation")
 
@@ -55,6 +62,10 @@ class CompiledPolicy:
     def name(self) -> str:
         return self.policy.name
 
+    @property
+    def causes(self) -> frozenset[str]:
+        return frozenset(self.policy.causes)
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         for label, value in self.policy.match.items():
             if labels.get(label, "") != value:
@@ -71,6 +82,18 @@ class CompiledPolicy:
 
 def matching(policies: list[CompiledPolicy], labels: Mapping[str, str]) -> list[CompiledPolicy]:
     return [p for p in policies if p.matches(labels)]
+
+
+def alert_cause(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:
+    """What broke, by the alert's `cause` annotation (opsctl's rules write one on every alert), else
+    by its fixed `category` label (latency, quality and absent alerts have one cause each)."""
+    cause = (annotations or {}).get("cause", "")
+    if cause in cv.CAUSES:
+        return cause
+    category = (labels or {}).get(cv.LABEL_CATEGORY, "")
+    if category == "availability":  # rules without the per-cause ratios (an SLI over another metric)
+        return cv.DEFAULT_AVAILABILITY_CAUSE
+    return category if category in ("latency", "quality", "absent") else None
 
 
 @dataclass
@@ -104,10 +127,16 @@ class AlertEvent:
                    starts_at=data["starts_at"], fingerprint=data["fingerprint"], group_key=data["group_key"],
                    generator_url=data.get("generator_url", ""), received_at=received_at)
 
+    @property
+    def cause(self) -> str | None:
+        return alert_cause(self.labels, self.annotations)
+
     def summary(self) -> str:
         labels = self.labels
         what = labels.get("alertname", "alert")
         about = ", ".join(f"{k}={labels[k]}" for k in ("slo", "backend", "severity") if labels.get(k))
+        if self.cause:
+            about += f", cause={self.cause}"
         text = self.annotations.get("summary") or ""
         return f"{what} {self.status} ({about})" + (f": {text}" if text else "")
 
@@ -121,10 +150,45 @@ class PolicyEngine:
     dry: Executor = field(default_factory=DryRunExecutor)
     clock: Callable[[], float] = time.time
     on_action: Callable[[Taken], None] | None = None
+    # runbooks.tickets: the ticket category by cause (None: the defaults, inference for everything)
+    tickets: "RunbookTickets | None" = None
 
     def __post_init__(self):
         self.policies = [CompiledPolicy.of(p) for p in self.settings.policies]
         self.by_name = {p.name: p for p in self.policies}
+
+    def ticket_category(self, policy: CompiledPolicy, cause: str | None) -> str:
+        """The policy's own category, else the cause's through runbooks.tickets."""
+        fixed = policy.policy.actions.ticket.category if policy.policy.actions.ticket else None
+        if fixed:
+            return fixed
+        if self.tickets is None:
+            from opsctl.config import RunbookTickets
+
+            self.tickets = RunbookTickets()
+        return self.tickets.category_for(cause)
+
+    def _by_cause(self, candidates: list[CompiledPolicy], event: "AlertEvent") -> tuple[list[CompiledPolicy], set[str]]:
+        """Narrow the label-matching policies by the alert's cause. A policy with `causes` takes the
+        alert when the cause is one of them, unless another such policy's open episode was opened
+        by this very alert (its cause at opening decides); and keeps an alert whose episode it
+        opened though the cause has flipped since. Returns the policies and those kept by opening."""
+        narrowed = [p for p in candidates if p.causes]
+        if not narrowed or event.status != "firing":
+            return candidates, set()
+        opened = self._opened_by(narrowed, event)
+        cause = event.cause
+        if opened:
+            chosen = [p for p in candidates if not p.causes or p.name in opened]
+        else:
+            chosen = [p for p in candidates if not p.causes or cause in p.causes]
+        return chosen, {p.name for p in chosen if p.causes and cause not in p.causes}
+
+    def _opened_by(self, policies: list[CompiledPolicy], event: "AlertEvent") -> set[str]:
+        """The policies whose open episode this alert (fingerprint and startsAt) opened."""
+        keys = {episode_key(p.name, p.target(event.labels), event.fingerprint, event.starts_at): p.name
+                for p in policies}
+        return {keys[e.key] for e in self.store.episodes(open_only=True) if e.key in keys}
 
     def executor_for(self, policy: CompiledPolicy) -> tuple[Executor, bool]:
         dry = self.settings.dry_run or policy.policy.dry_run
@@ -140,16 +204,18 @@ class PolicyEngine:
         """Act on one alert event. Raises Busy (retry soon) or ActionFailed (retry, bounded)."""
         taken: list[Taken] = []
         failed: list[str] = []
-        for policy in matching(self.policies, event.labels):
+        chosen, flipped = self._by_cause(matching(self.policies, event.labels), event)
+        for policy in chosen:
             if event.status == "firing":
-                self._firing(policy, event, taken, failed)
+                self._firing(policy, event, taken, failed, flipped=policy.name in flipped)
             else:
                 self._resolved(policy, event, taken)
         if failed:
             raise ActionFailed("; ".join(failed))
         return taken
 
-    def _firing(self, policy: CompiledPolicy, event: AlertEvent, taken: list[Taken], failed: list[str]) -> None:
+    def _firing(self, policy: CompiledPolicy, event: AlertEvent, taken: list[Taken], failed: list[str], *,
+                flipped: bool = False) -> None:
         target = policy.target(event.labels)
         start = self.store.begin_firing(policy.name, event.fingerprint, target, event.starts_at,
                                         failover=policy.policy.actions.failover is not None)
@@ -157,6 +223,10 @@ class PolicyEngine:
             log.info("policy %s: ignoring a late firing copy of %s", policy.name, event.fingerprint)
             return
         episode = start.episode
+        if flipped:  # the same alert, the same episode: the cause it opened with stays the episode's
+            self._record(policy, event, episode, "cause", Outcome(
+                "noop", f"cause now {event.cause} (the episode opened with one of {', '.join(sorted(policy.causes))});"
+                        " same episode"), self.executor_for(policy)[1], taken)
         try:
             self._act_on_firing(policy, event, episode, target, taken, failed, start.cancelled, start.moved_away,
                                 start.resumed)
@@ -236,8 +306,8 @@ class PolicyEngine:
             *([f"Incident: {episode.incident}"] if episode.incident else []),
         ])
         return self._run(policy, event, episode, "ticket", dry, lambda: executor.file_ticket(TicketRequest(
-            context, backend=target, category=ticket.category, severity=ticket.severity,
-            summary=f"{backend.description or target}: {event.labels.get('slo') or event.labels.get('alertname')} is failing",
+            context, backend=target, category=self.ticket_category(policy, event.cause), severity=ticket.severity,
+            summary=self._ticket_summary(backend.description or target, event),
             description=description, incident=episode.incident,
             idempotency_key=f"opsctl-automation-{policy.name}-{target}-{episode.key}",
         )), taken, failed)
@@ -362,9 +432,19 @@ class PolicyEngine:
         return Context(policy.name, event.labels.get("alertname", ""), dict(event.labels), event.summary(), event.key,
                        event.generator_url)
 
+    @staticmethod
+    def _ticket_summary(who: str, event: AlertEvent) -> str:
+        what = event.labels.get("slo") or event.labels.get("alertname")
+        cause = event.cause
+        return f"{who}: {cv.cause_text(cause)} ({what})" if cause else f"{who}: {what} is failing"
+
     def _page_summary(self, policy: CompiledPolicy, event: AlertEvent, target: str, failover: Outcome | None) -> str:
+        """The page's title: the alert's own summary (it names the backend, the cause and the burn),
+        then what the automation did."""
         what = event.labels.get("slo") or event.labels.get("alertname", "alert")
-        head = f"{what} burning ({event.labels.get('severity', 'alert')})"
+        head = event.annotations.get("summary") or (
+            f"{what}: {cv.cause_text(event.cause)}" if event.cause else f"{what} burning") + (
+            f" ({event.labels.get('severity', 'alert')})")
         if failover is None:
             return head[:1024]
         tail = {

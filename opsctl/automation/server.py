@@ -3,8 +3,9 @@
     POST /v1/alertmanager   Alertmanager webhook (payload version 4); bearer token or basic auth
     POST /v1/pagerduty      PagerDuty webhooks v3; X-PagerDuty-Signature, deduplicated on the signed
                             event id (not X-Webhook-Id, which a replay can change); stale events refused
-    GET  /healthz           the process answers (liveness)
-    GET  /readyz            ready to take deliveries: started, state reachable, queue not full
+    GET  /healthz           the process answers (liveness): never waits on the API server
+    GET  /readyz            ready to take deliveries: started, state reachable, queue not full, as last
+                            checked by a background thread (every READY_EVERY s): never waits either
     GET  /metrics           Prometheus text format
 
 Bad input changes nothing, and is refused in this order, cheapest first: 401 no credentials,
@@ -21,6 +22,10 @@ MAX_BODY_READS x body_limit whatever the number of connections. Log messages hav
 characters escaped, so a CR/LF in a payload cannot forge a log line.
 
 Accepted deliveries are answered 202 once recorded and queued; the actions run afterwards.
+Recording goes to the shared state (the API server in kubernetes mode), so it runs on RECORDERS
+threads of its own, never on the event loop: a slow API server delays the deliveries' answers, not
+/healthz, /readyz or /metrics. At most MAX_RECORDING deliveries wait to be recorded; past that a
+delivery is 503 at once (senders retry) instead of piling up.
 """
 
 from __future__ import annotations
@@ -30,11 +35,12 @@ import contextlib
 import json
 import logging
 import re
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -50,6 +56,66 @@ log = logging.getLogger("opsctl.automation")
 MAX_JSON_DEPTH = 32
 MAX_BODY_READS = 32  # bodies read at once: memory is bounded by this x body_limit
 CHALLENGE = 'Bearer realm="opsctl", Basic realm="opsctl"'
+RECORDERS = 16  # threads recording deliveries in the delivery log (off the event loop)
+MAX_RECORDING = 64  # deliveries being or waiting to be recorded; more are 503 at once
+READY_EVERY = 1.0  # seconds between background readiness checks
+READY_STALE = 30.0  # a check that has not completed for this long makes the replica not ready
+
+
+class Readiness:
+    """The last known answer of `check()` (the service's readiness: started, shared state reachable,
+    queue not full), refreshed by a thread of its own, so /readyz answers at once whatever the API
+    server's latency. A check that has not completed for `stale` seconds counts as not ready."""
+
+    def __init__(self, check, *, every: float = READY_EVERY, stale: float = READY_STALE,
+                 clock=time.monotonic):
+        self.check, self.every, self.stale, self.clock = check, every, stale, clock
+        self._lock = threading.Lock()
+        self._result: tuple[bool, str] = (False, "starting")
+        self._at: float | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="opsctl-readiness", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def refresh_soon(self) -> None:
+        self._wake.set()
+
+    def refresh(self) -> None:
+        try:
+            result = self.check()
+        except Exception as exc:  # noqa: BLE001 - readiness reports it; the next round tries again
+            result = (False, f"readiness check failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+        with self._lock:
+            self._result, self._at = result, self.clock()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            self.refresh()
+            self._wake.wait(self.every)
+
+    def current(self) -> tuple[bool, str, float | None]:
+        """(ready, reason, seconds since the last completed check or None)."""
+        with self._lock:
+            (ok, why), at = self._result, self._at
+        if at is None:
+            return False, why, None
+        age = self.clock() - at
+        if age > self.stale:
+            return False, f"the shared state check has not completed for {age:.0f}s (last: {why})", age
+        return ok, why, age
+
+    @property
+    def reachable(self) -> float:
+        ok, _why, _age = self.current()
+        return 1.0 if ok else 0.0
 
 
 class Refused(Exception):
@@ -126,6 +192,24 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
               body_limit: int, read_timeout: float = 10.0, max_event_age: float = 3600.0) -> Starlette:
     metrics = service.metrics
     reads = asyncio.Semaphore(MAX_BODY_READS)
+    recorder = ThreadPoolExecutor(RECORDERS, thread_name_prefix="opsctl-record")
+    recording = [0]  # touched on the event loop only
+    readiness = Readiness(service.ready)
+    metrics.watch("opsctl_serve_recording", "Deliveries being recorded or waiting to be (off the event loop).",
+                  lambda: recording[0])
+    metrics.watch("opsctl_serve_ready", "1 when the last background readiness check passed (shared state"
+                  " reachable, queue not full).", lambda: readiness.reachable)
+
+    async def record(source: str, accept, *args):
+        """Run `accept` (which records in the delivery log, maybe on the API server) on a recorder
+        thread: the event loop goes on serving probes and other requests meanwhile."""
+        if recording[0] >= MAX_RECORDING:
+            raise Refused(503, "busy", "too many deliveries waiting to be recorded: retry later", {"Retry-After": "1"})
+        recording[0] += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(recorder, accept, *args)
+        finally:
+            recording[0] -= 1
 
     def refused(source: str, exc: Refused) -> Response:
         metrics.delivery(source, exc.result)
@@ -147,11 +231,9 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
                 message = AlertmanagerMessage.parse(data)
             except PayloadError as exc:
                 raise Refused(400, "bad_request", str(exc)) from None
+            answer = await record("alertmanager", service.accept_alertmanager, message, received)
         except Refused as exc:
             return refused("alertmanager", exc)
-        # Recording and queueing take a fraction of a millisecond: done on the event loop, without a
-        # thread hop (the delivery log bounds how long it waits for another replica's write lock).
-        answer = service.accept_alertmanager(message, received)
         return JSONResponse(answer.body, status_code=answer.status)
 
     async def pagerduty_webhook(request: Request) -> Response:
@@ -180,30 +262,45 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
             if age > max_event_age or age < -300:  # a replay of an old signed body, or a clock gone wrong
                 raise Refused(400, "stale", f"event {event.id} occurred {age:.0f}s ago, outside the"
                                             f" {max_event_age:.0f}s this endpoint accepts")
+            answer = await record("pagerduty", service.accept_pagerduty, event, webhook_id, received)
         except Refused as exc:
             return refused("pagerduty", exc)
-        answer = service.accept_pagerduty(event, webhook_id, received)
         return JSONResponse(answer.body, status_code=answer.status)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
-        ok, why = await run_in_threadpool(service.ready)
-        return JSONResponse({"status": "ready" if ok else "not ready", "reason": why}, status_code=200 if ok else 503)
+        ok, why, age = readiness.current()
+        body = {"status": "ready" if ok else "not ready", "reason": why,
+                "checked_seconds_ago": None if age is None else round(age, 3)}
+        return JSONResponse(body, status_code=200 if ok else 503)
 
     async def metrics_endpoint(request: Request) -> Response:
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 
+    def start_service() -> None:
+        try:
+            service.start()  # reads the shared state: on a thread, so the server answers /healthz meanwhile
+            log.info("opsctl serve: started, %d policies", len(service.engine.policies))
+        except Exception:
+            log.exception("opsctl serve: start-up failed")
+        readiness.refresh_soon()
+
     @contextlib.asynccontextmanager
     async def lifespan(app):
-        service.start()
-        log.info("opsctl serve: ready, %d policies", len(service.engine.policies))
+        starter = threading.Thread(target=start_service, name="opsctl-start", daemon=True)
+        starter.start()
+        readiness.start()
         try:
             yield
         finally:
-            service.stop()
+            readiness.stop()
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, starter.join, 60.0)
+            await loop.run_in_executor(None, service.stop)
+            recorder.shutdown(wait=False, cancel_futures=True)
 
     routes = [
         Route("/v1/alertmanager", alertmanager, methods=["POST"]),

@@ -12,10 +12,20 @@ Lease (leader.py). There every replica records deliveries, and only the leader c
 them; a replica that becomes leader releases what the previous leader held and sweeps what is due.
 
 server.py puts HTTP in front of it; tests and the benchmark drive it through that real server.
+
+Team mode survives its own faults (issue 22): every action runs under the leader's term
+(`FencedExecutor`: the term is re-read before each action; a page, ticket or note is preceded by an
+intent written under the term, so a stale leader's intent write fails and the action never
+happens; failover and restore carry the term and an operation id chosen from the episode before the
+write, so a retry after a lost answer finds its own change). One time base: with shared state the
+service's clock is the API server's (`Date` plus monotonic time), for received_at, leases, sweeps
+and hold-downs alike. A delivery whose actions failed is retried with capped backoff until it acts
+or its alert resolves.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
@@ -35,6 +45,7 @@ from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent
 from opsctl.automation.policy import ActionFailed, AlertEvent, PolicyEngine, Taken, matching
 from opsctl.automation.queue import WorkQueue
 from opsctl.errors import OpsctlError
+from opsctl.fencing import FencedError
 
 if TYPE_CHECKING:
     from opsctl.config import Config
@@ -43,6 +54,7 @@ log = logging.getLogger("opsctl.automation")
 
 STATE_FILE = "automation/automation.sqlite"
 BUSY_RETRY = 0.1  # seconds before an event whose episode was busy is tried again
+RETRY_CAP = 30.0  # seconds: the longest wait between tries of a delivery that could not act yet
 SWEEP_GRACE = 5.0  # an event pending this long with no worker on it is re-queued
 RETENTION = 14 * 86400  # finished events are forgotten after this long
 
@@ -65,21 +77,34 @@ class AutomationService:
         self.elector = open_elector(cfg, on_change=self._leadership)  # None: the only replica
         self.shared = cfg.state.backend != "local"
         if self.shared:
-            from opsctl.automation.shared import SharedDeliveryLog, SharedEpisodeStore
+            from opsctl.automation.delivery_store import SharedDeliveryLog
+            from opsctl.automation.shared import SharedEpisodeStore
             from opsctl.state import open_state_store
 
             store = open_state_store(cfg)
+            if clock is time.time:  # one time base for every replica: the API server's clock
+                clock = store.now
+            self.clock = clock
             owner = f"{identity_for(cfg)}:{os.getpid()}"  # pod name: PIDs repeat across containers
-            self.deliveries = SharedDeliveryLog(store, clock=clock, owner=owner)
-            self.episodes = SharedEpisodeStore(store, local_path=path, clock=clock, owner=owner)
+            self.deliveries = SharedDeliveryLog(store, clock=clock, owner=owner,
+                                                term=self.term if self.elector is not None else (lambda: None))
+            self.episodes = SharedEpisodeStore(store, local_path=path, clock=clock, owner=owner,
+                                               term=self.term if self.elector is not None else None)
+            if self.elector is not None:
+                live = FencedExecutor(live, self.term, self.episodes.record_intent, self.episodes.owns)
+            else:
+                live = FencedExecutor(live)
         else:
             self.deliveries = DeliveryLog(path, clock=clock)
             self.episodes = EpisodeStore(path, clock=clock)
+            live = FencedExecutor(live)  # one replica: no term, but operation ids chosen before the write
         self.queue = WorkQueue(settings.queue_size, settings.workers, self.process)
         self.metrics = ServeMetrics(lambda: self.queue.depth, settings.queue_size, leader=self.acting)
         self.engine = PolicyEngine(settings, cfg.backends, self.episodes, live, DryRunExecutor(), clock,
-                                   on_action=self._count)
+                                   on_action=self._count, tickets=cfg.runbooks.tickets)
         self._accept_lock = threading.Lock()
+        self._owed: dict[str, tuple] = {}  # events (and episode holds) to hand back once the API server answers
+        self._owed_lock = threading.Lock()
         self._stop = threading.Event()
         self._sweep_now = threading.Event()
         self._maintenance = threading.Thread(target=self._maintain, name="opsctl-maintenance", daemon=True)
@@ -110,6 +135,12 @@ class AutomationService:
         if self.elector is not None:
             self.elector.stop(release=True)
         self.started = False
+
+    def term(self):
+        """The term this replica acts under: the elector's (None when not leading), else local@0."""
+        from opsctl.fencing import LOCAL_TERM
+
+        return LOCAL_TERM if self.elector is None else self.elector.term
 
     def acting(self) -> bool:
         """Whether this replica acts: always when it is the only one, else while it leads."""
@@ -174,7 +205,14 @@ class AutomationService:
                                                   event.data_id or event.id, payload)], received_at)
 
     def _admit(self, source: str, events: list[NewEvent], received_at: float) -> Answer:
-        with self._accept_lock:
+        if self.shared:  # every replica stamps arrivals on one clock: the API server's
+            try:
+                received_at = self.clock()
+            except OpsctlError:
+                pass
+        # Shared: deliveries are recorded concurrently (the delivery log group-commits them); local:
+        # one at a time, as SQLite writes are.
+        with (self._accept_lock if not self.shared else contextlib.nullcontext()):
             try:
                 unseen = self.deliveries.unseen(events)
                 if not unseen:
@@ -224,19 +262,56 @@ class AutomationService:
             timer.daemon = True
             timer.start()
             return
-        except Exception as exc:  # ActionFailed, or a bug: retried, then given up on (and counted)
-            if not isinstance(exc, ActionFailed):
+        except FencedError as exc:  # not leading (any more): whoever leads next takes the event up
+            log.warning("event %s: fenced: %s", key[:12], str(exc).splitlines()[0][:300])
+            self.metrics.events.labels("fenced").inc()
+            self._give_back(key, BUSY_RETRY, {"fenced": True}, count=False)
+            return
+        except Exception as exc:  # ActionFailed, or a bug: retried with capped backoff
+            if not isinstance(exc, (ActionFailed, OpsctlError)):
                 log.exception("event %s: unexpected error", key[:12])
             detail = {"error": f"{type(exc).__name__}: {exc}"[:500], "attempts": claimed.attempts}
-            if claimed.attempts >= MAX_ATTEMPTS:
+            if claimed.attempts >= MAX_ATTEMPTS and not self.shared:
                 self.deliveries.finish(key, detail, failed=True)
                 self.metrics.events.labels("failed").inc()
             else:
-                self.deliveries.retry_later(key, 2.0 ** claimed.attempts, detail)
+                # Team mode: a delivery that could not act is retried until it acts or its alert
+                # resolves (a firing copy after the resolve is late and ends as done).
+                delay = min(RETRY_CAP, 2.0 ** min(claimed.attempts, 8))
+                self._give_back(key, delay, detail)
                 self.metrics.events.labels("retried").inc()
             return
         self.deliveries.finish(key, {"actions": [[t.policy, t.action, t.outcome.status] for t in taken]})
         self.metrics.events.labels("done").inc()
+
+    def _give_back(self, key: str, delay: float, detail: dict, *, count: bool = True) -> None:
+        """Hand an event that could not act back to the delivery log (pending again after `delay`)
+        with the episodes this worker still holds (its save may have failed with the API server
+        away). Both are owner-checked, so nothing a successor took is touched. When the API server
+        cannot be reached even for that, the maintenance thread keeps trying every round, so the
+        event waits for the outage, never for its 300 s claim lease."""
+        holder = self.episodes.holder() if hasattr(self.episodes, "holder") else None
+        try:
+            if holder is not None:
+                self.episodes.let_go(holder)
+            self.deliveries.retry_later(key, delay, detail, count=count)
+        except OpsctlError as exc:
+            log.warning("event %s: could not hand it back yet (retried): %s", key[:12], str(exc).splitlines()[0][:200])
+            with self._owed_lock:
+                self._owed[key] = (holder, delay, detail, count)
+
+    def _settle_owed(self) -> None:
+        with self._owed_lock:
+            owed = dict(self._owed)
+        for key, (holder, delay, detail, count) in owed.items():
+            try:
+                if holder is not None:
+                    self.episodes.let_go(holder)
+                self.deliveries.retry_later(key, delay, detail, count=count)
+            except OpsctlError:
+                return  # still away: next round
+            with self._owed_lock:
+                self._owed.pop(key, None)
 
     def _count(self, taken: Taken) -> None:
         self.metrics.action(taken.policy, taken.action, taken.outcome.status, taken.seconds)
@@ -244,6 +319,8 @@ class AutomationService:
     def _maintain(self) -> None:
         last_sweep = last_prune = 0.0
         while not self._stop.wait(0.25):
+            if self._owed:
+                self._settle_owed()
             if not self.acting():
                 continue
             try:
@@ -266,3 +343,78 @@ class AutomationService:
                 self._stop.wait(2.0)
             except Exception:  # keep maintaining; the error is logged and the next round retries
                 log.exception("maintenance round failed")
+
+
+class FencedExecutor:
+    """The live executor under the leader's term (team mode): the term is read before every action
+    (not leading: FencedError, nothing happens); failover and restore carry it to the traffic
+    controller (every write attempt re-reads it and is refused once a newer term is recorded) with
+    an operation id chosen from the episode before the write; a page, ticket or note happens only
+    after its intent, keyed by the action's idempotency key from the event, was written under the
+    term in the shared episodes document (a stale leader's intent write is refused)."""
+
+    def __init__(self, inner: Executor, term: Callable[[], object] | None = None,
+                 intent: Callable[[str, str, str], None] | None = None, owns: Callable[[str], bool] | None = None):
+        self.inner = inner
+        self.name = inner.name
+        self.term = term  # None: one replica, nothing to fence (operation ids still chosen before the write)
+        self.intent = intent or (lambda action, key, detail: None)
+        self.owns = owns  # whether this worker still holds the episode (by key), re-read before every write
+
+    def _writer(self, incident: str | None):
+        """What the controller reads before every write attempt (the first, and each retry after a
+        409): the term, once this worker still owns the episode (its key ends the incident key)."""
+        if self.term is None:
+            return None
+        key = (incident or "").rsplit("-", 1)[-1]
+
+        def term():
+            if self.owns is not None and key and not self.owns(key):
+                raise FencedError(f"episode {key}: no longer held by this worker; it does not write")
+            return self.term()
+
+        return term
+
+    def _leading(self, what: str) -> None:
+        if self.term is not None and self.term() is None:
+            raise FencedError(f"{what}: this replica no longer leads; it does not act")
+
+    @staticmethod
+    def operation(action: str, incident: str | None, backend: str) -> str:
+        """The id a failover or restore is written under, the same on every attempt and replica."""
+        import hashlib
+
+        digest = hashlib.sha256(f"{incident or ''}|{backend}".encode()).hexdigest()[:16]
+        return f"{action}-{digest}"
+
+    def failover(self, request):
+        from dataclasses import replace
+
+        self._leading("failover")
+        return self.inner.failover(replace(request, term=self._writer(request.incident), operation_id=request.operation_id or self.operation(
+            "failover", request.incident, request.backend)))
+
+    def restore(self, request):
+        from dataclasses import replace
+
+        self._leading("restore")
+        return self.inner.restore(replace(request, term=self._writer(request.incident), operation_id=request.operation_id or self.operation(
+            "restore", request.incident, request.backend)))
+
+    def page(self, request):
+        self._leading("page")
+        self.intent("page", request.dedup_key, request.summary)
+        return self.inner.page(request)
+
+    def file_ticket(self, request):
+        self._leading("ticket")
+        self.intent("ticket", request.idempotency_key, request.summary)
+        return self.inner.file_ticket(request)
+
+    def note(self, request):
+        import hashlib
+
+        self._leading("note")
+        self.intent("note", hashlib.sha256(f"{request.incident}|{request.text}".encode()).hexdigest()[:24],
+                    request.text)
+        return self.inner.note(request)

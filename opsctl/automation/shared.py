@@ -1,20 +1,16 @@
-"""Deliveries and episodes in the shared state store (state.backend kubernetes), for HA `opsctl serve`.
+"""Episodes in the shared state store (state.backend kubernetes), for HA `opsctl serve`; the
+deliveries' half (SharedDeliveryLog, in pieces) lives in delivery_store.py.
 
-The same operations as the SQLite DeliveryLog and EpisodeStore (idempotency.py, episodes.py), on
-two documents of the StateStore, each operation one compare-and-swap read-modify-write:
+The same operations as the SQLite EpisodeStore (episodes.py), on a document of the StateStore,
+each operation one compare-and-swap read-modify-write:
 
-    serve-deliveries   {"events": {key: {source, partition, state, attempts, owner, lease_until,
-                        not_before, received_at, done_at, payload (while not done), result}}}
     serve-episodes     {"alerts": {"policy/fingerprint": {target, starts_at, status, updated_at}},
                         "episodes": {id: {policy, target, key, state, incident, ticket, failover,
                         owned, saved, restore_due, ..., owner, lease_until, actions: [...]}}}
 
-Every replica records deliveries here (so one that is not the leader loses nothing), the leader
-claims and acts on them. Both documents are bounded: a finished event keeps its key and outcome
-(no payload) for RETENTION or until MAX_FINISHED newer ones; closed episodes are kept MAX_CLOSED
-deep; each episode keeps its last MAX_EPISODE_ACTIONS actions; past MAX_BYTES the oldest finished
-entries go first. The full record of actions stays in
-each replica's local SQLite and in its log.
+The document is bounded: closed episodes are kept MAX_CLOSED deep; each episode keeps its last
+MAX_EPISODE_ACTIONS actions; past MAX_BYTES the oldest closed entries go first. The full record of
+actions stays in each replica's local SQLite and in its log.
 """
 
 from __future__ import annotations
@@ -22,16 +18,16 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from opsctl.automation.episodes import Busy, Episode, EpisodeStore, FiringStart, episode_key, mark_failover_started
-from opsctl.automation.idempotency import DEFAULT_LEASE, ClaimedEvent, NewEvent, dead_local_owner
+from opsctl.automation.idempotency import DEFAULT_LEASE, dead_local_owner
 
-DELIVERIES = "serve-deliveries"
+if TYPE_CHECKING:
+    from opsctl.fencing import Term
+
 EPISODES = "serve-episodes"
 ATTEMPTS = 10  # compare-and-swap rounds before a write gives up (the sender then gets 503 and retries)
-RETENTION = 3 * 86400  # finished delivery keys are kept this long (Alertmanager repeats within hours)
-MAX_FINISHED = 1500
 MAX_CLOSED = 30
 MAX_ALERTS = 500
 MAX_EPISODE_ACTIONS = 12
@@ -42,178 +38,30 @@ def _size(data: dict) -> int:
     return len(json.dumps(data, separators=(",", ":"), default=str))
 
 
-def _short(result: dict) -> dict:
-    text = json.dumps(result, sort_keys=True, default=str)
-    return result if len(text) <= 600 else {"summary": text[:600]}
-
-
-class SharedDeliveryLog:
-    def __init__(self, store, *, clock: Callable[[], float], owner: str, lease: float = DEFAULT_LEASE):
-        self.store = store
-        self.clock = clock
-        self.owner = owner
-        self.lease_seconds = lease
-
-    def _events(self) -> dict:
-        doc = self.store.get(DELIVERIES)
-        return dict(doc.data.get("events", {})) if doc else {}
-
-    def _update(self, change: Callable[[dict], bool]) -> None:
-        """Run change(events) under compare-and-swap; it returns False to write nothing."""
-        def apply(data):
-            data = data or {}
-            events = data.setdefault("events", {})
-            return data if change(events) else None
-
-        self.store.update(DELIVERIES, apply, attempts=ATTEMPTS)
-
-    def check(self) -> None:
-        self.store.get(DELIVERIES)
-
-    def seen(self, key: str) -> bool:
-        return key in self._events()
-
-    def unseen(self, events: list[NewEvent]) -> list[NewEvent]:
-        known = self._events()
-        return [e for e in events if e.key not in known]
-
-    def admit(self, events: list[NewEvent], received_at: float | None = None) -> list[NewEvent]:
-        now = self.clock() if received_at is None else received_at
-        new: list[NewEvent] = []
-
-        def change(table: dict) -> bool:
-            new.clear()
-            for ev in events:
-                if ev.key in table:
-                    continue
-                entry = {"source": ev.source, "partition": ev.partition, "attempts": 0, "received_at": now,
-                         "not_before": 0}
-                if ev.needs_action:
-                    entry.update(state="pending", payload=ev.payload)
-                else:
-                    entry.update(state="done", done_at=now, result={"actions": [], "policies": []})
-                table[ev.key] = entry
-                new.append(ev)
-            if new:
-                self._bound(table)
-            return bool(new)
-
-        self._update(change)
-        return list(new)
-
-    def _bound(self, table: dict) -> None:
-        now = self.clock()
-        finished = sorted((e.get("done_at") or 0, k) for k, e in table.items() if e["state"] in ("done", "failed"))
-        drop = [k for at, k in finished if at < now - RETENTION]
-        keep = [k for at, k in finished if at >= now - RETENTION]
-        drop += keep[:max(0, len(keep) - MAX_FINISHED)]
-        for k in drop:
-            table.pop(k, None)
-        oldest = [k for at, k in finished if k in table]
-        while oldest and _size(table) > MAX_BYTES:  # large payloads pending: keep fewer finished keys
-            for k in oldest[:100]:
-                table.pop(k, None)
-            oldest = oldest[100:]
-
-    def claim(self, key: str) -> ClaimedEvent | None:
-        claimed: list[ClaimedEvent] = []
-
-        def change(table: dict) -> bool:
-            claimed.clear()
-            e = table.get(key)
-            now = self.clock()
-            if e is None or not ((e["state"] == "pending" and e.get("not_before", 0) <= now)
-                                 or (e["state"] == "running" and (e.get("lease_until") or 0) < now)):
-                return False
-            e.update(state="running", owner=self.owner, lease_until=now + self.lease_seconds,
-                     attempts=e.get("attempts", 0) + 1)
-            claimed.append(ClaimedEvent(key, e["source"], e.get("payload") or {}, e["attempts"], e["received_at"],
-                                        e["partition"]))
-            return True
-
-        self._update(change)
-        return claimed[0] if claimed else None
-
-    def finish(self, key: str, result: dict, *, failed: bool = False) -> None:
-        def change(table: dict) -> bool:
-            e = table.get(key)
-            if e is None or e.get("owner") != self.owner:
-                return False
-            e.update(state="failed" if failed else "done", done_at=self.clock(), result=_short(result),
-                     lease_until=None)
-            e.pop("payload", None)
-            return True
-
-        self._update(change)
-
-    def retry_later(self, key: str, delay: float, result: dict | None = None, *, count: bool = True) -> None:
-        def change(table: dict) -> bool:
-            e = table.get(key)
-            if e is None or e.get("owner") != self.owner:
-                return False
-            e.update(state="pending", not_before=self.clock() + delay, lease_until=None, result=_short(result or {}),
-                     attempts=e.get("attempts", 0) - (0 if count else 1))
-            return True
-
-        self._update(change)
-
-    def recover(self, *, all_others: bool = False) -> int:
-        """Events claimed by a dead process on this host (or, for a new leader, by any other
-        process: the old leader no longer acts) go back to pending."""
-        released = [0]
-
-        def change(table: dict) -> bool:
-            released[0] = 0
-            for e in table.values():
-                owner = e.get("owner")
-                if e["state"] == "running" and owner != self.owner and (all_others or dead_local_owner(owner)):
-                    e.update(state="pending", lease_until=None, not_before=0)
-                    released[0] += 1
-            return bool(released[0])
-
-        self._update(change)
-        return released[0]
-
-    def due(self, *, older_than: float, limit: int) -> list[tuple[str, str]]:
-        now = self.clock()
-        rows = [(e["received_at"], k, e["partition"]) for k, e in self._events().items()
-                if (e["state"] == "pending" and e.get("not_before", 0) <= now
-                    and (e.get("not_before", 0) > 0 or e["received_at"] <= now - older_than))
-                or (e["state"] == "running" and (e.get("lease_until") or 0) < now)]
-        return [(k, p) for _, k, p in sorted(rows)[:limit]]
-
-    def state(self, key: str) -> dict | None:
-        e = self._events().get(key)
-        if e is None:
-            return None
-        row = dict(e, key=key)
-        row["payload"] = json.dumps(e.get("payload") or {}, sort_keys=True)
-        row["result"] = json.dumps(e.get("result") or {}, sort_keys=True)
-        return row
-
-    def counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for e in self._events().values():
-            counts[e["state"]] = counts.get(e["state"], 0) + 1
-        return counts
-
-    def prune(self, older_than: float) -> int:
-        return 0  # admit() bounds the document as it writes
-
-
 _FIELDS = ("policy", "target", "key", "state", "opened_at", "incident", "ticket", "failover", "owned", "saved",
            "restore_due", "restore_refusals", "owner", "lease_until", "closed_at", "closed_because")
 
 
+MAX_INTENTS = 200  # intents kept (the newest): each external action's, by its idempotency key
+
+
 class SharedEpisodeStore:
-    """The EpisodeStore operations on the shared document; the record of actions also stays local."""
+    """The EpisodeStore operations on the shared document; the record of actions also stays local.
+
+    Fenced (docs/design.md, "Shapes the open work shares" 2): with `term` given (the elector's), every
+    write is refused with FencedError when this replica does not lead (term None) or the document
+    names a newer term than its own, and stamps the document with its term, so once a successor
+    wrote, nothing a paused leader does lands. An episode's fields are written only by the worker
+    holding its lease (its owner). `record_intent` writes the intent an external action (page,
+    ticket, note) needs before it may happen."""
 
     def __init__(self, store, *, local_path: Path, clock: Callable[[], float], owner: str,
-                 lease: float = DEFAULT_LEASE):
+                 lease: float = DEFAULT_LEASE, term: "Callable[[], Term | None] | None" = None):
         self.store = store
         self.clock = clock
         self.owner = owner
         self.lease_seconds = lease
+        self.term = term  # None: unfenced (one replica); else the elector's term, read at every write
         self.local = EpisodeStore(local_path, clock=clock, owner=owner)  # its actions table only
 
     # -- plumbing -----------------------------------------------------------------------------
@@ -228,17 +76,73 @@ class SharedEpisodeStore:
         data.setdefault("episodes", {})
         return data
 
-    def _update(self, change: Callable[[dict], bool]) -> None:
+    def _update(self, change: Callable[[dict], bool], *, fenced: bool = True) -> None:
         def apply(data):
             data = data or {}
             data.setdefault("alerts", {})
             data.setdefault("episodes", {})
+            kept = self._fence(data) if fenced else data.get("term")
             if not change(data):
                 return None
+            if kept is not None:
+                data["term"] = kept
             self._bound(data)
             return data
 
         self.store.update(EPISODES, apply, attempts=ATTEMPTS)
+
+    def _fence(self, data: dict) -> str | None:
+        if self.term is None:
+            return data.get("term")
+        from opsctl.fencing import FencedError, fence
+
+        term = self.term()
+        if term is None:
+            raise FencedError(f"{EPISODES}: this replica no longer leads; it does not write")
+        return fence(term, data.get("term"), EPISODES)
+
+    def holder(self) -> str:
+        """This worker's name on the episodes it leases."""
+        return self._me()
+
+    def let_go(self, holder: str | None = None) -> int:
+        """After this worker was fenced or could not save: release the episodes `holder` (default:
+        this worker) holds (owner-checked, not fenced: it only clears its own hold, so the leader,
+        itself later or a successor, takes them up)."""
+        me = holder or self._me()
+        released = [0]
+
+        def change(data: dict) -> bool:
+            released[0] = 0
+            for e in data["episodes"].values():
+                if e.get("owner") == me and e["state"] != "closed":
+                    e.update(owner=None, lease_until=None,
+                             state="restore_pending" if e["state"] == "restoring" else e["state"])
+                    released[0] += 1
+            return bool(released[0])
+
+        self._update(change, fenced=False)
+        return released[0]
+
+    def owns(self, key: str) -> bool:
+        """Whether this worker holds the lease of the open episode named `key` (read afresh); True
+        when no episode has that key (nothing to tell by)."""
+        named = [e for e in self._read()["episodes"].values() if e.get("key") == key]
+        return not named or any(e.get("owner") == self._me() and e["state"] != "closed" for e in named)
+
+    def record_intent(self, action: str, key: str, detail: str = "") -> None:
+        """Before an external action: its intent, written under the term (FencedError when stale)."""
+        def change(data: dict) -> bool:
+            intents = data.setdefault("intents", {})
+            intents[f"{action}:{key}"[:200]] = {"action": action, "term": data.get("term") if self.term is None
+                                                else str(self.term()), "at": self.clock(), "by": self.owner,
+                                                "detail": detail[:120]}
+            if len(intents) > MAX_INTENTS:
+                for k in sorted(intents, key=lambda k: intents[k].get("at") or 0)[:len(intents) - MAX_INTENTS]:
+                    del intents[k]
+            return True
+
+        self._update(change)
 
     def _bound(self, data: dict) -> None:
         closed = [i for _, i in sorted((e.get("closed_at") or 0, i) for i, e in data["episodes"].items()
@@ -324,9 +228,11 @@ class SharedEpisodeStore:
         return result[0] if result else None
 
     def _write_fields(self, episode: Episode, *, release: bool) -> None:
+        me = self._me()
+
         def change(data: dict) -> bool:
             e = data["episodes"].get(episode.id)
-            if e is None:
+            if e is None or e.get("owner") != me:  # written only by its owner
                 return False
             e.update(incident=episode.incident, ticket=episode.ticket, failover=episode.failover,
                      owned=bool(episode.owned), saved=dict(episode.saved))
@@ -397,9 +303,11 @@ class SharedEpisodeStore:
         return result[0] if result else None
 
     def end_restore(self, episode: Episode, *, closed_because: str | None, retry_at: float | None = None) -> None:
+        me = self._me()
+
         def change(data: dict) -> bool:
             e = data["episodes"].get(episode.id)
-            if e is None:
+            if e is None or e.get("owner") not in (None, me):  # written only by its owner
                 return False
             if closed_because is not None:
                 e.update(state="closed", closed_at=self.clock(), closed_because=closed_because[:500],
@@ -429,7 +337,7 @@ class SharedEpisodeStore:
                     released[0] += 1
             return bool(released[0])
 
-        self._update(change)
+        self._update(change, fenced=all_others)  # at start-up (not leading yet): dead local owners only
         return released[0]
 
     def check(self) -> None:
@@ -466,4 +374,4 @@ class SharedEpisodeStore:
         return self.local.actions(policy=policy, action=action)
 
 
-__all__ = ["SharedDeliveryLog", "SharedEpisodeStore", "DELIVERIES", "EPISODES"]
+__all__ = ["SharedEpisodeStore", "EPISODES"]

@@ -100,4 +100,6 @@ def _table(data):
         lines.append(render_table(["ALERT", "SEVERITY", "BACKEND", "AGAINST", "SIGNAL", "VALUE", "ABOVE"], rows))
     for u in data["unknown"]:
         lines.append(f"unknown  {u['backend']}: {u['reason']}")
+    for q in data.get("suppressed", []):
+        lines.append(f"suppressed  {q['alertname']} {q['backend']}: {q['reason']}")
     return "\n".join(lines)

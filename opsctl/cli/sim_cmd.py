@@ -6,6 +6,7 @@ import click
 
 from opsctl.cli.output import emit, output_option, render_table
 from opsctl.cli.params import TIME
+from opsctl.metrics import schema
 from opsctl.metrics.simulator import DEFAULT_PEAK_RPS, DEFAULT_SEED, INCIDENT_SPEC_HELP
 
 
@@ -179,7 +180,7 @@ def _table(summary: dict) -> str:
         lines.append(f"openmetrics: {summary['openmetrics']} ({format_bytes(summary['openmetrics_bytes'])})")
     rows = []
     for b in summary["backends"]:
-        bad = sum(b["outcomes"][o] for o in ("throttled", "server_error", "timeout"))
+        bad = sum(b["outcomes"].get(o, 0) for o in schema.BAD_OUTCOMES)
         valid = b["requests"] - b["outcomes"]["client_error"]
         rows.append([b["backend"], f"{b['split']:g}%", f"{b['requests']:,}", f"{bad:,}",
                      f"{(1 - bad / valid) * 100:.4f}%" if valid else "-"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
-from opsctl.cli.params import choice
+from opsctl.cli.params import TIME, choice
 from opsctl.cli.source_options import open_checked_source, source_options
 from opsctl.cli.main import all_services_option
 
@@ -54,25 +54,47 @@ def _complete_slo(ctx, param, incomplete):
 
 @slo.command()
 @click.argument("paths", nargs=-1, type=click.Path(), shell_complete=_complete_slo)
+@click.option("--prometheus-url", envvar="OPSCTL_PROMETHEUS_URL", metavar="URL",
+              help="Also ask this Prometheus how many series each SLO query answers (one is wanted).")
+@click.option("--at", "at", type=TIME, help="With --prometheus-url: count the series at this instant (default: now).")
 @output_option
 @click.pass_obj
-def validate(app, paths, output):
+def validate(app, paths, prometheus_url, at, output):
     """Check SLO files; every problem is listed with its file and field (exit 2).
+
+    With --prometheus-url, each query is also run over 5 minutes: one answering several series
+    (e.g. per instance, without sum) is a problem, since no single number could be its SLI.
 
     \b
     Examples:
       opsctl slo validate slos/
       opsctl slo validate slos/ -o json | jq -r '.[].name'
+      opsctl slo validate slos/ --prometheus-url http://localhost:9090
     """
     from opsctl.slo.loading import load_slos
 
     slos = load_slos(_slo_paths(app, paths), app.config.backends, config=app.config)
     if app.config.requires_service_matcher:
         _check_service_matchers(slos, app.config)
+    if prometheus_url:
+        from opsctl.errors import ConfigError
+        from opsctl.slo.report import series_problems
+
+        source, when = open_checked_source(app.config, "prometheus", prometheus_url, at)
+        problems = series_problems(slos, source, when)
+        if problems:
+            raise ConfigError(f"{len(problems)} SLO query(ies) answer several series", problems=problems)
     data = [{"file": str(s.file), "name": s.name, "kind": s.kind, "goal": s.goal, "backend": s.backend,
-             "format": getattr(s, "source_format", None)} for s in slos]
-    emit(data, output, table=lambda rows: "\n".join(
-        f"ok  {r['file']}  {r['name']} ({r['kind']}, goal {r['goal']:g}, backend {r['backend'] or '-'})" for r in rows))
+             "format": getattr(s, "source_format", None), "notes": list(s.notes)} for s in slos]
+
+    def table(rows):
+        lines = []
+        for r in rows:
+            lines.append(f"ok  {r['file']}  {r['name']} ({r['kind']}, goal {r['goal']:g}, backend {r['backend'] or '-'})")
+            lines.extend(f"    note: {note}" for note in r["notes"])
+        return "\n".join(lines)
+
+    emit(data, output, table=table)
 
 
 def service_matcher_problems(slos, cfg) -> list[str]:
@@ -136,7 +158,7 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
     """
     from opsctl.errors import NoDataError, OpsctlError
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.report import build_report
+    from opsctl.slo.report import build_report, source_notes, why_no_data
 
     cfg = app.config
     exporters = None
@@ -146,15 +168,16 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
         exporters = load_exporters(export_file)  # a bad file fails before any query
     slos = load_slos(_slo_paths(app, paths), cfg.backends, config=cfg)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
-    when, aligned = _aligned(when, at)
+    when, aligned = _aligned(source, when, at)
     progress = (lambda msg: click.echo(msg, err=True)) if output == "table" else None
     results = build_report(slos, source, when, cfg.slos.period_seconds, progress=progress, coverage=True,
                            recorded_interval=cfg.alerting.interval_seconds, cross_check=cross_check)
     if exporters:
         _export(results, exporters, cfg.slos.period_seconds)
     rows = [r.to_dict() for r in results]
+    said = source_notes(source)
     for row in rows:
-        row["notes"] = ([aligned] if aligned else []) + row["notes"]
+        row["notes"] = ([aligned] if aligned else []) + said + row["notes"]
     if exclude_drills:
         from opsctl.drills.spend import with_drill_spend
 
@@ -165,7 +188,7 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
                    f" of {len(results)} SLO(s)", err=True)
     unknown = [r.slo.name for r in results if r.status.level == "unknown"]
     if unknown:
-        raise NoDataError(f"no data for {len(unknown)} SLO(s): {', '.join(unknown)}")
+        raise NoDataError(f"no data for {len(unknown)} SLO(s): {', '.join(unknown)}{why_no_data(source)}")
     if fail_on:
         levels = ("page",) if fail_on == "page" else ("page", "ticket")
         hit = [r.slo.name for r in results if r.status.level in levels]
@@ -185,17 +208,11 @@ def _export(results, exporters, period_seconds) -> None:
     click.echo(f"exported {sent} slo-generator reports ({len(reports)} SLOs x windows with data) to {names}", err=True)
 
 
-def _aligned(when: float, at: str | None) -> tuple[float, str | None]:
-    """An --at between two 10 s samples evaluates at the step boundary before it, on every source
-    (the embedded store holds 10 s steps; Prometheus would extrapolate past the last sample)."""
-    from opsctl.clock import format_rfc3339
-    from opsctl.metrics.schema import STEP_SECONDS
+def _aligned(source, when: float, at) -> tuple[float, str | None]:
+    """An --at between two samples evaluates at the sample before it (see slo.report.align_at)."""
+    from opsctl.slo.report import align_at
 
-    if not at or when % STEP_SECONDS == 0:
-        return when, None
-    aligned = float(int(when) // STEP_SECONDS * STEP_SECONDS)
-    return aligned, (f"--at {at} falls between two {STEP_SECONDS} s samples: evaluated at {format_rfc3339(aligned)},"
-                     " the sample boundary before it, on every metric source")
+    return align_at(source, when, at is not None)
 
 
 def _pct(value, digits=4):
@@ -297,24 +314,37 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
     from opsctl.errors import NoDataError, OpsctlError
     from opsctl.slo.alerts import evaluate_plans
     from opsctl.slo.loading import load_slos
+    from opsctl.slo.report import source_notes, why_no_data
     from opsctl.slo.rules import RuleSettings, plan_rules
 
     cfg = app.config
     settings = RuleSettings.from_config(cfg)
     plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends, config=cfg), settings)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
-    when, aligned = _aligned(when, at)
+    when, aligned = _aligned(source, when, at)
     result = evaluate_plans(plans, source, when, settings)
     data = result.to_dict()
-    data["notes"] = ([aligned] if aligned else []) + result.notes()
+    data["notes"] = ([aligned] if aligned else []) + source_notes(source) + result.notes()
+    quality = _quality_alerts(cfg, source, when)
+    if quality is not None:  # the live quality rules at the same instant (opsctl quality alerts)
+        data["quality"] = quality.to_dict()
     emit(data, output, table=_alerts_table)
     if result.unknown:
-        raise NoDataError(f"no data for {len(result.unknown)} SLO(s): {', '.join(result.unknown)}")
+        raise NoDataError(f"no data for {len(result.unknown)} SLO(s): {', '.join(result.unknown)}{why_no_data(source)}")
     if fail_on:
         levels = ("page",) if fail_on == "page" else ("page", "ticket")
-        hit = sorted({a.slo for a in result.firing if a.severity in levels})
+        hit = sorted({a.slo for a in [*result.firing, *result.absent, *(quality.firing if quality else [])]
+                      if a.severity in levels})
         if hit:
             raise OpsctlError(f"{fail_on} alerts firing for {len(hit)} SLO(s): {', '.join(hit)}")
+
+
+def _quality_alerts(cfg, source, when):
+    from opsctl.quality.live import evaluate_quality
+    from opsctl.quality.rules import plan_quality
+
+    plan = plan_quality(cfg)
+    return None if plan is None else evaluate_quality(plan, source, when)
 
 
 def _alerts_table(data):
@@ -324,10 +354,19 @@ def _alerts_table(data):
     if data["firing"]:
         rows = [
             [a["alertname"], a["severity"], a["slo"], a["backend"], f"{a['long_window']}/{a['short_window']}",
-             f"{a['burn_rate']:.2f}x / {a['short_burn_rate']:.2f}x", f"{format_factor(a['factor'])}x", f"{a['request_rate']:.4g}/s" if a['request_rate'] is not None else "-"]
+             f"{a['burn_rate']:.2f}x / {a['short_burn_rate']:.2f}x", f"{format_factor(a['factor'])}x", f"{a['request_rate']:.4g}/s" if a['request_rate'] is not None else "-",
+             a.get("cause") or "-"]
             for a in data["firing"]
         ]
-        lines.append(render_table(["ALERT", "SEVERITY", "SLO", "BACKEND", "WINDOWS", "BURN (LONG / SHORT)", "ABOVE", "TRAFFIC"], rows))
+        lines.append(render_table(["ALERT", "SEVERITY", "SLO", "BACKEND", "WINDOWS", "BURN (LONG / SHORT)", "ABOVE", "TRAFFIC", "CAUSE"], rows))
+    for a in data.get("absent", []):
+        lines.append(f"absent   {a['slo']}: {a['alertname']} ({a['severity']}): no sample of {a['selector']}")
+    quality = data.get("quality")
+    if quality:
+        lines.append(f"quality alerts: {len(quality['firing'])} firing")
+        lines += [f"firing   {q['alertname']} ({q['severity']}) {q['backend']}: {q['annotations']['summary']}"
+                  for q in quality["firing"]]
+        lines += [f"suppressed  {q['alertname']} {q['backend']}: {q['reason']}" for q in quality["suppressed"]]
     for u in data["unknown"]:
         lines.append(f"unknown  {u['slo']}: {u['reason']}")
     lines.extend(f"note: {n}" for n in data.get("notes", []))
@@ -371,20 +410,21 @@ def dashboard(app, paths, out, uid):
 
 @slo.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path())
-@click.option("--to", "to", required=True, type=choice(["openslo", "slo-generator"]),
+@click.option("--to", "to", required=True, type=choice(["openslo", "slo-generator", "sloth", "pyrra"]),
               help="The format to write.")
 @click.option("--out-dir", "out", default="-", show_default=True, metavar="DIR|-",
               help="A directory to write one <slo-name>.yaml per SLO into, or - for standard output.")
 @click.option("--force", is_flag=True, help="Overwrite files that already exist in DIR.")
 @click.pass_obj
 def convert(app, files, to, out, force):
-    """Rewrite SLO files as OpenSLO v1 or slo-generator v2, keeping their meaning.
+    """Rewrite SLO files as OpenSLO v1, slo-generator v2, Sloth or Pyrra, keeping their meaning.
 
     Reads slo-generator and OpenSLO files alike (OpenSLO references resolve across the files and
     directories given). What is written loads back to the same SLO: selectors, goal, backend,
     service, method. OpenSLO files get one rolling time window, the config's slos.period, and
     Occurrences budgeting. What has no counterpart in the other format (slo-generator's
-    filter_bad or non-default operators, to OpenSLO) is refused with its file and key (exit 2).
+    filter_bad or non-default operators, to OpenSLO; anything but a latency SLO over selectors, to
+    Pyrra; a grouping, to any format but Pyrra) is refused with its file and key (exit 2).
 
     \b
     Examples:

@@ -21,6 +21,64 @@ class SeverityAlerting(Model):
         return self.for_duration.seconds
 
 
+class FastBurnAlerting(Model):
+    """The fast-burn tier: a burn no sampling noise can produce (a hard outage) pages within seconds.
+
+    Fires when the error budget burns above `factor` over both `long` and `short` (raw windows,
+    evaluated every `evaluation_interval` in a group of its own), with at least `min_request_rate`
+    valid requests/s over `short`, held for `for_duration` (0s: at the first evaluation). The alert is
+    SloFastBurnPage, severity page, labels `tier: fast` and the SLO's `category`, so it drives the
+    same policies as the slower pages. docs/design.md gives the time to page of a hard outage."""
+
+    enabled: bool = True
+    long: Duration = "5m"
+    short: Duration = "1m"
+    factor: float = 300.0
+    for_duration: Duration = "0s"
+    evaluation_interval: Duration = "10s"
+    min_request_rate: float = 1.0
+
+    def __post_init__(self):
+        long, short = self.long.seconds, self.short.seconds
+        if not 60 <= short < long <= 3600 or long % 60 or short % 60:
+            raise ValueError("short and long must be whole minutes, 1m <= short < long <= 1h")
+        if not 10 <= self.evaluation_interval.seconds <= 60 or self.evaluation_interval.seconds % 10:
+            raise ValueError("evaluation_interval must be a multiple of 10s between 10s and 1m")
+        if not 0 <= self.for_duration.seconds <= 600:
+            raise ValueError("for_duration must be between 0s and 10m")
+        if not 1 < self.factor < 1e6:
+            raise ValueError("factor must be a burn rate above 1")
+        if not 0 <= self.min_request_rate < 1e6:
+            raise ValueError("min_request_rate must be >= 0 (requests per second)")
+
+    @property
+    def for_seconds(self) -> int:
+        return self.for_duration.seconds
+
+    @property
+    def interval_seconds(self) -> int:
+        return self.evaluation_interval.seconds
+
+
+class AbsentAlerting(Model):
+    """One SloMetricsAbsent alert per SLO: its SLI's series have no sample (the proxy stopped
+    exporting, a relabelling dropped them) for `for_duration`. No data is never read as healthy."""
+
+    enabled: bool = True
+    for_duration: Duration = "10m"
+    severity: str = "page"
+
+    def __post_init__(self):
+        if not 60 <= self.for_duration.seconds <= 86400:
+            raise ValueError("for_duration must be between 1m and 1d")
+        if self.severity not in ("page", "ticket"):
+            raise ValueError("severity must be page or ticket")
+
+    @property
+    def for_seconds(self) -> int:
+        return self.for_duration.seconds
+
+
 class PrometheusRuleMeta(Model):
     """metadata of the PrometheusRule manifest (`opsctl slo rules --format prometheusrule`)."""
 
@@ -46,6 +104,8 @@ class AlertingConfig(Model):
     labels: dict[str, str] = field(default_factory=dict)  # extra labels on every alert, e.g. team
     page: SeverityAlerting = field(default_factory=lambda: SeverityAlerting("2m", 1.0))
     ticket: SeverityAlerting = field(default_factory=lambda: SeverityAlerting("15m", 0.1))
+    fast: FastBurnAlerting = field(default_factory=FastBurnAlerting)
+    absent: AbsentAlerting = field(default_factory=AbsentAlerting)
     prometheus_rule: PrometheusRuleMeta = field(default_factory=PrometheusRuleMeta)
 
     def __post_init__(self):

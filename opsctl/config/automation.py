@@ -7,8 +7,9 @@ from typing import Literal
 from opsctl.config.types import SecretRef, _check_automation_duration, _check_bind
 from opsctl.model import Duration, Model, field
 
-# Labels a policy may match on; quality alerts (opsctl.quality.rules) add `category` (quality) and `signal`.
-POLICY_LABELS = ("alertname", "severity", "slo", "backend", "service", "category", "signal")
+# Labels a policy may match on: every alert opsctl generates has a fixed `category` (availability,
+# latency, quality, absent); fast-burn pages add `tier: fast`; quality alerts add `signal`.
+POLICY_LABELS = ("alertname", "severity", "slo", "backend", "service", "category", "tier", "signal")
 
 
 class FailoverAction(Model):
@@ -28,9 +29,13 @@ class PageAction(Model):
 
 
 class TicketAction(Model):
-    """File the support ticket with the failing backend's vendor (tickets.vendors.<vendor>)."""
+    """File the support ticket with the failing backend's vendor (tickets.vendors.<vendor>).
 
-    category: str = "inference"
+    `category` unset (the default, and what the shipped policies do): from the cause of the alert
+    that opened the episode, through runbooks.tickets (auth -> auth_category, anything else ->
+    category), so a throttling incident reaches the platform team and a 5xx outage the serving team."""
+
+    category: str | None = None
     severity: Literal["Sev1", "Sev2", "Sev3", "Sev4"] = "Sev2"
 
 
@@ -49,12 +54,18 @@ class PolicyActions(Model):
 
 
 class AutomationPolicy(Model):
-    """Alerts whose labels match `match` (exact) and `match_re` (fully anchored regex) trigger `actions`."""
+    """Alerts whose labels match `match` (exact) and `match_re` (fully anchored regex) trigger `actions`.
+
+    `causes` (from opsctl.slo.conventions.CAUSES) narrows that to alerts whose `cause` annotation is
+    one of them; an alert that opened this policy's episode stays in it when its cause flips later
+    (the cause at opening is the episode's cause), and one that opened another cause-narrowed
+    policy's episode never opens this one's."""
 
     name: str
     actions: PolicyActions
     match: dict[str, str] = field(default_factory=dict)
     match_re: dict[str, str] = field(default_factory=dict)
+    causes: list[str] = field(default_factory=list)
     dry_run: bool = False
     hold_down: Duration | None = None  # default: automation.hold_down
 
@@ -69,6 +80,11 @@ class AutomationPolicy(Model):
             for label in labels:
                 if label not in POLICY_LABELS:
                     raise ValueError(f"{kind}: unknown label {label!r} (known: {', '.join(POLICY_LABELS)})")
+        from opsctl.slo.conventions import CAUSES
+
+        unknown = [c for c in self.causes if c not in CAUSES]
+        if unknown:
+            raise ValueError(f"causes: unknown cause(s) {', '.join(map(repr, unknown))} (known: {', '.join(CAUSES)})")
         for label, pattern in self.match_re.items():
             try:
                 re.compile(pattern)

@@ -33,6 +33,9 @@ class PrometheusSource(Model):
     ca_file: str | None = None
     dedup: bool | None = None
     partial_response: bool | None = None
+    # The sample step of the proxy's series (its scrape interval): `--at` is aligned to it.
+    # Unset: the newest request-counter sample at or before `--at` is the boundary.
+    step: Duration | None = None
 
     def __post_init__(self):
         from urllib.parse import urlsplit
@@ -54,6 +57,8 @@ class PrometheusSource(Model):
             raise ValueError("max_concurrency must be between 1 and 64")
         if self.report_deadline <= 0:
             raise ValueError("report_deadline must be positive")
+        if self.step is not None and not 1 <= self.step.seconds <= 3600:
+            raise ValueError("step must be between 1s and 1h")
 
 
 class MetricsConfig(Model):

@@ -161,16 +161,31 @@ class PushSettings(Model):
             raise ValueError("timeout must be between 0 and 120 seconds")
 
 
+# One request's spread of each compared figure (QualitySignal.spread's default), from the LLM
+# proxy's traffic: prompt tokens per request sd ~350 tokens; completion tokens per answer sd ~140 of
+# a mean ~180 (cv 0.78); suggestions per answer about Poisson with mean 3 (cv 1/sqrt(3) = 0.58).
+QUALITY_SPREADS = {"prompt_tokens": 350.0, "completion_tokens": 0.78, "suggestions": 0.58}
+
+
 class QualitySignal(Model):
-    """One live quality rule: how far the signal may move, the alert's severity and its `for:`."""
+    """One live quality rule: how far the signal may move, the alert's severity and its `for:`.
+
+    `spread` is one request's spread of what is compared: the standard deviation of prompt tokens
+    per request (tokens), or for completion tokens and suggestions per answer their coefficient of
+    variation (standard deviation over mean). With the requests over the window on each side
+    compared (n1, n2), the compared figure's noise is spread x sqrt(1/n1 + 1/n2); the rule holds
+    its alert (and says it is suppressed) until that is below threshold / quality.rules.noise_sigmas."""
 
     threshold: float
     severity: Literal["page", "ticket"] = "ticket"
     for_duration: Duration = "5m"
+    spread: float | None = None  # default per signal: QUALITY_SPREADS
 
     def __post_init__(self):
         if isinstance(self.threshold, bool) or not 0 < self.threshold < 1e6:
             raise ValueError("threshold must be a positive number")
+        if self.spread is not None and not 0 < self.spread < 1e6:
+            raise ValueError("spread must be a positive number (per request)")
         if not 0 <= self.for_duration.seconds <= 86400:
             raise ValueError("for_duration must be between 0s and 1d")
 
@@ -184,14 +199,16 @@ class QualityRules(Model):
     alerts` evaluates them in-process). Prompt tokens per request of each backend are compared with
     the `reference` backend over the same `window` (tokens per request); completion tokens and
     suggestions per answer with the backend's own figure `baseline_offset` earlier (relative change).
-    `min_request_rate` (requests/s over the window, on every side compared) keeps sampling noise
-    under the thresholds: prompts vary by ~350 tokens, so the mean of n requests is known to about
-    350/sqrt(n) tokens; 20,000 requests/s over 10m puts a 0.5-token threshold past 5 sigma."""
+    The minimum traffic comes from sampling noise (QualitySignal.spread): prompts vary by ~350 tokens,
+    so the mean of n requests is known to about 350/sqrt(n) tokens, and two sides' difference to
+    350 x sqrt(1/n1 + 1/n2); a rule fires only where its threshold clears `noise_sigmas` of that
+    (a 0.5-token shift at an 80/20 split over 10m: about 128,000 requests/s)."""
 
     enabled: bool = True
     window: Duration = "10m"
     baseline_offset: Duration = "1d"
-    min_request_rate: float = 20000.0
+    noise_sigmas: float = 5.0  # how many standard deviations of sampling noise the threshold must clear
+    min_request_rate: float = 0.0  # an extra floor, requests/s on every side (the noise guard is the minimum)
     reference: str | None = None  # default: the internal backend
     prompt_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.5, "page", "2m"))
     completion_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "ticket", "10m"))
@@ -205,6 +222,8 @@ class QualityRules(Model):
             raise ValueError("baseline_offset must be at least the window and at most 28d")
         if not 0 <= self.min_request_rate < 1e7:
             raise ValueError("min_request_rate must be >= 0 (requests per second)")
+        if not 0 < self.noise_sigmas <= 20:
+            raise ValueError("noise_sigmas must be between 0 and 20")
         for name in ("completion_tokens", "suggestions"):
             if getattr(self, name).threshold >= 1:
                 raise ValueError(f"{name}.threshold is a relative change and must be below 1 (e.g. 0.1 for 10%)")

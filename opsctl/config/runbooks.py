@@ -20,6 +20,16 @@ class RunbookTickets(Model):
     auth_category: str | None = None  # auth-layer throttling; default: category
     severity: RunbookSeverities = field(default_factory=RunbookSeverities)
 
+    def category_for(self, cause: str | None) -> str:
+        """The ticket category of an incident by its cause (opsctl.slo.conventions.CAUSES): an auth
+        failure (401/403, 429) goes to auth_category, everything else to category."""
+        return (self.auth_category or self.category) if cause == "auth" else self.category
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        """Every category category_for can answer."""
+        return tuple(dict.fromkeys((self.category, self.auth_category or self.category)))
+
 
 class RunbooksConfig(Model):
     """Generated runbooks (`opsctl runbook generate|check|list`).

@@ -14,24 +14,9 @@ import time
 from typing import Callable
 
 from opsctl.drills.expectations import Observations, Verdict
+from opsctl.drills.lifecycle import Aborted, Refused  # noqa: F401 (their home is the lifecycle)
 from opsctl.drills.scenario import Scenario, resolve_slo
 from opsctl.drills.text import offset_text
-
-
-class Refused(Exception):
-    """The drill does not start: a preflight check or the steady state failed (exit 4)."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-class Aborted(Exception):
-    """The drill stops early: a stop condition, a signal, a failed step or max-duration."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 class DrillRun:

@@ -27,11 +27,13 @@ import shutil
 import signal
 import threading
 import time
-import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-from opsctl.drills.context import Aborted, DrillRun, Refused
+from opsctl.drills.automation import DrillAutomation
+from opsctl.drills.context import DrillRun
+from opsctl.drills.lifecycle import (EXIT_FAILED, EXIT_PASSED, EXIT_REFUSED, Aborted, Evidence, Lifecycle, Outcome,
+                                     Refused)
 from opsctl.drills.expectations import NOT_EVALUATED
 from opsctl.drills.loop import MethodLoop
 from opsctl.drills.observe import Observer
@@ -40,9 +42,7 @@ from opsctl.drills.responders import Responders
 from opsctl.drills.scenario import Scenario, check_against_config
 from opsctl.errors import ConfigError
 
-EXIT_PASSED, EXIT_FAILED, EXIT_REFUSED = 0, 1, 4
-
-__all__ = ["Aborted", "DrillResult", "Engine", "Refused"]
+__all__ = ["Aborted", "DrillResult", "EXIT_FAILED", "EXIT_PASSED", "EXIT_REFUSED", "Engine", "Refused"]
 
 
 @dataclass
@@ -72,7 +72,8 @@ class Engine:
         self.observer = Observer(run)
         self.responders = Responders(run, self.observer)
         self.preflight = Preflight(run, self.observer)
-        self.loop = MethodLoop(run, self.observer, self.responders)
+        self.automation = DrillAutomation(run, self.responders)
+        self.loop = MethodLoop(run, self.observer, self.responders, self.automation)
 
     def run(self) -> DrillResult:
         from opsctl.drills.env.registry import open_environment
@@ -93,33 +94,79 @@ class Engine:
         run.page_key = f"opsctl-drill-{run.user_cfg.service}-{run.state.run_id}"[:255]
         run.say("phase", f"drill {run.state.run_id}: {run.scenario.title} ({run.mode})")
         restore_signals = self._install_signal_handlers()
+        self.lifecycle = Lifecycle(self, declared_rollbacks=tuple(run.scenario.rollbacks))
         try:
-            try:
-                self.preflight.preflight()
-                self.preflight.steady_state()
-                self.loop.run_method()
-            except Refused as exc:
-                run.refusal = exc.reason
-                run.say("refused", exc.reason)
-            except Aborted as exc:
-                run.abort_reason = exc.reason
-                run.say("abort", exc.reason)
-            except Exception as exc:  # a crash still rolls back and reports
-                run.crash = traceback.format_exc()
-                run.abort_reason = f"crashed: {getattr(exc, 'message', None) or f'{type(exc).__name__}: {exc}'}"
-                run.say("abort", run.abort_reason)
-            if run.refusal is None:
-                self.observer.judge_all(final=True)
-            self._rollbacks()
+            outcome, data, paths = self.lifecycle.run(wall_start)
         finally:
-            try:
-                result = self._finish(time.monotonic() - wall_start)
-            finally:
-                restore_signals()  # only now: a signal while the report is written must not cut it short
-                run.env.close()
-                run.state.release()
-                self.preflight.release()
-        return result
+            restore_signals()  # only now: a signal while the report is written must not cut it short
+            run.env.close()
+            run.state.release()
+            self.preflight.release()
+        return DrillResult(run.state.run_id, outcome.outcome, outcome.exit_code, data,
+                           {k: str(v) for k, v in paths.items()})
+
+    # -- the World this engine is to the lifecycle (lifecycle.py): the embedded and live worlds ----
+
+    @property
+    def mode(self) -> str:
+        return self.run_state.mode
+
+    @property
+    def run_dir(self):
+        return self.run_state.state.dir
+
+    def say(self, kind: str, message: str) -> None:
+        self.run_state.say(kind, message)
+
+    def set_phase(self, phase: str) -> None:
+        self.run_state.set_phase(phase)
+
+    def prepare(self) -> None:
+        self.preflight.preflight()
+
+    def steady_state(self) -> None:
+        self.preflight.steady_state()
+
+    def method(self) -> None:
+        self.loop.run_method()
+
+    def _stopped(self, phases) -> None:
+        """The refusal, abort or crash of the phases, where the report and the judgement read them."""
+        run = self.run_state
+        for p in phases:
+            if p.status == "refused" and run.refusal is None:
+                run.refusal = p.detail
+            elif p.status in ("aborted", "crashed") and run.abort_reason is None:
+                run.abort_reason = p.detail
+        run.crash = run.crash or self.lifecycle.crash
+
+    def judge(self, phases) -> None:
+        self._stopped(phases)
+        self.observer.judge_all(final=True)
+
+    def evidence(self) -> Evidence:
+        run = self.run_state
+        return Evidence(failed=tuple(v.name for v in run.verdicts.values() if not v.passed),
+                        leftovers=tuple(run.leftovers),
+                        rollback_failed=any(r["status"] == "failed" for r in run.rollback_results))
+
+    def report(self, outcome: Outcome, phases, wall_seconds: float) -> dict:
+        from opsctl.drills.report import build_report_data
+
+        run = self.run_state
+        self._stopped(phases)
+        run.state.data.update(outcome=outcome.outcome, abort_reason=run.abort_reason or run.refusal,
+                              finished_at=time.time())
+        return build_report_data(run, outcome.outcome, outcome.exit_code, wall_seconds)
+
+    def finish(self, outcome: Outcome, data: dict, paths: dict) -> None:
+        run = self.run_state
+        if run.refusal is None:
+            run.audit("drill-finished", outcome=outcome.outcome, abort_reason=run.abort_reason,
+                      report=str(paths["md"]))
+        run.state.data["report"] = {k: str(v) for k, v in paths.items()}
+        run.state.data["phase"] = "done"
+        run.state.save()
 
     def _keep_scenario_copy(self) -> None:
         """The scenario as run, next to its state: a cleanup rebuilds the environment from it."""
@@ -149,43 +196,14 @@ class Engine:
 
         return restore
 
-    def _rollbacks(self) -> None:
+    def roll_back(self, order: list[str]) -> None:
         from opsctl.drills.rollback import Rollbacks
 
         run = self.run_state
-        run.set_phase("rollbacks")
         rollbacks = Rollbacks(run.env, run.state, run.say)
-        actions = list(run.scenario.rollbacks)
-        for required in ("remove-faults", "restore-traffic", "resolve-pages"):
-            if required not in actions:  # validation asks for them when needed; never leave anything behind
-                actions.append(required)
-        run.rollback_results = rollbacks.run(actions)
+        run.rollback_results = rollbacks.run(order)
         run.leftovers = rollbacks.leftovers()
         for problem in run.leftovers:
             run.say("leftover", problem)
         if not run.leftovers:
             run.say("verify", "nothing left behind: no fault, split as before, no open drill page")
-
-    def _finish(self, wall_seconds: float) -> DrillResult:
-        from opsctl.drills.report import build_report_data, write_reports
-
-        run = self.run_state
-        run.set_phase("report")
-        if run.refusal:
-            outcome, code = "refused", EXIT_REFUSED
-        elif run.abort_reason:
-            outcome, code = "aborted", EXIT_FAILED
-        elif any(not v.passed for v in run.verdicts.values()) or run.leftovers or any(
-                r["status"] == "failed" for r in run.rollback_results):
-            outcome, code = "failed", EXIT_FAILED
-        else:
-            outcome, code = "passed", EXIT_PASSED
-        run.state.data.update(outcome=outcome, abort_reason=run.abort_reason or run.refusal, finished_at=time.time())
-        data = build_report_data(run, outcome, code, wall_seconds)
-        paths = write_reports(run.state.dir, data)
-        if run.refusal is None:
-            run.audit("drill-finished", outcome=outcome, abort_reason=run.abort_reason, report=str(paths["md"]))
-        run.state.data["report"] = {k: str(v) for k, v in paths.items()}
-        run.state.data["phase"] = "done"
-        run.state.save()
-        return DrillResult(run.state.run_id, outcome, code, data, {k: str(v) for k, v in paths.items()})

@@ -46,6 +46,8 @@ class Observations:
     failover_errors: list[tuple[float, str]] = field(default_factory=list)
     changes: list[dict] = field(default_factory=list)  # drill `set` audit entries (applied or refused)
     tickets: list[TicketSeen] = field(default_factory=list)
+    automation: list[dict] = field(default_factory=list)  # what the policy engine did: at, policy, action, status, detail
+    unmatched: list[tuple[float, str]] = field(default_factory=list)  # alerts delivered that no policy matched
     burning_since: dict[str, float] = field(default_factory=dict)  # slo -> first tick it burned
     recovered_at: dict[str, float] = field(default_factory=dict)
     window_burn: dict[tuple[str, int], float | None] = field(default_factory=dict)  # (slo, window) -> now
@@ -81,6 +83,25 @@ def verdict_mark(v: dict) -> str:
     """PASS | FAIL | not evaluated for a verdict as saved in a report (older reports have no result)."""
     return {"pass": "PASS", "fail": "FAIL"}.get(v.get("result") or ("pass" if v["passed"] else "fail"),
                                                  NOT_EVALUATED)
+
+
+def title_problem(title: str | None, e: Expectation) -> str | None:
+    """What is wrong with a page's title for a `paged` expectation's `mentions` and `not-mentions`
+    (None: nothing). The embedded and the chain drill judge the title the same way."""
+    text = (title or "").lower()
+    missing = [w for w in e.mentions if w.lower() not in text]
+    wrong = [w for w in e.excludes if w.lower() in text]
+    if not (missing or wrong):
+        return None
+    return "; ".join(([f"the page does not name {', '.join(missing)}"] if missing else [])
+                     + ([f"the page names {', '.join(wrong)}"] if wrong else []))
+
+
+def _automation_said(obs: Observations) -> str:
+    """Why the automation did nothing, when an alert reached it that no policy matched."""
+    if obs.unmatched and not obs.automation:
+        return f" (automation: no policy matched {obs.unmatched[0][1]})"
+    return ""
 
 
 class Judge:
@@ -134,15 +155,7 @@ class Judge:
         if obs.paged_at is None:
             return None, "nobody was paged", None
         if e.mentions or e.excludes:  # what the page must (not) name, read off the incident's title
-            title = (obs.page_title or "").lower()
-            missing = [w for w in e.mentions if w.lower() not in title]
-            wrong = [w for w in e.excludes if w.lower() in title]
-            detail = f"on-call paged: {obs.page_title!r}"
-            if missing or wrong:
-                return obs.paged_at, detail, "; ".join(
-                    ([f"the page does not name {', '.join(missing)}"] if missing else [])
-                    + ([f"the page names {', '.join(wrong)}"] if wrong else []))
-            return obs.paged_at, detail, None
+            return obs.paged_at, f"on-call paged: {obs.page_title!r}", title_problem(obs.page_title, e)
         return obs.paged_at, "on-call paged (incident opened)", None
 
     def _acknowledged(self, e, obs):
@@ -163,7 +176,7 @@ class Judge:
             errors = [msg for _, msg in obs.failover_errors]
             if errors:
                 return None, "", f"the failover from {source} failed: {errors[0]}"
-            return None, f"no failover from {source} was applied", None
+            return None, f"no failover from {source} was applied{_automation_said(obs)}", None
         entry = mine[0]
         before = entry["before"]["weights"].get(source, 0)
         after = entry["after"]["weights"].get(source, 0)
@@ -189,7 +202,7 @@ class Judge:
     def _vendor_ticket(self, e, obs):
         t = self._ticket(e, obs)
         if t is None:
-            return None, f"no ticket was filed with {e.vendor}", None
+            return None, f"no ticket was filed with {e.vendor}{_automation_said(obs)}", None
         if t.filed_at is None:
             return None, "", f"filing the {e.vendor} ticket failed: {t.error}"
         detail = f"ticket {t.ticket_id} filed in {t.routed_value!r} (opsctl: {t.routed_category or 'unmapped'})"

@@ -18,10 +18,11 @@ from opsctl.errors import OpsctlError
 
 
 class MethodLoop:
-    def __init__(self, run: DrillRun, observer, responders):
+    def __init__(self, run: DrillRun, observer, responders, automation):
         self.run = run
         self.observer = observer
         self.responders = responders
+        self.automation = automation  # Alertmanager's opsctl route and serve's policy engine (automation.py)
         self._pending_page = False
 
     def run_method(self) -> None:
@@ -133,13 +134,21 @@ class MethodLoop:
         now = run.now()
         evaluation, quality = observer.alerts(now)
         pages = [a for a in evaluation.firing if a.severity == "page"] or [a for a in quality if a.severity == "page"]
-        if pages and run.obs.t0 is not None and not run.state.data["pages"] and not self._pending_page:
-            worst = max(pages, key=lambda a: a.burn_rate)
-            summary = f"{worst.slo} burning its error budget at {rate_text(worst.burn_rate, 0)} ({worst.long_window}/{worst.short_window})"
-            if worst in quality:  # a quality page says so: nothing is failing
-                summary = worst.annotations["summary"]
-            run.schedule(now + run.scenario.paging.group_wait, "page", lambda: self.responders.page(summary, pages))
+        paged = any(p["dedup_key"] == run.page_key for p in run.state.data["pages"])
+        if pages and run.obs.t0 is not None and not paged and not self._pending_page:
+            # Alertmanager's PagerDuty routes: the fast tier's waits seconds, the others `group-wait`;
+            # the incident's title is the alert's summary annotation.
+            paging = run.scenario.paging
+            fast = [a for a in pages if a.labels.get("tier") == "fast"]
+            worst = max(fast or pages, key=lambda a: a.burn_rate)
+            summary = worst.annotations.get("summary") or (
+                f"{worst.slo} burning its error budget at {rate_text(worst.burn_rate, 0)}"
+                f" ({worst.long_window}/{worst.short_window})")
+            wait = paging.fast_group_wait if fast else paging.group_wait
+            run.schedule(now + wait, "page", lambda: self.responders.page(summary, pages))
             self._pending_page = True
+        if run.obs.t0 is not None:
+            self.automation.observe(evaluation.firing + quality, now)
         observer.measure(now)
         observer.observe_all()
         observer.check_stop_conditions(evaluation)

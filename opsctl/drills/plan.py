@@ -33,7 +33,7 @@ def dry_run_plan(scenario: Scenario, user_cfg, *, live: bool) -> dict:
         pause = f" after {duration_text(a.pause_before)}" if a.pause_before else ""
         steps.append(f"method[{i}]{pause}: {text}")
     oc = scenario.on_call
-    responders = []
+    responders = _automation_plan(cfg, live, where)
     pager = "the local pager ledger in " + where if not live else f"the {cfg.paging.provider} pager"
     responders.append(f"a firing page-level alert pages on-call after {duration_text(scenario.paging.group_wait)} via"
                       f" {pager}, marked [DRILL] (drill: true in the details)")
@@ -92,6 +92,36 @@ def _actuator(cfg, live: bool, where) -> str:
     if not live:
         return f"the drill's own split file ({where}traffic/split.json)"
     return f"the {cfg.traffic.actuator} actuator (audited with drill: true)"
+
+
+def _automation_plan(cfg, live: bool, where) -> list[str]:
+    """What answers the drill's alerts: the policies `opsctl serve` runs (automation.py)."""
+    policies = cfg.automation.policies
+    if not policies:
+        return ["automation.policies is empty: no alert moves traffic or files a ticket (the drill will say so)"]
+    out = []
+    dry = " (dry run: decides, changes nothing)" if cfg.automation.dry_run else ""
+    for p in policies:
+        acts = p.actions
+        what = [f"fail over from the alert's backend through {_actuator(cfg, live, where)}"] if acts.failover else []
+        if acts.page:
+            what.append(f"page ({acts.page.severity})")
+        if acts.ticket:
+            # The policy's category, else the alert's cause's (runbooks.tickets: auth -> auth_category).
+            fixed = acts.ticket.category
+            categories = [fixed] if fixed else list(dict.fromkeys(
+                cfg.runbooks.tickets.category_for(c) for c in ("server_error", "auth")))
+            routes = sorted({f"{b.vendor}: category {c} -> "
+                             + repr((cfg.tickets.vendors.get(b.vendor).categories.get(c)
+                                     if cfg.tickets.vendors.get(b.vendor) else None))
+                             for b in cfg.backends.values() if b.kind == "vendor" and b.vendor for c in categories})
+            how = "" if fixed else " by the alert's cause"
+            what.append(f"file a [DRILL] {acts.ticket.severity} ticket{how} ({'; '.join(routes)})")
+        if acts.restore:
+            what.append("restore after the hold-down")
+        match = ", ".join([f"{k}={v}" for k, v in sorted(p.match.items())] + [f"{k}=~{v}" for k, v in sorted(p.match_re.items())])
+        out.append(f"automation policy {p.name}{dry} on {match}: " + ", ".join(what))
+    return out
 
 
 def _ticket_text(a, cfg, live: bool, where) -> str:

@@ -55,6 +55,9 @@ def build_report_data(run, outcome: str, exit_code: int, wall_seconds: float) ->
         environment=run.environment_facts,
         timeline=_timeline(run.timeline, t0),
         measurements=_measurements(run),
+        automation={"actions": [{**a, "at": _fmt(a["at"]), "offset": None if t0 is None else round(a["at"] - t0, 3)}
+                                for a in obs.automation],
+                    "unmatched": [{"at": _fmt(at), "alert": what} for at, what in obs.unmatched]},
         expectations=[v.to_dict(_fmt) for _, v in sorted(run.verdicts.items())],
         rollbacks=run.rollback_results,
         leftovers=run.leftovers,
@@ -67,6 +70,9 @@ def build_report_data(run, outcome: str, exit_code: int, wall_seconds: float) ->
         data["sim"] = {"start": _fmt(run.env.start), "end": _fmt(run.env.clock.now()),
                        "simulated_seconds": round(run.env.clock.now() - run.env.start, 1),
                        "resimulations": getattr(run.env.world, "simulations", None)}
+    from opsctl.drills.prediction import prediction
+
+    data["prediction"] = prediction(run, data["measurements"])
     data["action_items"] = action_items(data)
     return data
 
@@ -304,6 +310,20 @@ def render_markdown(d: dict) -> str:
     if m:
         lines += ["## Response times (from the fault)", "", "| step | time | what |", "|---|---|---|"]
         lines += [f"| {label} | {duration_text(m.get(key))} | {what} |" for key, label, what in MEASURES]
+        lines.append("")
+    pred = d.get("prediction") or {}
+    if pred:
+        burn = f"{pred['burn']:.1f}x" if pred.get("burn") is not None else "unknown"
+        lines += ["## The burn-rate maths' prediction, and what each hop cost", "",
+                  f"{pred['slo']}: the fault burns {burn} ({pred.get('burn_basis')}); predicted detection"
+                  f" {duration_text(pred.get('predicted_detection_seconds'))}, measured"
+                  f" {duration_text(pred.get('measured_detection_seconds'))}.", "",
+                  "| alert | windows | factor | for | predicted | how |", "|---|---|---|---|---|---|"]
+        lines += [f"| {t['alert']} ({t['tier']}) | {t['long']}/{t['short']} | {t['factor']:g}x | {t['for_seconds']}s |"
+                  f" {duration_text(t['predicted_seconds'])} | {_md(t['why'])} |" for t in pred["tiers"]]
+        lines += ["", "| hop | from the fault | budget spent by then |", "|---|---|---|"]
+        lines += [f"| {h['hop']} | {duration_text(h['seconds'])} |"
+                  f" {'-' if h['budget_spent'] is None else format(h['budget_spent'], '.2%')} |" for h in pred["hops"]]
         lines.append("")
     if d.get("expectations"):
         lines += ["## Expectations", "", "| | expectation | deadline | met at | observed / reason |", "|---|---|---|---|---|"]

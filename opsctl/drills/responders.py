@@ -149,40 +149,49 @@ class Responders:
     # -- the vendor ticket ----------------------------------------------------------------------------
 
     def file_ticket(self, step, by: str) -> None:
+        """A ticket a method step or on-call's manual path files (the automation files its own)."""
+        self.file_ticket_for(vendor=step.vendor, category=step.category, severity=step.severity or "Sev2",
+                             subject=step.subject or self.run.scenario.title, body=step.body, by=by)
+
+    def file_ticket_for(self, *, vendor: str, category: str, severity: str, subject: str, body: str, by: str,
+                        key: str | None = None) -> TicketSeen:
+        """File with the vendor's desk, marked as a drill; what was filed is observed (TicketSeen) and,
+        with a simulated vendor, answered after `respond-after`."""
         from opsctl.tickets.base import TicketRequest
 
         run = self.run
-        seen = TicketSeen(vendor=step.vendor, category=step.category, asked_at=run.now())
+        seen = TicketSeen(vendor=vendor, category=category, asked_at=run.now())
         run.obs.tickets.append(seen)
-        desk = run.env.tickets(step.vendor)
-        body = (f"{step.body}\n\n" if step.body else "") + (
+        desk = run.env.tickets(vendor)
+        body = (f"{body}\n\n" if body else "") + (
             f"Game-day drill {run.state.run_id}: {run.scenario.title}.\n"
             f"Filed by {by}. No action is needed beyond routing and acknowledging this ticket.")
         try:
-            request = TicketRequest(vendor=step.vendor, category=step.category, severity=step.severity or "Sev2",
-                                    subject=step.subject or run.scenario.title, body=body, drill=True,
-                                    idempotency_key=f"drill-{run.state.run_id}-{len(run.obs.tickets)}")
+            request = TicketRequest(vendor=vendor, category=category, severity=severity,
+                                    subject=subject, body=body, drill=True,
+                                    idempotency_key=key or f"drill-{run.state.run_id}-{len(run.obs.tickets)}")
             filed = desk.file(request)
         except OpsctlError as exc:
             seen.error = exc.message
-            run.say("ticket", f"FAILED to file with {step.vendor}: {exc.message}")
-            return
-        vendor_cfg = run.env.cfg.tickets.vendor(step.vendor)
+            run.say("ticket", f"FAILED to file with {vendor}: {exc.message}")
+            return seen
+        vendor_cfg = run.env.cfg.tickets.vendor(vendor)
         seen.ticket_id, seen.filed_at = filed.id, filed.filed_at
         seen.routed_value = vendor_cfg.categories.get(filed.category)
         seen.routed_category = filed.category if seen.routed_value is not None else None
-        seen.tags = self._ticket_tags(step.vendor, filed)
-        run.state.data["tickets"].append({"id": filed.id, "vendor": step.vendor, "key": filed.key,
+        seen.tags = self._ticket_tags(vendor, filed)
+        run.state.data["tickets"].append({"id": filed.id, "vendor": vendor, "key": filed.key,
                                           "provider": filed.provider, "filed_at": filed.filed_at})
         run.state.save()
         self.observer.observe_ticket(seen)
-        run.say("ticket", f"{by} filed {filed.id} with {step.vendor} via {filed.provider}:"
+        run.say("ticket", f"{by} filed {filed.id} with {vendor} via {filed.provider}:"
                           f" {filed.subject!r} in {seen.routed_value!r} ({filed.severity})")
-        ledger = run.env.vendor_ledger(step.vendor)
-        vendor = run.scenario.vendor
-        if vendor.simulated and vendor.respond_after is not None and ledger is not None:
-            run.schedule(run.now() + vendor.respond_after, "vendor responds",
+        ledger = run.env.vendor_ledger(vendor)
+        responder = run.scenario.vendor
+        if responder.simulated and responder.respond_after is not None and ledger is not None:
+            run.schedule(run.now() + responder.respond_after, "vendor responds",
                          lambda: self._vendor_responds(ledger, seen))
+        return seen
 
     def _ticket_tags(self, vendor: str, filed) -> tuple[str, ...]:
         ledger = self.run.env.vendor_ledger(vendor)

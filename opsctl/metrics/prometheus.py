@@ -14,11 +14,20 @@ expensive SLO never hides the others.
 Errors map to exit codes: a query Prometheus rejects as malformed is invalid input (2); one it
 refuses for its size, a timeout or a limit, an error answer, a page that is not its JSON API, a
 dead or slow server are no data (3), each with one line saying what to do next.
+
+An answer is read for what it is, never guessed at: a query that answers several series where one
+number is wanted is refused (`ManySeries`, naming the query), never one series kept at random;
+a NaN or +/-Inf sample is no data (None) with the reason kept in `problems`; Prometheus'
+`warnings` (a Thanos store or a Mimir querier that answered in part) are kept in `warnings` for
+the report to show, and a strict source (every guard's, see `bounded`) refuses them as no data:
+partial data is no data for a guard.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
@@ -36,18 +45,43 @@ class QueryRefused(SourceUnavailable):
     """Prometheus refused a valid query for its size, a timeout or a limit (exit 3)."""
 
 
+class ManySeries(UsageError):
+    """A query that must answer one number answered several series (exit 2)."""
+
+    def __init__(self, expr: str, count: int, url: str):
+        self.expr = expr
+        short = expr if len(expr) <= 160 else expr[:157] + "..."
+        super().__init__(f"the query {short} answers {count} series at Prometheus at {url}, not one",
+                         hint="aggregate it to one series, e.g. sum(...) around it")
+
+
 class PrometheusSource:
     speaks_promql = True  # answers any PromQL, recorded series included
 
-    def __init__(self, settings: Settings, *, deadline: float | None = None):
+    def __init__(self, settings: Settings, *, deadline: float | None = None, strict: bool = False):
         self.settings = settings
         self.url = settings.url.rstrip("/")
         self.description = f"Prometheus at {self.url}"
         self.deadline_seconds = deadline if deadline is not None else settings.report_deadline
+        self.strict = strict  # warnings (partial answers) are no data: every guard's source
+        self.warnings: list[str] = []  # Prometheus' own warnings, each once
+        self.problems: list[str] = []  # answers read as no data (NaN, +/-Inf), each once
+        self._lock = threading.Lock()
 
     def bounded(self, seconds: float) -> "PrometheusSource":
-        """The same source with every call (and each batch of calls) bounded by `seconds`."""
-        return PrometheusSource(self.settings, deadline=min(seconds, self.deadline_seconds))
+        """The same source with every call (and each batch of calls) bounded by `seconds`, and
+        strict: a guard counts an answer with warnings (partial data) as no data."""
+        return PrometheusSource(self.settings, deadline=min(seconds, self.deadline_seconds), strict=True)
+
+    def step_seconds(self) -> float | None:
+        """The configured sample step (metrics.prometheus.step), or None to find it from the data."""
+        step = getattr(self.settings, "step", None)
+        return None if step is None else float(step.seconds)
+
+    def _note(self, bucket: list[str], text: str) -> None:
+        with self._lock:
+            if text not in bucket:
+                bucket.append(text)
 
     # -- HTTP ----------------------------------------------------------------------------------
 
@@ -131,6 +165,7 @@ class PrometheusSource:
             data = doc.get("data")
             if data is None:
                 raise SourceUnavailable(f"{self.url} answered 'success' without data (HTTP {status})")
+            self._warned(doc.get("warnings"))
             return data
         error_type = str(doc.get("errorType") or "")
         error = " ".join(str(doc.get("error") or f"HTTP {status}").split())[:300]
@@ -147,6 +182,17 @@ class PrometheusSource:
             raise SourceUnavailable(f"{self.url} has no Prometheus query API (HTTP 404)",
                                     hint="check that the URL is the Prometheus API root")
         raise SourceUnavailable(f"Prometheus at {self.url} answered an error ({error_type or status}): {error}")
+
+    def _warned(self, warnings) -> None:
+        if not warnings:
+            return
+        texts = [" ".join(str(w).split())[:300] for w in (warnings if isinstance(warnings, list) else [warnings])]
+        for text in texts:
+            self._note(self.warnings, f"Prometheus at {self.url} warned: {text}")
+        if self.strict:
+            raise SourceUnavailable(
+                f"Prometheus at {self.url} answered in part (warning: {texts[0]}): partial data is no data for a guard",
+                hint="check the stores or queriers behind it (Thanos partial_response, Mimir), then retry")
 
     # -- MetricSource ----------------------------------------------------------------------------
 
@@ -194,7 +240,17 @@ class PrometheusSource:
         span/672 (1 h for 28 days): a subquery touching one sample per series per step."""
         step = max(60, span // 672)
         exprs = [f"min_over_time(timestamp(count({s}))[{span}s:{step}s])" for s in selectors]
-        return self.query_many(exprs, at)
+        coarse = self.query_many(exprs, at)
+        return [None if start is None else self._first_sample(s, start, step) for s, start in zip(selectors, coarse)]
+
+    def _first_sample(self, selector: str, start: float, step: int) -> float:
+        """The first sample itself, where the coarse search found the first step holding one: the
+        sample timestamps over that one step, at the data's own resolution (metrics.prometheus.step,
+        else 10 s), so `data_since` says when the data starts, not where a subquery step fell."""
+        resolution = int(self.step_seconds() or 10)
+        first = self.query_many([f"min(min_over_time(timestamp({selector})[{step + resolution}s:{resolution}s]))"],
+                                start)[0]
+        return start if first is None or first > start else first
 
     def _answer(self, indexes, exprs, at, deadline, budget) -> list[tuple[int, float | None]]:
         try:
@@ -223,14 +279,58 @@ class PrometheusSource:
         result = data.get("result")
         if data.get("resultType") != "vector" or not isinstance(result, list):
             raise SourceUnavailable(f"{self.url} answered a {data.get('resultType')!r}, not an instant vector")
+        seen = [0] * len(exprs)
+        for index, value in self._samples(result):
+            seen[index] += 1
+            values[index] = self._finite(exprs[index], value)
+        for index, count in enumerate(seen):
+            if count > 1:
+                raise ManySeries(exprs[index], count, self.url)
+        return values
+
+    def query_grouped(self, exprs: Sequence[str], at: float, labels: Sequence[str]) -> list[dict[tuple, float | None]]:
+        """Per expression, its series by the values of `labels` (an SLO with a grouping: one SLI
+        per group, by design); two series of one group are refused like two series of one query."""
+        if not exprs:
+            return []
+        budget = self.deadline_seconds
+        deadline = time.monotonic() + budget
+        out: list[dict[tuple, float | None]] = [{} for _ in exprs]
+        for start in range(0, len(exprs), BATCH_SIZE):
+            batch = list(exprs[start:start + BATCH_SIZE])
+            union = " or ".join(f'label_replace({e}, "{TAG}", "{i}", "", "")' for i, e in enumerate(batch))
+            data = self._call("/api/v1/query", {"query": union, "time": f"{at:.3f}"}, deadline, budget)
+            result = data.get("result")
+            if data.get("resultType") != "vector" or not isinstance(result, list):
+                raise SourceUnavailable(f"{self.url} answered a {data.get('resultType')!r}, not an instant vector")
+            for sample in result:
+                [(index, value)] = self._samples([sample])
+                key = tuple(str(sample["metric"].get(label, "")) for label in labels)
+                if key in out[start + index]:
+                    raise ManySeries(batch[index] + f" (group {key})", 2, self.url)
+                out[start + index][key] = self._finite(batch[index], value)
+        return out
+
+    def _samples(self, result) -> list[tuple[int, float]]:
+        out = []
         for sample in result:
             try:
-                value = float(sample["value"][1])
-                index = int(sample.get("metric", {})[TAG])
-                values[index] = value
-            except (KeyError, IndexError, TypeError, ValueError):
+                out.append((int(sample.get("metric", {})[TAG]), float(sample["value"][1])))
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError):
                 raise SourceUnavailable(f"unexpected answer from {self.url}: a sample opsctl cannot read") from None
-        return values
+        return out
+
+    def _finite(self, expr: str, value: float) -> float | None:
+        """NaN and +/-Inf are no number of events or ratio: no data, with the reason kept."""
+        if math.isfinite(value):
+            return value
+        short = expr if len(expr) <= 160 else expr[:157] + "..."
+        self._note(self.problems, f"Prometheus at {self.url} answered {_spell(value)} for {short}: counted as no data")
+        return None
+
+
+def _spell(value: float) -> str:
+    return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
 
 
 def _cause(exc: Exception) -> str:

@@ -25,10 +25,12 @@ PROMPT_TOKENS = "llm_proxy_prompt_tokens_total"
 COMPLETION_TOKENS = "llm_proxy_completion_tokens_total"
 SUGGESTIONS = "llm_proxy_suggestions_total"
 
-# ok: a 2xx answer. client_error: a 4xx other than 429, the caller's fault, not counted against
-# availability. throttled: 429 (e.g. the vendor's auth layer). server_error: 5xx. timeout: no answer.
-OUTCOMES = ("ok", "client_error", "throttled", "server_error", "timeout")
-BAD_OUTCOMES = ("throttled", "server_error", "timeout")
+# ok: a 2xx answer. client_error: a 4xx other than 401, 403 and 429, the caller's fault, not counted
+# against availability. auth_error: 401 or 403 answered by a backend (its auth layer refusing our
+# credentials: the user gets no answer, so it counts against availability). throttled: 429 (e.g.
+# the vendor's auth layer). server_error: 5xx. timeout: no answer.
+OUTCOMES = ("ok", "client_error", "auth_error", "throttled", "server_error", "timeout")
+BAD_OUTCOMES = ("auth_error", "throttled", "server_error", "timeout")
 
 # Histogram bucket bounds in seconds, with their OpenMetrics label values ("1.0", not "1").
 BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0)
@@ -51,6 +53,8 @@ def outcome_for_status(status: int | str) -> str:
         return "ok"
     if status == 429:
         return "throttled"
+    if status in (401, 403):
+        return "auth_error"
     if 400 <= status < 500:
         return "client_error" if status != 408 else "timeout"
     return "server_error"

@@ -76,6 +76,7 @@ class BackendProfile:
     throttled: float
     server_error: float
     timeout: float
+    auth_error: float = 0.0  # 401/403 from the backend's auth layer
 
 
 PROFILES: dict[str, BackendProfile] = {
@@ -170,6 +171,9 @@ class _StepParams:
     changed: "np.ndarray"  # share of answers that differ from the model's usual ones
     suggestions: "np.ndarray"  # suggestions a changed answer holds, relative to an unchanged one
     completion: "np.ndarray"  # completion tokens of a changed answer, relative to an unchanged one
+    auth_error: "np.ndarray"  # share of requests the auth layer answers 401/403
+    tail_share: "np.ndarray"  # share of answered requests in a slow tail (drills' latency-tail fault)
+    tail_shift: "np.ndarray"  # added to the tail's log-median latency, on top of log_shift
 
     @classmethod
     def fields(cls) -> tuple[str, ...]:
@@ -247,17 +251,20 @@ class LatencySpike(Incident):
 @dataclass(frozen=True)
 class AuthThrottling(Incident):
     kind: ClassVar[str] = "auth-throttling"
-    summary: ClassVar[str] = "the vendor's auth layer answers 429 to `rate` of requests"
+    summary: ClassVar[str] = ("the vendor's auth layer answers 429 to `rate` of requests and 401 to `auth_rate`"
+                              " of them (an expired or revoked credential)")
     backend_kinds: ClassVar[tuple[str, ...]] = ("vendor",)
     rate: float = 0.3
+    auth_rate: float = 0.0
 
     def apply(self, params, window):
         import numpy as np
 
         params.throttled[window] = np.maximum(params.throttled[window], self.rate)
+        params.auth_error[window] = np.maximum(params.auth_error[window], self.auth_rate)
 
     def options(self):
-        return {"rate": self.rate}
+        return {"rate": self.rate, **({"auth_rate": self.auth_rate} if self.auth_rate else {})}
 
 
 @dataclass(frozen=True)
@@ -318,6 +325,7 @@ Incident SPEC: KIND@START+DURATION[:key=value,...]
   KIND      vendor-5xx         5xx burst: `rate` of requests fail (default 0.2), vendor backend
             latency-spike      saturation: answered requests `factor` times slower (default 3)
             auth-throttling    429s from the vendor's auth layer on `rate` of requests (default 0.3)
+                               and 401s on `auth_rate` of them (default 0)
             gpu-capacity-loss  internal backend: `rate` of requests fail, 4/5 timeouts and
                                1/5 503s (default 0.1), the rest `factor` times slower (default 2)
             quality-regression nothing fails: prompt tokens per request shift by `prompt_shift`
@@ -559,13 +567,23 @@ def _draw(rng: "np.random.Generator", lam: "np.ndarray", params: _StepParams, mu
     (suggestions from their own stream, so the other columns do not depend on them)."""
     import numpy as np
 
-    bad = params.client_error + params.throttled + params.server_error + params.timeout
+    bad = params.client_error + params.throttled + params.server_error + params.timeout + params.auth_error
     scale = np.where(bad > 1.0, 1.0 / np.maximum(bad, 1e-300), 1.0)
     p_client, p_throttled = params.client_error * scale, params.throttled * scale
     p_server, p_timeout = params.server_error * scale, params.timeout * scale
+    p_auth = params.auth_error * scale
+    # 401/403 answers are rejected fast like 4xx and 429: drawn with them, split off below
+    p_throttled = p_throttled + p_auth
     p_ok = np.clip(1.0 - (p_client + p_throttled + p_server + p_timeout), 0.0, 1.0)
 
     served_prob, served_mean = _lognormal_buckets(mu, sigma)
+    if np.any(params.tail_share > 0):  # a mixture: `tail_share` of the answers from a slower lognormal
+        tail_prob, tail_mean = _lognormal_buckets(mu + params.tail_shift, sigma)
+        t = np.clip(params.tail_share, 0.0, 1.0)
+        mixed = (1.0 - t) * served_prob + t * tail_prob
+        served_mean = np.divide((1.0 - t) * served_prob * served_mean + t * tail_prob * tail_mean, mixed,
+                                out=np.zeros_like(mixed), where=mixed > 1e-300)
+        served_prob = mixed
     rejected_prob, rejected_mean = rejected
     served = rng.poisson(lam * (p_ok + p_server) * served_prob)
     rejected_counts = rng.poisson(lam * (p_client + p_throttled) * rejected_prob)
@@ -578,6 +596,11 @@ def _draw(rng: "np.random.Generator", lam: "np.ndarray", params: _StepParams, mu
     throttle_share = np.divide(p_throttled, p_client + p_throttled, out=np.zeros_like(p_throttled),
                                where=(p_client + p_throttled) > 0)
     throttled = rng.binomial(rejected_total, np.clip(throttle_share, 0.0, 1.0))
+    auth_errors = np.zeros_like(throttled)
+    if np.any(p_auth > 0):  # drawn only when asked for, so runs without it keep every other draw
+        auth_share = np.divide(p_auth, p_throttled, out=np.zeros_like(p_auth), where=p_throttled > 0)
+        auth_errors = rng.binomial(throttled, np.clip(auth_share, 0.0, 1.0))
+        throttled = throttled - auth_errors
 
     intervals = served + rejected_counts
     intervals[-1] += timeouts
@@ -598,7 +621,8 @@ def _draw(rng: "np.random.Generator", lam: "np.ndarray", params: _StepParams, mu
 
     columns = {
         "req_ok": ok,
-        "req_client_error": rejected_total - throttled,
+        "req_client_error": rejected_total - throttled - auth_errors,
+        "req_auth_error": auth_errors,
         "req_throttled": throttled,
         "req_server_error": server_errors,
         "req_timeout": timeouts,
@@ -694,7 +718,8 @@ def simulate(
         lam = total_per_step * shares[name] / 100.0
         n = timestamps.size
         base = _StepParams(*(np.full(n, v) for v in (profile.client_error, profile.throttled, profile.server_error,
-                                                      profile.timeout, 0.0, 0.0, 0.0, 1.0, 1.0)))
+                                                      profile.timeout, 0.0, 0.0, 0.0, 1.0, 1.0,
+                                                      profile.auth_error, 0.0, 0.0)))
         mu = math.log(profile.median_seconds) + profile.load_slope * load
         columns = _draw_chunked(_rng(seed, 1, _stream_id(name)), lam, base, mu, profile.sigma, rejected,
                                 _rng(seed, 3, _stream_id(name)))

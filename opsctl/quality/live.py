@@ -16,7 +16,7 @@ from opsctl.clock import format_rfc3339
 from opsctl.metrics import schema
 from opsctl.metrics.base import MetricSource
 from opsctl.metrics.promql import increase_query
-from opsctl.quality.rules import NUMERATOR, QualityAlert, QualityPlan, alert_labels, annotations
+from opsctl.quality.rules import NUMERATOR, QualityAlert, QualityPlan, alert_labels, annotations, sides
 
 
 @dataclass(frozen=True)
@@ -69,10 +69,14 @@ class QualityEvaluation:
     at: float
     firing: list[QualityFiring]
     unknown: dict[str, str]  # backend -> why
+    # rules that cannot fire now for too little traffic: (alertname, backend, signal, why)
+    suppressed: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"at": format_rfc3339(self.at), "firing": [a.to_dict() for a in self.firing],
-                "unknown": [{"backend": b, "reason": why} for b, why in self.unknown.items()]}
+                "unknown": [{"backend": b, "reason": why} for b, why in self.unknown.items()],
+                "suppressed": [{"alertname": n, "backend": b, "signal": s, "reason": why}
+                               for n, b, s, why in self.suppressed]}
 
 
 def _division(a: float, b: float) -> float:
@@ -132,6 +136,40 @@ class QualityEvaluator:
     def _rate(self, figures: _Figures) -> float | None:
         return None if figures.requests is None else figures.requests / self.plan.window_seconds
 
+    def _noise_ok(self, alert: QualityAlert, rates: tuple[float | None, float | None]) -> bool:
+        """The rule's noise guard with its float operations: 1/(r1 w) + 1/(r2 w) <= limit."""
+        if any(r is None for r in rates):
+            return False
+        w = self.plan.window_seconds
+        total = _division(1, rates[0] * w) + _division(1, rates[1] * w)
+        return total <= alert.noise_limit
+
+    def suppression(self, alert: QualityAlert, when: float) -> str | None:
+        """Why the rule cannot fire at `when` although both sides have data (None: it can)."""
+        rates = self._side_rates(alert, when)
+        if any(r is None for r in rates):
+            return None  # no data: unknown, not suppressed
+        w, plan = self.plan.window_seconds, self.plan
+        counts = [r * w for r in rates]
+        (a, base_a), (b, base_b) = sides(alert)
+        names = [f"{a}{' ' + plan.offset + ' earlier' if base_a else ''}", f"{b}{' ' + plan.offset + ' earlier' if base_b else ''}"]
+        if not self._noise_ok(alert, rates):
+            return (f"sampling noise: {alert.sigmas:g} sigma of {alert.spread:g} per request against a threshold of"
+                    f" {alert.threshold:g} needs 1/n1 + 1/n2 <= {alert.noise_limit:.3g} requests over {plan.window}"
+                    f" (about {alert.needs_per_side():,.0f} on each side at an even split); has"
+                    f" {counts[0]:,.0f} ({names[0]}) and {counts[1]:,.0f} ({names[1]})")
+        if plan.min_request_rate and any(r < plan.min_request_rate for r in rates):
+            return (f"under min_request_rate {plan.min_request_rate:g} requests/s: {rates[0]:.4g} ({names[0]}) and"
+                    f" {rates[1]:.4g} ({names[1]})")
+        return None
+
+    def _side_rates(self, alert: QualityAlert, when: float) -> tuple[float | None, float | None]:
+        out = []
+        for backend, baseline in sides(alert):
+            figures = self._at(when - self.plan.offset_seconds if baseline else when)[backend]
+            out.append(self._rate(figures))
+        return tuple(out)
+
     def condition(self, alert: QualityAlert, when: float) -> tuple[bool, float | None]:
         """(holds, value) of one alert's expression at one instant."""
         now = self._at(when)
@@ -151,7 +189,8 @@ class QualityEvaluator:
                 return False, None
             value = abs(_division(a, b) - 1) if alert.signal == "completion_tokens" else 1 - _division(a, b)
             rates = (self._rate(mine), self._rate(then))
-        holds = value > alert.threshold and all(r is not None and r >= guard for r in rates)
+        holds = (value > alert.threshold and self._noise_ok(alert, rates)
+                 and all(r is not None and r >= guard for r in rates))
         return holds, value
 
     def evaluate(self, at: float) -> QualityEvaluation:
@@ -160,6 +199,8 @@ class QualityEvaluator:
         unknown = {b: f"no {schema.REQUESTS} series over the last {self.plan.window}"
                    for b, f in now.items() if f.requests is None}
         firing = []
+        suppressed = [(a.alertname, a.backend, a.signal, why) for a in self.plan.alerts
+                      if (why := self.suppression(a, at))]
         for alert in self.plan.alerts:
             holds, value = self.condition(alert, at)
             if not holds:
@@ -167,7 +208,7 @@ class QualityEvaluator:
             steps = math.ceil(alert.for_seconds / self.plan.interval_seconds)
             if all(self.condition(alert, at - k * self.plan.interval_seconds)[0] for k in range(1, steps + 1)):
                 firing.append(_firing(self.plan, alert, value, at))
-        return QualityEvaluation(at, firing, unknown)
+        return QualityEvaluation(at, firing, unknown, suppressed)
 
 
 def _firing(plan: QualityPlan, alert: QualityAlert, value: float, at: float) -> QualityFiring:

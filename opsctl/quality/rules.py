@@ -19,7 +19,14 @@ alerts reading them, so the alerts see the figures recorded at the same instant)
     shift        = abs(per_request(b) - per_request(reference))   > threshold
     drift        = abs(per_answer(b) / per_answer(b) offset - 1)  > threshold   (completion tokens)
     drop         = 1 - per_answer(b) / per_answer(b) offset       > threshold   (suggestions)
-    guard        = sum(increase(REQUESTS[w])) / w_seconds >= min_request_rate, on every side
+    noise        = 1 / (rate(side 1) * w_seconds) + 1 / (rate(side 2) * w_seconds) <= NOISE_LIMIT
+    guard        = sum(increase(REQUESTS[w])) / w_seconds >= min_request_rate, on every side (if > 0)
+
+The noise guard is the minimum traffic, from sampling noise: the compared figure of n requests
+varies by spread / sqrt(n), so the two sides' difference by spread x sqrt(1/n1 + 1/n2); the alert
+may fire only where its threshold clears `noise_sigmas` of that, i.e. 1/n1 + 1/n2 <= NOISE_LIMIT =
+(threshold / (noise_sigmas x spread))^2. Below it the rule is suppressed, and `quality alerts` and
+`slo alerts` say so with the numbers.
 """
 
 from __future__ import annotations
@@ -60,10 +67,22 @@ class QualityAlert:
     threshold: float
     severity: str
     for_seconds: int
+    spread: float = 1.0  # one request's spread of the compared figure (QualitySignal.spread)
+    sigmas: float = 5.0
 
     @property
     def alertname(self) -> str:
         return ALERT_NAMES[self.signal]
+
+    @property
+    def noise_limit(self) -> float:
+        """The largest 1/n1 + 1/n2 (requests over the window on each side) at which the threshold
+        still clears `sigmas` standard deviations of sampling noise."""
+        return float(f"{(self.threshold / (self.sigmas * self.spread)) ** 2:.10g}")
+
+    def needs_per_side(self) -> float:
+        """Requests over the window on each side when both sides carry the same."""
+        return 2 / self.noise_limit
 
 
 @dataclass(frozen=True)
@@ -94,16 +113,26 @@ def plan_quality(cfg: "Config") -> QualityPlan | None:
     rules = cfg.quality.rules
     if not rules.enabled:
         return None
+    from opsctl.config.quality import QUALITY_SPREADS
+
     reference = reference_backend(cfg)
+    sigmas = float(rules.noise_sigmas)
+
+    def spread(signal: str) -> float:
+        own = getattr(rules, signal).spread
+        return float(own if own is not None else QUALITY_SPREADS[signal])
+
     alerts = []
     for backend in cfg.backends:
         if backend != reference:
             s = rules.prompt_tokens
-            alerts.append(QualityAlert("prompt_tokens", backend, reference, float(s.threshold), s.severity, s.for_seconds))
+            alerts.append(QualityAlert("prompt_tokens", backend, reference, float(s.threshold), s.severity, s.for_seconds,
+                                       spread("prompt_tokens"), sigmas))
     for signal in ("completion_tokens", "suggestions"):
         s = getattr(rules, signal)
         for backend in cfg.backends:
-            alerts.append(QualityAlert(signal, backend, None, float(s.threshold), s.severity, s.for_seconds))
+            alerts.append(QualityAlert(signal, backend, None, float(s.threshold), s.severity, s.for_seconds,
+                                       spread(signal), sigmas))
     base = cfg.alerting.runbook_base_url.rstrip("/")
     return QualityPlan(
         service=cfg.service,
@@ -170,21 +199,40 @@ def _sel(record: str, backend: str) -> str:
 
 
 def _guard(plan: QualityPlan, backend: str, baseline: bool = False) -> str:
-    return f"and on() ({_sel(record_request_rate(plan, baseline), backend)} >= {number(plan.min_request_rate)})"
+    if not plan.min_request_rate:
+        return ""
+    return f"\nand on() ({_sel(record_request_rate(plan, baseline), backend)} >= {number(plan.min_request_rate)})"
+
+
+def sides(alert: QualityAlert) -> tuple[tuple[str, bool], tuple[str, bool]]:
+    """The two sides an alert compares: (backend, baseline) each."""
+    if alert.signal == "prompt_tokens":
+        return (alert.backend, False), (alert.reference, False)
+    return (alert.backend, False), (alert.backend, True)
+
+
+def _noise_guard(plan: QualityPlan, alert: QualityAlert) -> str:
+    w = plan.window_seconds
+    (a, base_a), (b, base_b) = sides(alert)
+    one = f"(1 / ({_sel(record_request_rate(plan, base_a), a)} * {w}))"
+    two = f"(1 / ({_sel(record_request_rate(plan, base_b), b)} * {w}))"
+    return f"\nand on() ({one} + ignoring(backend) {two} <= {number(alert.noise_limit)})"
 
 
 def alert_expr(plan: QualityPlan, alert: QualityAlert) -> str:
     b, thr = alert.backend, number(alert.threshold)
+    (_, _), (other, baseline) = sides(alert)
+    guards = f"{_noise_guard(plan, alert)}{_guard(plan, b)}{_guard(plan, other, baseline)}"
     if alert.signal == "prompt_tokens":
         rec = record_per_request(plan, "prompt_tokens")
-        return (f"abs(\n  {_sel(rec, b)}\n  - ignoring(backend)\n  {_sel(rec, alert.reference)}\n) > {thr}\n"
-                f"{_guard(plan, b)}\n{_guard(plan, alert.reference)}")
+        return (f"abs(\n  {_sel(rec, b)}\n  - ignoring(backend)\n  {_sel(rec, alert.reference)}\n) > {thr}"
+                + guards)
     now, then = _sel(record_per_request(plan, alert.signal), b), _sel(record_per_request(plan, alert.signal, True), b)
     if alert.signal == "completion_tokens":
         change = f"abs({now} / {then} - 1) > {thr}"
     else:
         change = f"(1 - {now} / {then}) > {thr}"
-    return f"{change}\n{_guard(plan, b)}\n{_guard(plan, b, True)}"
+    return change + guards
 
 
 GO_VALUE = '{{ printf "%.2f" $value }}'
@@ -207,8 +255,9 @@ def annotations(plan: QualityPlan, alert: QualityAlert, value: float | None = No
                    f" over {plan.window} (a tokenizer or beginning-of-text change)")
         description = (
             f"The same prompts cost a different number of tokens on {alert.backend} than on {alert.reference}"
-            f" (more than {alert.threshold:g} per request over {plan.window}, with at least"
-            f" {plan.min_request_rate:g} requests/s on each). Every request may still succeed: this is a model"
+            f" (more than {alert.threshold:g} per request over {plan.window}, with enough requests on each side for"
+            f" {alert.sigmas:g} sigma of sampling noise at {alert.spread:g} tokens per request)."
+            f" Every request may still succeed: this is a model"
             f" quality regression, not an availability problem. Confirm with `opsctl probe consistency`.")
     elif alert.signal == "completion_tokens":
         summary = (f"Quality: {alert.backend} completion tokens per answer changed by {shown} (relative) against"
@@ -221,7 +270,8 @@ def annotations(plan: QualityPlan, alert: QualityAlert, value: float | None = No
         description = (f"Answers on {alert.backend} hold fewer suggestions than the same window {plan.offset}"
                        f" earlier (drop above {pct} over {plan.window}), while requests succeed: a quality"
                        f" regression, not an availability problem.")
-    return {"summary": summary, "description": description, "value": shown, "runbook_url": plan.runbook_url}
+    return {"summary": summary, "description": description, "value": shown, "cause": "quality",
+            "runbook_url": plan.runbook_url}
 
 
 def quality_group(plan: QualityPlan) -> dict:

@@ -233,18 +233,25 @@ def slo_queries(plan: "SloRulePlan", severity: str) -> list[Query]:
     slo = plan.slo
     own = f'{{{cv.LABEL_SLO}="{slo.name}"}}'
     budget = f"(1 - {number(slo.goal)})"
-    alerts = [a for a in plan.alerts if a.severity == severity]
+    alerts = [a for a in plan.alerts if a.severity == severity and not a.fast]  # the fast tier reads raw windows
     queries = []
     for window in dict.fromkeys(w for a in alerts for w in (a.long, a.short)):
         queries.append(Query(f"burn rate over {window} (recording rule)",
                              f"{cv.record_error_ratio(window)}{own} / {budget}"))
+    if plan.causes:
+        short = min(alerts, key=lambda a: a.short_seconds).short
+        queries.append(Query(f"share of requests failing by cause over {short} (recording rule; the page's `cause`)",
+                             f"{cv.record_cause_ratio(short)}{own}"))
     queries.append(Query(f"error budget left over {plan.period} (1 = untouched, 0 = spent)",
                          f"{cv.RECORD_BUDGET_REMAINING}{own}"))
     short = min(alerts, key=lambda a: a.short_seconds).short
     queries.append(Query(f"error ratio over {short} from the SLO's raw selectors (no recording rules needed)",
                          error_ratio_expr(plan, short)))
+    names = "|".join([cv.alert_name(severity)] + ([cv.FAST_ALERT_NAME] if any(
+        a.fast for a in plan.alerts if a.severity == severity) else []))
+    matcher = f'alertname="{names}"' if "|" not in names else f'alertname=~"{names}"'
     queries.append(Query("is the alert firing (and for which window pair)",
-                         f'ALERTS{{alertname="{cv.alert_name(severity)}",{cv.LABEL_SLO}="{slo.name}"}}'))
+                         f'ALERTS{{{matcher},{cv.LABEL_SLO}="{slo.name}"}}'))
     return queries
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from opsctl.clock import format_duration
 from opsctl.errors import ConfigError, OpsctlError, UsageError
 from opsctl.runbooks import facts as f
 from opsctl.slo import conventions as cv
@@ -205,6 +206,7 @@ def _site(cfg: "Config") -> dict:
         "backend_queries": {b: f.backend_queries(b) for b in cfg.backends},
         "all_queries": f.backend_queries(None),
         "throttled_query": f.outcome_query("throttled"),
+        "auth_error_query": f.outcome_query("auth_error"),
         "quality": {"min_exact_match_between": f.pct(cfg.quality.probe.min_exact_match_between),
                     "shadow_window": cfg.quality.shadow.window, "rules": _quality_rules(cfg)},
     }
@@ -218,10 +220,12 @@ def _quality_rules(cfg: "Config") -> dict | None:
     if plan is None:
         return None
     alerts = [{"name": a.alertname, "backend": a.backend, "reference": a.reference, "signal": a.signal,
-               "threshold": f"{a.threshold:g}", "severity": a.severity, "for": cfg_duration(a.for_seconds)}
+               "threshold": f"{a.threshold:g}", "severity": a.severity, "for": cfg_duration(a.for_seconds),
+               "needs": f"{a.needs_per_side():,.0f}"}
               for a in plan.alerts]
     queries = [{"title": r["record"], "expr": r["expr"]} for r in q.recording_rules(plan)]
     return {"window": plan.window, "offset": plan.offset, "min_request_rate": f"{plan.min_request_rate:g}",
+            "sigmas": f"{cfg.quality.rules.noise_sigmas:g}",
             "alerts": alerts, "queries": queries, "runbook_url": plan.runbook_url}
 
 
@@ -288,7 +292,10 @@ def _alert_runbook(cfg: "Config", site: dict, plan: "SloRulePlan", severity: str
         "siblings": siblings,
         "other_severity_file": cv.runbook_name(slo.name, "ticket" if severity == "page" else "page"),
         "labels": {cv.LABEL_SLO: slo.name, cv.LABEL_BACKEND: backend, cv.LABEL_SERVICE: cfg.service,
-                   cv.LABEL_SEVERITY: severity, **cfg.alerting.labels},
+                   cv.LABEL_SEVERITY: severity, cv.LABEL_CATEGORY: plan.category, **cfg.alerting.labels},
+        "fast_pair": next((f"{a.long} / {a.short}" for a in alerts if a.fast), None),
+        "absent_for": format_duration(plan.absent_for) if plan.absent else None,
+        "cause_text": ", ".join(f"`{c}`: {cv.cause_text(c)}" for c, _ in plan.causes) if plan.causes else None,
     }
     title = f"{alertname}: {slo.name}"
     return Runbook(file, "alert", title, "alert.md.j2", context, alert=alertname, slo=slo.name,

@@ -45,11 +45,17 @@ class FiringAlert:
     at: float
     labels: dict[str, str] = field(compare=False)
     annotations: dict[str, str] = field(compare=False)
+    cause: str = ""  # the `cause` annotation: the dominant bad outcome class, or the SLO's fixed cause
+    category: str = "availability"
+    tier: str = ""  # "fast": the fast-burn tier
 
     def to_dict(self) -> dict:
         return {
             "alertname": self.alertname,
             "severity": self.severity,
+            "category": self.category,
+            "cause": self.cause,
+            "tier": self.tier or "standard",
             "slo": self.slo,
             "backend": self.backend,
             "service": self.service,
@@ -66,6 +72,24 @@ class FiringAlert:
 
 
 @dataclass(frozen=True)
+class AbsentAlert:
+    """SloMetricsAbsent firing: the SLI's series had no sample at every evaluation over its `for:`."""
+
+    slo: str
+    severity: str
+    selector: str
+    for_seconds: int
+    at: float
+    labels: dict[str, str] = field(compare=False)
+    annotations: dict[str, str] = field(compare=False)
+
+    def to_dict(self) -> dict:
+        return {"alertname": cv.ABSENT_ALERT_NAME, "severity": self.severity, "category": "absent",
+                "cause": "absent", "slo": self.slo, "selector": self.selector, "for_seconds": self.for_seconds,
+                "at": format_rfc3339(self.at), "labels": dict(self.labels), "annotations": dict(self.annotations)}
+
+
+@dataclass(frozen=True)
 class AlertEvaluation:
     at: float
     firing: list[FiringAlert]
@@ -73,6 +97,7 @@ class AlertEvaluation:
     # SLO name -> ("recorded" | "raw", why), for SLOs with windows derived from recorded increases,
     # on a source that could hold them (PromQL); empty elsewhere
     long_windows: dict[str, tuple[str, str]] = field(default_factory=dict)
+    absent: list[AbsentAlert] = field(default_factory=list)  # SloMetricsAbsent, apart: it has no burn rate
 
     def notes(self) -> list[str]:
         """One line per way the long windows were read: recorded, or raw and why."""
@@ -87,6 +112,7 @@ class AlertEvaluation:
             "at": format_rfc3339(self.at),
             "firing": [a.to_dict() for a in self.firing],
             "unknown": [{"slo": name, "reason": why} for name, why in self.unknown.items()],
+            "absent": [a.to_dict() for a in self.absent],
         }
         if self.long_windows:
             out["long_windows"] = [{"slo": n, "from": used, "why": why}
@@ -114,6 +140,7 @@ class _Check:
     burn_long: float | None
     burn_short: float | None
     request_rate: float | None
+    valid_short: float | None = None
 
 
 def _check(plan: SloRulePlan, alert: BurnAlert, counts: dict[str, tuple[float | None, float | None]]) -> _Check:
@@ -121,12 +148,12 @@ def _check(plan: SloRulePlan, alert: BurnAlert, counts: dict[str, tuple[float | 
     long_ratio, short_ratio = error_ratio(*counts[alert.long]), error_ratio(*counts[alert.short])
     valid_short = counts[alert.short][1]
     if long_ratio is None or short_ratio is None or valid_short is None:
-        return _Check(False, None, None, None)
+        return _Check(False, None, None, None, valid_short)
     burn_long, burn_short = long_ratio / budget, short_ratio / budget
     counted = plan.slo.counts_increases  # otherwise the rule has no traffic clause
     rate = valid_short / alert.short_seconds if counted else None
     holds = burn_long > alert.factor and burn_short > alert.factor and (not counted or rate >= alert.min_request_rate)
-    return _Check(holds, burn_long, burn_short, rate)
+    return _Check(holds, burn_long, burn_short, rate, valid_short)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,7 +259,7 @@ class AlertEvaluator:
                 if {alert.long, alert.short} <= windows:
                     self._checks[(name, i, when)] = _check(plan, alert, counts[name])
             if windows >= _windows(plan.alerts):
-                missing = sorted((w for w in windows if counts[name][w][1] is None), key=lambda w: cv.WINDOWS[w])
+                missing = sorted((w for w in windows if counts[name][w][1] is None), key=lambda w: dict(plan.windows)[w])
                 self._unknown[(name, when)] = (
                     f"{'filter_valid' if plan.slo.counts_events else 'the SLI expression'} matched no series"
                     f" over {', '.join(missing)}" if missing else None
@@ -244,22 +271,78 @@ class AlertEvaluator:
         self._ensure(at, everything, full=True, recorded=recorded)
         unknown = {p.name: why for p in self.plans if (why := self._unknown[(p.name, at)])}
         live = [(p, i) for p, i in everything if self._checks[(p.name, i, at)].holds]
-        # `for:` - step back one evaluation interval at a time while any candidate still needs it.
+        # `for:` - step back one evaluation interval (the alert group's own) at a time while any
+        # candidate still needs it.
         steps = 1
         while True:
-            needing = [(p, i) for p, i in live if math.ceil(p.alerts[i].for_seconds / self.interval) >= steps]
+            needing = [(p, i) for p, i in live
+                       if math.ceil(p.alerts[i].for_seconds / self._interval(p.alerts[i])) >= steps]
             if not needing:
                 break
-            when = at - steps * self.interval
-            self._ensure(when, needing, recorded=recorded)
-            failed = {(p.name, i) for p, i in needing if not self._checks[(p.name, i, when)].holds}
+            failed = set()
+            by_when: dict[float, list[tuple[SloRulePlan, int]]] = {}
+            for p, i in needing:
+                by_when.setdefault(at - steps * self._interval(p.alerts[i]), []).append((p, i))
+            for when, group in by_when.items():
+                self._ensure(when, group, recorded=recorded)
+                failed |= {(p.name, i) for p, i in group if not self._checks[(p.name, i, when)].holds}
             live = [(p, i) for p, i in live if (p.name, i) not in failed]
             steps += 1
-        firing = [_firing(p, p.alerts[i], self._checks[(p.name, i, at)], at, self.settings) for p, i in live]
+        causes = self._causes(at, live)
+        firing = [_firing(p, p.alerts[i], self._checks[(p.name, i, at)], at, self.settings, causes.get((p.name, i)))
+                  for p, i in live]
         long_windows = {} if recorded is None else {
             p.name: ("recorded" if p.name in recorded.usable else "raw", recorded.why.get(p.name, ""))
             for p in self.plans if p.name in recorded.why}
-        return AlertEvaluation(at, firing, unknown, long_windows)
+        return AlertEvaluation(at, firing, unknown, long_windows, self._absent(at))
+
+    def _interval(self, alert: BurnAlert) -> int:
+        return alert.interval or self.interval
+
+    def _causes(self, at: float, live: Sequence[tuple[SloRulePlan, int]]) -> dict[tuple[str, int], str | None]:
+        """The dominant cause of each firing alert over its short window, as the rules' `topk(1, ...)`
+        of the recorded per-cause ratios: each cause's bad events over the window's valid events."""
+        wanted = [(p, i) for p, i in live if p.causes]
+        queries = {(p.name, i): p.cause_queries(f"{p.alerts[i].short_seconds}s") for p, i in wanted}
+        asked = list(dict.fromkeys(q for qs in queries.values() for q in qs.values()))
+        answers = dict(zip(asked, self.source.query_many(asked, at))) if asked else {}
+        out: dict[tuple[str, int], str | None] = {}
+        for p, i in wanted:
+            valid = self._checks[(p.name, i, at)].valid_short
+            ratios = {c: (None if answers[q] is None or not valid else answers[q] / valid)
+                      for c, q in queries[(p.name, i)].items()}
+            out[(p.name, i)] = cv.dominant_cause(ratios)
+        return out
+
+    def _absent(self, at: float) -> list[AbsentAlert]:
+        """SloMetricsAbsent: no sample of the SLI's selector within the lookback (5m) at every
+        evaluation from at - for to at, as `absent()` with `for:` fires."""
+        plans = [p for p in self.plans if p.absent]
+        if not plans:
+            return []
+        # Prometheus' absent() sees a sample up to its 5m lookback back, both ends included: a PromQL
+        # source is asked absent() itself; the embedded store (steps in (t - w, t]) one second more.
+        promql = getattr(self.source, "speaks_promql", False)
+        lookback = cv.BASE_WINDOW_SECONDS + 1
+        query = {p.name: f"absent({p.absent})" if promql else f"sum(increase({p.absent}[{lookback}s]))"
+                 for p in plans}
+        live = list(plans)
+        steps = 0
+        while live:
+            when = at - steps * self.interval
+            needing = [p for p in live if steps <= math.ceil(p.absent_for / self.interval)]
+            if not needing:
+                break
+            asked = list(dict.fromkeys(query[p.name] for p in needing))
+            answers = dict(zip(asked, self.source.query_many(asked, when)))
+            gone = (lambda v: v is not None) if promql else (lambda v: v is None)  # absent() answers 1
+            live = [p for p in live if p not in needing or gone(answers[query[p.name]])]
+            steps += 1
+        from opsctl.slo.rules import absent_annotations, absent_labels
+
+        return [AbsentAlert(p.name, p.absent_severity, p.absent, p.absent_for, at,
+                            {"alertname": cv.ABSENT_ALERT_NAME, **absent_labels(p, self.settings)},
+                            absent_annotations(p, self.settings.alerting.runbook_base_url)) for p in live]
 
 
 def evaluate_plans(
@@ -268,8 +351,10 @@ def evaluate_plans(
     return AlertEvaluator(plans, source, settings).evaluate(at)
 
 
-def _firing(plan: SloRulePlan, alert: BurnAlert, check: _Check, at: float, settings: RuleSettings) -> FiringAlert:
+def _firing(plan: SloRulePlan, alert: BurnAlert, check: _Check, at: float, settings: RuleSettings,
+            cause: str | None = None) -> FiringAlert:
     labels = {"alertname": alert.alertname, **alert_labels(plan, alert, settings)}
+    notes = annotations(plan, alert, settings.alerting.runbook_base_url, check.burn_long, cause)
     return FiringAlert(
         alertname=alert.alertname,
         severity=alert.severity,
@@ -284,7 +369,10 @@ def _firing(plan: SloRulePlan, alert: BurnAlert, check: _Check, at: float, setti
         request_rate=check.request_rate,
         at=at,
         labels=labels,
-        annotations=annotations(plan, alert, settings.alerting.runbook_base_url, check.burn_long),
+        annotations=notes,
+        cause=notes["cause"],
+        category=plan.category,
+        tier=alert.tier,
     )
 
 

@@ -57,10 +57,67 @@ ALL_BACKENDS = "all"  # the `backend` label value of an SLO over the whole servi
 LABEL_LONG_WINDOW = "long_window"
 LABEL_SHORT_WINDOW = "short_window"
 
+LABEL_CATEGORY = "category"  # fixed per alert rule: what Alertmanager routes on (CATEGORIES)
+LABEL_TIER = "tier"  # burn-rate alerts: "fast" for the fast-burn tier, absent otherwise
+LABEL_CAUSE = "cause"  # on the recorded per-cause ratios only; an alert carries its cause in annotations
+
 # Labels opsctl sets on generated rules; `alerting.labels` in the config may not override them.
 RESERVED_LABELS = (
     "alertname", LABEL_SLO, LABEL_BACKEND, LABEL_SERVICE, LABEL_SEVERITY, LABEL_LONG_WINDOW, LABEL_SHORT_WINDOW,
+    LABEL_CATEGORY, LABEL_TIER, LABEL_CAUSE,
 )
+
+# ---------------------------------------------------------------------------------------------
+# Causes: what broke, carried from the counters to the page title, the policy and the ticket.
+# An alert's labels never change while it fires (a flipping label is a new fingerprint: a new
+# episode, a spurious resolve), so an availability alert keeps one rule per SLO x severity x tier
+# and carries its cause in the `cause` ANNOTATION: the dominant bad outcome class over the alert's
+# short window, read from the recorded per-cause ratios. Latency, quality and absent-metric alerts
+# carry the fixed cause of their kind.
+
+CAUSES = ("server_error", "timeout", "auth", "latency", "quality", "absent")
+# Availability causes -> the proxy outcomes (opsctl.metrics.schema.BAD_OUTCOMES) they count.
+CAUSE_OUTCOMES: dict[str, tuple[str, ...]] = {
+    "server_error": ("server_error",),
+    "timeout": ("timeout",),
+    "auth": ("auth_error", "throttled"),
+}
+AVAILABILITY_CAUSES = tuple(CAUSE_OUTCOMES)
+# What an availability SLO's alert says when no per-cause ratio answers (an SLI over another metric).
+DEFAULT_AVAILABILITY_CAUSE = "server_error"
+# How titles and summaries name a cause: "databricks: auth failures (401/429) at 22x".
+CAUSE_TEXT = {
+    "server_error": "server errors (5xx)",
+    "timeout": "timeouts",
+    "auth": "auth failures (401/429)",
+    "latency": "slow answers (latency)",
+    "quality": "quality drift",
+    "absent": "metrics absent",
+}
+
+# The fixed `category` label of every alert opsctl generates (Alertmanager routes on it).
+CATEGORIES = ("availability", "latency", "quality", "absent")
+
+
+def cause_text(cause: str) -> str:
+    return CAUSE_TEXT.get(cause, cause)
+
+
+def dominant_cause(ratios: dict[str, float | None]) -> str | None:
+    """The cause with the largest ratio (ties: the first in CAUSES order); None when none is above 0.
+    Prometheus' `topk(1, ...)` picks the same one whenever the largest is unique."""
+    best, top = None, 0.0
+    for cause in AVAILABILITY_CAUSES:
+        value = ratios.get(cause)
+        if value is not None and value == value and value > top:
+            best, top = cause, value
+    return best
+
+
+def record_cause_ratio(window: str) -> str:
+    """Share of valid events that were bad for one cause over `window` (label `cause`):
+    slo:sli_cause_error:ratio_rate5m."""
+    return f"slo:sli_cause_error:ratio_rate{window}"
 
 # ---------------------------------------------------------------------------------------------
 # Recording rules, in Prometheus' level:metric:operation form. Every series carries the labels
@@ -126,6 +183,13 @@ def period_group_name(prefix: str, slo_name: str) -> str:
 # Alerts: one alert name per severity; the window pair is in the long_window / short_window labels.
 
 ALERT_NAMES = {"page": "SloBurnRatePage", "ticket": "SloBurnRateTicket"}
+FAST_ALERT_NAME = "SloFastBurnPage"  # the fast-burn tier (alerting.fast), severity page, tier=fast
+ABSENT_ALERT_NAME = "SloMetricsAbsent"  # the SLI's series have no sample (alerting.absent)
+
+
+def fast_group_name(prefix: str, slo_name: str) -> str:
+    """The fast-burn tier's group: evaluated every alerting.fast.evaluation_interval (seconds)."""
+    return f"{prefix}-{slo_name}-fast"
 
 
 def alert_name(severity: str) -> str:

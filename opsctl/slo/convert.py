@@ -1,4 +1,4 @@
-"""`opsctl slo convert`: an SLO as a slo-generator v2 file or an OpenSLO v1 file, same meaning.
+"""`opsctl slo convert`: an SLO as a slo-generator v2, OpenSLO v1, Sloth or Pyrra file, same meaning.
 
 Both directions start from the loaded `SloDefinition`, whose `document` is the slo-generator form
 opsctl computes from (an OpenSLO file is translated to it on load, see opsctl.slo.openslo), so
@@ -7,6 +7,15 @@ what is written reads back to the same SLO: same selectors, goal, backend, servi
 What has no counterpart is refused, never approximated: slo-generator's `filter_bad` (valid is
 good + bad, while OpenSLO counts bad against a total) and `operators` other than the default
 [increase, sum] have no OpenSLO v1 form with the same counts.
+
+Sloth (`version: prometheus/v1` service files, one per SLO): every ungrouped form maps exactly,
+as `sli.events` (error = total - good, each query as opsctl asks it, the window as Sloth's
+`{{.window}}`) or, for query_sli, `sli.raw` (error ratio = 1 - SLI). Sloth names an SLO
+`<service>-<name>`: an SLO named with its service's prefix keeps its name on the way back.
+Pyrra (`pyrra.dev/v1alpha1`): only a latency SLO over plain selectors (the buckets at one `le`
+and their `_count`) maps exactly; Pyrra takes series selectors, not expressions, and its ratio
+counts errors with a selector, which a good/valid SLO does not have. A grouped SLO has no
+slo-generator, OpenSLO or Sloth form (each would sum the groups into one SLI).
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ from typing import Iterable
 from opsctl.errors import ConfigError
 from opsctl.slo.model import DEFAULT_OPERATORS, SloDefinition
 
-FORMATS = ("openslo", "slo-generator")
+FORMATS = ("openslo", "slo-generator", "sloth", "pyrra")
 # OpenSLO objects and fields that do not survive a trip through slo-generator's format.
 OPENSLO_DROPPED = ("alertPolicies (opsctl's alerts come from the config's alerting:, and a loaded SLO's"
                    " conditions are among them)", "DataSource objects (the query is inlined)",
@@ -31,7 +40,18 @@ def convert(slos: Iterable[SloDefinition], to: str, period_seconds: int) -> list
     problems: list[str] = []
     out = []
     for slo in slos:
-        doc = to_openslo(slo, period_seconds, problems) if to == "openslo" else to_slo_generator(slo)
+        if slo.grouping and to != "pyrra":
+            problems.append(f"{slo.file}: {slo.name}: one SLI per {', '.join(slo.grouping)} (a grouping) has no {to}"
+                            " form: each would sum the groups into one SLI")
+            continue
+        if to == "openslo":
+            doc = to_openslo(slo, period_seconds, problems)
+        elif to == "sloth":
+            doc = to_sloth(slo, problems)
+        elif to == "pyrra":
+            doc = to_pyrra(slo, period_seconds, problems)
+        else:
+            doc = to_slo_generator(slo)
         if doc is not None:
             out.append((slo, doc))
     if problems:
@@ -84,6 +104,70 @@ def to_openslo(slo: SloDefinition, period_seconds: int, problems: list[str]) -> 
     body["timeWindow"] = [{"duration": window_label(period_seconds), "isRolling": True}]
     body["objectives"] = [{**objective, "target": slo.goal}]
     return document
+
+
+SLOTH_WINDOW = "{{.window}}"
+
+
+def to_sloth(slo: SloDefinition, problems: list[str]) -> dict | None:
+    """A Sloth service file holding the SLO; every ungrouped form maps exactly."""
+    from decimal import Decimal
+
+    from opsctl.slo.model import fmt_query
+
+    service = slo.service_name or "opsctl"
+    if slo.method == "query_sli":
+        sli = {"raw": {"error_ratio_query": f"1 - ({fmt_query(slo.expression, SLOTH_WINDOW, ())})"}}
+    else:
+        if slo.counts == "rate":  # Sloth's own rates, as written: no need to scale a ratio
+            operators = ()
+            good, valid = fmt_query(slo.filter_good, SLOTH_WINDOW, operators), fmt_query(slo.filter_valid, SLOTH_WINDOW, operators)
+        else:
+            q = slo.queries(SLOTH_WINDOW)
+            good = q["good"]
+            valid = q["valid"] if "valid" in q else f"{q['good']} + ({q['bad']} or {q['good']} * 0)"
+        sli = {"events": {"error_query": f"({valid}) - (({good}) or ({valid}) * 0)", "total_query": valid}}
+    name = slo.name[len(service) + 1:] if slo.name.startswith(f"{service}-") else slo.name
+    entry = {"name": name, "objective": float(Decimal(repr(slo.goal)) * 100)}
+    if slo.description:
+        entry["description"] = slo.description
+    if slo.backend:
+        entry["labels"] = {"backend": slo.backend}
+    entry["sli"] = sli
+    entry["alerting"] = {"name": "Slo" + "".join(p.capitalize() for p in slo.name.replace("_", "-").split("-") if p)}
+    return {"version": "prometheus/v1", "service": service, "slos": [entry]}
+
+
+def to_pyrra(slo: SloDefinition, period_seconds: int, problems: list[str]) -> dict | None:
+    """A Pyrra ServiceLevelObjective: a latency SLO over plain selectors (see the module doc)."""
+    from decimal import Decimal
+
+    from opsctl.metrics.promql import parse_selector
+    from opsctl.slo.conventions import window_label
+    from opsctl.slo.model import has_placeholder
+
+    plain = (slo.kind == "latency" and slo.method != "query_sli" and slo.filter_valid is not None
+             and not has_placeholder(slo.filter_good) and not has_placeholder(slo.filter_valid)
+             and not slo.counts and tuple(slo.operators) == DEFAULT_OPERATORS)
+    if not plain:
+        problems.append(f"{slo.file}: {slo.name}: Pyrra takes series selectors: only a latency SLO over a histogram's"
+                        " buckets and its _count maps exactly (its ratio counts errors with a selector, which this"
+                        " SLO does not have)")
+        return None
+    try:
+        parse_selector(slo.filter_good), parse_selector(slo.filter_valid)
+    except Exception as exc:  # UsageError
+        problems.append(f"{slo.file}: {slo.name}: {exc}")
+        return None
+    labels = {"backend": slo.backend} if slo.backend else {}
+    if slo.service_name:
+        labels["service_name"] = slo.service_name
+    spec = {"target": str(Decimal(repr(slo.goal)) * 100).rstrip("0").rstrip("."), "window": window_label(period_seconds)}
+    if slo.description:
+        spec["description"] = slo.description
+    spec["indicator"] = {"latency": {"success": {"metric": slo.filter_good}, "total": {"metric": slo.filter_valid}}}
+    return {"apiVersion": "pyrra.dev/v1alpha1", "kind": "ServiceLevelObjective",
+            "metadata": {"name": slo.name, **({"labels": labels} if labels else {})}, "spec": spec}
 
 
 def render(documents: Iterable[dict]) -> str:

@@ -43,7 +43,8 @@ def dashboard(plans: Sequence[SloRulePlan], settings: RuleSettings, *, uid: str 
     if not plans:
         raise ValueError("no SLOs")
     period = settings.period
-    pairs = [(a.long, a.short, a.factor, a.severity) for a in plans[0].alerts]
+    # the recorded pairs (the fast-burn tier reads raw windows, evaluated every few seconds)
+    pairs = [(a.long, a.short, a.factor, a.severity) for a in plans[0].alerts if not a.fast]
     burn_targets = []
     for i, (long, short, factor, severity) in enumerate(pairs):
         burn_targets.append(_target(

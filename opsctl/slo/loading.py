@@ -1,5 +1,6 @@
-"""Reading SLO files of both formats: slo-generator's (opsctl.slo.model) and OpenSLO v1
-(opsctl.slo.openslo). It sits above both, so that neither imports the other back."""
+"""Reading SLO files of every format: slo-generator's (opsctl.slo.model), OpenSLO v1
+(opsctl.slo.openslo), Sloth's service files and CRD (opsctl.slo.sloth) and Pyrra's
+ServiceLevelObjective (opsctl.slo.pyrra). It sits above them all, so that none imports another."""
 
 from __future__ import annotations
 
@@ -12,37 +13,52 @@ from opsctl.slo.model import SloDefinition, _validate
 
 
 def load_slos(paths: Iterable[str | Path], backends: Iterable[str], *, config=None) -> list[SloDefinition]:
-    """Load and validate SLO files, slo-generator's and OpenSLO v1 (told apart by `apiVersion`);
-    every problem in every file is reported before failing.
+    """Load and validate SLO files, slo-generator's, OpenSLO v1, Sloth's and Pyrra's (told apart by
+    `apiVersion`, or Sloth's `version`); every problem in every file is reported before failing.
 
     OpenSLO references (`indicatorRef`, `metricSourceRef`, ...) resolve across all the files read.
     With `config`, an OpenSLO time window must equal its `slos.period` and alert conditions must
     be among the burn-rate alerts its `alerting:` generates (see opsctl.slo.openslo).
     """
-    from opsctl.slo import openslo
+    from opsctl.slo import openslo, pyrra, sloth
 
     known = set(backends)
     files = yaml_files(paths, "SLO")
     problems: list[str] = []
     slos: list[SloDefinition] = []
-    open_docs: list[tuple[str, object]] = []
+    found: dict[str, list] = {"openslo": [], "sloth": [], "pyrra": []}
     for path in files:
         try:
-            docs = openslo.read_documents(path)
+            docs = _items(openslo.read_documents(path))
         except ConfigError as exc:
             problems.extend(exc.problems)
             continue
-        if any(openslo.is_openslo(d) for d in docs):
-            open_docs.extend((str(path), str(path) if len(docs) == 1 else f"{path}: document {i + 1}", d)
-                             for i, d in enumerate(docs))
+        kinds = [_format(d) for d in docs]
+        if any(k != "slo-generator" for k in kinds):  # told apart by apiVersion / kind / version
+            for i, (kind, doc) in enumerate(zip(kinds, docs)):
+                where = str(path) if len(docs) == 1 else f"{path}: document {i + 1}"
+                if kind == "slo-generator" and isinstance(doc, dict) and doc.get("apiVersion") == "sre.google.com/v2":
+                    problems.append(f"{where}: (top level): slo-generator's format holds one SLO per file:"
+                                    " move it to a file of its own")
+                elif kind == "slo-generator":
+                    what = repr(doc.get("apiVersion")) if isinstance(doc, dict) else "not a mapping"
+                    problems.append(f"{where}: apiVersion: not an SLO format opsctl reads ({what}): it reads"
+                                    f" {', '.join(FORMATS)}")
+                else:
+                    found[kind].append((str(path), where, doc))
         elif len(docs) != 1:
             problems.append(f"{path}: (top level): a slo-generator SLO file holds one document, got {len(docs)}")
         else:
             slo = _validate(docs[0], str(path), known, problems)
             if slo:
                 slos.append(slo)
-    if open_docs:
-        slos.extend(openslo.load(open_docs, known, config, problems))
+    if found["openslo"]:
+        slos.extend(openslo.load(found["openslo"], known, config, problems))
+    if found["sloth"]:
+        slos.extend(sloth.load(found["sloth"], known, problems))
+    if found["pyrra"]:
+        period = config.slos.period_seconds if config is not None else None
+        slos.extend(pyrra.load(found["pyrra"], known, period, problems))
     if not files:
         problems.append("no SLO files found in " + ", ".join(str(p) for p in paths))
     elif not slos and not problems:
@@ -55,3 +71,32 @@ def load_slos(paths: Iterable[str | Path], backends: Iterable[str], *, config=No
     if problems:
         raise ConfigError(f"{len(problems)} problem(s) in SLO files", problems=problems)
     return slos
+
+
+FORMATS = ("sre.google.com/v2 (slo-generator)", "openslo/v1", "version: prometheus/v1 and sloth.slok.dev/v1 (Sloth)",
+           "pyrra.dev/v1alpha1 (Pyrra)")
+
+
+def _format(doc) -> str:
+    """Which tool's SLO document this is, by its apiVersion (or Sloth's `version`)."""
+    from opsctl.slo import openslo, pyrra, sloth
+
+    if openslo.is_openslo(doc):
+        return "openslo"
+    if sloth.is_sloth(doc):
+        return "sloth"
+    if pyrra.is_pyrra(doc):
+        return "pyrra"
+    return "slo-generator"
+
+
+def _items(docs: list) -> list:
+    """A Kubernetes `List` (kind: List, or a *List kind with items) counts as its items."""
+    out = []
+    for doc in docs:
+        if (isinstance(doc, dict) and isinstance(doc.get("items"), list) and str(doc.get("kind", "")).endswith("List")
+                and all(_format(item) in ("sloth", "pyrra") for item in doc["items"])):
+            out.extend(doc["items"])
+        else:
+            out.append(doc)
+    return out

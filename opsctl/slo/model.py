@@ -2,12 +2,20 @@
 
 The files slo-generator 2.6's Prometheus backend runs, run here: `good_bad_ratio` with
 `filter_good` and `filter_valid` or `filter_bad`, each a selector or an expression with the
-`[window]` placeholder, with optional `operators` (default [increase, sum]); `distribution_cut`
+window placeholder, with optional `operators` (default [increase, sum]); `distribution_cut`
 (`expression` selecting a histogram's buckets plus `threshold_bucket`); and `query_sli` (an
 expression giving the SLI itself). Each window's PromQL is built exactly as slo-generator builds
 it (`generator_queries`), except that opsctl adds `le` as a matcher every exporter spelling
 matches (slo-generator appends `le="X"` textually: lost on a bare metric name, and `le="1"`
 misses `"1.0"` buckets).
+
+The window placeholder takes every form slo-generator's `_fmt_query` formats: it replaces the text
+`[window` by `[<seconds>s`, so `[window]` is a range, `[window:]` and `[window:1m]` are
+subqueries; a filter without it has the range appended, which only a selector survives.
+
+Sloth and Pyrra files (opsctl.slo.sloth, opsctl.slo.pyrra) give SloDefinitions directly, in the
+forms below: `counts` says what their expressions answer, `grouping` that an SLO is one SLI per
+group of those labels (Pyrra's `grouping`), by design.
 
 `metadata.labels.backend` (a configured backend, or `all` for the whole service) is optional:
 an SLO without it is reported and alerted on and ties no traffic guard. `metadata.labels.
@@ -51,7 +59,14 @@ class SloDefinition:
     operators: tuple[str, ...] = ("increase", "sum")
     expression: str | None = None  # query_sli's expression (distribution_cut's is in filter_good)
     service_name: str | None = None
-    source_format: str = "slo-generator"  # or "openslo": the format of `file` (`document` is slo-generator's)
+    source_format: str = "slo-generator"  # or openslo, sloth, pyrra: the format of `file`
+    # What expression filters answer, where `operators` do not say (Sloth, Pyrra): "" as the
+    # operators say; "increase": event counts over the window; "rate": events per second (times
+    # the window's seconds, they are its events); "samples": a share of samples, no event counts.
+    counts: str = ""
+    grouping: tuple[str, ...] = ()  # one SLI per group of these labels (Pyrra's grouping)
+    keys: tuple[tuple[str, str], ...] = ()  # role -> the key of `file` it came from, for messages
+    notes: tuple[str, ...] = ()  # what a reader of the file must know (keys read and ignored)
 
     @property
     def error_budget(self) -> float:
@@ -65,17 +80,30 @@ class SloDefinition:
     @property
     def counts_increases(self) -> bool:
         """Its queries answer event counts (increase, then sum), so count / seconds is a rate."""
+        if self.counts:
+            return self.counts_events and self.counts in ("increase", "rate")
         return self.counts_events and tuple(self.operators) == ("increase", "sum")
+
+    def key_of(self, role: str) -> str:
+        """The key of the SLO's file a role's query comes from."""
+        default = {"sli": "expression", "good": "filter_good", "valid": "filter_valid", "bad": "filter_bad"}
+        return dict(self.keys).get(role, f"spec.service_level_indicator.{default.get(role, role)}")
 
     def queries(self, window: str) -> dict[str, str]:
         """Role (good, valid, bad or sli) -> PromQL over `window` ('300s' or '5m'), as opsctl asks."""
         if self.method == "query_sli":
             return {"sli": fmt_query(self.expression, window, ())}
-        out = {"good": fmt_query(self.filter_good, window, self.operators)}
-        if self.filter_bad is not None:
-            out["bad"] = fmt_query(self.filter_bad, window, self.operators)
+        operators = () if self.counts else self.operators
+        out = {"good": fmt_query(self.filter_good, window, operators)}
+        if self.filter_valid is not None:
+            out["valid"] = fmt_query(self.filter_valid, window, operators)
         else:
-            out["valid"] = fmt_query(self.filter_valid, window, self.operators)
+            out["bad"] = fmt_query(self.filter_bad, window, operators)
+        if self.counts == "rate":  # events per second over the window, times its seconds: its events
+            from opsctl.clock import parse_duration
+
+            seconds = parse_duration(window)
+            out = {role: f"(({q}) * {seconds})" for role, q in out.items()}
         return out
 
     def generator_queries(self, seconds: int) -> dict[str, str]:
@@ -95,6 +123,14 @@ class SloDefinition:
         return document
 
 
+PLACEHOLDER = re.compile(r"\[window(?::[0-9a-zA-Z]*)?\]")
+
+
+def has_placeholder(text: str | None) -> bool:
+    """Whether a filter or expression holds a window placeholder: `[window]`, `[window:]`, `[window:1m]`."""
+    return bool(text) and PLACEHOLDER.search(text) is not None
+
+
 def fmt_query(query: str, window: str, operators: Iterable[str]) -> str:
     """slo-generator's `_fmt_query`: the window into its `[window]` placeholder (or appended),
     then each operator wrapped around the result in order."""
@@ -103,6 +139,36 @@ def fmt_query(query: str, window: str, operators: Iterable[str]) -> str:
     for operator in operators:
         query = f"{operator}({query})"
     return query
+
+
+def percent_goal(value: Any) -> float:
+    """An objective written as a percentage (Sloth's 99.9, Pyrra's "99.9") -> the goal as written:
+    99.99 / 100 is 0.9998999999999999 in floats, 0.9999 in decimal."""
+    from decimal import Decimal, InvalidOperation
+
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"must be a percentage such as 99.9, got {value!r}")
+    try:
+        number = Decimal(str(value).strip())
+    except InvalidOperation:
+        raise ValueError(f"must be a percentage such as 99.9, got {value!r}") from None
+    if not 0 < number < 100:
+        raise ValueError(f"must be a percentage strictly between 0 and 100, got {value!r}")
+    return float(number / 100)
+
+
+def check_name(name: Any) -> str | None:
+    """What is wrong with an SLO name opsctl puts in series labels and file names, or None."""
+    if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
+        return f"must be a name of letters, digits, - and _, got {name!r}"
+    return None
+
+
+def check_backend(backend: Any, known: set[str]) -> str | None:
+    """What is wrong with a `backend` label (a configured backend, or `all`), or None."""
+    if backend is not None and (not isinstance(backend, str) or (backend != ALL_BACKENDS and backend not in known)):
+        return f"unknown backend {backend!r} (known: {', '.join(sorted(known))}, {ALL_BACKENDS})"
+    return None
 
 
 def counts_from(slo: SloDefinition, answers: dict[str, float | None]):
@@ -209,17 +275,17 @@ def _filter(value: Any, key: str, bad, *, required: bool = True) -> str | None:
         bad(key, "missing: a PromQL series selector" if value is None else f"must be a PromQL string, got {value!r}")
         return None
     text = value.strip()
-    bare = text.replace("[window]", "")
-    if "[window" in text and "[window]" not in text:
-        bad(key, "the window placeholder is written `[window]`")
+    if text.count("[window") != len(PLACEHOLDER.findall(text)):
+        bad(key, "the window placeholder is written `[window]` (a range) or `[window:]` / `[window:1m]` (a subquery)")
         return None
-    if _SELECTORISH.match(bare):
+    bare = PLACEHOLDER.sub("", text)
+    if _SELECTORISH.match(bare) and "[window:" not in text:
         try:
             parse_selector(bare)
         except Exception as exc:  # UsageError from the parser
             bad(key, str(exc))
             return None
-    elif "[window]" not in text:
+    elif not has_placeholder(text):
         bad(key, "an expression other than a selector needs the `[window]` placeholder where the range goes")
         return None
     return text
@@ -239,13 +305,19 @@ def _parse_ratio(sli: dict, bad) -> dict | None:
         bad("filter_valid", "missing: give filter_valid (all valid events) or filter_bad (the bad ones)")
         return None
     operators = sli.get("operators", list(DEFAULT_OPERATORS))
-    if (not isinstance(operators, list) or not operators
+    expressions = all(has_placeholder(f) and not _SELECTORISH.match(PLACEHOLDER.sub("", f))
+                      for f in (good, valid, bad_filter) if f is not None)
+    if operators == [] and not expressions:
+        bad("operators", "an empty list leaves a selector's range vector unaggregated: only for expressions"
+            " that hold the `[window]` placeholder and answer one number")
+        return None
+    if (not isinstance(operators, list) or (not operators and not expressions)
             or not all(isinstance(o, str) and _OPERATOR.match(o) for o in operators)):
         bad("operators", f"must be a list of PromQL function names, e.g. [increase, sum], got {operators!r}")
         return None
     if good is None or (valid is None and bad_filter is None):
         return None
-    kind, threshold = _classify(good)
+    kind, threshold = _classify(good) if _SELECTORISH.match(PLACEHOLDER.sub("", good)) else classify_expression(good)
     return {"good": good, "valid": valid, "bad": bad_filter, "operators": tuple(operators), "kind": kind,
             "threshold": threshold}
 
@@ -292,25 +364,50 @@ def _parse_query_sli(sli: dict, bad) -> dict | None:
     if not isinstance(expression, str) or not expression.strip():
         bad("expression", "missing: a PromQL expression giving the SLI (0-1), with `[window]` where the range goes")
         return None
-    if "[window]" not in expression:
-        bad("expression", "needs the `[window]` placeholder so each window measures its own span")
+    if expression.count("[window") != len(PLACEHOLDER.findall(expression)):
+        bad("expression", "the window placeholder is written `[window]` (a range) or `[window:]` / `[window:1m]` (a subquery)")
         return None
-    return {"expression": expression.strip(), "kind": "availability", "threshold": None}
+    if not has_placeholder(expression):
+        bad("expression", "needs the `[window]` (or `[window:]`) placeholder so each window measures its own span")
+        return None
+    kind, threshold = classify_expression(expression)
+    return {"expression": expression.strip(), "kind": kind, "threshold": threshold}
 
 
 _PARSERS = {"good_bad_ratio": _parse_ratio, "distribution_cut": _parse_distribution, "query_sli": _parse_query_sli}
 
 
+_BUCKET_SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*_bucket)\s*(\{[^{}]*\})?")
+
+
+def classify_expression(expression: str) -> tuple[str, float | None]:
+    """An SLI expression's meaning: latency when it reads a histogram (its buckets, or a quantile
+    of them), with the `le` bound its buckets select as threshold; availability otherwise."""
+    latency = None
+    for match in _BUCKET_SELECTOR.finditer(expression):
+        kind, threshold = _classify(match.group(0))
+        if kind == "latency":
+            latency = latency if latency and latency[1] is not None else (kind, threshold)
+    if latency:
+        return latency
+    if "histogram_quantile" in expression:
+        return "latency", None
+    return "availability", None
+
+
 def _classify(filter_good: str) -> tuple[str, float | None]:
     """A latency SLO counts histogram buckets; its threshold is the `le` bound it selects."""
-    bare = filter_good.replace("[window]", "")
+    bare = PLACEHOLDER.sub("", filter_good)
     if not _SELECTORISH.match(bare):
         return "availability", None
-    selector = parse_selector(bare)
+    try:
+        selector = parse_selector(bare)
+    except Exception:  # UsageError: an expression, not a selector
+        return "availability", None
     if not selector.metric.endswith("_bucket"):
         return "availability", None
     for m in selector.matchers:
         if m.label == "le":
-            number = re.match(r"[0-9.]+", m.value.replace("\\", ""))
+            number = re.match(r"[0-9]+(\.[0-9]*)?", m.value.replace("\\", ""))
             return "latency", float(number.group(0)) if number else None
     return "latency", None

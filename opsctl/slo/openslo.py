@@ -15,7 +15,13 @@ What maps, and how (anything else is refused with its file and key path):
 - SLI `thresholdMetric` over a Prometheus histogram's buckets (`<name>_bucket{...}`) with the
   objective's `op: lte` and `value` a bucket bound -> distribution_cut: the share of requests at
   or under `value` seconds. A threshold on any other query compares samples, not events: refused.
-- Metric sources: `type: Prometheus` inline, or `metricSourceRef` to a `DataSource` of that type.
+- Metric sources: `type: Prometheus` inline, or `metricSourceRef` to a `DataSource` of that type;
+  both together, as the spec's examples write them, read the DataSource when the files hold it and
+  the inline type when not (said in a note). A Prometheus source's `dimensions` are read and
+  ignored with a note; a DataSource's `connectionDetails` may be any YAML (opsctl connects through
+  its own config).
+- As the spec's examples write YAML: unquoted timestamps are read as the text they were, and a
+  key with no value (`alertPolicies:`) as absent, so an empty list is empty.
 - `indicatorRef`, `metricSourceRef`, `alertPolicyRef` and `conditionRef` resolve across every
   file read together (the SLO dirs), in any order.
 - `alertPolicies`: opsctl generates its multi-window burn-rate alerts from the config's
@@ -85,7 +91,7 @@ def build_objects(docs: list[tuple[str, str, Any]], problems: list[str]) -> dict
             problems.append(f"{where}: kind: must be one of {', '.join(om.KINDS)}, got {kind!r}")
             continue
         try:
-            obj = build(om.DOCUMENTS[kind], doc, where)
+            obj = build(om.DOCUMENTS[kind], plain(doc), where)
         except ConfigError as exc:
             problems.extend(exc.problems)
             continue
@@ -97,6 +103,23 @@ def build_objects(docs: list[tuple[str, str, Any]], problems: list[str]) -> dict
     return index
 
 
+def plain(value: Any) -> Any:
+    """A document as the spec's own examples write it, in the types its models take: YAML
+    timestamps (an unquoted `startTime: 2022-01-01 12:00:00`) as the text they were, and keys with
+    no value (`alertPolicies:`) as absent, so an empty list is empty."""
+    import datetime
+
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, datetime.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    return value
+
+
 @dataclass(frozen=True)
 class Context:
     """What the checks against the configuration need; None fields skip those checks."""
@@ -106,10 +129,11 @@ class Context:
 
 
 def to_slo_generator(slo: Loaded, index: dict[str, dict[str, Loaded]], ctx: Context,
-                     problems: list[str]) -> tuple[dict | None, dict[str, str]]:
+                     problems: list[str], notes: list[str] | None = None) -> tuple[dict | None, dict[str, str]]:
     """An SLO object -> (slo-generator document, its key paths -> the OpenSLO key paths they came from)."""
     spec: om.SloSpec = slo.obj.spec
     before = len(problems)
+    notes = notes if notes is not None else []
 
     def bad(path: str, what: str) -> None:
         problems.append(f"{slo.file}: {path}: {what}")
@@ -137,7 +161,7 @@ def to_slo_generator(slo: Loaded, index: dict[str, dict[str, Loaded]], ctx: Cont
     for key in ("backend", "service_name", "slo_name"):  # labels that carry meaning in opsctl: one value
         if key in slo.obj.metadata.labels and key not in labels:
             bad(f"metadata.labels.{key}", f"must be one string, got {slo.obj.metadata.labels[key]!r}")
-    mapped = _map_sli(sli, objective, sli_path, index, bad) if sli is not None else None
+    mapped = _map_sli(sli, objective, sli_path, index, bad, notes) if sli is not None else None
     if len(problems) > before or mapped is None:
         return None, {}
     method, indicator, paths = mapped
@@ -178,11 +202,20 @@ def _check_window(spec: om.SloSpec, ctx: Context, bad) -> None:
                 f" {window_label(ctx.period_seconds)}); opsctl computes every SLO over that one period")
 
 
-def _source(metric: om.Metric, path: str, index, bad) -> str | None:
-    """The PromQL of a Prometheus metric source, its DataSource reference resolved."""
+def _source(metric: om.Metric, path: str, index, bad, notes: list[str] | None = None) -> str | None:
+    """The PromQL of a Prometheus metric source, its DataSource reference resolved. An inline
+    `type` beside a reference to no DataSource in the files read is the source (the spec's own
+    examples write `metricSourceRef: thanos` with `type: Prometheus` and no DataSource)."""
     source = metric.metricSource
     kind = source.type
-    if source.metricSourceRef is not None:
+    notes = notes if notes is not None else []
+    if source.spec.dimensions:
+        notes.append(f"{path}.metricSource.spec.dimensions ({', '.join(source.spec.dimensions)}) ignored:"
+                     " the SLI is what the query answers (one series; sum by nothing)")
+    if source.metricSourceRef is not None and kind is not None and source.metricSourceRef not in index["DataSource"]:
+        notes.append(f"{path}.metricSource: no DataSource {source.metricSourceRef!r} in the files read;"
+                     f" its inline type {kind} is used")
+    elif source.metricSourceRef is not None:
         found = index["DataSource"].get(source.metricSourceRef)
         if found is None:
             known = ", ".join(sorted(index["DataSource"])) or "none"
@@ -199,11 +232,11 @@ def _source(metric: om.Metric, path: str, index, bad) -> str | None:
     return source.spec.query.strip()
 
 
-def _map_sli(sli: om.SliSpec, objective: om.Objective, path: str, index, bad):
+def _map_sli(sli: om.SliSpec, objective: om.Objective, path: str, index, bad, notes: list[str]):
     """-> (slo-generator method, its service_level_indicator, sg key path -> OpenSLO key path)."""
     sg = "spec.service_level_indicator"
     if sli.thresholdMetric is not None:
-        query = _source(sli.thresholdMetric, f"{path}.thresholdMetric", index, bad)
+        query = _source(sli.thresholdMetric, f"{path}.thresholdMetric", index, bad, notes)
         if objective.op != "lte" or objective.value is None:
             bad("spec.objectives[0].op", "a thresholdMetric maps onto a histogram as `op: lte` with `value` the"
                 f" bucket bound (good events are those at or under it), got op {objective.op!r}")
@@ -219,7 +252,7 @@ def _map_sli(sli: om.SliSpec, objective: om.Objective, path: str, index, bad):
     ratio = sli.ratioMetric
     rpath = f"{path}.ratioMetric"
     if ratio.raw is not None:
-        query = _source(ratio.raw, f"{rpath}.raw", index, bad)
+        query = _source(ratio.raw, f"{rpath}.raw", index, bad, notes)
         if query is None:
             return None
         expression = query if ratio.rawType == "success" else f"1 - ({query})"
@@ -228,15 +261,15 @@ def _map_sli(sli: om.SliSpec, objective: om.Objective, path: str, index, bad):
     if not counter:
         bad(f"{rpath}.counter", "must be true: opsctl counts events as increases of counters"
             f" (got {ratio.counter!r}; a gauge sampled at instants has no event counts)")
-    total = _source(ratio.total, f"{rpath}.total", index, bad)
+    total = _source(ratio.total, f"{rpath}.total", index, bad, notes)
     if ratio.good is not None:
-        good = _source(ratio.good, f"{rpath}.good", index, bad)
+        good = _source(ratio.good, f"{rpath}.good", index, bad, notes)
         if good is None or total is None or not counter:
             return None
         return "good_bad_ratio", {"filter_good": good, "filter_valid": total}, {
             f"{sg}.filter_good": f"{rpath}.good.metricSource.spec.query",
             f"{sg}.filter_valid": f"{rpath}.total.metricSource.spec.query"}
-    bad_query = _source(ratio.bad, f"{rpath}.bad", index, bad)
+    bad_query = _source(ratio.bad, f"{rpath}.bad", index, bad, notes)
     if bad_query is None or total is None or not counter:
         return None
     from opsctl.slo.model import DEFAULT_OPERATORS, fmt_query
@@ -324,12 +357,14 @@ def load(docs, known: set[str], config, problems: list[str]) -> list:
     index = build_objects(docs, problems)
     out = []
     for loaded in index["SLO"].values():
-        document, paths = to_slo_generator(loaded, index, ctx, problems)
+        notes: list[str] = []
+        document, paths = to_slo_generator(loaded, index, ctx, problems, notes)
         if document is None:
             continue
         found: list[str] = []
         slo = _validate(document, loaded.file, known, found)
         problems.extend(remap(found, loaded.file, paths))
         if slo:
-            out.append(dataclasses.replace(slo, file=loaded.path, source_format="openslo"))
+            out.append(dataclasses.replace(slo, file=loaded.path, source_format="openslo",
+                                           notes=tuple(dict.fromkeys(notes))))
     return out

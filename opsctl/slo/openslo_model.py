@@ -40,9 +40,11 @@ class Metadata:
 
 @dataclass(frozen=True)
 class PrometheusQuery:
-    """A Prometheus metric source's `spec`: one PromQL query."""
+    """A Prometheus metric source's `spec`: one PromQL query, and the `dimensions` the spec's
+    examples give beside it (label names; read, and said to be ignored: opsctl's SLI is the query's)."""
 
     query: str
+    dimensions: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         if not self.query.strip():
@@ -252,7 +254,7 @@ class SloSpec:
 class DataSourceSpec:
     type: str
     description: str = ""
-    connectionDetails: dict[str, Any] = field(default_factory=dict)
+    connectionDetails: Any = None  # any YAML, per the spec: opsctl connects through its own config
 
 
 @dataclass(frozen=True)

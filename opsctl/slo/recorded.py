@@ -19,7 +19,7 @@ from typing import Sequence
 from opsctl.metrics.base import MetricSource
 from opsctl.slo import budget
 from opsctl.slo import conventions as cv
-from opsctl.slo.model import SloDefinition
+from opsctl.slo.model import SloDefinition, has_placeholder
 
 
 @dataclass
@@ -49,7 +49,7 @@ class Recorded:
 def coverage_selector(slo: SloDefinition) -> str | None:
     """The series whose data span bounds the SLO's: its valid (or good) selector, when plain."""
     text = slo.filter_valid or slo.filter_good
-    if not slo.counts_events or text is None or "[window]" in text:
+    if not slo.counts_events or text is None or has_placeholder(text) or slo.counts:
         return None
     return text
 

@@ -38,7 +38,7 @@ class SloResult:
 
     def notes(self) -> list[str]:
         """What a reader must know to read the figures right."""
-        out = []
+        out = [f"{self.slo.name}: {n}" for n in self.slo.notes]
         if self.long_windows:
             out.append(f"{self.long_windows}: {self.long_windows_why}")
         covered = self.covered_seconds
@@ -81,6 +81,41 @@ class SloResult:
             "notes": self.notes(),
             "file": self.slo.file,
         }
+
+
+def align_at(source: MetricSource, when: float, given: bool) -> tuple[float, str | None]:
+    """An `--at` between two samples evaluates at the sample before it (Prometheus would
+    extrapolate past the last one): the embedded store's 10 s steps; on Prometheus the configured
+    `metrics.prometheus.step`, else the data's own: its newest request sample at or before `--at`."""
+    from opsctl.metrics.schema import REQUESTS, STEP_SECONDS
+
+    if not given:
+        return when, None
+    step = source.step_seconds() if hasattr(source, "step_seconds") else None
+    if getattr(source, "speaks_promql", False) and step is None:
+        newest = source.query_many([f"max(timestamp({REQUESTS}))"], when)[0]
+        if newest is None or newest >= when:
+            return when, None
+        return float(newest), (f"--at {format_rfc3339(when)} falls between two samples: evaluated at"
+                               f" {format_rfc3339(newest)}, the newest sample before it"
+                               " (the data's own step; metrics.prometheus.step sets one)")
+    step = step or STEP_SECONDS
+    if when % step == 0:
+        return when, None
+    aligned = float(when // step * step)
+    return aligned, (f"--at {format_rfc3339(when)} falls between two {step:g} s samples: evaluated at"
+                     f" {format_rfc3339(aligned)}, the sample boundary before it")
+
+
+def source_notes(source) -> list[str]:
+    """What the source said beside its answers: Prometheus' warnings, answers read as no data."""
+    return list(getattr(source, "warnings", [])) + list(getattr(source, "problems", []))
+
+
+def why_no_data(source) -> str:
+    """The first answer read as no data (NaN, +/-Inf), for the one line of a no-data error."""
+    problems = getattr(source, "problems", [])
+    return f" ({problems[0]}{f'; {len(problems) - 1} more' if len(problems) > 1 else ''})" if problems else ""
 
 
 def _days(seconds: float) -> str:
@@ -132,7 +167,9 @@ def build_report(
     recorded base-window increases (`opsctl slo rules`) span its data takes 1d, 3d and the period
     from them instead of raw increase() over days of samples; otherwise raw, and said."""
     windows = report_windows(period_seconds)
-    recorded = recorded_plan(slos, source, at, period_seconds, recorded_interval) if recorded_interval else None
+    grouped = [slo for slo in slos if slo.grouping]
+    slos = [slo for slo in slos if not slo.grouping]
+    recorded = recorded_plan(slos, source, at, period_seconds, recorded_interval) if recorded_interval and slos else None
     use = recorded.usable if recorded else set()
     raw = {slo.name: {n: s for n, s in windows.items() if not (slo.name in use and n in LONG_WINDOWS)} for slo in slos}
     queries: dict[str, None] = {}
@@ -145,7 +182,7 @@ def build_report(
     queries = list(queries)
     if progress:
         progress(f"querying {source.description}: {len(queries)} queries for {len(slos)} SLOs")
-    answers = dict(zip(queries, source.query_many(queries, at)))
+    answers = dict(zip(queries, _one_series(lambda: source.query_many(queries, at), slos, windows)))
     results = []
     for slo in slos:
         counts = {n: window_counts(slo, s, answers) for n, s in raw[slo.name].items()}
@@ -162,8 +199,84 @@ def build_report(
         from opsctl.slo.generator import check_sli, generator_reports
 
         for result in results:
-            check_sli(result, generator_reports(result, windows))
+            if result.slo.source_format in ("slo-generator", "openslo"):  # slo-generator runs what it reads
+                check_sli(result, generator_reports(result, windows))
+    for slo in grouped:
+        results.extend(_grouped_results(slo, source, at, windows, period_seconds))
     return results
+
+
+def _one_series(ask, slos: Sequence[SloDefinition], windows: dict[str, int]):
+    """`ask()`, with a query that answered several series named by the SLO file and key it came
+    from: opsctl never keeps one series of several (which one arrives last is chance)."""
+    from opsctl.errors import UsageError
+    from opsctl.metrics.prometheus import ManySeries
+
+    try:
+        return ask()
+    except ManySeries as exc:
+        for slo in slos:
+            for seconds in windows.values():
+                for role, query in slo.queries(f"{seconds}s").items():
+                    if query == exc.expr:
+                        raise UsageError(
+                            f"{slo.file}: {slo.key_of(role)}: {exc.message.replace(f'the query {query}', 'its query', 1)}"
+                            f" (SLO {slo.name}): one of them would be a wrong SLI", hint=SUM_HINT) from None
+        raise
+
+
+def series_problems(slos: Sequence[SloDefinition], source: MetricSource, at: float, seconds: int = 300) -> list[str]:
+    """`slo validate --prometheus-url`: each SLO query's cardinality on a live server, over one
+    window; a query that must answer one number (one per group, with a grouping) and answers
+    more is a problem named by its file and key."""
+    asked: list[tuple[SloDefinition, str, str]] = []
+    for slo in slos:
+        for role, query in slo.queries(f"{seconds}s").items():
+            by = ", ".join(slo.grouping)
+            asked.append((slo, role, f"max(count by ({by}) ({query}))" if slo.grouping else f"count({query})"))
+    counts = source.query_many([q for _, _, q in asked], at)
+    problems = []
+    for (slo, role, _), n in zip(asked, counts):
+        if n is not None and n > 1:
+            per = f" per {', '.join(slo.grouping)}" if slo.grouping else ""
+            problems.append(f"{slo.file}: {slo.key_of(role)}: its query answers {int(n)} series{per} at"
+                            f" {source.description}, not one (SLO {slo.name}); {SUM_HINT}")
+    return problems
+
+
+SUM_HINT = ("aggregate it to one series, e.g. sum(...) around the expression (or sum by (...) with a"
+            " grouping, one SLI per group)")
+
+
+def group_name(slo: SloDefinition, key: tuple) -> str:
+    """A grouped SLO's name for one group: `name{label="value",...}`, as Prometheus writes series."""
+    return slo.name + "{" + ",".join(f'{k}="{v}"' for k, v in zip(slo.grouping, key)) + "}"
+
+
+def _grouped_results(slo: SloDefinition, source: MetricSource, at: float, windows: dict[str, int],
+                     period_seconds: int) -> list[SloResult]:
+    """One result per group of an SLO with a grouping: its queries answer one series per group."""
+    from dataclasses import replace
+
+    from opsctl.errors import UsageError
+
+    ask = getattr(source, "query_grouped", None)
+    if ask is None:
+        raise UsageError(f"{slo.file}: SLO {slo.name} is one SLI per {', '.join(slo.grouping)}: {source.description}"
+                         " cannot answer grouped PromQL", hint="use a Prometheus source (--prometheus-url)")
+    queries = list(dict.fromkeys(q for s in windows.values() for q in slo.queries(f"{s}s").values()))
+    by_query = dict(zip(queries, ask(queries, at, slo.grouping)))
+    groups = sorted({key for values in by_query.values() for key in values})
+    if not groups:
+        counts = {n: window_counts(slo, s, dict.fromkeys(queries)) for n, s in windows.items()}
+        return [_evaluate(slo, windows, counts, at, period_seconds)]
+    out = []
+    for key in groups:
+        one = replace(slo, name=group_name(slo, key), grouping=())
+        answers = {q: by_query[q].get(key) for q in queries}
+        out.append(_evaluate(one, windows, {n: window_counts(one, s, answers) for n, s in windows.items()},
+                             at, period_seconds))
+    return out
 
 
 LONG_WINDOWS = ("1d", "3d", PERIOD)

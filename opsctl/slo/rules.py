@@ -20,6 +20,14 @@ difference of running totals. Evaluating after the newest sample is where the tw
 
 One rule group per SLO holds its recording rules first and then the alerts reading them: rules in a
 group run in order at one timestamp, so an alert sees the ratios recorded at the same instant.
+
+Every alert has the fixed label `category` and a `cause` annotation (docs/design.md, "Shapes the
+open work shares", 1). An availability SLO over the proxy's request counter records, per cause
+and per short window, `slo:sli_cause_error:ratio_rate<w>{cause}` (that cause's bad events over the
+valid ones); its alerts' `cause` and summary are Go templates reading `topk(1, ...)` of them, so
+the labels never change while the words follow the dominant outcome. The fast-burn tier
+(SloFastBurnPage, `tier: fast`) lives in a group of its own evaluated every few seconds, its
+windows inline; SloMetricsAbsent (`absent()` of the SLI's selector) closes each SLO's main group.
 """
 
 from __future__ import annotations
@@ -73,6 +81,12 @@ class BurnAlert:
     factor: float  # burn-rate threshold, as written in the rule
     min_request_rate: float  # valid events per second over the short window
     for_seconds: int
+    tier: str = ""  # "fast": the fast-burn tier (its own group, raw windows, label tier=fast)
+    interval: int = 0  # its group's evaluation interval (0: the plan's)
+
+    @property
+    def fast(self) -> bool:
+        return self.tier == "fast"
 
 
 @dataclass(frozen=True)
@@ -87,6 +101,13 @@ class SloRulePlan:
     interval: int = 60  # rule evaluation interval, seconds
     base: tuple[str, int] | None = None  # the recorded increases' window; None: every window raw
     derived: tuple[str, ...] = ()  # windows computed from the recorded increases
+    category: str = "availability"  # the fixed `category` label of its alerts (cv.CATEGORIES)
+    # Availability SLOs over the proxy's request counter: cause -> selector of that cause's bad
+    # events (the SLI's own selector narrowed to the cause's outcomes); empty: no breakdown.
+    causes: tuple[tuple[str, str], ...] = ()
+    absent: str | None = None  # the selector whose absence SloMetricsAbsent reports (None: no alert)
+    absent_for: int = 0
+    absent_severity: str = "page"
 
     @property
     def name(self) -> str:
@@ -98,7 +119,20 @@ class SloRulePlan:
 
     @property
     def guard_windows(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(a.short for a in self.alerts))
+        return tuple(dict.fromkeys(a.short for a in self.alerts if not a.fast))
+
+    @property
+    def fixed_cause(self) -> str | None:
+        """The cause every alert of this SLO carries, or None when it is read from the per-cause ratios."""
+        if self.category == "latency":
+            return "latency"
+        return None if self.causes else cv.DEFAULT_AVAILABILITY_CAUSE
+
+    def cause_queries(self, window: str) -> dict[str, str]:
+        """Cause -> PromQL counting that cause's bad events over `window` ('300s' or '5m')."""
+        from opsctl.slo.model import fmt_query
+
+        return {cause: fmt_query(selector, window, self.slo.operators) for cause, selector in self.causes}
 
     def queries(self, window: str) -> dict[str, str]:
         """Role -> PromQL over `window`, with the plan's own (rewritten) good and valid filters."""
@@ -127,6 +161,7 @@ def plan_rules(slos: Sequence[SloDefinition], settings: RuleSettings) -> list[Sl
 def _plan_one(slo: SloDefinition, good: str, valid: str, settings: RuleSettings) -> SloRulePlan:
     windows = dict(cv.WINDOWS)
     windows.setdefault(settings.period, settings.period_seconds)
+    alerting = settings.alerting
     alerts = []
     for pair in cv.ALERT_PAIRS:
         sev = settings.alerting.severity(pair.severity)
@@ -141,6 +176,18 @@ def _plan_one(slo: SloDefinition, good: str, valid: str, settings: RuleSettings)
             min_request_rate=float(sev.min_request_rate),
             for_seconds=sev.for_seconds,
         ))
+    fast = alerting.fast
+    category = "latency" if slo.kind == "latency" else "availability"
+    if fast.enabled and slo.counts_events and category == "availability":  # hard outages: errors, not tails
+        long, short = cv.window_label(fast.long.seconds), cv.window_label(fast.short.seconds)
+        alerts.append(BurnAlert(
+            alertname=cv.FAST_ALERT_NAME, severity="page", long=long, short=short,
+            long_seconds=fast.long.seconds, short_seconds=fast.short.seconds,
+            factor=float(f"{fast.factor:.{FACTOR_DIGITS}g}"), min_request_rate=float(fast.min_request_rate),
+            for_seconds=fast.for_seconds, tier="fast", interval=fast.interval_seconds,
+        ))
+        for w, sec in ((long, fast.long.seconds), (short, fast.short.seconds)):
+            windows.setdefault(w, sec)
     labels = ((cv.LABEL_SLO, slo.name),) + (((cv.LABEL_BACKEND, slo.backend),) if slo.backend else ()) + (
         (cv.LABEL_SERVICE, slo.service_name or settings.service),)
     interval = settings.alerting.interval_seconds
@@ -149,15 +196,48 @@ def _plan_one(slo: SloDefinition, good: str, valid: str, settings: RuleSettings)
         base = cv.base_window(interval)
         base_seconds = base[1]
         derived = tuple(w for w in (*cv.DERIVED_WINDOWS, settings.period) if windows[w] > base_seconds)
+    causes = _cause_selectors(slo, valid) if category == "availability" else ()
+    absent = _absent_selector(slo, valid) if alerting.absent.enabled else None
     return SloRulePlan(slo, good, valid, labels, tuple(windows.items()), settings.period, tuple(alerts),
-                       interval, base, tuple(dict.fromkeys(derived or ())))
+                       interval, base, tuple(dict.fromkeys(derived or ())), category, causes, absent,
+                       alerting.absent.for_seconds, alerting.absent.severity)
+
+
+def _cause_selectors(slo: SloDefinition, valid: str | None) -> tuple[tuple[str, str], ...]:
+    """For an SLI counting the proxy's requests by outcome: each availability cause's bad events,
+    as the SLI's own selector (valid events, else bad ones) with an outcome matcher added. Two
+    matchers on one label both apply, so the cause counts only outcomes the SLI counts as valid."""
+    from opsctl.metrics import schema
+
+    text = valid if valid is not None else slo.filter_bad
+    if not slo.counts_increases or text is None or "[window]" in text:
+        return ()
+    selector = parse_selector(text)
+    if selector.metric != schema.REQUESTS:
+        return ()
+    out = []
+    for cause, outcomes in cv.CAUSE_OUTCOMES.items():
+        matcher = Matcher("outcome", "=~", "|".join(outcomes))
+        out.append((cause, format_selector(Selector(selector.metric, selector.matchers + (matcher,)))))
+    return tuple(out)
+
+
+def _absent_selector(slo: SloDefinition, valid: str | None) -> str | None:
+    """The series whose absence means the SLI cannot be measured: the valid (else good) selector."""
+    for text in (valid, slo.filter_good):
+        if text is not None and "[window]" not in text:
+            try:
+                return format_selector(parse_selector(text))
+            except UsageError:
+                return None
+    return None
 
 
 def _sli_selectors(slo: SloDefinition, problems: list[str]) -> tuple[str | None, str | None] | None:
     """The good and valid filters for PromQL, or None with the reason added to `problems`.
     Only plain selectors of good and valid events are checked further (histogram, `le`)."""
     where = f"{slo.file}: {slo.name}"
-    if slo.method == "query_sli" or slo.filter_valid is None or "[window]" in slo.filter_good + slo.filter_valid:
+    if slo.method == "query_sli" or slo.filter_valid is None or "[window" in slo.filter_good + slo.filter_valid:
         return slo.filter_good, slo.filter_valid
     good, valid = parse_selector(slo.filter_good), parse_selector(slo.filter_valid)
     # A latency SLO is known by its histogram selector; one named so without it cannot be expressed.
@@ -262,8 +342,21 @@ def _own(record: str, plan: SloRulePlan) -> str:
     return f'{record}{{{cv.LABEL_SLO}="{plan.name}"}}'
 
 
+def _valid_of(q: dict[str, str]) -> str:
+    return q["valid"] if "valid" in q else f"({q['good']} + ({q['bad']} or vector(0)))"
+
+
 def alert_expr(plan: SloRulePlan, alert: BurnAlert) -> str:
     budget, factor = _budget_expr(plan), number(alert.factor)
+    if alert.fast:  # its own group, more often: raw windows inline (the records are the slower group's)
+        expr = (
+            f"(\n  ({error_ratio_expr(plan, alert.long)}) / {budget} > {factor}\n)\n"
+            f"and\n(\n  ({error_ratio_expr(plan, alert.short)}) / {budget} > {factor}\n)"
+        )
+        if plan.slo.counts_increases:
+            expr += (f"\nand\n(\n  {valid_rate_expr(plan, alert.short, alert.short_seconds)}"
+                     f" >= {number(alert.min_request_rate)}\n)")
+        return expr
     expr = (
         f"(\n  {_own(cv.record_error_ratio(alert.long), plan)} / {budget} > {factor}\n)\n"
         f"and\n(\n  {_own(cv.record_error_ratio(alert.short), plan)} / {budget} > {factor}\n)"
@@ -273,26 +366,75 @@ def alert_expr(plan: SloRulePlan, alert: BurnAlert) -> str:
     return expr
 
 
+def cause_ratio_expr(plan: SloRulePlan, cause_query: str, window: str) -> str:
+    """One cause's bad events over all valid events over `window`."""
+    return f"{cause_query} / {_valid_of(plan.queries(window))}"
+
+
+def cause_windows(plan: SloRulePlan, fast: bool) -> tuple[str, ...]:
+    """The windows whose per-cause ratios are recorded: the alerts' short windows (per group)."""
+    if not plan.causes:
+        return ()
+    return tuple(dict.fromkeys(a.short for a in plan.alerts if a.fast == fast))
+
+
 GO_BURN_RATE = '{{ printf "%.2f" $value }}'
 
 
-def annotations(plan: SloRulePlan, alert: BurnAlert, base_url: str, burn: float | None = None) -> dict[str, str]:
-    """Alert annotations: Go templates for the rule (burn None), or their rendering for a burn rate.
+def _cause_lookup(plan: SloRulePlan, window: str) -> str:
+    """PromQL naming the dominant cause over `window`: the largest recorded per-cause ratio above 0."""
+    return f"topk(1, {cv.record_cause_ratio(window)}{{{cv.LABEL_SLO}=\"{plan.name}\"}} > 0)"
+
+
+def cause_template(plan: SloRulePlan, window: str) -> str:
+    """The `cause` annotation as a Go template Prometheus renders at each evaluation."""
+    return (f"{{{{ with query `{_cause_lookup(plan, window)}` }}}}"
+            f"{{{{ . | first | label \"{cv.LABEL_CAUSE}\" }}}}{{{{ else }}}}{cv.DEFAULT_AVAILABILITY_CAUSE}{{{{ end }}}}")
+
+
+def _cause_text_template(plan: SloRulePlan, window: str) -> str:
+    """The cause's words in the summary, from the same lookup (a Go template)."""
+    lookup = _cause_lookup(plan, window)
+    branches = [c for c in cv.AVAILABILITY_CAUSES if c != cv.DEFAULT_AVAILABILITY_CAUSE]
+    text = f'{{{{ $cause := "{cv.DEFAULT_AVAILABILITY_CAUSE}" }}}}'
+    text += f'{{{{ with query `{lookup}` }}}}{{{{ $cause = . | first | label "{cv.LABEL_CAUSE}" }}}}{{{{ end }}}}'
+    for i, cause in enumerate(branches):
+        text += f'{{{{ {"if" if i == 0 else "else if"} eq $cause "{cause}" }}}}{cv.cause_text(cause)}'
+    return text + f"{{{{ else }}}}{cv.cause_text(cv.DEFAULT_AVAILABILITY_CAUSE)}{{{{ end }}}}"
+
+
+def subject(plan: SloRulePlan) -> str:
+    """Who an alert is about, first in its summary: the backend, or the service for a service-wide SLO."""
+    backend = plan.slo.backend
+    return backend if backend and backend != cv.ALL_BACKENDS else plan.label_dict[cv.LABEL_SERVICE]
+
+
+def annotations(plan: SloRulePlan, alert: BurnAlert, base_url: str, burn: float | None = None,
+                cause: str | None = None) -> dict[str, str]:
+    """Alert annotations: Go templates for the rule (burn None), or their rendering for a burn rate
+    and the cause the in-process evaluation found (None: the SLO's fixed cause).
 
     Prometheus renders `{{ printf "%.2f" $value }}` with the alert's value, the long-window burn
-    rate; Go and Python both round the exact binary value, so the texts are identical.
+    rate; Go and Python both round the exact binary value, so the texts are identical. The cause is
+    the largest per-cause ratio recorded over the alert's short window (`topk(1, ...)`).
     """
     slo = plan.slo
     description = (slo.description or slo.name).rstrip(". ")
+    fixed = plan.fixed_cause
     if burn is None:
         burn_text, description = GO_BURN_RATE, description.replace("{{", '{{ "{{" }}')
+        cause_value = fixed or cause_template(plan, alert.short)
+        words = cv.cause_text(fixed) if fixed else _cause_text_template(plan, alert.short)
     else:
         burn_text = f"{burn:.2f}"
+        cause_value = fixed or cause or cv.DEFAULT_AVAILABILITY_CAUSE
+        words = cv.cause_text(cause_value)
     objective = f"{slo.goal * 100:.10g}%"
+    level = f"fast {alert.severity}" if alert.fast else alert.severity
     return {
         "summary": (
-            f"{slo.name}: error budget burning {burn_text}x over {alert.long}"
-            f" ({alert.severity} above {cv.format_factor(alert.factor)}x over {alert.long} and {alert.short})"
+            f"{subject(plan)}: {words} at {burn_text}x over {alert.long}"
+            f" ({slo.name} {level} above {cv.format_factor(alert.factor)}x over {alert.long} and {alert.short})"
         ),
         "description": (
             f"{description}. Objective {objective} over {plan.period}. This alert fires when the error budget"
@@ -300,6 +442,7 @@ def annotations(plan: SloRulePlan, alert: BurnAlert, base_url: str, burn: float 
             f" last {alert.short}, with at least {alert.min_request_rate:g} requests/s over {alert.short}."
         ),
         "burn_rate": burn_text,
+        "cause": cause_value,
         "runbook_url": cv.runbook_url(base_url, slo.name, alert.severity),
     }
 
@@ -309,8 +452,30 @@ def alert_labels(plan: SloRulePlan, alert: BurnAlert, settings: RuleSettings) ->
         **settings.alerting.labels,
         **plan.label_dict,
         cv.LABEL_SEVERITY: alert.severity,
+        cv.LABEL_CATEGORY: plan.category,
+        **({cv.LABEL_TIER: alert.tier} if alert.tier else {}),
         cv.LABEL_LONG_WINDOW: alert.long,
         cv.LABEL_SHORT_WINDOW: alert.short,
+    }
+
+
+def absent_labels(plan: SloRulePlan, settings: RuleSettings) -> dict[str, str]:
+    """The rule's labels over what `absent()` itself returns (the selector's equality matchers)."""
+    own = {m.label: m.value for m in parse_selector(plan.absent).matchers if m.op == "=" and m.label != "__name__"}
+    return {**own, **settings.alerting.labels, **plan.label_dict, cv.LABEL_SEVERITY: plan.absent_severity,
+            cv.LABEL_CATEGORY: "absent"}
+
+
+def absent_annotations(plan: SloRulePlan, base_url: str) -> dict[str, str]:
+    held = format_duration(plan.absent_for)
+    return {
+        "summary": f"{subject(plan)}: {cv.cause_text('absent')}: no series of {plan.name}'s SLI for {held}",
+        "description": (
+            f"No sample of {plan.absent} for {held}: the LLM proxy stopped exporting, or a relabelling dropped"
+            f" the series. {plan.name} cannot be measured and its burn-rate alerts cannot fire."
+        ),
+        "cause": "absent",
+        "runbook_url": cv.runbook_url(base_url, plan.name, plan.absent_severity),
     }
 
 
@@ -323,7 +488,36 @@ def rule_groups(plans: Sequence[SloRulePlan], settings: RuleSettings) -> list[di
 
 
 def _groups(plan: SloRulePlan, settings: RuleSettings) -> list[dict]:
-    return [_group(plan, settings), _period_group(plan, settings)]
+    fast = [_fast_group(plan, settings)] if any(a.fast for a in plan.alerts) else []
+    return [_group(plan, settings), *fast, _period_group(plan, settings)]
+
+
+def _cause_rules(plan: SloRulePlan, fast: bool) -> list[dict]:
+    rules = []
+    for window in cause_windows(plan, fast):
+        for cause, query in plan.cause_queries(window).items():
+            rules.append({"record": cv.record_cause_ratio(window), "expr": cause_ratio_expr(plan, query, window),
+                          "labels": {**plan.label_dict, cv.LABEL_CAUSE: cause}})
+    return rules
+
+
+def _alert_rule(plan: SloRulePlan, alert: BurnAlert, settings: RuleSettings) -> dict:
+    rule = {"alert": alert.alertname, "expr": alert_expr(plan, alert)}
+    if alert.for_seconds:
+        rule["for"] = format_duration(alert.for_seconds)
+    rule["labels"] = alert_labels(plan, alert, settings)
+    rule["annotations"] = annotations(plan, alert, settings.alerting.runbook_base_url)
+    return rule
+
+
+def _fast_group(plan: SloRulePlan, settings: RuleSettings) -> dict:
+    """The fast-burn tier: its per-cause ratios and alert, evaluated every few seconds."""
+    alerts = [a for a in plan.alerts if a.fast]
+    return {
+        "name": cv.fast_group_name(settings.alerting.rule_group_prefix, plan.name),
+        "interval": format_duration(alerts[0].interval),
+        "rules": _cause_rules(plan, True) + [_alert_rule(plan, a, settings) for a in alerts],
+    }
 
 
 def _ratio_rule(plan: SloRulePlan, window: str, seconds: int) -> dict:
@@ -354,7 +548,7 @@ def _group(plan: SloRulePlan, settings: RuleSettings) -> dict:
         rules.append({"record": cv.record_good_increase(plan.base[0]), "expr": good, "labels": dict(labels)})
         rules.append({"record": cv.record_valid_increase(plan.base[0]), "expr": valid, "labels": dict(labels)})
     for window, seconds in plan.windows:
-        if window != plan.period:
+        if window != plan.period and window in cv.WINDOWS:
             rules.append(_ratio_rule(plan, window, seconds))
     for window in plan.guard_windows if plan.slo.counts_increases else ():
         rules.append({
@@ -364,13 +558,12 @@ def _group(plan: SloRulePlan, settings: RuleSettings) -> dict:
         })
     rules.append({"record": cv.RECORD_OBJECTIVE, "expr": f"vector({number(plan.slo.goal)})", "labels": dict(labels)})
     rules.append({"record": cv.RECORD_ERROR_BUDGET, "expr": f"vector{_budget_expr(plan)}", "labels": dict(labels)})
-    for alert in plan.alerts:
-        rule = {"alert": alert.alertname, "expr": alert_expr(plan, alert)}
-        if alert.for_seconds:
-            rule["for"] = format_duration(alert.for_seconds)
-        rule["labels"] = alert_labels(plan, alert, settings)
-        rule["annotations"] = annotations(plan, alert, settings.alerting.runbook_base_url)
-        rules.append(rule)
+    rules += _cause_rules(plan, False)
+    rules += [_alert_rule(plan, alert, settings) for alert in plan.alerts if not alert.fast]
+    if plan.absent:
+        rules.append({"alert": cv.ABSENT_ALERT_NAME, "expr": f"absent({plan.absent})",
+                      "for": format_duration(plan.absent_for), "labels": absent_labels(plan, settings),
+                      "annotations": absent_annotations(plan, settings.alerting.runbook_base_url)})
     return {
         "name": cv.rule_group_name(settings.alerting.rule_group_prefix, plan.name),
         "interval": format_duration(settings.alerting.interval_seconds),

@@ -40,6 +40,10 @@ class StateStore(Protocol):
         """Read-modify-write with CAS, retried on conflict; change returning None leaves it unchanged."""
         ...
 
+    def now(self) -> float:
+        """The time every writer of this store shares: the API server's for `kubernetes`."""
+        ...
+
 
 def check_name(name: str) -> str:
     """Document names become file and object names: DNS labels only (no paths, no surprises)."""
@@ -70,8 +74,13 @@ def update_loop(store: StateStore, name: str, change: Callable[[dict | None], di
 
     from opsctl.errors import ConflictError
 
+    import random
+    import time
+
     last: ConflictError | None = None
-    for _ in range(max(1, attempts)):
+    for attempt in range(max(1, attempts)):
+        if attempt >= 2:  # writers meeting again and again: spread them out (capped, jittered)
+            time.sleep(random.random() * min(0.5, 0.02 * 2 ** attempt))
         doc = store.get(name)
         new = change(copy.deepcopy(doc.data) if doc else None)
         if new is None:

@@ -54,5 +54,10 @@ class LocalStateStore:
 
         return Document(name, json.loads(text), new)
 
+    def now(self) -> float:
+        from opsctl.clock import wall_now
+
+        return wall_now()  # one host: its own clock is the only one
+
     def update(self, name: str, change: Callable[[dict | None], dict | None], *, attempts: int = 5) -> Document | None:
         return update_loop(self, name, change, attempts)

@@ -30,6 +30,7 @@ from opsctl.traffic.split import Split
 
 if TYPE_CHECKING:
     from opsctl.config import Config
+    from opsctl.fencing import Term
     from opsctl.traffic.base import Actuator
 
 Planner = Callable[[Split | None], Split]
@@ -65,6 +66,7 @@ class ChangeRequest:
     operation_id: str | None = None  # a ramp's steps share one (the rate limit counts it once)
     trim: Trimmer | None = None  # cuts the plan to capacity limits (failover moves what fits)
     confirm: Callable[["ChangeResult"], bool] | None = None  # asked once, after the policy guards pass
+    term: "Term | None" = None  # the leader's term (opsctl serve): refused once a newer one is recorded
 
 
 class PartialMove(Model):
@@ -137,6 +139,7 @@ class ChangeResult:
     audited: bool = False
     change_id: str | None = None  # the id of its entry in the change record, once applied
     topups: list["ChangeResult"] = field(default_factory=list)  # a failover's later steps as replicas became Ready
+    term: str | None = None  # the leader's term the change was written under (None: a person)
     degradation: "ChangeResult | None" = None  # a failover's step sending what could not move to traffic.degradation
     partial: PartialMove | None = None  # a failover the capacity guard let move only in part
 
@@ -215,6 +218,39 @@ class TrafficController:
         self.order = list(cfg.backends)
         # Added to every audit entry, e.g. {"drill": True, "drill_run": ID} for changes a drill makes.
         self.audit_fields = dict(audit_fields or {})
+        import threading
+
+        self._acting = threading.local()  # per worker thread: the leader's term and the operation id
+
+    def acting_as(self, *, term: "Callable[[], Term | None] | None" = None, operation_id: str | None = None):
+        """Within this block (this thread only), changes are written under the leader's term, read
+        afresh before every attempt (None: this replica no longer leads, FencedError), and under
+        `operation_id`, chosen by the caller before the write so a retry finds its own change."""
+        from contextlib import contextmanager
+
+        @contextmanager
+        def block():
+            saved = getattr(self._acting, "term", None), getattr(self._acting, "operation_id", None)
+            self._acting.term, self._acting.operation_id = term, operation_id
+            try:
+                yield self
+            finally:
+                self._acting.term, self._acting.operation_id = saved
+
+        return block()
+
+    def _term(self, request: ChangeRequest) -> "Term | None":
+        if request.term is not None:
+            return request.term
+        source = getattr(self._acting, "term", None)
+        if source is None:
+            return None  # a person: compare-and-swap only
+        term = source()
+        if term is None:
+            from opsctl.fencing import FencedError
+
+            raise FencedError(f"{self.actuator.target}: this replica no longer leads; it does not write")
+        return term
 
     def read(self) -> StoredSplit:
         return self.actuator.read()
@@ -222,7 +258,8 @@ class TrafficController:
     def apply(self, request: ChangeRequest) -> ChangeResult:
         if request.action not in ACTIONS:
             raise UsageError(f"unknown traffic action {request.action!r} (known: {', '.join(ACTIONS)})")
-        operation = request.operation_id or new_operation_id(request.action)
+        operation = (request.operation_id or getattr(self._acting, "operation_id", None)
+                     or new_operation_id(request.action))
         if request.emergency and not request.incident:
             self.refuse(request.action, "--emergency needs --incident ID: an override must name the incident it serves",
                         reason=request.reason, emergency=True, operation_id=operation)
@@ -234,7 +271,9 @@ class TrafficController:
                 request.reason, request.incident, request.emergency, attempt,
             )
             try:
-                if self._attempt(request, result, confirmed):
+                term = self._term(request)
+                result.term = str(term) if term is not None else None
+                if self._attempt(request, result, confirmed, term):
                     return result
             except OpsctlError as exc:
                 if not result.audited:  # e.g. a guard could not be evaluated: still one audited attempt
@@ -262,7 +301,7 @@ class TrafficController:
         self._audit(result)
         raise _attach(error(message, hint=hint), result)
 
-    def _attempt(self, request: ChangeRequest, result: ChangeResult, confirmed: list) -> bool:
+    def _attempt(self, request: ChangeRequest, result: ChangeResult, confirmed: list, term=None) -> bool:
         """One read-plan-check-write round. True when done; False when the write met a concurrent change."""
         stored = self.actuator.read()
         result.before, result.version_before = stored.split, stored.version
@@ -282,12 +321,15 @@ class TrafficController:
             result.outcome, result.message = "refused", exc.message
             self._audit(result)
             raise
+        record = stored.record if stored.record is not None else records.empty()
+        from opsctl.fencing import fence
+
+        kept_term = fence(term, record.get("term"), self.actuator.target)  # FencedError: a newer leader
         if result.requested == stored.split:
             result.outcome, result.message = "unchanged", "the split is already as asked"
             self._audit(result)
             return True
-        now = self.clock.now()
-        record = stored.record if stored.record is not None else records.empty()
+        now = records.now_for(self.actuator, self.clock)
         ctx = GuardContext(
             self.cfg, request.action, stored.split, result.requested, request.emergency, request.incident,
             now, result.operation_id, self.dry_run, self.audit, request.reason, self.clock, self.progress,
@@ -309,12 +351,22 @@ class TrafficController:
         entry = records.entry_of(result, self.order, now, self.audit_fields)
         new_record = records.with_change(record, entry, history=self.cfg.state.history,
                                          window=self.cfg.traffic.rate_limit.window_seconds, now=now)
+        if kept_term is not None:
+            new_record["term"] = kept_term
         try:
             written = self.actuator.write(result.after, stored.version, dry_run=self.dry_run, record=new_record)
-        except ConflictError as exc:
-            result.outcome, result.message = "conflict", exc.message
-            self._audit(result)
-            return False
+        except OpsctlError as exc:
+            # A lost answer (or its retry meeting 409) may hide an applied write: read it back.
+            own = None if self.dry_run else self._own_change(entry["id"])
+            if own is None:
+                if not isinstance(exc, ConflictError):
+                    raise
+                result.outcome, result.message = "conflict", exc.message
+                self._audit(result)
+                return False
+            written = own
+            result.warnings.append(f"the answer to the write was lost ({exc.message[:200]}); the change record"
+                                   " shows it applied")
         result.version = written.version
         if not self.dry_run:
             result.change_id = entry["id"]
@@ -324,6 +376,18 @@ class TrafficController:
         if not self.dry_run:
             self._announce(result)
         return True
+
+    def _own_change(self, change_id: str):
+        """After a failed write: the stored split's version when the record holds this change."""
+        from opsctl.traffic.base import WriteResult
+
+        try:
+            stored = self.actuator.read()
+        except OpsctlError:
+            return None
+        if records.find_change(stored.record, change_id=change_id) is None:
+            return None
+        return WriteResult(stored.version, False, "applied (recognised in the change record after a lost answer)")
 
     def _confirm(self, request: ChangeRequest, result: ChangeResult, before: Split | None, confirmed: list) -> None:
         """Ask once. A retry after a conflict may proceed only if the split is still the one confirmed."""

@@ -3,13 +3,24 @@
 The client takes ~300 ms to import, so it is imported only inside these functions. Every call has
 a timeout; API errors become opsctl errors (409 -> ConflictError, exit 5; `ApiException.body` is a
 str holding a Status object, whose message is quoted). Writes use field manager `opsctl`.
+
+Transient failures (429, 5xx, the server unreachable or the answer lost) are retried inside
+`call()` with capped, jittered backoff under one deadline (the connection's `timeout`, at most
+`RETRY_DEADLINE`, or the caller's `_deadline`), so an outage of a few seconds delays a call instead of failing it. Every write opsctl
+sends carries the resourceVersion it read, so a retried write whose first try was applied meets
+409 and its caller re-reads and recognises its own write (the change record's operation id, the
+state document's content). `server_now()` is the API server's clock (the `Date` header of its
+answers plus monotonic time since): what several hosts must order uses it, never their own clocks.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import socket
+import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -22,6 +33,14 @@ if TYPE_CHECKING:
 FIELD_MANAGER = "opsctl"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+TRANSIENT = (429, 500, 502, 503, 504)
+RETRY_DEADLINE = 30.0  # the most seconds a call keeps retrying transient failures
+RETRY_BASE, RETRY_CAP = 0.1, 2.0  # backoff: full jitter under base * 2^n, capped
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A failure worth retrying: 429, 5xx, or no answer at all (unreachable, timed out, dropped)."""
+    return getattr(exc, "unreachable", False) or getattr(exc, "status", None) in TRANSIENT
 
 
 class Kube:
@@ -31,6 +50,11 @@ class Kube:
         self.settings = settings
         self.base_dir = Path(base_dir)
         self._client = None
+        self._offset: float | None = None  # server time - monotonic time, from the answers' Date headers
+        self._offset_lock = threading.Lock()
+        # A call keeps retrying for as long as one attempt may take (`timeout`), at most RETRY_DEADLINE.
+        self.retry_deadline = min(RETRY_DEADLINE, float(settings.timeout))
+        self.transient_retries = 0  # how many transient failures call() retried (for tests and /metrics)
 
     @property
     def where(self) -> str:
@@ -43,8 +67,54 @@ class Kube:
     @property
     def client(self):
         if self._client is None:
-            self._client = _api_client(self.settings, self.base_dir)
+            client = _api_client(self.settings, self.base_dir)
+            send = client.call_api
+
+            def call_api(*args, **kwargs):  # every answer, error or not, tells the server's time
+                response = send(*args, **kwargs)
+                self._saw_date(response.getheader("Date"))
+                return response
+
+            client.call_api = call_api
+            self._client = client
         return self._client
+
+    # -- the API server's clock -------------------------------------------------------------------
+
+    def _saw_date(self, header: str | None) -> None:
+        if not header:
+            return
+        from email.utils import parsedate_to_datetime
+
+        try:
+            server = parsedate_to_datetime(header).timestamp()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return
+        # Date is whole seconds, rounded down: each answer bounds the server's time from below, so
+        # the largest bound seen is the best estimate, and the estimate never runs backwards.
+        offset = server - time.monotonic()
+        with self._offset_lock:
+            if self._offset is None or offset > self._offset:
+                self._offset = offset
+
+    def server_now(self) -> float:
+        """The API server's time now: its last answers' Date plus monotonic time since. Before any
+        answer, one cheap read asks it (`/version`); the local clock only when it cannot be reached."""
+        if self._offset is None:
+            try:
+                self.call("read the API server's time", self._version, _deadline=2.0)
+            except OpsctlError:
+                pass
+        if self._offset is None:
+            from opsctl.clock import wall_now
+
+            return wall_now()
+        return time.monotonic() + self._offset
+
+    def _version(self, **kwargs):
+        from kubernetes.client import VersionApi
+
+        return VersionApi(self.client).get_code(**kwargs)
 
     def core(self):
         from kubernetes.client import CoreV1Api
@@ -61,20 +131,40 @@ class Kube:
 
         return CustomObjectsApi(self.client)
 
-    def call(self, what: str, method: Callable, *args, **kwargs) -> Any:
+    def call(self, what: str, method: Callable, *args, _deadline: float | None = None, **kwargs) -> Any:
+        """Run `method`, retrying transient failures with capped backoff until `_deadline` seconds
+        (default `retry_deadline`) have passed; 409, 404 and the rest raise at once."""
+        deadline = time.monotonic() + (self.retry_deadline if _deadline is None else _deadline)
+        for attempt in range(1, 1000):
+            try:
+                return self._call_once(what, method, args, dict(kwargs), deadline)
+            except OpsctlError as exc:
+                if not is_transient(exc):
+                    raise
+                wait = random.random() * min(RETRY_CAP, RETRY_BASE * 2 ** (attempt - 1))
+                if time.monotonic() + wait >= deadline:
+                    raise
+                self.transient_retries += 1
+                time.sleep(wait)  # backoff between tries of a remote call
+        raise AssertionError("unreachable")
+
+    def _call_once(self, what: str, method: Callable, args: tuple, kwargs: dict, deadline: float) -> Any:
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
-        kwargs.setdefault("_request_timeout", self.settings.timeout)
+        left = max(0.5, deadline - time.monotonic())
+        kwargs.setdefault("_request_timeout", min(self.settings.timeout, left))
         try:
             return method(*args, **kwargs)
         except ApiException as exc:
             raise api_error(exc, what) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise OpsctlError(
+            error = OpsctlError(
                 f"{what}: cannot reach {self.where}: {_cause(exc)}",
                 hint="check traffic.kubernetes (host / kubeconfig / context) and that the API server is up",
-            ) from exc
+            )
+            error.unreachable = True
+            raise error from exc
 
     def record_event(self, *, involved: dict, reason: str, message: str, warning: bool = False,
                      action: str = "Update") -> str:

@@ -7,6 +7,12 @@ ones. One write holds both, so no change is ever applied without its record, and
 which counts from this record, sees exactly what was applied: a concurrent writer's compare-and-swap
 fails, and it re-reads, re-plans and re-checks the guard against the newer record.
 
+Fencing and time (docs/design.md, "Shapes the open work shares" 2 and 3): the record keeps `term`,
+the newest leader term that wrote it (a write under an older term is refused, a person's write keeps
+it), and each entry its writer's `term` and `operation`, chosen before the write, so a retry after a
+lost answer finds its own change. Entry times and the rate window are the API server's time for the
+Kubernetes actuators (`now_for`), so no laptop's clock decides what the window holds.
+
 The record also holds the open failovers (incident -> the split saved before its first failover),
 so `traffic restore` works from any laptop or replica. It is bounded: `state.history` entries (older
 ones live on in Kubernetes Events, the JSON log line and the local audit log) and the operations of
@@ -50,6 +56,30 @@ def empty() -> dict:
     return {"changes": [], "operations": {}, "failovers": {}}
 
 
+def now_for(actuator, clock) -> float:
+    """The time a change is recorded and the rate window measured at: the API server's for an
+    actuator on Kubernetes (its `kube`) when the clock is the wall clock; the clock's otherwise (a
+    file on one host, or simulated time in drills)."""
+    from opsctl.clock import WallClock
+
+    kube = getattr(actuator, "kube", None) or getattr(getattr(actuator, "object", None), "kube", None)
+    if isinstance(clock, WallClock) and kube is not None and hasattr(kube, "server_now"):
+        return kube.server_now()
+    return clock.now()
+
+
+def find_change(record: dict | None, *, change_id: str | None = None, operation: str | None = None,
+                action: str | None = None) -> dict | None:
+    """The newest entry with this id (or of this operation and action): a write recognising itself."""
+    for entry in newest_first(record or {}):
+        if change_id is not None and entry.get("id") == change_id:
+            return entry
+        if change_id is None and operation is not None and entry.get("operation") == operation and (
+                action is None or entry.get("action") == action):
+            return entry
+    return None
+
+
 def parse(raw: object, where: str) -> dict:
     """A stored record, or an empty one when there is none yet. A record that is not ours is no data."""
     if raw is None:
@@ -66,6 +96,8 @@ def parse(raw: object, where: str) -> dict:
         value = raw.get(key)
         if isinstance(value, kind):
             out[key] = value
+    if isinstance(raw.get("term"), str):
+        out["term"] = raw["term"]
     return out
 
 
@@ -91,6 +123,8 @@ def entry_of(result: AppliedChange, order, now: float, extra: dict | None = None
         "before": result.before.to_dict(order) if result.before else None,
         "after": result.after.to_dict(order),
     }
+    if getattr(result, "term", None):
+        entry["term"] = str(result.term)
     if result.shortfall:
         entry["shortfall"] = result.shortfall
     if extra:

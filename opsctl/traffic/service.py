@@ -192,9 +192,21 @@ class TrafficService:
         clock = self.controller.clock
         return Capacity(self.cfg, lambda: None, lambda: clock.now(), clock=clock).restore_minimum()
 
-    def restore_now(self, incident: str, saved: "Split", *, reason: str, emergency: bool = False) -> ChangeResult:
-        """Return to `saved` in one step (automation: the hold-down already waited)."""
-        result = self.controller.apply(ChangeRequest("restore", lambda _current: saved, incident=incident,
+    def restore_now(self, incident: str, saved: "Split", *, reason: str, emergency: bool = False,
+                    expect: "Split | None" = None) -> ChangeResult:
+        """Return to `saved` in one step (automation: the hold-down already waited). With `expect`,
+        only from that split: the precondition is checked on every attempt, so a retry after a
+        conflict never restores over a change made meanwhile (it is refused by bounds, exit 2)."""
+        from opsctl.errors import UsageError
+
+        def plan(current: "Split | None") -> "Split":
+            if expect is not None and current != expect and current != saved:
+                now = current.describe(self.order) if current else "unset"
+                raise UsageError(f"the split changed since the failover (now {now}, the failover wrote"
+                                 f" {expect.describe(self.order)}); restore left to a human")
+            return saved
+
+        result = self.controller.apply(ChangeRequest("restore", plan, incident=incident,
                                                      emergency=emergency, reason=reason))
         if result.outcome in ("applied", "unchanged") and not self.controller.dry_run:
             released = self.release_capacity()

@@ -43,7 +43,7 @@ spec:
   exporters: []
   service_level_indicator:
     filter_good: 'llm_proxy_requests_total{{backend="{backend}",outcome="ok"}}'
-    filter_valid: 'llm_proxy_requests_total{{backend="{backend}",outcome=~"ok|throttled|server_error|timeout"}}'
+    filter_valid: 'llm_proxy_requests_total{{backend="{backend}",outcome=~"ok|auth_error|throttled|server_error|timeout"}}'
   goal: 0.5
 """
 

@@ -129,3 +129,25 @@ def test_two_replicas_racing_for_a_free_lease_elect_exactly_one(api):
         t.join(30)
     assert len(won) == 1
     assert lease(api)["spec"]["holderIdentity"] == won[0]
+
+
+def test_the_term_is_the_holder_and_the_transitions_at_acquisition_and_none_when_not_leading(api):
+    clock = Clock()
+    a, b = elector(api, "serve-a", clock), elector(api, "serve-b", clock)
+    assert a.term is None
+    a.try_acquire_or_renew()
+    assert str(a.term) == "serve-a@0" and b.term is None
+    clock.t += RETRY
+    a.try_acquire_or_renew()  # a renewal keeps the term
+    assert str(a.term) == "serve-a@0"
+    # A stops renewing (paused): past renew_deadline it no longer has a term, before B may take over.
+    clock.t += DEADLINE
+    assert a.term is None
+    b.try_acquire_or_renew()  # B first sees the record here; it expires lease_duration later
+    clock.t += DURATION
+    assert b.try_acquire_or_renew() is True
+    assert str(b.term) == "serve-b@1" and lease(api)["spec"]["leaseTransitions"] == 1
+    assert b.term.is_older_than(None) is False and a.term is None
+    # A comes back: it reads B's Lease, is not the holder, and its old term stays gone.
+    assert a.try_acquire_or_renew() is False
+    assert a.term is None

@@ -1,6 +1,6 @@
-"""Deliveries and episodes in the shared state store, as several replicas use them (on the local
-backend of the same StateStore protocol the ConfigMaps implement): each event admitted and
-claimed once, a new leader takes over what the old one held, the documents stay bounded."""
+"""Episodes in the shared state store, as several replicas use them (on the local backend of the
+same StateStore protocol the ConfigMaps implement); the deliveries' tests are in
+test_delivery_store.py."""
 
 from __future__ import annotations
 
@@ -8,63 +8,14 @@ import pytest
 
 from opsctl.automation import shared
 from opsctl.automation.episodes import Busy
-from opsctl.automation.idempotency import NewEvent
-from opsctl.automation.shared import SharedDeliveryLog, SharedEpisodeStore
+from opsctl.automation.shared import SharedEpisodeStore
 from opsctl.clock import SimClock
 from opsctl.state.local import LocalStateStore
-
-
-def event(key: str, needs_action: bool = True) -> NewEvent:
-    return NewEvent(key, "alertmanager", "databricks", {"status": "firing", "labels": {"a": "b"}}, needs_action)
 
 
 @pytest.fixture
 def store(tmp_path):
     return LocalStateStore(tmp_path / "state")
-
-
-def test_an_event_recorded_by_two_replicas_is_admitted_and_claimed_once(store):
-    clock = SimClock(1000)
-    a = SharedDeliveryLog(store, clock=clock.now, owner="serve-a:1")
-    b = SharedDeliveryLog(store, clock=clock.now, owner="serve-b:1")
-    assert [e.key for e in a.admit([event("k1")])] == ["k1"]
-    assert b.admit([event("k1")]) == []  # the retry that reached the other replica
-    assert b.unseen([event("k1"), event("k2")]) == [event("k2")]
-    claimed = a.claim("k1")
-    assert claimed is not None and claimed.payload["labels"] == {"a": "b"} and claimed.attempts == 1
-    assert b.claim("k1") is None
-    b.finish("k1", {"x": 1})  # not b's to finish
-    assert a.state("k1")["state"] == "running"
-    a.finish("k1", {"actions": []})
-    row = b.state("k1")
-    assert row["state"] == "done" and row["payload"] == "{}"  # the payload is not kept once done
-    assert a.claim("k1") is None
-
-
-def test_a_new_leader_releases_what_the_old_one_held_and_takes_it(store):
-    clock = SimClock(1000)
-    old = SharedDeliveryLog(store, clock=clock.now, owner="serve-a:1", lease=300)
-    new = SharedDeliveryLog(store, clock=clock.now, owner="serve-b:1", lease=300)
-    old.admit([event("k1")])
-    assert old.claim("k1") is not None
-    assert new.due(older_than=0, limit=10) == []  # running under a live lease
-    assert new.recover(all_others=True) == 1
-    assert new.due(older_than=0, limit=10) == [("k1", "databricks")]
-    assert new.claim("k1").attempts == 2
-
-
-def test_the_deliveries_document_stays_bounded(store, monkeypatch):
-    monkeypatch.setattr(shared, "MAX_FINISHED", 50)
-    clock = SimClock(1000)
-    log = SharedDeliveryLog(store, clock=clock.now, owner="serve-a:1")
-    log.admit([event(f"old{i}", needs_action=False) for i in range(10)])
-    clock.advance(shared.RETENTION + 1)
-    for n in range(0, 120, 20):
-        clock.advance(1)
-        log.admit([event(f"k{n + i}", needs_action=False) for i in range(20)])
-    keys = set(store.get(shared.DELIVERIES).data["events"])
-    assert len(keys) == 50 and not any(k.startswith("old") for k in keys)
-    assert {f"k{i}" for i in range(70, 120)} == keys  # the newest kept
 
 
 def test_two_replicas_open_one_episode_and_a_held_one_is_busy_until_released(store, tmp_path):
@@ -112,19 +63,73 @@ def test_a_new_leader_releases_an_episode_the_old_one_held(store, tmp_path):
     assert taken.episode.failover == "started" and taken.resumed
 
 
-def test_large_pending_payloads_push_out_the_oldest_finished_keys_not_the_write(store, monkeypatch):
-    import json
+class Leading:
+    """A replica's term as its elector reports it: set, or None once it no longer leads."""
 
-    monkeypatch.setattr(shared, "MAX_BYTES", 40_000)
+    def __init__(self, text: str | None):
+        self.set(text)
+
+    def set(self, text: str | None) -> None:
+        from opsctl.fencing import Term
+
+        self.term = Term.parse(text) if text else None
+
+    def __call__(self):
+        return self.term
+
+
+def test_once_a_newer_term_wrote_the_episodes_a_stale_leaders_writes_and_intents_are_refused(store, tmp_path):
+    from opsctl.fencing import FencedError
+
     clock = SimClock(1000)
-    log = SharedDeliveryLog(store, clock=clock.now, owner="serve-a:1")
-    for n in range(0, 400, 100):
-        clock.advance(1)
-        log.admit([event(f"f{n + i:03d}", needs_action=False) for i in range(100)])
-    big = NewEvent("big", "alertmanager", "databricks", {"annotations": {"description": "x" * 20_000}})
-    assert [e.key for e in log.admit([big])] == ["big"]
-    events = store.get(shared.DELIVERIES).data["events"]
-    assert len(json.dumps(events, separators=(",", ":"))) <= 40_000
-    assert "big" in events and events["big"]["state"] == "pending"
-    finished = sorted(k for k in events if k != "big")
-    assert finished and finished == [f"f{i:03d}" for i in range(400 - len(finished), 400)]  # the newest kept
+    old, new = Leading("serve-a@0"), Leading("serve-b@1")
+    a = SharedEpisodeStore(store, local_path=tmp_path / "a.sqlite", clock=clock.now, owner="serve-a:1", term=old)
+    b = SharedEpisodeStore(store, local_path=tmp_path / "b.sqlite", clock=clock.now, owner="serve-b:1", term=new)
+    start = a.begin_firing("p", "fp", "databricks", "2026-11-29T12:00:00Z", failover=True)
+    a.record_intent("page", "dedup-1")
+    assert store.get(shared.EPISODES).data["term"] == "serve-a@0"
+    # B takes over (it releases what A held) and writes under its newer term.
+    assert b.recover(all_others=True) == 1
+    assert store.get(shared.EPISODES).data["term"] == "serve-b@1"
+    with pytest.raises(FencedError):
+        a.record_intent("ticket", "ticket-1")  # the stale leader's intent: its ticket never happens
+    start.episode.failover = "applied"
+    with pytest.raises(FencedError):
+        a.save(start.episode)
+    data = store.get(shared.EPISODES).data
+    assert list(data["intents"]) == ["page:dedup-1"]
+    assert next(iter(data["episodes"].values()))["failover"] == "started"
+    b.record_intent("ticket", "ticket-1")
+    assert store.get(shared.EPISODES).data["intents"]["ticket:ticket-1"]["term"] == "serve-b@1"
+
+
+def test_a_replica_that_no_longer_leads_writes_no_episode_and_only_the_owner_saves_one(store, tmp_path):
+    from opsctl.fencing import FencedError
+
+    clock = SimClock(1000)
+    term = Leading("serve-a@0")
+    a = SharedEpisodeStore(store, local_path=tmp_path / "a.sqlite", clock=clock.now, owner="serve-a:1", term=term)
+    b = SharedEpisodeStore(store, local_path=tmp_path / "b.sqlite", clock=clock.now, owner="serve-b:1",
+                           term=Leading("serve-a@0"))  # same term, another worker: not the episode's owner
+    start = a.begin_firing("p", "fp", "databricks", "2026-11-29T12:00:00Z", failover=True)
+    start.episode.failover = "applied"
+    b.save(start.episode)  # not its owner: nothing written
+    assert next(iter(store.get(shared.EPISODES).data["episodes"].values()))["failover"] == "started"
+    term.set(None)  # A lost the Lease (could not renew within renew_deadline)
+    with pytest.raises(FencedError):
+        a.save(start.episode)
+    term.set("serve-a@0")
+    a.save(start.episode)
+    assert next(iter(store.get(shared.EPISODES).data["episodes"].values()))["failover"] == "applied"
+
+
+def test_only_the_worker_holding_an_episode_owns_it(store, tmp_path):
+    clock = SimClock(1000)
+    a = SharedEpisodeStore(store, local_path=tmp_path / "a.sqlite", clock=clock.now, owner="serve-a:1")
+    b = SharedEpisodeStore(store, local_path=tmp_path / "b.sqlite", clock=clock.now, owner="serve-b:1")
+    start = a.begin_firing("p", "fp", "databricks", "2026-11-29T12:00:00Z", failover=True)
+    key = start.episode.key
+    assert a.owns(key) and not b.owns(key)
+    assert b.recover(all_others=True) == 1  # B leads now: A's hold is released
+    assert not a.owns(key)
+    assert a.owns("no-such-episode")  # nothing to tell by: not refused

@@ -33,11 +33,25 @@ def test_amtool_check_config_accepts_the_example():
     (["alertname=SloBurnRatePage", "severity=page", "slo=llm-inference-service-availability"], "pagerduty,opsctl"),
     (["alertname=SloBurnRateTicket", "severity=ticket", "slo=llm-inference-internal-latency-1s"], "ticket-queue,opsctl"),
     (["alertname=DiskFull", "severity=warning"], "ticket-queue"),
+    # the fast-burn tier: its own routes, and only those (one PagerDuty incident, not two)
+    (["alertname=SloFastBurnPage", "severity=page", "tier=fast", "category=availability",
+      "slo=llm-inference-databricks-availability"], "opsctl,pagerduty"),
+    (["alertname=SloMetricsAbsent", "severity=page", "category=absent", "slo=llm-inference-internal-availability"],
+     "pagerduty,opsctl"),
 ])
 def test_routing_tree_sends_each_severity_to_its_receivers(labels, receivers):
     result = amtool("config", "routes", "test", f"--config.file={CONFIG}", f"--verify.receivers={receivers}", *labels)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == receivers
+
+
+def test_the_fast_tier_waits_seconds_where_the_slower_pages_wait_tens():
+    doc = yaml.safe_load(CONFIG.read_text())
+    fast = [r for r in doc["route"]["routes"] if r.get("matchers") == ['tier="fast"']]
+    assert {r["receiver"]: r["group_wait"] for r in fast} == {"opsctl": "1s", "pagerduty": "5s"}
+    assert fast[0]["continue"] is True and not fast[1].get("continue", False)
+    slow = {r["receiver"]: r["group_wait"] for r in doc["route"]["routes"] if r.get("matchers") != ['tier="fast"']}
+    assert slow["opsctl"] == "10s" and slow["pagerduty"] == "30s"
 
 
 def test_secrets_are_files_not_values():

@@ -28,9 +28,10 @@ def test_a_responder_slower_than_the_acknowledgement_deadline_fails_that_expecta
     ack = verdict(report, "acknowledged")
     assert not ack["passed"]
     # Failed when the 10m deadline passed without an acknowledgement; the drill went on and measured it:
-    # paged at t0+3m30s (detected at 3m, group wait 30s), acknowledged 12m later, at 15m30s.
+    # acknowledged 12m after the page.
     assert ack["reason"] == "the page was not acknowledged within 10m00s"
-    assert report["measurements"]["time_to_acknowledge"] == 15 * 60 + 30
+    m = report["measurements"]
+    assert m["time_to_acknowledge"] == m["time_to_page"] + 12 * 60
     assert verdict(report, "detected")["passed"] and verdict(report, "paged")["passed"]
     assert any("Acknowledgement" in item for item in report["action_items"])
     assert "page acknowledged" in result.stderr and "drill failed" in result.stderr
@@ -49,21 +50,9 @@ def test_an_unacknowledged_page_escalates_and_the_secondary_acknowledges(drill_e
     assert m["escalated_after"] == m["time_to_page"] + 5 * 60
     assert m["time_to_acknowledge"] == m["escalated_after"] + 60
     assert m["acknowledged_by"] == "secondary on-call (drill)"
-    [incident] = ledger(drill_env.run_dir())["incidents"]
+    # The alert's own page (Alertmanager's PagerDuty route) escalates; the automation's page is another incident.
+    [incident] = [i for i in ledger(drill_env.run_dir())["incidents"] if i["dedup_key"].startswith("opsctl-drill-")]
     assert [e["type"] for e in incident["log"]][:4] == ["trigger", "notify", "escalate", "notify"]
-
-
-def test_a_ticket_filed_in_a_category_that_does_not_map_to_inference_fails_with_where_it_went(drill_env):
-    def wrong_form(data):
-        data["responders"]["on-call"]["actions"][1]["category"] = "platform"
-
-    result, report = run_json(drill_env, drill_env.scenario("vendor-outage", wrong_form))
-    assert result.exit_code == 1
-    ticket = verdict(report, "vendor-ticket")
-    assert not ticket["passed"]
-    assert "reached 'Workspace / Platform', not the inference category" in ticket["reason"]
-    [filed] = tickets(drill_env.run_dir())
-    assert filed["opsctl_category"] == "platform" and "drill" in filed["tags"]
 
 
 def test_a_vendor_that_reroutes_the_ticket_out_of_inference_fails_the_response_expectation(drill_env):

@@ -52,8 +52,8 @@ EXPECTED = [
     "method[1].weights: expected a mapping of backend to whole percent, got dict {'a': 'x'}",
     "method[2].from: required key is missing",
     "method[3].fault: expected a mapping, got int 3",
-    "responders.on-call.bogus: unknown key (known keys here: acknowledge-after, actions, escalate-after, name,"
-    " secondary-acknowledge-after, secondary-name, simulated)",
+    "responders.on-call.bogus: unknown key (known keys here: acknowledge-after, actions, escalate-after, manual,"
+    " name, secondary-acknowledge-after, secondary-name, simulated)",
     "responders.on-call.actions[0].action: must be one of failover, file-ticket; got 'wait'",
     "stop-conditions[0].slo: required key is missing",
     "stop-conditions[0].below: required key is missing",
@@ -85,7 +85,7 @@ method:
   - {action: inject-fault, fault: {kind: gpu-capacity-loss, duration: 5m, live: {namespace: staging, deployment: vllm}}}
   - {action: traffic-set, weights: {internal: 100, databricks: 0}, emergency: true}
 responders:
-  on-call: {acknowledge-after: 2m, escalate-after: never,
+  on-call: {acknowledge-after: 2m, escalate-after: never, manual: rehearses filing by hand,
             actions: [{action: file-ticket, vendor: databricks, category: inference, after: 1m}]}
 expectations:
   - {expect: paged, within: 10m, not-mentions: [internal]}
@@ -93,6 +93,19 @@ expectations:
   - {expect: change-refused, guard: freeze}
 rollbacks: [{action: remove-faults}, {action: restore-traffic}, {action: resolve-pages}]
 """
+
+
+def test_on_call_actions_without_a_stated_manual_path_are_refused():
+    """A scenario that writes the responder's failover and ticket into itself would pass while the
+    policies did nothing: its hand actions must say which manual path they rehearse."""
+    data = yaml.safe_load(VALID)
+    del data["responders"]["on-call"]["manual"]
+    with pytest.raises(ConfigError) as caught:
+        parse_scenario(data, "ok.yaml")
+    assert caught.value.problems == [
+        "ok.yaml: responders.on-call.actions: a drill's failovers and tickets come from automation.policies; on-call"
+        " acts by hand only where the scenario rehearses a manual path on purpose: say which and why in"
+        " responders.on-call.manual"]
 
 
 def test_a_valid_file_reads_into_the_model_the_engine_runs():
@@ -107,6 +120,7 @@ def test_a_valid_file_reads_into_the_model_the_engine_runs():
     assert third == Activity(name="traffic-set", action="traffic-set", weights={"internal": 100, "databricks": 0},
                              emergency=True)
     assert sc.on_call.acknowledge_after == 120 and sc.on_call.escalate_after is None
+    assert sc.on_call.manual == "rehearses filing by hand"
     assert sc.on_call.actions == (Activity(name="file-ticket", action="file-ticket", after=60, vendor="databricks",
                                            category="inference", severity="Sev2"),)
     paged, failover, refused = sc.expectations

@@ -26,20 +26,42 @@ What it implements, as the real server does for these resources:
     Deployment drives its replicas as their controllers do at each sync: clamp(desired, min, max),
     where `desired` is what the metrics ask for (a test hook, default the minimum). A patch of the
     scale subresource is therefore overwritten at the next read, as on a real cluster.
-Standalone: `python3 -m tests.fakes.kube_api --port 8001 [--seed objects.yaml]` serves until
-interrupted; point `traffic.kubernetes.host` (and `state.kubernetes.host`) at it.
+  - Every answer carries a `Date` header (the server's clock, shifted by `clock_offset` seconds), which
+    a client may take as the API server's time.
+  - State (`state=FILE`, `--state FILE`): the objects and the resourceVersion counter are written to
+    FILE atomically after every change, before the answer, and read back at start, so a restart
+    (even after SIGKILL) keeps every acknowledged write, as etcd does. `down()` / `up()` stop and
+    restart serving on the same port in-process (connections reset, the state read back from FILE).
+  - Faults (`Fault`, `inject()`, `--fault SPEC`, or the control endpoint `/fake/faults`): by verb
+    (get, list, create, update, patch, delete), resource (plural), optional name, and share of the
+    matching requests: a delay (fixed or a range), an answer dropped after applying or before
+    applying (the connection closes with no answer), a status code instead of applying (500, 409,
+    429, 503...), or a hold until `release()`. One draw of a seedable RNG per matching request picks at
+    most one fault: the shares of the faults a request matches partition [0, 1), in order.
+Standalone: `python3 -m tests.fakes.kube_api --port 8001 [--seed objects.yaml] [--state FILE]
+[--fault SPEC]... [--fault-seed N]` serves until interrupted; point `traffic.kubernetes.host` (and
+`state.kubernetes.host`) at it. SPEC is `verb=update|patch,resource=configmaps,share=0.5,status=500`
+(keys: verb, resource, name, share, delay (S or A-B), status, drop=before|after, hold, when=before|after,
+times, retry_after). Mind that the official client (urllib3) retries a 429 or 503 carrying Retry-After
+by itself, after sleeping that long, and an idempotent request (GET, PUT, DELETE) whose answer was
+dropped: a replace whose answer was lost comes back as 409 against its own applied write. The control endpoint takes GET, POST (add), PUT (replace, optionally with `seed`), DELETE on
+/fake/faults and POST /fake/release; it is never faulted nor logged.
 Test hooks: seed objects, read them back, inject concurrent writers (the next N writes to an
-object find it modified first), read the request log and the recorded Events.
+object find it modified first), inject faults, read the request log and the recorded Events.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import random
+import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from email.utils import formatdate
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -236,10 +258,112 @@ class Request:
     content_type: str
     body: object
     authorization: str | None = None
+    fault: str | None = None  # what an injected fault did to this request, if anything
+    at: float = field(default_factory=time.time)  # when it reached the fake (wall clock, for benchmarks)
+
+
+VERBS = ("get", "list", "create", "update", "patch", "delete")
+REASONS = {400: "BadRequest", 404: "NotFound", 409: "Conflict", 422: "Invalid", 429: "TooManyRequests",
+           500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}
+
+
+@dataclass
+class Fault:
+    """One injected fault: which requests it matches, what share of them it hits, and what it does.
+
+    `verb` and `resource` are one name, several separated by `|`, or `*`; `name` narrows to one object.
+    `delay` is seconds (a number) or a range [low, high] drawn from the fake's RNG, spent `when`
+    before or after applying. Then at most one of: `status` (answered instead of applying), `drop`
+    ("before": the connection closes and nothing is applied; "after": applied, then the connection
+    closes with no answer), `hold` (the request waits, `when` before or after applying, until
+    `release()`). `times` bounds how often it fires (None: without end); `fired` counts."""
+
+    verb: str = "*"
+    resource: str = "*"
+    name: str | None = None
+    share: float = 1.0
+    delay: float | tuple[float, float] | list[float] | None = None
+    status: int | None = None
+    drop: str | None = None
+    hold: bool = False
+    when: str = "before"
+    times: int | None = None
+    retry_after: int | None = 1  # the Retry-After header of a 429 or 503, as the real server sends (None: none)
+    fired: int = 0
+
+    def __post_init__(self):
+        for verb in self.verb.split("|"):
+            if verb != "*" and verb not in VERBS:
+                raise ValueError(f"fault: unknown verb {verb!r} (one of {', '.join(VERBS)} or *)")
+        if not 0.0 <= float(self.share) <= 1.0:
+            raise ValueError(f"fault: share {self.share} is not within [0, 1]")
+        self.share = float(self.share)
+        if isinstance(self.delay, (list, tuple)):
+            low, high = (float(v) for v in self.delay)
+            if not 0 <= low <= high:
+                raise ValueError(f"fault: delay range {self.delay} needs 0 <= low <= high")
+            self.delay = (low, high)
+        elif self.delay is not None and float(self.delay) < 0:
+            raise ValueError("fault: a delay cannot be negative")
+        if sum(bool(x) for x in (self.status, self.drop, self.hold)) > 1:
+            raise ValueError("fault: at most one of status, drop and hold")
+        if self.status is not None and not 400 <= int(self.status) <= 599:
+            raise ValueError(f"fault: status {self.status} is not an error code")
+        if self.drop not in (None, "before", "after"):
+            raise ValueError(f"fault: drop is 'before' or 'after', not {self.drop!r}")
+        if self.when not in ("before", "after"):
+            raise ValueError(f"fault: when is 'before' or 'after', not {self.when!r}")
+        if not (self.delay or self.status or self.drop or self.hold):
+            raise ValueError("fault: give a delay, a status, a drop or a hold")
+
+    def matches(self, verb: str, resource: str, name: str | None) -> bool:
+        return ((self.verb == "*" or verb in self.verb.split("|"))
+                and (self.resource == "*" or resource in self.resource.split("|"))
+                and (self.name is None or self.name == name)
+                and (self.times is None or self.fired < self.times))
+
+    @classmethod
+    def parse(cls, spec: str) -> "Fault":
+        """`verb=update|patch,resource=configmaps,share=0.5,delay=2-10` (the CLI's --fault)."""
+        fields: dict = {}
+        for item in filter(None, (p.strip() for p in spec.split(","))):
+            key, sep, value = item.partition("=")
+            if not sep:
+                if key == "hold":
+                    fields["hold"] = True
+                    continue
+                raise ValueError(f"fault: {item!r} is not key=value")
+            if key in ("verb", "resource", "name", "drop", "when"):
+                fields[key] = value
+            elif key == "share":
+                fields[key] = float(value)
+            elif key in ("status", "times"):
+                fields[key] = int(value)
+            elif key == "retry_after":
+                fields[key] = None if value in ("", "none") else int(value)
+            elif key == "delay":
+                low, dash, high = value.partition("-")
+                fields[key] = (float(low), float(high)) if dash else float(low)
+            elif key == "hold":
+                fields[key] = value.lower() in ("1", "true", "yes")
+            else:
+                raise ValueError(f"fault: unknown key {key!r}")
+        return cls(**fields)
+
+    def describe(self) -> dict:
+        out = asdict(self)
+        if isinstance(self.delay, tuple):
+            out["delay"] = list(self.delay)
+        return out
+
+
+class _Drop(Exception):
+    """Close the connection without an answer."""
 
 
 class FakeKubeAPI:
-    def __init__(self):
+    def __init__(self, *, state: str | Path | None = None, faults: list[Fault] | None = None,
+                 fault_seed: int | None = 0, clock_offset: float = 0.0):
         self.lock = threading.RLock()
         self.objects: dict[tuple[str, str, str, str], dict] = {}
         self.rv = 1000
@@ -249,6 +373,19 @@ class FakeKubeAPI:
         self.desired: dict[tuple[str, str], int] = {}  # (namespace, deployment) -> replicas the metrics ask for
         self.server: ThreadingHTTPServer | None = None
         self.thread: threading.Thread | None = None
+        self.state_path = Path(state) if state is not None else None
+        self.state_writes = 0
+        self.faults: list[Fault] = list(faults or [])
+        self.rng = random.Random(fault_seed)
+        self.clock_offset = clock_offset  # seconds added to the Date header's clock
+        self.port = 0
+        self._released = threading.Condition(self.lock)
+        self._release_generation = 0
+        self._holding = 0
+        self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
+        if self.state_path is not None:
+            self._load()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -261,17 +398,42 @@ class FakeKubeAPI:
             def log_message(self, *args):
                 pass
 
-            def _handle(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                code, body = api.handle(self.command, self.path, self.headers.get("Content-Type", ""), raw,
-                                        self.headers.get("Authorization"))
+            def setup(self):
+                super().setup()
+                with api.lock:
+                    api._connections.add(self.connection)
+
+            def finish(self):
+                with api.lock:
+                    api._connections.discard(self.connection)
+                super().finish()
+
+            def date_time_string(self, timestamp=None):
+                return formatdate((time.time() if timestamp is None else timestamp) + api.clock_offset, usegmt=True)
+
+            def _send(self, code: int, body, headers: dict | None = None):
                 data = json.dumps(body).encode()
-                self.send_response(code)
+                self.send_response(code)  # with Date (date_time_string above) and Server
                 self.send_header("Content-Type", "application/json")
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _handle(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                if urlsplit(self.path).path.startswith("/fake/"):
+                    self._send(*api.control(self.command, urlsplit(self.path).path, raw))
+                    return
+                try:
+                    code, body, headers = api.serve(self.command, self.path, self.headers.get("Content-Type", ""),
+                                                    raw, self.headers.get("Authorization"))
+                except _Drop:
+                    self.close_connection = True
+                    return
+                self._send(code, body, headers)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
 
@@ -281,23 +443,211 @@ class FakeKubeAPI:
             def handle_error(self, request, client_address):
                 import sys
 
-                if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+                if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError, OSError)):
                     super().handle_error(request, client_address)  # a client closing keep-alive is no error
 
-        self.server = Server(("127.0.0.1", port), Handler)
+        self._stopping.clear()
+        self.server = Server(("127.0.0.1", port or self.port), Handler)
+        self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
         return self
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
         if self.server is not None:
+            self._stopping.set()
+            with self.lock:
+                self._released.notify_all()
             self.server.shutdown()
             self.server.server_close()
             self.thread.join(timeout=5)
+            with self.lock:
+                connections = list(self._connections)
+            for conn in connections:  # as a killed server does: open connections are reset
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self.server = None
+
+    def down(self) -> None:
+        """The API server dies: it stops serving, in-flight delayed or held requests are dropped
+        (unapplied when the fault was before applying), open connections are reset."""
+        self.stop()
+
+    def up(self) -> "FakeKubeAPI":
+        """The API server comes back on the same port; with `state`, with what the state file holds
+        (memory is discarded, as a new process would have it)."""
+        if self.state_path is not None:
+            self._load()
+        return self.start(self.port)
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        with self.lock:
+            self.objects.clear()
+            if self.state_path is None or not self.state_path.exists():
+                return
+            data = json.loads(self.state_path.read_text())
+            self.rv = int(data["resourceVersion"])
+            for obj in data["objects"]:
+                group, plural = self._kind_key(obj)
+                meta = obj["metadata"]
+                self.objects[(group, plural, meta["namespace"], meta["name"])] = obj
+            self.desired = {(ns, name): n for ns, name, n in data.get("autoscalerDesired", [])}
+
+    def _save(self) -> None:
+        if self.state_path is None:
+            return
+        from opsctl.statefile import atomic_file
+
+        data = {"resourceVersion": self.rv, "objects": list(self.objects.values()),
+                "autoscalerDesired": [[ns, name, n] for (ns, name), n in self.desired.items()]}
+        with atomic_file(self.state_path) as fh:
+            json.dump(data, fh, separators=(",", ":"))
+        self.state_writes += 1
+
+    # -- faults ---------------------------------------------------------------------------------
+
+    def inject(self, fault: Fault | None = None, **fields) -> Fault:
+        """Add a fault (a `Fault`, or its fields as keywords); it applies from the next request."""
+        fault = fault if fault is not None else Fault(**fields)
+        with self.lock:
+            self.faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        with self.lock:
+            self.faults.clear()
+            self.release()
+
+    def seed_faults(self, seed: int) -> None:
+        with self.lock:
+            self.rng.seed(seed)
+
+    def release(self) -> None:
+        """Let every request held so far go on."""
+        with self.lock:
+            self._release_generation += 1
+            self._released.notify_all()
+
+    def held(self) -> int:
+        """How many requests wait on a hold now."""
+        with self.lock:
+            return self._holding
+
+    @staticmethod
+    def _classify(method: str, path: str) -> tuple[str, str, str | None] | None:
+        segs = [s for s in urlsplit(path).path.split("/") if s]
+        rest = segs[2:] if segs[:2] == ["api", "v1"] else segs[3:] if segs[:1] == ["apis"] else None
+        if rest is None or len(rest) < 3 or rest[0] != "namespaces":
+            return None
+        name = rest[3] if len(rest) > 3 else None
+        verb = {"GET": "get" if name else "list", "POST": "create", "PUT": "update", "PATCH": "patch",
+                "DELETE": "delete"}.get(method)
+        return (verb, rest[2], name) if verb else None
+
+    def _pick(self, method: str, path: str) -> tuple[Fault | None, float]:
+        """At most one fault for this request (one draw: the matching shares partition [0, 1)) and its delay."""
+        what = self._classify(method, path)
+        if what is None:
+            return None, 0.0
+        with self.lock:
+            matching = [f for f in self.faults if f.matches(*what)]
+            if not matching:
+                return None, 0.0
+            draw, edge = self.rng.random(), 0.0
+            for fault in matching:
+                edge += fault.share
+                if draw < edge:
+                    fault.fired += 1
+                    delay = fault.delay or 0.0
+                    if isinstance(delay, tuple):
+                        delay = self.rng.uniform(*delay)
+                    return fault, float(delay)
+        return None, 0.0
+
+    def _wait(self, fault: Fault, delay: float, when: str) -> None:
+        """Spend a fault's delay or hold at this point; a server going down meanwhile drops the request."""
+        if fault.when != when:
+            return
+        if delay and self._stopping.wait(delay):
+            raise _Drop
+        if fault.hold:
+            with self.lock:
+                generation = self._release_generation
+                self._holding += 1
+                try:
+                    while self._release_generation == generation and not self._stopping.is_set():
+                        self._released.wait(1.0)
+                finally:
+                    self._holding -= 1
+            if self._stopping.is_set():
+                raise _Drop
+
+    def serve(self, method: str, raw_path: str, content_type: str, raw: bytes,
+              authorization: str | None = None) -> tuple[int, dict, dict]:
+        """One request through the faults: (code, body, extra headers), or _Drop for no answer."""
+        fault, delay = self._pick(method, raw_path)
+        if fault is None:
+            return (*self.handle(method, raw_path, content_type, raw, authorization), {})
+        self._wait(fault, delay, "before")
+        if fault.status or fault.drop == "before":
+            with self.lock:
+                parts = urlsplit(raw_path)
+                self.requests.append(Request(method, parts.path, {k: v[-1] for k, v in parse_qs(parts.query).items()},
+                                             content_type.split(";")[0].strip(), None, authorization,
+                                             f"status {fault.status}" if fault.status else "dropped before applying"))
+            if fault.drop:
+                raise _Drop
+            code = int(fault.status)
+            reason = REASONS.get(code, "InternalError")
+            message = {409: "Operation cannot be fulfilled: the object has been modified; please apply your changes"
+                            " to the latest version and try again",
+                       429: "the server has received too many requests and has temporarily limited the rate"}.get(
+                code, f"injected fault: {reason}")
+            headers = {"Retry-After": str(fault.retry_after)} if code in (429, 503) and fault.retry_after is not None else {}
+            return code, ApiError(code, reason, message).status(), headers
+        code, body = self.handle(method, raw_path, content_type, raw, authorization, fault="faulted")
+        self._wait(fault, delay, "after")
+        if fault.drop == "after":
+            with self.lock:
+                self.requests[-1].fault = "dropped after applying"
+            raise _Drop
+        return code, body, {}
+
+    def control(self, method: str, path: str, raw: bytes) -> tuple[int, dict]:
+        """The control endpoint for a fake in another process: /fake/faults and /fake/release."""
+        try:
+            body = json.loads(raw) if raw else {}
+            if path == "/fake/release" and method == "POST":
+                self.release()
+            elif path == "/fake/faults":
+                if method == "DELETE":
+                    self.clear_faults()
+                elif method in ("POST", "PUT"):
+                    items = body.get("faults", []) if isinstance(body, dict) else body
+                    faults = [Fault(**{k: v for k, v in item.items() if k != "fired"}) for item in items]
+                    with self.lock:
+                        if method == "PUT":
+                            self.faults = []
+                            if isinstance(body, dict) and body.get("seed") is not None:
+                                self.rng.seed(int(body["seed"]))
+                        self.faults.extend(faults)
+                elif method != "GET":
+                    raise ValueError(f"{method} is not allowed on {path}")
+            else:
+                return 404, ApiError(404, "NotFound", f"no control endpoint {path}").status()
+            with self.lock:
+                return 200, {"faults": [f.describe() for f in self.faults], "held": self._holding,
+                             "resourceVersion": str(self.rv)}
+        except (ValueError, TypeError, AttributeError) as exc:
+            return 400, ApiError(400, "BadRequest", str(exc)).status()
 
     # -- test hooks -----------------------------------------------------------------------------
 
@@ -321,6 +671,7 @@ class FakeKubeAPI:
                 obj["status"] = {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas,
                                  "updatedReplicas": replicas, "observedGeneration": 1}
             self.objects[(group, plural, meta["namespace"], meta["name"])] = obj
+            self._save()
             return copy.deepcopy(obj)
 
     def get(self, group: str, plural: str, namespace: str, name: str) -> dict | None:
@@ -337,6 +688,7 @@ class FakeKubeAPI:
         """What the autoscaler's metrics ask for (before its min/max clamp)."""
         with self.lock:
             self.desired[(namespace, deployment)] = replicas
+            self._save()
 
     def inject_conflicts(self, group: str, plural: str, namespace: str, name: str, count: int) -> None:
         """The next `count` writes to the object find it changed by another writer just before."""
@@ -362,7 +714,7 @@ class FakeKubeAPI:
         raise ValueError(f"the fake does not serve {api_version} {obj.get('kind')}")
 
     def handle(self, method: str, raw_path: str, content_type: str, raw: bytes,
-               authorization: str | None = None) -> tuple[int, dict]:
+               authorization: str | None = None, fault: str | None = None) -> tuple[int, dict]:
         parts = urlsplit(raw_path)
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         try:
@@ -371,11 +723,15 @@ class FakeKubeAPI:
             return 400, ApiError(400, "BadRequest", "the body of the request is not valid JSON").status()
         with self.lock:
             self.requests.append(Request(method, parts.path, query, content_type.split(";")[0].strip(), body,
-                                         authorization))
+                                         authorization, fault))
+            before = self.rv
             try:
                 return self._dispatch(method, parts.path, query, content_type.split(";")[0].strip(), body)
             except ApiError as exc:
                 return exc.code, exc.status()
+            finally:
+                if self.rv != before or (method == "DELETE" and not query.get("dryRun")):
+                    self._save()  # before the answer: what was acknowledged survives a restart
 
     def _route(self, path: str):
         segs = [s for s in path.split("/") if s]
@@ -718,19 +1074,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", action="append", default=[],
                         help="a YAML or JSON file of objects (a list, or documents separated by ---) to create first")
     parser.add_argument("--ready-delay", type=float, default=2.0, help="seconds until scaled pods are Ready")
+    parser.add_argument("--state", metavar="FILE",
+                        help="keep the objects and the resourceVersion counter in FILE across restarts (a seed"
+                             " object already in it is not created again)")
+    parser.add_argument("--fault", action="append", default=[], metavar="SPEC",
+                        help="inject a fault, e.g. 'verb=update|patch,resource=configmaps,share=0.2,status=500'")
+    parser.add_argument("--fault-seed", type=int, default=0, help="seed of the RNG that picks faulted requests")
+    parser.add_argument("--clock-offset", type=float, default=0.0, help="seconds added to the Date header's clock")
     args = parser.parse_args(argv)
-    api = FakeKubeAPI()
+    try:
+        faults = [Fault.parse(spec) for spec in args.fault]
+    except (ValueError, TypeError) as exc:
+        parser.error(str(exc))
+    api = FakeKubeAPI(state=args.state, faults=faults, fault_seed=args.fault_seed, clock_offset=args.clock_offset)
     for path in args.seed:
         import yaml
 
         with open(path) as fh:
             for doc in yaml.safe_load_all(fh):
                 for obj in doc if isinstance(doc, list) else [doc]:
-                    if obj:
-                        seeded = api.seed(obj)
-                        if seeded["kind"] == "Deployment":
-                            meta = seeded["metadata"]
-                            api.simulate_deployment(meta["namespace"], meta["name"], ready_delay=args.ready_delay)
+                    if obj and api.get(*api._kind_key(obj), (obj.get("metadata") or {}).get("namespace", "default"),
+                                       (obj.get("metadata") or {}).get("name")) is None:
+                        api.seed(obj)
+    for (_g, plural, namespace, name) in list(api.objects):
+        if plural == "deployments":
+            api.simulate_deployment(namespace, name, ready_delay=args.ready_delay)
     api.start(port=args.port)
     print(f"fake Kubernetes API on {api.url} (Ctrl-C stops it)", flush=True)
     stop = threading.Event()

@@ -135,3 +135,32 @@ def test_adding_steps_updates_the_running_totals(store):
 def test_promql_it_cannot_answer_is_a_usage_error(store, expr):
     with pytest.raises(UsageError):
         store.query_many([expr], T0 + 60)
+
+
+def test_a_store_written_before_auth_error_opens_with_zero_auth_errors_and_its_counts_kept(tmp_path):
+    """A store from before the auth_error outcome (no req_auth_error columns) still opens: the
+    column joins with 0 in every existing row, which is what the proxy counted then."""
+    import sqlite3
+
+    from opsctl.metrics import schema
+
+    old = [c for c in schema.VALUE_COLUMNS if c != "req_auth_error"]
+    cols = ", ".join(f"{c} REAL NOT NULL DEFAULT 0" for c in old + [f"c_{c}" for c in old])
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute(f"CREATE TABLE steps (backend TEXT NOT NULL, ts INTEGER NOT NULL, {cols},"
+                 " PRIMARY KEY (backend, ts)) WITHOUT ROWID")
+    conn.execute("INSERT INTO steps (backend, ts, req_ok, req_server_error, c_req_ok, c_req_server_error)"
+                 " VALUES ('databricks', 10, 97, 3, 97, 3)")
+    conn.commit()
+    conn.close()
+    store = EmbeddedStore.open(path, create=False)
+    try:
+        totals = store.totals("databricks", 10)
+        assert totals["req_ok"] == 97 and totals["req_server_error"] == 3 and totals["req_auth_error"] == 0
+        valid = 'sum(increase(llm_proxy_requests_total{backend="databricks",outcome=~"ok|auth_error|throttled|server_error|timeout"}[10s]))'
+        assert store.query_many([valid], 10) == [100.0]
+        store.write_steps("databricks", [20], {"req_ok": [5], "req_auth_error": [5]})
+        assert store.totals("databricks", 20)["req_auth_error"] == 5
+    finally:
+        store.close()

@@ -83,6 +83,32 @@ def test_a_jsonl_request_log_lands_in_the_steps_by_hand(tmp_path, cli, store_pat
         ("databricks", 2, 4), ("internal", 2, 4)]
 
 
+def test_a_401_or_403_from_a_backend_is_an_auth_error_and_counts_against_availability(tmp_path, cli, store_path,
+                                                                                      store_columns):
+    """Two of the vendor's answers are 401 and 403 (its auth layer refusing our credentials): the
+    availability SLO shipped in slos/ counts them bad, 7 good of 9 valid, where it used to read 100%
+    (a 404 stays the caller's own error, outside availability)."""
+    from opsctl.metrics.embedded import EmbeddedStore
+    from opsctl.slo.loading import load_slos
+    from tests.conftest import REPO
+
+    statuses = [200] * 7 + [401, 403, 404]
+    log = write_jsonl(tmp_path / "proxy.jsonl", [
+        {"ts": T0 + 1 + i, "backend": "databricks", "status": s, "latency_ms": 20, "prompt_tokens": 1}
+        for i, s in enumerate(statuses)])
+    assert cli("metrics", "ingest", log).exit_code == 0
+    [values] = store_columns(store_path, "databricks").values()
+    assert (values["req_ok"], values["req_auth_error"], values["req_client_error"]) == (7, 2, 1)
+    [slo] = [s for s in load_slos([REPO / "slos" / "databricks-availability.yaml"], {"databricks", "internal"})]
+    store = EmbeddedStore.open(store_path, create=False)
+    try:
+        queries = slo.queries("10s")
+        good, valid = store.query_many([queries["good"], queries["valid"]], T0 + 10)
+    finally:
+        store.close()
+    assert (good, valid) == (7.0, 9.0)  # 2 of the 9 valid requests failed: 401 and 403 are bad
+
+
 def test_ingesting_the_same_log_twice_changes_nothing_and_says_so(tmp_path, cli, store_path, store_rows):
     log = write_jsonl(tmp_path / "proxy.jsonl", LOG)
     assert cli("metrics", "ingest", log).exit_code == 0
@@ -363,7 +389,7 @@ def test_metrics_info_describes_the_store(tmp_path, cli):
     assert data["start"] == "2027-01-15T08:00:00Z" and data["end"] == "2027-01-15T08:00:30Z"
     assert [(b["backend"], b["steps"], b["requests"]) for b in data["backends"]] == [
         ("databricks", 2, 4), ("internal", 2, 4)]
-    assert data["backends"][1]["outcomes"] == {"ok": 1, "client_error": 1, "throttled": 0,
+    assert data["backends"][1]["outcomes"] == {"ok": 1, "client_error": 1, "auth_error": 0, "throttled": 0,
                                                "server_error": 0, "timeout": 2}
     table = cli("metrics", "info")
     assert table.exit_code == 0 and "databricks" in table.stdout

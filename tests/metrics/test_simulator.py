@@ -267,6 +267,16 @@ def test_auth_throttling_answers_429_to_the_rate_on_the_vendor(baseline):
     assert_identical_outside(baseline, result, incident)
 
 
+def test_auth_throttling_answers_401_to_the_auth_rate_as_auth_errors(baseline):
+    incident, result = with_incident("auth-throttling@2026-11-18T13:00Z+1h:rate=0.15,auth_rate=0.2")
+    db = result["databricks"]
+    window = window_of(db, incident)
+    assert share(db, "req_auth_error", window) == pytest.approx(0.2, abs=0.005)
+    assert share(db, "req_throttled", window) == pytest.approx(0.15, abs=0.005)
+    assert db.columns["req_auth_error"][~window].sum() == 0  # none outside the incident
+    assert_identical_outside(baseline, result, incident)
+
+
 def test_gpu_capacity_loss_fails_and_slows_internal_requests(baseline):
     incident, result = with_incident("gpu-capacity-loss@2026-11-18T16:00Z+15m:rate=0.1,factor=2")
     assert incident.backend == "internal"
@@ -403,7 +413,7 @@ def test_openmetrics_export_is_cumulative_from_an_explicit_zero(small):
     lines = out.getvalue().splitlines()
     assert lines[-1] == "# EOF"
     assert samples == sum(1 for line in lines if not line.startswith("#"))
-    assert samples == 2 * 21 * 361  # 2 backends x 21 series x (360 steps + the zero)
+    assert samples == 2 * 22 * 361  # 2 backends x 22 series (6 outcomes, 11 buckets, count, sum, 3 tokens) x (360 steps + the zero)
     types = [line for line in lines if line.startswith("# TYPE")]
     assert types == ["# TYPE llm_proxy_requests counter", "# TYPE llm_proxy_request_duration_seconds histogram",
                      "# TYPE llm_proxy_prompt_tokens counter", "# TYPE llm_proxy_completion_tokens counter",
@@ -445,7 +455,7 @@ def test_promtool_backfills_the_export_with_the_same_values(small, tmp_path):
     for line in dump.stdout.splitlines():
         labels, value, ts = line.rsplit(" ", 2)
         series.setdefault(labels, []).append((int(ts), float(value)))
-    assert len(series) == 2 * 21
+    assert len(series) == 2 * 22
     first = int(small["databricks"].timestamps[0])
     key = '{__name__="llm_proxy_requests_total", backend="databricks", outcome="server_error"}'
     expected = np.concatenate(([0], np.cumsum(small["databricks"].columns["req_server_error"])))

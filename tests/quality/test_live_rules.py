@@ -9,7 +9,9 @@ requests per step (100 requests/s), 450 prompt tokens, 180 completion tokens and
   - from step 400 on, its answers hold 2.4 suggestions each (a 20% drop).
 
 Settings: window 10m, baseline 1h earlier, at least 50 requests/s, prompt tokens 0.5 for 2m,
-suggestions 0.1 for 5m, completion tokens 0.1 for 10m.
+suggestions 0.1 for 5m, completion tokens 0.1 for 10m. The noise guard (5 sigma) passes: 60,000
+requests a side over 10m against the 20,000 a prompt-token spread of 10 needs (2 x (5 x 10 / 0.5)^2),
+3,042 for completion tokens (spread 0.78) and 1,682 for suggestions (0.58).
 
 By hand, prompt tokens: at a minute T (seconds), k = T/10 - 100 of the window's 60 steps count
 449, so the vendor's figure is 450 - k/60 and the shift k/60 exceeds 0.5 from k = 31: the first
@@ -37,7 +39,8 @@ quality:
     window: 10m
     baseline_offset: 1h
     min_request_rate: 50
-    prompt_tokens: {threshold: 0.5, severity: page, for_duration: 2m}
+    noise_sigmas: 5
+    prompt_tokens: {threshold: 0.5, severity: page, for_duration: 2m, spread: 10}
     completion_tokens: {threshold: 0.1, severity: ticket, for_duration: 10m}
     suggestions: {threshold: 0.1, severity: page, for_duration: 5m}
 """
@@ -241,3 +244,63 @@ def test_on_simulated_traffic_promtool_and_the_in_process_evaluation_fire_the_sa
         {"interval": "10s", "input_series": input_series, "alert_rule_test": tests}]}, sort_keys=False, width=10**7))
     run = subprocess.run([promtool, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------------------------
+# The minimum traffic from sampling noise: a rule below it is suppressed, and says why
+
+NOISY = SETTINGS.replace(", spread: 10}", "}")  # the shipped spread of prompt tokens: 350 per request
+
+
+def test_the_prompt_rule_is_suppressed_below_its_noise_minimum_in_the_rules_too(tmp_path):
+    """100 requests/s a side over 10m is 60,000 requests: a 0.5-token threshold at 350 tokens of
+    spread per request needs 2 x (5 x 350 / 0.5)^2 = 24,500,000 a side. promtool fires nothing where
+    the spread of 10 above fired at 24m; the suggestions rule (spread 0.58) still fires at 77m."""
+    promtool = require_binary("promtool")
+    cfg = write_config(tmp_path, NOISY)
+    rules = tmp_path / "rules.yaml"
+    assert run_opsctl("--config", str(cfg), "quality", "rules", "--out", str(rules)).exit_code == 0
+    series = [{"series": SERIES[k].format(b=b), "values": promtool_values(v)}
+              for b in ("internal", "databricks") for k, v in increments(b).items()]
+    tests = [{"eval_time": f"{m}m", "alertname": "QualityPromptTokensShift", "exp_alerts": []} for m in (24, 60, 99)]
+    test_file = tmp_path / "quality.test.yaml"
+    test_file.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [
+        {"interval": "10s", "input_series": series, "alert_rule_test": tests}]}, sort_keys=False, width=100000))
+    run = subprocess.run([promtool, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    text = rules.read_text()
+    assert "<= 8.163265306e-08" in text  # (0.5 / (5 x 350))^2, the largest 1/n1 + 1/n2 it accepts
+
+
+def test_quality_alerts_and_slo_alerts_say_a_rule_is_suppressed_and_why(tmp_path):
+    import json
+
+    from opsctl.metrics.embedded import EmbeddedStore
+
+    cfg = write_config(tmp_path, NOISY)
+    store = EmbeddedStore.open(tmp_path / "state" / "metrics.sqlite", create=True)
+    for backend in ("internal", "databricks"):
+        inc = increments(backend)
+        store.write_steps(backend, [T0 + 10 * i for i in range(1, STEPS + 1)],
+                          {"req_ok": inc["requests_ok"], "prompt_tokens": inc["prompt_tokens"],
+                           "completion_tokens": inc["completion_tokens"], "suggestions": inc["suggestions"],
+                           "lat_count": inc["requests_ok"]})
+    store.close()
+    at = "2027-01-15T08:24:00Z"
+    quality = run_opsctl("--config", str(cfg), "quality", "alerts", "--at", at, "-o", "json")
+    assert quality.exit_code == 0, quality.stderr
+    data = json.loads(quality.stdout)
+    assert data["firing"] == []  # the shift is there (44/60 of a token), the traffic is not
+    [why] = [s for s in data["suppressed"] if s["alertname"] == "QualityPromptTokensShift"]
+    assert why["backend"] == "databricks" and why["signal"] == "prompt_tokens"
+    assert "sampling noise" in why["reason"] and "24,500,000 on each side" in why["reason"]
+    assert "has 60,000 (databricks) and 60,000 (internal)" in why["reason"]
+    assert not [s for s in data["suppressed"] if s["signal"] != "prompt_tokens"]  # the others have enough
+    table = run_opsctl("--config", str(cfg), "quality", "alerts", "--at", at)
+    assert "suppressed  QualityPromptTokensShift databricks: sampling noise" in table.stdout
+    slo = run_opsctl("--config", str(cfg), "slo", "alerts", "--at", at, "-o", "json")
+    listed = json.loads(slo.stdout)["quality"]
+    assert listed["suppressed"] == data["suppressed"] and listed["firing"] == []
+    late = run_opsctl("--config", str(cfg), "slo", "alerts", "--at", "2027-01-15T09:17:00Z", "-o", "json")
+    fired = json.loads(late.stdout)["quality"]["firing"]
+    assert [(q["alertname"], q["backend"]) for q in fired] == [("QualitySuggestionsDrop", "databricks")]

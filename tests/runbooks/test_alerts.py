@@ -41,16 +41,21 @@ def generate(opsctl, config):
 def test_every_generated_alert_links_to_a_generated_runbook_about_it(opsctl, shipped):
     rules = alert_rules(opsctl, shipped)
     files = generate(opsctl, shipped)
-    # 9 SLOs x 4 window pairs (two page, two ticket)
-    assert len(rules) == len(SLO_NAMES) * 4 == 36
+    # 9 SLOs x (4 window pairs (two page, two ticket) + SloMetricsAbsent), and the fast-burn page of
+    # the 3 availability SLOs
+    assert len(rules) == len(SLO_NAMES) * 5 + 3 == 48
     for rule in rules:
         url = rule["annotations"]["runbook_url"]
         assert url.startswith(BASE + "/"), url
         name = url[len(BASE) + 1:]
         assert name in files, f"{rule['alert']} {rule['labels']['slo']}: {url} is not a generated runbook"
         text = files[name]
-        assert f"# {rule['alert']}: {rule['labels']['slo']}\n" in text
-        assert f"| {rule['labels']['long_window']} / {rule['labels']['short_window']} |" in text
+        if rule["alert"] in ("SloFastBurnPage", "SloMetricsAbsent"):  # served by the SLO's page runbook
+            assert f"# SloBurnRatePage: {rule['labels']['slo']}\n" in text and f"`{rule['alert']}`" in text
+        else:
+            assert f"# {rule['alert']}: {rule['labels']['slo']}\n" in text
+        if "long_window" in rule["labels"]:
+            assert f"| {rule['labels']['long_window']} / {rule['labels']['short_window']} |" in text
 
 
 def test_one_runbook_per_slo_and_severity_and_none_without_an_alert(opsctl, shipped):

@@ -158,6 +158,10 @@ class Slo:
     goal: float
     backend_label: str
 
+    @property
+    def category(self) -> str:
+        return "availability" if self.kind == "availability" else "latency"
+
     def good_valid(self, data: dict[str, d.Traffic]) -> tuple[np.ndarray, np.ndarray]:
         good = valid = 0
         for b in self.backends:
@@ -235,14 +239,25 @@ def expected_alerts(data: dict[str, d.Traffic], slos: list[Slo], minutes: range)
             span = range(m - FOR_MINUTES[sev], m + 1)
             if all(series.get(k) is not None for k in span):
                 labels = {"slo": s.name, "backend": s.backend_label, "service": "llm-inference",
-                          "severity": sev, "long_window": long, "short_window": short}
+                          "severity": sev, "category": s.category, "long_window": long, "short_window": short}
                 out[m].append(Firing(m, s.name, sev, long, short, series[m], labels))
     return out
 
 
-def summary(f: Firing, factor_text: str) -> str:
-    return (f"{f.slo}: error budget burning {f.burn:.2f}x over {f.long}"
-            f" ({f.severity} above {factor_text}x over {f.long} and {f.short})")
+# How a summary names each cause (docs/design.md, "Shapes the open work shares", 1).
+CAUSE_WORDS = {"server_error": "server errors (5xx)", "timeout": "timeouts", "auth": "auth failures (401/429)",
+               "latency": "slow answers (latency)"}
+
+
+def cause_of(f: Firing) -> str:
+    """The traffic these tests build fails only with 5xx: availability alerts name server_error."""
+    return "latency" if f.labels["category"] == "latency" else "server_error"
+
+
+def summary(f: Firing, factor_text: str, cause: str | None = None) -> str:
+    who = "llm-inference" if f.labels["backend"] == "all" else f.labels["backend"]
+    return (f"{who}: {CAUSE_WORDS[cause or cause_of(f)]} at {f.burn:.2f}x over {f.long}"
+            f" ({f.slo} {f.severity} above {factor_text}x over {f.long} and {f.short})")
 
 
 FACTOR_TEXT = {"1h": "13.44", "6h": "5.6", "1d": "2.8", "3d": "0.9333"}  # 4 significant digits, as every output prints them
@@ -253,15 +268,17 @@ def static_annotations(rules_doc: dict) -> dict[tuple[str, str, str], dict]:
     out = {}
     for group in rules_doc["groups"]:
         for rule in group["rules"]:
-            if "alert" in rule:
+            if "alert" in rule and "long_window" in rule["labels"]:
                 key = (rule["labels"]["slo"], rule["labels"]["long_window"], rule["labels"]["short_window"])
                 out[key] = {k: v for k, v in rule["annotations"].items() if "{{" not in v}
     return out
 
 
 def alert_tests(expected: dict[int, list[Firing]], rules_doc: dict,
-                severities=("page", "ticket")) -> list[dict]:
-    """One promtool alert test per minute and severity: exactly these alerts, with their annotations."""
+                severities=("page", "ticket"), cause_for=None) -> list[dict]:
+    """One promtool alert test per minute and severity: exactly these alerts, with their annotations.
+    `cause_for(firing)`: the cause the alert should name (default: cause_of, 5xx-only traffic)."""
+    cause_for = cause_for or cause_of
     static = static_annotations(rules_doc)
     tests = []
     for m, firing in expected.items():
@@ -273,8 +290,9 @@ def alert_tests(expected: dict[int, list[Firing]], rules_doc: dict,
                 burn = f"{f.burn:.2f}"
                 exp.append({
                     "exp_labels": dict(f.labels),
-                    "exp_annotations": {**static[(f.slo, f.long, f.short)], "summary": summary(f, FACTOR_TEXT[f.long]),
-                                        "burn_rate": burn},
+                    "exp_annotations": {**static[(f.slo, f.long, f.short)],
+                                        "summary": summary(f, FACTOR_TEXT[f.long], cause_for(f)),
+                                        "burn_rate": burn, "cause": cause_for(f)},
                 })
             tests.append({"eval_time": minute(m), "alertname": ALERTNAME[sev], "exp_alerts": exp})
     return tests

@@ -72,8 +72,9 @@ def test_page_fires_at_the_minute_the_maths_predicts_with_its_burn_rate(opsctl, 
     assert alert["request_rate"] == 10.0
     assert alert["factor"] == 5.6
     assert alert["labels"] == {"alertname": "SloBurnRatePage", "slo": INTERNAL, "backend": "internal",
-                               "service": "llm-inference", "severity": "page", "long_window": "6h",
-                               "short_window": "30m"}
+                               "service": "llm-inference", "severity": "page", "category": "availability",
+                               "long_window": "6h", "short_window": "30m"}
+    assert alert["cause"] == alert["annotations"]["cause"] == "server_error"  # the data fails with 5xx only
     assert alert["annotations"]["runbook_url"] == f"{r.RUNBOOK_BASE}/{INTERNAL}-page.md"
     assert alert["annotations"]["burn_rate"] == "7.69"
 
@@ -120,8 +121,9 @@ def test_table_lists_alert_windows_burn_and_threshold(opsctl, cfg):
     assert f"alerts at {at(131)}: 2 firing" in result.stdout
     lines = result.stdout.splitlines()
     assert lines[1].split() == ["ALERT", "SEVERITY", "SLO", "BACKEND", "WINDOWS", "BURN", "(LONG", "/", "SHORT)",
-                                "ABOVE", "TRAFFIC"]
-    assert any(line.split()[:5] == ["SloBurnRatePage", "page", INTERNAL, "internal", "1h/5m"] for line in lines)
+                                "ABOVE", "TRAFFIC", "CAUSE"]
+    assert any(line.split()[:5] == ["SloBurnRatePage", "page", INTERNAL, "internal", "1h/5m"]
+               and line.split()[-1] == "server_error" for line in lines)
 
 
 def test_backend_without_data_is_unknown_and_exit_3(opsctl, tmp_path):
@@ -134,7 +136,8 @@ def test_backend_without_data_is_unknown_and_exit_3(opsctl, tmp_path):
     unknown = {u["slo"] for u in data["unknown"]}
     assert unknown == {"llm-inference-internal-availability", "llm-inference-internal-latency-500ms",
                        "llm-inference-internal-latency-1s"}
-    assert "filter_valid matched no series over 5m, 30m, 1h, 2h, 6h, 1d, 3d" in data["unknown"][0]["reason"]
+    # the availability SLO's windows include the fast-burn tier's 1m
+    assert "filter_valid matched no series over 1m, 5m, 30m, 1h, 2h, 6h, 1d, 3d" in data["unknown"][0]["reason"]
     assert "no data for 3 SLO(s)" in result.stderr
 
 

@@ -116,7 +116,7 @@ def test_openslo_fields_that_do_not_survive_are_named_on_stderr(tmp_path):
 @pytest.mark.parametrize("args", [
     ("--to", "openslo"),  # no file
     ("slos/nowhere.yaml", "--to", "openslo"),
-    ("slos/", "--to", "sloth"),
+    ("slos/", "--to", "nobl9"),  # an unknown format (sloth and pyrra are known now)
     ("slos/",),  # no --to
 ])
 def test_bad_arguments_exit_2(tmp_path, args):

@@ -20,6 +20,7 @@ BASE_RECORDS = ["slo:sli_good:increase5m", "slo:sli_valid:increase5m"]
 WINDOW_RECORDS = [f"slo:sli_error:ratio_rate{w}" for w in ("5m", "30m", "1h", "2h", "6h", "1d", "3d")]
 GUARD_RECORDS = [f"slo:sli_valid:rate{w}" for w in ("5m", "30m", "2h", "6h")]
 META_RECORDS = ["slo:objective:ratio", "slo:error_budget:ratio"]
+CAUSE_RECORDS = [f"slo:sli_cause_error:ratio_rate{w}" for w in ("5m", "30m", "2h", "6h") for _ in range(3)]
 PERIOD_RECORDS = ["slo:sli_error:ratio_rate28d", "slo:period_error_budget_remaining:ratio"]
 
 EXTRA = r.ALERTING_CONFIG + """\
@@ -55,7 +56,10 @@ def test_rule_file_passes_promtool_check_rules(opsctl, cfg, tmp_path):
     check = promtool_check(out)
     assert check.returncode == 0, check.stdout + check.stderr
     # 9 SLOs x (8 error ratios + 4 guards + 3 budget figures + 4 alerts)
-    assert "SUCCESS: 189 rules found" in check.stdout  # 9 SLOs x (15 records + 4 alerts + 2 period records)
+    # 9 SLOs x (15 records + 4 alerts + 2 period records + 1 absent-metrics alert), and the 3
+    # availability SLOs' per-cause ratios (3 causes x the 4 short windows) and fast tier (3 causes
+    # over 1m + 1 alert): 9 x 22 + 3 x (12 + 4) = 246
+    assert "SUCCESS: 246 rules found" in check.stdout
 
 
 def test_prometheusrule_manifest_groups_pass_promtool_check_rules(opsctl, cfg, tmp_path):
@@ -68,21 +72,38 @@ def test_prometheusrule_manifest_groups_pass_promtool_check_rules(opsctl, cfg, t
     extracted.write_text(yaml.safe_dump({"groups": manifest["spec"]["groups"]}, sort_keys=False))
     check = promtool_check(extracted)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 189 rules found" in check.stdout  # 9 SLOs x (15 records + 4 alerts + 2 period records)
+    # 9 SLOs x (15 records + 4 alerts + 2 period records + 1 absent-metrics alert), and the 3
+    # availability SLOs' per-cause ratios (3 causes x the 4 short windows) and fast tier (3 causes
+    # over 1m + 1 alert): 9 x 22 + 3 x (12 + 4) = 246
+    assert "SUCCESS: 246 rules found" in check.stdout
 
 
 def test_per_slo_a_group_at_the_configured_interval_with_records_before_alerts_and_a_slower_period_group(opsctl, cfg):
     doc = yaml.safe_load(generate(opsctl, cfg).stdout)
+    available = [n for n in SLO_NAMES if n.endswith("availability")]
     assert [g["name"] for g in doc["groups"]] == [
-        name for n in SLO_NAMES for name in (f"opsctl-slo-llm-inference-{n}", f"opsctl-slo-llm-inference-{n}-period")]
-    for group, period in zip(doc["groups"][::2], doc["groups"][1::2]):
+        name for n in SLO_NAMES for name in (
+            f"opsctl-slo-llm-inference-{n}",
+            *([f"opsctl-slo-llm-inference-{n}-fast"] if n in available else []),
+            f"opsctl-slo-llm-inference-{n}-period")]
+    groups = {g["name"]: g for g in doc["groups"]}
+    for n in SLO_NAMES:
+        group, period = groups[f"opsctl-slo-llm-inference-{n}"], groups[f"opsctl-slo-llm-inference-{n}-period"]
         assert group["interval"] == "1m"
+        causes = CAUSE_RECORDS if n in available else []
         kinds = ["alert" if "alert" in rule else "record" for rule in group["rules"]]
-        assert kinds == ["record"] * 15 + ["alert"] * 4
-        assert [rule["record"] for rule in group["rules"][:15]] == BASE_RECORDS + WINDOW_RECORDS + GUARD_RECORDS + META_RECORDS
+        assert kinds == ["record"] * (15 + len(causes)) + ["alert"] * 5
+        assert [rule["record"] for rule in group["rules"][:15 + len(causes)]] == (
+            BASE_RECORDS + WINDOW_RECORDS + GUARD_RECORDS + META_RECORDS + causes)
+        assert group["rules"][-1]["alert"] == "SloMetricsAbsent"
         # No alert reads the period's ratio or the budget left: evaluated every 5 minutes.
         assert period["interval"] == "5m"
         assert [rule["record"] for rule in period["rules"]] == PERIOD_RECORDS
+        if n in available:  # the fast-burn tier: every 10 s, its 1m per-cause ratios before its alert
+            fast = groups[f"opsctl-slo-llm-inference-{n}-fast"]
+            assert fast["interval"] == "10s"
+            assert [rule.get("record") or rule["alert"] for rule in fast["rules"]] == (
+                ["slo:sli_cause_error:ratio_rate1m"] * 3 + ["SloFastBurnPage"])
 
 
 def test_long_windows_come_from_the_recorded_increases_weighted_by_traffic(opsctl, cfg):
@@ -105,7 +126,9 @@ def test_recording_rules_carry_slo_backend_and_service_labels(opsctl, cfg):
     for group in doc["groups"]:
         for rule in group["rules"]:
             if "record" in rule:
-                assert set(rule["labels"]) == {"slo", "backend", "service"}
+                # per-cause ratios add the cause; every series keeps one SLO's labels
+                assert set(rule["labels"]) - {"cause"} == {"slo", "backend", "service"}
+                assert rule["labels"].get("cause", "auth") in ("server_error", "timeout", "auth")
                 assert rule["labels"]["service"] == "llm-inference"
                 seen[rule["labels"]["slo"]] = rule["labels"]["backend"]
     assert seen["llm-inference-service-availability"] == "all"
@@ -122,6 +145,8 @@ def test_burn_rate_factors_follow_the_period(opsctl, tmp_path, period, factors):
     cfg.write_text(cfg.read_text().replace("period: 28d", f"period: {period}"))
     doc = yaml.safe_load(generate(opsctl, cfg, str(REPO / "slos" / "internal-availability.yaml")).stdout)
     for rule in alerts_of(doc):
+        if rule["alert"] in ("SloFastBurnPage", "SloMetricsAbsent"):  # a fixed factor / no factor
+            continue
         long, short = rule["labels"]["long_window"], rule["labels"]["short_window"]
         threshold = f"> {factors[long]!r}"
         assert f'slo:sli_error:ratio_rate{long}{{slo="llm-inference-internal-availability"}} / (1 - 0.9999) {threshold}' in rule["expr"]
@@ -133,17 +158,20 @@ def test_burn_rate_factors_follow_the_period(opsctl, tmp_path, period, factors):
 def test_alerts_have_severity_for_guard_labels_and_runbook_links(opsctl, cfg):
     doc = yaml.safe_load(generate(opsctl, cfg, str(REPO / "slos" / "databricks-latency-500ms.yaml")).stdout)
     rules = alerts_of(doc)
-    assert [(a["alert"], a["labels"]["long_window"], a["labels"]["short_window"], a["for"]) for a in rules] == [
+    assert [(a["alert"], a["labels"].get("long_window"), a["labels"].get("short_window"), a["for"]) for a in rules] == [
         ("SloBurnRatePage", "1h", "5m", "2m"),
         ("SloBurnRatePage", "6h", "30m", "2m"),
         ("SloBurnRateTicket", "1d", "2h", "15m"),
         ("SloBurnRateTicket", "3d", "6h", "15m"),
+        ("SloMetricsAbsent", None, None, "10m"),
     ]
     page, ticket = rules[0], rules[2]
     assert page["labels"] == {
         "team": "llm-platform", "slo": "llm-inference-databricks-latency-500ms", "backend": "databricks",
-        "service": "llm-inference", "severity": "page", "long_window": "1h", "short_window": "5m",
+        "service": "llm-inference", "severity": "page", "category": "latency", "long_window": "1h",
+        "short_window": "5m",
     }
+    assert page["annotations"]["cause"] == "latency"
     assert 'slo:sli_valid:rate5m{slo="llm-inference-databricks-latency-500ms"} >= 1.0' in page["expr"]
     assert 'slo:sli_valid:rate2h{slo="llm-inference-databricks-latency-500ms"} >= 0.1' in ticket["expr"]
     assert page["annotations"]["runbook_url"] == (
@@ -152,8 +180,8 @@ def test_alerts_have_severity_for_guard_labels_and_runbook_links(opsctl, cfg):
         "https://runbooks.test/llm/llm-inference-databricks-latency-500ms-ticket.md")
     assert page["annotations"]["burn_rate"] == '{{ printf "%.2f" $value }}'
     assert page["annotations"]["summary"] == (
-        'llm-inference-databricks-latency-500ms: error budget burning {{ printf "%.2f" $value }}x over 1h'
-        " (page above 13.44x over 1h and 5m)")
+        'databricks: slow answers (latency) at {{ printf "%.2f" $value }}x over 1h'
+        " (llm-inference-databricks-latency-500ms page above 13.44x over 1h and 5m)")
     assert "Objective 99% over 28d" in page["annotations"]["description"]
 
 
@@ -205,7 +233,8 @@ def test_out_writes_the_same_rules_as_stdout_and_no_temp_files(opsctl, cfg, tmp_
     target.parent.mkdir()
     result = opsctl("--config", str(cfg), "slo", "rules", "--out", str(target))
     assert result.exit_code == 0, result.output
-    assert "18 groups, 153 recording rules, 36 alerting rules" in result.stderr
+    # 9 SLOs x 2 groups + 3 fast groups; 9 x 17 records + 3 x (12 + 3) per-cause; 9 x 5 + 3 fast alerts
+    assert "21 groups, 198 recording rules, 48 alerting rules" in result.stderr
     assert target.read_text() == generate(opsctl, cfg).stdout
     assert [p.name for p in target.parent.iterdir()] == ["rules.yaml"]
     assert target.read_text().startswith("# Generated by `opsctl slo rules`")
@@ -297,3 +326,24 @@ def test_rules_and_alerts_commands_stay_light(tmp_path, cfg):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_the_absent_alert_takes_its_for_from_the_config_and_both_new_kinds_can_be_turned_off(opsctl, tmp_path):
+    slo = str(REPO / "slos" / "internal-availability.yaml")
+    cfg = write_config(tmp_path, r.ALERTING_CONFIG + "  absent: {for_duration: 3m, severity: ticket}\n")
+    rules = alerts_of(yaml.safe_load(generate(opsctl, cfg, slo).stdout))
+    [absent] = [a for a in rules if a["alert"] == "SloMetricsAbsent"]
+    assert absent["for"] == "3m" and absent["labels"]["severity"] == "ticket"
+    assert absent["annotations"]["runbook_url"].endswith("llm-inference-internal-availability-ticket.md")
+    (tmp_path / "off").mkdir()
+    off = write_config(tmp_path / "off", r.ALERTING_CONFIG + "  absent: {enabled: false}\n  fast: {enabled: false}\n"
+                       + "quality: {rules: {enabled: false}}\n")
+    names = {a["alert"] for a in alerts_of(yaml.safe_load(generate(opsctl, off, slo).stdout))}
+    assert names == {"SloBurnRatePage", "SloBurnRateTicket"}
+
+
+def test_a_fast_tier_that_could_not_tell_noise_from_an_outage_is_refused(opsctl, tmp_path):
+    cfg = write_config(tmp_path, r.ALERTING_CONFIG + "  fast: {long: 1m, short: 5m}\n")
+    result = opsctl("--config", str(cfg), "slo", "rules")
+    assert result.exit_code == 2
+    assert "alerting.fast" in result.stderr and "short < long" in result.stderr

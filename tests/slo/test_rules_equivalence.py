@@ -78,7 +78,7 @@ def promtool_series(openmetrics_path) -> list[dict]:
     for key, ts in times.items():
         assert ts == list(range(BASE, BASE + 10 * len(ts), 10)), f"{key}: not a sample every 10 s from BASE"
         out.append({"series": key, "values": r.encode(values[key])})
-    assert len(out) == 2 * (5 + 11 + 1)
+    assert len(out) == 2 * (6 + 11 + 1)  # per backend: the 6 outcomes, 11 buckets and the count
     return out
 
 

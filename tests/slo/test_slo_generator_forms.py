@@ -166,8 +166,13 @@ def test_rules_are_generated_for_every_form_and_carry_the_files_service_name(ops
     assert result.exit_code == 0, result.output
     check = subprocess.run([promtool, "check", "rules", str(out)], capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
-    all_groups = [g for g in yaml.safe_load(out.read_text())["groups"] if g["name"].startswith("opsctl-slo-")]
+    every = [g for g in yaml.safe_load(out.read_text())["groups"] if g["name"].startswith("opsctl-slo-")]
+    all_groups = [g for g in every if not g["name"].endswith("-fast")]
     assert len(all_groups) == 2 * len(FORMS)  # per SLO: its rules and alerts, and its period group
+    # and the fast-burn tier's group for each SLO counting events that is not about latency
+    fast = {g["name"] for g in every if g["name"].endswith("-fast")}
+    assert fast and all(g.replace("-fast", "") in {x["name"] for x in all_groups} for g in fast)
+    assert not [g for g in fast if "distribution-cut" in g or "query-sli" in g]
     for group in all_groups:
         for rule in group["rules"]:
             assert rule["labels"]["service"] == "checkout", (group["name"], rule)

@@ -151,3 +151,52 @@ def test_config_refuses_an_unknown_state_backend(tmp_path):
     config = write_config(tmp_path, "state: {backend: etcd}\n")
     result = run_opsctl("--config", str(config), "config", "validate")
     assert result.exit_code == 2 and "state.backend" in result.output, result.output
+
+
+def proxied_store(kube_api):
+    from tests.automation.fault_proxy import FaultProxy
+
+    proxy = FaultProxy(kube_api.url).start()
+    return proxy, KubernetesStateStore(Kube(KubernetesSettings(host=proxy.url, namespace=NS, timeout=5)),
+                                       namespace=NS, service="llm-inference")
+
+
+def test_an_update_whose_answer_was_lost_is_recognised_as_applied_and_not_applied_twice(kube_api):
+    from tests.automation.fault_proxy import writes_to
+
+    proxy, store = proxied_store(kube_api)
+    try:
+        store.put("counter", {"n": 0}, version=None)
+        proxy.lose_answer(writes_to("/configmaps/opsctl-llm-inference-counter"))
+        doc = store.update("counter", lambda data: {"n": data["n"] + 1})
+        assert proxy.lost, "no answer was dropped"
+        assert doc.data == {"n": 1}
+        assert store.get("counter").data == {"n": 1}
+        assert store.own_writes == 1
+    finally:
+        proxy.stop()
+
+
+def test_transient_500_and_429_answers_are_retried_inside_the_deadline(kube_api):
+    from tests.automation.fault_proxy import anything, writes_to
+
+    proxy, store = proxied_store(kube_api)
+    try:
+        store.put("doc", {"a": 1}, version=None)
+        proxy.fail(anything, 503, 2)
+        proxy.fail(writes_to("/configmaps/opsctl-llm-inference-doc"), 429, 1)
+        doc = store.update("doc", lambda data: {"a": data["a"] + 1})
+        assert doc.data == {"a": 2} and store.get("doc").data == {"a": 2}
+        assert proxy.failed == 3 and store.kube.transient_retries == 3
+    finally:
+        proxy.stop()
+
+
+def test_the_store_tells_the_api_servers_time_not_this_hosts(kube_api, monkeypatch):
+    import time
+
+    monkeypatch.setenv("OPSCTL_CLOCK_OFFSET", "7200")  # this host's wall clock: 2 h ahead
+    store = KubernetesStateStore(Kube(KubernetesSettings(host=kube_api.url, namespace=NS, timeout=5)),
+                                 namespace=NS, service="llm-inference")
+    store.get("anything")
+    assert abs(store.now() - time.time()) < 5  # the fake API server runs on the real clock

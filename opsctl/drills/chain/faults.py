@@ -17,6 +17,7 @@ from opsctl.metrics.simulator import INCIDENT_KINDS, Incident
 BROKEN_HOP: dict[str, tuple[str, tuple[str, ...]]] = {
     "vendor-5xx": ("vendor Model Serving endpoint (answers 5xx)", ("server_error",)),
     "latency-spike": ("backend latency (answers slowly)", ("slower_than_500ms",)),
+    "latency-tail": ("backend latency tail (a share of answers slow)", ("slower_than_1s",)),
     "auth-throttling": ("vendor auth layer (answers 429)", ("throttled",)),
     "oauth-token-failure": ("OAuth token endpoint (no token refresh)", ("server_error",)),
     "gpu-capacity-loss": ("internal GPU pods (capacity lost)", ("timeout", "server_error")),
@@ -43,7 +44,29 @@ class OAuthTokenFailure(Incident):
         return {"rate": self.rate}
 
 
-KINDS: dict[str, type[Incident]] = {**INCIDENT_KINDS, OAuthTokenFailure.kind: OAuthTokenFailure}
+@dataclass(frozen=True)
+class LatencyTail(Incident):
+    """A latency tail, not a uniform slowdown (the vendor's autoscaler lagging behind a burst):
+    `share` of the answered requests take `factor` times as long, the rest are as fast as ever, so
+    the median hardly moves while p99 does. A mixture of two lognormals in the simulator's draw."""
+
+    kind: ClassVar[str] = "latency-tail"
+    summary: ClassVar[str] = "a latency tail: `share` of answered requests take `factor` times as long"
+    share: float = 0.05
+    factor: float = 6.0
+
+    def apply(self, params, window):
+        import numpy as np
+
+        params.tail_share[window] = np.maximum(params.tail_share[window], self.share)
+        params.tail_shift[window] = math.log(self.factor)
+
+    def options(self):
+        return {"share": self.share, "factor": self.factor}
+
+
+KINDS: dict[str, type[Incident]] = {**INCIDENT_KINDS, OAuthTokenFailure.kind: OAuthTokenFailure,
+                                    LatencyTail.kind: LatencyTail}
 
 
 def incident(kind: str, backend: str, params: dict, start: float, end: float = math.inf) -> Incident:

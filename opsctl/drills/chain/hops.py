@@ -52,6 +52,7 @@ class Hop:
     evidence: str = ""  # what the component said when the hop happened
     last: str = "nothing seen yet"  # the latest evidence on the way to it
     failed: str | None = None  # reached, but wrong (a refused failover, a ticket in the wrong category)
+    title_seen: str | None = None  # pagerduty: the incident's title, as on-call reads it
 
     @property
     def component(self) -> str:
@@ -117,6 +118,7 @@ class Targets:
     ticket_vendor: str | None
     ticket_category: str | None
     pagerduty_receivers: frozenset[str] | None = None  # receivers that notify PagerDuty (None: unknown)
+    policies: tuple = ()  # the CompiledPolicy list serve runs (automation/policy.py), to name an unmatched alert
 
 
 @dataclass
@@ -134,6 +136,8 @@ class Collector:
     am_counts: dict[str, float] = field(default_factory=dict)
     rule_errors: list[str] = field(default_factory=list)
     _accepted: list[tuple[float, float]] = field(default_factory=list)  # (poll time, serve's accepted count)
+    firing_labels: list[dict] = field(default_factory=list)  # the faulted backend's firing page alerts
+    page_rules: list[dict] = field(default_factory=list)  # every page rule that can fire for it (name + labels)
 
     def __post_init__(self):
         t = self.targets
@@ -162,9 +166,12 @@ class Collector:
 
     def _prometheus(self) -> None:
         data = json.loads(http_get(f"{self.targets.prometheus}/api/v1/rules?type=alert"))["data"]
-        errors, seen = [], []
+        errors, seen, firing, rules = [], [], [], []
         for group in data.get("groups", []):
             for rule in group.get("rules", []):
+                static = {"alertname": rule.get("name", ""), **(rule.get("labels") or {})}
+                if static.get("severity") == "page" and static.get("backend", self.targets.backend) == self.targets.backend:
+                    rules.append(static)
                 if rule.get("health") == "err":
                     errors.append(f"{rule.get('name')}: {rule.get('lastError')}")
                 for alert in rule.get("alerts") or []:
@@ -179,10 +186,13 @@ class Collector:
                         self._reach("rule-pending", active, f"Prometheus: {what} pending since its evaluation at"
                                     f" {_clock(active)} (burn {_value(alert)})")
                     if alert.get("state") == "firing":
+                        firing.append(dict(labels))
                         at = _fired_at(active, rule, group)
                         self._reach("rule-firing", at, f"Prometheus: {what} firing (for: {_for(rule)}, at its"
                                     f" evaluation of {_clock(at)})")
         self.rule_errors = errors
+        self.firing_labels = firing or self.firing_labels
+        self.page_rules = rules or self.page_rules
         last = "; ".join(seen[:3]) or (f"no page-level alert for backend {self.targets.backend} pending or firing"
                                        + self._burn_1h())
         if errors:
@@ -262,6 +272,7 @@ class Collector:
                                            f" than {self.targets.backend}")
         if opened:
             first = opened[0]
+            self.hops["pagerduty"].title_seen = self.hops["pagerduty"].title_seen or first["summary"]
             self._reach("pagerduty", first["created_at"], f"PagerDuty endpoint: incident {first['id']}"
                         f" {first['summary']!r} ({first['severity']})")
             acked = [i for i in opened if i["acknowledged_at"] is not None]
@@ -309,8 +320,33 @@ class Collector:
         else:
             policy.last = (f"opsctl serve: deliveries {shown}; events no policy matched: {int(no_policy)}"
                            if deliveries else "opsctl serve received nothing to decide on")
+            self._unmatched(no_policy)
         self.hops["actuator"].last = policy.failed or policy.last if policy.at is None or policy.failed else \
             f"policy decided at {_clock(policy.at)}; no applied failover in the audit log yet"
+
+    def _unmatched(self, no_policy: float) -> None:
+        """The hop that cannot happen any more: serve received the page alert and counted events no
+        policy matched, and the alert's labels match none of the policies serve runs (the same
+        matching, in-process): no failover and no ticket will follow, so the drill ends now."""
+        from opsctl.automation.policy import matching
+
+        if self.hops["serve"].at is None or no_policy < 1 or not self.firing_labels or not self.targets.policies:
+            return
+        policies = list(self.targets.policies)
+        # A page rule that has not fired yet (the 1h/5m pair after the fast tier) may still match:
+        # the hop cannot happen only when no page alert the rules can raise for the backend would.
+        if any(matching(policies, labels) for labels in self.firing_labels + self.page_rules):
+            return
+        labels = self.firing_labels[0]
+        what = ", ".join(f"{k}={labels[k]}" for k in ("alertname", "slo", "backend", "severity") if labels.get(k))
+        names = ", ".join(p.name for p in self.targets.policies)
+        policy = self.hops["policy"]
+        policy.failed = (f"no policy matched {what} (serve counted {int(no_policy)} event(s) no policy matched;"
+                         f" policies: {names})")
+        for key in ("actuator", "ticket"):
+            hop = self.hops[key]
+            if hop.required and hop.at is None and hop.failed is None:
+                hop.failed = f"cannot happen: the hop policy failed ({policy.failed})"
 
     def _log_actions(self) -> list[dict]:
         from datetime import datetime, timezone

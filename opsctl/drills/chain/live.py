@@ -117,7 +117,7 @@ class LiveChainDrill(ChainDrill):
                 self.rollbacks.append({"action": "remove-faults", "status": "failed", "message": exc.message})
             self.state.save()
 
-    def _other_rollbacks(self) -> None:
+    def _restore_traffic(self) -> None:
         from opsctl.traffic.registry import open_actuator
 
         if self.original_split is None:
@@ -157,9 +157,9 @@ class LiveChainDrill(ChainDrill):
         for incident in self.collector.other_incidents():
             raise _Stop(f"stop condition: real incident {incident.id} {incident.title!r} is {incident.status}")
 
-    def _finish(self, wall_seconds):
+    def finish(self, outcome, data, paths) -> None:
         try:
-            return super()._finish(wall_seconds)
+            super().finish(outcome, data, paths)
         finally:
             if self._lock is not None:
                 self._lock.close()

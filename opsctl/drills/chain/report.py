@@ -8,6 +8,7 @@ same measurements; the timeline is what the components said, in time order.
 from __future__ import annotations
 
 from opsctl.clock import format_rfc3339
+from opsctl.drills.expectations import title_problem
 from opsctl.drills.report import action_items, duration_text
 
 # scenario expectation -> the hop that measures it
@@ -51,6 +52,9 @@ def scenario_verdicts(scenario, hops: dict, t0: float | None) -> tuple[list[dict
                 f" (last evidence: {hop.last})"
         elif hop.failed:
             reason = hop.failed
+        elif e.expect == "paged" and (e.mentions or e.excludes) and \
+                (problem := title_problem(hop.title_seen, e)):
+            passed, reason = False, f"{problem}: {hop.title_seen!r}"
         elif not passed:
             reason = f"met after {duration_text(seconds)}, past its deadline of {duration_text(e.within)}"
         else:

@@ -24,11 +24,11 @@ import signal
 import shutil
 import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Callable
 
-from opsctl.drills.engine import EXIT_FAILED, EXIT_PASSED, EXIT_REFUSED, DrillResult, Refused
+from opsctl.drills.engine import DrillResult
+from opsctl.drills.lifecycle import Aborted, Evidence, Lifecycle, Outcome, Refused
 from opsctl.errors import ConfigError, OpsctlError
 
 POLL = 1.0  # seconds between asking every component what happened
@@ -39,8 +39,8 @@ PAUSE_CAP = 10  # seconds: a method step's pause, at most
 STEADY_TIMEOUT = 90  # seconds for Prometheus to scrape and evaluate the rules once
 
 
-class _Stop(Exception):
-    pass
+class _Stop(Aborted):
+    """A stop condition, a signal or a steady state not met mid-chain: the drill aborts."""
 
 
 class ChainDrill:
@@ -96,33 +96,72 @@ class ChainDrill:
             pass
         self._say("phase", f"drill {self.state.run_id}: {self.scenario.title} ({self.mode})")
         restore = self._signals()
+        self.lifecycle = Lifecycle(self, declared_rollbacks=tuple(self.scenario.rollbacks))
         try:
-            try:
-                self._setup()
-                self._steady()
-                self._method()
-            except Refused as exc:
-                self.refusal = exc.reason
-                self._say("refused", exc.reason)
-            except _Stop as exc:
-                self.abort_reason = str(exc)
-                self._say("abort", self.abort_reason)
-            except OpsctlError as exc:
-                self.abort_reason = exc.message
-                self._say("abort", exc.message)
-            except Exception as exc:  # a crash still rolls back and reports
-                self.crash = traceback.format_exc()
-                self.abort_reason = f"crashed: {type(exc).__name__}: {exc}"
-                self._say("abort", self.abort_reason)
-            self._rollbacks()
+            outcome, data, paths = self.lifecycle.run(wall)
         finally:
-            try:
-                result = self._finish(time.monotonic() - wall)
-            finally:
-                restore()
-                self._stop_all()
-                self.state.release()
-        return result
+            restore()
+            self._stop_all()
+            self.state.release()
+        return DrillResult(self.state.run_id, outcome.outcome, outcome.exit_code, data,
+                           {k: str(v) for k, v in paths.items()})
+
+    # -- the World this drill is to the lifecycle (lifecycle.py) ---------------------------------
+
+    @property
+    def run_dir(self):
+        return self.dir
+
+    def say(self, kind: str, message: str) -> None:
+        self._say(kind, message)
+
+    def set_phase(self, phase: str) -> None:
+        self._set_phase(phase)
+
+    @staticmethod
+    def _aborting(call) -> None:
+        try:
+            call()
+        except OpsctlError as exc:  # a component that failed: the drill aborts with its one line
+            raise Aborted(exc.message) from exc
+
+    def prepare(self) -> None:
+        self._aborting(self._setup)
+
+    def steady_state(self) -> None:
+        self._aborting(self._steady)
+
+    def method(self) -> None:
+        self._aborting(self._method)
+
+    def judge(self, phases) -> None:
+        for p in phases:
+            if p.status == "refused":
+                self.refusal = self.refusal or p.detail
+            elif p.status in ("aborted", "crashed"):
+                self.abort_reason = self.abort_reason or p.detail
+        self.crash = self.crash or self.lifecycle.crash
+
+    def roll_back(self, order: list[str]) -> None:
+        self._rollbacks(order)
+
+    def evidence(self) -> Evidence:
+        broken = self.collector.broken() if self.collector else []
+        return Evidence(failed=tuple(f"hop {h.key}" for h in broken))
+
+    def report(self, outcome: Outcome, phases, wall_seconds: float) -> dict:
+        from opsctl.drills.chain.report import chain_report
+
+        self.judge(phases)
+        self._stop_all()  # before the report: the logs are complete
+        self.state.data.update(outcome=outcome.outcome, abort_reason=self.abort_reason, finished_at=time.time(),
+                               window={"start": self.t0, "end": self._fault_end()})
+        return chain_report(self, outcome.outcome, outcome.exit_code, wall_seconds)
+
+    def finish(self, outcome: Outcome, data: dict, paths: dict) -> None:
+        self.state.data["report"] = {k: str(v) for k, v in paths.items()}
+        self.state.data["phase"] = "done"
+        self.state.save()
 
     def _prepare(self) -> None:
         from opsctl.drills.chain.binaries import find_all
@@ -138,7 +177,30 @@ class ChainDrill:
                for f in faults if f.kind not in KINDS]
         if not faults:
             out.append(f"{self.scenario.path}: a chain drill needs a fault to send down the chain (method has none)")
+        out += self._quality_refusal()
         return out
+
+    def _quality_refusal(self) -> list[str]:
+        """A quality scenario is refused, with the reason, rather than left to wait out its timeout:
+        the chain does not yet scale the quality rules' `for:`, backfill as far back as they compare,
+        nor check their minimum traffic against the scenario's rate."""
+        from opsctl.quality.rules import plan_quality
+
+        sc = self.scenario
+        quality = [f.kind for f in sc.faults if f.kind == "quality-regression"] or [
+            e.alert for e in sc.expectations if e.expect == "detected" and (e.alert or "").startswith("Quality")]
+        if not quality:
+            return []
+        plan = plan_quality(self.user_cfg)
+        if plan is None:
+            return [f"{sc.path}: a quality scenario in a chain drill, but quality.rules.enabled is false: nothing would fire"]
+        longest_for = max((a.for_seconds for a in plan.alerts), default=0)
+        needs = max((a.needs_per_side() for a in plan.alerts), default=0.0)  # the noise guard, per window
+        return [f"{sc.path}: a chain drill does not run quality scenarios yet: the quality rules compare with"
+                f" {plan.offset} earlier (the chain backfills {self.history / 3600:g}h), their for: {longest_for}s is not"
+                f" shortened, and the noisiest needs {needs:,.0f} requests per {plan.window} on each side (the scenario"
+                f" sends {sc.embedded.peak_rps:g}/s at peak; the chain's traffic rate is not checked against it): run it"
+                f" embedded (opsctl drill run {sc.path})"]
 
     def _load_routing(self) -> dict:
         from opsctl.config import load_yaml_file
@@ -352,6 +414,7 @@ class ChainDrill:
 
     def _method(self) -> None:
         from opsctl.drills.chain.faults import broken_hop
+        from opsctl.automation.policy import CompiledPolicy
         from opsctl.drills.chain.hops import Targets
         from opsctl.drills.scenario import default_backend
 
@@ -388,7 +451,8 @@ class ChainDrill:
             expect_failover="failover-applied" in expect,
             ticket_vendor=(ticket.vendor if ticket else vendor_backend.vendor),
             ticket_category=ticket.category if ticket else None,
-            pagerduty_receivers=getattr(self, "pagerduty_receivers", None))
+            pagerduty_receivers=getattr(self, "pagerduty_receivers", None),
+            policies=tuple(CompiledPolicy.of(p) for p in self.cfg.automation.policies))
         self.collector = self._make_collector(targets)
         self.collector.hops["fault"].reach(first["on_at"], f"exporter: {first['kind']} on {first['backend']} switched on")
         oc = self.scenario.on_call
@@ -496,12 +560,15 @@ class ChainDrill:
     # =========================================================================================
     # Rollbacks, report
 
-    def _rollbacks(self) -> None:
-        self.phase = "rollbacks"
-        if self.state is not None:
-            self.state.set_phase("rollbacks")
-        self._faults_off()
-        self._other_rollbacks()
+    def _rollbacks(self, order: list[str]) -> None:
+        """In the lifecycle's order: the exporter's faults off, then the traffic, then the pages."""
+        for action in order:
+            if action == "remove-faults":
+                self._faults_off()
+            elif action == "restore-traffic":
+                self._restore_traffic()
+            elif action == "resolve-pages":
+                self._resolve_pages()
 
     def _faults_off(self) -> None:
         if self.exporter is not None:
@@ -514,12 +581,14 @@ class ChainDrill:
                                        "message": f"exporter fault {fault_id} switched off"})
             self.state.save()
 
-    def _other_rollbacks(self) -> None:
+    def _resolve_pages(self) -> None:
         if self.sink is not None:
             resolved = self.sink.resolve_all()
             self.rollbacks.append({"action": "resolve-pages", "status": "done",
                                    "message": f"resolved {', '.join(resolved) or 'no open incident'} on the drill's"
                                               " PagerDuty endpoint"})
+
+    def _restore_traffic(self) -> None:
         self.rollbacks.append({"action": "restore-traffic", "status": "done",
                                "message": "the split the drill's serve changed is the drill's own file"
                                           " (<run>/traffic/split.json); nothing outside the run changed"})
@@ -533,31 +602,6 @@ class ChainDrill:
         for s in reversed(self.servers):
             s.stop()
         self.processes, self.servers = [], []
-
-    def _finish(self, wall_seconds: float) -> DrillResult:
-        from opsctl.drills.chain.report import chain_report
-        from opsctl.drills.report import write_reports
-
-        self._stop_all()  # before the report: the logs are complete
-        self.phase = "report"
-        self.state.set_phase("report")
-        broken = self.collector.broken() if self.collector else []
-        if self.refusal:
-            outcome, code = "refused", EXIT_REFUSED
-        elif self.abort_reason:
-            outcome, code = "aborted", EXIT_FAILED
-        elif broken:
-            outcome, code = "failed", EXIT_FAILED
-        else:
-            outcome, code = "passed", EXIT_PASSED
-        self.state.data.update(outcome=outcome, abort_reason=self.abort_reason, finished_at=time.time(),
-                               window={"start": self.t0, "end": self._fault_end()})
-        data = chain_report(self, outcome, code, wall_seconds)
-        paths = write_reports(self.state.dir, data)
-        self.state.data["report"] = {k: str(v) for k, v in paths.items()}
-        self.state.data["phase"] = "done"
-        self.state.save()
-        return DrillResult(self.state.run_id, outcome, code, data, {k: str(v) for k, v in paths.items()})
 
     def _fault_end(self) -> float | None:
         ends = [f.get("removed_at") for f in self.state.data.get("faults", [])]

@@ -75,8 +75,9 @@ class IstioRouteFault:
                   "virtual_service": live.virtual_service, "route": live.route, "api_version": self.api_version}
         obj = self._get(record)
         index = self._route_index(obj, live.route, self._target(record))
-        if fault.kind == "latency-spike":
-            spec = {"delay": {"percentage": {"value": float(live.percentage or 100.0)}, "fixedDelay": live.fixed_delay}}
+        if fault.kind in ("latency-spike", "latency-tail"):  # a tail: delay only its share of the requests
+            share = 100.0 if fault.kind == "latency-spike" else round(fault.params["share"] * 100, 4)
+            spec = {"delay": {"percentage": {"value": float(live.percentage or share)}, "fixedDelay": live.fixed_delay}}
         else:
             percent = live.percentage if live.percentage is not None else round(fault.params["rate"] * 100, 4)
             spec = {"abort": {"percentage": {"value": float(percent)},

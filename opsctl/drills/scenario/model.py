@@ -22,16 +22,17 @@ STATUS_LEVELS = ("ok", "ticket", "page", "unknown")
 FAULT_PARAMS: dict[str, dict[str, tuple[float, float, float]]] = {
     "vendor-5xx": {"rate": (0.2, 0.0, 1.0)},
     "latency-spike": {"factor": (3.0, 1.0, 100.0)},
-    "auth-throttling": {"rate": (0.3, 0.0, 1.0)},
+    "auth-throttling": {"rate": (0.3, 0.0, 1.0), "auth_rate": (0.0, 0.0, 1.0)},  # 429s, and 401s (auth_error)
+    "latency-tail": {"share": (0.05, 0.0, 1.0), "factor": (6.0, 1.0, 100.0)},  # opsctl/drills/chain/faults.py
     "gpu-capacity-loss": {"rate": (0.1, 0.0, 1.0), "factor": (2.0, 1.0, 100.0)},
     "quality-regression": {"prompt_shift": (-1.0, -100.0, 100.0), "rate": (0.3, 0.0, 1.0),
                            "suggestions": (0.5, 0.0, 10.0), "completion": (1.0, 0.0, 10.0)},
     "oauth-token-failure": {"rate": (1.0, 0.0, 1.0)},  # opsctl/drills/chain/faults.py
 }
-FAULT_BACKEND_KIND = {"vendor-5xx": "vendor", "latency-spike": None, "auth-throttling": "vendor",
+FAULT_BACKEND_KIND = {"vendor-5xx": "vendor", "latency-spike": None, "latency-tail": None, "auth-throttling": "vendor",
                       "gpu-capacity-loss": "internal", "quality-regression": "vendor", "oauth-token-failure": "vendor"}
 # Live injection per kind: an Istio fault on the backend's route, or the Deployment scaled down.
-LIVE_ROUTE_KINDS = ("vendor-5xx", "auth-throttling", "latency-spike", "oauth-token-failure")
+LIVE_ROUTE_KINDS = ("vendor-5xx", "auth-throttling", "latency-spike", "latency-tail", "oauth-token-failure")
 LIVE_SCALE_KINDS = ("gpu-capacity-loss",)
 
 PROBES = ("slo-status", "alerts-firing", "traffic-split", "freeze-active")
@@ -124,6 +125,7 @@ class OnCall:
     name: str = "primary on-call (drill)"
     secondary_name: str = "secondary on-call (drill)"
     actions: tuple[Activity, ...] = ()
+    manual: str | None = None  # why on-call acts by hand: the manual path this scenario rehearses on purpose
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,11 @@ class VendorResponder:
 
 @dataclass(frozen=True)
 class Paging:
-    group_wait: int = checked(duration(0, 3600), 30)
+    group_wait: int = checked(duration(0, 3600), 30)  # the PagerDuty route's wait before it pages
+    automation_group_wait: int = checked(duration(0, 3600), 10)  # the opsctl route's (deploy/alertmanager.yml)
+    # The fast-burn tier's own routes (tier="fast"): PagerDuty and the automation after seconds.
+    fast_group_wait: int = checked(duration(0, 3600), 5)
+    fast_automation_group_wait: int = checked(duration(0, 3600), 1)
     severity: str = checked(text(*PAGE_SEVERITIES), "critical")
 
 

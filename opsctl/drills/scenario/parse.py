@@ -51,6 +51,7 @@ class OnCallSection:
     name: str = checked(text(), OnCall.name)
     secondary_name: str = checked(text(), OnCall.secondary_name)
     actions: list[Any] = field(default_factory=list)  # tagged by `action`
+    manual: str | None = checked(text(), None)
 
 
 @dataclass(**SECTION)
@@ -174,7 +175,8 @@ def _on_call(responders: Responders | None, actions: list) -> OnCall:
     section = responders.on_call if responders and responders.on_call else OnCallSection()
     return OnCall(simulated=section.simulated, acknowledge_after=section.acknowledge_after,
                   escalate_after=section.escalate_after, secondary_acknowledge_after=section.secondary_acknowledge_after,
-                  name=section.name, secondary_name=section.secondary_name, actions=tuple(actions))
+                  name=section.name, secondary_name=section.secondary_name, actions=tuple(actions),
+                  manual=section.manual)
 
 
 def _rollbacks(items: Any, problems: list[str]) -> list[str]:
@@ -204,6 +206,10 @@ def _cross_checks(actions: list[str], acts: int, on_call: OnCall, rollbacks: lis
             problems.append(f"expectations[{i}].within: {dur(e.within)} is beyond max-duration {dur(max_duration)}")
     simulated_ack = on_call.acknowledge_after is not None or (
         on_call.escalate_after is not None and on_call.secondary_acknowledge_after is not None)
+    if acts and on_call.manual is None:
+        problems.append("responders.on-call.actions: a drill's failovers and tickets come from automation.policies;"
+                        " on-call acts by hand only where the scenario rehearses a manual path on purpose:"
+                        " say which and why in responders.on-call.manual")
     if acts and not simulated_ack:
         problems.append("responders.on-call.actions: nobody acknowledges the page, so these actions would never run"
                         " (set acknowledge-after or escalate-after with secondary-acknowledge-after)")

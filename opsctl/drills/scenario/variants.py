@@ -75,7 +75,7 @@ class LiveScale:
 def live_target(kind: str) -> type:
     if kind in LIVE_SCALE_KINDS:
         return LiveScale
-    return LiveDelay if kind == "latency-spike" else LiveRoute
+    return LiveDelay if kind in ("latency-spike", "latency-tail") else LiveRoute
 
 
 def _fault_class(kind: str) -> type:

@@ -1,0 +1,351 @@
+"""Deliveries in the shared state store (state.backend kubernetes), for HA `opsctl serve`, in pieces.
+
+The same operations as the SQLite DeliveryLog (idempotency.py), on SHARDS documents of the
+StateStore; an event lives in the piece its key hashes to (crc32), so one notification of thousands
+of alerts is recorded as at most SHARDS bounded writes, never one document past the ConfigMap bound:
+
+    serve-deliveries-<i>   {"events": {key: {source, partition, state, attempts, owner, term,
+                            lease_until, not_before, received_at, done_at, payload (while not done),
+                            result}}}
+
+Each operation on one event is one compare-and-swap read-modify-write of its piece; an operation on
+many (admit, recover) writes each piece it touches once, and reads of every piece (due, counts) run
+in parallel, so a slow API server costs one round trip, not SHARDS. Deliveries recorded at once
+share writes (group commit): while one write of a piece is in flight the others queue, and the
+next write records them all, so 50 simultaneous deliveries cost a few writes, not 50 in a row. Every replica records
+deliveries here (so one that is not the leader loses nothing), the leader claims and acts on them.
+
+Bounded per piece: a finished event keeps its key and outcome (no payload) for RETENTION or until
+MAX_FINISHED / SHARDS newer ones in its piece; past MAX_BYTES the oldest finished entries go first,
+but never one finished within RECENT (its notification may still be retried: a forgotten key would
+be acted on again). When the new events would not fit, the events that fit are recorded and the
+rest are refused with DeliveryLogFull (the sender gets 503 and retries; what was recorded is
+deduplicated and acted on meanwhile, and finishing an event drops its payload, so the retry finds
+room).
+
+`term` (a callable, the leader's term as text, or None) is stamped on the entries this replica
+claims, finishes or defers.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import zlib
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable
+
+from opsctl.automation.idempotency import DEFAULT_LEASE, ClaimedEvent, NewEvent, dead_local_owner
+from opsctl.errors import OpsctlError
+
+DELIVERIES = "serve-deliveries"
+SHARDS = 8  # pieces of the delivery log; every replica must agree (a change is a migration)
+ATTEMPTS = 10  # compare-and-swap rounds before a write gives up (the sender then gets 503 and retries)
+RETENTION = 3 * 86400  # finished delivery keys are kept this long (Alertmanager repeats within hours)
+MAX_FINISHED = 1500  # in all pieces together
+MAX_BYTES = 384 * 1024  # per piece, below the store's 512 KiB document bound
+RECENT = 600  # seconds a finished key is kept whatever the bounds (a notification's retries come within)
+
+
+class DeliveryLogFull(OpsctlError):
+    """Some events of a delivery did not fit in the delivery log: the sender retries (503)."""
+
+    exit_code = 1
+
+
+def piece_name(index: int) -> str:
+    return f"{DELIVERIES}-{index}"
+
+
+DOCUMENTS = tuple(f"{DELIVERIES}-{i}" for i in range(SHARDS))  # every piece's document name (RBAC names them)
+
+
+def piece_of(key: str) -> int:
+    return zlib.crc32(key.encode()) % SHARDS
+
+
+def _size(data: dict) -> int:
+    return len(json.dumps(data, separators=(",", ":"), default=str))
+
+
+def _short(result: dict) -> dict:
+    text = json.dumps(result, sort_keys=True, default=str)
+    return result if len(text) <= 600 else {"summary": text[:600]}
+
+
+class _Waiter:
+    """One delivery's events for one piece, waiting for the group commit that records them."""
+
+    def __init__(self, events: list[NewEvent], now: float):
+        self.events, self.now = events, now
+        self.added: list[NewEvent] = []
+        self.refused = 0
+        self.error: BaseException | None = None
+        self.done = False
+
+
+class SharedDeliveryLog:
+    def __init__(self, store, *, clock: Callable[[], float], owner: str, lease: float = DEFAULT_LEASE,
+                 term: Callable[[], str | None] = lambda: None):
+        self.store = store
+        self.clock = clock
+        self.owner = owner
+        self.lease_seconds = lease
+        self.term = term
+        self._pool: ThreadPoolExecutor | None = None
+        self._commit = threading.Condition()
+        self._waiting: dict[int, list[_Waiter]] = {}
+        self._writing: set[int] = set()
+        self._flights_lock = threading.Lock()
+        self._flights: dict[int, Future] = {}
+
+    # -- pieces -----------------------------------------------------------------------------------
+
+    def _read(self, index: int) -> dict:
+        doc = self.store.get(piece_name(index))
+        return dict(doc.data.get("events", {})) if doc else {}
+
+    def _read_shared(self, index: int) -> dict:
+        """One piece's events; readers arriving while a read of it is in flight share that read (for
+        what tolerates an answer a moment old: the duplicate check, which admit repeats under CAS,
+        and the sweep)."""
+        with self._flights_lock:
+            flight = self._flights.get(index)
+            leader = flight is None
+            if leader:
+                flight = self._flights[index] = Future()
+        if leader:
+            try:
+                flight.set_result(self._read(index))
+            except BaseException as exc:
+                flight.set_exception(exc)
+            finally:
+                with self._flights_lock:
+                    self._flights.pop(index, None)
+        return dict(flight.result())
+
+    def _read_all(self, indexes=None) -> dict:
+        """The events of the given pieces (default: all), read in parallel."""
+        indexes = sorted(set(range(SHARDS) if indexes is None else indexes))
+        if len(indexes) == 1:
+            return self._read_shared(indexes[0])
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(SHARDS, thread_name_prefix="opsctl-deliveries")
+        events: dict = {}
+        for part in self._pool.map(self._read_shared, indexes):
+            events.update(part)
+        return events
+
+    def _update(self, index: int, change: Callable[[dict], bool]) -> None:
+        """Run change(events) on one piece under compare-and-swap; it returns False to write nothing."""
+        def apply(data):
+            data = data or {}
+            events = data.setdefault("events", {})
+            return data if change(events) else None
+
+        self.store.update(piece_name(index), apply, attempts=ATTEMPTS)
+
+    def _stamp(self, entry: dict) -> None:
+        term = self.term()
+        if term is not None:
+            entry["term"] = str(term)
+
+    # -- operations ---------------------------------------------------------------------------------
+
+    def check(self) -> None:
+        self.store.get(piece_name(0))
+
+    def seen(self, key: str) -> bool:
+        return key in self._read(piece_of(key))
+
+    def unseen(self, events: list[NewEvent]) -> list[NewEvent]:
+        known = self._read_all(piece_of(e.key) for e in events)
+        return [e for e in events if e.key not in known]
+
+    def admit(self, events: list[NewEvent], received_at: float | None = None) -> list[NewEvent]:
+        """Record the events not recorded yet; the new ones are returned. Raises DeliveryLogFull
+        after recording what fits when some piece cannot take all of its share."""
+        now = self.clock() if received_at is None else received_at
+        by_piece: dict[int, list[NewEvent]] = {}
+        for ev in events:
+            by_piece.setdefault(piece_of(ev.key), []).append(ev)
+        new: list[NewEvent] = []
+        left_out = 0
+        for index in sorted(by_piece):
+            added, refused = self._admit_piece(index, by_piece[index], now)
+            new += added
+            left_out += refused
+        if left_out:
+            raise DeliveryLogFull(
+                f"delivery log full: {len(new)} new events recorded, {left_out} left for the sender's retry",
+                hint="the leader acts on what was recorded and frees room as it finishes")
+        return new
+
+    def _admit_piece(self, index: int, events: list[NewEvent], now: float) -> tuple[list[NewEvent], int]:
+        """Group commit: deliveries arriving while a write of this piece is in flight wait for it, and
+        the next write records all of them at once (one compare-and-swap for many deliveries)."""
+        waiter = _Waiter(events, now)
+        with self._commit:
+            self._waiting.setdefault(index, []).append(waiter)
+            while not waiter.done:
+                if index in self._writing:
+                    self._commit.wait()
+                    continue
+                batch, self._waiting[index] = self._waiting[index], []
+                self._writing.add(index)
+                self._commit.release()
+                try:
+                    self._write_batch(index, batch)
+                finally:
+                    self._commit.acquire()
+                    self._writing.discard(index)
+                    self._commit.notify_all()
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.added, waiter.refused
+
+    def _write_batch(self, index: int, batch: list["_Waiter"]) -> None:
+        def change(table: dict) -> bool:
+            for w in batch:
+                w.added, w.refused = [], 0
+            order: list[tuple[_Waiter, NewEvent]] = []
+            for w in batch:
+                for ev in w.events:
+                    if ev.key in table:
+                        continue
+                    entry = {"source": ev.source, "partition": ev.partition, "attempts": 0, "received_at": w.now,
+                             "not_before": 0}
+                    if ev.needs_action:
+                        entry.update(state="pending", payload=ev.payload)
+                    else:
+                        entry.update(state="done", done_at=w.now, result={"actions": [], "policies": []})
+                    table[ev.key] = entry
+                    w.added.append(ev)
+                    order.append((w, ev))
+            if not order:
+                return False
+            self._bound(table)
+            while order and _size(table) > MAX_BYTES:  # the new events alone past the bound: the latest wait
+                w, ev = order.pop()
+                table.pop(ev.key)
+                w.added.remove(ev)
+                w.refused += 1
+            return bool(order)
+
+        try:
+            self._update(index, change)
+        except Exception as exc:  # every delivery of the batch gets the error (503: the sender retries)
+            for w in batch:
+                w.added, w.error = [], exc
+        for w in batch:
+            w.done = True
+
+    def _bound(self, table: dict) -> None:
+        now = self.clock()
+        finished = sorted((e.get("done_at") or 0, k) for k, e in table.items() if e["state"] in ("done", "failed"))
+        # Keys finished within RECENT stay whatever the bounds: the sender may still be retrying the
+        # notification they came in, and a forgotten key would be admitted and acted on again.
+        evictable = [k for at, k in finished if at < now - RECENT]
+        expired = {k for at, k in finished if at < now - RETENTION}
+        excess = len(finished) - len(expired) - max(1, MAX_FINISHED // SHARDS)
+        drop = expired | set([k for k in evictable if k not in expired][:max(0, excess)])
+        for k in drop:
+            table.pop(k, None)
+        oldest = [k for k in evictable if k not in drop]
+        while oldest and _size(table) > MAX_BYTES:  # large payloads pending: keep fewer finished keys
+            for k in oldest[:100]:
+                table.pop(k, None)
+            oldest = oldest[100:]
+
+    def claim(self, key: str) -> ClaimedEvent | None:
+        claimed: list[ClaimedEvent] = []
+
+        def change(table: dict) -> bool:
+            claimed.clear()
+            e = table.get(key)
+            now = self.clock()
+            if e is None or not ((e["state"] == "pending" and e.get("not_before", 0) <= now)
+                                 or (e["state"] == "running" and (e.get("lease_until") or 0) < now)):
+                return False
+            e.update(state="running", owner=self.owner, lease_until=now + self.lease_seconds,
+                     attempts=e.get("attempts", 0) + 1)
+            self._stamp(e)
+            claimed.append(ClaimedEvent(key, e["source"], e.get("payload") or {}, e["attempts"], e["received_at"],
+                                        e["partition"]))
+            return True
+
+        self._update(piece_of(key), change)
+        return claimed[0] if claimed else None
+
+    def finish(self, key: str, result: dict, *, failed: bool = False) -> None:
+        def change(table: dict) -> bool:
+            e = table.get(key)
+            if e is None or e.get("owner") != self.owner:
+                return False
+            e.update(state="failed" if failed else "done", done_at=self.clock(), result=_short(result),
+                     lease_until=None)
+            e.pop("payload", None)
+            self._stamp(e)
+            return True
+
+        self._update(piece_of(key), change)
+
+    def retry_later(self, key: str, delay: float, result: dict | None = None, *, count: bool = True) -> None:
+        def change(table: dict) -> bool:
+            e = table.get(key)
+            if e is None or e.get("owner") != self.owner:
+                return False
+            e.update(state="pending", not_before=self.clock() + delay, lease_until=None, result=_short(result or {}),
+                     attempts=e.get("attempts", 0) - (0 if count else 1))
+            self._stamp(e)
+            return True
+
+        self._update(piece_of(key), change)
+
+    def recover(self, *, all_others: bool = False) -> int:
+        """Events claimed by a dead process on this host (or, for a new leader, by any other
+        process: the old leader no longer acts) go back to pending."""
+        held = self._read_all()
+        pieces = {piece_of(k) for k, e in held.items() if e["state"] == "running" and e.get("owner") != self.owner}
+        released = 0
+        for index in sorted(pieces):
+            count = [0]
+
+            def change(table: dict) -> bool:
+                count[0] = 0
+                for e in table.values():
+                    owner = e.get("owner")
+                    if e["state"] == "running" and owner != self.owner and (all_others or dead_local_owner(owner)):
+                        e.update(state="pending", lease_until=None, not_before=0)
+                        count[0] += 1
+                return bool(count[0])
+
+            self._update(index, change)
+            released += count[0]
+        return released
+
+    def due(self, *, older_than: float, limit: int) -> list[tuple[str, str]]:
+        now = self.clock()
+        rows = [(e["received_at"], k, e["partition"]) for k, e in self._read_all().items()
+                if (e["state"] == "pending" and e.get("not_before", 0) <= now
+                    and (e.get("not_before", 0) > 0 or e["received_at"] <= now - older_than))
+                or (e["state"] == "running" and (e.get("lease_until") or 0) < now)]
+        return [(k, p) for _, k, p in sorted(rows)[:limit]]
+
+    def state(self, key: str) -> dict | None:
+        e = self._read(piece_of(key)).get(key)
+        if e is None:
+            return None
+        row = dict(e, key=key)
+        row["payload"] = json.dumps(e.get("payload") or {}, sort_keys=True)
+        row["result"] = json.dumps(e.get("result") or {}, sort_keys=True)
+        return row
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for e in self._read_all().values():
+            counts[e["state"]] = counts.get(e["state"], 0) + 1
+        return counts
+
+    def prune(self, older_than: float) -> int:
+        return 0  # admit() bounds each piece as it writes

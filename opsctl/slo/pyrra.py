@@ -1,0 +1,228 @@
+"""Pyrra ServiceLevelObjectives (`apiVersion: pyrra.dev/v1alpha1`) -> SloDefinitions, read from
+the SLO dirs beside the other formats (one per document; a file may hold several documents, or a
+Kubernetes `List` of them).
+
+How each indicator maps onto what opsctl computes (the queries Pyrra itself writes):
+
+- `ratio` (`errors` and `total`, each a series selector): a bad/total form that keeps event
+  counts: valid = sum(increase(total[w])), good = valid - sum(increase(errors[w])).
+- `latency` (`success`: the histogram buckets at the threshold, `total`: its `_count`): good =
+  the buckets, valid = the count, as slo-generator's good_bad_ratio over the same selectors.
+- `bool_gauge` (a 0/1 gauge): good = sum(sum_over_time(m[w])), valid = sum(count_over_time(m[w])),
+  a share of samples: no event counts, so no minimum-traffic guard.
+- `grouping` (any of them): one SLI per group of those labels, by design: every query is summed
+  `by` them, the report has one row per group (`name{label="value"}`) and the rules record one
+  series per group.
+- `latencyNative` (native histograms) is refused, naming the feature.
+- `target` (a percentage) is the goal as written; `window` must be the configured period while
+  opsctl computes every SLO over that one period; `alerting` is Pyrra's own (opsctl's alerts come
+  from the config's `alerting:`); `metadata.labels.backend` ties a traffic guard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from opsctl.errors import ConfigError
+
+API_VERSION = "pyrra.dev/v1alpha1"
+KIND = "ServiceLevelObjective"
+
+
+def is_pyrra(doc: Any) -> bool:
+    return isinstance(doc, dict) and doc.get("apiVersion") == API_VERSION
+
+
+@dataclass(frozen=True)
+class Query:
+    metric: str
+
+
+@dataclass(frozen=True)
+class Ratio:
+    errors: Query
+    total: Query
+    grouping: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class Latency:
+    success: Query
+    total: Query
+    grouping: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class LatencyNative:
+    total: Query
+    latency: str
+    grouping: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class BoolGauge:
+    metric: str
+    grouping: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class Indicator:
+    ratio: Ratio | None = None
+    latency: Latency | None = None
+    latencyNative: LatencyNative | None = None
+    bool_gauge: BoolGauge | None = None
+
+    def __post_init__(self):
+        if sum(x is not None for x in (self.ratio, self.latency, self.latencyNative, self.bool_gauge)) != 1:
+            raise ValueError("give exactly one of ratio, latency, latencyNative or bool_gauge")
+
+
+@dataclass(frozen=True)
+class Spec:
+    target: Any
+    window: str
+    indicator: Indicator
+    description: str = ""
+    alerting: dict[str, Any] = field(default_factory=dict)  # Pyrra's alerts: opsctl's come from `alerting:`
+
+
+@dataclass(frozen=True)
+class Document:
+    apiVersion: Literal["pyrra.dev/v1alpha1"]
+    kind: Literal["ServiceLevelObjective"]
+    metadata: dict[str, Any]
+    spec: Spec
+    status: Any = None
+
+
+def load(docs: list[tuple[str, str, Any]], known: set[str], period_seconds: int | None,
+         problems: list[str]) -> list:
+    """(file, where, raw document) -> SloDefinitions; every problem is added to `problems`."""
+    from opsctl.config import build
+
+    out = []
+    for path, where, doc in docs:
+        try:
+            parsed = build(Document, doc, where)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+            continue
+        one = _definition(parsed, path, where, known, period_seconds, problems)
+        if one is not None:
+            out.append(one)
+    return out
+
+
+def _definition(doc: Document, path: str, where: str, known: set[str], period_seconds: int | None,
+                problems: list[str]):
+    from opsctl.metrics.promql import parse_selector
+    from opsctl.slo.model import SloDefinition, _classify, check_backend, check_name, percent_goal
+
+    before = len(problems)
+
+    def bad(key: str, what: str) -> None:
+        problems.append(f"{where}: {key}: {what}")
+
+    name = doc.metadata.get("name")
+    if (why := check_name(name)) is not None:
+        bad("metadata.name", why)
+    labels = doc.metadata.get("labels") or {}
+    labels = labels if isinstance(labels, dict) else {}
+    backend = labels.get("backend")
+    if (why := check_backend(backend, known)) is not None:
+        bad("metadata.labels.backend", why)
+    service = labels.get("service_name")
+    try:
+        goal = percent_goal(doc.spec.target)
+    except ValueError as exc:
+        bad("spec.target", str(exc))
+        goal = None
+    _check_window(doc.spec.window, period_seconds, bad)
+    ind = doc.spec.indicator
+    if ind.latencyNative is not None:
+        bad("spec.indicator.latencyNative", "native histograms have no `le` buckets opsctl can count events in"
+            " (nor the embedded store): write a latency indicator over classic buckets")
+        return None
+    part = ind.ratio or ind.latency or ind.bool_gauge
+    key = "spec.indicator." + ("ratio" if ind.ratio else "latency" if ind.latency else "bool_gauge")
+    grouping = tuple(part.grouping or ())
+    for label in grouping:
+        if not isinstance(label, str) or not label.replace("_", "a").isalnum() or label[:1].isdigit():
+            bad(f"{key}.grouping", f"must be label names, got {label!r}")
+    selectors = {}
+    metrics = ({"errors": ind.ratio.errors.metric, "total": ind.ratio.total.metric} if ind.ratio else
+               {"success": ind.latency.success.metric, "total": ind.latency.total.metric} if ind.latency else
+               {"metric": ind.bool_gauge.metric})
+    for role, text in metrics.items():
+        try:
+            parse_selector(text)
+            selectors[role] = " ".join(text.split())
+        except Exception as exc:  # UsageError: Pyrra takes series selectors only
+            bad(f"{key}.{role}.metric" if role != "metric" else f"{key}.metric", f"a series selector, as Pyrra takes: {exc}")
+    if len(problems) > before:
+        return None
+    by = f" by ({', '.join(grouping)})" if grouping else ""
+    common = dict(name=name, backend=backend, goal=goal, description=doc.spec.description, file=path,
+                  service_name=service if isinstance(service, str) and service.strip() else None,
+                  source_format="pyrra", grouping=grouping, method="good_bad_ratio")
+    if ind.ratio is not None:
+        valid = f"sum{by} (increase({selectors['total']}[window]))"
+        errors = f"sum{by} (increase({selectors['errors']}[window]))"
+        good = f"{valid} - ({errors} or {valid} * 0)"
+        return SloDefinition(**common, filter_good=good, filter_valid=valid, filter_bad=errors, operators=(),
+                             counts="increase", kind="availability", threshold_seconds=None,
+                             document=_document(name, backend, service, doc.spec.description, goal,
+                                                {"filter_good": good, "filter_valid": valid, "operators": []}),
+                             keys=(("good", f"{key}.errors.metric"), ("valid", f"{key}.total.metric")))
+    if ind.latency is not None:
+        kind, threshold = _classify(selectors["success"])
+        if kind != "latency" or threshold is None:
+            bad(f"{key}.success.metric", "must select a histogram's `_bucket` series at one `le` bound,"
+                f" got {selectors['success']!r}")
+            return None
+        keys = (("good", f"{key}.success.metric"), ("valid", f"{key}.total.metric"))
+        if not grouping:  # slo-generator's own good_bad_ratio over the same selectors
+            return SloDefinition(**common, filter_good=selectors["success"], filter_valid=selectors["total"],
+                                 kind="latency", threshold_seconds=threshold, keys=keys,
+                                 document=_document(name, backend, service, doc.spec.description, goal,
+                                                    {"filter_good": selectors["success"],
+                                                     "filter_valid": selectors["total"]}))
+        good = f"sum{by} (increase({selectors['success']}[window]))"
+        valid = f"sum{by} (increase({selectors['total']}[window]))"
+        return SloDefinition(**common, filter_good=good, filter_valid=valid, operators=(), counts="increase",
+                             kind="latency", threshold_seconds=threshold, keys=keys,
+                             document=_document(name, backend, service, doc.spec.description, goal,
+                                                {"filter_good": good, "filter_valid": valid, "operators": []}))
+    good = f"sum{by} (sum_over_time({selectors['metric']}[window]))"
+    valid = f"sum{by} (count_over_time({selectors['metric']}[window]))"
+    return SloDefinition(**common, filter_good=good, filter_valid=valid, operators=(), counts="samples",
+                         kind="availability", threshold_seconds=None,
+                         keys=(("good", f"{key}.metric"), ("valid", f"{key}.metric")),
+                         document=_document(name, backend, service, doc.spec.description, goal,
+                                            {"filter_good": good, "filter_valid": valid, "operators": []}))
+
+
+def _check_window(window: str, period_seconds: int | None, bad) -> None:
+    from opsctl.clock import parse_duration
+
+    try:
+        seconds = parse_duration(window)
+    except ValueError as exc:
+        bad("spec.window", str(exc))
+        return
+    if period_seconds is not None and seconds != period_seconds:
+        from opsctl.slo.conventions import window_label
+
+        bad("spec.window", f"{window} differs from the configured period (slos.period: {window_label(period_seconds)});"
+            " opsctl computes every SLO over that one period")
+
+
+def _document(name, backend, service, description, goal, sli) -> dict:
+    """The slo-generator document of the same SLI (what `slo convert --to slo-generator` writes)."""
+    labels = {**({"service_name": service} if isinstance(service, str) else {}),
+              **({"backend": backend} if backend else {})}
+    return {"apiVersion": "sre.google.com/v2", "kind": "ServiceLevelObjective",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"description": description, "backend": "prometheus", "method": "good_bad_ratio",
+                     "service_level_indicator": sli, "goal": goal}}

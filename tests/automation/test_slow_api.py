@@ -1,0 +1,76 @@
+"""`opsctl serve` in kubernetes mode while the API server is slow or gone (issue 22 item 4): the
+event loop never waits on it, so liveness and readiness keep answering, and liveness never depends
+on it. A separate `serve` process is the point (its probes are what a kubelet sees)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from tests.automation.helpers import Serve, alert, bearer, message, request, wait_for
+from tests.automation.test_ha import NS, SPLIT_CM, ha_config, holder
+from tests.fakes.kube_api import FakeKubeAPI
+
+pytestmark = pytest.mark.slow
+
+PROBES = 15
+PROBE_TIMEOUT = 1.0  # seconds: a fifth of one API call's latency below
+
+
+@pytest.fixture
+def api():
+    fake = FakeKubeAPI().start()
+    fake.seed({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": SPLIT_CM, "namespace": NS},
+               "data": {"split.json": json.dumps({"weights": {"databricks": 80, "internal": 20}, "shadow": {}})}})
+    yield fake
+    fake.clear_faults()
+    fake.stop()
+
+
+def probe(url: str) -> int | None:
+    """The status of one probe answered within PROBE_TIMEOUT, None if it was not."""
+    try:
+        return request(url, timeout=PROBE_TIMEOUT).status
+    except OSError:  # timed out (socket.timeout, URLError wrapping it) or refused
+        return None
+
+
+def test_probes_answer_at_once_while_every_api_call_takes_five_seconds(tmp_path, api, healthy_store):
+    server = Serve(ha_config(tmp_path / "a", api.url, healthy_store), env={"POD_NAME": "serve-a"})
+    replies: list = []
+    try:
+        wait_for(lambda: holder(api) == "serve-a", what="serve-a to lead")
+        fault = api.inject(verb="*", resource="*", delay=5.0)
+
+        def deliver(i: int) -> None:
+            body = json.dumps(message(alert(fingerprint=f"5{i:015x}"))).encode()
+            replies.append(request(f"{server.url}/v1/alertmanager", body, headers=bearer(), timeout=180))
+
+        senders = [threading.Thread(target=deliver, args=(i,), daemon=True) for i in range(3)]
+        for sender in senders:
+            sender.start()
+        wait_for(lambda: fault.fired >= 1, what="a delivery's recording to reach the slow API server")
+        health = [probe(f"{server.url}/healthz") for _ in range(PROBES)]
+        ready = [probe(f"{server.url}/readyz") for _ in range(PROBES)]
+        assert not replies, "the probes ran while every delivery was still being recorded"
+        assert health == [200] * PROBES
+        assert ready == [200] * PROBES, "the last known reachability of the shared state: it answered"
+        metrics = request(f"{server.url}/metrics", timeout=PROBE_TIMEOUT).body.decode()
+        assert "opsctl_serve_recording 3.0" in metrics or "opsctl_serve_recording 2.0" in metrics \
+            or "opsctl_serve_recording 1.0" in metrics
+        api.clear_faults()
+        for sender in senders:
+            sender.join(timeout=120)
+        assert sorted(r.status for r in replies) == [202, 202, 202]
+
+        api.down()  # the API server is gone: not ready, still alive
+        wait_for(lambda: probe(f"{server.url}/readyz") == 503, what="/readyz to say the state is unreachable")
+        assert "state unavailable" in request(f"{server.url}/readyz", timeout=PROBE_TIMEOUT).json()["reason"]
+        assert [probe(f"{server.url}/healthz") for _ in range(PROBES)] == [200] * PROBES
+        api.up()
+        wait_for(lambda: probe(f"{server.url}/readyz") == 200, what="/readyz to recover with the API server")
+    finally:
+        api.clear_faults()
+        server.stop()

@@ -1,0 +1,129 @@
+"""Chain drill hops decided without waiting: an alert no policy matches ends the chain at the policy
+hop, naming it; the paged verdict reads the incident's title for the scenario's `mentions`; a
+quality scenario is refused with the reason instead of waiting out its timeout."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import REPO
+from tests.fakes.loopback import LoopbackServer, Response
+
+LATENCY_PAGE = {"alertname": "SloBurnRatePage", "slo": "llm-inference-databricks-latency-1s",
+                "backend": "databricks", "severity": "page", "category": "latency", "long_window": "1h",
+                "short_window": "5m"}
+AVAILABILITY_PAGE = {**LATENCY_PAGE, "slo": "llm-inference-databricks-availability", "category": "availability"}
+
+
+class ServeMetricsEndpoint(LoopbackServer):
+    """serve's /metrics as opsctl's own ServeMetrics renders it."""
+
+    def __init__(self, accepted: int, no_policy: int):
+        super().__init__()
+        from opsctl.automation.metrics import ServeMetrics
+
+        metrics = ServeMetrics(lambda: 0, 10)
+        for _ in range(accepted):
+            metrics.delivery("alertmanager", "accepted")
+        metrics.events.labels("no_policy").inc(no_policy)
+        self.body = metrics.render()[0]
+
+    def handle(self, request):
+        return Response(200, self.body, {"Content-Type": "text/plain"})
+
+
+def collector_for(serve_url: str, log, policies):
+    from opsctl.drills.chain.hops import Collector, Targets
+
+    targets = Targets(prometheus="", alertmanager="", serve=serve_url, serve_log=log, backend="databricks",
+                      expect_failover=True, ticket_vendor="databricks", ticket_category="inference",
+                      policies=policies)
+    return Collector(targets, sink=None, desks=lambda vendor: None, audit=None, say=lambda *a: None)
+
+
+def availability_only():
+    """One policy for the 1h/5m and 6h/30m pages of availability SLOs only (not the fast tier's)."""
+    from opsctl.automation.policy import CompiledPolicy
+    from opsctl.config import AutomationPolicy
+    from opsctl.model import build
+
+    return (CompiledPolicy.of(build(AutomationPolicy, {
+        "name": "availability-only", "match": {"alertname": "SloBurnRatePage", "severity": "page"},
+        "match_re": {"slo": ".+-availability"}, "actions": {"failover": {}, "ticket": {"category": "inference"}}},
+        "test policy")),)
+
+
+def test_a_page_no_policy_matches_fails_the_policy_hop_at_once_and_the_hops_after_it(tmp_path):
+    log = tmp_path / "serve.log"
+    log.write_text("")
+    with ServeMetricsEndpoint(accepted=1, no_policy=1) as serve:
+        collector = collector_for(serve.url, log, availability_only())
+        collector.hops["rule-firing"].reach(100.0, "Prometheus: latency page firing")
+        collector.firing_labels = [dict(LATENCY_PAGE)]
+        assert not collector.settled()
+        collector._serve()
+    policy = collector.hops["policy"]
+    assert policy.at is None and policy.failed.startswith(
+        "no policy matched alertname=SloBurnRatePage, slo=llm-inference-databricks-latency-1s, backend=databricks")
+    assert "availability-only" in policy.failed
+    assert collector.hops["actuator"].failed.startswith("cannot happen: the hop policy failed")
+    assert collector.hops["ticket"].failed.startswith("cannot happen")
+    # Only the acknowledgement is left to wait for: the chain does not wait out its timeout.
+    open_hops = [k for k, h in collector.hops.items() if h.required and h.at is None and h.failed is None]
+    assert "policy" not in open_hops and "actuator" not in open_hops and "ticket" not in open_hops
+
+
+def test_a_fast_tier_page_no_policy_matches_waits_for_the_slower_page_a_policy_does_match(tmp_path):
+    """The fast-burn tier fires first and no policy takes it; the 1h/5m page a policy matches comes a
+    minute later: the policy hop can still happen, so the chain waits for it."""
+    log = tmp_path / "serve.log"
+    log.write_text("")
+    fast = {**AVAILABILITY_PAGE, "alertname": "SloFastBurnPage", "long_window": "5m", "short_window": "1m"}
+    with ServeMetricsEndpoint(accepted=1, no_policy=1) as serve:
+        collector = collector_for(serve.url, log, availability_only())
+        collector.hops["rule-firing"].reach(100.0, "Prometheus: fast-burn page firing")
+        collector.firing_labels = [fast]
+        collector.page_rules = [fast, {k: v for k, v in AVAILABILITY_PAGE.items() if k not in ("long_window",
+                                                                                               "short_window")}]
+        collector._serve()
+    assert collector.hops["policy"].failed is None and collector.hops["actuator"].failed is None
+
+
+def _scenario(mentions):
+    import yaml
+
+    from opsctl.drills.scenario.parse import parse_scenario
+
+    data = yaml.safe_load((REPO / "chaos" / "auth-throttling.yaml").read_text())
+    for e in data["expectations"]:
+        if e["expect"] == "paged":
+            e["mentions"] = mentions
+    return parse_scenario(data, "auth-throttling.yaml")
+
+
+@pytest.mark.parametrize("title, passed", [
+    ("llm-inference-databricks-availability: error budget burning 84.00x over 1h", False),
+    ("llm-inference-databricks-availability: auth failures (401/429) at 84x", True),
+])
+def test_the_chains_paged_verdict_checks_the_title_names_the_cause(title, passed):
+    from opsctl.drills.chain.hops import Hop
+    from opsctl.drills.chain.report import scenario_verdicts
+
+    hops = {key: Hop(key) for key in ("rule-firing", "pagerduty", "acknowledged", "actuator", "ticket")}
+    hops["pagerduty"].reach(160.0, f"PagerDuty endpoint: incident P1 {title!r}")
+    hops["pagerduty"].title_seen = title
+    judged, _ = scenario_verdicts(_scenario(["auth"]), hops, 100.0)
+    [paged] = [v for v in judged if v["expect"] == "paged"]
+    assert paged["passed"] is passed
+    if not passed:
+        assert paged["reason"] == f"the page does not name auth: {title!r}"
+
+
+def test_a_quality_scenario_is_refused_by_the_chain_with_the_reason(drill_env):
+    result = drill_env.run("drill", "run", str(REPO / "chaos" / "quality-regression.yaml"), "--chain",
+                           "--routing", str(REPO / "deploy" / "alertmanager.yml"), "-o", "json")
+    assert result.exit_code == 2, result.output
+    assert "a chain drill does not run quality scenarios yet" in result.stderr
+    assert "compare with 1d earlier" in result.stderr and "run it embedded" in result.stderr
+    assert not drill_env.runs(), "nothing started"
+    assert "Traceback" not in result.output

@@ -174,3 +174,22 @@ def test_a_single_config_keeps_its_unlabelled_slos_unless_it_asks_for_the_check(
     result = run_opsctl("--config", cfg, "slo", "validate")
     assert result.exit_code == 2, result.output
     assert 'lacks service="llm-inference"' in result.stderr
+
+
+def test_a_single_config_adds_the_matcher_only_when_it_names_the_label(tmp_path):
+    from opsctl.config import load_config_file
+    from opsctl.traffic.capacity import rate_query
+
+    extra = "capacity: {backend: internal, source: static, replicas: 2, rps_per_replica: 10}\n"
+    plain = load_config_file(write_config(tmp_path, extra))
+    assert plain.service_labels == {} and plain.service_matcher == ""  # a proxy that predates the label
+    assert rate_query(plain.capacity, scope=plain.service_matcher) == "sum(rate(llm_proxy_requests_total[300s]))"
+    named = tmp_path / "named"
+    named.mkdir()
+    cfg = write_config(named, extra)
+    cfg.write_text(cfg.read_text().replace("max_data_age: 3650d", "max_data_age: 3650d\n  service_label: svc"))
+    labelled = load_config_file(cfg)
+    assert labelled.service_labels == {"svc": "llm-inference"}
+    assert rate_query(labelled.capacity, "internal", labelled.service_matcher) == \
+        'sum(rate(llm_proxy_requests_total{svc="llm-inference",backend="internal"}[300s]))'
+    assert not labelled.requires_service_matcher  # the check stays opt-in for a single config

@@ -147,7 +147,7 @@ def _assert_scoped(exprs, service):
             format_selector(selector)
 
 
-def test_capacity_shadow_and_cost_count_only_their_own_services_traffic(shared_prometheus):
+def test_capacity_shadow_cost_and_quality_ask_only_for_their_own_services_traffic(shared_prometheus):
     from opsctl.metrics.base import open_source
     from opsctl.quality.cost import cost_report
     from opsctl.quality.shadow import shadow_report
@@ -177,6 +177,14 @@ def test_capacity_shadow_and_cost_count_only_their_own_services_traffic(shared_p
         assert cost.total_tokens == pytest.approx(tokens, rel=0.01)
         assert abs(cost.total_tokens - both) > 0.2 * both  # the other service's tokens are not in it
 
+        from opsctl.quality.live import QualityEvaluator
+        from opsctl.quality.rules import plan_quality
+
+        plan = plan_quality(cfg)
+        before = len(source.asked)
+        QualityEvaluator(plan, source).suppression(plan.alerts[0], END)  # the in-process quality rules
+        assert len(source.asked) > before
+
         _assert_scoped(source.asked, service)
 
 
@@ -196,12 +204,8 @@ def test_the_embedded_store_answers_only_its_own_services_matcher(tmp_path):
 # -- the rules of many services in one file ----------------------------------------------------
 
 
-# The quality rules are scoped on their own (below, once branch `causes` has landed): these two
-# check the SLO rules of many services, with the quality rules turned off.
-SLO_RULES_ONLY = "quality: {rules: {enabled: false}}\n"
-
-
-def _fleet_rules(tmp_path: Path, services: list[str], extra: str = SLO_RULES_ONLY) -> tuple[Path, list[dict]]:
+def _fleet_rules(tmp_path: Path, services: list[str], extra: str = "") -> tuple[Path, list[dict]]:
+    """`opsctl slo rules` of every service (its SLO groups and its quality group), in one file."""
     directory = write_catalog(tmp_path, services, extra)
     groups = []
     for service in services:
@@ -221,20 +225,25 @@ def _check_fleet(path: Path, groups: list[dict], services: list[str]) -> None:
                              capture_output=True, text=True, timeout=120)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     slos_of = {s: {f"{s}-{b}-availability" for b in ("internal", "databricks")} for s in services}
+    quality = [g["_service"] for g in groups if g["name"] == f"opsctl-quality-{g['_service']}"]
+    assert sorted(quality) == sorted(services)  # one quality group per service
     for group in groups:
         service = group["_service"]
-        assert group["name"].startswith(f"opsctl-slo-{service}-")
+        assert group["name"] in (f"opsctl-quality-{service}",) or group["name"].startswith(f"opsctl-slo-{service}-")
         for rule in group["rules"]:
-            assert rule["labels"]["service"] == service
+            if "alert" in rule or "slo" in rule.get("labels", {}):
+                assert rule["labels"]["service"] == service
+            else:  # a quality recording rule keeps the service label of the series it sums
+                assert rule["expr"].count("sum by (service, backend)") >= 1, rule["expr"]
             for selector in selectors_in(rule["expr"]):
                 labels = {m.label: m.value for m in selector.matchers if m.op == "="}
-                if selector.metric.startswith("llm_proxy_"):
+                if selector.metric.startswith(("llm_proxy_", "backend:llm_proxy_")):
                     assert labels.get("service") == service, (group["name"], rule["expr"])
                 elif selector.metric.startswith("slo:"):  # a recorded series: one of this service's SLOs
                     assert labels.get("slo") in slos_of[service], (group["name"], rule["expr"])
 
 
-def test_two_services_slo_rules_pass_promtool_as_one_file_and_load_in_one_prometheus(tmp_path):
+def test_two_services_rules_pass_promtool_as_one_file_and_load_in_one_prometheus(tmp_path):
     services = ["chat", "search"]
     path, groups = _fleet_rules(tmp_path, services)
     _check_fleet(path, groups, services)
@@ -250,7 +259,7 @@ def test_two_services_slo_rules_pass_promtool_as_one_file_and_load_in_one_promet
 
 
 @pytest.mark.slow
-def test_fifty_services_slo_rules_pass_promtool_as_one_file_with_no_clash(tmp_path):
+def test_fifty_services_rules_pass_promtool_as_one_file_with_no_clash(tmp_path):
     services = [f"svc-{i:02d}" for i in range(50)]
     path, groups = _fleet_rules(tmp_path, services)
     assert {g["_service"] for g in groups} == set(services)

@@ -103,7 +103,7 @@ def service_matcher_problems(slos, cfg) -> list[str]:
     without it sums every service's series in a shared Prometheus)."""
     from opsctl.metrics.promql import format_selector, selectors_in
 
-    label, service = cfg.metrics.service_label, cfg.service
+    label, service = cfg.service_label, cfg.service
     problems = []
     for slo in slos:
         for role in ("filter_good", "filter_valid", "filter_bad", "expression"):
@@ -124,7 +124,7 @@ def _check_service_matchers(slos, cfg) -> None:
     if problems:
         why = "a catalog's service" if cfg.catalog else "slos.require_service_matcher"
         raise ConfigError(f"{len(problems)} SLO selector(s) lack the service matcher ({why})", problems=problems,
-                          hint=f'add {cfg.metrics.service_label}="{cfg.service}" to every selector (the proxy'
+                          hint=f'add {cfg.service_label}="{cfg.service}" to every selector (the proxy'
                                " labels its series with the service), or set slos.require_service_matcher: false")
 
 

@@ -67,8 +67,9 @@ class MetricsConfig(Model):
     # Traffic guards refuse metrics whose newest sample is older than this, on either source.
     max_data_age: Duration = "5m"
     # The proxy's metrics carry the service in this label; every selector opsctl generates (capacity,
-    # shadow, cost, quality) matches it. "" turns the matcher off (a proxy that does not label).
-    service_label: str = "service"
+    # shadow, cost, quality) matches it. Unset: `service` for a catalog's services, and no matcher
+    # for a single config (whose proxy may predate the label); "" turns the matcher off everywhere.
+    service_label: str | None = None
 
     def __post_init__(self):
         import re

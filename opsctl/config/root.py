@@ -155,10 +155,18 @@ class Config(Model):
             )
 
     @property
-    def service_labels(self) -> dict[str, str]:
-        """The labels the proxy's series of this service carry ({} with `metrics.service_label: ""`)."""
+    def service_label(self) -> str:
+        """The label name the proxy puts the service in (`metrics.service_label`, default `service`)."""
         label = self.metrics.service_label
-        return {label: self.service} if label else {}
+        return "service" if label is None else label
+
+    @property
+    def service_labels(self) -> dict[str, str]:
+        """The labels the proxy's series of this service carry, which generated selectors match: {}
+        with `metrics.service_label: ""`, or unset on a single config (backwards compatible)."""
+        if not self.service_label or (self.metrics.service_label is None and self.catalog is None):
+            return {}
+        return {self.service_label: self.service}
 
     @property
     def service_matcher(self) -> str:
@@ -169,7 +177,7 @@ class Config(Model):
     def requires_service_matcher(self) -> bool:
         """Must every SLO selector carry the service matcher (`slos.require_service_matcher`)?"""
         wanted = self.slos.require_service_matcher
-        return bool(self.metrics.service_label) and (self.catalog is not None if wanted is None else wanted)
+        return bool(self.service_label) and (self.catalog is not None if wanted is None else wanted)
 
     @property
     def runbook_base_url(self) -> str:

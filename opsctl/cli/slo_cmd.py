@@ -22,7 +22,8 @@ def slo():
       opsctl slo validate slos/
       opsctl slo rules --out slo-rules.yaml && promtool check rules slo-rules.yaml
       opsctl slo alerts --at 2026-11-26T15:00:00Z -o json
-      opsctl slo dashboard --out grafana/opsctl-slo.json
+      opsctl slo dashboard --out grafana/opsctl-slo-llm-inference.json
+      opsctl slo dashboard --all-services --service-config a.yaml --service-config b.yaml --out-dir grafana/
       opsctl slo convert slos/ --to openslo --out-dir slos-openslo/
     """
 
@@ -377,33 +378,85 @@ def _alerts_table(data):
 @click.argument("paths", nargs=-1, type=click.Path(), shell_complete=_complete_slo)
 @click.option("--out", metavar="FILE", type=click.Path(dir_okay=False),
               help="Write to FILE (atomically) instead of standard output.")
-@click.option("--uid", default="opsctl-slo", show_default=True, help="The dashboard's Grafana uid.")
+@click.option("--out-dir", metavar="DIR", type=click.Path(file_okay=False),
+              help="Write every board as DIR/<uid>.json (with --all-services: the overview and each service's).")
+@click.option("--uid", default=None, help="The board's Grafana uid.  [default: opsctl-slo-<service>, opsctl-slo-fleet]")
+@click.option("--all-services", is_flag=True,
+              help="The fleet's overview of every service: the configs given with --service-config, else this one.")
+@click.option("--service-config", "service_configs", multiple=True, metavar="FILE",
+              type=click.Path(exists=True, dir_okay=False),
+              help="With --all-services: one service's config, with its own SLO dir (repeatable).")
+@click.option("--drills-out", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Also write the drills' windows as OpenMetrics (opsctl_drill_active), to backfill with promtool.")
 @click.pass_obj
-def dashboard(app, paths, out, uid):
-    """A Grafana dashboard (JSON model, ready for file provisioning) over the recorded SLO series.
+def dashboard(app, paths, out, out_dir, uid, all_services, service_configs, drills_out):
+    """Grafana dashboards (JSON models, ready for file provisioning) over the recorded SLO series.
 
-    Error budget left, burn rate per alert window against its threshold, SLI over time against the
-    objective, and the traffic split between backends, for the SLOs picked by its `$slo` variable.
-    Every query reads series `opsctl slo rules` records: load those rules first.
+    One service's board: error budget left, burn rate per alert window against its threshold, SLI
+    over time against the objective, and the traffic split between backends, for the SLOs picked
+    by its `$slo` variable. With --all-services, the fleet's overview: every SLO sorted by budget
+    left, budget left over time, burn per alert pair against its thresholds and each service's
+    split, with `$service` and `$slo` variables. Every board is checked before it is written: it
+    round-trips through Grafana's schema (grafana-foundation-sdk) and each query reads only series
+    `opsctl slo rules` records, with a service matcher. Load those rules first. Drills are annotated
+    from the windows --drills-out writes (backfill them into Prometheus with promtool).
 
     \b
     Examples:
-      opsctl slo dashboard --out /etc/grafana/dashboards/opsctl-slo.json
+      opsctl slo dashboard --out /etc/grafana/dashboards/opsctl-slo-llm-inference.json
       opsctl slo dashboard slos/ | jq '.panels[].title'
+      opsctl slo dashboard --all-services --service-config a.yaml --service-config b.yaml --out-dir grafana/
     """
     import json
+    from pathlib import Path
 
-    from opsctl.slo.dashboard import dashboard as build
+    from opsctl.errors import UsageError
+    from opsctl.slo.dashboard import ServiceSlos
+    from opsctl.slo.dashboard_check import checked_boards
     from opsctl.slo.loading import load_slos
     from opsctl.slo.rules import RuleSettings, plan_rules, write_atomic
 
-    cfg = app.config
-    settings = RuleSettings.from_config(cfg)
-    plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends, config=cfg), settings)
-    text = json.dumps(build(plans, settings, uid=uid), indent=2) + "\n"
+    if out and out_dir:
+        raise UsageError("--out and --out-dir exclude each other")
+    if service_configs and not all_services:
+        raise UsageError("--service-config needs --all-services")
+    if all_services and paths:
+        raise UsageError("--all-services reads each service's own SLO dir: drop the SLO paths")
+
+    def entry(cfg, slo_paths):
+        settings = RuleSettings.from_config(cfg)
+        return ServiceSlos(settings, tuple(plan_rules(load_slos(slo_paths, cfg.backends, config=cfg), settings)))
+
+    if all_services and service_configs:
+        from opsctl.config.loading import load_config_file
+
+        configs = [load_config_file(Path(p)) for p in service_configs]
+        entries = [entry(cfg, [cfg.slo_dir]) for cfg in configs]
+    else:
+        configs = [app.config]
+        entries = [entry(app.config, _slo_paths(app, paths))]
+    boards = checked_boards(entries, fleet=all_services, uid=uid)
+    if drills_out:
+        from opsctl.drills.spend import drill_windows
+        from opsctl.slo.dashboard_events import drill_openmetrics
+
+        windows = [(cfg.service, drill_windows(cfg)) for cfg in configs]
+        write_atomic(drills_out, drill_openmetrics(windows))
+        click.echo(f"wrote {drills_out}: {sum(len(w) for _, w in windows)} drill window(s)"
+                   f" (promtool tsdb create-blocks-from openmetrics {drills_out} DATA_DIR)", err=True)
+    slos = sum(len(e.plans) for e in entries)
+    if out_dir:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        for name, doc in boards.items():
+            write_atomic(Path(out_dir) / name, json.dumps(doc, indent=2) + "\n")
+        click.echo(f"wrote {len(boards)} Grafana dashboard(s) to {out_dir}: {', '.join(boards)}"
+                   f" over {slos} SLOs of {len(entries)} service(s)", err=True)
+        return
+    doc = next(iter(boards.values()))  # the overview, or the one service's board
+    text = json.dumps(doc, indent=2) + "\n"
     if out:
         write_atomic(out, text)
-        click.echo(f"wrote {out}: Grafana dashboard {uid!r} over {len(plans)} SLOs", err=True)
+        click.echo(f"wrote {out}: Grafana dashboard {doc['uid']!r} over {slos} SLOs", err=True)
     else:
         click.echo(text, nl=False)
 

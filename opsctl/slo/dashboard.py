@@ -1,24 +1,72 @@
-"""A Grafana dashboard (JSON model, provisioning-ready) over the series `opsctl slo rules` records.
+"""Grafana dashboards (JSON model, provisioning-ready) over the series `opsctl slo rules` records.
 
-Pure: plans in, a dict out. Every query names only series the generated rules produce (the
-`slo:` records), so the dashboard shows what the alerts see; a `$slo` variable picks SLOs.
-Panels: error budget left, burn rate per alert window against its threshold, SLI over time, and
-the traffic split between backends (valid requests/s of each backend's SLOs).
+Pure: plans in, dicts out. Every query names only series the generated rules produce (the `slo:`
+records, which carry the labels `slo`, `backend` and `service`), so a board shows what the alerts
+see. Two boards:
+
+- `dashboard`: one service's board (uid `opsctl-slo-<service>`), a `$slo` variable; error budget
+  left, burn rate per alert window against its threshold, SLI over time, and the traffic split
+  between the service's backends.
+- `fleet_dashboard`: the overview of many services (uid `opsctl-slo-fleet`), `$service` and `$slo`
+  variables; every SLO sorted by budget left, budget left over time, burn per alert pair against
+  the pair's thresholds, and the traffic split per service.
+
+Both take (service, SLO plans) pairs, so the service catalog plugs in as a list of `ServiceSlos`.
+Every selector of every query carries a `service` matcher, and every ratio between series
+matches on `service` as well as `slo`: two services never mix (the split's denominator is each
+service's own `backend="all"` rate). Annotations: firing SLO alerts (`ALERTS`); traffic moves
+from the recorded series (a backend's share of a service's valid requests changed by more than
+`TRAFFIC_MOVE` over `TRAFFIC_MOVE_WINDOW`), which is what a traffic change or a failover looks like
+from the proxy's side; and drills, from the `opsctl_drill_active` series opsctl exports
+(`dashboard_events`).
 """
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from typing import Sequence
 
 from opsctl.slo import conventions as cv
+from opsctl.slo.dashboard_events import DRILL_SERIES
 from opsctl.slo.rules import RuleSettings, SloRulePlan
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-SELECT = 'slo=~"$slo"'
+UID_PREFIX = "opsctl-slo-"
+FLEET_UID = "opsctl-slo-fleet"
+UID_MAX = 40  # Grafana's bound on a dashboard uid
+SPLIT_WINDOW = "5m"  # the valid-rate record the split reads (the page pair's short window)
+TRAFFIC_MOVE = 0.05  # a backend's share moving by more than this marks a traffic change
+TRAFFIC_MOVE_WINDOW = "5m"
 
 
-def _target(expr: str, legend: str, ref: str) -> dict:
-    return {"datasource": DATASOURCE, "expr": expr, "legendFormat": legend, "refId": ref}
+@dataclass(frozen=True)
+class ServiceSlos:
+    """One service's SLOs as the rules plan them: what a board is built from."""
+
+    settings: RuleSettings
+    plans: tuple[SloRulePlan, ...]
+
+    @property
+    def service(self) -> str:
+        return self.settings.service
+
+
+def service_uid(service: str) -> str:
+    """`opsctl-slo-<service>`, or a shortened name with a hash of the whole one past 40 characters."""
+    uid = f"{UID_PREFIX}{service}"
+    if len(uid) <= UID_MAX:
+        return uid
+    digest = hashlib.sha256(service.encode()).hexdigest()[:8]
+    return f"{uid[:UID_MAX - 9]}-{digest}"
+
+
+def _quote(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _target(expr: str, legend: str, ref: str, **extra) -> dict:
+    return {"datasource": DATASOURCE, "expr": expr, "legendFormat": legend, "refId": ref, **extra}
 
 
 def _panel(pid: int, title: str, kind: str, targets: list[dict], grid: tuple[int, int, int, int], unit: str,
@@ -32,55 +80,57 @@ def _panel(pid: int, title: str, kind: str, targets: list[dict], grid: tuple[int
     }
 
 
-def panel_queries(plans: Sequence[SloRulePlan], settings: RuleSettings) -> list[tuple[str, str]]:
-    """(panel title, PromQL) of every query, for checking them against a real Prometheus."""
-    doc = dashboard(plans, settings)
-    return [(p["title"], t["expr"]) for p in doc["panels"] for t in p.get("targets", [])]
+def _ref(i: int) -> str:
+    return chr(65 + i) if i < 26 else f"Q{i}"
 
 
-def dashboard(plans: Sequence[SloRulePlan], settings: RuleSettings, *, uid: str = "opsctl-slo",
-              title: str | None = None) -> dict:
-    if not plans:
-        raise ValueError("no SLOs")
-    period = settings.period
-    # the recorded pairs (the fast-burn tier reads raw windows, evaluated every few seconds)
-    pairs = [(a.long, a.short, a.factor, a.severity) for a in plans[0].alerts if not a.fast]
-    burn_targets = []
-    for i, (long, short, factor, severity) in enumerate(pairs):
-        burn_targets.append(_target(
-            f"{cv.record_error_ratio(long)}{{{SELECT}}} / on(slo) {cv.RECORD_ERROR_BUDGET}{{{SELECT}}}",
-            f"{{{{slo}}}} burn {long} ({severity} above {cv.format_factor(factor)}x)", chr(65 + i)))
-    thresholds = [_target(f"vector({factor!r})", f"{severity} threshold {long}/{short} ({cv.format_factor(factor)}x)",
-                          chr(65 + len(pairs) + i))
-                  for i, (long, short, factor, severity) in enumerate(pairs)]
-    panels = [
-        _panel(1, f"Error budget left ({period})", "stat",
-               [_target(f"{cv.RECORD_BUDGET_REMAINING}{{{SELECT}}}", "{{slo}}", "A")], (0, 0, 8, 8), "percentunit",
-               f"Share of the {period} error budget not yet spent (negative: overspent).",
-               defaults={"thresholds": {"mode": "absolute", "steps": [
-                   {"color": "red", "value": None}, {"color": "orange", "value": 0}, {"color": "green", "value": 0.25}]}},
-               options={"reduceOptions": {"calcs": ["lastNotNull"]}, "colorMode": "background"}),
-        _panel(2, "Burn rate per alert window", "timeseries", burn_targets + thresholds, (8, 0, 16, 8), "x",
-               "Error ratio over each alert's long window divided by the error budget; an alert fires when its"
-               " long and short windows both burn above the threshold line."),
-        _panel(3, "SLI over time", "timeseries",
-               [_target(f"1 - {cv.record_error_ratio(w)}{{{SELECT}}}", f"{{{{slo}}}} {w}", chr(65 + i))
-                for i, w in enumerate(("1h", "1d", period))]
-               + [_target(f"{cv.RECORD_OBJECTIVE}{{{SELECT}}}", "{{slo}} objective", "D")],
-               (0, 8, 12, 8), "percentunit", "Share of good events over 1h, 1d and the period, against the objective."),
-        _panel(4, "Traffic split", "timeseries",
-               [_target(f'max by (backend) ({cv.record_valid_rate("5m")}{{backend!="{cv.ALL_BACKENDS}",backend!=""}})'
-                        f' / scalar(max({cv.record_valid_rate("5m")}{{backend="{cv.ALL_BACKENDS}"}}))',
-                        "{{backend}}", "A")],
-               (12, 8, 12, 8), "percentunit",
-               "Each backend's share of the service's valid requests over 5 minutes (from its SLOs' traffic guard"
-               " records).", options={"tooltip": {"mode": "multi"}},
-               defaults={"custom": {"stacking": {"mode": "normal"}, "fillOpacity": 30}}),
-    ]
+def _split_expr(service_matcher: str, offset: str = "") -> str:
+    """Each backend's share of its own service's valid requests (the denominator matched on service)."""
+    rate = cv.record_valid_rate(SPLIT_WINDOW)
+    by = f"{cv.LABEL_SERVICE}, {cv.LABEL_BACKEND}"
+    at = f" offset {offset}" if offset else ""
+    return (f'max by ({by}) ({rate}{{{service_matcher},backend!="{cv.ALL_BACKENDS}",backend!=""}}{at})'
+            f" / on({cv.LABEL_SERVICE}) group_left()"
+            f' max by ({cv.LABEL_SERVICE}) ({rate}{{{service_matcher},backend="{cv.ALL_BACKENDS}"}}{at})')
+
+
+def _budget_stat_defaults() -> dict:
+    return {"thresholds": {"mode": "absolute", "steps": [
+        {"color": "red", "value": None}, {"color": "orange", "value": 0}, {"color": "green", "value": 0.25}]}}
+
+
+def _variable_query(name: str, label: str, expr_selector: str, label_name: str) -> dict:
+    definition = f"label_values({cv.RECORD_OBJECTIVE}{expr_selector}, {label_name})"
+    return {"name": name, "type": "query", "datasource": DATASOURCE, "label": label, "multi": True,
+            "includeAll": True, "allValue": ".+", "refresh": 2, "sort": 1,
+            "query": {"query": definition, "refId": name}, "definition": definition,
+            "options": [], "current": {"text": "All", "value": "$__all"}}
+
+
+def _annotations(select: str, service_matcher: str) -> dict:
+    return {"list": [
+        {"name": "SLO alerts", "datasource": DATASOURCE, "enable": True, "iconColor": "red",
+         "expr": f'ALERTS{{alertname=~"{"|".join(cv.ALERT_NAMES.values())}",alertstate="firing",{select}}}',
+         "titleFormat": "{{alertname}} {{service}} {{slo}}", "textFormat": "{{long_window}}/{{short_window}}"},
+        {"name": "Traffic changes", "datasource": DATASOURCE, "enable": True, "iconColor": "blue",
+         "expr": f"abs(({_split_expr(service_matcher)}) - ({_split_expr(service_matcher, TRAFFIC_MOVE_WINDOW)}))"
+                 f" > {TRAFFIC_MOVE}",
+         "step": "1m",
+         "titleFormat": "traffic moved: {{service}} {{backend}}",
+         "textFormat": f"share changed by more than {TRAFFIC_MOVE:.0%} over {TRAFFIC_MOVE_WINDOW}"},
+        {"name": "Drills", "datasource": DATASOURCE, "enable": True, "iconColor": "purple",
+         "expr": f"max by ({cv.LABEL_SERVICE}, run_id, mode) ({DRILL_SERIES}{{{service_matcher}}})",
+         "step": "1m", "titleFormat": "drill {{run_id}} ({{mode}}): {{service}}",
+         "textFormat": "a drill faulted this service's traffic (opsctl slo dashboard --drills-out)"},
+    ]}
+
+
+def _document(uid: str, title: str, tags: list[str], variables: list[dict], annotations: dict,
+              panels: list[dict]) -> dict:
     return {
         "uid": uid,
-        "title": title or f"{settings.service} SLOs",
-        "tags": ["slo", "opsctl"],
+        "title": title,
+        "tags": tags,
         "timezone": "utc",
         "schemaVersion": 39,
         "version": 1,
@@ -89,16 +139,144 @@ def dashboard(plans: Sequence[SloRulePlan], settings: RuleSettings, *, uid: str 
         "refresh": "1m",
         "templating": {"list": [
             {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Prometheus"},
-            {"name": "slo", "type": "query", "datasource": DATASOURCE, "label": "SLO", "multi": True,
-             "includeAll": True, "allValue": ".+", "refresh": 2,
-             "query": {"query": f"label_values({cv.RECORD_OBJECTIVE}, {cv.LABEL_SLO})", "refId": "slo"},
-             "definition": f"label_values({cv.RECORD_OBJECTIVE}, {cv.LABEL_SLO})",
-             "options": [], "current": {"text": "All", "value": "$__all"}},
+            *variables,
         ]},
-        "annotations": {"list": [{
-            "name": "SLO alerts", "datasource": DATASOURCE, "enable": True, "iconColor": "red",
-            "expr": f'ALERTS{{alertname=~"{"|".join(cv.ALERT_NAMES.values())}",alertstate="firing",{SELECT}}}',
-            "titleFormat": "{{alertname}} {{slo}}", "textFormat": "{{long_window}}/{{short_window}}",
-        }]},
+        "annotations": annotations,
         "panels": panels,
     }
+
+
+def panel_queries(doc: dict) -> list[tuple[str, str]]:
+    """(where, PromQL) of every query of a board: panels, annotations and variables."""
+    out = [(p["title"], t["expr"]) for p in doc["panels"] for t in p.get("targets", [])]
+    out += [(f"annotation {a['name']}", a["expr"]) for a in doc["annotations"]["list"] if "expr" in a]
+    out += [(f"variable {v['name']}", v["definition"]) for v in doc["templating"]["list"] if v["type"] == "query"]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# One service's board
+
+
+def service_matcher(plans: Sequence[SloRulePlan]) -> str:
+    """The `service` matcher of the labels these plans' records carry (an SLO file's
+    `metadata.labels.service_name`, else the config's service): one value, or an exact alternation."""
+    import re
+
+    names = sorted({p.label_dict[cv.LABEL_SERVICE] for p in plans})
+    if len(names) == 1:
+        return f'{cv.LABEL_SERVICE}="{_quote(names[0])}"'
+    return f'{cv.LABEL_SERVICE}=~"{_quote("|".join(re.escape(n) for n in names))}"'
+
+
+def dashboard(plans: Sequence[SloRulePlan], settings: RuleSettings, *, uid: str | None = None,
+              title: str | None = None) -> dict:
+    if not plans:
+        raise ValueError("no SLOs")
+    service = service_matcher(plans)
+    select = f'{service},{cv.LABEL_SLO}=~"$slo"'
+    on = f"on({cv.LABEL_SERVICE}, {cv.LABEL_SLO})"
+    period = settings.period
+    # the recorded pairs (the fast-burn tier reads raw windows, evaluated every few seconds)
+    pairs = [(a.long, a.short, a.factor, a.severity) for a in plans[0].alerts if not a.fast]
+    burn_targets = []
+    for i, (long, short, factor, severity) in enumerate(pairs):
+        burn_targets.append(_target(
+            f"{cv.record_error_ratio(long)}{{{select}}} / {on} {cv.RECORD_ERROR_BUDGET}{{{select}}}",
+            f"{{{{slo}}}} burn {long} ({severity} above {cv.format_factor(factor)}x)", _ref(i)))
+    thresholds = [_target(f"vector({factor!r})", f"{severity} threshold {long}/{short} ({cv.format_factor(factor)}x)",
+                          _ref(len(pairs) + i))
+                  for i, (long, short, factor, severity) in enumerate(pairs)]
+    panels = [
+        _panel(1, f"Error budget left ({period})", "stat",
+               [_target(f"{cv.RECORD_BUDGET_REMAINING}{{{select}}}", "{{slo}}", "A")], (0, 0, 8, 8), "percentunit",
+               f"Share of the {period} error budget not yet spent (negative: overspent).",
+               defaults=_budget_stat_defaults(),
+               options={"reduceOptions": {"calcs": ["lastNotNull"]}, "colorMode": "background"}),
+        _panel(2, "Burn rate per alert window", "timeseries", burn_targets + thresholds, (8, 0, 16, 8), "x",
+               "Error ratio over each alert's long window divided by the error budget; an alert fires when its"
+               " long and short windows both burn above the threshold line."),
+        _panel(3, "SLI over time", "timeseries",
+               [_target(f"1 - {cv.record_error_ratio(w)}{{{select}}}", f"{{{{slo}}}} {w}", _ref(i))
+                for i, w in enumerate(("1h", "1d", period))]
+               + [_target(f"{cv.RECORD_OBJECTIVE}{{{select}}}", "{{slo}} objective", "D")],
+               (0, 8, 12, 8), "percentunit", "Share of good events over 1h, 1d and the period, against the objective."),
+        _panel(4, "Traffic split", "timeseries", [_target(_split_expr(service), "{{backend}}", "A")],
+               (12, 8, 12, 8), "percentunit",
+               f"Each backend's share of the service's valid requests over {SPLIT_WINDOW} (from its SLOs' traffic"
+               " guard records).", options={"tooltip": {"mode": "multi"}},
+               defaults={"custom": {"stacking": {"mode": "normal"}, "fillOpacity": 30}}),
+    ]
+    return _document(uid or service_uid(settings.service), title or f"{settings.service} SLOs",
+                     ["slo", "opsctl", f"service:{settings.service}"],
+                     [_variable_query("slo", "SLO", f"{{{service}}}", cv.LABEL_SLO)],
+                     _annotations(select, service), panels)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fleet's overview
+
+
+def alert_pairs(services: Sequence[ServiceSlos]) -> dict[tuple[str, str, str], dict[float, list[str]]]:
+    """(severity, long, short) -> threshold factor -> the services alerting at it, in first-seen order.
+    Services with different periods have different factors for the same pair."""
+    pairs: dict[tuple[str, str, str], dict[float, list[str]]] = {}
+    for entry in services:
+        for plan in entry.plans:
+            for a in plan.alerts:
+                if a.fast:  # the fast-burn tier reads raw windows: no recorded series to chart
+                    continue
+                names = pairs.setdefault((a.severity, a.long, a.short), {}).setdefault(a.factor, [])
+                if entry.service not in names:
+                    names.append(entry.service)
+    return pairs
+
+
+def fleet_dashboard(services: Sequence[ServiceSlos], *, uid: str = FLEET_UID, title: str = "SLOs of the fleet") -> dict:
+    if not services or not any(s.plans for s in services):
+        raise ValueError("no SLOs")
+    service = f'{cv.LABEL_SERVICE}=~"$service"'
+    select = f'{service},{cv.LABEL_SLO}=~"$slo"'
+    on = f"on({cv.LABEL_SERVICE}, {cv.LABEL_SLO})"
+    periods = sorted({s.settings.period for s in services})
+    period = periods[0] if len(periods) == 1 else "period"
+    legend = "{{service}} {{slo}}"
+    panels = [
+        _panel(1, f"SLOs by error budget left ({period})", "table",
+               [_target(f"sort({cv.RECORD_BUDGET_REMAINING}{{{select}}})", legend, "A",
+                        instant=True, range=False, format="table")],
+               (0, 0, 12, 10), "percentunit",
+               "Every SLO of the selected services, least budget left first (negative: overspent).",
+               defaults=_budget_stat_defaults(),
+               options={"showHeader": True, "sortBy": [{"displayName": "budget left", "desc": False}]},  # as renamed
+               transformations=[{"id": "organize", "options": {
+                   "excludeByName": {"Time": True, "__name__": True},
+                   "renameByName": {"Value": "budget left"}}}]),
+        _panel(2, "Error budget left over time", "timeseries",
+               [_target(f"{cv.RECORD_BUDGET_REMAINING}{{{select}}}", legend, "A")],
+               (12, 0, 12, 10), "percentunit",
+               "Share of each SLO's period error budget not yet spent, over time.",
+               defaults=_budget_stat_defaults()),
+    ]
+    y = 10
+    for i, ((severity, long, short), factors) in enumerate(alert_pairs(services).items()):
+        targets = [_target(f"{cv.record_error_ratio(w)}{{{select}}} / {on} {cv.RECORD_ERROR_BUDGET}{{{select}}}",
+                           f"{legend} {w}", _ref(j)) for j, w in enumerate((long, short))]
+        for j, (factor, owners) in enumerate(factors.items()):
+            who = "" if len(factors) == 1 else f" ({', '.join(owners)})"
+            targets.append(_target(f"vector({factor!r})", f"threshold {cv.format_factor(factor)}x{who}", _ref(2 + j)))
+        panels.append(_panel(
+            3 + i, f"Burn rate {long}/{short} ({severity})", "timeseries", targets,
+            (12 * (i % 2), y + 8 * (i // 2), 12, 8), "x",
+            f"Error ratio over {long} and over {short} divided by the error budget; the {severity} alert fires when"
+            " both burn above the threshold."))
+    y += 8 * -(-len(panels[2:]) // 2)
+    panels.append(_panel(
+        len(panels) + 1, "Traffic split per service", "timeseries",
+        [_target(_split_expr(service), "{{service}} {{backend}}", "A")], (0, y, 24, 8), "percentunit",
+        f"Each backend's share of its own service's valid requests over {SPLIT_WINDOW}.",
+        options={"tooltip": {"mode": "multi"}}))
+    return _document(uid, title, ["slo", "opsctl", "fleet"],
+                     [_variable_query("service", "Service", f'{{{cv.LABEL_SERVICE}!=""}}', cv.LABEL_SERVICE),
+                      _variable_query("slo", "SLO", f"{{{service}}}", cv.LABEL_SLO)],
+                     _annotations(select, service), panels)

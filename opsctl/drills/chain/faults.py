@@ -19,7 +19,7 @@ BROKEN_HOP: dict[str, tuple[str, tuple[str, ...]]] = {
     "latency-spike": ("backend latency (answers slowly)", ("slower_than_500ms",)),
     "latency-tail": ("backend latency tail (a share of answers slow)", ("slower_than_1s",)),
     "auth-throttling": ("vendor auth layer (answers 429)", ("throttled",)),
-    "oauth-token-failure": ("OAuth token endpoint (no token refresh)", ("server_error",)),
+    "oauth-token-failure": ("OAuth token endpoint (no token refresh)", ("auth_error",)),
     "gpu-capacity-loss": ("internal GPU pods (capacity lost)", ("timeout", "server_error")),
 }
 
@@ -28,7 +28,8 @@ BROKEN_HOP: dict[str, tuple[str, tuple[str, ...]]] = {
 class OAuthTokenFailure(Incident):
     """The vendor's OAuth token endpoint fails: once the cached token expires the proxy cannot
     refresh it, so `rate` of the vendor's requests are never sent; the proxy answers them 503 and
-    records a server error (a dependency failure, not the caller's)."""
+    records `auth_error`: the backend's auth layer failed it, not the caller and not inference, so
+    the cause is `auth` and the ticket goes where auth throttling's goes (docs/design.md, causes)."""
 
     kind: ClassVar[str] = "oauth-token-failure"
     summary: ClassVar[str] = "the OAuth token endpoint fails: `rate` of requests cannot get a token"
@@ -38,7 +39,7 @@ class OAuthTokenFailure(Incident):
     def apply(self, params, window):
         import numpy as np
 
-        params.server_error[window] = np.maximum(params.server_error[window], self.rate)
+        params.auth_error[window] = np.maximum(params.auth_error[window], self.rate)
 
     def options(self):
         return {"rate": self.rate}

@@ -210,7 +210,7 @@ class LiveCollector(Collector):
         tickets = [k for k in new if k[1] == "ticket" and k[2] in ("applied", "noop")]
         if tickets:
             policy = next((p for p in self.cfg.automation.policies if p.name == tickets[0][0]), None)
-            category = policy.actions.ticket.category if policy and policy.actions.ticket else None
+            category = _ticket_category(policy, self.cfg.runbooks.tickets)
             self._reach("ticket", now, f"opsctl serve /metrics: policy {tickets[0][0]} filed the vendor ticket"
                                        f" (its configured category {category!r})")
             want = self.targets.ticket_category
@@ -262,3 +262,15 @@ class LiveCollector(Collector):
 
     def other_incidents(self) -> list:
         return list(self._others)
+
+
+def _ticket_category(policy, tickets) -> str | None:
+    """The category a policy files in: its own, else the one its causes lead to through
+    runbooks.tickets (as serve's policy engine chooses it); None when its causes lead to several."""
+    if policy is None or policy.actions.ticket is None:
+        return None
+    if policy.actions.ticket.category:
+        return policy.actions.ticket.category
+    causes = policy.causes or [None]
+    found = {tickets.category_for(c) for c in causes}
+    return found.pop() if len(found) == 1 else None

@@ -432,9 +432,9 @@ def dashboard(app, paths, out, out_dir, uid, all_services, service_configs, dril
 
         configs = [load_config_file(Path(p)) for p in service_configs]
         entries = [entry(cfg, [cfg.slo_dir]) for cfg in configs]
-    else:
-        configs = [app.config]
-        entries = [entry(app.config, _slo_paths(app, paths))]
+    else:  # --all-services without --service-config: the service catalog's (or the one config)
+        configs = app.service_configs() if all_services else [app.config]
+        entries = [entry(cfg, [cfg.slo_dir] if all_services else _slo_paths(app, paths)) for cfg in configs]
     boards = checked_boards(entries, fleet=all_services, uid=uid)
     if drills_out:
         from opsctl.drills.spend import drill_windows

@@ -96,3 +96,12 @@ def test_a_single_config_runs_as_a_fleet_of_one(tmp_path):
     result = run_opsctl("--config", write_config(tmp_path), "freeze", "status", "--all-services", "-o", "json")
     assert result.exit_code == 0, result.output
     assert [d["service"] for d in json.loads(result.stdout)] == ["llm-inference"]
+
+
+def test_the_fleet_dashboard_reads_every_service_of_the_catalog(fleet, tmp_path):
+    out = tmp_path / "grafana"
+    result = run_opsctl("--catalog", fleet, "slo", "dashboard", "--all-services", "--out-dir", out)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["opsctl-slo-chat.json", "opsctl-slo-fleet.json",
+                                                      "opsctl-slo-search.json"]
+    assert "6 SLOs of 2 service(s)" in result.stderr

@@ -12,10 +12,11 @@ from typing import Callable
 
 
 def _config(ctx):
-    from opsctl.config import load_config
+    from opsctl.config.catalog import load_service_config
 
     root = ctx.find_root()
-    return load_config(root.params.get("config_path"))
+    return load_service_config(root.params.get("config_path"), root.params.get("catalog_dir"),
+                               root.params.get("service"))
 
 
 def _safe(values: Callable[[object], list[str]]):

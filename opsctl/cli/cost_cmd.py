@@ -42,7 +42,7 @@ def report(app, window, prometheus_url, source_kind, at, output):
     cfg = app.config
     seconds = parse_window(window or cfg.cost.window)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
-    result = cost_report(source, cfg.cost, at=when, window_seconds=seconds)
+    result = cost_report(source, cfg.cost, at=when, window_seconds=seconds, scope=cfg.service_matcher)
     emit(result.to_dict(), output, table=_table)
     if result.no_data:
         raise NoDataError(f"no token or replica data in the window for: {', '.join(result.no_data)}")

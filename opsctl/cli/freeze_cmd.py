@@ -6,6 +6,7 @@ import click
 
 from opsctl.cli.output import emit, output_option, render_table
 from opsctl.cli.params import TIME
+from opsctl.cli.main import all_services_option
 
 
 @click.group()
@@ -37,6 +38,7 @@ def _when(at: float | None) -> float:
               help="Exit 4 (refused by a guard) while a freeze is in force, for scripts that ask \"are we frozen?\".")
 @output_option
 @click.pass_obj
+@all_services_option
 def status(app, at, fail_if_frozen, output):
     """Is a freeze in force now (or --at)? Shows the next one otherwise.
 

@@ -54,24 +54,44 @@ class LazyGroup(click.Group):
 class AppContext:
     """Carried in click's ctx.obj; loads the config once, on first use."""
 
-    def __init__(self, config_path: str | None, service: str | None = None):
+    def __init__(self, config_path: str | None, service: str | None = None, catalog_dir: str | None = None):
         self.config_path = config_path
         self.service = service
+        self.catalog_dir = catalog_dir
         self.prometheus_url: str | None = None  # a traffic command's --prometheus-url ($OPSCTL_PROMETHEUS_URL)
         self._config = None
+
+    def for_config(self, cfg) -> "AppContext":
+        """The context of one service's config (what --all-services runs each command body with)."""
+        child = AppContext(self.config_path, cfg.service, self.catalog_dir)
+        child.prometheus_url = self.prometheus_url
+        if self.prometheus_url:
+            from opsctl.cli.source_options import with_prometheus_url
+
+            cfg = with_prometheus_url(cfg, self.prometheus_url)
+        child._config = cfg
+        return child
+
+    def service_configs(self) -> list:
+        """Every service's config for --all-services: the catalog's, in name order, or the single one."""
+        from opsctl.config.catalog import find_catalog
+
+        catalog = find_catalog(self.config_path, self.catalog_dir)
+        if catalog is None:
+            return [self.config]
+        if self.service:
+            from opsctl.errors import UsageError
+
+            raise UsageError(f"--all-services and --service {self.service} name different things",
+                             hint="drop one of them (unset $OPSCTL_SERVICE for --all-services)")
+        return catalog.load_all()
 
     @property
     def config(self):
         if self._config is None:
-            from opsctl.config import load_config
+            from opsctl.config.catalog import load_service_config
 
-            cfg = load_config(self.config_path)
-            if self.service and self.service != cfg.service:
-                from opsctl.errors import UsageError
-
-                raise UsageError(f"--service {self.service}: {cfg.source_path} describes service {cfg.service!r}",
-                                 hint="pick that config with --config PATH (or $OPSCTL_CONFIG), or drop --service"
-                                      " / unset $OPSCTL_SERVICE")
+            cfg = load_service_config(self.config_path, self.catalog_dir, self.service)
             if self.prometheus_url:
                 from opsctl.cli.source_options import with_prometheus_url
 
@@ -80,14 +100,80 @@ class AppContext:
         return self._config
 
 
+def all_services_option(command):
+    """`--all-services` on a read command: its body runs once per service of the catalog (stdout
+    taken per service), then the results are shown together: `-o json|yaml` a list whose items carry
+    a `service` key (a command answering a mapping gives one item per service), the table grouped
+    under one `== <service> ==` heading per service. A service that fails is reported on stderr
+    (`service NAME: ...`) without stopping the others; the exit code is then the highest of theirs.
+
+    Put it between `@click.pass_obj` and the function; the body reads `app.config` as usual."""
+    import functools
+
+    @click.option("--all-services", "all_services", is_flag=True,
+                  help="Run for every service of the catalog (table grouped by service; JSON a list with `service`).")
+    @functools.wraps(command)
+    def wrapper(app, *args, all_services=False, **kwargs):
+        if not all_services:
+            return command(app, *args, **kwargs)
+        return _run_all_services(app, command, args, kwargs)
+
+    return wrapper
+
+
+def _run_all_services(app, command, args, kwargs):
+    import contextlib
+    import io
+    import json
+
+    from opsctl.errors import OpsctlError
+
+    output = kwargs.get("output", "table")
+    combined: list = []
+    sections: list[str] = []
+    failed: list[tuple[str, OpsctlError]] = []
+    for cfg in app.service_configs():
+        buffer = io.StringIO()
+        run_kwargs = dict(kwargs, output="table" if output == "table" else "json") if "output" in kwargs else kwargs
+        try:
+            with contextlib.redirect_stdout(buffer):
+                command(app.for_config(cfg), *args, **run_kwargs)
+        except OpsctlError as exc:
+            failed.append((cfg.service, exc))
+            click.echo(f"error: service {cfg.service}: {exc}", err=True)
+        text = buffer.getvalue()
+        if output == "table":
+            sections.append(f"== {cfg.service} ==\n" + (text.rstrip("\n") or "(nothing shown)"))
+        elif text.strip():
+            data = json.loads(text)
+            items = data if isinstance(data, list) else [data]
+            combined.extend({"service": cfg.service, **item} if isinstance(item, dict)
+                            else {"service": cfg.service, "value": item} for item in items)
+    if output == "table":
+        click.echo("\n\n".join(sections))
+    else:
+        from opsctl.cli.output import emit
+
+        emit(combined, output)
+    if failed:
+        worst = max(failed, key=lambda f: f[1].exit_code)[1]
+        error = OpsctlError(f"{len(failed)} of the services failed: "
+                            + ", ".join(f"{name} (exit {exc.exit_code})" for name, exc in failed))
+        error.exit_code = worst.exit_code
+        raise error
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--config", "config_path", metavar="PATH", envvar="OPSCTL_CONFIG",
               help="Config file (default: $OPSCTL_CONFIG, ./opsctl.yaml, else the built-in embedded default).")
+@click.option("--catalog", "catalog_dir", metavar="DIR", envvar="OPSCTL_CATALOG",
+              help="Service catalog: DIR/<service>.yaml, DIR/_defaults.yaml under each (default:"
+                   " $OPSCTL_CATALOG, else ./services/ when no config file is found).")
 @click.option("--service", "service", metavar="NAME", envvar="OPSCTL_SERVICE",
-              help="The service to act on ($OPSCTL_SERVICE); must be the config's `service:`.")
+              help="The service to act on ($OPSCTL_SERVICE): one of the catalog's, or the config's `service:`.")
 @click.version_option(__version__, prog_name="opsctl")
 @click.pass_context
-def cli(ctx, config_path, service):
+def cli(ctx, config_path, catalog_dir, service):
     """opsctl keeps an LLM inference service at four nines.
 
     \b
@@ -103,7 +189,7 @@ def cli(ctx, config_path, service):
 
     Exit codes: 0 ok, 1 failed, 2 invalid input, 3 no data, 4 refused by a guard, 5 conflict.
     """
-    ctx.obj = AppContext(config_path, service)
+    ctx.obj = AppContext(config_path, service, catalog_dir)
 
 
 def main(argv: list[str] | None = None) -> None:

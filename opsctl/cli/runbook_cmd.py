@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.main import all_services_option
 
 
 @click.group()
@@ -98,6 +99,7 @@ def generate(app, out, dry_run, output):
               help="Directory to check (default: runbooks.dir, relative to the config file).")
 @output_option
 @click.pass_obj
+@all_services_option
 def check(app, directory, output):
     """Exit 1 when the directory differs from what the config generates, naming each stale,
     missing or extra file. CI runs this so committed runbooks never drift from the config.

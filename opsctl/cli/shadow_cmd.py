@@ -56,7 +56,7 @@ def report(app, backend, primary, window, share, prometheus_url, source_kind, at
     seconds = parse_window(window) if window else settings.window_seconds
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
     result = shadow_report(source, shadow=backend, primary=list(primary) or others, real=others, at=when,
-                           settings=settings, window_seconds=seconds, share=share)
+                           settings=settings, window_seconds=seconds, share=share, scope=cfg.service_matcher)
     emit(result.to_dict(), output, table=_table)
     if result.verdict == "unknown":
         raise NoDataError(f"{backend}: readiness unknown: " + "; ".join(c.detail for c in result.checks if c.ok is None))

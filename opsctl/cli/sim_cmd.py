@@ -106,7 +106,7 @@ def generate(app, days, end_at, ahead, seed, peak_rps, split_text, incident_spec
         import os
 
         meter = ExportMeter(openmetrics_out) if output == "table" and click.get_text_stream("stderr").isatty() else None
-        samples = simulator.export_openmetrics(series, openmetrics_out, progress=meter)
+        samples = simulator.export_openmetrics(series, openmetrics_out, progress=meter, labels=cfg.service_labels)
         if meter:
             meter.done()
         openmetrics_bytes = os.path.getsize(openmetrics_out)

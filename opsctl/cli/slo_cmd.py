@@ -7,6 +7,7 @@ import click
 from opsctl.cli.output import emit, output_option, render_table
 from opsctl.cli.params import TIME, choice
 from opsctl.cli.source_options import open_checked_source, source_options
+from opsctl.cli.main import all_services_option
 
 
 @click.group()
@@ -74,6 +75,8 @@ def validate(app, paths, prometheus_url, at, output):
     from opsctl.slo.loading import load_slos
 
     slos = load_slos(_slo_paths(app, paths), app.config.backends, config=app.config)
+    if app.config.requires_service_matcher:
+        _check_service_matchers(slos, app.config)
     if prometheus_url:
         from opsctl.errors import ConfigError
         from opsctl.slo.report import series_problems
@@ -95,6 +98,37 @@ def validate(app, paths, prometheus_url, at, output):
     emit(data, output, table=table)
 
 
+def service_matcher_problems(slos, cfg) -> list[str]:
+    """Per SLO and role (filter_good, filter_valid, filter_bad, expression), every selector that
+    lacks `<metrics.service_label>="<service>"` (opsctl sends user PromQL as written, so a selector
+    without it sums every service's series in a shared Prometheus)."""
+    from opsctl.metrics.promql import format_selector, selectors_in
+
+    label, service = cfg.service_label, cfg.service
+    problems = []
+    for slo in slos:
+        for role in ("filter_good", "filter_valid", "filter_bad", "expression"):
+            text = getattr(slo, role, None)
+            if not text:
+                continue
+            for selector in selectors_in(text):
+                if not any(m.label == label and m.op == "=" and m.value == service for m in selector.matchers):
+                    problems.append(f"{slo.file}: {slo.name}: {role}: {format_selector(selector)} lacks"
+                                    f' {label}="{service}"')
+    return problems
+
+
+def _check_service_matchers(slos, cfg) -> None:
+    from opsctl.errors import ConfigError
+
+    problems = service_matcher_problems(slos, cfg)
+    if problems:
+        why = "a catalog's service" if cfg.catalog else "slos.require_service_matcher"
+        raise ConfigError(f"{len(problems)} SLO selector(s) lack the service matcher ({why})", problems=problems,
+                          hint=f'add {cfg.service_label}="{cfg.service}" to every selector (the proxy'
+                               " labels its series with the service), or set slos.require_service_matcher: false")
+
+
 @slo.command()
 @click.argument("paths", nargs=-1, type=click.Path(), shell_complete=_complete_slo)
 @source_options
@@ -108,6 +142,7 @@ def validate(app, paths, prometheus_url, at, output):
                    " (slo-generator's shared-config format: exporters: prometheus, cloudevent).")
 @output_option
 @click.pass_obj
+@all_services_option
 def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills, cross_check, export_file, output):
     """Per SLO: SLI over the period, error budget left, burn rates and alert status.
 
@@ -397,9 +432,9 @@ def dashboard(app, paths, out, out_dir, uid, all_services, service_configs, dril
 
         configs = [load_config_file(Path(p)) for p in service_configs]
         entries = [entry(cfg, [cfg.slo_dir]) for cfg in configs]
-    else:
-        configs = [app.config]
-        entries = [entry(app.config, _slo_paths(app, paths))]
+    else:  # --all-services without --service-config: the service catalog's (or the one config)
+        configs = app.service_configs() if all_services else [app.config]
+        entries = [entry(cfg, [cfg.slo_dir] if all_services else _slo_paths(app, paths)) for cfg in configs]
     boards = checked_boards(entries, fleet=all_services, uid=uid)
     if drills_out:
         from opsctl.drills.spend import drill_windows

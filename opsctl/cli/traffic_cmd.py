@@ -10,6 +10,7 @@ from opsctl.cli.output import emit, output_option, render_table
 from opsctl.cli.params import IDENTIFIER, LINE
 from opsctl.cli import complete
 from opsctl.cli.source_options import prometheus_url_option
+from opsctl.cli.main import all_services_option
 
 
 @click.group()
@@ -227,6 +228,7 @@ def _running_ramp_blocks(app, emergency: bool) -> None:
 @prometheus_url_option
 @output_option
 @click.pass_obj
+@all_services_option
 def status(app, output):
     """Current weights and shadow, where they live, the last change, freezes, capacity headroom.
 

@@ -66,8 +66,19 @@ class MetricsConfig(Model):
     prometheus: PrometheusSource = field(default_factory=PrometheusSource)
     # Traffic guards refuse metrics whose newest sample is older than this, on either source.
     max_data_age: Duration = "5m"
+    # The proxy's metrics carry the service in this label; every selector opsctl generates (capacity,
+    # shadow, cost, quality) matches it. Unset: `service` for a catalog's services, and no matcher
+    # for a single config (whose proxy may predate the label); "" turns the matcher off everywhere.
+    service_label: str | None = None
 
     def __post_init__(self):
+        import re
+
+        if self.service_label and (not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", self.service_label)
+                                   or self.service_label.startswith("__")):
+            raise ValueError(f"service_label must be a Prometheus label name (got {self.service_label!r})")
+        if self.service_label in ("backend", "outcome", "le"):
+            raise ValueError(f"service_label {self.service_label!r} is one of the proxy's own labels")
         if not 10 <= self.max_data_age.seconds <= 3650 * 86400:
             raise ValueError("max_data_age must be between 10s and 3650d")
 
@@ -79,6 +90,9 @@ class MetricsConfig(Model):
 class SloConfig(Model):
     dir: str = "slos"
     period: Duration = "28d"
+    # `slo validate` refuses an SLO file whose selectors lack metrics.service_label="<service>".
+    # Unset: on for a service of a catalog, off for a single config (whose SLOs predate the label).
+    require_service_matcher: bool | None = None
 
     def __post_init__(self):
         seconds = self.period.seconds

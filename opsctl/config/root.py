@@ -20,6 +20,10 @@ from opsctl.errors import ConfigError
 from opsctl.freeze import FreezeWindow
 from opsctl.model import Model, field
 
+def _promql_quote(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 class Backend(Model):
     """One place the model runs. `kind` is internal (our GPU pods) or vendor (a serving endpoint)."""
 
@@ -50,6 +54,8 @@ class Config(Model):
     # Where the config came from, and the directory relative paths resolve against.
     source_path: str = field(default="<built-in>", metadata={"internal": True})
     base_dir: str = field(default=".", metadata={"internal": True})
+    # The catalog directory this config was read from (opsctl.config.catalog); None: a single config.
+    catalog: str | None = field(default=None, metadata={"internal": True})
 
     def __post_init__(self):
         if not self.backends:
@@ -147,6 +153,31 @@ class Config(Model):
                 f" ({self.alerting.runbook_base_url}): the alerts would link to runbooks somewhere else than"
                 " they are published; set only alerting.runbook_base_url (runbooks.base_url defaults to it)"
             )
+
+    @property
+    def service_label(self) -> str:
+        """The label name the proxy puts the service in (`metrics.service_label`, default `service`)."""
+        label = self.metrics.service_label
+        return "service" if label is None else label
+
+    @property
+    def service_labels(self) -> dict[str, str]:
+        """The labels the proxy's series of this service carry, which generated selectors match: {}
+        with `metrics.service_label: ""`, or unset on a single config (backwards compatible)."""
+        if not self.service_label or (self.metrics.service_label is None and self.catalog is None):
+            return {}
+        return {self.service_label: self.service}
+
+    @property
+    def service_matcher(self) -> str:
+        """`service="<service>"`, the matcher every generated selector carries ("" when turned off)."""
+        return ",".join(f'{k}="{_promql_quote(v)}"' for k, v in self.service_labels.items())
+
+    @property
+    def requires_service_matcher(self) -> bool:
+        """Must every SLO selector carry the service matcher (`slos.require_service_matcher`)?"""
+        wanted = self.slos.require_service_matcher
+        return bool(self.service_label) and (self.catalog is not None if wanted is None else wanted)
 
     @property
     def runbook_base_url(self) -> str:

@@ -113,7 +113,8 @@ class SimWorld:
         return self._plan
 
 
-def open_drill_store(path: Path) -> "EmbeddedStore":
+def open_drill_store(path: Path, labels: Mapping[str, str] | None = None) -> "EmbeddedStore":
+    """`labels`: the service's labels its series carry (Config.service_labels)."""
     from opsctl.metrics.embedded import EmbeddedStore
 
-    return EmbeddedStore.open(Path(path), create=True)
+    return EmbeddedStore.open(Path(path), create=True, labels=labels)

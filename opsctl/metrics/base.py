@@ -66,7 +66,7 @@ def open_source(cfg: "Config", *, kind: str | None = None, prometheus_url: str |
     if kind == "embedded":
         from opsctl.metrics.embedded import EmbeddedStore
 
-        return EmbeddedStore.open(cfg.state_path / "metrics.sqlite", create=False)
+        return EmbeddedStore.open(cfg.state_path / "metrics.sqlite", create=False, labels=cfg.service_labels)
     if kind == "prometheus":
         from opsctl.metrics.prometheus import PrometheusSource
 

@@ -38,15 +38,18 @@ def _migrate(conn: sqlite3.Connection) -> None:
 
 
 class EmbeddedStore:
-    def __init__(self, conn: sqlite3.Connection, path: Path):
+    def __init__(self, conn: sqlite3.Connection, path: Path, labels: Mapping[str, str] | None = None):
         self.conn = conn
         self.path = path
+        # Labels every series of the store carries: a store holds one service's proxy, so its
+        # series carry that service's label (Config.service_labels), as the proxy's own do.
+        self.labels = dict(labels or {})
         self.description = f"embedded store {path}"
 
     # -- opening ----------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path, *, create: bool) -> "EmbeddedStore":
+    def open(cls, path: Path, *, create: bool, labels: Mapping[str, str] | None = None) -> "EmbeddedStore":
         path = Path(path)
         if not create and not path.exists():
             raise NoDataError(
@@ -63,7 +66,7 @@ class EmbeddedStore:
             " PRIMARY KEY (backend, ts)) WITHOUT ROWID"
         )
         _migrate(conn)
-        return cls(conn, path)
+        return cls(conn, path, labels)
 
     def close(self) -> None:
         self.conn.close()
@@ -231,7 +234,7 @@ class EmbeddedStore:
             selector = parse_selector(text)
             series = schema.series_columns(selector.metric) or {}
             starts = [first for backend, first in firsts.items()
-                      if any(selector.label_matches(dict(own, backend=backend)) for own in series)]
+                      if any(selector.label_matches({**self.labels, **dict(own), "backend": backend}) for own in series)]
             out.append(float(min(starts)) if starts else None)
         return out
 
@@ -257,7 +260,7 @@ class EmbeddedStore:
                 series = schema.series_columns(selector.metric) or {}
                 matched_columns[key] = [(backend, column) for backend in backends
                                         for own_labels, column in series.items()
-                                        if selector.label_matches(dict(own_labels, backend=backend))]
+                                        if selector.label_matches({**self.labels, **dict(own_labels), "backend": backend})]
             return matched_columns[key]
 
         def has_steps(backend: str, window: int) -> bool:

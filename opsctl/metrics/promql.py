@@ -115,3 +115,73 @@ def format_selector(selector: Selector) -> str:
 
     body = ",".join(f"{m.label}{m.op}{quote(m.value)}" for m in selector.matchers)
     return f"{selector.metric}{{{body}}}" if body else selector.metric
+
+
+# Words that are not metric names where an identifier may stand in PromQL.
+_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "and", "or",
+             "unless", "inf", "nan", "start", "end",
+             # aggregations, which may take `by (...)` before their parentheses
+             "sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values", "bottomk", "topk",
+             "quantile", "limitk", "limit_ratio"}
+_LABEL_LISTS = {"by", "without", "on", "ignoring", "group_left", "group_right"}
+
+
+def selectors_in(expr: str) -> list[Selector]:
+    """Every vector selector of a PromQL expression (`rate(a{x="1"}[5m]) / b` -> a{x="1"}, b), in
+    order; a selector without a metric name (`{__name__="a"}`) has metric "". Strings, range and
+    subquery brackets, label lists (`by (...)`, `on (...)`), function names, keywords and numbers
+    are skipped. A lexer, not a full parser: it finds what a selector check must look at."""
+    out: list[Selector] = []
+    i, n = 0, len(expr)
+
+    def skip_string(j: int) -> int:
+        quote = expr[j]
+        j += 1
+        while j < n and expr[j] != quote:
+            j += 2 if expr[j] == "\\" and quote != "`" else 1
+        return j + 1
+
+    def braces_end(j: int) -> int:  # expr[j] == "{": the index after its "}"
+        while j < n and expr[j] != "}":
+            j = skip_string(j) if expr[j] in "\"'`" else j + 1
+        return j + 1
+
+    while i < n:
+        c = expr[i]
+        if c in "\"'`":
+            i = skip_string(i)
+        elif c == "[":
+            i = expr.find("]", i) + 1 or n
+        elif c == "#":
+            i = expr.find("\n", i) + 1 or n
+        elif c == "{":
+            end = braces_end(i)
+            selector = parse_selector("x" + expr[i:end])
+            out.append(Selector("", selector.matchers))
+            i = end
+        elif c.isdigit() or (c == "." and i + 1 < n and expr[i + 1].isdigit()):
+            while i < n and (expr[i].isalnum() or expr[i] in "._"):
+                i += 1  # 5m, 1e3, 0x1f, 1.5
+        elif c.isalpha() or c in "_:":
+            start = i
+            while i < n and (expr[i].isalnum() or expr[i] in "_:"):
+                i += 1
+            word = expr[start:i]
+            j = i
+            while j < n and expr[j].isspace():
+                j += 1
+            if word.lower() in _LABEL_LISTS:
+                if j < n and expr[j] == "(":
+                    i = expr.find(")", j) + 1 or n
+                continue
+            if word.lower() in _KEYWORDS or (j < n and expr[j] == "("):
+                continue  # a keyword or a function name
+            if j < n and expr[j] == "{":
+                end = braces_end(j)
+                out.append(parse_selector(word + expr[j:end]))
+                i = end
+            else:
+                out.append(Selector(word, ()))
+        else:
+            i += 1
+    return out

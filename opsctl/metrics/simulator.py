@@ -795,13 +795,15 @@ _FAMILY_SAMPLES = {
 
 
 def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]",
-                       progress: "Callable[[int, int, int], None] | None" = None) -> int:
+                       progress: "Callable[[int, int, int], None] | None" = None,
+                       labels: Mapping[str, str] | None = None) -> int:
     """Write the series as OpenMetrics text for `promtool tsdb create-blocks-from openmetrics`.
 
     Counters are cumulative, timestamps in seconds; each series starts with an explicit 0 one step
     before its first step, so `increase()` counts the first step without extrapolating. Returns
     the number of samples written. `progress(samples written, samples in all, bytes written)` is
-    called after each series (a month at production rates is hundreds of MB).
+    called after each series (a month at production rates is hundreds of MB). `labels` (the
+    service's, Config.service_labels) go on every series, as the proxy's own metrics carry them.
     """
     import numpy as np
 
@@ -809,10 +811,11 @@ def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]",
         from opsctl.statefile import atomic_file
 
         with atomic_file(out, mode=0o666) as handle:  # the umask applies, as for open()
-            return export_openmetrics(series, handle, progress)
+            return export_openmetrics(series, handle, progress, labels)
 
     total = sum((len(s) + 1) * len(schema.series_columns(metric))
                 for family, _, _ in _FAMILIES for metric in _FAMILY_SAMPLES[family] for s in series.values() if len(s))
+    constant = tuple((labels or {}).items())
     written = 0  # the text is ASCII: characters are bytes
     samples = 0
     for family, kind, help_text in _FAMILIES:
@@ -825,14 +828,14 @@ def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]",
                     continue
                 times = [str(int(t)) for t in np.concatenate(([s.timestamps[0] - STEP], s.timestamps)).tolist()]
                 for own_labels, column in schema.series_columns(metric).items():
-                    labels = _labels((("backend", name),) + own_labels)
+                    text_labels = _labels(constant + (("backend", name),) + own_labels)
                     cumulative = np.concatenate(([0], np.cumsum(s.columns[column])))
                     values = cumulative.tolist()
                     if column == "lat_sum":
                         text = [repr(float(v)) for v in values]
                     else:
                         text = [str(int(v)) for v in values]
-                    prefix = f"{metric}{labels} "
+                    prefix = f"{metric}{text_labels} "
                     chunk = "".join(f"{prefix}{v} {t}\n" for v, t in zip(text, times))
                     out.write(chunk)
                     written += len(chunk)

@@ -69,8 +69,9 @@ class CostReport:
         }
 
 
-def _tokens_query(metric: str, backend: str | None, window: int) -> str:
-    selector = f'{metric}{{backend="{backend}"}}' if backend else metric
+def _tokens_query(metric: str, backend: str | None, window: int, scope: str = "") -> str:
+    body = ",".join(m for m in (scope, f'backend="{backend}"' if backend else "") if m)
+    selector = f"{metric}{{{body}}}" if body else metric
     return f"sum(increase({selector}[{window}s]))"
 
 
@@ -78,7 +79,9 @@ def replicas_expr(query: str, window: int) -> str:
     return query.replace("$window", f"{window}s")
 
 
-def cost_report(source, cost: "CostConfig", *, at: float, window_seconds: int) -> CostReport:
+def cost_report(source, cost: "CostConfig", *, at: float, window_seconds: int, scope: str = "") -> CostReport:
+    """`scope`: the service matcher every generated query carries (Config.service_matcher); a
+    `replicas_query` is the user's PromQL and is sent as written."""
     from opsctl.errors import UsageError
 
     if not cost.backends:
@@ -88,17 +91,19 @@ def cost_report(source, cost: "CostConfig", *, at: float, window_seconds: int) -
     hours = window / 3600
     backends = list(cost.backends)
     exprs: list[str] = [
-        _tokens_query(schema.PROMPT_TOKENS, None, window),
-        _tokens_query(schema.COMPLETION_TOKENS, None, window),
+        _tokens_query(schema.PROMPT_TOKENS, None, window, scope),
+        _tokens_query(schema.COMPLETION_TOKENS, None, window, scope),
     ]
     for b in backends:
-        exprs += [_tokens_query(schema.PROMPT_TOKENS, b, window), _tokens_query(schema.COMPLETION_TOKENS, b, window)]
+        exprs += [_tokens_query(schema.PROMPT_TOKENS, b, window, scope),
+                  _tokens_query(schema.COMPLETION_TOKENS, b, window, scope)]
     values = source.query_many(exprs, at)
     total = None if values[0] is None or values[1] is None else values[0] + values[1]
 
     # Does the data reach back to the window's start? If not, hourly costs meet too few tokens.
     probe = max(60, min(3600, window // 24))
-    starts = source.query_many([f'sum(increase({schema.REQUESTS}{{backend="{b}"}}[{probe}s]))' for b in backends],
+    own = f"{scope}," if scope else ""
+    starts = source.query_many([f'sum(increase({schema.REQUESTS}{{{own}backend="{b}"}}[{probe}s]))' for b in backends],
                                at - window + probe)
 
     lines = []

@@ -102,10 +102,12 @@ class _Figures:
         return _division(top, bottom)
 
 
-def _queries(backend: str, window: int) -> dict[str, str]:
-    sel = f'{{backend="{backend}"}}'
+def _queries(backend: str, window: int, scope: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
+    """`scope`: the service's matchers (QualityPlan.scope), first in every selector."""
+    own = "".join(f'{k}="{v}",' for k, v in scope)
+    sel = f'{{{own}backend="{backend}"}}'
     out = {"requests": increase_query(f"{schema.REQUESTS}{sel}", window),
-           "answers": increase_query(f'{schema.REQUESTS}{{backend="{backend}",outcome="ok"}}', window)}
+           "answers": increase_query(f'{schema.REQUESTS}{{{own}backend="{backend}",outcome="ok"}}', window)}
     for signal, metric in NUMERATOR.items():
         out[signal] = increase_query(f"{metric}{sel}", window)
     return out
@@ -124,7 +126,7 @@ class QualityEvaluator:
         when = float(when)
         if when not in self._figures:
             backends = sorted({a.backend for a in self.plan.alerts} | {a.reference for a in self.plan.alerts if a.reference})
-            wanted = {b: _queries(b, self.plan.window_seconds) for b in backends}
+            wanted = {b: _queries(b, self.plan.window_seconds, self.plan.scope) for b in backends}
             flat = [q for qs in wanted.values() for q in qs.values()]
             answers = dict(zip(flat, self.source.query_many(flat, when)))
             self._figures[when] = {

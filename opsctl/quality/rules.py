@@ -98,6 +98,9 @@ class QualityPlan:
     runbook_url: str
     labels: tuple[tuple[str, str], ...]  # alerting.labels
     alerts: tuple[QualityAlert, ...]
+    # The service's labels (Config.service_labels): every selector matches them, every recorded
+    # series keeps them, so services sharing one Prometheus never mix.
+    scope: tuple[tuple[str, str], ...] = ()
 
 
 def reference_backend(cfg: "Config") -> str:
@@ -142,11 +145,25 @@ def plan_quality(cfg: "Config") -> QualityPlan | None:
         offset_seconds=rules.baseline_seconds,
         min_request_rate=float(rules.min_request_rate),
         interval_seconds=cfg.alerting.interval_seconds,
-        group_name=f"opsctl-{GROUP_SUFFIX}",
+        group_name=f"opsctl-{GROUP_SUFFIX}" + (f"-{cfg.service}" if cfg.catalog else ""),
         runbook_url=f"{base}/{RUNBOOK}",
         labels=tuple(cfg.alerting.labels.items()),
         alerts=tuple(alerts),
+        scope=tuple(cfg.service_labels.items()),
     )
+
+
+def scoped(plan: QualityPlan, selector: str, **matchers: str) -> str:
+    """`selector` with the plan's service matchers first and `matchers` added (label="value")."""
+    from opsctl.metrics.promql import Matcher, format_selector, parse_selector
+
+    parsed = parse_selector(selector)
+    extra = tuple(Matcher(k, "=", v) for k, v in (*plan.scope, *matchers.items()))
+    return format_selector(type(parsed)(parsed.metric, extra + parsed.matchers))
+
+
+def _by(plan: QualityPlan) -> str:
+    return ", ".join([k for k, _ in plan.scope] + ["backend"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,7 +194,7 @@ def number(value: float) -> str:
 
 def _increase(plan: QualityPlan, selector: str, baseline: bool) -> str:
     offset = f" offset {plan.offset}" if baseline else ""
-    return f"sum by (backend) (increase({selector}[{plan.window}]{offset}))"
+    return f"sum by ({_by(plan)}) (increase({scoped(plan, selector)}[{plan.window}]{offset}))"
 
 
 def recording_rules(plan: QualityPlan) -> list[dict]:
@@ -194,14 +211,16 @@ def recording_rules(plan: QualityPlan) -> list[dict]:
     return rules
 
 
-def _sel(record: str, backend: str) -> str:
+def _sel(record: str, backend: str, plan: QualityPlan | None = None) -> str:
+    if plan is not None and plan.scope:
+        return scoped(plan, record, backend=backend)
     return f'{record}{{backend="{backend}"}}'
 
 
 def _guard(plan: QualityPlan, backend: str, baseline: bool = False) -> str:
     if not plan.min_request_rate:
         return ""
-    return f"\nand on() ({_sel(record_request_rate(plan, baseline), backend)} >= {number(plan.min_request_rate)})"
+    return f"\nand on() ({_sel(record_request_rate(plan, baseline), backend, plan)} >= {number(plan.min_request_rate)})"
 
 
 def sides(alert: QualityAlert) -> tuple[tuple[str, bool], tuple[str, bool]]:
@@ -214,8 +233,8 @@ def sides(alert: QualityAlert) -> tuple[tuple[str, bool], tuple[str, bool]]:
 def _noise_guard(plan: QualityPlan, alert: QualityAlert) -> str:
     w = plan.window_seconds
     (a, base_a), (b, base_b) = sides(alert)
-    one = f"(1 / ({_sel(record_request_rate(plan, base_a), a)} * {w}))"
-    two = f"(1 / ({_sel(record_request_rate(plan, base_b), b)} * {w}))"
+    one = f"(1 / ({_sel(record_request_rate(plan, base_a), a, plan)} * {w}))"
+    two = f"(1 / ({_sel(record_request_rate(plan, base_b), b, plan)} * {w}))"
     return f"\nand on() ({one} + ignoring(backend) {two} <= {number(alert.noise_limit)})"
 
 
@@ -225,9 +244,9 @@ def alert_expr(plan: QualityPlan, alert: QualityAlert) -> str:
     guards = f"{_noise_guard(plan, alert)}{_guard(plan, b)}{_guard(plan, other, baseline)}"
     if alert.signal == "prompt_tokens":
         rec = record_per_request(plan, "prompt_tokens")
-        return (f"abs(\n  {_sel(rec, b)}\n  - ignoring(backend)\n  {_sel(rec, alert.reference)}\n) > {thr}"
+        return (f"abs(\n  {_sel(rec, b, plan)}\n  - ignoring(backend)\n  {_sel(rec, alert.reference, plan)}\n) > {thr}"
                 + guards)
-    now, then = _sel(record_per_request(plan, alert.signal), b), _sel(record_per_request(plan, alert.signal, True), b)
+    now, then = _sel(record_per_request(plan, alert.signal), b, plan), _sel(record_per_request(plan, alert.signal, True), b, plan)
     if alert.signal == "completion_tokens":
         change = f"abs({now} / {then} - 1) > {thr}"
     else:

@@ -38,10 +38,13 @@ def le_forms(bound: float) -> list[str]:
     return sorted({repr(float(bound)), format(bound, "g")})
 
 
-def backend_matcher(backends: Sequence[str]) -> str:
+def backend_matcher(backends: Sequence[str], scope: str = "") -> str:
+    """The backends' matcher, after the service matcher `scope` (Config.service_matcher) when given."""
     if len(backends) == 1:
-        return f'backend="{backends[0]}"'
-    return f'backend=~"{_promql_regex(backends)}"'
+        own = f'backend="{backends[0]}"'
+    else:
+        own = f'backend=~"{_promql_regex(backends)}"'
+    return f"{scope},{own}" if scope else own
 
 
 def percentile_label(q: float) -> str:
@@ -111,8 +114,8 @@ class ShadowReport:
         }
 
 
-def _queries(backends: Sequence[str], window: int) -> list[str]:
-    sel = backend_matcher(backends)
+def _queries(backends: Sequence[str], window: int, scope: str = "") -> list[str]:
+    sel = backend_matcher(backends, scope)
     bad = _promql_regex(schema.BAD_OUTCOMES)
     exprs = [
         f"sum(increase({schema.REQUESTS}{{{sel}}}[{window}s]))",
@@ -144,12 +147,13 @@ def _figures(name: str, values: Sequence[float | None], window: int, percentiles
 
 
 def shadow_report(source, *, shadow: str, primary: Sequence[str], real: Sequence[str], at: float, settings,
-                  window_seconds: int | None = None, share: float = 1.0) -> ShadowReport:
-    """`primary`: the backends the shadow is compared with; `real`: those carrying real traffic now."""
+                  window_seconds: int | None = None, share: float = 1.0, scope: str = "") -> ShadowReport:
+    """`primary`: the backends the shadow is compared with; `real`: those carrying real traffic now;
+    `scope`: the service matcher every query carries (Config.service_matcher)."""
     window = window_seconds or settings.window_seconds
     rate_window = settings.rate_window_seconds
-    exprs = _queries([shadow], window) + _queries(primary, window)
-    exprs.append(f"sum(rate({schema.REQUESTS}{{{backend_matcher(real)}}}[{rate_window}s]))")
+    exprs = _queries([shadow], window, scope) + _queries(primary, window, scope)
+    exprs.append(f"sum(rate({schema.REQUESTS}{{{backend_matcher(real, scope)}}}[{rate_window}s]))")
     values = source.query_many(exprs, at)
     per = len(exprs) // 2
     primary_name = "+".join(primary)

@@ -39,15 +39,21 @@ if TYPE_CHECKING:
     from opsctl.traffic.kube import Kube
 
 
-def rate_query(capacity: "CapacityConfig", backend: str | None = None) -> str:
+def _selector(metric: str, *matchers: str) -> str:
+    body = ",".join(m for m in matchers if m)
+    return f"{metric}{{{body}}}" if body else metric
+
+
+def rate_query(capacity: "CapacityConfig", backend: str | None = None, scope: str = "") -> str:
+    """`scope`: the service matcher (Config.service_matcher), so two services' traffic never sums."""
     window = capacity.rate_window.seconds
-    selector = f'{schema.REQUESTS}{{backend="{backend}"}}' if backend else schema.REQUESTS
+    selector = _selector(schema.REQUESTS, scope, f'backend="{backend}"' if backend else "")
     return f"sum(rate({selector}[{window}s]))"
 
 
-def token_rate_queries(capacity: "CapacityConfig") -> list[str]:
+def token_rate_queries(capacity: "CapacityConfig", scope: str = "") -> list[str]:
     window = capacity.rate_window.seconds
-    return [f"sum(rate({m}[{window}s]))" for m in (schema.PROMPT_TOKENS, schema.COMPLETION_TOKENS)]
+    return [f"sum(rate({_selector(m, scope)}[{window}s]))" for m in (schema.PROMPT_TOKENS, schema.COMPLETION_TOKENS)]
 
 
 @dataclass
@@ -91,7 +97,8 @@ def vendor_reading(cfg: "Config", backend: str, source: "MetricSource", at: floa
     cap = cfg.capacity
     vendor = cap.vendors[backend]
     unit = vendor.measure
-    queries = [rate_query(cap)] if unit == "requests" else token_rate_queries(cap)
+    scope = cfg.service_matcher
+    queries = [rate_query(cap, scope=scope)] if unit == "requests" else token_rate_queries(cap, scope)
     if vendor.query is not None:
         queries.append(vendor.query)
     answers = source.query_many(queries, at)
@@ -224,7 +231,8 @@ class Capacity:
             source = self._source()
         except NoDataError:
             return None, None
-        total, own = source.query_many([rate_query(self.settings), rate_query(self.settings, self.settings.backend)],
+        total, own = source.query_many([rate_query(self.settings, scope=self.cfg.service_matcher),
+                                        rate_query(self.settings, self.settings.backend, self.cfg.service_matcher)],
                                        self._at())
         return total, own
 

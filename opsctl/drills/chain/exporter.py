@@ -33,8 +33,9 @@ _SAMPLES = {schema.DURATION: (schema.DURATION_BUCKET, schema.DURATION_COUNT, sch
 class ProxyExporter:
     def __init__(self, backends: Mapping[str, str], *, peak_rps: float, seed: int,
                  split: Callable[[], dict[str, float]], history: Mapping | None = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, labels: Mapping[str, str] | None = None):
         self.backends = dict(backends)
+        self.labels = dict(labels or {})  # the service's (Config.service_labels), on every series
         self.peak_rps = peak_rps
         self.seed = seed
         self.split = split
@@ -142,7 +143,7 @@ class ProxyExporter:
                 for metric in _SAMPLES.get(family, (family,)):
                     for backend in self.backends:
                         for own, column in schema.series_columns(metric).items():
-                            labels = ",".join(f'{k}="{v}"' for k, v in (("backend", backend), *own))
+                            labels = ",".join(f'{k}="{v}"' for k, v in (*self.labels.items(), ("backend", backend), *own))
                             value = self.totals[backend][column]
                             text = repr(value) if column == "lat_sum" else str(int(value))
                             lines.append(f"{metric}{{{labels}}} {text}")

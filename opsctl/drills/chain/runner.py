@@ -302,7 +302,7 @@ class ChainDrill:
         from opsctl.drills.chain.exporter import ProxyExporter
 
         self.exporter = ProxyExporter(backends, peak_rps=env.peak_rps, seed=env.seed + 1, split=self._split,
-                                      history=history)
+                                      history=history, labels=self.cfg.service_labels)
         exporter_url = self.exporter.start()
         self.servers.append(self.exporter)
         self._say("setup", f"exporter of the proxy's metrics on {exporter_url}/metrics (peak {env.peak_rps:g} rps,"
@@ -365,7 +365,7 @@ class ChainDrill:
         end = int(now) // STEP * STEP
         series = simulate(end - self.history, end, backends=backends, split=split, peak_rps=peak_rps, seed=seed)
         path = self.dir / "history.om"
-        samples = export_openmetrics(series, path)
+        samples = export_openmetrics(series, path, labels=self.cfg.service_labels)
         started = time.monotonic()
         backfill(self.binaries["promtool"], path, self.dir / "prom-data")
         path.unlink()

@@ -66,7 +66,7 @@ class EmbeddedEnvironment(PagingAndTickets):
         env = self.scenario.embedded
         stored = open_actuator(self.cfg).read()
         split = dict(stored.split.weights) if stored.split else {}
-        self._store = open_drill_store(self.store_path)
+        self._store = open_drill_store(self.store_path, self.cfg.service_labels)
         backends = {name: b.kind for name, b in self.cfg.backends.items()}
         self.world = SimWorld(self._store, backends, start=self.start,
                               horizon=self.start + self.scenario.max_duration + 3600, peak_rps=env.peak_rps,
@@ -82,7 +82,7 @@ class EmbeddedEnvironment(PagingAndTickets):
         from opsctl.drills.simworld import open_drill_store
 
         if self.store_path.exists():
-            self._store = open_drill_store(self.store_path)
+            self._store = open_drill_store(self.store_path, self.cfg.service_labels)
 
     def source(self):
         return self._store

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from opsctl.audit import AuditLog, current_actor
 from opsctl.model import Model, field as model_field
 from opsctl.errors import ConflictError, GuardRefused, NoDataError, OpsctlError, UsageError
+from opsctl.fencing import Term  # at run time: ChangeRequest's hints name it (foundation, no cost)
 from opsctl.traffic import record as records
 from opsctl.traffic.base import ChangeHook, ChangeNotice, StoredSplit
 from opsctl.traffic.guards import ACTIONS, CAPACITY_GUARD, POLICY_GUARDS, GuardContext, GuardResult, guard
@@ -30,7 +31,6 @@ from opsctl.traffic.split import Split
 
 if TYPE_CHECKING:
     from opsctl.config import Config
-    from opsctl.fencing import Term
     from opsctl.traffic.base import Actuator
 
 Planner = Callable[[Split | None], Split]

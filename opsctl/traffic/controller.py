@@ -42,9 +42,21 @@ def change_log():
     (kubernetes mode only: logging is imported here, off the local CLI's start-up)."""
     import logging
 
+    class CurrentStderr(logging.StreamHandler):
+        """Writes to sys.stderr as it is at each line, not as it was when the logger was first set up
+        (a process that redirects stderr later, or runs the CLI in-process, still gets every line)."""
+
+        @property
+        def stream(self):
+            return sys.stderr
+
+        @stream.setter
+        def stream(self, _value):
+            pass
+
     logger = logging.getLogger("opsctl.traffic.changes")
     if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = CurrentStderr()
         handler.setFormatter(logging.Formatter("%(message)s"))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)

@@ -298,7 +298,10 @@ def build_plan(data: Any, filename: str, *, backends: list[str] | None = None) -
     if plan is not None:
         problems += _problems(plan)
     if problems:
-        raise ConfigError(f"{filename}: invalid rollout plan", problems=[f"{filename}: {p}" for p in problems])
+        from opsctl.errors import printable
+
+        # a key path echoes the file's own keys: escaped, so a key cannot forge a line of output
+        raise ConfigError(f"{filename}: invalid rollout plan", problems=[f"{filename}: {printable(p)}" for p in problems])
     return plan
 
 

@@ -149,7 +149,7 @@ def largest_remainder(shares: Mapping[str, float]) -> dict[str, int]:
 
 def fill_remainder(assigned: Mapping[str, int], current: Split, known: Iterable[str]) -> dict[str, int]:
     """Weights from a partial assignment: the unlisted backends share what is left in proportion to
-    their current weights (equally when they have none). `--to internal=60` on 80/20 -> 40/60."""
+    their current weights (equally when they have none). `internal=60` on 80/20 -> 40/60."""
     others = [b for b in known if b not in assigned]
     left = TOTAL - sum(assigned.values())
     if left < 0:

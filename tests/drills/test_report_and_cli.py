@@ -78,11 +78,11 @@ def test_the_markdown_and_json_reports_carry_hypothesis_times_expectations_rollb
 def test_drill_report_and_list_runs_find_the_newest_run(finished):
     env, _ = finished
     run = env.run_dir()
-    path = env.run("drill", "report", "latest", "--format", "html", "--path")
+    path = env.run("drill", "report", "latest", "-o", "html", "--path")
     assert path.exit_code == 0 and path.stdout.strip().endswith(f"{run.name}/report.html")
     shown = env.run("drill", "report", run.name[:20], "-o", "json")
     assert json.loads(shown.stdout)["run_id"] == run.name
-    md = env.run("drill", "report", "--format", "md")
+    md = env.run("drill", "report", "-o", "md")
     assert md.stdout.startswith("# Drill report: Vendor outage")
     runs = json.loads(env.run("drill", "list", "--runs", "-o", "json").stdout)
     assert [(r["run_id"], r["outcome"], r["running"]) for r in runs] == [(run.name, "passed", False)]

@@ -52,7 +52,7 @@ def test_traffic_set_weights_and_shadows(cfg, weights, shadows):
 def test_durations(cfg, value):
     assert_clean(invoke("--config", cfg, "page", "maintenance", "start", "--for", value, "--description", "d",
                         "--dry-run"), codes=(0, 2))
-    assert_clean(invoke("--config", cfg, "traffic", "ramp", "--to", "internal=30", "--interval", value,
+    assert_clean(invoke("--config", cfg, "traffic", "ramp", "internal=30", "--interval", value,
                         "--reason", "r", "--dry-run"), codes=(0, 2, 4))
     assert_clean(invoke("--config", cfg, "cost", "report", "--window", value), codes=(0, 2, 3))
 

@@ -20,8 +20,8 @@ PLAN_80_20_TO_40_60 = [
 
 
 def ramp_in_background(env, interval: str, steps_done: int = 1):
-    """Start `ramp --to internal=60 --step 10` (4 steps from 80/20) and wait until `steps_done` are recorded."""
-    proc = env.popen("traffic", "ramp", "--to", "internal=60", "--step", "10", "--interval", interval,
+    """Start `ramp internal=60 --step 10` (4 steps from 80/20) and wait until `steps_done` are recorded."""
+    proc = env.popen("traffic", "ramp", "internal=60", "--step", "10", "--interval", interval,
                      "--reason", "rollout", "--yes")
     env.wait_for(lambda: (env.ramp_state() or {}).get("done") == steps_done, what=f"{steps_done} step(s)")
     return proc
@@ -33,7 +33,7 @@ def applied(env, operation: str | None = None) -> list[dict]:
 
 def test_ramp_steps_to_the_target_showing_progress_and_counts_once_for_the_rate_limit(make_env):
     env = make_env(rate="{max_changes: 2, window: 1h}")
-    result = env.run("traffic", "ramp", "--to", "internal=60", "--step", "10", "--interval", "0s",
+    result = env.run("traffic", "ramp", "internal=60", "--step", "10", "--interval", "0s",
                      "--reason", "rollout", "--yes", "-o", "json")
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
@@ -53,14 +53,14 @@ def test_ramp_steps_to_the_target_showing_progress_and_counts_once_for_the_rate_
 
 def test_ramp_to_one_backend_lets_the_others_share_the_rest(make_env):
     env = make_env()
-    result = env.run("traffic", "ramp", "--to", "databricks=100", "--step", "50", "--interval", "0s",
+    result = env.run("traffic", "ramp", "databricks=100", "--step", "50", "--interval", "0s",
                      "--reason", "back to vendor", "--yes", "-o", "json")
     assert result.exit_code == 0, result.output
     assert env.stored()["weights"] == {"internal": 0, "databricks": 100}
 
 
 def test_ramp_dry_run_plans_the_steps_checks_the_first_and_writes_nothing(env):
-    result = env.run("traffic", "ramp", "--to", "internal=60", "--step", "20", "--interval", "5m", "--dry-run",
+    result = env.run("traffic", "ramp", "internal=60", "--step", "20", "--interval", "5m", "--dry-run",
                      "-o", "json")
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
@@ -115,7 +115,7 @@ def test_kill_9_in_the_middle_of_a_ramp_then_resume_finishes_it_without_repeatin
     assert killed_at in PLAN_80_20_TO_40_60[1:3]  # step 2 done, step 3 maybe written but not recorded
 
     # The interrupted ramp blocks a new one until it is resumed or aborted.
-    other = env.run("traffic", "ramp", "--to", "internal=90", "--interval", "0s", "--reason", "x", "--yes")
+    other = env.run("traffic", "ramp", "internal=90", "--interval", "0s", "--reason", "x", "--yes")
     assert other.exit_code == 5 and "--resume" in other.stderr
     status = env.run("traffic", "status")
     assert "INTERRUPTED" in status.stdout
@@ -133,7 +133,7 @@ def test_kill_9_in_the_middle_of_a_ramp_then_resume_finishes_it_without_repeatin
 def test_a_second_ramp_and_a_manual_set_are_refused_while_one_runs_and_abort_returns_to_the_start(make_env):
     env = make_env()
     proc = ramp_in_background(env, "30s")
-    second = env.run("traffic", "ramp", "--to", "internal=90", "--interval", "0s", "--reason", "x", "--yes")
+    second = env.run("traffic", "ramp", "internal=90", "--interval", "0s", "--reason", "x", "--yes")
     assert second.exit_code == 5
     assert f"another ramp is running (pid {proc.pid}" in second.stderr
     manual = env.run("traffic", "set", "databricks=50", "internal=50", "--reason", "x", "--yes")
@@ -171,7 +171,7 @@ def test_resume_without_an_interrupted_ramp_is_a_usage_error(env):
 @pytest.mark.slow
 def test_resume_finishes_the_interrupted_steps_soak_and_burn_check_before_the_next_step(make_env):
     env = make_env()
-    proc = env.popen("traffic", "ramp", "--to", "internal=60", "--step", "20", "--interval", "4s",
+    proc = env.popen("traffic", "ramp", "internal=60", "--step", "20", "--interval", "4s",
                      "--reason", "rollout", "--yes")
     state = env.wait_for(lambda: (s := env.ramp_state() or {}).get("soak") and s["soak"]["step"] == 0 and s,
                          what="step 1's soak to start")

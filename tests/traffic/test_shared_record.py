@@ -87,7 +87,7 @@ def test_emergency_without_incident_is_refused_and_audited(env):
     [entry] = env.audit()
     assert entry["outcome"] == "refused" and entry["emergency"] is True and "--incident" in entry["message"]
     assert not env.split_file.exists(), "nothing was written"
-    ramp = env.run("traffic", "ramp", "--to", "internal=50", "--emergency", "--reason", "x", "--yes")
+    ramp = env.run("traffic", "ramp", "internal=50", "--emergency", "--reason", "x", "--yes")
     assert ramp.exit_code == 2
     assert [e["action"] for e in env.audit()] == ["set", "ramp"] and env.audit()[-1]["outcome"] == "refused"
 

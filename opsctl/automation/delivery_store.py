@@ -73,6 +73,10 @@ def _short(result: dict) -> dict:
     return result if len(text) <= 600 else {"summary": text[:600]}
 
 
+def _waiting(events: dict) -> int:
+    return sum(1 for e in events.values() if e["state"] == "pending" and e.get("attempts", 0) > 0)
+
+
 class _Waiter:
     """One delivery's events for one piece, waiting for the group commit that records them."""
 
@@ -98,6 +102,7 @@ class SharedDeliveryLog:
         self._writing: set[int] = set()
         self._flights_lock = threading.Lock()
         self._flights: dict[int, Future] = {}
+        self.last_waiting: int | None = None  # events waiting for a retry, as the last sweep read them
 
     # -- pieces -----------------------------------------------------------------------------------
 
@@ -325,8 +330,11 @@ class SharedDeliveryLog:
         return released
 
     def due(self, *, older_than: float, limit: int) -> list[tuple[str, str]]:
+        """As DeliveryLog.due; the same read also refreshes `last_waiting` (no read of its own)."""
         now = self.clock()
-        rows = [(e["received_at"], k, e["partition"]) for k, e in self._read_all().items()
+        events = self._read_all()
+        self.last_waiting = _waiting(events)
+        rows = [(e["received_at"], k, e["partition"]) for k, e in events.items()
                 if (e["state"] == "pending" and e.get("not_before", 0) <= now
                     and (e.get("not_before", 0) > 0 or e["received_at"] <= now - older_than))
                 or (e["state"] == "running" and (e.get("lease_until") or 0) < now)]
@@ -340,6 +348,11 @@ class SharedDeliveryLog:
         row["payload"] = json.dumps(e.get("payload") or {}, sort_keys=True)
         row["result"] = json.dumps(e.get("result") or {}, sort_keys=True)
         return row
+
+    def waiting(self) -> int:
+        """Events waiting for a retry: pending again after a try that could not act (attempts > 0)."""
+        self.last_waiting = _waiting(self._read_all())
+        return self.last_waiting
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -276,6 +276,11 @@ class DeliveryLog:
         row = self.db.conn.execute("SELECT * FROM events WHERE key = ?", (key,)).fetchone()
         return dict(row) if row else None
 
+    def waiting(self) -> int:
+        """Events waiting for a retry: pending again after a try that could not act (attempts > 0)."""
+        row = self.db.conn.execute("SELECT COUNT(*) FROM events WHERE state = 'pending' AND attempts > 0").fetchone()
+        return int(row[0])
+
     def counts(self) -> dict[str, int]:
         rows = self.db.conn.execute("SELECT state, COUNT(*) AS n FROM events GROUP BY state").fetchall()
         return {r["state"]: r["n"] for r in rows}

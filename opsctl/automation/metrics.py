@@ -12,6 +12,9 @@
     opsctl_automation_events_total{result}                events handled: done, retried, failed, and
                                                           no_policy (recorded, never queued)
     opsctl_automation_queue_depth / _queue_capacity       queued + in-flight events, and the bound
+    opsctl_automation_deliveries_waiting                  deliveries waiting for a retry: a try could not act
+                                                          (pending again, attempts > 0), counted by the
+                                                          maintenance sweep (every second); 0 on a follower
     opsctl_serve_leader                                   1 while this replica acts (leader or single)
     opsctl_serve_recording                                deliveries being recorded off the event loop
     opsctl_serve_ready                                    1 when the last background readiness check passed
@@ -26,7 +29,7 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 
 class ServeMetrics:
     def __init__(self, queue_depth: Callable[[], int], queue_capacity: int,
-                 leader: Callable[[], bool] = lambda: True):
+                 leader: Callable[[], bool] = lambda: True, waiting: Callable[[], int] = lambda: 0):
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
         disable_created_metrics()  # no *_created series: they double the output and nobody queries them
@@ -45,6 +48,9 @@ class ServeMetrics:
         depth.set_function(queue_depth)
         capacity = Gauge("opsctl_automation_queue_capacity", "Bound of the event queue.", registry=self.registry)
         capacity.set(queue_capacity)
+        waits = Gauge("opsctl_automation_deliveries_waiting", "Deliveries waiting for a retry after a try that"
+                      " could not act (as the last maintenance sweep counted them).", registry=self.registry)
+        waits.set_function(waiting)
         leading = Gauge("opsctl_serve_leader", "1 while this replica acts (the leader, or the only replica).",
                         registry=self.registry)
         leading.set_function(lambda: 1.0 if leader() else 0.0)

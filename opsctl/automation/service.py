@@ -99,7 +99,9 @@ class AutomationService:
             self.episodes = EpisodeStore(path, clock=clock)
             live = FencedExecutor(live)  # one replica: no term, but operation ids chosen before the write
         self.queue = WorkQueue(settings.queue_size, settings.workers, self.process)
-        self.metrics = ServeMetrics(lambda: self.queue.depth, settings.queue_size, leader=self.acting)
+        self._waiting = 0  # deliveries waiting for a retry, as the last sweep counted them
+        self.metrics = ServeMetrics(lambda: self.queue.depth, settings.queue_size, leader=self.acting,
+                                    waiting=self.waiting)
         self.engine = PolicyEngine(settings, cfg.backends, self.episodes, live, DryRunExecutor(), clock,
                                    on_action=self._count, tickets=cfg.runbooks.tickets)
         self._accept_lock = threading.Lock()
@@ -145,6 +147,14 @@ class AutomationService:
     def acting(self) -> bool:
         """Whether this replica acts: always when it is the only one, else while it leads."""
         return self.elector is None or self.elector.is_leader
+
+    def waiting(self) -> int:
+        """Deliveries waiting for a retry (a try could not act), as the maintenance thread last
+        counted them, plus those whose hand-back to the delivery log is still owed; 0 on a follower
+        (the leader retries them). Never reads the store: /metrics answers at once."""
+        if not self.acting():
+            return 0
+        return self._waiting + len(self._owed)
 
     def _leadership(self, leader: bool) -> None:
         if not leader:
@@ -330,11 +340,16 @@ class AutomationService:
                     self._sweep_now.clear()
                     last_sweep = now
                     room = self.queue.room()
+                    swept = False
                     if room > 0:
                         # Shared: other replicas record deliveries without queueing them, so take them at once.
                         due = self.deliveries.due(older_than=0 if self.shared else SWEEP_GRACE, limit=room)
+                        swept = True
                         for partition_key in due:
                             self.queue.offer([(partition_key[1], partition_key[0])])
+                    # The waiting gauge: from the sweep's own read in team mode, one COUNT locally.
+                    counted = getattr(self.deliveries, "last_waiting", None) if swept else None
+                    self._waiting = counted if counted is not None else self.deliveries.waiting()
                 if now - last_prune >= 3600:
                     last_prune = now
                     self.deliveries.prune(RETENTION)

@@ -177,7 +177,9 @@ def latency(app, baseline, candidate, window, threshold, margin, alpha, promethe
     cfg.backend(candidate)
     seconds = parse_window(window)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
-    result = judge(read_histogram(source, baseline, seconds, when), read_histogram(source, candidate, seconds, when),
+    scope = cfg.service_matcher  # two services' histograms never sum
+    result = judge(read_histogram(source, baseline, seconds, when, scope),
+                   read_histogram(source, candidate, seconds, when, scope),
                    threshold=threshold, margin=margin, alpha=alpha)
     emit(result.to_dict(), output, table=lambda d: (
         f"{d['verdict']} ({d['outcome']}): over {threshold:g}s {candidate} {d['share_b']:.3%} vs {baseline}"

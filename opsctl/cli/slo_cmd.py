@@ -169,7 +169,7 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
         exporters = load_exporters(export_file)  # a bad file fails before any query
     slos = load_slos(_slo_paths(app, paths), cfg.backends, config=cfg)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
-    when, aligned = _aligned(source, when, at)
+    when, aligned = _aligned(source, when, at, cfg)
     progress = (lambda msg: click.echo(msg, err=True)) if output == "table" else None
     results = build_report(slos, source, when, cfg.slos.period_seconds, progress=progress, coverage=True,
                            recorded_interval=cfg.alerting.interval_seconds, cross_check=cross_check)
@@ -209,11 +209,11 @@ def _export(results, exporters, period_seconds) -> None:
     click.echo(f"exported {sent} slo-generator reports ({len(reports)} SLOs x windows with data) to {names}", err=True)
 
 
-def _aligned(source, when: float, at) -> tuple[float, str | None]:
+def _aligned(source, when: float, at, cfg) -> tuple[float, str | None]:
     """An --at between two samples evaluates at the sample before it (see slo.report.align_at)."""
     from opsctl.slo.report import align_at
 
-    return align_at(source, when, at is not None)
+    return align_at(source, when, at is not None, scope=cfg.service_matcher)
 
 
 def _pct(value, digits=4):
@@ -322,7 +322,7 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
     settings = RuleSettings.from_config(cfg)
     plans = plan_rules(load_slos(_slo_paths(app, paths), cfg.backends, config=cfg), settings)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
-    when, aligned = _aligned(source, when, at)
+    when, aligned = _aligned(source, when, at, cfg)
     result = evaluate_plans(plans, source, when, settings)
     data = result.to_dict()
     data["notes"] = ([aligned] if aligned else []) + source_notes(source) + result.notes()

@@ -79,7 +79,8 @@ def judge(a: Mapping[float, float], b: Mapping[float, float], *, threshold: floa
 
 
 def histogram_queries(backend: str, window_seconds: int, bounds: Sequence[float], extra_matchers: str = "") -> list[str]:
-    """PromQL for one backend's cumulative buckets over the window (the proxy's duration histogram)."""
+    """PromQL for one backend's cumulative buckets over the window (the proxy's duration histogram).
+    `extra_matchers`: the service matcher (Config.service_matcher), so two services never sum."""
     from opsctl.metrics import schema
     from opsctl.quality.shadow import _promql_regex, le_forms
 

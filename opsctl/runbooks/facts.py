@@ -255,9 +255,16 @@ def slo_queries(plan: "SloRulePlan", severity: str) -> list[Query]:
     return queries
 
 
-def backend_queries(backend: str | None, rate_window: str = "5m") -> list[Query]:
-    """Where errors and latency come from, for one backend or (None) by backend."""
-    sel = f'{{{cv.LABEL_BACKEND}="{backend}"}}' if backend else ""
+def _sel(scope: str, *matchers: str) -> str:
+    """A selector's braces: the service matcher `scope` (Config.service_matcher) first, then the rest."""
+    body = ",".join(m for m in (scope, *matchers) if m)
+    return f"{{{body}}}" if body else ""
+
+
+def backend_queries(backend: str | None, rate_window: str = "5m", scope: str = "") -> list[Query]:
+    """Where errors and latency come from, for one backend or (None) by backend. `scope`: the
+    service matcher every generated selector carries (Config.service_matcher; "" when off)."""
+    sel = _sel(scope, f'{cv.LABEL_BACKEND}="{backend}"' if backend else "")
     by = "outcome" if backend else "backend, outcome"
     by_le = "le" if backend else "backend, le"
     return [
@@ -268,22 +275,24 @@ def backend_queries(backend: str | None, rate_window: str = "5m") -> list[Query]
     ]
 
 
-def outcome_query(outcome: str, rate_window: str = "5m") -> Query:
+def outcome_query(outcome: str, rate_window: str = "5m", scope: str = "") -> Query:
+    sel = _sel(scope, f'outcome="{outcome}"')
     return Query(f"{outcome} requests per second by backend",
-                 f'sum by (backend) (rate({schema.REQUESTS}{{outcome="{outcome}"}}[{rate_window}]))')
+                 f"sum by (backend) (rate({schema.REQUESTS}{sel}[{rate_window}]))")
 
 
-def tokens_query(rate_window: str = "1h") -> Query:
+def tokens_query(rate_window: str = "1h", scope: str = "") -> Query:
     """Prompt tokens per answered request, by backend: a dropped or doubled beginning-of-text token
     shows as a difference of one between backends serving the same prompts."""
+    ok = _sel(scope, 'outcome="ok"')
     return Query("prompt tokens per answered request, by backend",
-                 f"sum by (backend) (rate({schema.PROMPT_TOKENS}[{rate_window}]))"
-                 f' / sum by (backend) (rate({schema.REQUESTS}{{outcome="ok"}}[{rate_window}]))')
+                 f"sum by (backend) (rate({schema.PROMPT_TOKENS}{_sel(scope)}[{rate_window}]))"
+                 f" / sum by (backend) (rate({schema.REQUESTS}{ok}[{rate_window}]))")
 
 
-def peak_query(days: int = 7) -> Query:
+def peak_query(days: int = 7, scope: str = "") -> Query:
     return Query(f"peak request rate of the whole service over the last {days} days",
-                 f"max_over_time(sum(rate({schema.REQUESTS}[5m]))[{days}d:5m])")
+                 f"max_over_time(sum(rate({schema.REQUESTS}{_sel(scope)}[5m]))[{days}d:5m])")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -187,7 +187,7 @@ def _site(cfg: "Config") -> dict:
         # what the capacity backend needs for its own normal share at peak
         "own_need": None if cap is None else f.capacity_need(cfg, (split or {}).get(cap.backend, 0),
                                                               (split or {}).get(cap.backend, 0)),
-        "peak_query": f.peak_query(),
+        "peak_query": f.peak_query(scope=cfg.service_matcher),
         "paging": f.paging(cfg),
         "freezes": [{"name": w.name, "schedule": f"cron `{w.cron}` for {w.duration}" if w.cron
                      else f"{w.start} to {w.end}", "timezone": w.timezone, "reason": w.reason}
@@ -203,10 +203,10 @@ def _site(cfg: "Config") -> dict:
         "alert_names": dict(cv.ALERT_NAMES),
         "placeholders": f.PLACEHOLDERS,
         "cmd": f.Commands(cfg),
-        "backend_queries": {b: f.backend_queries(b) for b in cfg.backends},
-        "all_queries": f.backend_queries(None),
-        "throttled_query": f.outcome_query("throttled"),
-        "auth_error_query": f.outcome_query("auth_error"),
+        "backend_queries": {b: f.backend_queries(b, scope=cfg.service_matcher) for b in cfg.backends},
+        "all_queries": f.backend_queries(None, scope=cfg.service_matcher),
+        "throttled_query": f.outcome_query("throttled", scope=cfg.service_matcher),
+        "auth_error_query": f.outcome_query("auth_error", scope=cfg.service_matcher),
         "quality": {"min_exact_match_between": f.pct(cfg.quality.probe.min_exact_match_between),
                     "shadow_window": cfg.quality.shadow.window, "rules": _quality_rules(cfg)},
     }
@@ -285,7 +285,7 @@ def _alert_runbook(cfg: "Config", site: dict, plan: "SloRulePlan", severity: str
         "backend": backend,
         "backend_kind": kind,
         "queries": f.slo_queries(plan, severity),
-        "breakdown": f.backend_queries(None if kind == "all" else backend),
+        "breakdown": f.backend_queries(None if kind == "all" else backend, scope=cfg.service_matcher),
         "runbook_url": cv.runbook_url(cfg.runbook_base_url, slo.name, severity),
         "rule_group": cv.rule_group_name(cfg.alerting.rule_group_prefix, slo.name),
         "related_scenarios": related_scenarios,
@@ -335,7 +335,7 @@ def _scenario_context(cfg: "Config", site: dict, scenario: Scenario, plans: Sequ
         "service_slos": service_slos,
         "service_availability": availability,
         "impact": impact,
-        "tokens_query": f.tokens_query(),
+        "tokens_query": f.tokens_query(scope=cfg.service_matcher),
     }
 
 

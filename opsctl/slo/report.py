@@ -83,17 +83,19 @@ class SloResult:
         }
 
 
-def align_at(source: MetricSource, when: float, given: bool) -> tuple[float, str | None]:
+def align_at(source: MetricSource, when: float, given: bool, scope: str = "") -> tuple[float, str | None]:
     """An `--at` between two samples evaluates at the sample before it (Prometheus would
     extrapolate past the last one): the embedded store's 10 s steps; on Prometheus the configured
-    `metrics.prometheus.step`, else the data's own: its newest request sample at or before `--at`."""
+    `metrics.prometheus.step`, else the data's own: its newest request sample at or before `--at`
+    (of this service's series: `scope` is the service matcher, Config.service_matcher)."""
     from opsctl.metrics.schema import REQUESTS, STEP_SECONDS
 
     if not given:
         return when, None
     step = source.step_seconds() if hasattr(source, "step_seconds") else None
     if getattr(source, "speaks_promql", False) and step is None:
-        newest = source.query_many([f"max(timestamp({REQUESTS}))"], when)[0]
+        selector = f"{REQUESTS}{{{scope}}}" if scope else REQUESTS
+        newest = source.query_many([f"max(timestamp({selector}))"], when)[0]
         if newest is None or newest >= when:
             return when, None
         return float(newest), (f"--at {format_rfc3339(when)} falls between two samples: evaluated at"

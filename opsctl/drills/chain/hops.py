@@ -79,6 +79,37 @@ class Hop:
                 "evidence": self.evidence, "last_evidence": self.last, "failed": self.failed}
 
 
+def _selector(metric: str, *matchers: str) -> str:
+    return f"{metric}{{{','.join(m for m in matchers if m)}}}"
+
+
+def recorded_service_matcher(cfg) -> str:
+    """`service="<service>"` on the recorded SLO series (they always carry it, slo/rules.py), when the
+    config matches its service at all (Config.service_matcher); "" otherwise."""
+    from opsctl.slo.conventions import LABEL_SERVICE
+
+    if not cfg.service_matcher:
+        return ""
+    value = cfg.service.replace("\\", "\\\\").replace('"', '\\"')
+    return f'{LABEL_SERVICE}="{value}"'
+
+
+def burn_query(record: str, backend: str, recorded_scope: str = "") -> str:
+    """One recorded SLO series of the faulted backend (the 1h burn read while waiting for a page)."""
+    return _selector(record, f'backend="{backend}"', recorded_scope)
+
+
+def outcomes_query(backend: str, span: int, scope: str = "") -> str:
+    """The backend's requests by outcome over the drill (live chain drill); `scope`: the service matcher."""
+    from opsctl.metrics.schema import REQUESTS
+
+    selector = _selector(REQUESTS, scope, f'backend="{backend}"')
+    return f"sum by (outcome) (increase({selector}[{span}s]))"
+
+
+BURN_RECORDS = ("slo:sli_error:ratio_rate1h", "slo:error_budget:ratio")
+
+
 def parse_metrics(text: str) -> dict[str, float]:
     samples = {}
     for line in text.splitlines():
@@ -119,6 +150,10 @@ class Targets:
     ticket_category: str | None
     pagerduty_receivers: frozenset[str] | None = None  # receivers that notify PagerDuty (None: unknown)
     policies: tuple = ()  # the CompiledPolicy list serve runs (automation/policy.py), to name an unmatched alert
+    # The service's matchers (Config.service_matcher, "" when off): on the proxy's series, and on the
+    # recorded SLO series (which carry `service`), so another service's burn never shows here.
+    scope: str = ""
+    recorded_scope: str = ""
 
 
 @dataclass
@@ -206,8 +241,8 @@ class Collector:
 
         b = self.targets.backend
         out = {}
-        for name in ("slo:sli_error:ratio_rate1h", "slo:error_budget:ratio"):
-            q = quote(f'{name}{{backend="{b}"}}')
+        for name in BURN_RECORDS:
+            q = quote(burn_query(name, b, self.targets.recorded_scope))
             try:
                 body = json.loads(http_get(f"{self.targets.prometheus}/api/v1/query?query={q}"))
             except (OSError, ValueError):

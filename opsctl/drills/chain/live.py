@@ -17,7 +17,7 @@ import re
 import time
 
 from opsctl.drills.chain.components import http_get
-from opsctl.drills.chain.hops import Collector, _sum, parse_metrics
+from opsctl.drills.chain.hops import Collector, _sum, outcomes_query, parse_metrics
 from opsctl.drills.chain.runner import ChainDrill, _Stop
 from opsctl.drills.engine import Refused
 from opsctl.drills.preflight import take_live_lock
@@ -135,7 +135,7 @@ class LiveChainDrill(ChainDrill):
         from urllib.parse import quote
 
         span = max(10, int(end - start))
-        q = f'sum by (outcome) (increase(llm_proxy_requests_total{{backend="{backend}"}}[{span}s]))'
+        q = outcomes_query(backend, span, self.cfg.service_matcher)
         body = json.loads(http_get(f"{self.urls['prometheus']}/api/v1/query?query={quote(q)}&time={end}"))
         return {r["metric"].get("outcome", "?"): float(r["value"][1]) for r in body["data"]["result"]}
 

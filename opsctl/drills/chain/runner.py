@@ -415,7 +415,7 @@ class ChainDrill:
     def _method(self) -> None:
         from opsctl.drills.chain.faults import broken_hop
         from opsctl.automation.policy import CompiledPolicy
-        from opsctl.drills.chain.hops import Targets
+        from opsctl.drills.chain.hops import Targets, recorded_service_matcher
         from opsctl.drills.scenario import default_backend
 
         self._set_phase("method")
@@ -452,7 +452,8 @@ class ChainDrill:
             ticket_vendor=(ticket.vendor if ticket else vendor_backend.vendor),
             ticket_category=ticket.category if ticket else None,
             pagerduty_receivers=getattr(self, "pagerduty_receivers", None),
-            policies=tuple(CompiledPolicy.of(p) for p in self.cfg.automation.policies))
+            policies=tuple(CompiledPolicy.of(p) for p in self.cfg.automation.policies),
+            scope=self.cfg.service_matcher, recorded_scope=recorded_service_matcher(self.cfg))
         self.collector = self._make_collector(targets)
         self.collector.hops["fault"].reach(first["on_at"], f"exporter: {first['kind']} on {first['backend']} switched on")
         oc = self.scenario.on_call

@@ -69,8 +69,12 @@ LABEL_SLOTH_SLO = "sloth_slo"
 
 
 def sloth_labels(service: str, slo_name: str) -> dict[str, str]:
-    """Sloth's values: sloth_id is `<service>-<slo name>` (its spec loaders' fmt.Sprintf("%s-%s"))."""
-    return {LABEL_SLOTH_ID: f"{service}-{slo_name}", LABEL_SLOTH_SERVICE: service, LABEL_SLOTH_SLO: slo_name}
+    """Sloth's values: sloth_id is `<service>-<slo name>` (its spec loaders' fmt.Sprintf("%s-%s")).
+    An opsctl name already prefixed `<service>-` is Sloth's id (a Sloth file read, or what
+    `slo convert --to sloth` writes as the Sloth name without the prefix): not prefixed twice."""
+    prefix = f"{service}-"
+    name = slo_name[len(prefix):] if slo_name.startswith(prefix) and len(slo_name) > len(prefix) else slo_name
+    return {LABEL_SLOTH_ID: f"{prefix}{name}", LABEL_SLOTH_SERVICE: service, LABEL_SLOTH_SLO: name}
 
 # Labels opsctl sets on generated rules; `alerting.labels` in the config may not override them.
 RESERVED_LABELS = (

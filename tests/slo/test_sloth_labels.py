@@ -2,7 +2,9 @@
 recording series (no second copy); off by default, the generated rules do not change.
 
 Sloth's values (slok/sloth, internal/prometheus/conventions.go and its spec loaders):
-sloth_id = "<service>-<slo name>", sloth_service = the service, sloth_slo = the SLO's name.
+sloth_id = "<service>-<slo name>", sloth_service = the service, sloth_slo = the SLO's name as Sloth
+knows it: an opsctl name already prefixed "<service>-" (what a Sloth file reads as, and what
+`slo convert --to sloth` writes back without the prefix) is Sloth's id, not prefixed twice.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from tests.slo import rules_data as r
 
 SERVICE = "llm-inference"  # write_config's service
 SLO = "llm-inference-internal-availability"  # slos/internal-availability.yaml's name
-SLOTH = {"sloth_id": f"{SERVICE}-{SLO}", "sloth_service": SERVICE, "sloth_slo": SLO}
+# As Sloth labels this SLO once converted (service llm-inference, Sloth name internal-availability).
+SLOTH = {"sloth_id": "llm-inference-internal-availability", "sloth_service": "llm-inference",
+         "sloth_slo": "internal-availability"}
 OWN = {"slo": SLO, "backend": "internal", "service": SERVICE}
 
 
@@ -103,3 +107,34 @@ def test_recorded_series_carries_the_labels_and_equals_the_one_without(tmp_path,
         path.write_text(generated[key][1])
         result = r.run_promtool_test(work, path, r.input_series(data), [], tests)
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+SLOTH_FILE = """\
+version: "prometheus/v1"
+service: "payments"
+slos:
+  - name: "backend-errors"
+    objective: 99.5
+    labels: {backend: internal}
+    sli:
+      events:
+        error_query: sum(increase(llm_proxy_requests_total{backend="internal",outcome="server_error"}[{{.window}}]))
+        total_query: sum(increase(llm_proxy_requests_total{backend="internal"}[{{.window}}]))
+    alerting: {name: PaymentsBackendErrors}
+"""
+
+
+def test_a_sloth_files_series_carry_the_labels_sloth_itself_gives_them(tmp_path):
+    # Sloth labels service payments' SLO backend-errors: sloth_id payments-backend-errors.
+    (tmp_path / "slos").mkdir()
+    (tmp_path / "slos" / "payments.yaml").write_text(SLOTH_FILE)
+    cfg = write_config(tmp_path, r.ALERTING_CONFIG + "quality: {rules: {enabled: false}}\n", slo_dir=tmp_path / "slos")
+    text = cfg.read_text()
+    assert "period: 28d}" in text
+    cfg.write_text(text.replace("period: 28d}", "period: 28d, sloth_labels: true}"))
+    out = tmp_path / "rules.yaml"
+    result = run_opsctl("--config", str(cfg), "slo", "rules", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    records = [rule for g in yaml.safe_load(out.read_text())["groups"] for rule in g["rules"] if "record" in rule]
+    expected = {"sloth_id": "payments-backend-errors", "sloth_service": "payments", "sloth_slo": "backend-errors"}
+    assert records and all(expected.items() <= rule["labels"].items() for rule in records)

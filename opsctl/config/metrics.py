@@ -93,6 +93,8 @@ class SloConfig(Model):
     # `slo validate` refuses an SLO file whose selectors lack metrics.service_label="<service>".
     # Unset: on for a service of a catalog, off for a single config (whose SLOs predate the label).
     require_service_matcher: bool | None = None
+    # Add Sloth's sloth_id / sloth_service / sloth_slo labels to the generated recording series.
+    sloth_labels: bool = False
 
     def __post_init__(self):
         seconds = self.period.seconds

@@ -61,6 +61,21 @@ LABEL_CATEGORY = "category"  # fixed per alert rule: what Alertmanager routes on
 LABEL_TIER = "tier"  # burn-rate alerts: "fast" for the fast-burn tier, absent otherwise
 LABEL_CAUSE = "cause"  # on the recorded per-cause ratios only; an alert carries its cause in annotations
 
+# Sloth's labels (slok/sloth internal/prometheus/conventions.go), added to the recording series
+# when `slos.sloth_labels` is on, so Sloth's dashboards read opsctl's series (the same series, no copy).
+LABEL_SLOTH_ID = "sloth_id"
+LABEL_SLOTH_SERVICE = "sloth_service"
+LABEL_SLOTH_SLO = "sloth_slo"
+
+
+def sloth_labels(service: str, slo_name: str) -> dict[str, str]:
+    """Sloth's values: sloth_id is `<service>-<slo name>` (its spec loaders' fmt.Sprintf("%s-%s")).
+    An opsctl name already prefixed `<service>-` is Sloth's id (a Sloth file read, or what
+    `slo convert --to sloth` writes as the Sloth name without the prefix): not prefixed twice."""
+    prefix = f"{service}-"
+    name = slo_name[len(prefix):] if slo_name.startswith(prefix) and len(slo_name) > len(prefix) else slo_name
+    return {LABEL_SLOTH_ID: f"{prefix}{name}", LABEL_SLOTH_SERVICE: service, LABEL_SLOTH_SLO: name}
+
 # Labels opsctl sets on generated rules; `alerting.labels` in the config may not override them.
 RESERVED_LABELS = (
     "alertname", LABEL_SLO, LABEL_BACKEND, LABEL_SERVICE, LABEL_SEVERITY, LABEL_LONG_WINDOW, LABEL_SHORT_WINDOW,

@@ -58,10 +58,12 @@ class RuleSettings:
     service: str
     period_seconds: int
     alerting: "AlertingConfig"
+    sloth_labels: bool = False  # slos.sloth_labels: Sloth's labels on the recording series
 
     @classmethod
     def from_config(cls, cfg: "Config") -> "RuleSettings":
-        return cls(service=cfg.service, period_seconds=cfg.slos.period_seconds, alerting=cfg.alerting)
+        return cls(service=cfg.service, period_seconds=cfg.slos.period_seconds, alerting=cfg.alerting,
+                   sloth_labels=cfg.slos.sloth_labels)
 
     @property
     def period(self) -> str:
@@ -108,6 +110,7 @@ class SloRulePlan:
     absent: str | None = None  # the selector whose absence SloMetricsAbsent reports (None: no alert)
     absent_for: int = 0
     absent_severity: str = "page"
+    sloth: bool = False  # the recording series also carry Sloth's labels (slos.sloth_labels)
 
     @property
     def name(self) -> str:
@@ -116,6 +119,14 @@ class SloRulePlan:
     @property
     def label_dict(self) -> dict[str, str]:
         return dict(self.labels)
+
+    @property
+    def record_labels(self) -> dict[str, str]:
+        """The labels of its recording series: the plan's, plus Sloth's when asked for."""
+        labels = self.label_dict
+        if self.sloth:
+            labels.update(cv.sloth_labels(labels[cv.LABEL_SERVICE], self.name))
+        return labels
 
     @property
     def guard_windows(self) -> tuple[str, ...]:
@@ -200,7 +211,7 @@ def _plan_one(slo: SloDefinition, good: str, valid: str, settings: RuleSettings)
     absent = _absent_selector(slo, valid) if alerting.absent.enabled else None
     return SloRulePlan(slo, good, valid, labels, tuple(windows.items()), settings.period, tuple(alerts),
                        interval, base, tuple(dict.fromkeys(derived or ())), category, causes, absent,
-                       alerting.absent.for_seconds, alerting.absent.severity)
+                       alerting.absent.for_seconds, alerting.absent.severity, settings.sloth_labels)
 
 
 def _cause_selectors(slo: SloDefinition, valid: str | None) -> tuple[tuple[str, str], ...]:
@@ -497,7 +508,7 @@ def _cause_rules(plan: SloRulePlan, fast: bool) -> list[dict]:
     for window in cause_windows(plan, fast):
         for cause, query in plan.cause_queries(window).items():
             rules.append({"record": cv.record_cause_ratio(window), "expr": cause_ratio_expr(plan, query, window),
-                          "labels": {**plan.label_dict, cv.LABEL_CAUSE: cause}})
+                          "labels": {**plan.record_labels, cv.LABEL_CAUSE: cause}})
     return rules
 
 
@@ -522,7 +533,7 @@ def _fast_group(plan: SloRulePlan, settings: RuleSettings) -> dict:
 
 def _ratio_rule(plan: SloRulePlan, window: str, seconds: int) -> dict:
     expr = derived_error_ratio_expr(plan, seconds) if window in plan.derived else error_ratio_expr(plan, window)
-    return {"record": cv.record_error_ratio(window), "expr": expr, "labels": plan.label_dict}
+    return {"record": cv.record_error_ratio(window), "expr": expr, "labels": plan.record_labels}
 
 
 def _period_group(plan: SloRulePlan, settings: RuleSettings) -> dict:
@@ -531,7 +542,7 @@ def _period_group(plan: SloRulePlan, settings: RuleSettings) -> dict:
     rules = [_ratio_rule(plan, plan.period, seconds), {
         "record": cv.RECORD_BUDGET_REMAINING,
         "expr": f"1 - ({_own(cv.record_error_ratio(plan.period), plan)} / {_budget_expr(plan)})",
-        "labels": plan.label_dict,
+        "labels": plan.record_labels,
     }]
     return {
         "name": cv.period_group_name(settings.alerting.rule_group_prefix, plan.name),
@@ -541,7 +552,7 @@ def _period_group(plan: SloRulePlan, settings: RuleSettings) -> dict:
 
 
 def _group(plan: SloRulePlan, settings: RuleSettings) -> dict:
-    labels = plan.label_dict
+    labels = plan.record_labels
     rules: list[dict] = []
     if plan.base:
         good, valid = base_increase_exprs(plan)

@@ -411,7 +411,8 @@ class SlowServe:
         env.update(PYTHONPATH=str(REPO), OPSCTL_WEBHOOK_TOKEN=TOKEN, FAKETIME_DONT_FAKE_MONOTONIC="1")
         self.proc = subprocess.Popen([faketime, "-f", "-90s", sys.executable, "-m", "opsctl", "--config", str(config),
                                       "serve", "--bind", f"127.0.0.1:{self.port}"],
-                                     stdout=self.log, stderr=subprocess.STDOUT, env=env)
+                                     stdout=self.log, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)  # faketime forks serve: stop the whole group
         try:
             wait_http(f"http://127.0.0.1:{self.port}/healthz", timeout=60)
         except Exception:
@@ -419,7 +420,20 @@ class SlowServe:
             raise RuntimeError(f"opsctl serve under faketime did not start: {(config.parent / 'serve.log').read_text()}")
 
     def stop(self) -> None:
+        import os
+        import signal
+
         from tests.conftest import stop_process
 
+        # faketime runs serve as its child and does not pass SIGTERM on: the group gets it, so no
+        # serve outlives the test
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
         stop_process(self.proc)
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.log.close()

@@ -46,7 +46,14 @@ def test_the_readme_traffic_examples_run_as_written_ten_minutes_after_sim_genera
     for commands in lines[1:]:
         for argv in commands:
             result = run_main(argv, cwd=tmp_path, env=TEN_MINUTES)
-            assert result.exit_code == 0, f"`opsctl {shlex.join(argv)}`: {result.output}"
+            if argv[:2] == ["traffic", "failover"] and result.exit_code == 4:
+                # as the README's exit codes say: the capacity guard let only part move (at this
+                # hour the default's 6 replicas carry a little less than the whole service), and
+                # what moved is applied, recorded and printed
+                assert "PARTIAL" in result.stdout and "what moved is applied and recorded" in result.stderr, \
+                    result.output
+            else:
+                assert result.exit_code == 0, f"`opsctl {shlex.join(argv)}`: {result.output}"
             ran.append(argv[:2])
     assert ["traffic", "ramp"] in ran and ["traffic", "restore"] in ran and ["traffic", "failover"] in ran
     # what the block did is what the record says: the ramp reached its target, the restore its saved split

@@ -52,12 +52,13 @@ hello()
 
 
 def environment(root: Path) -> None:
-    """The embedded default's state dir with 28 days of healthy traffic ending now."""
+    """The embedded default's state dir (with no config file: $XDG_STATE_HOME/opsctl/<service>, the
+    bench sets XDG_STATE_HOME to root/state) with 28 days of healthy traffic ending now."""
     from opsctl.metrics.embedded import EmbeddedStore
     from tests.slo import data as d
 
-    state = root / ".opsctl"
-    state.mkdir()
+    state = root / "state" / "opsctl" / "llm-inference"
+    state.mkdir(parents=True)
     end = int(time.time()) // 10 * 10
     store = EmbeddedStore.open(state / "metrics.sqlite", create=True)
     steps = DAYS * 8640
@@ -173,6 +174,7 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("OPSCTL_CONFIG", "PYTHONDONTWRITEBYTECODE")}
         env["PYTHONPATH"] = str(REPO)
         env["XDG_CACHE_HOME"] = str(root / "cache")
+        env["XDG_STATE_HOME"] = str(root / "state")
         cmds = commands(root)
         measure(1, cmds, env, root)  # warm-up: writes the .pyc files an install would have
         rows = summary(measure(args.runs, cmds, env, root))

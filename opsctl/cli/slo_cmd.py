@@ -202,8 +202,7 @@ def _export(results, exporters, period_seconds) -> None:
     from opsctl.slo.generator import generator_reports
     from opsctl.slo.report import report_windows
 
-    windows = report_windows(period_seconds)
-    reports = {r.slo.name: generator_reports(r, windows) for r in results}
+    reports = {r.slo.name: generator_reports(r, report_windows(r.period_seconds)) for r in results}
     sent = publish(reports, exporters)
     names = ", ".join(e.name for e in exporters)
     click.echo(f"exported {sent} slo-generator reports ({len(reports)} SLOs x windows with data) to {names}", err=True)

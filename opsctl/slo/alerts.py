@@ -213,6 +213,18 @@ def _windows(alerts: Sequence[BurnAlert]) -> set[str]:
     return {w for a in alerts for w in (a.long, a.short)}
 
 
+class _ByBase:
+    """The recorded plans of SLOs with different base windows (periods), read as one `Recorded`."""
+
+    def __init__(self, parts: dict[str, Recorded], base_of: dict[str, str]):
+        self.parts, self.base_of = parts, base_of
+        self.usable = set().union(*(r.usable for r in parts.values()))
+        self.why = {k: v for r in parts.values() for k, v in r.why.items()}
+
+    def queries(self, slo_name: str, seconds: int) -> dict[str, str]:
+        return self.parts[self.base_of[slo_name]].queries(slo_name, seconds)
+
+
 class AlertEvaluator:
     """Evaluates the planned alerts at instants, remembering every condition it computed.
 
@@ -230,14 +242,21 @@ class AlertEvaluator:
         self._unknown: dict[tuple[str, float], str | None] = {}
         self._recorded: dict[float, Recorded | None] = {}
 
-    def _recorded_at(self, when: float) -> Recorded | None:
-        """Whether the recorded increases span the alerts' derived windows at `when` (PromQL only)."""
+    def _recorded_at(self, when: float) -> "_ByBase | None":
+        """Whether the recorded increases span the alerts' derived windows at `when` (PromQL only):
+        asked once per base window (each SLO's follows its period)."""
         if when not in self._recorded:
             derived = [p for p in self.plans if set(p.derived) & _windows(p.alerts)]
-            spans = [dict(p.windows)[w] for p in derived for w in set(p.derived) & _windows(p.alerts)]
-            self._recorded[when] = recorded_plan(
-                [p.slo for p in derived], self.source, when, max(spans), self.interval, "1d and 3d"
-            ) if derived and getattr(self.source, "speaks_promql", False) else None
+            parts = {}
+            if derived and getattr(self.source, "speaks_promql", False):
+                for base in dict.fromkeys(p.base for p in derived):
+                    group = [p for p in derived if p.base == base]
+                    spans = [dict(p.windows)[w] for p in group for w in set(p.derived) & _windows(p.alerts)]
+                    what = " and ".join(dict.fromkeys(w for p in group for a in p.alerts if not a.fast
+                                                      for w in (a.long,) if w in p.derived))
+                    parts[base[0]] = recorded_plan([p.slo for p in group], self.source, when, max(spans),
+                                                   self.interval, what, base=base)
+            self._recorded[when] = _ByBase(parts, {p.name: p.base[0] for p in derived}) if parts else None
         return self._recorded[when]
 
     def _ensure(self, when: float, wanted: Sequence[tuple[SloRulePlan, int]], *, full: bool = False,

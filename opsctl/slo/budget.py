@@ -51,8 +51,10 @@ class Status:
 
 
 def pair_fires(pair: AlertPair, burns: dict[str, float | None], period_seconds: int) -> bool:
+    """`burns` is keyed by the period's own windows (conventions.period_windows)."""
     factor = pair.factor(period_seconds)
-    long, short = burns.get(pair.long), burns.get(pair.short)
+    long_w, _, short_w, _ = pair.windows(period_seconds)
+    long, short = burns.get(long_w), burns.get(short_w)
     return long is not None and short is not None and long > factor and short > factor
 
 
@@ -68,7 +70,7 @@ def evaluate_status(
     if not period_has_events:
         return Status("unknown", (), "no valid events over the period")
     fired = tuple(
-        f"{p.severity}: {p.long}/{p.short} burn > {format_factor(p.factor(period_seconds))}x"
+        f"{p.severity}: {'/'.join(p.windows(period_seconds)[::2])} burn > {format_factor(p.factor(period_seconds))}x"
         for p in ALERT_PAIRS
         if pair_fires(p, burns, period_seconds)
     )

@@ -16,11 +16,79 @@ WINDOWS: dict[str, int] = {
 }
 
 
+# The table above (and ALERT_PAIRS below) is written for a 28-30-day period. Any other period keeps
+# the factors of the 28-day table and scales every window, and each pair's `for:`, by
+# period / 28 days, rounded to the minute (never under 1m), as Pyrra does (its Windows(): 7d gives
+# 1m/15m, 8m/1h30m... with 14/7/2/1): a 7-day SLO's ticket then fires at a burn that would spend
+# its budget, not at a quarter of it. docs/design.md, "Windows that scale with the period".
+REFERENCE_PERIOD = 28 * 86400
+TABLE_PERIODS = (28 * 86400, 30 * 86400)  # periods the table's windows are used as written for
+
+
+def window_scale(period_seconds: int) -> float:
+    """1 for a period the table was written for (28-30 days), else period / 28 days."""
+    lo, hi = TABLE_PERIODS
+    return 1.0 if lo <= period_seconds <= hi else period_seconds / REFERENCE_PERIOD
+
+
+def _round_minute(seconds: float) -> int:
+    """To the nearest minute, halves away from zero (Go's time.Duration.Round, which Pyrra uses)."""
+    return int(seconds / 60 + 0.5) * 60
+
+
+def scaled_seconds(seconds: int, period_seconds: int) -> int:
+    """A table window's length for a period: as written at 28-30 days, else scaled, whole minutes, >= 1m."""
+    scale = window_scale(period_seconds)
+    return seconds if scale == 1.0 else max(60, _round_minute(seconds * scale))
+
+
+def scaled_for(seconds: int, period_seconds: int) -> int:
+    """A pair's `for:` for a period: scaled like its windows (0 stays 0; never under min(for, 1m))."""
+    scale = window_scale(period_seconds)
+    if scale == 1.0 or seconds == 0:
+        return seconds
+    return max(min(seconds, 60), _round_minute(seconds * scale))
+
+
+def duration_label(seconds: int) -> str:
+    """A window as Prometheus and Pyrra write compound durations: 5400 -> '1h30m', 300 -> '5m'."""
+    if seconds % 86400 == 0 or seconds < 60 or seconds % 60:
+        return window_label(seconds)
+    out = ""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            out += f"{seconds // size}{unit}"
+            seconds %= size
+    return out
+
+
+def scaled_label(table_window: str, period_seconds: int) -> str:
+    """The label of a table window ('1h') for a period: '1h' at 28-30 days, '15m' at 7 days."""
+    return duration_label(scaled_seconds(WINDOWS[table_window], period_seconds))
+
+
+def period_windows(period_seconds: int) -> dict[str, int]:
+    """The burn-rate windows of a period, shortest first: label -> seconds (WINDOWS at 28-30 days).
+    Two table windows that scale to one length (very short periods) are one window."""
+    out: dict[str, int] = {}
+    for name, seconds in WINDOWS.items():
+        scaled = scaled_seconds(seconds, period_seconds)
+        out.setdefault(duration_label(scaled), scaled)
+    return out
+
+
+def table_pair(index: int) -> "AlertPair":
+    """The table's pair an alert of a plan stands for (plans list the standard pairs in table order)."""
+    return ALERT_PAIRS[index]
+
+
 class AlertPair(Model):
     """Google's multi-window multi-burn-rate pair: fire when both windows burn above the factor.
 
-    `budget_share` is the share of the period's budget spent over `long` at the threshold rate;
-    the factor is derived from it and the period, so a 28-day period gets its own numbers.
+    `budget_share` is the share of the period's budget spent over `long` at the threshold rate.
+    `long` and `short` name the 28-30-day table's windows; `windows(period)` gives the period's
+    own. At 28-30 days the factor is derived from the share and the period (30 days: 14.4x); any
+    other period keeps the 28-day factor (13.44x) over windows scaled by period / 28 days.
     """
 
     severity: str  # page | ticket
@@ -29,7 +97,13 @@ class AlertPair(Model):
     budget_share: float
 
     def factor(self, period_seconds: int) -> float:
-        return self.budget_share * period_seconds / WINDOWS[self.long]
+        reference = period_seconds / window_scale(period_seconds)  # the period itself, or 28 days
+        return self.budget_share * reference / WINDOWS[self.long]
+
+    def windows(self, period_seconds: int) -> tuple[str, int, str, int]:
+        """(long label, long seconds, short label, short seconds) of this pair for a period."""
+        long, short = scaled_seconds(WINDOWS[self.long], period_seconds), scaled_seconds(WINDOWS[self.short], period_seconds)
+        return duration_label(long), long, duration_label(short), short
 
 
 ALERT_PAIRS: tuple[AlertPair, ...] = (
@@ -172,11 +246,23 @@ DERIVED_WINDOWS = ("1d", "3d")
 BASE_WINDOW_SECONDS = 300  # the recorded increases cover at least 5m (a multiple of the interval)
 
 
-def base_window(interval_seconds: int) -> tuple[str, int]:
-    """The recorded increases' window: the smallest multiple of the evaluation interval >= 5m, so
-    consecutive evaluations' windows tile time (each event counted base / interval times)."""
-    seconds = interval_seconds * -(-BASE_WINDOW_SECONDS // interval_seconds)
+def base_window(interval_seconds: int, period_seconds: int | None = None) -> tuple[str, int]:
+    """The recorded increases' window: the smallest multiple of the evaluation interval >= 5m (5m
+    scaled with the period, see window_scale), so consecutive evaluations' windows tile time (each
+    event counted base / interval times)."""
+    base = BASE_WINDOW_SECONDS if period_seconds is None else scaled_seconds(BASE_WINDOW_SECONDS, period_seconds)
+    seconds = interval_seconds * -(-base // interval_seconds)
     return window_label(seconds), seconds
+
+
+def derived_windows(period_seconds: int) -> tuple[str, ...]:
+    """The labels of a period's windows taken from the recorded increases (DERIVED_WINDOWS scaled)."""
+    return tuple(dict.fromkeys(scaled_label(w, period_seconds) for w in DERIVED_WINDOWS))
+
+
+# The valid rate every SLO over event counts records whatever its period (its short windows scale):
+# the dashboards' traffic split reads it, so services and SLOs of any period share one series name.
+TRAFFIC_RATE_WINDOW = "5m"
 
 
 def record_valid_rate(window: str) -> str:

@@ -45,11 +45,11 @@ def convert(slos: Iterable[SloDefinition], to: str, period_seconds: int) -> list
                             " form: each would sum the groups into one SLI")
             continue
         if to == "openslo":
-            doc = to_openslo(slo, period_seconds, problems)
+            doc = to_openslo(slo, slo.period_or(period_seconds), problems)
         elif to == "sloth":
             doc = to_sloth(slo, problems)
         elif to == "pyrra":
-            doc = to_pyrra(slo, period_seconds, problems)
+            doc = to_pyrra(slo, slo.period_or(period_seconds), problems)
         else:
             doc = to_slo_generator(slo)
         if doc is not None:

@@ -35,7 +35,7 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 UID_PREFIX = "opsctl-slo-"
 FLEET_UID = "opsctl-slo-fleet"
 UID_MAX = 40  # Grafana's bound on a dashboard uid
-SPLIT_WINDOW = "5m"  # the valid-rate record the split reads (the page pair's short window)
+SPLIT_WINDOW = cv.TRAFFIC_RATE_WINDOW  # the valid-rate record the split reads (recorded at every period)
 TRAFFIC_MOVE = 0.05  # a backend's share moving by more than this marks a traffic change
 TRAFFIC_MOVE_WINDOW = "5m"
 
@@ -176,17 +176,28 @@ def dashboard(plans: Sequence[SloRulePlan], settings: RuleSettings, *, uid: str 
     service = service_matcher(plans)
     select = f'{service},{cv.LABEL_SLO}=~"$slo"'
     on = f"on({cv.LABEL_SERVICE}, {cv.LABEL_SLO})"
-    period = settings.period
-    # the recorded pairs (the fast-burn tier reads raw windows, evaluated every few seconds)
-    pairs = [(a.long, a.short, a.factor, a.severity) for a in plans[0].alerts if not a.fast]
-    burn_targets = []
-    for i, (long, short, factor, severity) in enumerate(pairs):
+    periods = list(dict.fromkeys(p.period for p in plans))
+    period = periods[0] if len(periods) == 1 else "each SLO's period"
+    variants = pair_variants([(settings.service, p) for p in plans])
+    several = any(len(v) > 1 for v in variants.values())  # SLOs of several periods: scope each target
+    burn_targets, thresholds = [], []
+    flat = [(severity, v, owners) for (severity, _, _), vs in variants.items() for v, owners in vs.items()]
+    for i, (severity, (long, short, factor), owners) in enumerate(flat):
+        sel = select + (f",{_slo_scope(owners)}" if several else "")
         burn_targets.append(_target(
-            f"{cv.record_error_ratio(long)}{{{select}}} / {on} {cv.RECORD_ERROR_BUDGET}{{{select}}}",
+            f"{cv.record_error_ratio(long)}{{{sel}}} / {on} {cv.RECORD_ERROR_BUDGET}{{{sel}}}",
             f"{{{{slo}}}} burn {long} ({severity} above {cv.format_factor(factor)}x)", _ref(i)))
-    thresholds = [_target(f"vector({factor!r})", f"{severity} threshold {long}/{short} ({cv.format_factor(factor)}x)",
-                          _ref(len(pairs) + i))
-                  for i, (long, short, factor, severity) in enumerate(pairs)]
+        thresholds.append(_target(f"vector({factor!r})", f"{severity} threshold {long}/{short} ({cv.format_factor(factor)}x)",
+                                  _ref(len(flat) + i)))
+    sli_targets = []
+    for p in periods:
+        group = [plan for plan in plans if plan.period == p]
+        seconds = dict(group[0].windows)[p]
+        sel = select + (f",{_slo_scope([(settings.service, g.name) for g in group])}" if len(periods) > 1 else "")
+        for w in (cv.scaled_label("1h", seconds), cv.scaled_label("1d", seconds), p):
+            sli_targets.append(_target(f"1 - {cv.record_error_ratio(w)}{{{sel}}}", f"{{{{slo}}}} {w}",
+                                       _ref(len(sli_targets))))
+    sli_targets.append(_target(f"{cv.RECORD_OBJECTIVE}{{{select}}}", "{{slo}} objective", _ref(len(sli_targets))))
     panels = [
         _panel(1, f"Error budget left ({period})", "stat",
                [_target(f"{cv.RECORD_BUDGET_REMAINING}{{{select}}}", "{{slo}}", "A")], (0, 0, 8, 8), "percentunit",
@@ -196,10 +207,7 @@ def dashboard(plans: Sequence[SloRulePlan], settings: RuleSettings, *, uid: str 
         _panel(2, "Burn rate per alert window", "timeseries", burn_targets + thresholds, (8, 0, 16, 8), "x",
                "Error ratio over each alert's long window divided by the error budget; an alert fires when its"
                " long and short windows both burn above the threshold line."),
-        _panel(3, "SLI over time", "timeseries",
-               [_target(f"1 - {cv.record_error_ratio(w)}{{{select}}}", f"{{{{slo}}}} {w}", _ref(i))
-                for i, w in enumerate(("1h", "1d", period))]
-               + [_target(f"{cv.RECORD_OBJECTIVE}{{{select}}}", "{{slo}} objective", "D")],
+        _panel(3, "SLI over time", "timeseries", sli_targets,
                (0, 8, 12, 8), "percentunit", "Share of good events over 1h, 1d and the period, against the objective."),
         _panel(4, "Traffic split", "timeseries", [_target(_split_expr(service), "{{backend}}", "A")],
                (12, 8, 12, 8), "percentunit",
@@ -217,19 +225,37 @@ def dashboard(plans: Sequence[SloRulePlan], settings: RuleSettings, *, uid: str 
 # The fleet's overview
 
 
-def alert_pairs(services: Sequence[ServiceSlos]) -> dict[tuple[str, str, str], dict[float, list[str]]]:
-    """(severity, long, short) -> threshold factor -> the services alerting at it, in first-seen order.
-    Services with different periods have different factors for the same pair."""
-    pairs: dict[tuple[str, str, str], dict[float, list[str]]] = {}
-    for entry in services:
-        for plan in entry.plans:
-            for a in plan.alerts:
-                if a.fast:  # the fast-burn tier reads raw windows: no recorded series to chart
-                    continue
-                names = pairs.setdefault((a.severity, a.long, a.short), {}).setdefault(a.factor, [])
-                if entry.service not in names:
-                    names.append(entry.service)
-    return pairs
+def _slo_scope(owners: Sequence[tuple[str, str]], services: bool = False) -> str:
+    """Matchers on the SLOs named in `owners` ((service, slo) pairs), beside the `$slo` one (and
+    on their services, beside `$service`, with `services`)."""
+    import re
+
+    def alternation(values):
+        return _quote("|".join(re.escape(v) for v in sorted(set(values))))
+
+    scope = f'{cv.LABEL_SLO}=~"{alternation(slo for _, slo in owners)}"'
+    return (f'{cv.LABEL_SERVICE}=~"{alternation(svc for svc, _ in owners)}",' + scope) if services else scope
+
+
+def pair_variants(entries: Sequence[tuple[str, SloRulePlan]]
+                  ) -> dict[tuple[str, str, str], dict[tuple[str, str, float], list[tuple[str, str]]]]:
+    """(severity, long, short) of the 28-30-day table -> (long, short, factor) of a period -> the
+    (service, SLO) pairs alerting so, in first-seen order. SLOs of another period scale the windows
+    (opsctl.slo.conventions.window_scale); periods of 28-30 days keep them and differ in factor."""
+    out: dict[tuple[str, str, str], dict[tuple[str, str, float], list[tuple[str, str]]]] = {}
+    for service, plan in entries:
+        standard = [a for a in plan.alerts if not a.fast]  # the fast tier: raw windows, no records to chart
+        for pair, a in zip(cv.ALERT_PAIRS, standard):
+            owners = out.setdefault((pair.severity, pair.long, pair.short), {}).setdefault((a.long, a.short, a.factor), [])
+            if (service, plan.name) not in owners:
+                owners.append((service, plan.name))
+    return out
+
+
+def alert_pairs(services: Sequence[ServiceSlos]
+                ) -> dict[tuple[str, str, str], dict[tuple[str, str, float], list[tuple[str, str]]]]:
+    """`pair_variants` over every service's plans."""
+    return pair_variants([(entry.service, plan) for entry in services for plan in entry.plans])
 
 
 def fleet_dashboard(services: Sequence[ServiceSlos], *, uid: str = FLEET_UID, title: str = "SLOs of the fleet") -> dict:
@@ -238,7 +264,7 @@ def fleet_dashboard(services: Sequence[ServiceSlos], *, uid: str = FLEET_UID, ti
     service = f'{cv.LABEL_SERVICE}=~"$service"'
     select = f'{service},{cv.LABEL_SLO}=~"$slo"'
     on = f"on({cv.LABEL_SERVICE}, {cv.LABEL_SLO})"
-    periods = sorted({s.settings.period for s in services})
+    periods = sorted({p.period for s in services for p in s.plans})
     period = periods[0] if len(periods) == 1 else "period"
     legend = "{{service}} {{slo}}"
     panels = [
@@ -259,16 +285,27 @@ def fleet_dashboard(services: Sequence[ServiceSlos], *, uid: str = FLEET_UID, ti
                defaults=_budget_stat_defaults()),
     ]
     y = 10
-    for i, ((severity, long, short), factors) in enumerate(alert_pairs(services).items()):
-        targets = [_target(f"{cv.record_error_ratio(w)}{{{select}}} / {on} {cv.RECORD_ERROR_BUDGET}{{{select}}}",
-                           f"{legend} {w}", _ref(j)) for j, w in enumerate((long, short))]
-        for j, (factor, owners) in enumerate(factors.items()):
-            who = "" if len(factors) == 1 else f" ({', '.join(owners)})"
-            targets.append(_target(f"vector({factor!r})", f"threshold {cv.format_factor(factor)}x{who}", _ref(2 + j)))
+    for i, ((severity, _, _), variants) in enumerate(alert_pairs(services).items()):
+        windows = list(dict.fromkeys(f"{long}/{short}" for long, short, _ in variants))
+        scoped = len(windows) > 1  # several periods' windows: each target reads its own SLOs
+        targets, lines = [], []
+        for long, short in dict.fromkeys((long, short) for long, short, _ in variants):
+            owners = [o for (lo, sh, _), os in variants.items() if (lo, sh) == (long, short) for o in os]
+            sel = select + (f",{_slo_scope(owners, services=True)}" if scoped else "")
+            targets += [_target(f"{cv.record_error_ratio(w)}{{{sel}}} / {on} {cv.RECORD_ERROR_BUDGET}{{{sel}}}",
+                                f"{legend} {w}", _ref(len(targets) + j)) for j, w in enumerate((long, short))]
+        for (long, short, factor), owners in variants.items():
+            services_of = list(dict.fromkeys(svc for svc, _ in owners))
+            who = "" if len(variants) == 1 else f" ({f'{long}/{short}: ' if scoped else ''}{', '.join(services_of)})"
+            lines.append((factor, who))
+        targets += [_target(f"vector({factor!r})", f"threshold {cv.format_factor(factor)}x{who}", _ref(len(targets) + j))
+                    for j, (factor, who) in enumerate(lines)]
+        pair_text = ", ".join(windows)
         panels.append(_panel(
-            3 + i, f"Burn rate {long}/{short} ({severity})", "timeseries", targets,
+            3 + i, f"Burn rate {pair_text} ({severity})", "timeseries", targets,
             (12 * (i % 2), y + 8 * (i // 2), 12, 8), "x",
-            f"Error ratio over {long} and over {short} divided by the error budget; the {severity} alert fires when"
+            f"Error ratio over {' and over '.join(windows[0].split('/'))} divided by the error budget"
+            f"{' (each SLO over its own period: ' + pair_text + ')' if scoped else ''}; the {severity} alert fires when"
             " both burn above the threshold."))
     y += 8 * -(-len(panels[2:]) // 2)
     panels.append(_panel(

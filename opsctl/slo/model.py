@@ -67,6 +67,12 @@ class SloDefinition:
     grouping: tuple[str, ...] = ()  # one SLI per group of these labels (Pyrra's grouping)
     keys: tuple[tuple[str, str], ...] = ()  # role -> the key of `file` it came from, for messages
     notes: tuple[str, ...] = ()  # what a reader of the file must know (keys read and ignored)
+    # The SLO's own period (OpenSLO timeWindow, Pyrra window), seconds; None: the config's slos.period.
+    period_seconds: int | None = None
+
+    def period_or(self, default: int) -> int:
+        """Its own period, else `default` (slos.period): what its windows and factors follow."""
+        return self.period_seconds or default
 
     @property
     def error_budget(self) -> float:

@@ -6,8 +6,8 @@ What maps, and how (anything else is refused with its file and key path):
 - `SLO` with `budgetingMethod: Occurrences` and one objective (`target` or `targetPercent`).
   Timeslices and RatioTimeslices count good time slices, not good events; opsctl's budget and
   burn-rate math is over events, so they are refused.
-- `timeWindow`: one rolling window, which must equal the configured `slos.period` when the config
-  is known (every opsctl SLO is computed over that one period); none means the period.
+- `timeWindow`: one rolling window (1d to 400d), the SLO's own period: its windows, factors and
+  alert policies follow it (opsctl.slo.conventions.window_scale); none means `slos.period`.
 - SLI `ratioMetric` with `counter: true`: good/total -> good_bad_ratio (filter_good,
   filter_valid; each query a selector, or an expression with slo-generator's `[window]`
   placeholder). bad/total and raw (`rawType` success or failure) -> query_sli: the same SLI,
@@ -141,7 +141,9 @@ def to_slo_generator(slo: Loaded, index: dict[str, dict[str, Loaded]], ctx: Cont
     if spec.budgetingMethod != "Occurrences":
         bad("spec.budgetingMethod", f"{spec.budgetingMethod} counts good time slices, not good events; opsctl's"
             " budget and burn rates are over events: only Occurrences is supported")
-    _check_window(spec, ctx, bad)
+    own = _check_window(spec, ctx, bad)
+    if own is not None:  # its alert policies follow its own period
+        ctx = Context(own, ctx.alerting)
     if len(spec.objectives) != 1:
         bad("spec.objectives", f"opsctl holds one objective per SLO, got {len(spec.objectives)}: write one SLO per objective")
     objective = spec.objectives[0]
@@ -180,7 +182,8 @@ def to_slo_generator(slo: Loaded, index: dict[str, dict[str, Loaded]], ctx: Cont
     return document, paths
 
 
-def _check_window(spec: om.SloSpec, ctx: Context, bad) -> None:
+def _check_window(spec: om.SloSpec, ctx: Context, bad) -> int | None:
+    """The SLO's own rolling period in seconds (None: none given, the config's slos.period)."""
     from opsctl.slo import openslo_model as om
 
     if len(spec.timeWindow) > 1:
@@ -195,11 +198,11 @@ def _check_window(spec: om.SloSpec, ctx: Context, bad) -> None:
         except ValueError as exc:
             bad(f"{where}.duration", str(exc))
             continue
-        if ctx.period_seconds is not None and seconds != ctx.period_seconds:
-            from opsctl.slo.conventions import window_label
-
-            bad(f"{where}.duration", f"{window.duration} differs from the configured period (slos.period:"
-                f" {window_label(ctx.period_seconds)}); opsctl computes every SLO over that one period")
+        if not 86400 <= seconds <= 400 * 86400:
+            bad(f"{where}.duration", f"{window.duration}: a period must be between 1d and 400d")
+            continue
+        return seconds
+    return None
 
 
 def _source(metric: om.Metric, path: str, index, bad, notes: list[str] | None = None) -> str | None:
@@ -318,9 +321,11 @@ def _check_condition(spec: om.AlertConditionSpec, where: str, ctx: Context, bad,
     if cond.op not in ("gt", "gte"):
         bad(f"{where}.condition.op", f"a burn-rate alert fires above its threshold: gt or gte, got {cond.op!r}")
     seconds = om.shorthand_seconds(cond.lookbackWindow)
-    pair = next((p for p in pairs if cv.WINDOWS[p.long] == seconds), None)
+    period = ctx.period_seconds
+    long_of = {id(p): (p.windows(period)[:2] if period is not None else (p.long, cv.WINDOWS[p.long])) for p in pairs}
+    pair = next((p for p in pairs if long_of[id(p)][1] == seconds), None)
     if pair is None:
-        longs = ", ".join(p.long for p in pairs)
+        longs = ", ".join(long_of[id(p)][0] for p in pairs)
         bad(f"{where}.condition.lookbackWindow", f"{cond.lookbackWindow}: opsctl's {spec.severity} alerts look back"
             f" over {longs} (each paired with a short window); no other window is generated")
         return
@@ -328,10 +333,10 @@ def _check_condition(spec: om.AlertConditionSpec, where: str, ctx: Context, bad,
         return
     factor = pair.factor(ctx.period_seconds)
     if abs(cond.threshold - factor) > 5e-4 * factor:
-        bad(f"{where}.condition.threshold", f"{cond.threshold:g}: opsctl's {spec.severity} alert over {pair.long}"
+        bad(f"{where}.condition.threshold", f"{cond.threshold:g}: opsctl's {spec.severity} alert over {long_of[id(pair)][0]}"
             f" fires at {cv.format_factor(factor)}x for this period (alerting is set in the config)")
     after = 0 if cond.alertAfter == "0m" else om.shorthand_seconds(cond.alertAfter)
-    for_seconds = ctx.alerting.severity(spec.severity).for_seconds
+    for_seconds = cv.scaled_for(ctx.alerting.severity(spec.severity).for_seconds, ctx.period_seconds)
     if after != for_seconds:
         bad(f"{where}.condition.alertAfter", f"{cond.alertAfter}: opsctl's {spec.severity} alerts wait"
             f" {for_seconds}s (alerting.{spec.severity}.for_duration in the config)")
@@ -366,5 +371,6 @@ def load(docs, known: set[str], config, problems: list[str]) -> list:
         problems.extend(remap(found, loaded.file, paths))
         if slo:
             out.append(dataclasses.replace(slo, file=loaded.path, source_format="openslo",
-                                           notes=tuple(dict.fromkeys(notes))))
+                                           notes=tuple(dict.fromkeys(notes)),
+                                           period_seconds=_check_window(loaded.obj.spec, ctx, lambda *_: None)))
     return out

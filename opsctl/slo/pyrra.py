@@ -14,8 +14,9 @@ How each indicator maps onto what opsctl computes (the queries Pyrra itself writ
   `by` them, the report has one row per group (`name{label="value"}`) and the rules record one
   series per group.
 - `latencyNative` (native histograms) is refused, naming the feature.
-- `target` (a percentage) is the goal as written; `window` must be the configured period while
-  opsctl computes every SLO over that one period; `alerting` is Pyrra's own (opsctl's alerts come
+- `target` (a percentage) is the goal as written; `window` is the SLO's own period (1d to 400d,
+  any beside `slos.period`), which its windows, factors and `for:` follow as Pyrra's do
+  (opsctl.slo.conventions.window_scale); `alerting` is Pyrra's own (opsctl's alerts come
   from the config's `alerting:`); `metadata.labels.backend` ties a traffic guard.
 """
 
@@ -138,7 +139,7 @@ def _definition(doc: Document, path: str, where: str, known: set[str], period_se
     except ValueError as exc:
         bad("spec.target", str(exc))
         goal = None
-    _check_window(doc.spec.window, period_seconds, bad)
+    own_period = _check_window(doc.spec.window, bad)
     ind = doc.spec.indicator
     if ind.latencyNative is not None:
         bad("spec.indicator.latencyNative", "native histograms have no `le` buckets opsctl can count events in"
@@ -165,7 +166,7 @@ def _definition(doc: Document, path: str, where: str, known: set[str], period_se
     by = f" by ({', '.join(grouping)})" if grouping else ""
     common = dict(name=name, backend=backend, goal=goal, description=doc.spec.description, file=path,
                   service_name=service if isinstance(service, str) and service.strip() else None,
-                  source_format="pyrra", grouping=grouping, method="good_bad_ratio")
+                  source_format="pyrra", grouping=grouping, method="good_bad_ratio", period_seconds=own_period)
     if ind.ratio is not None:
         valid = f"sum{by} (increase({selectors['total']}[window]))"
         errors = f"sum{by} (increase({selectors['errors']}[window]))"
@@ -203,19 +204,19 @@ def _definition(doc: Document, path: str, where: str, known: set[str], period_se
                                             {"filter_good": good, "filter_valid": valid, "operators": []}))
 
 
-def _check_window(window: str, period_seconds: int | None, bad) -> None:
+def _check_window(window: str, bad) -> int | None:
+    """The SLO's own period in seconds (slos.period's bounds), or None with the reason added."""
     from opsctl.clock import parse_duration
 
     try:
         seconds = parse_duration(window)
     except ValueError as exc:
         bad("spec.window", str(exc))
-        return
-    if period_seconds is not None and seconds != period_seconds:
-        from opsctl.slo.conventions import window_label
-
-        bad("spec.window", f"{window} differs from the configured period (slos.period: {window_label(period_seconds)});"
-            " opsctl computes every SLO over that one period")
+        return None
+    if not 86400 <= seconds <= 400 * 86400:
+        bad("spec.window", f"{window}: a period must be between 1d and 400d")
+        return None
+    return seconds
 
 
 def _document(name, backend, service, description, goal, sli) -> dict:

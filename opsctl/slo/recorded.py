@@ -74,15 +74,16 @@ def data_starts(source: MetricSource, selectors: Sequence[str], at: float, span:
 
 
 def recorded_plan(slos: Sequence[SloDefinition], source: MetricSource, at: float, span: int, interval: int,
-                  what: str = "1d, 3d and the period") -> Recorded | None:
+                  what: str = "1d, 3d and the period", base: tuple[str, int] | None = None) -> Recorded | None:
     """Which SLOs can take their windows up to `span` from the recorded increases at `at`.
 
     Usable where the recorded valid increases reach back over the whole window, or to where the
     raw data starts (to `slack`, a few evaluations or 1/672 of the window). None on a source
-    that does not speak PromQL (the embedded store has no recorded series)."""
+    that does not speak PromQL (the embedded store has no recorded series). `base`: the SLOs'
+    recorded window (cv.base_window of their period; default that of a 28-30-day period)."""
     if not getattr(source, "speaks_promql", False):
         return None
-    base, base_seconds = cv.base_window(interval)
+    base, base_seconds = base or cv.base_window(interval)
     counted = [s for s in slos if s.counts_increases]
     probes = [f'count_over_time({cv.record_valid_increase(base)}{{{cv.LABEL_SLO}="{s.name}"}}[{span - 1}s])'
               for s in counted]

@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 from opsctl.clock import format_duration, format_rfc3339
 from opsctl.metrics.base import MetricSource
 from opsctl.slo import budget
-from opsctl.slo.conventions import WINDOWS
+from opsctl.slo.conventions import base_window, derived_windows, period_windows
 from opsctl.slo.model import SloDefinition, counts_from
 from opsctl.slo.recorded import coverage_selector, coverage_step, data_starts, recorded_plan
 
@@ -132,7 +132,8 @@ def _count(value: float | None) -> float | int | None:
 
 
 def report_windows(period_seconds: int) -> dict[str, int]:
-    return {**WINDOWS, PERIOD: period_seconds}
+    """The period's own burn-rate windows (WINDOWS at 28-30 days, scaled otherwise) and the period."""
+    return {**period_windows(period_seconds), PERIOD: period_seconds}
 
 
 def plan_queries(slos: Sequence[SloDefinition], windows: dict[str, int]) -> list[str]:
@@ -167,19 +168,30 @@ def build_report(
 
     `recorded_interval` (the rules' evaluation interval): on a PromQL source, an SLO whose
     recorded base-window increases (`opsctl slo rules`) span its data takes 1d, 3d and the period
-    from them instead of raw increase() over days of samples; otherwise raw, and said."""
+    from them instead of raw increase() over days of samples; otherwise raw, and said.
+
+    Each SLO is computed over its own period (`SloDefinition.period_seconds`, else
+    `period_seconds`), with that period's windows: one batch of queries per period."""
+    periods = list(dict.fromkeys(slo.period_or(period_seconds) for slo in slos))
+    if len(periods) > 1:
+        return [r for p in periods for r in build_report(
+            [s for s in slos if s.period_or(period_seconds) == p], source, at, p, progress=progress,
+            cross_check=cross_check, coverage=coverage, recorded_interval=recorded_interval)]
+    period_seconds = periods[0] if periods else period_seconds
+    long_windows = (*derived_windows(period_seconds), PERIOD)
     windows = report_windows(period_seconds)
     grouped = [slo for slo in slos if slo.grouping]
     slos = [slo for slo in slos if not slo.grouping]
-    recorded = recorded_plan(slos, source, at, period_seconds, recorded_interval) if recorded_interval and slos else None
+    recorded = recorded_plan(slos, source, at, period_seconds, recorded_interval,
+                             base=base_window(recorded_interval, period_seconds)) if recorded_interval and slos else None
     use = recorded.usable if recorded else set()
-    raw = {slo.name: {n: s for n, s in windows.items() if not (slo.name in use and n in LONG_WINDOWS)} for slo in slos}
+    raw = {slo.name: {n: s for n, s in windows.items() if not (slo.name in use and n in long_windows)} for slo in slos}
     queries: dict[str, None] = {}
     for slo in slos:
         for seconds in raw[slo.name].values():
             queries.update(dict.fromkeys(slo.queries(f"{seconds}s").values()))
         if slo.name in use:
-            for name in LONG_WINDOWS:
+            for name in long_windows:
                 queries.update(dict.fromkeys(recorded.queries(slo.name, windows[name]).values()))
     queries = list(queries)
     if progress:
@@ -189,7 +201,7 @@ def build_report(
     for slo in slos:
         counts = {n: window_counts(slo, s, answers) for n, s in raw[slo.name].items()}
         if slo.name in use:
-            counts.update({n: recorded.counts(slo.name, windows[n], answers) for n in LONG_WINDOWS})
+            counts.update({n: recorded.counts(slo.name, windows[n], answers) for n in long_windows})
         result = _evaluate(slo, windows, counts, at, period_seconds)
         if recorded and slo.counts_increases:
             result.long_windows = "recorded" if slo.name in use else "raw"
@@ -312,7 +324,7 @@ def _evaluate(slo, windows, counts, at, period_seconds) -> SloResult:
             missing.append(f"{name} (filter_good matched no series)")
         elif c.valid is None:
             missing.append(f"{name} (filter_valid matched no series)")
-    burns = {name: budget.burn_rate(counts[name], slo.goal) for name in WINDOWS}
+    burns = {name: budget.burn_rate(counts[name], slo.goal) for name in windows if name != PERIOD}
     period = counts[PERIOD]
     status = budget.evaluate_status(
         burns, missing, period.has_data and period.valid > 0, period_seconds

@@ -201,8 +201,12 @@ NOW_WINDOWS = ("5m", "30m", "1h")  # "burns now": the short windows, not the per
 
 
 def burn_now(results, backend: str) -> float | None:
-    """The backend's fastest burn over the short windows, across its SLOs; None without data."""
-    rates = [r.burn_rate.get(w) for r in results if r.slo.backend == backend for w in NOW_WINDOWS]
+    """The backend's fastest burn over the short windows (each SLO's own, scaled with its period),
+    across its SLOs; None without data."""
+    from opsctl.slo.conventions import scaled_label
+
+    rates = [r.burn_rate.get(scaled_label(w, r.period_seconds))
+             for r in results if r.slo.backend == backend for w in NOW_WINDOWS]
     rates = [x for x in rates if x is not None]
     return max(rates) if rates else None
 

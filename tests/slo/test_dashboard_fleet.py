@@ -93,17 +93,19 @@ def test_the_overview_and_each_services_board_are_written_with_their_own_uids(ma
 
 
 def test_the_burn_panels_draw_each_periods_thresholds(made):
-    """28d and 7d periods give each pair two thresholds: budget share x period / long window."""
+    """A 28d and a 7d service: each pair of the table is one panel holding both periods' windows (the
+    7d one a quarter as long, to the minute) and both at the 28-day table's factor (issue #24 item 5)."""
     out, _ = made
     fleet = json.loads((out / "opsctl-slo-fleet.json").read_text())
     burn = {p["title"]: sorted(float(t["expr"][7:-1]) for t in p["targets"] if t["expr"].startswith("vector("))
             for p in fleet["panels"] if p["title"].startswith("Burn rate")}
-    expected = {}
-    for severity, long, short, seconds, share in (("page", "1h", "5m", 3600, 0.02), ("page", "6h", "30m", 21600, 0.05),
-                                                  ("ticket", "1d", "2h", 86400, 0.10),
-                                                  ("ticket", "3d", "6h", 259200, 0.10)):
-        expected[f"Burn rate {long}/{short} ({severity})"] = sorted(
-            share * days * 86400 / seconds for days in (7, 28))
+    # 28 days: share x 28 d / long; 7 days: the same factor over long / 4 (1h -> 15m, 5m -> 1m15s -> 1m, ...).
+    expected = {
+        "Burn rate 1h/5m, 15m/1m (page)": [0.02 * 28 * 24] * 2,
+        "Burn rate 6h/30m, 1h30m/8m (page)": [0.05 * 28 * 4] * 2,
+        "Burn rate 1d/2h, 6h/30m (ticket)": [0.10 * 28] * 2,
+        "Burn rate 3d/6h, 18h/1h30m (ticket)": [0.10 * 28 / 3] * 2,
+    }
     assert set(burn) == set(expected)
     for title, factors in expected.items():
         assert burn[title] == pytest.approx(factors, rel=1e-9), title
@@ -134,8 +136,8 @@ def recorded_openmetrics(rules: dict) -> tuple[str, dict]:
                 elif name == "slo:sli_valid:rate5m":
                     before, after = RATES[(service, labels["backend"])]
                     values = [before if T0 + 60 * k < MOVE else after for k in range(41)]
-                elif name == "slo:sli_error:ratio_rate1h":
-                    values = [0.0005 if service == A else 0.002] * 41
+                elif name == ("slo:sli_error:ratio_rate1h" if service == A else "slo:sli_error:ratio_rate15m"):
+                    values = [0.0005 if service == A else 0.002] * 41  # the page pair's long window (B: 7d)
                 elif name == "slo:error_budget:ratio":
                     values = [0.0001] * 41
                 else:
@@ -196,8 +198,11 @@ def test_the_overview_reads_each_service_apart_on_a_real_prometheus(made, promet
     assert got == sorted(budget_left, key=lambda k: budget_left[k])
     assert len(got) == 9 + len(B_SLOS)
 
-    # Burn over 1h per service and SLO: its own error ratio over its own budget.
-    burn = query(server.url, exprs["Burn rate 1h/5m (page)"], before)
+    # Burn over the page pair's long window per service and SLO (A 28d: 1h; B 7d: 15m), each its own
+    # error ratio over its own budget, each target reading its own service's SLOs.
+    panel = next(p for p in fleet["panels"] if p["title"] == "Burn rate 1h/5m, 15m/1m (page)")
+    longs = [t["expr"] for t in panel["targets"] if t["legendFormat"].endswith(("1h", "15m"))]
+    burn = [r for expr in longs for r in query(server.url, expr, before)]
     assert len(burn) == len(got)
     assert {r["metric"]["service"]: round(float(r["value"][1]), 9) for r in burn} == {A: 5.0, B: 20.0}
 

@@ -375,7 +375,7 @@ def test_a_valid_document_beside_refusals_is_still_checked_for_its_own_problems(
     result = invoke("--config", write_config(tmp_path, slo_dir=slos), "slo", "validate")
     assert result.exit_code == 2
     x = slos / "x.yaml"
-    assert f"{x}: spec.timeWindow[0].duration: 30d differs from the configured period (slos.period: 28d)" in result.stderr
+    assert "timeWindow" not in result.stderr  # 30d is its own period beside slos.period (28d)
     assert f"{x}: spec.indicator.spec.ratioMetric.counter: must be true" in result.stderr
     assert f"{x}: spec.indicator.spec.ratioMetric.good.metricSource.type: opsctl evaluates SLOs over PromQL" in result.stderr
 

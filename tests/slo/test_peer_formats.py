@@ -554,3 +554,34 @@ def test_a_ratio_of_subqueries_is_reported_and_its_rules_pass_promtool(tmp_path,
     check = subprocess.run([require_binary("promtool"), "check", "rules", str(out)], capture_output=True, text=True,
                            timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+# -- Several periods in one config (issue #24 item 5) ---------------------------------------------
+
+WEEK_WINDOWS = {"1m": 60, "8m": 480, "15m": 900, "30m": 1800, "1h30m": 5400, "6h": 21600, "18h": 64800}
+
+
+@pytest.mark.slow
+def test_a_7_day_and_a_28_day_slo_side_by_side_each_over_its_own_windows(tmp_path, prometheus):
+    """Pyrra's `window: 1w` beside the config's 28d: the week's row is over windows a quarter of the
+    table's (5m -> 1m, 30m -> 8m, 1h -> 15m, 2h -> 30m, 6h -> 1h30m, 1d -> 6h, 3d -> 18h, rounded to
+    the minute) and its period is 7 days; the 28-day row keeps the table. Both equal hand-written PromQL."""
+    ratio = f"""\
+    ratio:
+      errors: {{metric: '{REQ}{{backend="databricks",outcome="server_error"}}'}}
+      total: {{metric: '{REQ}{{backend="databricks"}}'}}
+"""
+    week = pyrra("databricks-week", ratio, target="99.99").replace("window: 4w", "window: 1w")
+    rows = report(tmp_path, prometheus, {"week.yaml": week, "month.yaml": pyrra("databricks-month", ratio, target="99.99")})
+
+    def error_ratio(w):
+        return f'sum(rate({REQ}{{backend="databricks",outcome="server_error"}}[{w}])) / sum(rate({REQ}{{backend="databricks"}}[{w}]))'
+
+    week_row, month_row = rows["databricks-week"], rows["databricks-month"]
+    assert (week_row["period"], month_row["period"]) == ("7d", "28d")
+    assert set(week_row["burn_rate"]) == set(WEEK_WINDOWS) and set(month_row["burn_rate"]) == set(WINDOWS)
+    for row, windows, period in ((week_row, WEEK_WINDOWS, 7 * 86400), (month_row, WINDOWS, PERIOD)):
+        for window, seconds in windows.items():
+            want = promql(prometheus.url, error_ratio(f"{seconds}s")) / 1e-4
+            assert row["burn_rate"][window] == pytest.approx(want, rel=1e-9, abs=1e-9), (row["name"], window)
+        assert row["sli"] == pytest.approx(1 - promql(prometheus.url, error_ratio(f"{period}s")), abs=1e-9)

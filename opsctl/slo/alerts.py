@@ -18,7 +18,7 @@ rules rest on (see `_counts_at`). Which one answered is said per SLO.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from opsctl.clock import format_rfc3339
@@ -213,6 +213,25 @@ def _windows(alerts: Sequence[BurnAlert]) -> set[str]:
     return {w for a in alerts for w in (a.long, a.short)}
 
 
+class _GroupSource:
+    """One group's series of a source's grouped answers (an SLO with a grouping). Not PromQL to
+    the evaluator: its long windows are read raw, by the rules' identity (no recorded selector
+    names one group)."""
+
+    speaks_promql = False
+
+    def __init__(self, source: MetricSource, grouping: tuple[str, ...], key: tuple, shared: dict):
+        self.source, self.grouping, self.key = source, grouping, key
+        self.description = source.description
+        self._shared = shared  # (at, queries) -> grouped answers, one ask for every group of an SLO
+
+    def query_many(self, queries: Sequence[str], at: float) -> list[float | None]:
+        asked = (at, tuple(queries))
+        if asked not in self._shared:
+            self._shared[asked] = self.source.query_grouped(list(queries), at, self.grouping)
+        return [answer.get(self.key) for answer in self._shared[asked]]
+
+
 class _ByBase:
     """The recorded plans of SLOs with different base windows (periods), read as one `Recorded`."""
 
@@ -234,7 +253,12 @@ class AlertEvaluator:
     """
 
     def __init__(self, plans: Sequence[SloRulePlan], source: MetricSource, settings: RuleSettings):
-        self.plans = list(plans)
+        # An SLO with a grouping (Pyrra's) is one SLI per group: each group is evaluated apart, on
+        # its own series of the same queries (_GroupSource), as the rules' per-group series fire.
+        self.grouped = [p for p in plans if p.slo.grouping]
+        self.plans = [p for p in plans if not p.slo.grouping]
+        self._groups: dict[tuple[str, tuple], AlertEvaluator] = {}
+        self._shared: dict[str, dict] = {}
         self.source = source
         self.settings = settings
         self.interval = settings.alerting.interval_seconds
@@ -285,6 +309,44 @@ class AlertEvaluator:
                 )
 
     def evaluate(self, at: float) -> AlertEvaluation:
+        own = self._evaluate(at)
+        for part in self._evaluate_groups(at):
+            own.firing.extend(part.firing)
+            own.unknown.update(part.unknown)
+            own.long_windows.update(part.long_windows)
+            own.absent.extend(part.absent)
+        return own
+
+    def _evaluate_groups(self, at: float) -> list[AlertEvaluation]:
+        """Each grouped SLO's groups present at `at` (in any of its queries), evaluated apart."""
+        if not self.grouped:
+            return []
+        from opsctl.errors import UsageError
+        from opsctl.slo.report import group_name
+
+        ask = getattr(self.source, "query_grouped", None)
+        out = []
+        for plan in self.grouped:
+            if ask is None:
+                raise UsageError(f"{plan.slo.file}: SLO {plan.name} is one SLI per {', '.join(plan.slo.grouping)}:"
+                                 f" {self.source.description} cannot answer grouped PromQL",
+                                 hint="use a Prometheus source (--prometheus-url)")
+            queries = list(dict.fromkeys(q for _, sec in plan.windows for q in plan.queries(f"{sec}s").values()))
+            keys = sorted({k for answer in ask(queries, at, plan.slo.grouping) for k in answer})
+            if not keys:
+                out.append(AlertEvaluation(at, [], {plan.name: "no group of its grouping has a series"}))
+            for key in keys:
+                if (plan.name, key) not in self._groups:
+                    group = dict(zip(plan.slo.grouping, key))
+                    one = replace(plan, slo=replace(plan.slo, name=group_name(plan.slo, key), grouping=()),
+                                  labels=tuple({**group, **plan.label_dict}.items()))
+                    shared = self._shared.setdefault(plan.name, {})
+                    self._groups[(plan.name, key)] = AlertEvaluator(
+                        [one], _GroupSource(self.source, plan.slo.grouping, key, shared), self.settings)
+                out.append(self._groups[(plan.name, key)].evaluate(at))
+        return out
+
+    def _evaluate(self, at: float) -> AlertEvaluation:
         everything = [(p, i) for p in self.plans for i in range(len(p.alerts))]
         recorded = self._recorded_at(at)
         self._ensure(at, everything, full=True, recorded=recorded)

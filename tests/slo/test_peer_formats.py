@@ -585,3 +585,49 @@ def test_a_7_day_and_a_28_day_slo_side_by_side_each_over_its_own_windows(tmp_pat
             want = promql(prometheus.url, error_ratio(f"{seconds}s")) / 1e-4
             assert row["burn_rate"][window] == pytest.approx(want, rel=1e-9, abs=1e-9), (row["name"], window)
         assert row["sli"] == pytest.approx(1 - promql(prometheus.url, error_ratio(f"{period}s")), abs=1e-9)
+
+
+def alerts_of(tmp_path, prometheus, files: dict[str, str]) -> dict:
+    slos = tmp_path / "slos"
+    slos.mkdir(parents=True)
+    for name, text in files.items():
+        (slos / name).write_text(text)
+    result = invoke("--config", write_config(tmp_path, slo_dir=slos), "slo", "alerts", "--prometheus-url",
+                    prometheus.url, "--at", AT, "-o", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.slow
+def test_slo_alerts_reads_a_grouped_pyrra_slo_one_sli_per_group(tmp_path, prometheus):
+    """`slo alerts` evaluates a `grouping: [backend]` SLO as one SLO per group (it was refused, exit 2):
+    the same alerts, burn rates and `for:` as one ungrouped SLO per backend written out by hand."""
+    grouped = pyrra("errors", f"""\
+    ratio:
+      errors: {{metric: '{REQ}{{outcome="server_error"}}'}}
+      total: {{metric: '{REQ}'}}
+      grouping: [backend]
+""", target="99.99")
+    apart = {f"{b}.yaml": pyrra(f"errors-{b}", f"""\
+    ratio:
+      errors: {{metric: '{REQ}{{backend="{b}",outcome="server_error"}}'}}
+      total: {{metric: '{REQ}{{backend="{b}"}}'}}
+""", target="99.99") for b in ("internal", "databricks")}
+    got = alerts_of(tmp_path / "grouped", prometheus, {"grouped.yaml": grouped})
+    want = alerts_of(tmp_path / "apart", prometheus, apart)
+
+    def firing(data, name_of):
+        return {(name_of(a), a["alertname"], a["tier"], a["long_window"], a["short_window"]):
+                (a["burn_rate"], a["short_burn_rate"], a["request_rate"]) for a in data["firing"]}
+
+    backend = lambda a: a["labels"]["backend"]  # noqa: E731
+    expected = firing(want, lambda a: f'errors{{backend="{a["slo"].removeprefix("errors-")}"}}')
+    assert expected, "the seeded incidents fire something"  # else the comparison proves nothing
+    assert {k[0] for k in expected} == {'errors{backend="internal"}'}  # the seeded 1% incident, on internal
+    actual = firing(got, lambda a: a["slo"])
+    assert set(actual) == set(expected)
+    for key, figures in expected.items():
+        assert actual[key] == pytest.approx(figures, rel=1e-9), key
+    for a in got["firing"]:  # each group's alert carries its group's label, as the recorded series do
+        assert a["slo"] == f'errors{{backend="{backend(a)}"}}' and a["labels"]["slo"] == "errors"
+    assert got["unknown"] == []

@@ -150,6 +150,15 @@ def sloth_labels(service: str, slo_name: str) -> dict[str, str]:
     name = slo_name[len(prefix):] if slo_name.startswith(prefix) and len(slo_name) > len(prefix) else slo_name
     return {LABEL_SLOTH_ID: f"{prefix}{name}", LABEL_SLOTH_SERVICE: service, LABEL_SLOTH_SLO: name}
 
+RECORD_SLOTH_INFO = "sloth_slo_info"  # vector(1) per SLO with Sloth's labels (slos.sloth_labels)
+
+
+def sloth_info_labels(goal: float) -> dict[str, str]:
+    """What Sloth's `sloth_slo_info` adds to the SLO's labels: its objective in percent as Sloth
+    writes it ("99.9"), and the mode naming the generator (Sloth's are cli-gen-prom, ctrl-gen-k8s)."""
+    return {"sloth_mode": "opsctl", "sloth_objective": f"{goal * 100:.10g}"}
+
+
 # Labels opsctl sets on generated rules; `alerting.labels` in the config may not override them.
 RESERVED_LABELS = (
     "alertname", LABEL_SLO, LABEL_BACKEND, LABEL_SERVICE, LABEL_SEVERITY, LABEL_LONG_WINDOW, LABEL_SHORT_WINDOW,

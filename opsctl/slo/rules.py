@@ -577,6 +577,9 @@ def _group(plan: SloRulePlan, settings: RuleSettings) -> dict:
         })
     rules.append({"record": cv.RECORD_OBJECTIVE, "expr": f"vector({number(plan.slo.goal)})", "labels": dict(labels)})
     rules.append({"record": cv.RECORD_ERROR_BUDGET, "expr": f"vector{_budget_expr(plan)}", "labels": dict(labels)})
+    if plan.sloth:  # Sloth's metadata series, which its dashboards list SLOs from
+        rules.append({"record": cv.RECORD_SLOTH_INFO, "expr": "vector(1)",
+                      "labels": {**labels, **cv.sloth_info_labels(plan.slo.goal)}})
     rules += _cause_rules(plan, False)
     rules += [_alert_rule(plan, alert, settings) for alert in plan.alerts if not alert.fast]
     if plan.absent:

@@ -52,11 +52,17 @@ def test_off_by_default_rules_unchanged_byte_for_byte(generated):
     default, off, on = (generated[k][1] for k in ("absent", "false", "true"))
     assert default == off
     assert "sloth_" not in default
-    # With the option on, the only difference is the three added label lines.
+    # With the option on, the only differences are the three added label lines and one
+    # sloth_slo_info rule (Sloth's metadata series) per SLO.
+    doc = yaml.safe_load(on)
+    for group in doc["groups"]:
+        group["rules"] = [rule for rule in group["rules"] if rule.get("record") != "sloth_slo_info"]
+        for rule in group["rules"]:
+            rule["labels"] = {k: v for k, v in rule["labels"].items() if k not in SLOTH}
+    assert doc == yaml.safe_load(default)
     stripped = "".join(line for line in on.splitlines(keepends=True)
                        if not line.lstrip().startswith(("sloth_id:", "sloth_service:", "sloth_slo:")))
-    assert stripped == default
-    assert on != default
+    assert stripped != default and on != default
 
 
 def test_every_recording_series_and_no_alert_carries_sloths_labels(generated):
@@ -65,9 +71,13 @@ def test_every_recording_series_and_no_alert_carries_sloths_labels(generated):
     records = [rule for rule in rules if "record" in rule]
     assert records and all(SLOTH.items() <= rule["labels"].items() for rule in records)
     assert all(not any(k.startswith("sloth_") for k in rule["labels"]) for rule in rules if "alert" in rule)
-    # The same series, not a second copy: one rule per record name and label set, as without the option.
+    # The same series, not a second copy: one rule per record name and label set, as without the option,
+    # plus Sloth's metadata series sloth_slo_info (vector(1), its objective as Sloth writes it: 99.99).
     off = [rule for g in yaml.safe_load(generated["false"][1])["groups"] for rule in g["rules"] if "record" in rule]
-    assert [(x["record"], x["expr"]) for x in records] == [(x["record"], x["expr"]) for x in off]
+    info = [x for x in records if x["record"] == "sloth_slo_info"]
+    assert [(x["record"], x["expr"]) for x in records if x not in info] == [(x["record"], x["expr"]) for x in off]
+    assert [(x["expr"], x["labels"]) for x in info] == [
+        ("vector(1)", {**OWN, **SLOTH, "sloth_mode": "opsctl", "sloth_objective": "99.99"})]
 
 
 def test_promtool_check_rules_passes_with_the_option(generated):
@@ -101,6 +111,10 @@ def test_recorded_series_carries_the_labels_and_equals_the_one_without(tmp_path,
             {"expr": f'sum(slo:sli_error:ratio_rate5m{{slo="{SLO}"}})', "eval_time": at,
              "exp_samples": [{"labels": "{}", "value": ratio}]},
         ]
+        if extra:  # Sloth's metadata series, listed by its dashboards' variables
+            info = {**labels, "sloth_mode": "opsctl", "sloth_objective": "99.99"}
+            tests.append({"expr": f'sloth_slo_info{{sloth_id="{SLOTH["sloth_id"]}"}}', "eval_time": at,
+                          "exp_samples": [{"labels": _series("sloth_slo_info", info), "value": 1}]})
         work = tmp_path / key
         work.mkdir()
         path = work / "rules.yaml"

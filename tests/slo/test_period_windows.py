@@ -155,3 +155,58 @@ def test_a_7_day_slos_alerts_fire_at_the_minutes_its_scaled_windows_predict(tmp_
         for (sev, m), alerts in expected.items()]
     result = r.run_promtool_test(tmp_path, path, r.input_series(data), tests)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+OPENSLO_7D = """\
+apiVersion: openslo/v1
+kind: SLO
+metadata: {name: internal-week, labels: {backend: internal}}
+spec:
+  budgetingMethod: Occurrences
+  timeWindow: [{duration: 7d, isRolling: true}]
+  indicator:
+    metadata: {name: internal-week}
+    spec:
+      ratioMetric:
+        counter: true
+        good: {metricSource: {type: Prometheus, spec: {query: 'llm_proxy_requests_total{backend="internal",outcome="ok"}'}}}
+        total: {metricSource: {type: Prometheus, spec: {query: 'llm_proxy_requests_total{backend="internal"}'}}}
+  objectives: [{target: 0.9999}]
+"""
+
+
+def test_in_process_alerts_of_an_openslo_7_day_slo_fire_at_the_same_minutes(tmp_path):
+    """`slo alerts`' in-process evaluation of a 7-day OpenSLO SLO (over the embedded store) pages at
+    onset + 4 (15m/1m) and tickets at onset + 6 (18h/1h30m), as worked out above for promtool."""
+    from opsctl.config import load_config_file
+    from opsctl.metrics.embedded import EmbeddedStore
+    from opsctl.slo.alerts import AlertEvaluator
+    from opsctl.slo.loading import load_slos
+    from opsctl.slo.rules import RuleSettings, plan_rules
+    from tests.slo import data as d
+
+    slos = tmp_path / "slos"
+    slos.mkdir()
+    (slos / "week.yaml").write_text(OPENSLO_7D)
+    cfg = load_config_file(write_config(tmp_path, r.ALERTING_CONFIG, slo_dir=slos))
+    settings = RuleSettings.from_config(cfg)
+    plans = plan_rules(load_slos([slos], cfg.backends, config=cfg), settings)
+    assert [(a.long, a.short, a.factor, a.for_seconds) for a in plans[0].alerts if not a.fast] == [
+        ("15m", "1m", 13.44, 60), ("1h30m", "8m", 5.6, 60), ("6h", "30m", 2.8, 240), ("18h", "1h30m", 0.9333333333, 240)]
+    onset, steps, base = 120, 720 + 90, 1_700_000_400  # a whole minute: the evaluation grid
+    errors = np.zeros(steps, dtype=int)
+    errors[720:] = 1
+    store = EmbeddedStore.open(tmp_path / "metrics.sqlite", create=True)
+    try:
+        d.write(store, {"internal": r.shifted(r.traffic(np.full(steps, 100), errors), base)})
+        evaluator = AlertEvaluator(plans, store, settings)
+        firing = {m: sorted((a.severity, a.long_window) for a in evaluator.evaluate(base + m * 60).firing
+                            if a.tier != "fast") for m in range(onset, onset + 11)}
+    finally:
+        store.close()
+    first = {}
+    for m, alerts in firing.items():
+        for key in alerts:
+            first.setdefault(key, m)
+    assert first == {("page", "15m"): onset + 4, ("page", "1h30m"): onset + 7,
+                     ("ticket", "18h"): onset + 6, ("ticket", "6h"): onset + 8}

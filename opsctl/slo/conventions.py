@@ -77,11 +77,6 @@ def period_windows(period_seconds: int) -> dict[str, int]:
     return out
 
 
-def table_pair(index: int) -> "AlertPair":
-    """The table's pair an alert of a plan stands for (plans list the standard pairs in table order)."""
-    return ALERT_PAIRS[index]
-
-
 class AlertPair(Model):
     """Google's multi-window multi-burn-rate pair: fire when both windows burn above the factor.
 

@@ -62,7 +62,7 @@ def check_fleet(cfgs: list["Config"]) -> str:
     labels = {c.service_label for c in cfgs}
     if len(labels) != 1 or not first.service_label:
         raise ConfigError("one opsctl serve routes alerts by one service label: the catalog's services set"
-                          f" metrics.service_label to {sorted(map(repr, labels))}",
+                          f" metrics.service_label to {', '.join(sorted(repr(x) for x in labels))}",
                           hint="set metrics.service_label once, in the catalog's _defaults.yaml")
     for name in SERVER_SETTINGS:
         values = {c.service: getattr(c.automation, name) for c in cfgs}

@@ -39,8 +39,9 @@ def serve(app, bind, token_file, dry_run, log_level):
     """
     fleet = _fleet_configs(app)
     if fleet is not None:
-        from opsctl.automation.fleet import serve_fleet
+        from opsctl.automation.fleet import check_fleet, serve_fleet
 
+        check_fleet(fleet)  # refused before anything starts when the services disagree on the server's settings
         idle = [c.service for c in fleet if not c.automation.policies]
         if idle:
             click.echo(f"warning: automation.policies is empty for {', '.join(idle)}: their deliveries are"

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.automation.helpers import TOKEN, alert, bearer, message, request, wait_for
+from tests.automation.helpers import (
+    PD_SECRET_NEW, TOKEN, alert, bearer, incident_key, message, pd_event, request, signed, wait_for,
+)
 from tests.conftest import REPO, free_port, stop_process, wait_http
 from tests.fakes.kube_api import FakeKubeAPI, Fault
 
@@ -61,6 +63,7 @@ def write_catalog(root: Path, api_url: str, healthy_store: Path) -> Path:
         freezes: []
         automation:
           hold_down: 1h
+          pagerduty_secrets: [{{env: FLEET_PD_SECRET}}]
           leader_election: {{lease_duration: 4s, renew_deadline: 3s, retry_period: 1s}}
         """))
     policies = {"search": FAILOVER.format(name="search-failover"), "chat": PAGE_ONLY,
@@ -88,7 +91,7 @@ class FleetServe:
         self.log_path = catalog.parent / f"serve-{self.port}.log"
         self.log = open(self.log_path, "w")
         env = {k: v for k, v in os.environ.items() if k not in ("OPSCTL_CONFIG", "OPSCTL_SERVICE", "OPSCTL_CATALOG")}
-        env.update(PYTHONPATH=str(REPO), OPSCTL_WEBHOOK_TOKEN=TOKEN, POD_NAME="serve-a")
+        env.update(PYTHONPATH=str(REPO), OPSCTL_WEBHOOK_TOKEN=TOKEN, POD_NAME="serve-a", FLEET_PD_SECRET=PD_SECRET_NEW)
         self.proc = subprocess.Popen([sys.executable, "-m", "opsctl", "--catalog", str(catalog), "serve",
                                       "--bind", f"127.0.0.1:{self.port}"],
                                      stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=catalog.parent)
@@ -203,6 +206,19 @@ def test_one_serve_routes_each_services_alert_to_its_own_policies_and_split(flee
     assert "search-failover" in records["search"][0]["reason"]
     assert "embed-failover" in records["embed"][0]["reason"]
 
+    # A PagerDuty acknowledgement names an incident, not a service: every service records it, and only
+    # search, whose episode the incident is, notes it against that episode.
+    incident = incident_key("search-failover", "databricks", "f1", "2026-11-29T12:00:00.500000000Z")
+    body = json.dumps(pd_event(event_id="01FLEET", incident_key=incident)).encode()
+    acked = request(f"{fleet.url}/v1/pagerduty", body, headers=signed(body, PD_SECRET_NEW))
+    assert acked.status == 202, acked.body
+    assert sorted(acked.json()["services"]) == ["chat", "embed", "search"]
+    wait_for(lambda: all(len(deliveries(api, s)) == 2 and {e["state"] for e in deliveries(api, s).values()} == {"done"}
+                         for s in SPLITS), what="the PagerDuty event handled by every service")
+    wait_for(lambda: fleet.metrics().get('opsctl_automation_actions_total{action="pagerduty",'
+                                         'policy="search-failover",service="search",status="noop"}') == 1,
+             what="search's episode noting the acknowledgement")
+
     # /metrics: each service's series carry its name.
     samples = fleet.metrics()
     assert samples['opsctl_automation_actions_total{action="failover",policy="search-failover",service="search",'
@@ -210,6 +226,7 @@ def test_one_serve_routes_each_services_alert_to_its_own_policies_and_split(flee
     assert samples['opsctl_automation_actions_total{action="page",policy="chat-page-only",service="chat",'
                    'status="applied"}'] == 1
     assert not [k for k in samples if "chat-page-only" in k and 'service="chat"' not in k]
+    assert not [k for k in samples if 'action="pagerduty"' in k and 'service="search"' not in k]
     assert samples['opsctl_webhook_deliveries_total{result="accepted",service="embed",source="alertmanager"}'] == 1
 
 

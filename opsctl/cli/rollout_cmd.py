@@ -245,3 +245,111 @@ def ab(app, plan_file, window, prometheus_url, source_kind, at, output):
         raise OpsctlError("an A/B metric differs beyond its margin")
     if "inconclusive" in kinds:
         raise NoDataError("an A/B metric is inconclusive (horizon not reached, or the interval crosses the margin)")
+
+
+# -- the rollout run by the cluster (opsctl serve, leader only), steered from any laptop ---------------
+
+
+def _store(app):
+    from opsctl.rollout.controller import RolloutStore
+    from opsctl.state import open_state_store
+
+    return RolloutStore(open_state_store(app.config))  # a person's writes: compare-and-swap, no term
+
+
+def _actor() -> str:
+    from opsctl.audit import current_actor
+
+    return current_actor()
+
+
+def _state_text(d: dict) -> str:
+    from opsctl.clock import format_rfc3339
+
+    lines = [f"rollout {d['id']}: {d['status']} at step {d['step'] + 1} ({d['phase']})"
+             + (f"; paused: {d['paused_because']}" if d.get("paused_because") else "")
+             + (f"; held by incident {d['incident']}" if d.get("incident") else "")]
+    if d.get("term"):
+        lines.append(f"written under term {d['term']}")
+    for e in d.get("history", [])[-10:]:
+        lines.append(f"  {format_rfc3339(e['at'])}  step {e['step']}  {e['what']}: {e['detail']}")
+    pending = [i for i in d.get("intents", []) if i["id"] not in d.get("handled", [])]
+    for i in pending:
+        lines.append(f"  pending: {i['action']} by {i['by']}")
+    return "\n".join(lines)
+
+
+@rollout.command()
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="Validate and show where it would start; write nothing.")
+@click.option("--yes", is_flag=True, help="Accepted for the CLI conventions (starting only records the plan).")
+@output_option
+@click.pass_obj
+def start(app, plan_file, dry_run, yes, output):
+    """Record a rollout of PLAN_FILE in the shared state; the leader of `opsctl serve` drives it.
+
+    It starts from the current split (abort returns there). One rollout per service at a time."""
+    from opsctl.config.loading import parse_yaml, read_text
+    from opsctl.rollout.controller import start_rollout
+    from opsctl.rollout.plan import build_plan
+    from opsctl.clock import wall_now
+    from opsctl.traffic.service import TrafficService
+
+    cfg = app.config
+    data = parse_yaml(read_text(plan_file, "rollout plan"), plan_file)
+    the_plan = build_plan(data, plan_file, backends=list(cfg.backends))
+    current = TrafficService(cfg, dry_run=True).read().split
+    if current is None:
+        from opsctl.errors import NoDataError
+
+        raise NoDataError("the split is unknown: set it first (`opsctl traffic set ...`)")
+    if dry_run:
+        emit({"plan": the_plan.name, "from": current.to_dict(list(cfg.backends)), "dry_run": True}, output,
+             table=lambda d: f"would start rollout {d['plan']} from {current.describe(list(cfg.backends))}")
+        return
+    state = start_rollout(_store(app), data, the_plan, by=_actor(), at=wall_now(), current=current,
+                          order=list(cfg.backends))
+    emit(state.to_dict(), output, table=_state_text)
+
+
+@rollout.command()
+@output_option
+@click.pass_obj
+def status(app, output):
+    """The rollout's state: status, step, phase, term, its last events and pending intents."""
+    from opsctl.errors import NoDataError
+
+    state = _store(app).read()
+    if state is None:
+        raise NoDataError("no rollout recorded", hint="start one with `opsctl rollout start PLAN`")
+    emit(state.to_dict(), output, table=_state_text)
+
+
+def _intent_command(action: str, doc: str):
+    @rollout.command(name=action, help=doc)
+    @click.option("--reason", default="", help="Why (recorded with the intent).")
+    @click.option("--dry-run", is_flag=True, help="Show the intent; write nothing.")
+    @click.option("--yes", is_flag=True, help="Accepted for the CLI conventions.")
+    @output_option
+    @click.pass_obj
+    def command(app, reason, dry_run, yes, output):
+        from opsctl.clock import wall_now
+        from opsctl.rollout.controller import new_intent
+
+        if dry_run:
+            emit({"action": action, "reason": reason, "dry_run": True}, output,
+                 table=lambda d: f"would ask the rollout's controller to {action}")
+            return
+        intent = new_intent(_store(app), action, by=_actor(), at=wall_now(), reason=reason)
+        from opsctl.model.build import to_dict
+
+        emit(to_dict(intent), output,
+             table=lambda d: f"{action} recorded ({intent.id}); the leader applies it at its next tick")
+
+    return command
+
+
+_intent_command("pause", "Pause the rollout at its current step (the leader applies it at its next tick).")
+_intent_command("resume", "Resume a paused rollout (an inconclusive step is measured again from now).")
+_intent_command("promote", "Skip the rest of the current step's analyses and go to the next step.")
+_intent_command("abort", "Abort: back to the split the rollout started from, recorded.")

@@ -388,9 +388,8 @@ class RolloutController:
             if a.check in ONCE_AT_END:
                 if at_end and c.measured == 0:
                     due.append(i)
-            elif c.last_at is None or now - c.last_at >= a.interval.seconds or (at_end and c.last_at < ends and
-                                                                                 c.measured == 0):
-                due.append(i)
+            elif c.measured == 0 or (now - (c.last_at or 0) >= a.interval.seconds and (c.last_at or 0) < ends):
+                due.append(i)  # every interval during the soak, and once at (or past) its end
         if due:
             evidence = self.evidence(min(now, ends), plan)
             stage = plan.stages[step.stage].body

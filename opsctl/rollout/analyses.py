@@ -226,8 +226,9 @@ def measure(analysis: "Analysis", ev: Evidence, stage=None) -> dict:
     """One measurement of `analysis`: its result, or {"error": why} when the evidence is missing."""
     fn = CHECKS[analysis.check]
     try:
-        if analysis.check == "ab-equivalence":
-            return fn(analysis, ev, stage)
-        return fn(analysis, ev)
+        result = fn(analysis, ev, stage) if analysis.check == "ab-equivalence" else fn(analysis, ev)
     except OpsctlError as exc:
         return {"error": exc.message}
+    if "error" in result:  # part of the evidence is missing: no condition may hold on the rest
+        return {"error": result["error"]}
+    return result

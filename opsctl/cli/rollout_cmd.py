@@ -353,3 +353,77 @@ _intent_command("pause", "Pause the rollout at its current step (the leader appl
 _intent_command("resume", "Resume a paused rollout (an inconclusive step is measured again from now).")
 _intent_command("promote", "Skip the rest of the current step's analyses and go to the next step.")
 _intent_command("abort", "Abort: back to the split the rollout started from, recorded.")
+
+
+@rollout.command(name="run")
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.option("--start", type=TIME, help="When the rollout starts (default: the journey's, else the plan's `start`).")
+@click.option("--journey", "journey_file", type=click.Path(dir_okay=False),
+              help="A journey (chaos/migration/*.yaml): its start, scale and the incidents of --run.")
+@click.option("--run", "run_name", help="The journey's run to play (its incidents and expected end).")
+@click.option("--out-dir", type=click.Path(file_okay=False), help="The run's state dir (default: a new temporary one).")
+@output_option
+@click.pass_obj
+def run_cmd(app, plan_file, start, journey_file, run_name, out_dir, output):
+    """Drive the rollout controller in simulated time on the embedded store (nothing real moves).
+
+    Each measurement reads simulated metrics: the proxy's counters drawn for the window before it
+    with the split the rollout has then and the journey's incidents. Exit 1 when a --run ends
+    otherwise than its journey expects."""
+    import tempfile
+    from pathlib import Path
+
+    from opsctl.config.loading import parse_yaml, read_text
+    from opsctl.errors import OpsctlError, UsageError
+    from opsctl.rollout import simrun
+    from opsctl.rollout.plan import build_plan
+
+    cfg = app.config
+    data = parse_yaml(read_text(Path(plan_file), "rollout plan"), Path(plan_file))
+    the_plan = build_plan(data, plan_file, backends=list(cfg.backends))
+    journey = expected = None
+    if journey_file:
+        journey = simrun.load_journey(Path(journey_file))
+        expected = journey.run_named(run_name) if run_name else None
+    elif run_name:
+        raise UsageError("--run needs --journey FILE")
+    from opsctl.clock import parse_rfc3339
+
+    at = start if start is not None else (parse_rfc3339(journey.start, require_zone=True) if journey and journey.start
+                                          else the_plan.start_at)
+    if at is None:
+        raise UsageError(f"{plan_file}: the plan has no `start`: give --start TIME")
+    root = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="opsctl-rollout-run-"))
+    result = simrun.run(cfg, data, the_plan, start=at, root=root,
+                        incidents=list(expected.incidents) if expected else [],
+                        peak_rps=journey.peak_rps if journey else 150.0, seed=journey.seed if journey else 0,
+                        progress=None)
+    from opsctl.model.build import to_dict
+
+    out = to_dict(result)
+    out["state_dir"] = str(root)
+    problems = []
+    if expected is not None:
+        aborted = next((e for e in result.history if e["what"] == "aborted"), None)
+        if result.status != expected.expect:
+            problems.append(f"ended {result.status}, the journey expects {expected.expect}")
+        if expected.abort_step is not None and result.step != expected.abort_step:
+            problems.append(f"stopped at step {result.step}, the journey expects step {expected.abort_step}")
+        if expected.abort_check and (aborted is None or not aborted["detail"].startswith(expected.abort_check)):
+            problems.append(f"not aborted by {expected.abort_check}")
+        out["expected"] = to_dict(expected)
+        out["as_expected"] = not problems
+
+    def table(d):
+        from opsctl.clock import format_rfc3339
+
+        lines = [f"  {e['at']}  step {e['step']:>2}  {e['what']}: {e['detail']}" for e in d["history"]]
+        lines.append(f"{d['status']} at step {d['step']} on {format_rfc3339(d['end'])} (simulated; started"
+                     f" {format_rfc3339(d['start'])}); {d['measurements']} windows simulated in {d['wall_seconds']:.1f} s")
+        if problems:
+            lines.append("not as the journey expects: " + "; ".join(problems))
+        return "\n".join(lines)
+
+    emit(out, output, table=table)
+    if problems:
+        raise OpsctlError(f"run {run_name}: " + "; ".join(problems))

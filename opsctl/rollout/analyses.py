@@ -5,7 +5,8 @@ failure conditions are judged on (plan.judge). No number is typed in: every figu
     burn-rate         the fastest short-window burn (5m, 30m, 1h) of the SLOs of both backends
                       (the receiving one and the one it comes from): max_burn, burn_<backend>
     shadow-readiness  `opsctl shadow check` of the new backend against the baseline: ready,
-                      error_ratio (new backend's bad ratio over the baseline's), p99_ratio
+                      error_ratio (the new backend's bad share of its requests), p99_ratio
+                      (its p99 over the baseline's)
     quality-rules     the live quality rules (opsctl.quality.live): firing (count), ok
     consistency       the consistency probe's exact-match gauge against its noise floor:
                       exact_match, floor, ok

@@ -43,6 +43,7 @@ class Evidence:
         self._source = source
         self._opened = None
         self.base_dir = base_dir
+        self.mirror: float | None = None  # during a shadow step: the share mirrored (readiness asks that much)
 
     def source(self):
         if self._opened is None:
@@ -84,7 +85,7 @@ def shadow_readiness(analysis: "Analysis", ev: Evidence) -> dict:
     settings = ev.cfg.quality.shadow
     report = shadow_report(ev.source(), shadow=ev.plan.backend, primary=[ev.plan.baseline], real=[ev.plan.baseline],
                            at=ev.at, settings=settings, window_seconds=analysis.args.window.seconds
-                           if analysis.args.window else None, scope=ev.cfg.service_matcher)
+                           if analysis.args.window else None, share=ev.mirror or 1.0, scope=ev.cfg.service_matcher)
     s, p = report.figures["shadow"], report.figures["primary"]
     out: dict = {"ready": report.verdict == "ready", "verdict": report.verdict}
     if s.error_rate is not None and p.error_rate is not None:

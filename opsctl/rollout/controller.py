@@ -392,6 +392,7 @@ class RolloutController:
                 due.append(i)  # every interval during the soak, and once at (or past) its end
         if due:
             evidence = self.evidence(min(now, ends), plan)
+            evidence.mirror = step.mirror / 100 if step.mirror else None  # shadow readiness: the share asked
             stage = plan.stages[step.stage].body
             notes = []
             for i in due:

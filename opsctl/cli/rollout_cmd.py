@@ -1,4 +1,4 @@
-"""`opsctl rollout plan|sample-size`: the migration as one plan, on the freeze calendar."""
+"""`opsctl rollout`: the migration as one plan, on the freeze calendar; run by serve's leader or in simulated time."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ def rollout():
       opsctl rollout plan rollouts/vendor-migration.yaml --start 2026-11-02T09:00:00-05:00 -o json
       opsctl rollout plan rollouts/vendor-migration.yaml --html timeline.html
       opsctl rollout sample-size --baseline 0.32 --margin 0.01 --daily-trials 400000 --share 0.1
+      opsctl rollout start rollouts/vendor-migration.yaml      # the leader of `opsctl serve` drives it
+      opsctl rollout status
+      opsctl rollout pause --reason "look first"             # resume | promote | abort
+      opsctl rollout run rollouts/migration-drill.yaml --journey chaos/migration/journey.yaml --run completes
     """
 
 

@@ -126,11 +126,16 @@ class AutomationService:
         self._maintenance.start()
         if self.elector is not None:
             self.elector.start()
+        from opsctl.rollout.serve import start_in_serve  # the rollout, ticked while this replica leads
+
+        self.rollouts = start_in_serve(self)
         self.started = True
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop acting (finishing what is in hand), then give the Lease up so a successor takes over at once."""
         self._stop.set()
+        if getattr(self, "rollouts", None) is not None:
+            self.rollouts.stop()
         self.queue.stop(timeout)
         if self._maintenance.is_alive():
             self._maintenance.join(timeout)

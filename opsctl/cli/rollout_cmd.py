@@ -1,4 +1,4 @@
-"""`opsctl rollout plan|sample-size`: the migration as one plan, on the freeze calendar."""
+"""`opsctl rollout`: the migration as one plan, on the freeze calendar; run by serve's leader or in simulated time."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ def rollout():
       opsctl rollout plan rollouts/vendor-migration.yaml --start 2026-11-02T09:00:00-05:00 -o json
       opsctl rollout plan rollouts/vendor-migration.yaml --html timeline.html
       opsctl rollout sample-size --baseline 0.32 --margin 0.01 --daily-trials 400000 --share 0.1
+      opsctl rollout start rollouts/vendor-migration.yaml      # the leader of `opsctl serve` drives it
+      opsctl rollout status
+      opsctl rollout pause --reason "look first"             # resume | promote | abort
+      opsctl rollout run rollouts/migration-drill.yaml --journey chaos/migration/journey.yaml --run completes
     """
 
 
@@ -245,3 +249,185 @@ def ab(app, plan_file, window, prometheus_url, source_kind, at, output):
         raise OpsctlError("an A/B metric differs beyond its margin")
     if "inconclusive" in kinds:
         raise NoDataError("an A/B metric is inconclusive (horizon not reached, or the interval crosses the margin)")
+
+
+# -- the rollout run by the cluster (opsctl serve, leader only), steered from any laptop ---------------
+
+
+def _store(app):
+    from opsctl.rollout.controller import RolloutStore
+    from opsctl.state import open_state_store
+
+    return RolloutStore(open_state_store(app.config))  # a person's writes: compare-and-swap, no term
+
+
+def _actor() -> str:
+    from opsctl.audit import current_actor
+
+    return current_actor()
+
+
+def _state_text(d: dict) -> str:
+    from opsctl.clock import format_rfc3339
+
+    lines = [f"rollout {d['id']}: {d['status']} at step {d['step'] + 1} ({d['phase']})"
+             + (f"; paused: {d['paused_because']}" if d.get("paused_because") else "")
+             + (f"; held by incident {d['incident']}" if d.get("incident") else "")]
+    if d.get("term"):
+        lines.append(f"written under term {d['term']}")
+    for e in d.get("history", [])[-10:]:
+        lines.append(f"  {format_rfc3339(e['at'])}  step {e['step']}  {e['what']}: {e['detail']}")
+    pending = [i for i in d.get("intents", []) if i["id"] not in d.get("handled", [])]
+    for i in pending:
+        lines.append(f"  pending: {i['action']} by {i['by']}")
+    return "\n".join(lines)
+
+
+@rollout.command()
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="Validate and show where it would start; write nothing.")
+@click.option("--yes", is_flag=True, help="Accepted for the CLI conventions (starting only records the plan).")
+@output_option
+@click.pass_obj
+def start(app, plan_file, dry_run, yes, output):
+    """Record a rollout of PLAN_FILE in the shared state; the leader of `opsctl serve` drives it.
+
+    It starts from the current split (abort returns there). One rollout per service at a time."""
+    from opsctl.config.loading import parse_yaml, read_text
+    from opsctl.rollout.controller import start_rollout
+    from opsctl.rollout.plan import build_plan
+    from opsctl.clock import wall_now
+    from opsctl.traffic.service import TrafficService
+
+    cfg = app.config
+    data = parse_yaml(read_text(plan_file, "rollout plan"), plan_file)
+    the_plan = build_plan(data, plan_file, backends=list(cfg.backends))
+    current = TrafficService(cfg, dry_run=True).read().split
+    if current is None:
+        from opsctl.errors import NoDataError
+
+        raise NoDataError("the split is unknown: set it first (`opsctl traffic set ...`)")
+    if dry_run:
+        emit({"plan": the_plan.name, "from": current.to_dict(list(cfg.backends)), "dry_run": True}, output,
+             table=lambda d: f"would start rollout {d['plan']} from {current.describe(list(cfg.backends))}")
+        return
+    state = start_rollout(_store(app), data, the_plan, by=_actor(), at=wall_now(), current=current,
+                          order=list(cfg.backends))
+    emit(state.to_dict(), output, table=_state_text)
+
+
+@rollout.command()
+@output_option
+@click.pass_obj
+def status(app, output):
+    """The rollout's state: status, step, phase, term, its last events and pending intents."""
+    from opsctl.errors import NoDataError
+
+    state = _store(app).read()
+    if state is None:
+        raise NoDataError("no rollout recorded", hint="start one with `opsctl rollout start PLAN`")
+    emit(state.to_dict(), output, table=_state_text)
+
+
+def _intent_command(action: str, doc: str):
+    @rollout.command(name=action, help=doc)
+    @click.option("--reason", default="", help="Why (recorded with the intent).")
+    @click.option("--dry-run", is_flag=True, help="Show the intent; write nothing.")
+    @click.option("--yes", is_flag=True, help="Accepted for the CLI conventions.")
+    @output_option
+    @click.pass_obj
+    def command(app, reason, dry_run, yes, output):
+        from opsctl.clock import wall_now
+        from opsctl.rollout.controller import new_intent
+
+        if dry_run:
+            emit({"action": action, "reason": reason, "dry_run": True}, output,
+                 table=lambda d: f"would ask the rollout's controller to {action}")
+            return
+        intent = new_intent(_store(app), action, by=_actor(), at=wall_now(), reason=reason)
+        from opsctl.model.build import to_dict
+
+        emit(to_dict(intent), output,
+             table=lambda d: f"{action} recorded ({intent.id}); the leader applies it at its next tick")
+
+    return command
+
+
+_intent_command("pause", "Pause the rollout at its current step (the leader applies it at its next tick).")
+_intent_command("resume", "Resume a paused rollout (an inconclusive step is measured again from now).")
+_intent_command("promote", "Skip the rest of the current step's analyses and go to the next step.")
+_intent_command("abort", "Abort: back to the split the rollout started from, recorded.")
+
+
+@rollout.command(name="run")
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.option("--start", type=TIME, help="When the rollout starts (default: the journey's, else the plan's `start`).")
+@click.option("--journey", "journey_file", type=click.Path(dir_okay=False),
+              help="A journey (chaos/migration/*.yaml): its start, scale and the incidents of --run.")
+@click.option("--run", "run_name", help="The journey's run to play (its incidents and expected end).")
+@click.option("--out-dir", type=click.Path(file_okay=False), help="The run's state dir (default: a new temporary one).")
+@output_option
+@click.pass_obj
+def run_cmd(app, plan_file, start, journey_file, run_name, out_dir, output):
+    """Drive the rollout controller in simulated time on the embedded store (nothing real moves).
+
+    Each measurement reads simulated metrics: the proxy's counters drawn for the window before it
+    with the split the rollout has then and the journey's incidents. Exit 1 when a --run ends
+    otherwise than its journey expects."""
+    import tempfile
+    from pathlib import Path
+
+    from opsctl.config.loading import parse_yaml, read_text
+    from opsctl.errors import OpsctlError, UsageError
+    from opsctl.rollout import simrun
+    from opsctl.rollout.plan import build_plan
+
+    cfg = app.config
+    data = parse_yaml(read_text(Path(plan_file), "rollout plan"), Path(plan_file))
+    the_plan = build_plan(data, plan_file, backends=list(cfg.backends))
+    journey = expected = None
+    if journey_file:
+        journey = simrun.load_journey(Path(journey_file))
+        expected = journey.run_named(run_name) if run_name else None
+    elif run_name:
+        raise UsageError("--run needs --journey FILE")
+    from opsctl.clock import parse_rfc3339
+
+    at = start if start is not None else (parse_rfc3339(journey.start, require_zone=True) if journey and journey.start
+                                          else the_plan.start_at)
+    if at is None:
+        raise UsageError(f"{plan_file}: the plan has no `start`: give --start TIME")
+    root = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="opsctl-rollout-run-"))
+    result = simrun.run(cfg, data, the_plan, start=at, root=root,
+                        incidents=list(expected.incidents) if expected else [],
+                        peak_rps=journey.peak_rps if journey else 150.0, seed=journey.seed if journey else 0,
+                        progress=None)
+    from opsctl.model.build import to_dict
+
+    out = to_dict(result)
+    out["state_dir"] = str(root)
+    problems = []
+    if expected is not None:
+        aborted = next((e for e in result.history if e["what"] == "aborted"), None)
+        if result.status != expected.expect:
+            problems.append(f"ended {result.status}, the journey expects {expected.expect}")
+        if expected.abort_step is not None and result.step != expected.abort_step:
+            problems.append(f"stopped at step {result.step}, the journey expects step {expected.abort_step}")
+        if expected.abort_check and (aborted is None or not aborted["detail"].startswith(expected.abort_check)):
+            problems.append(f"not aborted by {expected.abort_check}")
+        out["expected"] = to_dict(expected)
+        out["as_expected"] = not problems
+
+    def table(d):
+        from opsctl.clock import format_rfc3339
+
+        lines = [f"  {e['at']}  step {e['step']:>2}  {e['what']}: {e['detail']}" for e in d["history"]]
+        lines.append(f"{d['status']} at step {d['step']} on {format_rfc3339(d['end'])} (simulated; started"
+                     f" {format_rfc3339(d['start'])}); {d['measurements']} windows simulated in {d['wall_seconds']:.1f} s")
+        if problems:
+            lines.append("not as the journey expects: " + "; ".join(problems))
+        return "\n".join(lines)
+
+    emit(out, output, table=table)
+    if problems:
+        raise OpsctlError(f"run {run_name}: " + "; ".join(problems))

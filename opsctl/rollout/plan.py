@@ -78,6 +78,43 @@ def condition_holds(text: str, result: Any) -> bool:
     return any(all(c.holds(result) for c in clauses) for clauses in parse_condition(text))
 
 
+class AnalysisArgs(Model):
+    """A check's own parameters, typed: each check takes the ones named in ARGS_OF and no other."""
+
+    window: Duration | None = None  # the evidence window (default: the analysis interval)
+    threshold: float | None = None  # latency-judge: the bound in seconds (a bucket bound)
+    margin: float | None = None  # latency-judge: equivalence margin on the share over the threshold
+    alpha: float | None = None  # latency-judge: level of each one-sided test
+    backends: list[str] | None = None  # burn-rate: the backends judged (default: both of the plan's)
+    gold: str | None = None  # m2: the golden set's M2 file
+    answers: str | None = None  # m2: the answers file of the new backend
+    min_exact_match: float | None = None  # consistency: the noise floor (default: the probe's own)
+
+    def __post_init__(self):
+        if self.margin is not None and not 0 < self.margin < 1:
+            raise ValueError("margin must be between 0 and 1")
+        if self.alpha is not None and not 0 < self.alpha < 0.5:
+            raise ValueError("alpha must be between 0 and 0.5")
+        if self.threshold is not None and not self.threshold > 0:
+            raise ValueError("threshold must be positive (seconds)")
+        if self.window is not None and self.window.seconds < 60:
+            raise ValueError("window must be at least 1m")
+        if self.min_exact_match is not None and not 0 <= self.min_exact_match <= 1:
+            raise ValueError("min_exact_match must be between 0 and 1")
+
+
+ARGS_OF: dict[str, tuple[str, ...]] = {
+    "burn-rate": ("backends",),
+    "shadow-readiness": ("window",),
+    "quality-rules": ("window",),
+    "consistency": ("min_exact_match",),
+    "m2": ("gold", "answers"),
+    "ab-equivalence": ("window",),
+    "latency-judge": ("window", "threshold", "margin", "alpha"),
+    "cost": ("window",),
+}
+
+
 class Analysis(Model):
     check: Literal["burn-rate", "shadow-readiness", "quality-rules", "consistency", "m2", "ab-equivalence",
                    "latency-judge", "cost"]
@@ -85,9 +122,14 @@ class Analysis(Model):
     failure: str
     failure_limit: int = 0  # failed measurements tolerated; one more aborts
     interval: Duration = "1h"  # how often the check is measured during the step
-    args: dict[str, Any] = field(default_factory=dict)  # the check's own parameters (margin, backend...)
+    args: AnalysisArgs = field(default_factory=AnalysisArgs)  # the check's own parameters (ARGS_OF)
 
     def __post_init__(self):
+        allowed = ARGS_OF[self.check]
+        extra = [k for k in AnalysisArgs.__dataclass_fields__ if getattr(self.args, k) is not None and k not in allowed]
+        if extra:
+            raise ValueError(f"args: {', '.join(extra)} {'is' if len(extra) == 1 else 'are'} not an argument of"
+                             f" {self.check} (it takes {', '.join(allowed)})")
         for key in ("success", "failure"):
             try:
                 parse_condition(getattr(self, key))
@@ -107,13 +149,24 @@ def judge(analysis: Analysis, results: list[Any]) -> str:
     (or no measurement at all) -> pause; otherwise continue."""
     failed = inconclusive = 0
     for result in results:
-        if condition_holds(analysis.failure, result):
-            failed += 1
-        elif not condition_holds(analysis.success, result):
-            inconclusive += 1
+        kind = classify(analysis, result)
+        failed += kind == "failed"
+        inconclusive += kind == "inconclusive"
+    return outcome_of(analysis, failed, inconclusive, len(results))
+
+
+def classify(analysis: Analysis, result: Any) -> str:
+    """One measurement: failed (failure holds; it wins when both do) | successful | inconclusive."""
+    if condition_holds(analysis.failure, result):
+        return "failed"
+    return "successful" if condition_holds(analysis.success, result) else "inconclusive"
+
+
+def outcome_of(analysis: Analysis, failed: int, inconclusive: int, measured: int) -> str:
+    """`judge` from the counts alone (what the rollout controller keeps of a long soak)."""
     if failed > analysis.failure_limit:
         return "abort"
-    if inconclusive or not results:
+    if inconclusive or not measured:
         return "pause"
     return "continue"
 

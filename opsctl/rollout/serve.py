@@ -1,0 +1,74 @@
+"""The rollout inside `opsctl serve`: a thread that ticks the rollout controller while this replica
+leads, under the leader's term (every state write and every traffic change carries it and is refused
+once a newer term is recorded). A new leader reads the state document and goes on from the step
+recorded there; a step its predecessor applied but did not record is found applied (same operation
+id, the split already there) and is not changed twice."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from opsctl.errors import OpsctlError
+
+log = logging.getLogger("opsctl.automation")
+TICK_SECONDS = 5.0  # between ticks; a tick does at most one thing
+
+
+class RolloutRunner:
+    def __init__(self, cfg, *, acting: Callable[[], bool], term: Callable[[], object], every: float = TICK_SECONDS):
+        self.cfg, self.acting, self.term, self.every = cfg, acting, term, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="opsctl-rollout", daemon=True)
+        self.ticks = 0  # ticks that did something (for tests and logs)
+        self._controller = None
+
+    def controller(self):
+        if self._controller is None:
+            from opsctl.clock import WallClock
+            from opsctl.rollout.analyses import Evidence
+            from opsctl.rollout.controller import RolloutController, RolloutStore
+            from opsctl.state import open_state_store
+            from opsctl.traffic.service import TrafficService
+
+            store = open_state_store(self.cfg)
+            clock = WallClock()
+            self._controller = RolloutController(
+                self.cfg, RolloutStore(store, term=self.term), TrafficService(self.cfg, clock=clock), clock=clock,
+                evidence=lambda at, plan: Evidence(self.cfg, plan, at), term=self.term,
+                progress=lambda text: log.info("%s", text))
+        return self._controller
+
+    def start(self) -> "RolloutRunner":
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def tick(self) -> str:
+        if not self.acting() or self.term() is None:
+            return "not leading"
+        what = self.controller().tick()
+        if what not in ("idle", "waiting", "held"):
+            self.ticks += 1
+        return what
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                while self.tick() not in ("idle", "waiting", "held", "not leading") and not self._stop.is_set():
+                    pass  # several things due (an intent, then a measurement): done one after another
+            except OpsctlError as exc:  # fenced, the store away, a guard: logged; the next tick re-reads
+                log.warning("rollout tick: %s", str(exc).splitlines()[0][:300])
+            except Exception:
+                log.exception("rollout tick failed")
+
+
+def start_in_serve(service) -> "RolloutRunner | None":
+    """Called where serve starts its background tasks: only with shared state (a rollout in the
+    cluster) or one replica; acts only while `service.acting()`, under `service.term`."""
+    return RolloutRunner(service.cfg, acting=service.acting, term=service.term).start()

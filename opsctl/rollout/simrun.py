@@ -1,0 +1,193 @@
+"""`opsctl rollout run`: the rollout controller driven in simulated time on the embedded default.
+
+The same RolloutController as in serve, on a SimClock, with the file actuator and local state of a
+run directory of its own. Evidence is simulated, not scripted: before each measurement the simulator
+(opsctl.metrics.simulator, its public functions) draws the proxy's client-side metrics for the
+`evidence` window ending at that instant, with the split the rollout has then (live shares, and
+mirrored requests as a backend's own traffic during shadow) and the scenario's incidents, and writes
+them to the run's embedded store; the analyses and the traffic guards read that store.
+
+The coarsest form that keeps the guards' maths real: only the windows that are measured are
+simulated (an `evidence` window before each measurement, default 1h of 10-second steps), not the
+months in between; a burn rate or a latency judgement over that window is computed exactly as on
+full data, and the budget guard sees the budget spent in the windows simulated.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+from opsctl.errors import UsageError
+from opsctl.model import Model, field
+
+
+class SimIncident(Model):
+    """An incident injected at a step: KIND as in `sim generate --incident` (latency-spike,
+    quality-regression, vendor-5xx, ...), from `after` into the step, lasting `duration`."""
+
+    at_step: int  # 1-based step of the plan
+    kind: str
+    after: str = "0s"
+    duration: str = "30d"
+    options: dict[str, float] = field(default_factory=dict)
+
+
+class RunResult(Model):
+    status: str
+    step: int
+    start: float
+    end: float
+    ticks: int
+    measurements: int
+    wall_seconds: float
+    history: list[dict] = field(default_factory=list)
+
+
+def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: list[SimIncident] = (),
+        evidence_seconds: int = 3600, peak_rps: float = 150.0, seed: int = 0, max_ticks: int = 5000,
+        progress: Callable[[str], None] | None = None) -> RunResult:
+    import dataclasses
+
+    from opsctl.clock import SimClock, parse_duration
+    from opsctl.metrics import simulator
+    from opsctl.metrics.embedded import EmbeddedStore
+    from opsctl.rollout.analyses import Evidence
+    from opsctl.rollout.controller import FINISHED, RolloutController, RolloutStore, plan_steps, start_rollout
+    from opsctl.state.local import LocalStateStore
+    from opsctl.traffic.service import TrafficService
+    from opsctl.traffic.split import Split
+
+    started = time.perf_counter()
+    root.mkdir(parents=True, exist_ok=True)
+    # the run's own state dir; its data are simulated instants in the past, never stale to the guards
+    cfg = dataclasses.replace(cfg, state_dir=str(root.resolve()),
+                              metrics=dataclasses.replace(cfg.metrics, source="embedded", max_data_age="3650d"),
+                              state=dataclasses.replace(cfg.state, backend="local"))
+    clock = SimClock(start)
+    traffic = TrafficService(cfg, clock=clock, hooks=[])
+    store = RolloutStore(LocalStateStore(root / "state"))
+    kinds = {name: b.kind for name, b in cfg.backends.items()}
+    metrics_path = cfg.state_path / "metrics.sqlite"
+    counted = [0]
+    step_starts: dict[int, float] = {}
+
+    def simulate_window(at: float, weights=None, shadow=None) -> None:
+        state = store.read()
+        if weights is None:
+            split = traffic.read().split
+            weights, shadow = dict(split.weights), dict(split.shadow)
+        if state is not None and state.step_started is not None:
+            step_starts.setdefault(state.step, state.step_started)
+        injected = []
+        for inc in incidents:
+            begun = step_starts.get(inc.at_step - 1)
+            if begun is None or state is None or state.step != inc.at_step - 1:
+                continue
+            begin = begun + parse_duration(inc.after)
+            spec = f"{inc.kind}@{_rfc(begin)}+{inc.duration}"
+            if inc.options:
+                spec += ":" + ",".join(f"{k}={v}" for k, v in inc.options.items())
+            if begin < at:
+                injected.append(simulator.parse_incident(spec, kinds))
+        lo = at - evidence_seconds
+        series = {}
+        live = {b: float(weights.get(b, 0)) for b in kinds}
+        live_total = sum(live.values()) or 100.0
+        for name in kinds:
+            share = live[name] / live_total
+            mirrored = shadow.get(name, 0) / 100.0
+            rps = peak_rps * (share + mirrored * (1 - share))
+            if rps <= 0:
+                continue
+            own = [i for i in injected if i.backend == name and i.end > lo and i.start < at]
+            series.update(simulator.simulate(lo, at, backends={name: kinds[name]}, split={name: 100.0},
+                                             peak_rps=rps, seed=seed, incidents=own))
+        db = EmbeddedStore.open(metrics_path, create=True)
+        try:
+            simulator.write_to_store(db, series, mode="replace")
+        finally:
+            db.close()
+        counted[0] += 1
+
+    steps = plan_steps(plan)
+    simulate_window(start, dict(traffic.read().split.weights), {})  # the guards' evidence for the start
+    traffic.set({plan.baseline: 100}, reason=f"simulated rollout {plan.name}: the start")
+    start_rollout(store, plan_data, plan, by="rollout-run", at=start, current=traffic.read().split,
+                  order=list(cfg.backends))
+
+    def evidence(at: float, the_plan):
+        simulate_window(at)
+        return Evidence(cfg, the_plan, at)
+
+    controller = RolloutController(cfg, store, traffic, clock=clock, evidence=evidence, progress=progress)
+    ticks = 0
+    for ticks in range(1, max_ticks + 1):
+        state = store.read()
+        if state.phase == "apply":
+            simulate_window(clock.now())  # the guards of the step's change read the last window
+        what = controller.tick()
+        state = store.read()
+        if state.status in FINISHED or state.status == "paused":
+            break
+        if what in ("idle", "waiting", "held"):
+            wait = min(a.interval.seconds for a in controller._analyses(plan, steps[state.step])) \
+                if controller._analyses(plan, steps[state.step]) else 3600
+            if what == "waiting" and state.waiting_until:
+                wait = max(wait, state.waiting_until - clock.now())
+            elif state.step_started is not None:
+                ends = state.step_started + steps[state.step].seconds
+                if clock.now() < ends:
+                    wait = min(wait, ends - clock.now()) if ends - clock.now() > 0 else wait
+            clock.advance(max(60.0, wait))
+    state = store.read()
+    history = [{"at": _rfc(e.at), "step": e.step, "what": e.what, "detail": e.detail} for e in state.history
+               if e.what != "measured"]
+    return RunResult(state.status, state.step + 1, start, clock.now(), ticks, counted[0],
+                     round(time.perf_counter() - started, 3), history)
+
+
+def _rfc(ts: float) -> str:
+    from opsctl.clock import format_rfc3339
+
+    return format_rfc3339(ts)
+
+
+class JourneyRun(Model):
+    name: str
+    expect: str  # completed | aborted
+    incidents: list[SimIncident] = field(default_factory=list)
+    abort_step: int | None = None  # the step an aborted run must stop at
+    abort_check: str | None = None  # the analysis that must abort it
+    description: str = ""
+
+    def __post_init__(self):
+        if self.expect not in ("completed", "aborted"):
+            raise ValueError("expect must be completed or aborted")
+
+
+class Journey(Model):
+    """chaos/migration/*.yaml: a rollout plan run in simulated time, several ways."""
+
+    version: int
+    title: str
+    plan: str  # the plan file, relative to the journey file
+    runs: list[JourneyRun]
+    start: str | None = None  # default: the plan's
+    peak_rps: float = 150.0
+    seed: int = 0
+    description: str = ""
+
+    def run_named(self, name: str) -> JourneyRun:
+        for r in self.runs:
+            if r.name == name:
+                return r
+        raise UsageError(f"no run {name!r} in the journey (runs: {', '.join(r.name for r in self.runs)})")
+
+
+def load_journey(path: Path) -> Journey:
+    from opsctl.config.loading import parse_yaml, read_text
+    from opsctl.model import build
+
+    return build(Journey, parse_yaml(read_text(path, "migration journey"), path), str(path))

@@ -1,0 +1,85 @@
+"""The drill of the whole journey (issue 23 item 6): `opsctl rollout run` plays the migration from
+2026-11-02 in simulated time through shadow, A/B and the ramp to 80%, three ways (chaos/migration/
+journey.yaml). The analyses read simulated proxy metrics; the freezes are the shipped config's.
+
+What is asserted is computed apart from the controller: the freeze occurrences come from the
+FreezeCalendar of opsctl.yaml, and every applied change's instant is checked against them; the
+split at the end is read from the run's own split file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from opsctl.clock import parse_rfc3339
+from tests.conftest import REPO, run_opsctl
+
+PLAN = REPO / "rollouts" / "migration-drill.yaml"
+JOURNEY = REPO / "chaos" / "migration" / "journey.yaml"
+
+pytestmark = pytest.mark.slow
+
+
+def play(run: str, tmp_path: Path) -> dict:
+    out = tmp_path / run
+    result = run_opsctl("--config", str(REPO / "opsctl.yaml"), "rollout", "run", str(PLAN), "--journey", str(JOURNEY),
+                        "--run", run, "--out-dir", str(out), "-o", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def freezes():
+    from opsctl.config.loading import load_config_file
+    from opsctl.freeze import FreezeCalendar
+
+    return FreezeCalendar(load_config_file(REPO / "opsctl.yaml").freezes)
+
+
+def changes(state_dir: Path) -> list[dict]:
+    from opsctl.traffic.record import newest_first
+
+    from opsctl.traffic.record import parse
+
+    data = json.loads((Path(state_dir) / "traffic" / "split.json").read_text())  # the file actuator's split
+    return list(reversed(newest_first(parse(data["opsctl"], "split.json"))))
+
+
+def test_the_migration_completes_in_january_paused_through_both_freezes(tmp_path):
+    d = play("completes", tmp_path)
+    assert d["status"] == "completed" and d["step"] == 11 and d["as_expected"]
+    end = d["end"]
+    assert parse_rfc3339("2027-01-01T00:00:00Z") <= end < parse_rfc3339("2027-02-01T00:00:00Z")
+    calendar = freezes()
+    applied = [c for c in changes(Path(d["state_dir"])) if c.get("outcome") == "applied"]
+    ramp = [c for c in applied if c["action"] == "ramp"]
+    assert len(ramp) == 11  # one change per step, shadow 1..100%, A/B 10%, ramp 20, cost 30, 50, 65, 80
+    assert all(not calendar.active(c["ts"]) for c in ramp)  # never inside a freeze
+    # no step's hold / soak runs into a freeze (the days as written in rollouts/migration-drill.yaml)
+    days = [1, 1, 2, 2, 3, 14, 3, 7, 4, 4, 7]
+    for change, n in zip(ramp, days):
+        start, end = change["ts"], change["ts"] + n * 86400
+        assert not [s for s in calendar.upcoming(start) if s.start < end], (change["reason"], n)
+    assert end == d["end"]  # the last soak ends the rollout
+    # the steps around each freeze: one before it started, the next only after it ended
+    thanksgiving = next(s for s in calendar.upcoming(parse_rfc3339("2026-11-02T00:00:00Z")) if s.name == "thanksgiving")
+    winter = next(s for s in calendar.upcoming(parse_rfc3339("2026-12-01T00:00:00Z")) if s.name == "winter-break")
+    for span in (thanksgiving, winter):
+        assert any(c["ts"] < span.start for c in ramp) and any(c["ts"] >= span.end for c in ramp)
+    assert ramp[-1]["after"]["weights"] == {"databricks": 80, "internal": 20}
+    waits = [e for e in d["history"] if e["what"] == "waiting"]
+    assert [w["step"] for w in waits] == [7, 11]
+
+
+@pytest.mark.parametrize("run,step,check", [("bos-regression", 9, "quality-rules"),
+                                            ("latency-regression", 10, "latency-judge")])
+def test_a_regression_injected_at_a_ramp_step_aborts_back_to_the_start(tmp_path, run, step, check):
+    d = play(run, tmp_path)
+    assert d["status"] == "aborted" and d["step"] == step and d["as_expected"]
+    aborted = [e for e in d["history"] if e["what"] == "aborted"]
+    assert len(aborted) == 1 and aborted[0]["detail"].startswith(check)
+    applied = [c for c in changes(Path(d["state_dir"])) if c.get("outcome") == "applied"]
+    assert applied[-1]["action"] == "rollback"
+    assert applied[-1]["after"]["weights"] == {"databricks": 0, "internal": 100}
+    assert len([c for c in applied if c["action"] == "ramp"]) == step

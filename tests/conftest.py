@@ -160,6 +160,21 @@ def stop_process(proc: subprocess.Popen) -> None:
             proc.wait(timeout=5)
 
 
+# promtool's default cuts a backfill into 2 h blocks: four days of test data made 49 blocks, 54 s of
+# promtool and a Prometheus compacting them while the test queried it. One block of up to 31 days
+# (Prometheus' own largest compaction) holds the same samples and takes a tenth of the time.
+BACKFILL_BLOCK = "744h"
+
+
+def backfill_openmetrics(openmetrics: Path, data_dir: Path, *, promtool: str | None = None) -> None:
+    """`promtool tsdb create-blocks-from openmetrics` into `data_dir`, in blocks of BACKFILL_BLOCK."""
+    subprocess.run(
+        [promtool or require_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics", "-q",
+         f"--max-block-duration={BACKFILL_BLOCK}", str(openmetrics), str(data_dir)],
+        check=True, capture_output=True, timeout=600,
+    )
+
+
 class PrometheusServer:
     """A real Prometheus on 127.0.0.1 with a temp data dir, optionally backfilled by promtool."""
 
@@ -172,10 +187,7 @@ class PrometheusServer:
         self.data = workdir / "prom-data"
         self.data.mkdir(parents=True, exist_ok=True)
         if openmetrics is not None:
-            subprocess.run(
-                [self.promtool, "tsdb", "create-blocks-from", "openmetrics", str(openmetrics), str(self.data)],
-                check=True, capture_output=True, timeout=600,
-            )
+            backfill_openmetrics(openmetrics, self.data, promtool=self.promtool)
         config = workdir / "prometheus.yml"
         rules = "".join(f"\n  - {p}" for p in (rule_files or []))
         config.write_text(config_yaml or ("global:\n  evaluation_interval: 15s\n" + (f"rule_files:{rules}\n" if rules else "")))

@@ -15,7 +15,7 @@ import yaml
 from opsctl.config.catalog import Catalog
 from opsctl.metrics import schema
 from opsctl.metrics.promql import format_selector, selectors_in
-from tests.conftest import PrometheusServer, require_binary, run_opsctl
+from tests.conftest import PrometheusServer, backfill_openmetrics, require_binary, run_opsctl
 
 END = 1_763_596_800  # 2026-11-20T00:00:00Z
 WINDOW = 3600
@@ -122,8 +122,7 @@ def shared_prometheus(tmp_path_factory):
         path = root / f"{service}.om"
         export_openmetrics(series[service], path, labels={"service": service})
         if service == "chat":  # the second file is the server's own backfill
-            subprocess.run([require_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics", str(path),
-                            str(work / "prom-data")], check=True, capture_output=True, timeout=300)
+            backfill_openmetrics(path, work / "prom-data")
     server = PrometheusServer(work, openmetrics=root / "search.om")
     yield directory, server, series
     server.stop()

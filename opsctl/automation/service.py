@@ -102,8 +102,9 @@ class AutomationService:
         self._waiting = 0  # deliveries waiting for a retry, as the last sweep counted them
         self.metrics = ServeMetrics(lambda: self.queue.depth, settings.queue_size, leader=self.acting,
                                     waiting=self.waiting)
-        self.engine = PolicyEngine(settings, cfg.backends, self.episodes, live, DryRunExecutor(), clock,
-                                   on_action=self._count, tickets=cfg.runbooks.tickets)
+        from opsctl.automation.engine_factory import build_engine
+
+        self.engine = build_engine(cfg, self.episodes, live, clock=clock, on_action=self._count)  # as drills build it
         self._accept_lock = threading.Lock()
         self._owed: dict[str, tuple] = {}  # events (and episode holds) to hand back once the API server answers
         self._owed_lock = threading.Lock()

@@ -101,17 +101,18 @@ class DrillAutomation:
         self.firing: dict[str, tuple[dict, dict, float]] = {}  # fingerprint -> labels, annotations, since
 
     def _start(self) -> None:
+        from opsctl.automation.engine_factory import build_engine, shape
         from opsctl.automation.episodes import EpisodeStore
-        from opsctl.automation.policy import PolicyEngine
+        from opsctl.automation.service import FencedExecutor
 
         run = self.run
         clock = run.env.clock.now
         store = EpisodeStore(run.state.dir / "automation.sqlite", clock=clock)
-        cfg = run.env.cfg
-        # Built as serve builds it (automation/service.py), runbooks.tickets included: the ticket
-        # category by the alert's cause.
-        self.engine = PolicyEngine(cfg.automation, cfg.backends, store, DrillExecutor(run, self.responders),
-                                   clock=clock, on_action=self._acted, tickets=cfg.runbooks.tickets)
+        # Built by serve's own builder (automation/engine_factory.py), and the executor wrapped as a
+        # single serve replica wraps it (operation ids chosen before the write).
+        self.engine = build_engine(run.env.cfg, store, FencedExecutor(DrillExecutor(run, self.responders)),
+                                   clock=clock, on_action=self._acted)
+        run.obs.engine = shape(self.engine).to_dict()
         names = ", ".join(p.name for p in self.engine.policies) or "none"
         dry = " (dry run: nothing changes)" if run.env.cfg.automation.dry_run else ""
         run.say("automation", f"alerts go to the policy engine opsctl serve runs; policies: {names}{dry}")

@@ -48,6 +48,7 @@ class Observations:
     tickets: list[TicketSeen] = field(default_factory=list)
     automation: list[dict] = field(default_factory=list)  # what the policy engine did: at, policy, action, status, detail
     unmatched: list[tuple[float, str]] = field(default_factory=list)  # alerts delivered that no policy matched
+    engine: dict | None = None  # the policy engine's shape (automation/engine_factory.py), once built
     burning_since: dict[str, float] = field(default_factory=dict)  # slo -> first tick it burned
     recovered_at: dict[str, float] = field(default_factory=dict)
     window_burn: dict[tuple[str, int], float | None] = field(default_factory=dict)  # (slo, window) -> now

@@ -57,7 +57,8 @@ def build_report_data(run, outcome: str, exit_code: int, wall_seconds: float) ->
         measurements=_measurements(run),
         automation={"actions": [{**a, "at": _fmt(a["at"]), "offset": None if t0 is None else round(a["at"] - t0, 3)}
                                 for a in obs.automation],
-                    "unmatched": [{"at": _fmt(at), "alert": what} for at, what in obs.unmatched]},
+                    "unmatched": [{"at": _fmt(at), "alert": what} for at, what in obs.unmatched],
+                    "engine": obs.engine},
         expectations=[v.to_dict(_fmt) for _, v in sorted(run.verdicts.items())],
         rollbacks=run.rollback_results,
         leftovers=run.leftovers,

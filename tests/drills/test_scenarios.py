@@ -252,3 +252,27 @@ def test_escalation_only_files_a_drill_ticket_in_the_inference_category_without_
     assert "drill" in ticket["tags"] and ticket["first_response_at"] is not None
     assert "DRILL: this ticket is part of a planned exercise" in ticket["body"]
     assert split_file(run) is None, "the split was never touched"
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_policy_action_is_taken_once_per_episode_and_each_note_says_something_new(shipped_runs, name):
+    """Counted from the policy engine's own action log (automation.sqlite) and the pager's ledger:
+    in every episode of every shipped scenario the failover, the page and the ticket happen at most
+    once; a note is written at most once per alert delivery, and never repeats an earlier note."""
+    import sqlite3
+    from collections import Counter
+
+    env, result, report, run, _ = shipped_runs[name]
+    db = run / "automation.sqlite"
+    if not db.exists():
+        assert report["automation"]["actions"] == []
+        return
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT episode, event_key, action, status FROM actions").fetchall()
+    per_episode = Counter((episode, action) for episode, _, action, status in rows if action != "note")
+    assert all(n == 1 for (_, action), n in per_episode.items() if action in ("failover", "page", "ticket")), per_episode
+    notes = Counter((episode, key) for episode, key, action, _ in rows if action == "note")
+    assert all(n == 1 for n in notes.values()), notes
+    if (run / "paging" / "ledger.json").exists():
+        texts = [c["summary"] for c in ledger(run)["changes"] if c["summary"].startswith("opsctl automation, policy")]
+        assert len(texts) == sum(notes.values()) and len(set(texts)) == len(texts), texts

@@ -59,6 +59,7 @@ class AppContext:
         self.service = service
         self.catalog_dir = catalog_dir
         self.prometheus_url: str | None = None  # a traffic command's --prometheus-url ($OPSCTL_PROMETHEUS_URL)
+        self.fleet: dict | None = None  # under --all-services: what the services' bodies share (one dict per run)
         self._config = None
 
     def for_config(self, cfg) -> "AppContext":
@@ -132,12 +133,15 @@ def _run_all_services(app, command, args, kwargs):
     combined: list = []
     sections: list[str] = []
     failed: list[tuple[str, OpsctlError]] = []
+    shared: dict = {}
     for cfg in app.service_configs():
         buffer = io.StringIO()
         run_kwargs = dict(kwargs, output="table" if output == "table" else "json") if "output" in kwargs else kwargs
         try:
             with contextlib.redirect_stdout(buffer):
-                command(app.for_config(cfg), *args, **run_kwargs)
+                child = app.for_config(cfg)
+                child.fleet = shared
+                command(child, *args, **run_kwargs)
         except OpsctlError as exc:
             failed.append((cfg.service, exc))
             click.echo(f"error: service {cfg.service}: {exc}", err=True)

@@ -170,9 +170,16 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
     slos = load_slos(_slo_paths(app, paths), cfg.backends, config=cfg)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
     when, aligned = _aligned(source, when, at, cfg)
+    reads = None
+    if app.fleet is not None:  # --all-services: every service at one instant, the recorded series read once
+        from opsctl.slo.report import fleet_reads
+
+        when = app.fleet.setdefault("at", when) if at is None else when
+        reads = fleet_reads(app.fleet, source, when)
     progress = (lambda msg: click.echo(msg, err=True)) if output == "table" else None
     results = build_report(slos, source, when, cfg.slos.period_seconds, progress=progress, coverage=True,
-                           recorded_interval=cfg.alerting.interval_seconds, cross_check=cross_check)
+                           recorded_interval=cfg.alerting.interval_seconds, cross_check=cross_check,
+                           service=cfg.service, reads=reads)
     if exporters:
         _export(results, exporters, cfg.slos.period_seconds)
     rows = [r.to_dict() for r in results]

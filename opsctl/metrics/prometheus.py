@@ -288,9 +288,12 @@ class PrometheusSource:
                 raise ManySeries(exprs[index], count, self.url)
         return values
 
-    def query_grouped(self, exprs: Sequence[str], at: float, labels: Sequence[str]) -> list[dict[tuple, float | None]]:
+    def query_grouped(self, exprs: Sequence[str], at: float, labels: Sequence[str], *,
+                      finite: bool = True) -> list[dict[tuple, float | None]]:
         """Per expression, its series by the values of `labels` (an SLO with a grouping: one SLI
-        per group, by design); two series of one group are refused like two series of one query."""
+        per group, by design; the recorded series of many SLOs, by service and slo); two series of
+        one group are refused like two series of one query. `finite=False` hands NaN and +/-Inf
+        back as they are (a recorded ratio is NaN over a window without valid events)."""
         if not exprs:
             return []
         budget = self.deadline_seconds
@@ -308,7 +311,7 @@ class PrometheusSource:
                 key = tuple(str(sample["metric"].get(label, "")) for label in labels)
                 if key in out[start + index]:
                     raise ManySeries(batch[index] + f" (group {key})", 2, self.url)
-                out[start + index][key] = self._finite(batch[index], value)
+                out[start + index][key] = self._finite(batch[index], value) if finite else value
         return out
 
     def _samples(self, result) -> list[tuple[int, float]]:

@@ -9,11 +9,18 @@ series per SLO); only when they fall short of the window is the raw selector ask
 has any sample before the recorded start (an offset range covering just that gap), and only then
 is the raw data's start searched for, to say why. Where the data covers the window, the coverage
 note of the report likewise asks one step at the window's start before any subquery over it.
+
+At fleet scale (`slo report --all-services`, hundreds of SLOs) the recorded series are read
+grouped (`RecordedReads`): one query per recorded series and window answers every SLO at once,
+each series keyed by its `service` and `slo` labels, so requests grow with the windows, not with
+SLOs x windows, and two services' SLOs of one name never mix.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import re
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from opsctl.metrics.base import MetricSource
@@ -88,6 +95,126 @@ def recorded_plan(slos: Sequence[SloDefinition], source: MetricSource, at: float
     probes = [f'count_over_time({cv.record_valid_increase(base)}{{{cv.LABEL_SLO}="{s.name}"}}[{span - 1}s])'
               for s in counted]
     samples = dict(zip((s.name for s in counted), source.query_many(probes, at))) if probes else {}
+    usable, why, _short = _decide(counted, samples, source, at, span, interval, base, what)
+    return Recorded(base, base_seconds // interval, usable, why)
+
+
+KEY_LABELS = (cv.LABEL_SERVICE, cv.LABEL_SLO)  # what tells one SLO's recorded series from another's
+
+
+def slo_key(slo: SloDefinition, service: str) -> tuple[str, str]:
+    """The (service, slo) labels of an SLO's recorded series (the rules' `service` label: the SLO's
+    own service_name, else its config's service)."""
+    return (slo.service_name or service, slo.name)
+
+
+class RecordedReads:
+    """The recorded series at one instant, read grouped: one query per series and window answers
+    every SLO, keyed by (service, slo). Remembered per expression, so the services of one fleet
+    report share them. `services` scopes the queries to those services' series (one service's
+    report); None reads every service's (the fleet's)."""
+
+    def __init__(self, source: MetricSource, at: float, services: Sequence[str] | None = None):
+        self.source, self.at = source, at
+        names = sorted(set(services or ()))
+        if not names:
+            self.scope = ""
+        elif len(names) == 1:
+            self.scope = f'{cv.LABEL_SERVICE}="{_quoted(names[0])}"'
+        else:
+            self.scope = f'{cv.LABEL_SERVICE}=~"{_quoted("|".join(re.escape(n) for n in names))}"'
+        self._answers: dict[str, dict[tuple, float]] = {}
+        self.sent = 0  # expressions sent to the source (each once)
+
+    def selector(self, record: str) -> str:
+        return f"{record}{{{self.scope}}}" if self.scope else record
+
+    def fetch(self, exprs: Sequence[str]) -> None:
+        """Ask, in one batch, every expression not asked before."""
+        missing = list(dict.fromkeys(e for e in exprs if e not in self._answers))
+        if not missing:
+            return
+        ask = getattr(self.source, "query_grouped")
+        for expr, values in zip(missing, ask(missing, self.at, KEY_LABELS, finite=False)):
+            self._answers[expr] = values
+        self.sent += len(missing)
+
+    def value(self, expr: str, key: tuple[str, str]) -> float | None:
+        """The series of `key` in the answer to `expr`; None when it has none (call fetch first)."""
+        return self._answers[expr].get(key)
+
+    def present(self, expr: str, key: tuple[str, str]) -> bool:
+        return key in self._answers[expr]
+
+
+def _quoted(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+@dataclass
+class GroupedRecorded(Recorded):
+    """`Recorded`, read through `RecordedReads`: the sums of every SLO's recorded increases over a
+    window in one query per series, each SLO's read by its (service, slo) key."""
+
+    reads: RecordedReads = None
+    keys: dict = field(default_factory=dict)  # SLO name -> (service, slo)
+    spanning: set = field(default_factory=set)  # recorded series reach back over the whole window
+
+    def sums(self, seconds: int) -> dict[str, str]:
+        return {role: f"sum_over_time({self.reads.selector(record)}[{seconds - 1}s])" for role, record in
+                (("good", cv.record_good_increase(self.base)), ("valid", cv.record_valid_increase(self.base)))}
+
+    def counts(self, slo_name: str, seconds: int, answers: dict | None = None) -> budget.WindowCounts:
+        key, q = self.keys[slo_name], self.sums(seconds)
+        good, valid = (_number(self.reads.value(q[role], key)) for role in ("good", "valid"))
+        return budget.WindowCounts(None if good is None else good / self.per_base,
+                                   None if valid is None else valid / self.per_base)
+
+    def ratio_query(self, window: str) -> str:
+        """The rules' recorded error ratio over a short window (what the alerts compare)."""
+        return self.reads.selector(cv.record_error_ratio(window))
+
+    def ratio_counts(self, slo_name: str, window: str) -> budget.WindowCounts | None:
+        """A short window from the recorded error ratio r, as counts good = 1 - r of valid = 1 (the
+        share, like a ratio SLI's); NaN (no valid events in the window) is no events; None when the
+        SLO has no such series (its window is then asked raw)."""
+        key, q = self.keys[slo_name], self.ratio_query(window)
+        if not self.reads.present(q, key):
+            return None
+        r = self.reads.value(q, key)
+        if math.isnan(r):
+            return budget.WindowCounts(0.0, 0.0)
+        if not math.isfinite(r):
+            return None
+        return budget.WindowCounts(1.0 - r, 1.0)
+
+
+def _number(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def grouped_plan(slos: Sequence[SloDefinition], reads: RecordedReads, service: str, span: int, interval: int,
+                 what: str = "1d, 3d and the period", base: tuple[str, int] | None = None) -> GroupedRecorded | None:
+    """`recorded_plan` with the recorded series counted by one grouped query for every SLO (the
+    raw gap check, only for SLOs whose recorded series are short, stays per SLO)."""
+    source, at = reads.source, reads.at
+    if not getattr(source, "speaks_promql", False) or not hasattr(source, "query_grouped"):
+        return None
+    base, base_seconds = base or cv.base_window(interval)
+    counted = [s for s in slos if s.counts_increases]
+    keys = {s.name: slo_key(s, service) for s in slos}
+    probe = f"count_over_time({reads.selector(cv.record_valid_increase(base))}[{span - 1}s])"
+    reads.fetch([probe] if counted else [])
+    samples = {s.name: _number(reads.value(probe, keys[s.name])) for s in counted}
+    plan = _decide(counted, samples, source, at, span, interval, base, what)
+    usable, why, short = plan
+    spanning = {name for name in usable if name not in short}
+    return GroupedRecorded(base, base_seconds // interval, usable, why, reads, keys, spanning)
+
+
+def _decide(counted, samples, source, at, span, interval, base, what):
+    """Which SLOs' windows up to `span` the recorded increases can answer, given each SLO's count
+    of recorded samples over it (shared by `recorded_plan` and `grouped_plan`)."""
     slack = max(5 * interval, coverage_step(span))
     usable, why, short = set(), {}, {}
     for s in counted:
@@ -117,4 +244,4 @@ def recorded_plan(slos: Sequence[SloDefinition], source: MetricSource, at: float
     for name in usable:
         why[name] = (f"{what} from the recorded {cv.record_good_increase(base)} and"
                      f" {cv.record_valid_increase(base)} series")
-    return Recorded(base, base_seconds // interval, usable, why)
+    return usable, why, short

@@ -10,7 +10,16 @@ from opsctl.metrics.base import MetricSource
 from opsctl.slo import budget
 from opsctl.slo.conventions import base_window, derived_windows, period_windows
 from opsctl.slo.model import SloDefinition, counts_from
-from opsctl.slo.recorded import coverage_selector, coverage_step, data_starts, recorded_plan
+from opsctl.slo.recorded import (
+    GroupedRecorded,
+    RecordedReads,
+    coverage_selector,
+    coverage_step,
+    data_starts,
+    grouped_plan,
+    recorded_plan,
+    slo_key,
+)
 
 PERIOD = "period"
 
@@ -161,6 +170,8 @@ def build_report(
     cross_check: bool = False,
     coverage: bool = False,
     recorded_interval: int | None = None,
+    service: str | None = None,
+    reads: RecordedReads | None = None,
 ) -> list[SloResult]:
     """The figures and status are opsctl's. `cross_check=True` also has slo-generator recompute
     each window's SLI from the same counts and fails on a disagreement (its import and one compute
@@ -171,44 +182,75 @@ def build_report(
     from them instead of raw increase() over days of samples; otherwise raw, and said.
 
     Each SLO is computed over its own period (`SloDefinition.period_seconds`, else
-    `period_seconds`), with that period's windows: one batch of queries per period."""
+    `period_seconds`), with that period's windows: one batch of queries per period.
+
+    `service` (the config's; `slo report` gives it) reads the recorded series grouped, keyed by
+    (service, slo): one query per recorded series and window for all the SLOs, and the short
+    windows from the rules' recorded error ratios (the alerts' own figures) where they exist.
+    `reads` shares those answers between the services of one fleet report (`fleet_reads`)."""
     periods = list(dict.fromkeys(slo.period_or(period_seconds) for slo in slos))
     if len(periods) > 1:
         return [r for p in periods for r in build_report(
             [s for s in slos if s.period_or(period_seconds) == p], source, at, p, progress=progress,
-            cross_check=cross_check, coverage=coverage, recorded_interval=recorded_interval)]
+            cross_check=cross_check, coverage=coverage, recorded_interval=recorded_interval,
+            service=service, reads=reads)]
     period_seconds = periods[0] if periods else period_seconds
     long_windows = (*derived_windows(period_seconds), PERIOD)
     windows = report_windows(period_seconds)
     grouped = [slo for slo in slos if slo.grouping]
     slos = [slo for slo in slos if not slo.grouping]
-    recorded = recorded_plan(slos, source, at, period_seconds, recorded_interval,
-                             base=base_window(recorded_interval, period_seconds)) if recorded_interval and slos else None
+    recorded = None
+    base = base_window(recorded_interval, period_seconds) if recorded_interval else None
+    if recorded_interval and slos and service is not None and getattr(source, "speaks_promql", False):
+        if reads is None:
+            reads = RecordedReads(source, at, sorted({slo_key(s, service)[0] for s in slos}))
+        recorded = grouped_plan(slos, reads, service, period_seconds, recorded_interval, base=base)
+    elif recorded_interval and slos:
+        recorded = recorded_plan(slos, source, at, period_seconds, recorded_interval, base=base)
     use = recorded.usable if recorded else set()
-    raw = {slo.name: {n: s for n, s in windows.items() if not (slo.name in use and n in long_windows)} for slo in slos}
+    short: dict[str, dict[str, budget.WindowCounts]] = {}
+    if isinstance(recorded, GroupedRecorded):
+        long_seconds = sorted({windows[n] for n in long_windows})
+        short_names = [n for n in windows if n not in long_windows]
+        if use:
+            recorded.reads.fetch([q for sec in long_seconds for q in recorded.sums(sec).values()]
+                                 + [recorded.ratio_query(n) for n in short_names])
+        for slo in slos:
+            if slo.name in use:
+                found = {n: c for n in short_names if (c := recorded.ratio_counts(slo.name, n)) is not None}
+                if len(found) == len(short_names):
+                    short[slo.name] = found
+    raw = {slo.name: {n: s for n, s in windows.items()
+                      if not (slo.name in use and n in long_windows) and not (slo.name in short)} for slo in slos}
     queries: dict[str, None] = {}
     for slo in slos:
         for seconds in raw[slo.name].values():
             queries.update(dict.fromkeys(slo.queries(f"{seconds}s").values()))
-        if slo.name in use:
+        if slo.name in use and not isinstance(recorded, GroupedRecorded):
             for name in long_windows:
                 queries.update(dict.fromkeys(recorded.queries(slo.name, windows[name]).values()))
     queries = list(queries)
     if progress:
-        progress(f"querying {source.description}: {len(queries)} queries for {len(slos)} SLOs")
+        asked = f" and {recorded.reads.sent} grouped reads of the recorded series" if isinstance(recorded, GroupedRecorded) else ""
+        progress(f"querying {source.description}: {len(queries)} queries{asked} for {len(slos)} SLOs")
     answers = dict(zip(queries, _one_series(lambda: source.query_many(queries, at), slos, windows)))
     results = []
     for slo in slos:
         counts = {n: window_counts(slo, s, answers) for n, s in raw[slo.name].items()}
         if slo.name in use:
             counts.update({n: recorded.counts(slo.name, windows[n], answers) for n in long_windows})
-        result = _evaluate(slo, windows, counts, at, period_seconds)
+        counts.update(short.get(slo.name, {}))
+        result = _evaluate(slo, windows, {n: counts[n] for n in windows}, at, period_seconds)
         if recorded and slo.counts_increases:
             result.long_windows = "recorded" if slo.name in use else "raw"
             result.long_windows_why = recorded.why.get(slo.name, "")
+            if slo.name in short:
+                result.long_windows_why += (f"; {', '.join(short[slo.name])} from the recorded"
+                                            f" {_record_family()} series (the alerts' own ratios)")
         results.append(result)
     if coverage:
-        _add_coverage(results, source, at, period_seconds)
+        spanning = recorded.spanning if isinstance(recorded, GroupedRecorded) else set()
+        _add_coverage([r for r in results if r.slo.name not in spanning], source, at, period_seconds)
     if cross_check:
         from opsctl.slo.generator import check_sli, generator_reports
 
@@ -218,6 +260,20 @@ def build_report(
     for slo in grouped:
         results.extend(_grouped_results(slo, source, at, windows, period_seconds))
     return results
+
+
+def _record_family() -> str:
+    from opsctl.slo import conventions as cv
+
+    return cv.record_error_ratio("<w>")
+
+
+def fleet_reads(shared: dict, source: MetricSource, at: float) -> RecordedReads | None:
+    """The grouped reads the services of one fleet report share (one dict per `--all-services`
+    run): one per source and instant, reading every service's recorded series."""
+    if not getattr(source, "speaks_promql", False):
+        return None
+    return shared.setdefault(("recorded-reads", source.description, at), RecordedReads(source, at))
 
 
 def _one_series(ask, slos: Sequence[SloDefinition], windows: dict[str, int]):

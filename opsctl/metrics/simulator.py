@@ -34,6 +34,7 @@ identical to the run without the incident.
 from __future__ import annotations
 
 import math
+import os
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -769,6 +770,13 @@ def write_to_store(store: "EmbeddedStore", series: Mapping[str, SimSeries], *, m
     return written
 
 
+def _columns(metric: str) -> dict[tuple[tuple[str, str], ...], str]:
+    """The store columns of one of the exported metrics (each of _FAMILY_SAMPLES has some)."""
+    columns = schema.series_columns(metric)
+    assert columns is not None, metric
+    return columns
+
+
 def _labels(pairs: Iterable[tuple[str, str]]) -> str:
     def escape(v: str) -> str:
         return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
@@ -807,13 +815,15 @@ def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]",
     """
     import numpy as np
 
-    if isinstance(out, str) or hasattr(out, "__fspath__"):
+    if isinstance(out, (str, os.PathLike)):
+        from pathlib import Path
+
         from opsctl.statefile import atomic_file
 
-        with atomic_file(out, mode=0o666) as handle:  # the umask applies, as for open()
+        with atomic_file(Path(out), mode=0o666) as handle:  # the umask applies, as for open()
             return export_openmetrics(series, handle, progress, labels)
 
-    total = sum((len(s) + 1) * len(schema.series_columns(metric))
+    total = sum((len(s) + 1) * len(_columns(metric))
                 for family, _, _ in _FAMILIES for metric in _FAMILY_SAMPLES[family] for s in series.values() if len(s))
     constant = tuple((labels or {}).items())
     written = 0  # the text is ASCII: characters are bytes
@@ -827,7 +837,7 @@ def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]",
                 if not len(s):
                     continue
                 times = [str(int(t)) for t in np.concatenate(([s.timestamps[0] - STEP], s.timestamps)).tolist()]
-                for own_labels, column in schema.series_columns(metric).items():
+                for own_labels, column in _columns(metric).items():
                     text_labels = _labels(constant + (("backend", name),) + own_labels)
                     cumulative = np.concatenate(([0], np.cumsum(s.columns[column])))
                     values = cumulative.tolist()

@@ -62,6 +62,7 @@ class EmailProvider:
         sending = False
         try:
             context = tls_context(self.ca_file)
+            smtp: smtplib.SMTP
             if s.security == "ssl":
                 smtp = smtplib.SMTP_SSL(s.host, s.port, timeout=timeout, context=context)
             else:

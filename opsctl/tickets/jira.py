@@ -96,7 +96,8 @@ class JiraProvider:
         comments = get(f"/rest/servicedeskapi/request/{ticket_id}/comment", {"public": "true", "internal": "false"},
                        "read comments of").get("values") or []
         replies = [c for c in comments if _person_id(c.get("author")) != reporter]
-        first = min((_jira_time(c.get("created")) for c in replies if _jira_time(c.get("created"))), default=None)
+        times = [t for t in (_jira_time(c.get("created")) for c in replies) if t is not None]
+        first = min(times, default=None)
         issue = get(f"/rest/api/2/issue/{ticket_id}", {"fields": "assignee"}, "read issue")
         assignee = ((issue.get("fields") or {}).get("assignee") or {}).get("displayName")
         request_type = str(req.get("requestTypeId")) if req.get("requestTypeId") is not None else None

@@ -11,9 +11,8 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from opsctl.clock import WallClock, parse_rfc3339
-from opsctl.remote import Redactor
-from opsctl.tickets.base import FiledTicket, TicketRequest, TicketStatus, category_name, route
+from opsctl.clock import parse_rfc3339
+from opsctl.tickets.base import ChannelProvider, FiledTicket, TicketRequest, TicketStatus, category_name, route
 from opsctl.tickets.http import HttpApi
 
 PERM_CREATE = ("raise requests of this request type in service desk {desk} (the account must be a customer or "
@@ -22,18 +21,13 @@ PERM_READ = "view requests, their comments and issues in service desk {desk} (Br
 KEY_LABEL = "opsctl-key-"
 
 
-class JiraProvider:
+class JiraProvider(ChannelProvider):
     name = "jira"
     can_find = True
     resend_is_safe = False
 
     def __init__(self, settings, vendor: str, vendor_cfg, *, service: str, ca_file: Path | None = None, clock=None):
-        self.settings = settings
-        self.vendor = vendor
-        self.vendor_cfg = vendor_cfg
-        self.service = service
-        self.clock = clock or WallClock()
-        self.redactor = Redactor()
+        super().__init__(settings, vendor, vendor_cfg, service=service, ca_file=ca_file, clock=clock)
         ref = settings.api_token
         note = (f"Basic <redacted: {settings.email}:<{ref.describe()}>>" if settings.deployment == "cloud"
                 else f"Bearer <redacted:{ref.describe()}>")

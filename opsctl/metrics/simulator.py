@@ -53,7 +53,7 @@ STEP = schema.STEP_SECONDS
 DEFAULT_PEAK_RPS = 500.0
 DEFAULT_SEED = 0
 DEFAULT_BACKENDS: dict[str, str] = {"databricks": "vendor", "internal": "internal"}
-DEFAULT_SPLIT_BY_KIND = {"vendor": 80.0, "internal": 20.0}
+from opsctl.metrics.sim_split import DEFAULT_SPLIT_BY_KIND  # noqa: E402,F401
 TIMEOUT_SECONDS = 30.0
 LAT_SUM_QUANTUM = 1.0 / 1024.0
 MU_QUANTUM = 1e-4  # log-latency resolution of the bucket probabilities
@@ -420,48 +420,9 @@ def parse_incident(spec: str, backends: Mapping[str, str], *, end: float | None 
 
 
 # ---------------------------------------------------------------------------------------------
-# Split
+# Split: in opsctl.metrics.sim_split (re-exported here, so the old import paths keep working)
 
-
-def parse_split(text: str) -> dict[str, float]:
-    """'databricks=80,internal=20' -> {'databricks': 80.0, 'internal': 20.0} (validated by `check_split`)."""
-    split: dict[str, float] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise UsageError(f"--split: {item!r} is not BACKEND=PERCENT", hint="e.g. --split databricks=80,internal=20")
-        if name in split:
-            raise UsageError(f"--split: backend {name!r} given twice")
-        try:
-            split[name] = float(value)
-        except ValueError:
-            raise UsageError(f"--split: {value.strip()!r} for {name!r} is not a number") from None
-    if not split:
-        raise UsageError("--split is empty", hint="e.g. --split databricks=80,internal=20")
-    return split
-
-
-def default_split(backends: Mapping[str, str]) -> dict[str, float]:
-    """Vendors share 80%, internal backends 20% (each kind alone takes 100%), equally within a kind."""
-    kinds = {k for k in backends.values()}
-    shares = DEFAULT_SPLIT_BY_KIND if kinds >= {"vendor", "internal"} else {k: 100.0 for k in kinds}
-    count = {k: sum(1 for v in backends.values() if v == k) for k in kinds}
-    return {name: shares[kind] / count[kind] for name, kind in backends.items()}
-
-
-def check_split(split: Mapping[str, float], backends: Mapping[str, str]) -> dict[str, float]:
-    """Every name known, shares non-negative, sum 100; backends left out get 0%."""
-    unknown = [n for n in split if n not in backends]
-    if unknown:
-        raise UsageError(f"--split: unknown backend {', '.join(map(repr, unknown))} (known: {', '.join(sorted(backends))})")
-    negative = [n for n, v in split.items() if not v >= 0 or math.isinf(v)]
-    if negative:
-        raise UsageError(f"--split: the share of {', '.join(negative)} must be between 0 and 100")
-    total = sum(split.values())
-    if abs(total - 100.0) > 1e-6:
-        raise UsageError(f"--split: the shares must sum to 100, got {total:g}")
-    return {name: float(split.get(name, 0.0)) for name in backends}
+from opsctl.metrics.sim_split import check_split, default_split, parse_split  # noqa: E402,F401
 
 
 # ---------------------------------------------------------------------------------------------

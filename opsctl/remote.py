@@ -157,7 +157,8 @@ def network_error(service: str, what: str, url: str, exc: BaseException,
     An untrusted certificate is a configuration problem (exit 2, not retried); a refused or
     timed-out connection surely sent nothing; anything later (read timeout, reset) may have.
     """
-    chain, seen = [], exc
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
     while seen is not None and len(chain) < 10:
         chain.append(seen)
         seen = seen.__cause__ or seen.__context__
@@ -282,7 +283,7 @@ def http_call(method: str, url: str, *, headers: Mapping[str, str] | None = None
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
     left = deadline - time.monotonic()
     if left <= 0:
         raise DeadlineExceeded("deadline exceeded before the call")

@@ -34,6 +34,7 @@ identical to the run without the incident.
 from __future__ import annotations
 
 import math
+import os
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -52,7 +53,7 @@ STEP = schema.STEP_SECONDS
 DEFAULT_PEAK_RPS = 500.0
 DEFAULT_SEED = 0
 DEFAULT_BACKENDS: dict[str, str] = {"databricks": "vendor", "internal": "internal"}
-DEFAULT_SPLIT_BY_KIND = {"vendor": 80.0, "internal": 20.0}
+from opsctl.metrics.sim_split import DEFAULT_SPLIT_BY_KIND  # noqa: E402,F401
 TIMEOUT_SECONDS = 30.0
 LAT_SUM_QUANTUM = 1.0 / 1024.0
 MU_QUANTUM = 1e-4  # log-latency resolution of the bucket probabilities
@@ -419,48 +420,9 @@ def parse_incident(spec: str, backends: Mapping[str, str], *, end: float | None 
 
 
 # ---------------------------------------------------------------------------------------------
-# Split
+# Split: in opsctl.metrics.sim_split (re-exported here, so the old import paths keep working)
 
-
-def parse_split(text: str) -> dict[str, float]:
-    """'databricks=80,internal=20' -> {'databricks': 80.0, 'internal': 20.0} (validated by `check_split`)."""
-    split: dict[str, float] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise UsageError(f"--split: {item!r} is not BACKEND=PERCENT", hint="e.g. --split databricks=80,internal=20")
-        if name in split:
-            raise UsageError(f"--split: backend {name!r} given twice")
-        try:
-            split[name] = float(value)
-        except ValueError:
-            raise UsageError(f"--split: {value.strip()!r} for {name!r} is not a number") from None
-    if not split:
-        raise UsageError("--split is empty", hint="e.g. --split databricks=80,internal=20")
-    return split
-
-
-def default_split(backends: Mapping[str, str]) -> dict[str, float]:
-    """Vendors share 80%, internal backends 20% (each kind alone takes 100%), equally within a kind."""
-    kinds = {k for k in backends.values()}
-    shares = DEFAULT_SPLIT_BY_KIND if kinds >= {"vendor", "internal"} else {k: 100.0 for k in kinds}
-    count = {k: sum(1 for v in backends.values() if v == k) for k in kinds}
-    return {name: shares[kind] / count[kind] for name, kind in backends.items()}
-
-
-def check_split(split: Mapping[str, float], backends: Mapping[str, str]) -> dict[str, float]:
-    """Every name known, shares non-negative, sum 100; backends left out get 0%."""
-    unknown = [n for n in split if n not in backends]
-    if unknown:
-        raise UsageError(f"--split: unknown backend {', '.join(map(repr, unknown))} (known: {', '.join(sorted(backends))})")
-    negative = [n for n, v in split.items() if not v >= 0 or math.isinf(v)]
-    if negative:
-        raise UsageError(f"--split: the share of {', '.join(negative)} must be between 0 and 100")
-    total = sum(split.values())
-    if abs(total - 100.0) > 1e-6:
-        raise UsageError(f"--split: the shares must sum to 100, got {total:g}")
-    return {name: float(split.get(name, 0.0)) for name in backends}
+from opsctl.metrics.sim_split import check_split, default_split, parse_split  # noqa: E402,F401
 
 
 # ---------------------------------------------------------------------------------------------
@@ -769,6 +731,13 @@ def write_to_store(store: "EmbeddedStore", series: Mapping[str, SimSeries], *, m
     return written
 
 
+def _columns(metric: str) -> dict[tuple[tuple[str, str], ...], str]:
+    """The store columns of one of the exported metrics (each of _FAMILY_SAMPLES has some)."""
+    columns = schema.series_columns(metric)
+    assert columns is not None, metric
+    return columns
+
+
 def _labels(pairs: Iterable[tuple[str, str]]) -> str:
     def escape(v: str) -> str:
         return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
@@ -807,13 +776,15 @@ def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]",
     """
     import numpy as np
 
-    if isinstance(out, str) or hasattr(out, "__fspath__"):
+    if isinstance(out, (str, os.PathLike)):
+        from pathlib import Path
+
         from opsctl.statefile import atomic_file
 
-        with atomic_file(out, mode=0o666) as handle:  # the umask applies, as for open()
+        with atomic_file(Path(out), mode=0o666) as handle:  # the umask applies, as for open()
             return export_openmetrics(series, handle, progress, labels)
 
-    total = sum((len(s) + 1) * len(schema.series_columns(metric))
+    total = sum((len(s) + 1) * len(_columns(metric))
                 for family, _, _ in _FAMILIES for metric in _FAMILY_SAMPLES[family] for s in series.values() if len(s))
     constant = tuple((labels or {}).items())
     written = 0  # the text is ASCII: characters are bytes
@@ -827,7 +798,7 @@ def export_openmetrics(series: Mapping[str, SimSeries], out: "str | IO[str]",
                 if not len(s):
                     continue
                 times = [str(int(t)) for t in np.concatenate(([s.timestamps[0] - STEP], s.timestamps)).tolist()]
-                for own_labels, column in schema.series_columns(metric).items():
+                for own_labels, column in _columns(metric).items():
                     text_labels = _labels(constant + (("backend", name),) + own_labels)
                     cumulative = np.concatenate(([0], np.cumsum(s.columns[column])))
                     values = cumulative.tolist()

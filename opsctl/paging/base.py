@@ -110,7 +110,7 @@ class PageResult:
     detail: str | None = None
 
     def to_dict(self) -> dict:
-        out = {
+        out: dict[str, Any] = {
             "action": self.action,
             "provider": self.provider,
             "dedup_key": self.dedup_key,

@@ -152,7 +152,7 @@ class LocalPager:
                       "description": description, "services": [self.service], "deleted": False}
             data["maintenance_windows"].append(window)
         request = {"ledger": str(self.path), "action": "maintenance-create", "window": window}
-        return MaintenanceWindow(id=window["id"], start=start, end=end, description=description,
+        return MaintenanceWindow(id=str(window["id"]), start=start, end=end, description=description,
                                  services=(self.service,), provider=self.name, dry_run=self.dry_run,
                                  requests=(request,) if self.dry_run else ())
 
@@ -199,7 +199,7 @@ class _DryRunLedger:
         return False
 
 
-def _open_incident(data: dict, dedup_key: str) -> dict | None:
+def _open_incident(data: dict, dedup_key: str | None) -> dict | None:
     for incident in reversed(data["incidents"]):
         if incident["dedup_key"] == dedup_key and incident["status"] != "resolved":
             return incident

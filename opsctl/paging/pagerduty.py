@@ -252,6 +252,7 @@ class PagerDutyPager:
 
         s = self.settings
         kwargs: dict[str, Any] = {}
+        client: Any
         if self.ca_file:
             kwargs["verify"] = tls_context(self.ca_file)
         if self._transport is not None:
@@ -336,7 +337,7 @@ class PagerDutyPager:
             return self.redactor.scrub(short(response.text))
         parts: list[str] = []
         if isinstance(body, dict):
-            err = body.get("error") if isinstance(body.get("error"), dict) else body
+            err: dict = body["error"] if isinstance(body.get("error"), dict) else body
             for k in ("message", "errors"):
                 v = err.get(k)
                 if v:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from opsctl.clock import format_rfc3339
@@ -170,6 +171,25 @@ def category_name(vendor_cfg, value: str | None) -> str | None:
         if value is not None and str(mapped) == str(value):
             return name
     return None
+
+
+class ChannelProvider:
+    """What every vendor channel (Zendesk, Jira, email, webhook) is constructed with, written once:
+    its settings section, the vendor and its routing config, the service, an extra CA bundle, the
+    clock and the redactor its errors and dry runs are scrubbed with."""
+
+    def __init__(self, settings, vendor: str, vendor_cfg, *, service: str, ca_file: Path | None = None,
+                 clock=None):
+        from opsctl.clock import WallClock
+        from opsctl.remote import Redactor
+
+        self.settings = settings
+        self.vendor = vendor
+        self.vendor_cfg = vendor_cfg
+        self.service = service
+        self.ca_file = ca_file
+        self.clock = clock or WallClock()
+        self.redactor = Redactor()
 
 
 class TicketProvider(Protocol):

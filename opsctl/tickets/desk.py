@@ -46,7 +46,7 @@ class TicketDesk:
         claim = self.records.claim(request, self.name, now=self.clock.now(),
                                    window=self.window if request.key_is_derived else None,
                                    stale_after=self.policy.deadline + 60)
-        if claim.state == "filed":
+        if claim.state == "filed" and claim.record is not None:
             return _from_record(claim.record, request)
         if claim.wire_key != key:
             request = replace(request, idempotency_key=claim.wire_key)

@@ -14,28 +14,21 @@ from email.message import EmailMessage
 from email.utils import formatdate
 from pathlib import Path
 
-from opsctl.clock import WallClock
 from opsctl.errors import UsageError
-from opsctl.remote import Redactor, RemoteAuthError, RemoteRejected, RemoteUnavailable, short, tls_context
-from opsctl.tickets.base import FiledTicket, TicketRequest, TicketStatus, route
+from opsctl.remote import RemoteAuthError, RemoteRejected, RemoteUnavailable, short, tls_context
+from opsctl.tickets.base import ChannelProvider, FiledTicket, TicketRequest, TicketStatus, route
 
 NOT_READABLE = ("email cannot be read back: the vendor answers by mail; check the support inbox or the "
                 "vendor's support portal for this ticket's status")
 
 
-class EmailProvider:
+class EmailProvider(ChannelProvider):
     name = "email"
     can_find = False
     resend_is_safe = False
 
     def __init__(self, settings, vendor: str, vendor_cfg, *, service: str, ca_file: Path | None = None, clock=None):
-        self.settings = settings
-        self.vendor = vendor
-        self.vendor_cfg = vendor_cfg
-        self.service = service
-        self.ca_file = ca_file
-        self.clock = clock or WallClock()
-        self.redactor = Redactor()
+        super().__init__(settings, vendor, vendor_cfg, service=service, ca_file=ca_file, clock=clock)
 
     def message(self, request: TicketRequest) -> EmailMessage:
         r = route(request, self.vendor_cfg, service=self.service)
@@ -62,6 +55,7 @@ class EmailProvider:
         sending = False
         try:
             context = tls_context(self.ca_file)
+            smtp: smtplib.SMTP
             if s.security == "ssl":
                 smtp = smtplib.SMTP_SSL(s.host, s.port, timeout=timeout, context=context)
             else:

@@ -11,9 +11,8 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from opsctl.clock import WallClock, parse_rfc3339
-from opsctl.remote import Redactor
-from opsctl.tickets.base import FiledTicket, TicketRequest, TicketStatus, category_name, route
+from opsctl.clock import parse_rfc3339
+from opsctl.tickets.base import ChannelProvider, FiledTicket, TicketRequest, TicketStatus, category_name, route
 from opsctl.tickets.http import HttpApi
 
 PERM_CREATE = ("raise requests of this request type in service desk {desk} (the account must be a customer or "
@@ -22,18 +21,13 @@ PERM_READ = "view requests, their comments and issues in service desk {desk} (Br
 KEY_LABEL = "opsctl-key-"
 
 
-class JiraProvider:
+class JiraProvider(ChannelProvider):
     name = "jira"
     can_find = True
     resend_is_safe = False
 
     def __init__(self, settings, vendor: str, vendor_cfg, *, service: str, ca_file: Path | None = None, clock=None):
-        self.settings = settings
-        self.vendor = vendor
-        self.vendor_cfg = vendor_cfg
-        self.service = service
-        self.clock = clock or WallClock()
-        self.redactor = Redactor()
+        super().__init__(settings, vendor, vendor_cfg, service=service, ca_file=ca_file, clock=clock)
         ref = settings.api_token
         note = (f"Basic <redacted: {settings.email}:<{ref.describe()}>>" if settings.deployment == "cloud"
                 else f"Bearer <redacted:{ref.describe()}>")
@@ -96,7 +90,8 @@ class JiraProvider:
         comments = get(f"/rest/servicedeskapi/request/{ticket_id}/comment", {"public": "true", "internal": "false"},
                        "read comments of").get("values") or []
         replies = [c for c in comments if _person_id(c.get("author")) != reporter]
-        first = min((_jira_time(c.get("created")) for c in replies if _jira_time(c.get("created"))), default=None)
+        times = [t for t in (_jira_time(c.get("created")) for c in replies) if t is not None]
+        first = min(times, default=None)
         issue = get(f"/rest/api/2/issue/{ticket_id}", {"fields": "assignee"}, "read issue")
         assignee = ((issue.get("fields") or {}).get("assignee") or {}).get("displayName")
         request_type = str(req.get("requestTypeId")) if req.get("requestTypeId") is not None else None

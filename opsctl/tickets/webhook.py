@@ -13,27 +13,21 @@ import hmac
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from opsctl.clock import WallClock, parse_rfc3339
-from opsctl.remote import Redactor
-from opsctl.tickets.base import FiledTicket, TicketRequest, TicketStatus, category_name, route
+from opsctl.clock import parse_rfc3339
+from opsctl.tickets.base import ChannelProvider, FiledTicket, TicketRequest, TicketStatus, category_name, route
 from opsctl.tickets.http import HttpApi
 
 PERM = "post tickets to the webhook (the receiver refused the bearer token or the signature)"
 NOT_READABLE = "this webhook has no status_url: set tickets.webhook.status_url to read tickets back"
 
 
-class WebhookProvider:
+class WebhookProvider(ChannelProvider):
     name = "webhook"
     can_find = False
     resend_is_safe = True  # by contract: the receiver drops a repeated Idempotency-Key
 
     def __init__(self, settings, vendor: str, vendor_cfg, *, service: str, ca_file: Path | None = None, clock=None):
-        self.settings = settings
-        self.vendor = vendor
-        self.vendor_cfg = vendor_cfg
-        self.service = service
-        self.clock = clock or WallClock()
-        self.redactor = Redactor()
+        super().__init__(settings, vendor, vendor_cfg, service=service, ca_file=ca_file, clock=clock)
         parts = urlsplit(settings.url)
         notes = {}
         if settings.bearer_token:

@@ -12,27 +12,21 @@ import base64
 import re
 from pathlib import Path
 
-from opsctl.clock import WallClock, parse_rfc3339
-from opsctl.remote import Redactor
-from opsctl.tickets.base import FiledTicket, TicketRequest, TicketStatus, category_name, route
+from opsctl.clock import parse_rfc3339
+from opsctl.tickets.base import ChannelProvider, FiledTicket, TicketRequest, TicketStatus, category_name, route
 from opsctl.tickets.http import HttpApi
 
 PERM_CREATE = "create tickets (an agent, or an end user allowed to use the API; custom fields and group need an agent)"
 PERM_READ = "read tickets and their comments (an agent who can see the ticket's group)"
 
 
-class ZendeskProvider:
+class ZendeskProvider(ChannelProvider):
     name = "zendesk"
     can_find = True
     resend_is_safe = True
 
     def __init__(self, settings, vendor: str, vendor_cfg, *, service: str, ca_file: Path | None = None, clock=None):
-        self.settings = settings
-        self.vendor = vendor
-        self.vendor_cfg = vendor_cfg
-        self.service = service
-        self.clock = clock or WallClock()
-        self.redactor = Redactor()
+        super().__init__(settings, vendor, vendor_cfg, service=service, ca_file=ca_file, clock=clock)
         ref = settings.api_token
         self.api = HttpApi(
             "Zendesk", settings.url, auth=self._auth,

@@ -192,7 +192,7 @@ def test_every_problem_of_an_openmetrics_line_is_reported(tmp_path, cli, store_p
     result = cli("metrics", "ingest", path)
     assert result.exit_code == 2
     for problem in ("unknown backend 'vertex'", "finite non-negative", "looks like milliseconds"):
-        assert f"bad.om:1: " in result.stderr and problem in result.stderr, problem
+        assert "bad.om:1: " in result.stderr and problem in result.stderr, problem
     assert "3 problem(s)" in result.stderr
 
 
@@ -318,7 +318,7 @@ def test_openmetrics_counters_become_per_step_increments(tmp_path, cli, store_pa
 @pytest.mark.parametrize(
     "bad_line, problem",
     [
-        (f'llm_proxy_requests_total{{backend="databricks",outcome="ok"}} 5', "needs a value and a timestamp"),
+        ('llm_proxy_requests_total{backend="databricks",outcome="ok"} 5', "needs a value and a timestamp"),
         (f'llm_proxy_requests_total{{backend="databricks",outcome="ok"}} 5 {T0 * 1000}', "looks like milliseconds"),
         (f'llm_proxy_requests_total{{backend="vertex",outcome="ok"}} 5 {T0}', "unknown backend 'vertex'"),
         (f'llm_proxy_requests_total{{outcome="ok"}} 5 {T0}', "without a backend label"),

@@ -1,0 +1,42 @@
+"""The static checks `.ci/run` runs, kept honest: ruff passes with the configured rule set, and
+mypy's ignore_errors list (the ratchet of modules not type-clean yet) names only modules that
+exist, has no duplicates, and is as long as docs/design.md says. mypy itself runs in `.ci/run`
+(a minute or two on this machine, too slow for the suite)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def ratchet() -> list[str]:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    overrides = [o for o in config["tool"]["mypy"]["overrides"] if o.get("ignore_errors")]
+    assert len(overrides) == 1, "one ignore_errors list, so that it is counted in one place"
+    return overrides[0]["module"]
+
+
+def test_ruff_passes_with_the_configured_rules():
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "opsctl", "tests", "bench"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-1000:]
+
+
+def test_every_module_the_mypy_ratchet_names_exists_once():
+    modules = ratchet()
+    assert len(modules) == len(set(modules))
+    for name in modules:
+        path = REPO / Path(*name.split("."))
+        assert path.with_suffix(".py").is_file() or (path / "__init__.py").is_file(), name
+
+
+def test_design_md_counts_the_mypy_ratchet():
+    text = (REPO / "docs" / "design.md").read_text()
+    found = re.search(r"mypy\s+ratchet:\s+(\d+)\s+modules", text)
+    assert found, "docs/design.md states the ratchet as 'mypy ratchet: N modules'"
+    assert int(found.group(1)) == len(ratchet())

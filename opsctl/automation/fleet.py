@@ -30,6 +30,7 @@ and elector stall never touch another's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -234,15 +235,16 @@ class FleetService:
             return Answer(422, {"error": f"no alert names a service of the catalog in its {self.label} label:"
                                          " nothing recorded, nothing done",
                                 "unrouted": unrouted[:MAX_NAMED], "unrouted_count": len(unrouted)})
-        answers = self._each({name: (lambda n=name, a=alerts: self.services[n].accept_alertmanager(
-            dataclasses.replace(message, alerts=tuple(a)), received_at)) for name, alerts in parts.items()})
+        answers = self._each({name: functools.partial(self.services[name].accept_alertmanager,
+                                                      dataclasses.replace(message, alerts=tuple(alerts)), received_at)
+                              for name, alerts in parts.items()})
         body = _combined(answers)
         if unrouted:
             body["unrouted"], body["unrouted_count"] = unrouted[:MAX_NAMED], len(unrouted)
         return Answer(body.pop("_status"), body)
 
     def accept_pagerduty(self, event: "PagerDutyEvent", webhook_id: str, received_at: float) -> Answer:
-        answers = self._each({name: (lambda s=service: s.accept_pagerduty(event, webhook_id, received_at))
+        answers = self._each({name: functools.partial(service.accept_pagerduty, event, webhook_id, received_at)
                               for name, service in self.services.items()})
         body = _combined(answers)
         return Answer(body.pop("_status"), body)
@@ -317,7 +319,9 @@ def serve_fleet(cfgs: list["Config"], *, bind: str | None, token_file: str | Non
         handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     fleet = FleetService(cfgs, executor)
     read_timeout = float(settings.read_timeout_seconds)
-    app = build_app(fleet, token, pagerduty, settings.body_limit, read_timeout, settings.pagerduty_max_age_seconds)
+    # FleetService answers every call build_app makes on an AutomationService (accept_*, metrics, readiness)
+    app = build_app(fleet, token, pagerduty, settings.body_limit, read_timeout,  # type: ignore[arg-type]
+                    settings.pagerduty_max_age_seconds)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
                             timeout_keep_alive=5, limit_concurrency=settings.max_connections, server_header=False,
                             http=timed_protocol(read_timeout), h11_max_incomplete_event_size=16384)

@@ -83,7 +83,7 @@ class LeaseElector:
         with self._lock:
             leading = (self._leader and self._renewed_at is not None and self._epoch is not None
                        and self.monotonic() - self._renewed_at < self.renew_deadline)
-            return Term(holder=self.identity, epoch=self._epoch) if leading else None
+            return Term(holder=self.identity, epoch=self._epoch) if leading and self._epoch is not None else None
 
     def _set_leader(self, leader: bool) -> None:
         with self._lock:

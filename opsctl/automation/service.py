@@ -35,14 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from opsctl.automation.actions import DryRunExecutor, Executor
+from opsctl.automation.actions import Executor
 from opsctl.automation.episodes import Busy, EpisodeStore
 from opsctl.automation.idempotency import (
     MAX_ATTEMPTS, DeliveryLog, NewEvent, alert_event_key, webhook_event_key,
 )
 from opsctl.automation.metrics import ServeMetrics
 from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent
-from opsctl.automation.policy import ActionFailed, AlertEvent, PolicyEngine, Taken, matching
+from opsctl.automation.policy import ActionFailed, AlertEvent, Taken, matching
 from opsctl.automation.queue import WorkQueue
 from opsctl.errors import OpsctlError
 from opsctl.fencing import FencedError

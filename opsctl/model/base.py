@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import MISSING, Field, FrozenInstanceError, field
+from typing import dataclass_transform
 
 __all__ = ["Model", "field"]
 
@@ -26,6 +27,7 @@ __all__ = ["Model", "field"]
 COERCE: dict[str, type] = {}
 
 
+@dataclass_transform(frozen_default=True, field_specifiers=(field, Field))
 class Model:
     """Base of frozen typed models; subclasses declare fields as annotations, as a dataclass does."""
 

@@ -91,8 +91,9 @@ def shadow_readiness(analysis: "Analysis", ev: Evidence) -> dict:
     if s.error_rate is not None and p.error_rate is not None:
         out["error_ratio"] = s.error_rate
     p99 = next((k for k in s.latency if k.endswith("99")), None)
-    if p99 and s.latency.get(p99) and p.latency.get(p99):
-        out["p99_ratio"] = s.latency[p99] / p.latency[p99]
+    shadow_p99, primary_p99 = (s.latency.get(p99), p.latency.get(p99)) if p99 else (None, None)
+    if shadow_p99 and primary_p99:
+        out["p99_ratio"] = shadow_p99 / primary_p99
     if report.verdict == "unknown":
         out["error"] = "; ".join(c.detail for c in report.checks if c.ok is None)
     return out

@@ -30,7 +30,7 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Any, Callable
 
-from opsctl.errors import ConflictError, GuardRefused, NoDataError, OpsctlError, UsageError
+from opsctl.errors import ConflictError, GuardRefused, NoDataError, UsageError
 from opsctl.model import Model, field
 
 if TYPE_CHECKING:
@@ -302,7 +302,9 @@ class RolloutController:
                 raise ConflictError(f"rollout {state.id} moved while this tick ran; the next tick re-reads it")
             return dataclasses.replace(current, history=[*current.history, event], updated_at=now, **changes)
 
-        return self.store.write(change)
+        written = self.store.write(change)
+        assert written is not None, "change() always returns a state"
+        return written
 
     def _incident(self) -> str | None:
         stored = self.traffic.read()

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from opsctl.errors import UsageError
 from opsctl.model import Model, field
+
+if TYPE_CHECKING:
+    from opsctl.rollout.controller import RolloutState
 
 
 class SimIncident(Model):
@@ -45,7 +48,7 @@ class RunResult(Model):
     history: list[dict] = field(default_factory=list)
 
 
-def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: list[SimIncident] = (),
+def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequence[SimIncident] = (),
         evidence_seconds: int = 3600, peak_rps: float = 150.0, seed: int = 0, max_ticks: int = 5000,
         progress: Callable[[str], None] | None = None) -> RunResult:
     import dataclasses
@@ -57,7 +60,6 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: list
     from opsctl.rollout.controller import FINISHED, RolloutController, RolloutStore, plan_steps, start_rollout
     from opsctl.state.local import LocalStateStore
     from opsctl.traffic.service import TrafficService
-    from opsctl.traffic.split import Split
 
     started = time.perf_counter()
     root.mkdir(parents=True, exist_ok=True)
@@ -124,15 +126,15 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: list
     controller = RolloutController(cfg, store, traffic, clock=clock, evidence=evidence, progress=progress)
     ticks = 0
     for ticks in range(1, max_ticks + 1):
-        state = store.read()
+        state = _read(store)
         if state.phase == "apply":
             simulate_window(clock.now())  # the guards of the step's change read the last window
         what = controller.tick()
-        state = store.read()
+        state = _read(store)
         if state.status in FINISHED or state.status == "paused":
             break
         if what in ("idle", "waiting", "held"):
-            wait = min(a.interval.seconds for a in controller._analyses(plan, steps[state.step])) \
+            wait: float = min(a.interval.seconds for a in controller._analyses(plan, steps[state.step])) \
                 if controller._analyses(plan, steps[state.step]) else 3600
             if what == "waiting" and state.waiting_until:
                 wait = max(wait, state.waiting_until - clock.now())
@@ -141,7 +143,7 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: list
                 if clock.now() < ends:
                     wait = min(wait, ends - clock.now()) if ends - clock.now() > 0 else wait
             clock.advance(max(60.0, wait))
-    state = store.read()
+    state = _read(store)
     history = [{"at": _rfc(e.at), "step": e.step, "what": e.what, "detail": e.detail} for e in state.history
                if e.what != "measured"]
     return RunResult(state.status, state.step + 1, start, clock.now(), ticks, counted[0],
@@ -191,3 +193,11 @@ def load_journey(path: Path) -> Journey:
     from opsctl.model import build
 
     return build(Journey, parse_yaml(read_text(path, "migration journey"), path), str(path))
+
+
+def _read(store) -> "RolloutState":
+    """The run's rollout document; it exists from the start of the run to its end."""
+    state = store.read()
+    if state is None:
+        raise UsageError("the simulated rollout's state vanished from its run directory")
+    return state

@@ -189,7 +189,7 @@ def dashboard(plans: Sequence[SloRulePlan], settings: RuleSettings, *, uid: str 
             f"{{{{slo}}}} burn {long} ({severity} above {cv.format_factor(factor)}x)", _ref(i)))
         thresholds.append(_target(f"vector({factor!r})", f"{severity} threshold {long}/{short} ({cv.format_factor(factor)}x)",
                                   _ref(len(flat) + i)))
-    sli_targets = []
+    sli_targets: list[dict] = []
     for p in periods:
         group = [plan for plan in plans if plan.period == p]
         seconds = dict(group[0].windows)[p]
@@ -288,7 +288,8 @@ def fleet_dashboard(services: Sequence[ServiceSlos], *, uid: str = FLEET_UID, ti
     for i, ((severity, _, _), variants) in enumerate(alert_pairs(services).items()):
         windows = list(dict.fromkeys(f"{long}/{short}" for long, short, _ in variants))
         scoped = len(windows) > 1  # several periods' windows: each target reads its own SLOs
-        targets, lines = [], []
+        targets: list[dict] = []
+        lines: list[tuple[float, str]] = []
         for long, short in dict.fromkeys((long, short) for long, short, _ in variants):
             owners = [o for (lo, sh, _), os in variants.items() if (lo, sh) == (long, short) for o in os]
             sel = select + (f",{_slo_scope(owners, services=True)}" if scoped else "")

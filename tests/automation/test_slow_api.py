@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from tests.automation.helpers import Serve, alert, bearer, message, request, wait_for
-from tests.automation.test_ha import NS, SPLIT_CM, ha_config, holder
+from tests.automation.test_ha import NS, SPLIT_CM, ha_config, holder, ledger_items, role, split
 from tests.fakes.kube_api import FakeKubeAPI
 
 pytestmark = pytest.mark.slow
@@ -74,3 +74,52 @@ def test_probes_answer_at_once_while_every_api_call_takes_five_seconds(tmp_path,
     finally:
         api.clear_faults()
         server.stop()
+
+
+# The shipped sizes (lease 20 s, renew 15 s, retry 2 s) against a 5 s API, scaled by 0.4 so the test
+# stays bounded: every call 2 s, lease 8 s, renew 6 s; retry 1 s (0.8 s rounded up to the config's
+# 1 s minimum, which only leaves less room for renewals).
+SCALED_DELAY = 2.0
+SCALED_LEASE = "lease_duration: 8s, renew_deadline: 6s, retry_period: 1s"
+
+
+def scaled_config(directory, api_url, healthy_store):
+    path = ha_config(directory, api_url, healthy_store)
+    text = path.read_text()
+    assert "lease_duration: 4s, renew_deadline: 3s, retry_period: 1s" in text
+    path.write_text(text.replace("lease_duration: 4s, renew_deadline: 3s, retry_period: 1s", SCALED_LEASE))
+    return path
+
+
+def lease_transitions(api) -> int:
+    return api.get("coordination.k8s.io", "leases", NS, "opsctl-serve")["spec"]["leaseTransitions"]
+
+
+def test_the_leader_keeps_its_lease_and_fails_over_while_every_api_call_is_slow(tmp_path, api, healthy_store):
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    a = Serve(scaled_config(a_dir, api.url, healthy_store), env={"POD_NAME": "serve-a"})
+    b = None
+    try:
+        wait_for(lambda: holder(api) == "serve-a", what="serve-a to lead")
+        b = Serve(scaled_config(b_dir, api.url, healthy_store), env={"POD_NAME": "serve-b"})
+        wait_for(lambda: "follower" in role(b), what="serve-b to follow")
+        before = lease_transitions(api)
+        fault = api.inject(verb="*", resource="*", delay=SCALED_DELAY)
+        body = json.dumps(message(alert(fingerprint="5100000000000001"))).encode()
+        reply = request(f"{b.url}/v1/alertmanager", body, headers=bearer(), timeout=120)  # to the follower
+        assert reply.status == 202
+        wait_for(lambda: split(api) == {"databricks": 0, "internal": 100}, timeout=240, interval=0.5,
+                 what="the failover under a slow API")
+        wait_for(lambda: ledger_items([a_dir, b_dir], "tickets/ledger.json", "tickets"), timeout=240,
+                 interval=0.5, what="the ticket under a slow API")
+        assert fault.fired > 0
+        assert holder(api) == "serve-a" and lease_transitions(api) == before  # no transition: it never stood down
+        assert "stood down" not in a.log_text() and "lost Lease" not in a.log_text()
+        assert len(ledger_items([a_dir, b_dir], "paging/ledger.json", "incidents")) == 1
+        assert len(ledger_items([a_dir, b_dir], "tickets/ledger.json", "tickets")) == 1
+        assert not ledger_items([b_dir], "paging/ledger.json", "incidents")  # the follower only recorded
+    finally:
+        api.clear_faults()
+        if b is not None:
+            b.stop()
+        a.stop()

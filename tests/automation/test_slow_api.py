@@ -123,3 +123,34 @@ def test_the_leader_keeps_its_lease_and_fails_over_while_every_api_call_is_slow(
         if b is not None:
             b.stop()
         a.stop()
+
+
+def test_the_executors_freeze_check_uses_the_api_servers_time_as_the_freeze_guard_does(tmp_path, healthy_store):
+    """The API server's clock is 2 h ahead of this host, inside a freeze that has not begun by the host's
+    clock; the policy makes a failover in a freeze an emergency. The executor must see the freeze the
+    controller's guard sees (on the API server's time), so the failover goes through as an emergency
+    instead of being refused as a routine change in a freeze."""
+    from datetime import datetime, timedelta, timezone
+
+    fake = FakeKubeAPI(clock_offset=7200).start()
+    fake.seed({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": SPLIT_CM, "namespace": NS},
+               "data": {"split.json": json.dumps({"weights": {"databricks": 80, "internal": 20}, "shadow": {}})}})
+    host = datetime.now(timezone.utc)
+    start, end = ((host + timedelta(hours=h)).strftime("%Y-%m-%dT%H:%M") for h in (1, 3))
+    path = ha_config(tmp_path / "a", fake.url, healthy_store)
+    text = path.read_text()
+    assert "freezes: []" in text and "failover: {}" in text
+    path.write_text(text.replace("freezes: []", "freezes:\n  - {name: launch, timezone: UTC, start: \"%s\", end: \"%s\","
+                                 " reason: launch}" % (start, end))
+                    .replace("failover: {}", "failover: {emergency_in_freeze: true}"))
+    server = Serve(path, env={"POD_NAME": "serve-a"})
+    try:
+        wait_for(lambda: holder(fake) == "serve-a", what="serve-a to lead")
+        assert server.post_alertmanager(message(alert(fingerprint="f2ee2e0000000001"))).status == 202
+        wait_for(lambda: split(fake) == {"databricks": 0, "internal": 100}, timeout=60, what="the emergency failover")
+        record = json.loads(fake.get("", "configmaps", NS, SPLIT_CM)["metadata"]["annotations"]["opsctl.io/traffic-record"])
+        (entry,) = [c for c in record["changes"] if c["action"] == "failover"]
+        assert entry["emergency"] is True and "freeze" in entry["overrides"]
+    finally:
+        server.stop()
+        fake.stop()

@@ -108,8 +108,9 @@ class LeaderElection(Model):
     namespace: str | None = None  # default: traffic.kubernetes.namespace
     # The Lease is taken over once its holder has not renewed it for lease_duration; the holder
     # stops acting when it could not renew for renew_deadline (shorter), so two never act at once.
-    lease_duration: Duration = "15s"
-    renew_deadline: Duration = "10s"
+    # Sized for a slow API server: renewals back to back keep the Lease while calls take < 7.5 s.
+    lease_duration: Duration = "20s"
+    renew_deadline: Duration = "15s"
     retry_period: Duration = "2s"
     identity: str | None = None  # default: $POD_NAME (the Downward API), else the host name
     # Every replica records deliveries in the shared state, so every one is Ready by default (a

@@ -31,11 +31,11 @@ class FastBurnAlerting(Model):
     same policies as the slower pages. docs/design.md gives the time to page of a hard outage."""
 
     enabled: bool = True
-    long: Duration = "5m"
-    short: Duration = "1m"
+    long: Duration = Duration("5m")
+    short: Duration = Duration("1m")
     factor: float = 300.0
-    for_duration: Duration = "0s"
-    evaluation_interval: Duration = "10s"
+    for_duration: Duration = Duration("0s")
+    evaluation_interval: Duration = Duration("10s")
     min_request_rate: float = 1.0
 
     def __post_init__(self):
@@ -65,7 +65,7 @@ class AbsentAlerting(Model):
     exporting, a relabelling dropped them) for `for_duration`. No data is never read as healthy."""
 
     enabled: bool = True
-    for_duration: Duration = "10m"
+    for_duration: Duration = Duration("10m")
     severity: str = "page"
 
     def __post_init__(self):
@@ -98,12 +98,12 @@ class AlertingConfig(Model):
     """Burn-rate alerting: the generated Prometheus rules and the in-process evaluation share it."""
 
     # Rule evaluation interval: each group's `interval:` and the in-process `for:` steps.
-    evaluation_interval: Duration = "1m"
+    evaluation_interval: Duration = Duration("1m")
     runbook_base_url: str = "https://runbooks.example.com/llm-inference"
     rule_group_prefix: str = "opsctl-slo"
     labels: dict[str, str] = field(default_factory=dict)  # extra labels on every alert, e.g. team
-    page: SeverityAlerting = field(default_factory=lambda: SeverityAlerting("2m", 1.0))
-    ticket: SeverityAlerting = field(default_factory=lambda: SeverityAlerting("15m", 0.1))
+    page: SeverityAlerting = field(default_factory=lambda: SeverityAlerting(Duration("2m"), 1.0))
+    ticket: SeverityAlerting = field(default_factory=lambda: SeverityAlerting(Duration("15m"), 0.1))
     fast: FastBurnAlerting = field(default_factory=FastBurnAlerting)
     absent: AbsentAlerting = field(default_factory=AbsentAlerting)
     prometheus_rule: PrometheusRuleMeta = field(default_factory=PrometheusRuleMeta)

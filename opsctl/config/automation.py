@@ -108,9 +108,9 @@ class LeaderElection(Model):
     namespace: str | None = None  # default: traffic.kubernetes.namespace
     # The Lease is taken over once its holder has not renewed it for lease_duration; the holder
     # stops acting when it could not renew for renew_deadline (shorter), so two never act at once.
-    lease_duration: Duration = "15s"
-    renew_deadline: Duration = "10s"
-    retry_period: Duration = "2s"
+    lease_duration: Duration = Duration("15s")
+    renew_deadline: Duration = Duration("10s")
+    retry_period: Duration = Duration("2s")
     identity: str | None = None  # default: $POD_NAME (the Downward API), else the host name
     # Every replica records deliveries in the shared state, so every one is Ready by default (a
     # rolling update needs its new pods Ready). true: only the leader is Ready (Service -> leader).
@@ -150,11 +150,11 @@ class AutomationConfig(Model):
     workers: int = 2  # action threads; events about one backend always go to the same worker, in order
     body_limit: int = 1048576  # bytes; larger bodies get 413
     # Request headers, and then the body, must each arrive within this (slow clients are cut off).
-    read_timeout: Duration = "10s"
+    read_timeout: Duration = Duration("10s")
     max_connections: int = 4096  # open connections; past it uvicorn answers 503
-    pagerduty_max_age: Duration = "1h"  # signed PagerDuty events older than this are refused (replays)
-    hold_down: Duration = "10m"  # wait after the last matching alert resolved before restoring traffic
-    restore_retry: Duration = "1m"  # wait before retrying a restore a guard refused or that failed
+    pagerduty_max_age: Duration = Duration("1h")  # signed PagerDuty events older than this are refused (replays)
+    hold_down: Duration = Duration("10m")  # wait after the last matching alert resolved before restoring traffic
+    restore_retry: Duration = Duration("1m")  # wait before retrying a restore a guard refused or that failed
     dry_run: bool = False  # every policy: decide and record, change nothing
     policies: list[AutomationPolicy] = field(default_factory=list)
     leader_election: LeaderElection = field(default_factory=LeaderElection)

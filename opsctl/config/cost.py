@@ -80,7 +80,7 @@ class FrontierReference(Model):
 
 class CostConfig(Model):
     currency: str = "USD"
-    window: Duration = "7d"
+    window: Duration = Duration("7d")
     min_traffic_share: float = 0.05
     frontier: FrontierReference | None = None
     backends: dict[str, BackendCost] = field(default_factory=dict)

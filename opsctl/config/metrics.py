@@ -65,7 +65,7 @@ class MetricsConfig(Model):
     source: Literal["embedded", "prometheus"] = "embedded"
     prometheus: PrometheusSource = field(default_factory=PrometheusSource)
     # Traffic guards refuse metrics whose newest sample is older than this, on either source.
-    max_data_age: Duration = "5m"
+    max_data_age: Duration = Duration("5m")
     # The proxy's metrics carry the service in this label; every selector opsctl generates (capacity,
     # shadow, cost, quality) matches it. Unset: `service` for a catalog's services, and no matcher
     # for a single config (whose proxy may predate the label); "" turns the matcher off everywhere.
@@ -89,7 +89,7 @@ class MetricsConfig(Model):
 
 class SloConfig(Model):
     dir: str = "slos"
-    period: Duration = "28d"
+    period: Duration = Duration("28d")
     # `slo validate` refuses an SLO file whose selectors lack metrics.service_label="<service>".
     # Unset: on for a service of a catalog, off for a single config (whose SLOs predate the label).
     require_service_matcher: bool | None = None

@@ -34,7 +34,7 @@ class DatabricksOAuth(Model):
 
     @property
     def endpoint(self) -> str:
-        return self.token_url or self.workspace_url.rstrip("/") + "/oidc/v1/token"
+        return self.token_url or (self.workspace_url or "").rstrip("/") + "/oidc/v1/token"
 
 
 class EndpointAuth(Model):
@@ -114,8 +114,8 @@ class ProbeSettings(Model):
 class ShadowSettings(Model):
     """When a backend on shadow traffic is ready to take real traffic, compared with the primary."""
 
-    window: Duration = "1h"
-    rate_window: Duration = "5m"
+    window: Duration = Duration("1h")
+    rate_window: Duration = Duration("5m")
     min_requests: int = 1000
     max_error_rate_increase: float = 0.0001
     percentiles: list[float] = field(default_factory=lambda: [0.5, 0.95, 0.99])
@@ -178,7 +178,7 @@ class QualitySignal(Model):
 
     threshold: float
     severity: Literal["page", "ticket"] = "ticket"
-    for_duration: Duration = "5m"
+    for_duration: Duration = Duration("5m")
     spread: float | None = None  # default per signal: QUALITY_SPREADS
 
     def __post_init__(self):
@@ -205,14 +205,14 @@ class QualityRules(Model):
     (a 0.5-token shift at an 80/20 split over 10m: about 128,000 requests/s)."""
 
     enabled: bool = True
-    window: Duration = "10m"
-    baseline_offset: Duration = "1d"
+    window: Duration = Duration("10m")
+    baseline_offset: Duration = Duration("1d")
     noise_sigmas: float = 5.0  # how many standard deviations of sampling noise the threshold must clear
     min_request_rate: float = 0.0  # an extra floor, requests/s on every side (the noise guard is the minimum)
     reference: str | None = None  # default: the internal backend
-    prompt_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.5, "page", "2m"))
-    completion_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "ticket", "10m"))
-    suggestions: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "page", "5m"))
+    prompt_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.5, "page", Duration("2m")))
+    completion_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "ticket", Duration("10m")))
+    suggestions: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "page", Duration("5m")))
 
     def __post_init__(self):
         window = self.window.seconds

@@ -129,7 +129,7 @@ class TicketsConfig(Model):
     email: EmailSettings | None = None
     webhook: WebhookSettings | None = None
     # A ticket with the same derived idempotency key within this window is the same ticket.
-    dedup_window: Duration = "24h"
+    dedup_window: Duration = Duration("24h")
 
     def __post_init__(self):
         if not 60 <= self.dedup_window.seconds <= 30 * 86400:

@@ -73,7 +73,7 @@ class RateLimit(Model):
     """Flap damping: at most `max_changes` traffic operations per `window` (a ramp counts once)."""
 
     max_changes: int = 6
-    window: Duration = "1h"
+    window: Duration = Duration("1h")
 
     def __post_init__(self):
         if not 1 <= self.max_changes <= 1000:
@@ -87,7 +87,7 @@ class RateLimit(Model):
 
 class RampDefaults(Model):
     step: int = 10  # percentage points per step
-    interval: Duration = "5m"  # wait between steps, then check the receiving backend's burn rate
+    interval: Duration = Duration("5m")  # wait between steps, then check the receiving backend's burn rate
 
     def __post_init__(self):
         if not 1 <= self.step <= 100:
@@ -190,9 +190,9 @@ class CapacityConfig(Model):
     replicas: int | None = None  # static only
     headroom: float = 0.2
     max_replicas: int = 1
-    ready_timeout: Duration = "10m"
-    poll_interval: Duration = "5s"
-    rate_window: Duration = "5m"  # request rate = sum(rate(llm_proxy_requests_total[rate_window]))
+    ready_timeout: Duration = Duration("10m")
+    poll_interval: Duration = Duration("5s")
+    rate_window: Duration = Duration("5m")  # request rate = sum(rate(llm_proxy_requests_total[rate_window]))
     # What drives the Deployment's replicas. With `hpa` (autoscaling/v2) or `keda` (a ScaledObject),
     # capacity raises the autoscaler's minimum (minReplicas / minReplicaCount) and puts it back on
     # restore: a scale-subresource patch would be undone at the autoscaler's next sync.

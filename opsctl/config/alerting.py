@@ -10,7 +10,7 @@ class SeverityAlerting(Model):
     for_duration: Duration  # Prometheus `for:`: the condition must hold this long before the alert fires
     min_request_rate: float  # valid events per second over the pair's short window, below which it never fires
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 0 <= self.for_duration.seconds <= 86400:
             raise ValueError("for_duration must be between 0s and 1d")
         if not 0 <= self.min_request_rate < 1e6:
@@ -38,7 +38,7 @@ class FastBurnAlerting(Model):
     evaluation_interval: Duration = Duration("10s")
     min_request_rate: float = 1.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         long, short = self.long.seconds, self.short.seconds
         if not 60 <= short < long <= 3600 or long % 60 or short % 60:
             raise ValueError("short and long must be whole minutes, 1m <= short < long <= 1h")
@@ -68,7 +68,7 @@ class AbsentAlerting(Model):
     for_duration: Duration = Duration("10m")
     severity: str = "page"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 60 <= self.for_duration.seconds <= 86400:
             raise ValueError("for_duration must be between 1m and 1d")
         if self.severity not in ("page", "ticket"):
@@ -86,7 +86,7 @@ class PrometheusRuleMeta(Model):
     namespace: str = "monitoring"
     labels: dict[str, str] = field(default_factory=dict)  # what prometheus-operator's ruleSelector matches
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         import re
 
         for what, value in (("name", self.name), ("namespace", self.namespace)):
@@ -108,7 +108,7 @@ class AlertingConfig(Model):
     absent: AbsentAlerting = field(default_factory=AbsentAlerting)
     prometheus_rule: PrometheusRuleMeta = field(default_factory=PrometheusRuleMeta)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         import re
 
         from opsctl.slo.conventions import RESERVED_LABELS

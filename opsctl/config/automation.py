@@ -46,7 +46,7 @@ class PolicyActions(Model):
     ticket: TicketAction | None = None
     note: bool = False  # add a note to the incident the policy opened, for every action taken
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.restore and self.failover is None:
             raise ValueError("restore needs failover in the same policy (it undoes that failover)")
         if not (self.failover or self.page or self.ticket or self.note):
@@ -69,7 +69,7 @@ class AutomationPolicy(Model):
     dry_run: bool = False
     hold_down: Duration | None = None  # default: automation.hold_down
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         import re
 
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9_]{0,62}[a-z0-9])?", self.name):
@@ -116,7 +116,7 @@ class LeaderElection(Model):
     # rolling update needs its new pods Ready). true: only the leader is Ready (Service -> leader).
     ready_only_when_leader: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         import re
 
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", self.lease_name):
@@ -159,7 +159,7 @@ class AutomationConfig(Model):
     policies: list[AutomationPolicy] = field(default_factory=list)
     leader_election: LeaderElection = field(default_factory=LeaderElection)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_bind(self.bind)
         if not 1 <= self.queue_size <= 100000:
             raise ValueError("queue_size must be between 1 and 100000")

@@ -12,7 +12,7 @@ class PrometheusAuth(Model):
     username: str | None = None
     password: SecretRef | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.bearer_token and (self.username or self.password):
             raise ValueError("use either bearer_token or username/password, not both")
         if bool(self.username) != bool(self.password):
@@ -37,7 +37,7 @@ class PrometheusSource(Model):
     # Unset: the newest request-counter sample at or before `--at` is the boundary.
     step: Duration | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         from urllib.parse import urlsplit
 
         parts = urlsplit(self.url) if isinstance(self.url, str) else None
@@ -71,7 +71,7 @@ class MetricsConfig(Model):
     # for a single config (whose proxy may predate the label); "" turns the matcher off everywhere.
     service_label: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         import re
 
         if self.service_label and (not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", self.service_label)
@@ -96,7 +96,7 @@ class SloConfig(Model):
     # Add Sloth's sloth_id / sloth_service / sloth_slo labels to the generated recording series.
     sloth_labels: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         seconds = self.period.seconds
         if not 86400 <= seconds <= 400 * 86400:
             raise ValueError("period must be between 1d and 400d")

@@ -23,10 +23,10 @@ class DatabricksOAuth(Model):
     refresh_margin: float = 300.0
     persist: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if bool(self.workspace_url) == bool(self.token_url):
             raise ValueError("give exactly one of 'workspace_url' or 'token_url'")
-        _check_url("workspace_url" if self.workspace_url else "token_url", self.workspace_url or self.token_url)
+        _check_url("workspace_url" if self.workspace_url else "token_url", self.workspace_url or self.token_url or "")
         if not self.client_id.strip():
             raise ValueError("client_id must not be empty")
         if not 0 <= self.refresh_margin <= 3000:
@@ -44,7 +44,7 @@ class EndpointAuth(Model):
     databricks_oauth: DatabricksOAuth | None = None
     pat: SecretRef | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         given = [n for n in ("bearer", "databricks_oauth", "pat") if getattr(self, n) is not None]
         if len(given) > 1:
             raise ValueError(f"use one auth method, not {' and '.join(given)}")
@@ -68,7 +68,7 @@ class Endpoint(Model):
     max_tokens: int = 256
     verify_tls: bool = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_url("base_url", self.base_url)
         if not self.model.strip():
             raise ValueError("model must not be empty")
@@ -94,7 +94,7 @@ class ProbeSettings(Model):
     backoff_cap: float = 8.0
     deadline: float = 300.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_share("min_exact_match_between", self.min_exact_match_between)
         _check_share("min_exact_match_between_vs_floor", self.min_exact_match_between_vs_floor)
         _check_share("min_exact_match_golden", self.min_exact_match_golden)
@@ -122,7 +122,7 @@ class ShadowSettings(Model):
     max_latency_ratio: float = 1.2
     min_load_ratio: float = 0.9
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("window", "rate_window"):
             if getattr(self, name).seconds < 60:
                 raise ValueError(f"{name} must be at least 1m")
@@ -153,7 +153,7 @@ class PushSettings(Model):
     job: str = "opsctl_probe"
     timeout: float = 10.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_url("pushgateway_url", self.pushgateway_url)
         if not self.job or not all(c.isalnum() or c in "_-." for c in self.job):
             raise ValueError("job must be letters, digits, '_', '-' or '.'")
@@ -181,7 +181,7 @@ class QualitySignal(Model):
     for_duration: Duration = Duration("5m")
     spread: float | None = None  # default per signal: QUALITY_SPREADS
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if isinstance(self.threshold, bool) or not 0 < self.threshold < 1e6:
             raise ValueError("threshold must be a positive number")
         if self.spread is not None and not 0 < self.spread < 1e6:
@@ -214,7 +214,7 @@ class QualityRules(Model):
     completion_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "ticket", Duration("10m")))
     suggestions: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "page", Duration("5m")))
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         window = self.window.seconds
         if not 60 <= window <= 86400 or window % 10:
             raise ValueError("window must be a multiple of 10s between 1m and 1d")

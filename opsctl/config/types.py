@@ -15,7 +15,7 @@ class SecretRef(Model):
     file: str | None = None
     redact_input = True  # a value of the wrong shape (an inline secret) is never echoed
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if bool(self.env) == bool(self.file):
             raise ValueError("give exactly one of 'env' or 'file'")
 

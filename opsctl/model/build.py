@@ -21,7 +21,7 @@ import dataclasses
 import sys
 import types
 import typing
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from opsctl.errors import ConfigError
 
@@ -61,14 +61,16 @@ class JsonWords(Words):
 CONFIG = Words()
 JSON = JsonWords()
 
+T = TypeVar("T")
 
-def build(cls: type, data: Any, filename: str) -> Any:
+
+def build(cls: type[T], data: Any, filename: str) -> T:
     """Build model (or dataclass) `cls` from raw data, collecting every problem before failing."""
     problems: list[str] = []
     result = build_into(cls, data, "", problems)
     if problems:
         raise ConfigError(f"{filename}: invalid configuration", problems=[f"{filename}: {p}" for p in problems])
-    return result
+    return typing.cast(T, result)
 
 
 def build_into(tp: Any, value: Any, path: str, problems: list[str], words: Words = CONFIG) -> Any:

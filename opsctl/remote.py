@@ -351,6 +351,10 @@ class DeadlineExceeded(TimeoutError):
     """The whole call (connect, send, headers and body) ran past its deadline."""
 
 
+class ConnectTimeout(DeadlineExceeded):
+    """The deadline passed before a connection was open: surely nothing was sent."""
+
+
 class _DeadlineSocket:
     """A socket whose every send and receive is bounded by what is left of one deadline.
 
@@ -453,13 +457,13 @@ def http_call(method: str, url: str, *, headers: Mapping[str, str] | None = None
     proxy = proxy_for(url, env)
     left = deadline - time.monotonic()
     if left <= 0:
-        raise DeadlineExceeded("deadline exceeded before the call")
+        raise ConnectTimeout("deadline exceeded before the call")
     opener: Connector = connect or socket.create_connection
     context = tls_context(ca_file, env) if https else None  # a bad bundle fails before any connection
     try:
         sock = opener((proxy.host, proxy.port) if proxy else (host, port), min(connect_timeout, left))
     except TimeoutError as exc:
-        raise DeadlineExceeded("connect timed out") from exc
+        raise ConnectTimeout("connect timed out") from exc
     try:
         if proxy and https:
             _open_tunnel(_DeadlineSocket(sock, deadline), proxy, host, port)

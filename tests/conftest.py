@@ -16,6 +16,21 @@ from pathlib import Path
 
 import pytest
 
+
+def _loopback_bypasses_proxies() -> None:
+    """The suite speaks only to 127.0.0.1: a proxy set on the machine running it (HTTP(S)_PROXY,
+    which opsctl, httpx and the kubernetes client honour as curl does) must not interpose. Tests of
+    proxying pass their own environment to the code under test."""
+    if not any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
+                                            "ALL_PROXY", "all_proxy")):
+        return
+    for var in ("NO_PROXY", "no_proxy"):
+        have = [h for h in os.environ.get(var, "").replace(" ", ",").split(",") if h]
+        os.environ[var] = ",".join(dict.fromkeys([*have, "127.0.0.1", "localhost", "::1"]))
+
+
+_loopback_bypasses_proxies()
+
 REPO = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI") == "true"
 

@@ -40,3 +40,17 @@ def test_design_md_counts_the_mypy_ratchet():
     found = re.search(r"mypy\s+ratchet:\s+(\d+)\s+modules", text)
     assert found, "docs/design.md states the ratchet as 'mypy ratchet: N modules'"
     assert int(found.group(1)) == len(ratchet())
+
+
+STRICT_CORE = ("opsctl.model.*", "opsctl.config.*", "opsctl.state.*")
+STRICT_FLAGS = ("disallow_untyped_defs", "disallow_incomplete_defs", "check_untyped_defs", "disallow_any_generics",
+                "disallow_untyped_calls", "warn_return_any", "no_implicit_reexport", "strict_equality")
+
+
+def test_the_core_packages_are_checked_strictly_and_none_of_their_modules_is_on_the_ratchet():
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    strict = [o for o in config["tool"]["mypy"]["overrides"] if all(o.get(flag) is True for flag in STRICT_FLAGS)]
+    assert len(strict) == 1, "one override carries the strict flags"
+    assert set(STRICT_CORE) <= set(strict[0]["module"])
+    prefixes = tuple(p.removesuffix("*") for p in STRICT_CORE)
+    assert [m for m in ratchet() if m.startswith(prefixes)] == []

@@ -63,7 +63,10 @@ class LiveExecutor:
         receivers = [b for b in self.order if b not in (backend, self.cfg.traffic.degradation)]
         if not receivers:
             return Outcome("skipped", f"there is no other backend to fail {backend} over to")
-        frozen = FreezeCalendar(self.cfg.freezes).active(self.clock.now())
+        from opsctl.traffic.record import now_for
+
+        # The controller's freeze guard's time: the API server's for a Kubernetes actuator, never this host's clock.
+        frozen = FreezeCalendar(self.cfg.freezes).active(now_for(self.controller.actuator, self.clock))
         emergency = bool(frozen) and request.emergency_in_freeze
         incident = request.incident or f"opsctl-automation-{request.context.policy}-{backend}"
         reason = f"opsctl serve, policy {request.context.policy}: {request.context.summary}"[:500]

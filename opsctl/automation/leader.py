@@ -17,10 +17,20 @@ Lease meet 409 Conflict and only one wins.
 The leader's term (`term`, opsctl/fencing.py) is this replica's identity and the Lease's
 `spec.leaseTransitions` as it stood right after this replica acquired it: every record the leader
 writes carries it, and a write finding a newer term stored is refused, so a leader that was paused
-cannot overwrite what its successor wrote. `term` is None whenever `is_leader` is False. Each API
-call of a round (a read, then a write) retries transient failures for at most half of
-`renew_deadline`, so a slow API server cannot hold a round past the point where the leader must
-step down.
+cannot overwrite what its successor wrote. `term` is None whenever `is_leader` is False.
+
+A slow API server (issue 22: every call 5 s) must not make a healthy leader stand down. So:
+
+  - a renewal is one write carrying the resourceVersion of this replica's own last write (no read
+    first); only a 409 (somebody else wrote the Lease) costs a read and a normal round;
+  - the leader's time is measured from when its last successful write was *sent* (the server
+    applied it later, and a follower measures expiry from when it *received* the changed record,
+    later still), so the margin never depends on how long an answer took;
+  - each call's deadline is what is left before the leader must step down, and a round that took
+    longer than retry_period is followed at once by the next.
+
+Renewals back to back leave at most 2 x latency between two confirmed sends, so the leader keeps
+its Lease while the API's latency stays under renew_deadline / 2 (the default 15 s: 7.5 s).
 """
 
 from __future__ import annotations
@@ -66,7 +76,9 @@ class LeaseElector:
         self._thread: threading.Thread | None = None
         self.holder: str | None = None  # who holds the Lease, as last read
         self._epoch: int | None = None  # leaseTransitions right after this replica acquired the Lease
-        self.call_deadline = renew_deadline / 2  # per API call of a round, transient retries included
+        self._written: tuple | None = None  # (resourceVersion, acquireTime) of this replica's last Lease write
+        self.call_deadline = renew_deadline / 2  # a follower's call (read, take over), transient retries included
+        self.rounds = {"renew": 0, "read": 0}  # single-write renewals and read rounds (for tests)
 
     # -- state --------------------------------------------------------------------------------
 
@@ -92,6 +104,7 @@ class LeaseElector:
             if not leader:
                 self._renewed_at = None
                 self._epoch = None
+                self._written = None
         if changed:
             log.info("leader election: %s %s Lease %s/%s", self.identity, "acquired" if leader else "lost",
                      self.namespace, self.name)
@@ -124,22 +137,66 @@ class LeaseElector:
         return {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, int(round(self.lease_duration))),
                 "acquireTime": _micro(acquire), "renewTime": _micro(now), "leaseTransitions": transitions}
 
+    def _deadline(self) -> float:
+        """How long this round's call may take: a leader's until it must step down, else call_deadline."""
+        with self._lock:
+            if self._leader and self._renewed_at is not None:
+                return max(0.5, self._renewed_at + self.renew_deadline - self.monotonic())
+        return self.call_deadline
+
+    def _renew(self, api, what: str) -> bool | None:
+        """The leader's renewal: one write carrying the resourceVersion of its own last write.
+        True when renewed, None when it must fall back to a read (somebody else wrote the Lease)."""
+        with self._lock:
+            written, epoch = self._written, self._epoch
+            leading = self._leader
+        if not leading or written is None or epoch is None:
+            return None
+        version, acquire = written
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace, "resourceVersion": version},
+                "spec": self._spec(acquire=acquire, transitions=epoch)}
+        sent = self.monotonic()
+        self.rounds["renew"] += 1
+        try:
+            lease = self.kube.call(f"renew {what}", api.replace_namespaced_lease, self.name, self.namespace, body,
+                                   _deadline=self._deadline())
+        except ConflictError:  # written since (a takeover, or our own write whose answer was lost)
+            with self._lock:
+                self._written = None
+            return None
+        self._wrote(lease, acquire)
+        self.holder = self.identity
+        self._won(sent, epoch)
+        return True
+
+    def _wrote(self, lease, acquire) -> None:
+        version = getattr(getattr(lease, "metadata", None), "resource_version", None)
+        with self._lock:
+            self._written = (version, acquire) if version else None
+
     def try_acquire_or_renew(self) -> bool:
         """One round: create, renew or take over the Lease. True when this replica holds it now."""
         api = self._api()
         what = f"Lease {self.namespace}/{self.name}"
-        now = self.monotonic()
+        if self._renew(api, what):
+            return True
+        self.rounds["read"] += 1
         lease = self._read(api, what)
+        now = self.monotonic()  # the record as received now: it changed at the latest by this moment
         if lease is None:
+            acquire = datetime.now(timezone.utc)
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": self.namespace},
-                    "spec": self._spec(acquire=datetime.now(timezone.utc), transitions=0)}
+                    "spec": self._spec(acquire=acquire, transitions=0)}
+            sent = self.monotonic()
             try:
-                self.kube.call(f"create {what}", api.create_namespaced_lease, self.namespace, body,
-                               _deadline=self.call_deadline)
+                created = self.kube.call(f"create {what}", api.create_namespaced_lease, self.namespace, body,
+                                         _deadline=self._deadline())
             except ConflictError:  # another replica created it first (409 AlreadyExists)
                 return False
-            self._won(now, 0)
+            self._wrote(created, acquire)
+            self._won(sent, 0)
             return True
         spec = lease.spec
         holder = (spec.holder_identity or "") if spec else ""
@@ -158,13 +215,15 @@ class LeaseElector:
                 "metadata": {"name": self.name, "namespace": self.namespace,
                              "resourceVersion": lease.metadata.resource_version},
                 "spec": self._spec(acquire=acquire, transitions=epoch)}
+        sent = self.monotonic()
         try:
-            self.kube.call(f"{'renew' if mine else 'take over'} {what}", api.replace_namespaced_lease,
-                           self.name, self.namespace, body, _deadline=self.call_deadline)
+            written = self.kube.call(f"{'renew' if mine else 'take over'} {what}", api.replace_namespaced_lease,
+                                     self.name, self.namespace, body, _deadline=self._deadline())
         except ConflictError:  # somebody else wrote it since we read it
             return False
+        self._wrote(written, acquire)
         self.holder = self.identity
-        self._won(now, epoch)
+        self._won(sent, epoch)
         return True
 
     def _won(self, at: float, epoch: int) -> None:
@@ -220,6 +279,7 @@ class LeaseElector:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            started = self.monotonic()
             try:
                 held = self.try_acquire_or_renew()
             except OpsctlError as exc:
@@ -234,7 +294,8 @@ class LeaseElector:
                     stale = self._renewed_at is None or self.monotonic() - self._renewed_at >= self.renew_deadline
                 if stale or (self.holder and self.holder != self.identity):
                     self._set_leader(False)
-            self._stop.wait(self.retry_period)
+            # retry_period from this round's start: a round slowed by the API server is followed at once.
+            self._stop.wait(max(0.0, self.retry_period - (self.monotonic() - started)))
 
 
 def identity_for(cfg: "Config") -> str:

@@ -379,23 +379,26 @@ class PolicyEngine:
         context = Context(policy.name, "", {"backend": episode.target}, f"restore {episode.target} after hold-down",
                           f"restore-{episode.id}")
         started = self.clock()
+        retry = self.settings.restore_retry_seconds
         try:
             outcome = executor.restore(RestoreRequest(context, backend=episode.target, incident=episode.incident,
                                                       saved=episode.saved))
         except Exception as exc:  # a failed restore is retried after restore_retry
             log.exception("episode %s: restore failed", episode.id)
             outcome = Outcome("failed", _describe(exc))
+            if _passing(exc):  # a conflict or a transient API failure: worth another try soon, not in a minute
+                retry = min(retry, TRANSIENT_RESTORE_RETRY)
         self._record(policy, None, episode, "restore", outcome, dry, taken, started=started,
                      received_at=episode.restore_due)
         if outcome.status in ("applied", "noop", "dry_run", "skipped"):
             store.end_restore(episode, closed_because=f"restore {outcome.status}: {outcome.detail}")
         else:
-            store.end_restore(episode, closed_because=None,
-                              retry_at=self.clock() + self.settings.restore_retry_seconds)
+            store.end_restore(episode, closed_because=None, retry_at=self.clock() + retry)
         if policy.policy.actions.note and episode.incident and (outcome.status != "refused" or not episode.restore_refusals):
             text = f"opsctl automation, policy {policy.name}: restore traffic to {episode.target}: {outcome.status} ({outcome.detail})"
             if outcome.status in ("refused", "failed"):
-                text += f"; retrying every {self.settings.restore_retry}"
+                text += (f"; retrying every {self.settings.restore_retry}" if retry == self.settings.restore_retry_seconds
+                         else f"; retrying in {retry}s")
             self._run(policy, None, episode, "note", dry, lambda: executor.note(
                 NoteRequest(context, incident=episode.incident, text=text)), taken, [])
 
@@ -461,6 +464,19 @@ class PolicyEngine:
     def _details(event: AlertEvent) -> dict:
         return {"labels": dict(event.labels), "annotations": dict(event.annotations), "starts_at": event.starts_at,
                 "generator_url": event.generator_url, "fingerprint": event.fingerprint}
+
+
+TRANSIENT_RESTORE_RETRY = 5  # seconds: a restore that met a conflict or a transient API failure tries again soon
+
+
+def _passing(exc: BaseException) -> bool:
+    """A failure that says nothing about the restore itself: a concurrent change (409) or a transient
+    API failure (429, 5xx, no answer). A fenced write is neither: this replica no longer leads."""
+    from opsctl.errors import ConflictError
+    from opsctl.fencing import FencedError
+    from opsctl.traffic.kube import is_transient
+
+    return not isinstance(exc, FencedError) and (isinstance(exc, ConflictError) or is_transient(exc))
 
 
 def _describe(exc: BaseException) -> str:

@@ -11,7 +11,7 @@ def default_routing(cfg) -> Path:
     return base / "deploy" / "alertmanager.yml"
 
 
-def run_chain(app, scenario, *, live: bool, dry_run: bool, quiet: bool, routing, timeout: str, output: str,
+def run_chain(app, scenario, *, live: bool, dry_run: bool, quiet: bool, routing, timeout: str | None, output: str,
               progress, show_plan, finish) -> None:
     """`show_plan(plan, output, text)` renders a dry run, `finish(result, output)` a finished drill:
     the drill command's own, so a chain drill ends as every drill does."""
@@ -19,12 +19,14 @@ def run_chain(app, scenario, *, live: bool, dry_run: bool, quiet: bool, routing,
     from opsctl.errors import OpsctlError, UsageError
 
     cfg = app.config
-    try:
-        seconds = parse_duration(timeout)
-    except (ValueError, OpsctlError) as exc:
-        raise UsageError(f"--chain-timeout: {exc}") from None
-    if not 30 <= seconds <= 3600:
-        raise UsageError("--chain-timeout must be between 30s and 1h")
+    seconds = None  # not given: derived from the burn-rate prediction once the drill's rules are known
+    if timeout is not None:
+        try:
+            seconds = parse_duration(timeout)
+        except (ValueError, OpsctlError) as exc:
+            raise UsageError(f"--chain-timeout: {exc}") from None
+        if not 30 <= seconds <= 3600:
+            raise UsageError("--chain-timeout must be between 30s and 1h")
     routing_path = Path(routing) if routing else default_routing(cfg)
     if live or dry_run:
         from opsctl.drills.chain.plan import chain_plan, plan_text

@@ -158,8 +158,11 @@ def validate(app, paths, live, output):
 @click.option("--routing", metavar="FILE", type=click.Path(dir_okay=False),
               help="--chain: the Alertmanager config whose routing is rehearsed (default: deploy/alertmanager.yml"
                    " next to the config).")
-@click.option("--chain-timeout", metavar="DURATION", default="4m", show_default=True,
-              help="--chain: how long after the fault every hop may take.")
+@click.option("--chain-timeout", metavar="DURATION",
+              help="--chain: how long after the fault every hop may take (30s..1h). Default: the page time the"
+                   " burn-rate maths predicts from the fault (its error share, the backend's traffic share, the"
+                   " tiers' windows, factors and for:, the evaluation interval, Alertmanager's group_wait) plus a"
+                   " 3m margin; 4m for a fault with no error share (latency, capacity).")
 @output_option
 @click.pass_obj
 def run(app, scenario, live, dry_run, quiet, chain, routing, chain_timeout, output):

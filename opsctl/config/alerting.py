@@ -10,7 +10,7 @@ class SeverityAlerting(Model):
     for_duration: Duration  # Prometheus `for:`: the condition must hold this long before the alert fires
     min_request_rate: float  # valid events per second over the pair's short window, below which it never fires
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 0 <= self.for_duration.seconds <= 86400:
             raise ValueError("for_duration must be between 0s and 1d")
         if not 0 <= self.min_request_rate < 1e6:
@@ -31,14 +31,14 @@ class FastBurnAlerting(Model):
     same policies as the slower pages. docs/design.md gives the time to page of a hard outage."""
 
     enabled: bool = True
-    long: Duration = "5m"
-    short: Duration = "1m"
+    long: Duration = Duration("5m")
+    short: Duration = Duration("1m")
     factor: float = 300.0
-    for_duration: Duration = "0s"
-    evaluation_interval: Duration = "10s"
+    for_duration: Duration = Duration("0s")
+    evaluation_interval: Duration = Duration("10s")
     min_request_rate: float = 1.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         long, short = self.long.seconds, self.short.seconds
         if not 60 <= short < long <= 3600 or long % 60 or short % 60:
             raise ValueError("short and long must be whole minutes, 1m <= short < long <= 1h")
@@ -65,10 +65,10 @@ class AbsentAlerting(Model):
     exporting, a relabelling dropped them) for `for_duration`. No data is never read as healthy."""
 
     enabled: bool = True
-    for_duration: Duration = "10m"
+    for_duration: Duration = Duration("10m")
     severity: str = "page"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 60 <= self.for_duration.seconds <= 86400:
             raise ValueError("for_duration must be between 1m and 1d")
         if self.severity not in ("page", "ticket"):
@@ -86,7 +86,7 @@ class PrometheusRuleMeta(Model):
     namespace: str = "monitoring"
     labels: dict[str, str] = field(default_factory=dict)  # what prometheus-operator's ruleSelector matches
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         import re
 
         for what, value in (("name", self.name), ("namespace", self.namespace)):
@@ -98,17 +98,17 @@ class AlertingConfig(Model):
     """Burn-rate alerting: the generated Prometheus rules and the in-process evaluation share it."""
 
     # Rule evaluation interval: each group's `interval:` and the in-process `for:` steps.
-    evaluation_interval: Duration = "1m"
+    evaluation_interval: Duration = Duration("1m")
     runbook_base_url: str = "https://runbooks.example.com/llm-inference"
     rule_group_prefix: str = "opsctl-slo"
     labels: dict[str, str] = field(default_factory=dict)  # extra labels on every alert, e.g. team
-    page: SeverityAlerting = field(default_factory=lambda: SeverityAlerting("2m", 1.0))
-    ticket: SeverityAlerting = field(default_factory=lambda: SeverityAlerting("15m", 0.1))
+    page: SeverityAlerting = field(default_factory=lambda: SeverityAlerting(Duration("2m"), 1.0))
+    ticket: SeverityAlerting = field(default_factory=lambda: SeverityAlerting(Duration("15m"), 0.1))
     fast: FastBurnAlerting = field(default_factory=FastBurnAlerting)
     absent: AbsentAlerting = field(default_factory=AbsentAlerting)
     prometheus_rule: PrometheusRuleMeta = field(default_factory=PrometheusRuleMeta)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         import re
 
         from opsctl.slo.conventions import RESERVED_LABELS

@@ -46,7 +46,7 @@ class PolicyActions(Model):
     ticket: TicketAction | None = None
     note: bool = False  # add a note to the incident the policy opened, for every action taken
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.restore and self.failover is None:
             raise ValueError("restore needs failover in the same policy (it undoes that failover)")
         if not (self.failover or self.page or self.ticket or self.note):
@@ -69,7 +69,7 @@ class AutomationPolicy(Model):
     dry_run: bool = False
     hold_down: Duration | None = None  # default: automation.hold_down
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         import re
 
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9_]{0,62}[a-z0-9])?", self.name):
@@ -108,15 +108,16 @@ class LeaderElection(Model):
     namespace: str | None = None  # default: traffic.kubernetes.namespace
     # The Lease is taken over once its holder has not renewed it for lease_duration; the holder
     # stops acting when it could not renew for renew_deadline (shorter), so two never act at once.
-    lease_duration: Duration = "15s"
-    renew_deadline: Duration = "10s"
-    retry_period: Duration = "2s"
+    # Sized for a slow API server: renewals back to back keep the Lease while calls take < 7.5 s.
+    lease_duration: Duration = Duration("20s")
+    renew_deadline: Duration = Duration("15s")
+    retry_period: Duration = Duration("2s")
     identity: str | None = None  # default: $POD_NAME (the Downward API), else the host name
     # Every replica records deliveries in the shared state, so every one is Ready by default (a
     # rolling update needs its new pods Ready). true: only the leader is Ready (Service -> leader).
     ready_only_when_leader: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         import re
 
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", self.lease_name):
@@ -150,16 +151,16 @@ class AutomationConfig(Model):
     workers: int = 2  # action threads; events about one backend always go to the same worker, in order
     body_limit: int = 1048576  # bytes; larger bodies get 413
     # Request headers, and then the body, must each arrive within this (slow clients are cut off).
-    read_timeout: Duration = "10s"
+    read_timeout: Duration = Duration("10s")
     max_connections: int = 4096  # open connections; past it uvicorn answers 503
-    pagerduty_max_age: Duration = "1h"  # signed PagerDuty events older than this are refused (replays)
-    hold_down: Duration = "10m"  # wait after the last matching alert resolved before restoring traffic
-    restore_retry: Duration = "1m"  # wait before retrying a restore a guard refused or that failed
+    pagerduty_max_age: Duration = Duration("1h")  # signed PagerDuty events older than this are refused (replays)
+    hold_down: Duration = Duration("10m")  # wait after the last matching alert resolved before restoring traffic
+    restore_retry: Duration = Duration("1m")  # wait before retrying a restore a guard refused or that failed
     dry_run: bool = False  # every policy: decide and record, change nothing
     policies: list[AutomationPolicy] = field(default_factory=list)
     leader_election: LeaderElection = field(default_factory=LeaderElection)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_bind(self.bind)
         if not 1 <= self.queue_size <= 100000:
             raise ValueError("queue_size must be between 1 and 100000")

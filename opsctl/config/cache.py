@@ -61,7 +61,7 @@ def cached_parse(path: Path, kind: str, read: Callable[[], str], parse: Callable
     return data
 
 
-def _read_entry(path: Path) -> dict | None:
+def _read_entry(path: Path) -> dict[str, Any] | None:
     try:
         entry = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):

@@ -24,9 +24,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opsctl.errors import ConfigError, NoDataError, UsageError
+
+if TYPE_CHECKING:
+    from opsctl.config.root import Config
 
 DEFAULTS_FILE = "_defaults.yaml"
 CATALOG_ENV = "OPSCTL_CATALOG"
@@ -75,7 +78,7 @@ class Catalog:
     def names(self) -> list[str]:
         return list(self.files)
 
-    def _read(self, path: Path) -> dict:
+    def _read(self, path: Path) -> dict[str, Any]:
         from opsctl.config.cache import cached_parse
         from opsctl.config.loading import parse_yaml, read_text
 
@@ -86,7 +89,7 @@ class Catalog:
             raise ConfigError(f"{path}: the config must be a mapping of sections, got {type(data).__name__}")
         return data
 
-    def _defaults(self) -> dict:
+    def _defaults(self) -> dict[str, Any]:
         path = self.dir / DEFAULTS_FILE
         if not path.is_file():
             return {}
@@ -110,7 +113,7 @@ class Catalog:
                          " pick one with --service NAME ($OPSCTL_SERVICE)",
                          hint="read commands also take --all-services")
 
-    def load(self, service: str):
+    def load(self, service: str) -> Config:
         from opsctl.config.root import Config
         from opsctl.model import build
 
@@ -142,7 +145,7 @@ class Catalog:
         data["base_dir"] = str(path.resolve().parent)
         return build(Config, data, str(path))
 
-    def load_all(self) -> list:
+    def load_all(self) -> list[Config]:
         return [self.load(name) for name in self.names]
 
 
@@ -150,7 +153,7 @@ def _per_service(value: Any, service: str) -> Any:
     return str(Path(value) / service) if isinstance(value, str) and value else value
 
 
-def find_catalog(config_path: str | None, catalog_dir: str | None):
+def find_catalog(config_path: str | None, catalog_dir: str | None) -> Catalog | None:
     """The service catalog to use (opsctl.config.catalog), or None for a single config.
 
     `--catalog DIR` / `$OPSCTL_CATALOG` name one; `./services/` is one when no config file is found
@@ -169,7 +172,7 @@ def find_catalog(config_path: str | None, catalog_dir: str | None):
 
 
 def load_service_config(config_path: str | None = None, catalog_dir: str | None = None,
-                        service: str | None = None):
+                        service: str | None = None) -> Config:
     """The config of `service` (`--service`, `$OPSCTL_SERVICE`): from the catalog when there is one
     (an unknown name is exit 3, several services without a name exit 2), else the single config,
     whose `service:` it must equal (exit 2)."""

@@ -20,7 +20,7 @@ class GpuPricing(Model):
     replicas: float | None = None
     replicas_query: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.gpu_hourly_price < 0:
             raise ValueError("gpu_hourly_price must not be negative")
         if self.gpus_per_replica < 1:
@@ -36,7 +36,7 @@ class ProvisionedPricing(Model):
 
     hourly_price: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.hourly_price < 0:
             raise ValueError("hourly_price must not be negative")
 
@@ -47,7 +47,7 @@ class TokenPricing(Model):
     input_per_million: float
     output_per_million: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.input_per_million < 0 or self.output_per_million < 0:
             raise ValueError("prices must not be negative")
 
@@ -59,7 +59,7 @@ class BackendCost(Model):
     provisioned: ProvisionedPricing | None = None
     per_token: TokenPricing | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         given = [n for n in ("gpu", "provisioned", "per_token") if getattr(self, n) is not None]
         if len(given) != 1:
             raise ValueError("give exactly one of 'gpu', 'provisioned' or 'per_token'")
@@ -73,19 +73,19 @@ class FrontierReference(Model):
     name: str = "frontier model"
     price_per_million: float = 0.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.price_per_million < 0:
             raise ValueError("price_per_million must not be negative")
 
 
 class CostConfig(Model):
     currency: str = "USD"
-    window: Duration = "7d"
+    window: Duration = Duration("7d")
     min_traffic_share: float = 0.05
     frontier: FrontierReference | None = None
     backends: dict[str, BackendCost] = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.window.seconds < 3600:
             raise ValueError("window must be at least 1h")
         _check_share("min_traffic_share", self.min_traffic_share)

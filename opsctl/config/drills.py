@@ -13,7 +13,7 @@ class LiveDrillSettings(Model):
     alertmanager_url: str | None = None  # e.g. http://alertmanager.monitoring.svc:9093
     serve_url: str | None = None  # e.g. http://opsctl.opsctl.svc:9095
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         import re
 
         for what, url in (("alertmanager_url", self.alertmanager_url), ("serve_url", self.serve_url)):

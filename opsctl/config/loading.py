@@ -104,17 +104,17 @@ def parse_yaml(text: str, path: Path, *, all_documents: bool = False) -> Any:
 
 
 @functools.lru_cache(maxsize=1)
-def _strict_loader():
+def _strict_loader() -> Any:
     """A SafeLoader that refuses duplicate keys, which PyYAML would silently let the last one win."""
     import yaml
 
     # libyaml's loader when present: ~10x faster, which the CLI's fast paths notice (traffic set
     # reads the SLO files for its budget guard).
-    class StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    class StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
         pass
 
-    def mapping(loader, node, deep=False):
-        seen = set()
+    def mapping(loader: Any, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
         for key_node, _ in node.value:
             key = loader.construct_object(key_node, deep=deep)
             if key in seen:

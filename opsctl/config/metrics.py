@@ -12,7 +12,7 @@ class PrometheusAuth(Model):
     username: str | None = None
     password: SecretRef | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.bearer_token and (self.username or self.password):
             raise ValueError("use either bearer_token or username/password, not both")
         if bool(self.username) != bool(self.password):
@@ -37,7 +37,7 @@ class PrometheusSource(Model):
     # Unset: the newest request-counter sample at or before `--at` is the boundary.
     step: Duration | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         from urllib.parse import urlsplit
 
         parts = urlsplit(self.url) if isinstance(self.url, str) else None
@@ -65,13 +65,13 @@ class MetricsConfig(Model):
     source: Literal["embedded", "prometheus"] = "embedded"
     prometheus: PrometheusSource = field(default_factory=PrometheusSource)
     # Traffic guards refuse metrics whose newest sample is older than this, on either source.
-    max_data_age: Duration = "5m"
+    max_data_age: Duration = Duration("5m")
     # The proxy's metrics carry the service in this label; every selector opsctl generates (capacity,
     # shadow, cost, quality) matches it. Unset: `service` for a catalog's services, and no matcher
     # for a single config (whose proxy may predate the label); "" turns the matcher off everywhere.
     service_label: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         import re
 
         if self.service_label and (not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", self.service_label)
@@ -89,14 +89,14 @@ class MetricsConfig(Model):
 
 class SloConfig(Model):
     dir: str = "slos"
-    period: Duration = "28d"
+    period: Duration = Duration("28d")
     # `slo validate` refuses an SLO file whose selectors lack metrics.service_label="<service>".
     # Unset: on for a service of a catalog, off for a single config (whose SLOs predate the label).
     require_service_matcher: bool | None = None
     # Add Sloth's sloth_id / sloth_service / sloth_slo labels to the generated recording series.
     sloth_labels: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         seconds = self.period.seconds
         if not 86400 <= seconds <= 400 * 86400:
             raise ValueError("period must be between 1d and 400d")

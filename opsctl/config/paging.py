@@ -16,7 +16,7 @@ class RetrySettings(Model):
     deadline: float = 30.0
     timeout: float = 10.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 1 <= self.max_attempts <= 20:
             raise ValueError("max_attempts must be between 1 and 20")
         if not 0 <= self.base_delay <= self.max_delay <= 300:
@@ -41,7 +41,7 @@ class PagerDutySettings(Model):
     ca_file: str | None = None
     retry: RetrySettings = field(default_factory=RetrySettings)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _https_url("events_url", self.events_url)
         _https_url("api_url", self.api_url)
         if self.from_email is not None and "@" not in self.from_email:
@@ -58,6 +58,6 @@ class PagingConfig(Model):
     pagerduty: PagerDutySettings = field(default_factory=PagerDutySettings)
     local: LocalPagerSettings = field(default_factory=LocalPagerSettings)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.provider == "pagerduty" and self.pagerduty.routing_key is None:
             raise ValueError("provider pagerduty needs pagerduty.routing_key ({env: ...} or {file: ...})")

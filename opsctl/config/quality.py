@@ -23,10 +23,10 @@ class DatabricksOAuth(Model):
     refresh_margin: float = 300.0
     persist: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if bool(self.workspace_url) == bool(self.token_url):
             raise ValueError("give exactly one of 'workspace_url' or 'token_url'")
-        _check_url("workspace_url" if self.workspace_url else "token_url", self.workspace_url or self.token_url)
+        _check_url("workspace_url" if self.workspace_url else "token_url", self.workspace_url or self.token_url or "")
         if not self.client_id.strip():
             raise ValueError("client_id must not be empty")
         if not 0 <= self.refresh_margin <= 3000:
@@ -34,7 +34,7 @@ class DatabricksOAuth(Model):
 
     @property
     def endpoint(self) -> str:
-        return self.token_url or self.workspace_url.rstrip("/") + "/oidc/v1/token"
+        return self.token_url or (self.workspace_url or "").rstrip("/") + "/oidc/v1/token"
 
 
 class EndpointAuth(Model):
@@ -44,7 +44,7 @@ class EndpointAuth(Model):
     databricks_oauth: DatabricksOAuth | None = None
     pat: SecretRef | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         given = [n for n in ("bearer", "databricks_oauth", "pat") if getattr(self, n) is not None]
         if len(given) > 1:
             raise ValueError(f"use one auth method, not {' and '.join(given)}")
@@ -68,7 +68,7 @@ class Endpoint(Model):
     max_tokens: int = 256
     verify_tls: bool = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_url("base_url", self.base_url)
         if not self.model.strip():
             raise ValueError("model must not be empty")
@@ -94,7 +94,7 @@ class ProbeSettings(Model):
     backoff_cap: float = 8.0
     deadline: float = 300.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_share("min_exact_match_between", self.min_exact_match_between)
         _check_share("min_exact_match_between_vs_floor", self.min_exact_match_between_vs_floor)
         _check_share("min_exact_match_golden", self.min_exact_match_golden)
@@ -114,15 +114,15 @@ class ProbeSettings(Model):
 class ShadowSettings(Model):
     """When a backend on shadow traffic is ready to take real traffic, compared with the primary."""
 
-    window: Duration = "1h"
-    rate_window: Duration = "5m"
+    window: Duration = Duration("1h")
+    rate_window: Duration = Duration("5m")
     min_requests: int = 1000
     max_error_rate_increase: float = 0.0001
     percentiles: list[float] = field(default_factory=lambda: [0.5, 0.95, 0.99])
     max_latency_ratio: float = 1.2
     min_load_ratio: float = 0.9
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("window", "rate_window"):
             if getattr(self, name).seconds < 60:
                 raise ValueError(f"{name} must be at least 1m")
@@ -153,7 +153,7 @@ class PushSettings(Model):
     job: str = "opsctl_probe"
     timeout: float = 10.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_url("pushgateway_url", self.pushgateway_url)
         if not self.job or not all(c.isalnum() or c in "_-." for c in self.job):
             raise ValueError("job must be letters, digits, '_', '-' or '.'")
@@ -178,10 +178,10 @@ class QualitySignal(Model):
 
     threshold: float
     severity: Literal["page", "ticket"] = "ticket"
-    for_duration: Duration = "5m"
+    for_duration: Duration = Duration("5m")
     spread: float | None = None  # default per signal: QUALITY_SPREADS
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if isinstance(self.threshold, bool) or not 0 < self.threshold < 1e6:
             raise ValueError("threshold must be a positive number")
         if self.spread is not None and not 0 < self.spread < 1e6:
@@ -205,16 +205,16 @@ class QualityRules(Model):
     (a 0.5-token shift at an 80/20 split over 10m: about 128,000 requests/s)."""
 
     enabled: bool = True
-    window: Duration = "10m"
-    baseline_offset: Duration = "1d"
+    window: Duration = Duration("10m")
+    baseline_offset: Duration = Duration("1d")
     noise_sigmas: float = 5.0  # how many standard deviations of sampling noise the threshold must clear
     min_request_rate: float = 0.0  # an extra floor, requests/s on every side (the noise guard is the minimum)
     reference: str | None = None  # default: the internal backend
-    prompt_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.5, "page", "2m"))
-    completion_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "ticket", "10m"))
-    suggestions: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "page", "5m"))
+    prompt_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.5, "page", Duration("2m")))
+    completion_tokens: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "ticket", Duration("10m")))
+    suggestions: QualitySignal = field(default_factory=lambda: QualitySignal(0.1, "page", Duration("5m")))
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         window = self.window.seconds
         if not 60 <= window <= 86400 or window % 10:
             raise ValueError("window must be a multiple of 10s between 1m and 1d")

@@ -21,7 +21,7 @@ class FlagdSettings(Model):
     path: str | None = None  # default traffic/flags.flagd.json under the state dir (when no configmap)
     configmap: FlagdConfigMap | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.path is not None and self.configmap is not None:
             raise ValueError("give either path (a file) or configmap, not both")
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,252}", self.flag):

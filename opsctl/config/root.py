@@ -57,7 +57,7 @@ class Config(Model):
     # The catalog directory this config was read from (opsctl.config.catalog); None: a single config.
     catalog: str | None = field(default=None, metadata={"internal": True})
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.backends:
             raise ValueError("backends: at least one backend is required")
         for name in self.backends:

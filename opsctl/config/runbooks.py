@@ -47,7 +47,7 @@ class RunbooksConfig(Model):
     golden: str = "golden.jsonl"  # the golden set `opsctl probe consistency` runs in the quality runbook
     tickets: RunbookTickets = field(default_factory=RunbookTickets)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.base_url is not None:
             _check_url("base_url", self.base_url)
         for title, url in self.dashboards.items():

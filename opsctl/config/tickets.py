@@ -21,7 +21,7 @@ class ZendeskSettings(Model):
     ca_file: str | None = None
     retry: RetrySettings = field(default_factory=RetrySettings)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _https_url("url", self.url)
         if "@" not in self.email:
             raise ValueError(f"email must be the API user's email address (got {self.email!r})")
@@ -40,7 +40,7 @@ class JiraSettings(Model):
     ca_file: str | None = None
     retry: RetrySettings = field(default_factory=RetrySettings)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _https_url("url", self.url)
         if self.deployment == "cloud" and not self.email:
             raise ValueError("deployment cloud needs email (basic auth with email and API token)")
@@ -58,7 +58,7 @@ class EmailSettings(Model):
     ca_file: str | None = None
     retry: RetrySettings = field(default_factory=RetrySettings)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
             raise ValueError("port must be between 1 and 65535")
         if "@" not in self.from_addr:
@@ -77,7 +77,7 @@ class WebhookSettings(Model):
     ca_file: str | None = None
     retry: RetrySettings = field(default_factory=RetrySettings)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _https_url("url", self.url)
         if self.status_url is not None:
             _https_url("status_url", self.status_url)
@@ -99,7 +99,7 @@ class VendorTickets(Model):
     group_id: int | None = None  # zendesk: the group (queue) to route to
     tags: tuple[str, ...] = ()
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.categories:
             raise ValueError("categories: map at least one opsctl category (e.g. inference)")
         missing = [s for s in SEVERITIES if s not in self.severities]
@@ -129,9 +129,9 @@ class TicketsConfig(Model):
     email: EmailSettings | None = None
     webhook: WebhookSettings | None = None
     # A ticket with the same derived idempotency key within this window is the same ticket.
-    dedup_window: Duration = "24h"
+    dedup_window: Duration = Duration("24h")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 60 <= self.dedup_window.seconds <= 30 * 86400:
             raise ValueError("dedup_window must be between 1m and 30d")
         for vendor, route in self.vendors.items():

@@ -17,7 +17,7 @@ class KubernetesSettings(Model):
     namespace: str = "default"
     timeout: float = 10.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.host and not self.host.startswith(("http://", "https://")):
             raise ValueError(f"host must start with http:// or https:// (got {self.host!r})")
         if self.host and self.kubeconfig:
@@ -49,7 +49,7 @@ class GatewayApiSettings(Model):
     rule: int = 0  # index into spec.rules
     api_version: Literal["v1", "v1beta1"] = "v1"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.rule < 0:
             raise ValueError("rule must be a rule index (0 or more)")
 
@@ -62,7 +62,7 @@ class Destination(Model):
     subset: str | None = None  # Istio only
     namespace: str | None = None  # Gateway API only
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.host:
             raise ValueError("host must not be empty")
         if self.port is not None and not 1 <= self.port <= 65535:
@@ -73,9 +73,9 @@ class RateLimit(Model):
     """Flap damping: at most `max_changes` traffic operations per `window` (a ramp counts once)."""
 
     max_changes: int = 6
-    window: Duration = "1h"
+    window: Duration = Duration("1h")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 1 <= self.max_changes <= 1000:
             raise ValueError("max_changes must be between 1 and 1000")
         _check_duration(self.window, "window", minimum=1)
@@ -87,9 +87,9 @@ class RateLimit(Model):
 
 class RampDefaults(Model):
     step: int = 10  # percentage points per step
-    interval: Duration = "5m"  # wait between steps, then check the receiving backend's burn rate
+    interval: Duration = Duration("5m")  # wait between steps, then check the receiving backend's burn rate
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 1 <= self.step <= 100:
             raise ValueError("step must be between 1 and 100")
         _check_duration(self.interval, "interval")
@@ -116,7 +116,7 @@ class TrafficConfig(Model):
     # its own recorded change; as replicas become Ready the top-ups take it back from there first.
     degradation: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 1 <= self.conflict_attempts <= 20:
             raise ValueError("conflict_attempts must be between 1 and 20")
 
@@ -135,7 +135,7 @@ class StateConfig(Model):
     kubernetes: KubernetesSettings | None = None  # default: traffic.kubernetes
     history: int = 50  # change records kept with the split; older ones live in Events and logs
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 1 <= self.history <= 200:
             raise ValueError("history must be between 1 and 200 (a ConfigMap or annotation holds at most 1 MiB)")
 
@@ -151,7 +151,7 @@ class VendorThroughput(Model):
     unit: Literal["requests", "tokens"] = "requests"  # what `query` answers in
     headroom: float = 0.2
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         given = [n for n in ("requests_per_second", "tokens_per_second", "query") if getattr(self, n) is not None]
         if len(given) != 1:
             raise ValueError("give exactly one of requests_per_second, tokens_per_second or query"
@@ -190,9 +190,9 @@ class CapacityConfig(Model):
     replicas: int | None = None  # static only
     headroom: float = 0.2
     max_replicas: int = 1
-    ready_timeout: Duration = "10m"
-    poll_interval: Duration = "5s"
-    rate_window: Duration = "5m"  # request rate = sum(rate(llm_proxy_requests_total[rate_window]))
+    ready_timeout: Duration = Duration("10m")
+    poll_interval: Duration = Duration("5s")
+    rate_window: Duration = Duration("5m")  # request rate = sum(rate(llm_proxy_requests_total[rate_window]))
     # What drives the Deployment's replicas. With `hpa` (autoscaling/v2) or `keda` (a ScaledObject),
     # capacity raises the autoscaler's minimum (minReplicas / minReplicaCount) and puts it back on
     # restore: a scale-subresource patch would be undone at the autoscaler's next sync.
@@ -202,7 +202,7 @@ class CapacityConfig(Model):
     # against it (refused, or a failover capped), as the internal backend's replicas are.
     vendors: dict[str, VendorThroughput] = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.autoscaler != "none" and self.source != "kubernetes":
             raise ValueError("autoscaler needs source kubernetes")
         if self.rps_per_replica <= 0:

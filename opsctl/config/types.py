@@ -15,7 +15,7 @@ class SecretRef(Model):
     file: str | None = None
     redact_input = True  # a value of the wrong shape (an inline secret) is never echoed
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if bool(self.env) == bool(self.file):
             raise ValueError("give exactly one of 'env' or 'file'")
 
@@ -28,7 +28,7 @@ class SecretRef(Model):
                 raise UsageError(f"secret environment variable {self.env} is not set")
             return value.strip()
         try:
-            return Path(self.file).read_text().strip()
+            return Path(self.file or "").read_text().strip()  # __post_init__: env or file is set
         except OSError as exc:
             raise UsageError(f"cannot read secret file {self.file}: {exc.strerror}") from exc
 

@@ -127,3 +127,74 @@ def _seconds(window: str | None) -> int | None:
         return int(window[:-1]) * units[window[-1]]
     except (KeyError, ValueError):
         return None
+
+
+# -- the chain drill: the prediction from the fault, before anything is measured ------------------
+
+# fault kind -> the share of the faulted backend's requests it fails, from its parameters (the
+# outcomes every availability SLO counts bad: server_error, throttled, auth_error)
+ERROR_SHARE = {
+    "vendor-5xx": lambda p: p.get("rate", 0.2),
+    "oauth-token-failure": lambda p: p.get("rate", 1.0),
+    "auth-throttling": lambda p: p.get("rate", 0.3) + p.get("auth_rate", 0.0),
+}
+CHAIN_MARGIN = 180  # seconds past the predicted page: scrapes, serve's actions, the ticket, the on-call's ack
+
+
+def fault_burns(plans, fault_kind: str, params: dict, backend: str, split: dict[str, float]) -> list[dict]:
+    """The burn B each availability SLO sees from a step fault failing a share of `backend`'s requests
+    from a clean baseline: share / (1 - goal) on the backend's own SLO, share x the backend's traffic
+    share / (1 - goal) on a service-wide one (backend `all` or none). [] for a fault with no error share."""
+    share_of = ERROR_SHARE.get(fault_kind)
+    if share_of is None:
+        return []
+    share = float(share_of(params))
+    total = sum(split.values()) or 1.0
+    traffic = split.get(backend, 0.0) / total
+    out = []
+    for plan in plans:
+        slo = plan.slo
+        if slo.kind != "availability":
+            continue
+        budget = 1.0 - slo.goal
+        if slo.backend == backend:
+            bad, basis = share, f"{fault_kind} fails {share:.4g} of {backend}'s requests"
+        elif slo.backend in (None, "all"):
+            bad, basis = share * traffic, f"{fault_kind} fails {share:.4g} of {backend}'s {traffic:.4g} of the traffic"
+        else:
+            continue
+        out.append({"slo": slo.name, "plan": plan, "bad_share": bad,
+                    "burn": bad / budget, "basis": f"{basis}, against a budget of {budget:.4g}"})
+    return out
+
+
+def chain_prediction(plans, fault_kind: str, params: dict, backend: str, split: dict[str, float], *,
+                     slo: str | None, group_wait: float) -> dict:
+    """The chain report's `prediction`, from the fault: each page tier of the detecting SLO (`slo`, else
+    the SLO burning fastest) by `predict`, on each rule group's own interval; detection is the first
+    tier to fire, the page `group_wait` later (Alertmanager's wait before the first notification).
+    Mitigation and the ticket follow the notification to serve: no maths of their own, so none is
+    predicted. {} when the fault fails no share of requests (a latency or capacity fault)."""
+    burns = fault_burns(plans, fault_kind, params, backend, split)
+    if not burns:
+        return {}
+    chosen = next((b for b in burns if b["slo"] == slo), None) or max(burns, key=lambda b: b["burn"])
+    tiers = predict(chosen["plan"], chosen["burn"], None)
+    times = [t["predicted_seconds"] for t in tiers if t["predicted_seconds"] is not None]
+    detect = min(times) if times else None
+    page = None if detect is None else detect + group_wait
+    return {"slo": chosen["slo"], "burn": chosen["burn"], "burn_basis": chosen["basis"], "tiers": tiers,
+            "group_wait_seconds": group_wait, "predicted_detection_seconds": detect,
+            "predicted_page_seconds": page, "measured_detection_seconds": None,
+            "hops": [{"hop": hop, "predicted_seconds": {"detect": detect, "page": page}.get(hop), "seconds": None,
+                      "budget_spent": None} for hop, _ in HOPS]}
+
+
+def derived_timeout(pred: dict, default: int) -> tuple[int, str]:
+    """The chain drill's timeout when --chain-timeout is not given: the predicted page + CHAIN_MARGIN,
+    within 30 s..1 h; `default` when nothing is predicted."""
+    page = (pred or {}).get("predicted_page_seconds")
+    if page is None:
+        return default, f"no prediction for this fault: the default {default}s"
+    seconds = int(min(3600, max(30, math.ceil(page + CHAIN_MARGIN))))
+    return seconds, f"predicted page {page:g}s + margin {CHAIN_MARGIN}s"

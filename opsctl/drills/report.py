@@ -380,9 +380,16 @@ def render_markdown(d: dict) -> str:
                   "| alert | windows | factor | for | predicted | how |", "|---|---|---|---|---|---|"]
         lines += [f"| {t['alert']} ({t['tier']}) | {t['long']}/{t['short']} | {t['factor']:g}x | {t['for_seconds']}s |"
                   f" {duration_text(t['predicted_seconds'])} | {_md(t['why'])} |" for t in pred["tiers"]]
-        lines += ["", "| hop | from the fault | budget spent by then |", "|---|---|---|"]
-        lines += [f"| {h['hop']} | {duration_text(h['seconds'])} |"
-                  f" {'-' if h['budget_spent'] is None else format(h['budget_spent'], '.2%')} |" for h in pred["hops"]]
+        if any("predicted_seconds" in h for h in pred["hops"]):  # the chain drill: predicted from the fault
+            lines += ["", f"Predicted page: detection + Alertmanager's group_wait {pred.get('group_wait_seconds', 0):g}s;"
+                      " mitigation and the ticket follow the notification to serve (not predicted).", "",
+                      "| hop | predicted | measured |", "|---|---|---|"]
+            lines += [f"| {h['hop']} | {duration_text(h['predicted_seconds'])} | {duration_text(h['seconds'])} |"
+                      for h in pred["hops"]]
+        else:
+            lines += ["", "| hop | from the fault | budget spent by then |", "|---|---|---|"]
+            lines += [f"| {h['hop']} | {duration_text(h['seconds'])} |"
+                      f" {'-' if h['budget_spent'] is None else format(h['budget_spent'], '.2%')} |" for h in pred["hops"]]
         lines.append("")
     if d.get("expectations"):
         lines += ["## Expectations", "", "| | expectation | deadline | met at | observed / reason |", "|---|---|---|---|---|"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import MISSING, Field, FrozenInstanceError, field
-from typing import dataclass_transform
+from typing import Any, dataclass_transform
 
 __all__ = ["Model", "field"]
 
@@ -31,12 +31,12 @@ COERCE: dict[str, type] = {}
 class Model:
     """Base of frozen typed models; subclasses declare fields as annotations, as a dataclass does."""
 
-    __dataclass_fields__: dict[str, Field] = {}
+    __dataclass_fields__: dict[str, Field[Any]] = {}
     __coerce__: dict[str, type] = {}
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        fields: dict[str, Field] = {}
+        fields: dict[str, Field[Any]] = {}
         for base in reversed(cls.__mro__[1:]):
             fields.update(getattr(base, "__dataclass_fields__", {}))
         seen_default = False
@@ -44,9 +44,9 @@ class Model:
             if isinstance(annotation, str) and annotation.startswith(("ClassVar", "typing.ClassVar")):
                 continue
             value = cls.__dict__.get(name, MISSING)
-            f = value if isinstance(value, Field) else field(default=value)
+            f: Field[Any] = value if isinstance(value, Field) else field(default=value)
             f.name, f.type = name, annotation
-            f._field_type = dataclasses._FIELD
+            f._field_type = dataclasses._FIELD  # type: ignore[attr-defined]
             if f.default is not MISSING:
                 setattr(cls, name, f.default)  # the class attribute a dataclass leaves behind
             elif isinstance(value, Field):
@@ -59,7 +59,7 @@ class Model:
             seen_default = seen_default or has_default
             fields[name] = f
         cls.__dataclass_fields__ = fields
-        coerce = {}
+        coerce: dict[str, type] = {}
         for name, f in fields.items():
             head = f.type.split("|")[0].strip() if isinstance(f.type, str) else getattr(f.type, "__name__", "")
             if head in COERCE:
@@ -68,9 +68,9 @@ class Model:
                     f.default = kind(f.default)  # a bad default fails at import, in tests
                     setattr(cls, name, f.default)
         cls.__coerce__ = coerce
-        cls.__match_args__ = tuple(fields)
+        setattr(cls, "__match_args__", tuple(fields))  # not declared on type
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         fields = self.__dataclass_fields__
         names = list(fields)
         if len(args) > len(names):
@@ -99,23 +99,23 @@ class Model:
         if post is not None:
             post()
 
-    def _values(self) -> tuple:
+    def _values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, name) for name in self.__dataclass_fields__)
 
-    def __eq__(self, other):
-        if other.__class__ is self.__class__:
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Model):
             return self._values() == other._values()
         return NotImplemented
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(self._values())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__dataclass_fields__)
         return f"{type(self).__qualname__}({inner})"
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
-    def __delattr__(self, name):
+    def __delattr__(self, name: str) -> None:
         raise FrozenInstanceError(f"cannot delete field {name!r}")

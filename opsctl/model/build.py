@@ -21,7 +21,7 @@ import dataclasses
 import sys
 import types
 import typing
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from opsctl.errors import ConfigError
 
@@ -36,7 +36,7 @@ class Words:
     def show(self, value: Any) -> str:
         return f"{type(value).__name__} {repr(value)[:60]}"
 
-    def choices(self, allowed: tuple, value: Any) -> str:
+    def choices(self, allowed: tuple[Any, ...], value: Any) -> str:
         return f"must be one of {', '.join(repr(a) for a in allowed)}, got {self.show(value)}"
 
 
@@ -51,7 +51,7 @@ class JsonWords(Words):
         return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
             type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
 
-    def choices(self, allowed: tuple, value: Any) -> str:
+    def choices(self, allowed: tuple[Any, ...], value: Any) -> str:
         if isinstance(value, str) or not all(isinstance(a, str) for a in allowed):
             shown = repr(value[:40]) if isinstance(value, str) else repr(value)[:40]
             return f"must be one of {', '.join(map(str, allowed))}, got {shown}"
@@ -61,14 +61,16 @@ class JsonWords(Words):
 CONFIG = Words()
 JSON = JsonWords()
 
+T = TypeVar("T")
 
-def build(cls: type, data: Any, filename: str):
+
+def build(cls: type[T], data: Any, filename: str) -> T:
     """Build model (or dataclass) `cls` from raw data, collecting every problem before failing."""
     problems: list[str] = []
     result = build_into(cls, data, "", problems)
     if problems:
         raise ConfigError(f"{filename}: invalid configuration", problems=[f"{filename}: {p}" for p in problems])
-    return result
+    return typing.cast(T, result)
 
 
 def build_into(tp: Any, value: Any, path: str, problems: list[str], words: Words = CONFIG) -> Any:
@@ -141,7 +143,7 @@ def build_into(tp: Any, value: Any, path: str, problems: list[str], words: Words
             problems.append(f"{where}: {exc}")
             return None
     if dataclasses.is_dataclass(tp):
-        return _build_model(tp, value, path, problems, words)
+        return _build_model(typing.cast(type, tp), value, path, problems, words)
     if tp is bool:
         if not isinstance(value, bool):
             problems.append(f"{where}: expected true or false, got {words.show(value)}")
@@ -202,8 +204,8 @@ def _build_model(cls: type, value: Any, path: str, problems: list[str], words: W
 
 
 _HINTS: dict[type, dict[str, Any]] = {}
-_SHAPES: dict[Any, tuple[Any, tuple]] = {}  # type -> (origin, args), computed once per type
-_KEYS: dict[type, dict[str, dataclasses.Field]] = {}  # model -> {input key: field}
+_SHAPES: dict[Any, tuple[Any, tuple[Any, ...]]] = {}  # type -> (origin, args), computed once per type
+_KEYS: dict[type, dict[str, dataclasses.Field[Any]]] = {}  # model -> {input key: field}
 
 
 _CODE: dict[str, Any] = {}  # annotation text -> its compiled expression

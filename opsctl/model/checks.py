@@ -20,7 +20,7 @@ class Text:
     characters) if asked, matching `pattern` (fully) if given, described as `expected`."""
 
     def __init__(self, *, max_len: int = 8192, nonempty: bool = False, ident: bool = False,
-                 pattern: re.Pattern | None = None, expected: str = ""):
+                 pattern: re.Pattern[str] | None = None, expected: str = ""):
         self.max_len, self.nonempty, self.ident = max_len, nonempty, ident
         self.pattern, self.expected = pattern, expected
 
@@ -82,7 +82,7 @@ class NonEmpty:
     def __init__(self, what: str):
         self.what = what
 
-    def __call__(self, value):
+    def __call__(self, value: Any) -> Any:
         if not value:
             raise ValueError(f"must hold at least one {self.what}")
         return value

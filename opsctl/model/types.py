@@ -6,6 +6,8 @@ rendered config show what the user wrote, arithmetic uses the number, nothing pa
 
 from __future__ import annotations
 
+from typing import Any
+
 from opsctl.clock import parse_duration
 from opsctl.model.base import COERCE
 
@@ -29,13 +31,13 @@ class Duration(str):
     def from_text(cls, text: str) -> "Duration":
         return cls(text)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Duration], tuple[str]]:
         return (Duration, (str(self),))
 
 
 COERCE["Duration"] = Duration
 
 
-def yaml_safe(dumper_cls) -> None:
+def yaml_safe(dumper_cls: Any) -> None:
     """Let a PyYAML dumper write typed scalars as the plain text they came from."""
     dumper_cls.add_representer(Duration, dumper_cls.represent_str)

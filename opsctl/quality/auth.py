@@ -72,7 +72,7 @@ class DatabricksOAuthToken:
     """Client-credentials tokens from a Databricks workspace, refreshed before they expire."""
 
     def __init__(self, settings: "DatabricksOAuth", *, clock=None, cache_file: Path | None = None,
-                 timeout: float = 10.0, verify_tls: bool = True, transport=None):
+                 timeout: float = 10.0, verify_tls: bool = True, connect=None):
         from opsctl.clock import WallClock
 
         self.settings = settings
@@ -80,7 +80,7 @@ class DatabricksOAuthToken:
         self.cache_file = cache_file if settings.persist else None
         self.timeout = timeout
         self.verify_tls = verify_tls
-        self.transport = transport
+        self.connect = connect  # remote.http_call's transport seam (None: a TCP connection)
         self.description = f"Databricks OAuth M2M for client {settings.client_id} at {settings.endpoint}"
         self.exchanges = 0
         self._lock = threading.Lock()
@@ -107,34 +107,44 @@ class DatabricksOAuthToken:
     # -- the exchange -------------------------------------------------------------------------
 
     def _exchange(self) -> None:
-        import httpx
+        import base64
+        import time
+        from urllib.parse import urlencode
+
+        from opsctl.remote import DeadlineExceeded, http_call
 
         secret = self.settings.client_secret.resolve()
         url = self.settings.endpoint
         issued_at = self.clock.now()
+        basic = base64.b64encode(f"{self.settings.client_id}:{secret}".encode()).decode()
+        form = urlencode({"grant_type": "client_credentials", "scope": self.settings.scope}).encode()
         try:
-            with httpx.Client(timeout=self.timeout, verify=self.verify_tls, transport=self.transport) as http:
-                response = http.post(
-                    url,
-                    auth=(self.settings.client_id, secret),
-                    data={"grant_type": "client_credentials", "scope": self.settings.scope},
-                    headers={"Accept": "application/json"},
-                )
-        except httpx.HTTPError as exc:
+            response = http_call(
+                "POST", url, body=form, deadline=time.monotonic() + self.timeout, connect_timeout=self.timeout,
+                verify_tls=self.verify_tls, connect=self.connect,
+                headers={"Authorization": f"Basic {basic}", "Accept": "application/json",
+                         "Content-Type": "application/x-www-form-urlencoded"},
+            )
+        except DeadlineExceeded as exc:
+            raise OpsctlError(
+                f"the OAuth token endpoint {url} did not answer within {self.timeout:g}s",
+                hint="check databricks_oauth.workspace_url / token_url and the network",
+            ) from exc
+        except OSError as exc:
             raise OpsctlError(
                 f"cannot reach the OAuth token endpoint {url}: {type(exc).__name__}",
                 hint="check databricks_oauth.workspace_url / token_url and the network",
             ) from exc
-        if response.status_code in (400, 401, 403):
+        if response.status in (400, 401, 403):
             raise UsageError(
                 f"the OAuth token endpoint {url} refused client {self.settings.client_id} "
-                f"(HTTP {response.status_code}{_oauth_error(response)})",
+                f"(HTTP {response.status}{_oauth_error(response.body)})",
                 hint="check the client id and the secret's env var or file (the value is never shown)",
             )
-        if response.status_code >= 300:
-            raise OpsctlError(f"the OAuth token endpoint {url} answered HTTP {response.status_code}")
+        if response.status >= 300:
+            raise OpsctlError(f"the OAuth token endpoint {url} answered HTTP {response.status}")
         try:
-            body = response.json()
+            body = json.loads(response.body)
             token = body["access_token"]
             # Databricks tokens live an hour; if the field is missing, assume no longer than that.
             expires_in = float(body.get("expires_in", 3600))
@@ -187,17 +197,17 @@ def write_private_atomic(path: Path, text: str) -> None:
     write_text_atomic(path, text, mode=0o600)
 
 
-def _oauth_error(response) -> str:
+def _oauth_error(body: bytes) -> str:
     """The RFC 6749 error code, never the body as a whole (it could echo a credential)."""
     try:
-        code = response.json().get("error")
+        code = json.loads(body).get("error")
     except (ValueError, AttributeError):
         return ""
     return f": {code}" if isinstance(code, str) and code.replace("_", "").isalnum() else ""
 
 
 def build_token_source(auth: "EndpointAuth", *, backend: str, state_dir: Path | None = None, clock=None,
-                       timeout: float = 10.0, verify_tls: bool = True, transport=None) -> TokenSource:
+                       timeout: float = 10.0, verify_tls: bool = True, connect=None) -> TokenSource:
     """The TokenSource for an endpoint's auth method. Unknown methods fail closed."""
     method = auth.method
     if method == "none":
@@ -209,5 +219,5 @@ def build_token_source(auth: "EndpointAuth", *, backend: str, state_dir: Path | 
     if method == "databricks_oauth":
         cache = state_dir / "tokens" / f"{backend}.json" if state_dir is not None else None
         return DatabricksOAuthToken(auth.databricks_oauth, clock=clock, cache_file=cache, timeout=timeout,
-                                    verify_tls=verify_tls, transport=transport)
+                                    verify_tls=verify_tls, connect=connect)
     raise UsageError(f"unknown auth method {method!r} (known: none, bearer, pat, databricks_oauth)")

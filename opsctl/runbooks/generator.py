@@ -291,7 +291,7 @@ def _alert_runbook(cfg: "Config", site: dict, plan: "SloRulePlan", severity: str
         "related_scenarios": related_scenarios,
         "siblings": siblings,
         "other_severity_file": cv.runbook_name(slo.name, "ticket" if severity == "page" else "page"),
-        "labels": {cv.LABEL_SLO: slo.name, cv.LABEL_BACKEND: backend, cv.LABEL_SERVICE: cfg.service,
+        "labels": {cv.LABEL_SLO: slo.name, cv.LABEL_BACKEND: backend, cv.LABEL_SERVICE: plan.label_dict[cv.LABEL_SERVICE],
                    cv.LABEL_SEVERITY: severity, cv.LABEL_CATEGORY: plan.category, **cfg.alerting.labels},
         "fast_pair": next((f"{a.long} / {a.short}" for a in alerts if a.fast), None),
         "absent_for": format_duration(plan.absent_for) if plan.absent else None,

@@ -21,10 +21,10 @@ class Query:
 
 def slo_queries(plan: "SloRulePlan", severity: str) -> list[Query]:
     """The recording rules of one SLO's alert, and the same figures from the raw selectors."""
-    from opsctl.slo.rules import error_ratio_expr, number
+    from opsctl.slo.rules import error_ratio_expr, number, own_matchers
 
     slo = plan.slo
-    own = f'{{{cv.LABEL_SLO}="{slo.name}"}}'
+    own = own_matchers(plan)  # slo and service: SLO names may repeat across services
     budget = f"(1 - {number(slo.goal)})"
     alerts = [a for a in plan.alerts if a.severity == severity and not a.fast]  # the fast tier reads raw windows
     queries = []
@@ -44,7 +44,7 @@ def slo_queries(plan: "SloRulePlan", severity: str) -> list[Query]:
         a.fast for a in plan.alerts if a.severity == severity) else []))
     matcher = f'alertname="{names}"' if "|" not in names else f'alertname=~"{names}"'
     queries.append(Query("is the alert firing (and for which window pair)",
-                         f'ALERTS{{{matcher},{cv.LABEL_SLO}="{slo.name}"}}'))
+                         f'ALERTS{{{matcher},{own_matchers(plan)[1:]}'))
     return queries
 
 

@@ -9,8 +9,9 @@ evaluations being `alerting.evaluation_interval` apart (ceil(for / interval) + 1
 Only alerts whose condition holds at `at` are checked further back, so a quiet evaluation costs
 one batch of queries. Drills call `firing_alerts` at simulated instants.
 
-On a PromQL source holding the rules' recorded base-window increases over the whole 1d and 3d
-windows (`opsctl.slo.recorded`), those windows are read from them exactly as the rules read them
+On a PromQL source holding the rules' recorded base-window increases over the whole derived
+windows (`opsctl.slo.recorded`; 1d and 3d at 28 days, scaled with each SLO's period), those
+windows are read from them exactly as the rules read them
 (`1 - sum_over_time(good) / sum_over_time(valid)`); elsewhere from raw queries, by the identity the
 rules rest on (see `_counts_at`). Which one answered is said per SLO.
 """
@@ -98,14 +99,29 @@ class AlertEvaluation:
     # on a source that could hold them (PromQL); empty elsewhere
     long_windows: dict[str, tuple[str, str]] = field(default_factory=dict)
     absent: list[AbsentAlert] = field(default_factory=list)  # SloMetricsAbsent, apart: it has no burn rate
+    # SLO name -> the alert windows derived from the recorded increases (its period's: 1d and 3d at
+    # 28 days, 6h and 18h at 7), named in the notes
+    derived_windows: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def notes(self) -> list[str]:
-        """One line per way the long windows were read: recorded, or raw and why."""
-        recorded = sorted(n for n, (used, _) in self.long_windows.items() if used == "recorded")
-        lines = [f"1d and 3d windows from the recorded increases for {len(recorded)} SLO(s)"] if recorded else []
-        lines += [f"1d and 3d windows from raw queries for {n}: {why}"
+        """One line per way the long windows were read: recorded (one line per set of windows, as
+        periods differ), or raw and why; each names the windows it is about."""
+        by_windows: dict[str, int] = {}
+        for n, (used, _) in sorted(self.long_windows.items()):
+            if used == "recorded":
+                text = self._windows_text(n)
+                by_windows[text] = by_windows.get(text, 0) + 1
+        lines = [f"{text} from the recorded increases for {count} SLO(s)" for text, count in by_windows.items()]
+        lines += [f"{self._windows_text(n)} from raw queries for {n}: {why}"
                   for n, (used, why) in sorted(self.long_windows.items()) if used == "raw"]
         return lines
+
+    def _windows_text(self, name: str) -> str:
+        windows = self.derived_windows.get(name, ())
+        if not windows:
+            return "the long windows"
+        joined = windows[0] if len(windows) == 1 else f"{', '.join(windows[:-1])} and {windows[-1]}"
+        return f"{joined} window{'s' if len(windows) > 1 else ''}"
 
     def to_dict(self) -> dict:
         out = {
@@ -314,6 +330,7 @@ class AlertEvaluator:
             own.firing.extend(part.firing)
             own.unknown.update(part.unknown)
             own.long_windows.update(part.long_windows)
+            own.derived_windows.update(part.derived_windows)
             own.absent.extend(part.absent)
         return own
 
@@ -375,7 +392,9 @@ class AlertEvaluator:
         long_windows = {} if recorded is None else {
             p.name: ("recorded" if p.name in recorded.usable else "raw", recorded.why.get(p.name, ""))
             for p in self.plans if p.name in recorded.why}
-        return AlertEvaluation(at, firing, unknown, long_windows, self._absent(at))
+        derived = {p.name: tuple(w for w in p.derived if w in _windows([a for a in p.alerts if not a.fast]))
+                   for p in self.plans if p.name in long_windows}
+        return AlertEvaluation(at, firing, unknown, long_windows, self._absent(at), derived)
 
     def _interval(self, alert: BurnAlert) -> int:
         return alert.interval or self.interval

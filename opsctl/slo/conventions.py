@@ -214,7 +214,8 @@ def record_cause_ratio(window: str) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # Recording rules, in Prometheus' level:metric:operation form. Every series carries the labels
-# slo, backend and service, so one SLO's series are selected with {slo="<name>"}.
+# slo, backend and service, so one SLO's series are selected with {slo="<name>",service="<service>"}
+# (rules.own_matchers): SLO names need not be unique across the services of one Prometheus.
 
 RECORD_OBJECTIVE = "slo:objective:ratio"  # the goal, e.g. 0.9999
 RECORD_ERROR_BUDGET = "slo:error_budget:ratio"  # 1 - goal

@@ -352,8 +352,14 @@ def _budget_expr(plan: SloRulePlan) -> str:
     return f"(1 - {number(plan.slo.goal)})"
 
 
+def own_matchers(plan: SloRulePlan) -> str:
+    """The braces selecting one SLO's recorded series: its `slo` and `service` labels (as written on
+    the series), so two services of one Prometheus with an SLO of the same name stay apart."""
+    return f'{{{cv.LABEL_SLO}="{plan.name}",{cv.LABEL_SERVICE}="{plan.label_dict[cv.LABEL_SERVICE]}"}}'
+
+
 def _own(record: str, plan: SloRulePlan) -> str:
-    return f'{record}{{{cv.LABEL_SLO}="{plan.name}"}}'
+    return f"{record}{own_matchers(plan)}"
 
 
 def _valid_of(q: dict[str, str]) -> str:
@@ -397,7 +403,7 @@ GO_BURN_RATE = '{{ printf "%.2f" $value }}'
 
 def _cause_lookup(plan: SloRulePlan, window: str) -> str:
     """PromQL naming the dominant cause over `window`: the largest recorded per-cause ratio above 0."""
-    return f"topk(1, {cv.record_cause_ratio(window)}{{{cv.LABEL_SLO}=\"{plan.name}\"}} > 0)"
+    return f"topk(1, {_own(cv.record_cause_ratio(window), plan)} > 0)"
 
 
 def cause_template(plan: SloRulePlan, window: str) -> str:

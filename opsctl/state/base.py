@@ -9,7 +9,7 @@ loop on top, retried on conflict. Versions are opaque: a file's counter, an obje
 from __future__ import annotations
 
 import re
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from opsctl.errors import UsageError
 from opsctl.model import Model
@@ -22,7 +22,7 @@ _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 class Document(Model):
     name: str
-    data: dict  # JSON-serialisable
+    data: dict[str, Any]  # JSON-serialisable
     version: str  # opaque compare-and-swap token
 
 
@@ -32,11 +32,11 @@ class StateStore(Protocol):
 
     def get(self, name: str) -> Document | None: ...
 
-    def put(self, name: str, data: dict, *, version: str | None) -> Document:
+    def put(self, name: str, data: dict[str, Any], *, version: str | None) -> Document:
         """version=None creates (ConflictError if it exists); otherwise CAS (ConflictError, exit 5, if moved)."""
         ...
 
-    def update(self, name: str, change: Callable[[dict | None], dict | None], *, attempts: int = 5) -> Document | None:
+    def update(self, name: str, change: Callable[[dict[str, Any] | None], dict[str, Any] | None], *, attempts: int = 5) -> Document | None:
         """Read-modify-write with CAS, retried on conflict; change returning None leaves it unchanged."""
         ...
 
@@ -52,7 +52,7 @@ def check_name(name: str) -> str:
     return name
 
 
-def encode(name: str, data: dict) -> str:
+def encode(name: str, data: dict[str, Any]) -> str:
     import json
 
     if not isinstance(data, dict):
@@ -66,7 +66,7 @@ def encode(name: str, data: dict) -> str:
     return text
 
 
-def update_loop(store: StateStore, name: str, change: Callable[[dict | None], dict | None],
+def update_loop(store: StateStore, name: str, change: Callable[[dict[str, Any] | None], dict[str, Any] | None],
                 attempts: int) -> Document | None:
     """The shared read-modify-write loop: re-read and re-run `change` whenever the write meets a
     concurrent one, up to `attempts` times in all."""
@@ -90,6 +90,6 @@ def update_loop(store: StateStore, name: str, change: Callable[[dict | None], di
         except ConflictError as exc:
             last = exc
     raise ConflictError(
-        f"state document {name}: gave up after {attempts} attempts, each met a concurrent change ({last.message})",
+        f"state document {name}: gave up after {attempts} attempts, each met a concurrent change ({last.message if last is not None else 'no attempt'})",
         hint="another opsctl keeps changing it; run again",
     )

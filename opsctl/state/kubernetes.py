@@ -20,7 +20,7 @@ clock, the one time base every replica shares.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from opsctl.errors import ConflictError, NoDataError, OpsctlError
 from opsctl.state.base import Document, check_name, encode, update_loop
@@ -57,7 +57,7 @@ class KubernetesStateStore:
     def _object(self, name: str) -> str:
         return object_name(self.service, check_name(name))
 
-    def _document(self, name: str, cm) -> Document:
+    def _document(self, name: str, cm: Any) -> Document:
         raw = (cm.data or {}).get(KEY)
         if raw is None:
             return Document(name, {}, cm.metadata.resource_version)
@@ -80,14 +80,14 @@ class KubernetesStateStore:
             raise
         return self._document(name, cm)
 
-    def put(self, name: str, data: dict, *, version: str | None) -> Document:
+    def put(self, name: str, data: dict[str, Any], *, version: str | None) -> Document:
         text = encode(name, data)
         obj = self._object(name)
         labels = {**APP_LABELS, "opsctl.io/service": safe_service(self.service), "opsctl.io/document": name}
         import os
 
         write_id = os.urandom(8).hex()
-        body = {"apiVersion": "v1", "kind": "ConfigMap",
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": obj, "namespace": self.namespace, "labels": labels,
                              "annotations": {WRITE_ID: write_id}},
                 "data": {KEY: text}}
@@ -127,5 +127,5 @@ class KubernetesStateStore:
     def now(self) -> float:
         return self.kube.server_now()
 
-    def update(self, name: str, change: Callable[[dict | None], dict | None], *, attempts: int = 5) -> Document | None:
+    def update(self, name: str, change: Callable[[dict[str, Any] | None], dict[str, Any] | None], *, attempts: int = 5) -> Document | None:
         return update_loop(self, name, change, attempts)

@@ -5,7 +5,7 @@ not work across hosts or on network volumes, so replicas never share this store.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from opsctl.errors import ConflictError, NoDataError, OpsctlError
 from opsctl.state.base import Document, check_name, encode, update_loop
@@ -38,7 +38,7 @@ class LocalStateStore:
     def get(self, name: str) -> Document | None:
         return self._read(name)
 
-    def put(self, name: str, data: dict, *, version: str | None) -> Document:
+    def put(self, name: str, data: dict[str, Any], *, version: str | None) -> Document:
         text = encode(name, data)
         path = self._path(name)
         with locked(path):
@@ -59,5 +59,5 @@ class LocalStateStore:
 
         return wall_now()  # one host: its own clock is the only one
 
-    def update(self, name: str, change: Callable[[dict | None], dict | None], *, attempts: int = 5) -> Document | None:
+    def update(self, name: str, change: Callable[[dict[str, Any] | None], dict[str, Any] | None], *, attempts: int = 5) -> Document | None:
         return update_loop(self, name, change, attempts)

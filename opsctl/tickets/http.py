@@ -1,26 +1,46 @@
-"""A JSON-over-HTTPS helper for ticket channels (httpx): single attempts, errors mapped, secrets kept out.
+"""A JSON-over-HTTPS helper for ticket channels (`remote.http_call`): single attempts, errors mapped, secrets kept out.
 
 Requests are built without credentials; `send` adds them (resolving the secret only then) and
 `show` renders the same request for `--dry-run` with each credential header replaced by a note
-saying where the secret lives. Retries belong to `desk.TicketDesk`, not here.
+saying where the secret lives. Each attempt is bounded as a whole by its timeout (connect, send,
+headers and body), through the proxies and CA bundles the environment names. Retries belong to
+`desk.TicketDesk`, not here.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json as jsonlib
+import time
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlencode
 
 from opsctl import __version__
-from opsctl.errors import OpsctlError
+from opsctl.errors import OpsctlError, UsageError
 from opsctl.remote import (
+    ConnectTimeout,
+    DeadlineExceeded,
+    HttpAnswer,
     Redactor,
+    RemoteUnavailable,
     error_for_status,
+    http_call,
     network_error,
     parse_retry_after,
     render_request,
     short,
-    tls_context,
 )
+
+
+@dataclasses.dataclass
+class ApiRequest:
+    """One request as built: header names lower-case; credentials are added only by `send`."""
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    content: bytes = b""
 
 
 class HttpApi:
@@ -35,66 +55,71 @@ class HttpApi:
         self.redactor = redactor
         self.ca_file = ca_file
         self.timeout = timeout
-        self._client = None
-
-    def client(self):
-        if self._client is None:
-            import httpx
-
-            verify: Any = tls_context(self.ca_file) if self.ca_file else True
-            self._client = httpx.Client(verify=verify, timeout=self.timeout, follow_redirects=False,
-                                        headers={"User-Agent": f"opsctl/{__version__}", "Accept": "application/json"})
-        return self._client
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        pass  # one connection per attempt: nothing is kept open between calls
 
     def request(self, method: str, path: str, *, json: Any = None, params: dict | None = None,
-                headers: dict | None = None):
-        url = path if path.startswith("https://") else self.base_url + path
-        return self.client().build_request(method, url, json=json, params=params, headers=headers)
+                headers: dict | None = None) -> ApiRequest:
+        url = path if path.startswith(("https://", "http://")) else self.base_url + path
+        if params:
+            url += ("&" if "?" in url else "?") + urlencode(params)
+        sent = {"accept": "application/json", "user-agent": f"opsctl/{__version__}"}
+        content = b""
+        if json is not None:
+            content = jsonlib.dumps(json, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+            sent["content-type"] = "application/json"
+        sent.update({k.lower(): v for k, v in (headers or {}).items()})
+        return ApiRequest(method, url, sent, content)
 
-    def send(self, request, *, action: str, permission: str, timeout: float | None = None,
+    def send(self, request: ApiRequest, *, action: str, permission: str, timeout: float | None = None,
              sign: Callable[[bytes], dict[str, str]] | None = None) -> Any:
         """Send once; the decoded JSON body (None when empty), or an opsctl error."""
-        import httpx
+        from urllib.parse import urlsplit
 
-        request.headers.update(self.auth())
+        headers = dict(request.headers)
+        headers.update({k.lower(): v for k, v in self.auth().items()})
         if sign is not None:
-            request.headers.update(sign(request.content))
-        request.extensions["timeout"] = httpx.Timeout(timeout or self.timeout).as_dict()
+            headers.update({k.lower(): v for k, v in sign(request.content).items()})
+        budget = timeout or self.timeout
+        parts = urlsplit(request.url)
+        where = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
         try:
-            response = self.client().send(request)
-        except httpx.TransportError as exc:
-            where = f"{request.url.scheme}://{request.url.netloc.decode()}"
+            answer = http_call(request.method, request.url, headers=headers, body=request.content or None,
+                               deadline=time.monotonic() + budget, connect_timeout=budget,
+                               ca_file=str(self.ca_file) if self.ca_file else None)
+        except DeadlineExceeded as exc:
+            raise RemoteUnavailable(f"{self.service}: {action}: {where} did not answer within {budget:g}s",
+                                    maybe_sent=not isinstance(exc, ConnectTimeout)) from None
+        except UsageError:
+            raise
+        except OSError as exc:
             raise network_error(self.service, action, where, exc, self.redactor) from None
-        if response.is_success:
-            if not response.content:
+        if 200 <= answer.status < 300:
+            if not answer.body:
                 return None
             try:
-                return response.json()
+                return jsonlib.loads(answer.body)
             except ValueError:
                 raise OpsctlError(f"{self.service}: {action}: the answer is not JSON: "
-                                  f"{self.redactor.scrub(short(response.text))}") from None
-        raise error_for_status(self.service, action, response.status_code, credential=self.credential,
-                               permission=permission, detail=self._detail(response),
-                               retry_after=parse_retry_after(response.headers.get("retry-after")))
+                                  f"{self.redactor.scrub(short(_text(answer)))}") from None
+        raise error_for_status(self.service, action, answer.status, credential=self.credential,
+                               permission=permission, detail=self._detail(answer),
+                               retry_after=parse_retry_after(answer.headers.get("retry-after")))
 
-    def show(self, request, extra_notes: dict[str, str] | None = None) -> dict:
+    def show(self, request: ApiRequest, extra_notes: dict[str, str] | None = None) -> dict:
         notes = {**self.auth_notes, **(extra_notes or {})}
         headers = dict(request.headers)
         for name in notes:
             headers[name] = "redacted"
-        return render_request(request.method, str(request.url), headers, request.content, redactor=self.redactor,
+        return render_request(request.method, request.url, headers, request.content, redactor=self.redactor,
                               secret_notes=notes)
 
-    def _detail(self, response) -> str:
+    def _detail(self, response: HttpAnswer) -> str:
         try:
-            body = response.json()
+            body = jsonlib.loads(response.body)
         except ValueError:
-            return self.redactor.scrub(short(response.text))
+            return self.redactor.scrub(short(_text(response)))
         parts: list[str] = []
 
         def walk(value):
@@ -114,4 +139,8 @@ class HttpApi:
                         walk(value[k])
 
         walk(body)
-        return self.redactor.scrub(short("; ".join(p for p in parts if p) or response.text))
+        return self.redactor.scrub(short("; ".join(p for p in parts if p) or _text(response)))
+
+
+def _text(answer: HttpAnswer) -> str:
+    return answer.body.decode("utf-8", errors="replace")

@@ -6,6 +6,11 @@ live while its heartbeat is fresh (HEARTBEAT_TTL) and, on the owner's own host, 
 ramp whose owner died stays `running` but not live, and blocks new ramps until it is resumed (by
 anyone) or aborted. The soak deadline of the step being watched is saved too, so `--resume` finishes
 that step's soak and burn check before it moves on.
+
+The heartbeat is written and judged on the shared store's clock: the API server's time
+(`Kube.server_now()`) when the state is on Kubernetes, so a laptop whose clock is off cannot make a
+live ramp look dead (or a dead one live) to another host; the host's clock (`opsctl.clock`) for
+local state, which only one host reads.
 """
 
 from __future__ import annotations
@@ -43,16 +48,27 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def store_now(store) -> float:
+    """The time heartbeats are written and judged at: the API server's for shared state, else this host's."""
+    kube = getattr(store, "kube", None)
+    if kube is not None and hasattr(kube, "server_now"):
+        return kube.server_now()
+    from opsctl.clock import wall_now
+
+    return wall_now()
+
+
 def me() -> dict:
     return {"pid": os.getpid(), "host": _host()}
 
 
-def is_live(data: dict, now: float | None = None) -> bool:
-    """Running, its owner's heartbeat fresh, and (on this host) the owner's process alive."""
+def is_live(data: dict, now: float | None = None, store=None) -> bool:
+    """Running, its owner's heartbeat fresh (on the store's clock, `store_now`), and (on this host)
+    the owner's process alive."""
     if data.get("status", "running") != "running":
         return False
     owner = data.get("owner") or {}
-    now = time.time() if now is None else now
+    now = store_now(store) if now is None else now
     if now - float(data.get("heartbeat") or 0) > HEARTBEAT_TTL:
         return False
     if owner.get("host") == _host() and isinstance(owner.get("pid"), int):
@@ -75,8 +91,9 @@ class RampState:
 
     def save(self) -> None:
         """Compare-and-swap: losing means someone else took the ramp over (or started another)."""
-        self.data["updated_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        self.data["heartbeat"] = time.time()
+        now = store_now(self.store)
+        self.data["updated_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+        self.data["heartbeat"] = now
         self._beat = time.monotonic()
         try:
             doc = self.store.put(DOC, self.data, version=self.version)
@@ -113,7 +130,7 @@ class RampState:
 
     @property
     def live(self) -> bool:
-        return is_live(self.data)
+        return is_live(self.data, store=self.store)
 
     def summary(self) -> dict:
         keys = ("id", "action", "status", "done", "pending", "interval", "step", "incident", "reason", "actor",

@@ -151,3 +151,56 @@ def test_the_term_is_the_holder_and_the_transitions_at_acquisition_and_none_when
     # A comes back: it reads B's Lease, is not the holder, and its old term stays gone.
     assert a.try_acquire_or_renew() is False
     assert a.term is None
+
+
+def test_a_leaders_renewal_is_one_write_with_its_last_resource_version_and_no_read(api):
+    clock = Clock()
+    a = elector(api, "serve-a", clock)
+    assert a.try_acquire_or_renew() is True  # acquire: read (404), create
+    before = len(api.requests)
+    for _ in range(5):
+        clock.t += RETRY
+        assert a.try_acquire_or_renew() is True
+    renewals = api.requests[before:]
+    assert [r.method for r in renewals] == ["PUT"] * 5
+    assert [r.body["metadata"]["resourceVersion"] for r in renewals[1:]] == \
+        [str(int(r.body["metadata"]["resourceVersion"]) + 1) for r in renewals[:-1]]  # each the one before's answer
+    assert a.rounds == {"renew": 5, "read": 1}
+
+
+def test_a_renewal_meeting_409_reads_and_a_taken_lease_makes_the_old_leader_step_down(api):
+    clock = Clock()
+    a, b = elector(api, "serve-a", clock), elector(api, "serve-b", clock)
+    a.try_acquire_or_renew()
+    b.try_acquire_or_renew()
+    clock.t += DURATION + 1  # a was paused: b takes over
+    assert b.try_acquire_or_renew() is True
+    assert a.try_acquire_or_renew() is False  # its renewal meets 409, it reads b's Lease
+    assert not a.is_leader and a.term is None and a.holder == "serve-b"
+    assert a.rounds == {"renew": 1, "read": 2}
+    assert lease(api)["spec"]["holderIdentity"] == "serve-b"
+
+
+def test_a_leader_keeps_its_lease_while_every_api_call_is_slow(api):
+    """Every call takes `LATENCY`; sizes are the shipped 20 s / 15 s / 2 s against a 5 s API, scaled by 0.1,
+    so the test is bounded: the leader renews without standing down once, no transition."""
+    from tests.conftest import wait_until
+
+    latency, duration, deadline, retry = 0.5, 2.0, 1.5, 0.2
+    changes: list = []
+    kube = Kube(KubernetesSettings(host=api.url, namespace=NS))
+    a = LeaseElector(kube, name="opsctl-serve", namespace=NS, identity="serve-a", lease_duration=duration,
+                     renew_deadline=deadline, retry_period=retry,
+                     on_change=lambda leader: changes.append(leader))
+    assert a.try_acquire_or_renew() is True
+    api.inject(verb="*", resource="leases", delay=latency)
+    a.start()
+    try:
+        wait_until(lambda: a.rounds["renew"] >= 8, timeout=30, what="8 renewals under latency")
+        assert a.is_leader
+    finally:
+        a.stop(release=False)
+        api.clear_faults()
+    assert changes == [True, False]  # acquired once; the False is stop()
+    assert lease(api)["spec"]["leaseTransitions"] == 0 and lease(api)["spec"]["holderIdentity"] == "serve-a"
+    assert a.rounds["read"] == 1  # the acquisition's: never a read round under latency

@@ -88,6 +88,20 @@ def test_a_vendor_outage_travels_every_hop_of_the_chain_and_each_is_measured(dri
     for name in ("report.md", "report.html", "serve.log", "prometheus.log", "alertmanager.log"):
         assert (run / name).is_file()
     assert "## What the faults broke" in (run / "report.md").read_text()
+    # The prediction from the fault, beside what was measured: 0.5 of databricks failing against a
+    # budget of 1e-4 burns 5000x; on a 10 s grid the fast tier (300 x 5m / 5000 = 18 s -> 20 s, for 0)
+    # fires before 1h/5m (13.44 x 1h / 5000 = 9.7 s -> 10 s, + for 20 s = 30 s); the page 2 s later
+    # (the shortened group_wait). No --chain-timeout: 22 s + the 180 s margin = 202 s.
+    pred = report["prediction"]
+    assert pred["burn"] == pytest.approx(5000.0)
+    assert {(t["long"], t["short"]): t["predicted_seconds"] for t in pred["tiers"]} == \
+        {("1h", "5m"): 30, ("6h", "30m"): 50, ("5m", "1m"): 20}
+    assert {h["hop"]: (h["predicted_seconds"], h["seconds"]) for h in pred["hops"]} == {
+        "detect": (20, m["time_to_detect"]), "page": (22, m["time_to_page"]),
+        "mitigate": (None, m["time_to_mitigate"]), "ticket": (None, m["time_to_vendor_routing"])}
+    assert any(e["kind"] == "deadline" and "every hop within 202s of the fault (predicted page 22s + margin 180s)"
+               in e["message"] for e in report["timeline"])
+    assert "| hop | predicted | measured |" in (run / "report.md").read_text()
 
 
 @pytest.mark.slow

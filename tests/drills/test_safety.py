@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 
+from tests.conftest import REPO
 from tests.drills.conftest import CHAOS, ledger, split_file
 
 
@@ -196,3 +199,43 @@ def test_a_live_dry_run_names_the_real_targets_and_refuses_namespaces_not_allowe
         "fault_namespaces: []", "fault_namespaces: [llm-staging]"))
     result = drill_env.run("drill", "run", str(CHAOS / "internal-capacity-loss.yaml"), "--live", "--dry-run")
     assert "Deployment llm-staging/vllm scaled to current x (1 - rate) replicas" in result.stdout
+
+
+# The drill process dies on its first page, after the page is recorded in the run's state and before
+# the pager has it: the one window kill -9 can hit between the two (seen as a flaky cleanup exit 1).
+_DIES_ON_FIRST_PAGE = (
+    "import os, signal\n"
+    "from opsctl.paging.local import LocalPager\n"
+    "LocalPager.trigger = lambda self, event: os.kill(os.getpid(), signal.SIGKILL)\n"
+    "from opsctl.cli.main import main\n"
+    "main()\n"
+)
+
+
+def test_cleanup_counts_a_page_recorded_but_never_created_as_done_and_says_so(drill_env):
+    path = drill_env.scenario("vendor-outage")
+    env = {k: v for k, v in os.environ.items() if k != "OPSCTL_CONFIG"}
+    env["PYTHONPATH"] = str(REPO)
+    proc = subprocess.run([sys.executable, "-c", _DIES_ON_FIRST_PAGE, "--config", str(drill_env.config),
+                           "drill", "run", str(path)], capture_output=True, text=True, env=env, cwd=drill_env.root,
+                          timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    run = drill_env.run_dir()
+    killed = drill_env.state_of(run)
+    assert killed["phase"] == "method"
+    [recorded] = killed["pages"]
+    assert recorded["resolved"] is False
+    pager_ledger = run / "paging" / "ledger.json"
+    held = ledger(run)["incidents"] if pager_ledger.exists() else []
+    assert held == [], "the pager never had the page"
+
+    result = drill_env.run("drill", "cleanup", "-o", "json")
+    assert result.exit_code == 0, result.output
+    [cleaned] = json.loads(result.stdout)
+    assert cleaned["status"] == "cleaned" and cleaned["leftovers"] == []
+    [pages] = [r for r in cleaned["rollbacks"] if r["action"] == "resolve-pages"]
+    assert pages["status"] == "done"
+    assert f"{recorded['dedup_key']} was recorded but never created" in pages["message"]
+    report = assert_nothing_left_behind(drill_env, run)
+    assert report["outcome"] == "aborted"
+    assert drill_env.state_of(run)["pages"][0]["never_created"] is True

@@ -163,3 +163,38 @@ def test_bearer_and_pat_are_sent_as_bearer_tokens_read_from_env_or_file(monkeypa
     assert pat.authorization() == "Bearer dapi-abc"
     assert "vllm-key" not in repr(bearer) and "dapi" not in repr(pat)
     assert build_token_source(EndpointAuth(), backend="internal").authorization() is None
+
+
+def test_a_token_endpoint_trickling_its_answer_cannot_hold_the_exchange_past_its_timeout(monkeypatch):
+    # Headers at once, then a byte every 0.05 s: no single read times out; the answer takes 5 s.
+    import time
+
+    from opsctl.errors import OpsctlError
+    from tests.fakes.slow_http import TrickleServer
+
+    monkeypatch.setenv("DBX_SECRET", SECRET)
+    body = json.dumps({"access_token": "t" * 40, "expires_in": 3600}).encode().ljust(100)
+    with TrickleServer(interval=0.05, body=body) as server:
+        source = DatabricksOAuthToken(settings(server), clock=SimClock(0), timeout=0.5)
+        started = time.monotonic()
+        with pytest.raises(OpsctlError, match="did not answer within 0.5s") as err:
+            source.authorization()
+        elapsed = time.monotonic() - started
+    assert elapsed < 2.5  # half the 5 s the whole answer takes
+    assert SECRET not in str(err.value) and source.exchanges == 0
+
+
+def test_the_token_exchange_opens_its_connection_through_the_transport_seam(oauth, monkeypatch):
+    import socket
+
+    monkeypatch.setenv("DBX_SECRET", SECRET)
+    opened = []
+
+    def connect(address, timeout):
+        opened.append(address)
+        return socket.create_connection(address, timeout=timeout)
+
+    source = DatabricksOAuthToken(settings(oauth), clock=SimClock(0), connect=connect)
+    assert source.authorization() == f"Bearer {oauth.issued[0]}"
+    port = int(oauth.url.rsplit(":", 1)[1].split("/")[0])
+    assert opened == [("127.0.0.1", port)]

@@ -22,8 +22,9 @@ GOAL = {(doc := yaml.safe_load((REPO / "slos" / f"{n}.yaml").read_text()))["meta
         for n in SLOS}
 
 
-def alerts(opsctl, tmp_path, url):
+def alerts(opsctl, tmp_path, url, period="28d"):
     cfg = write_config(tmp_path)
+    cfg.write_text(cfg.read_text().replace("period: 28d", f"period: {period}"))
     files = [str(REPO / "slos" / f"{n}.yaml") for n in SLOS]
     result = opsctl("--config", str(cfg), "slo", "alerts", *files, "--prometheus-url", url, "--at", AT, "-o", "json")
     assert result.exit_code == 0, result.output
@@ -72,6 +73,8 @@ def test_without_recorded_series_alerts_use_raw_queries_and_say_why(opsctl, tmp_
         assert entry["from"] == "raw"
         assert "no recorded slo:sli_valid:increase5m series" in entry["why"]
     assert len(doc["long_windows"]) == len(SLOS)
+    assert sorted(n for n in doc["notes"] if " from raw queries for " in n) == sorted(
+        f"1d and 3d windows from raw queries for {e['slo']}: {e['why']}" for e in doc["long_windows"])
     fired = long_window_alerts(doc)
     assert {(a["slo"], a["long_window"]) for a in fired} >= {
         ("llm-inference-internal-availability", "1d"), ("llm-inference-internal-availability", "3d")}
@@ -79,3 +82,19 @@ def test_without_recorded_series_alerts_use_raw_queries_and_say_why(opsctl, tmp_
         goal = GOAL[a["slo"]]
         expected = raw_identity_ratio(a["slo"], WINDOWS[a["long_window"]]) / (1 - goal)
         assert a["burn_rate"] == pytest.approx(expected, rel=1e-9), a
+
+
+@pytest.mark.prometheus
+@pytest.mark.slow
+def test_a_seven_day_slos_notes_name_its_own_derived_windows(opsctl, tmp_path, servers):  # noqa: F811
+    """A 7-day period scales the 28-day table's 1d and 3d long windows by 7/28: 6h and 18h, and the
+    notes name those (they said "1d and 3d" whatever the period)."""
+    raw, _ = servers
+    doc = alerts(opsctl, tmp_path, raw.url, period="7d")
+    scaled = [f"{int(WINDOWS[w] * 7 / 28 // 3600)}h" for w in ("1d", "3d")]
+    assert scaled == ["6h", "18h"]
+    assert len(doc["long_windows"]) == len(SLOS)
+    raw_notes = [n for n in doc["notes"] if " from raw queries for " in n]
+    assert sorted(raw_notes) == sorted(f"{scaled[0]} and {scaled[1]} windows from raw queries for {e['slo']}: {e['why']}"
+                                       for e in doc["long_windows"])
+    assert not any("1d" in n or "3d" in n for n in doc["notes"])

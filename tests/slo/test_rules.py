@@ -109,7 +109,7 @@ def test_per_slo_a_group_at_the_configured_interval_with_records_before_alerts_a
 def test_long_windows_come_from_the_recorded_increases_weighted_by_traffic(opsctl, cfg):
     doc = yaml.safe_load(generate(opsctl, cfg).stdout)
     rules = {(g["name"], r.get("record")): r["expr"] for g in doc["groups"] for r in g["rules"]}
-    own = 'slo="llm-inference-internal-availability"'
+    own = 'slo="llm-inference-internal-availability",service="llm-inference"'  # both: names may repeat across services
     main, period = "opsctl-slo-llm-inference-internal-availability", "opsctl-slo-llm-inference-internal-availability-period"
     assert rules[(main, "slo:sli_error:ratio_rate1d")] == (
         f"1 - (sum_over_time(slo:sli_good:increase5m{{{own}}}[86399s])"
@@ -149,8 +149,8 @@ def test_burn_rate_factors_follow_the_period(opsctl, tmp_path, period, factors):
             continue
         long, short = rule["labels"]["long_window"], rule["labels"]["short_window"]
         threshold = f"> {factors[long]!r}"
-        assert f'slo:sli_error:ratio_rate{long}{{slo="llm-inference-internal-availability"}} / (1 - 0.9999) {threshold}' in rule["expr"]
-        assert f'slo:sli_error:ratio_rate{short}{{slo="llm-inference-internal-availability"}} / (1 - 0.9999) {threshold}' in rule["expr"]
+        assert f'slo:sli_error:ratio_rate{long}{{slo="llm-inference-internal-availability",service="llm-inference"}} / (1 - 0.9999) {threshold}' in rule["expr"]
+        assert f'slo:sli_error:ratio_rate{short}{{slo="llm-inference-internal-availability",service="llm-inference"}} / (1 - 0.9999) {threshold}' in rule["expr"]
     records = [rule["record"] for g in doc["groups"] for rule in g["rules"] if "record" in rule]
     assert f"slo:sli_error:ratio_rate{period}" in records
 
@@ -172,8 +172,8 @@ def test_alerts_have_severity_for_guard_labels_and_runbook_links(opsctl, cfg):
         "short_window": "5m",
     }
     assert page["annotations"]["cause"] == "latency"
-    assert 'slo:sli_valid:rate5m{slo="llm-inference-databricks-latency-500ms"} >= 1.0' in page["expr"]
-    assert 'slo:sli_valid:rate2h{slo="llm-inference-databricks-latency-500ms"} >= 0.1' in ticket["expr"]
+    assert 'slo:sli_valid:rate5m{slo="llm-inference-databricks-latency-500ms",service="llm-inference"} >= 1.0' in page["expr"]
+    assert 'slo:sli_valid:rate2h{slo="llm-inference-databricks-latency-500ms",service="llm-inference"} >= 0.1' in ticket["expr"]
     assert page["annotations"]["runbook_url"] == (
         "https://runbooks.test/llm/llm-inference-databricks-latency-500ms-page.md")
     assert ticket["annotations"]["runbook_url"] == (

@@ -27,7 +27,7 @@ from opsctl.errors import OpsctlError
 class LiveChainDrill(ChainDrill):
     mode = "live-chain"
 
-    def __init__(self, scenario, user_cfg, *, timeout: int, progress=None):
+    def __init__(self, scenario, user_cfg, *, timeout: int | None, progress=None):
         super().__init__(scenario, user_cfg, routing=None, timeout=timeout, history=0, progress=progress)
         self.cfg = user_cfg
         self._lock = None

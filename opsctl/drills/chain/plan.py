@@ -111,8 +111,9 @@ def chain_plan(scenario, cfg, *, live: bool, routing: Path, timeout: int) -> dic
         "scenario": scenario.title, "file": scenario.path, "mode": "live-chain" if live else "chain", "dry_run": True,
         "preflight": [c.to_dict() for c in checks], "would_refuse": any(not c.ok for c in checks),
         "setup": setup, "method": steps, "hops": hops,
-        "verdict": f"every required hop within {duration_text(timeout)} of the fault, else the drill fails naming"
-                   " the first broken hop and its last evidence",
+        "verdict": ("every required hop within " + (duration_text(timeout) if timeout is not None else
+                    "the predicted page time + a 3m margin") + " of the fault, else the drill fails naming"
+                   " the first broken hop and its last evidence"),
         "rollbacks": ["switch the faults off", "resolve the drill's incidents" if not live else
                       "the alert resolves once the fault is off (serve restores traffic after its hold-down)",
                       "stop every process the drill started" if not live else "report what is left for a human"],

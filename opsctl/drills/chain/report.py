@@ -64,6 +64,17 @@ def scenario_verdicts(scenario, hops: dict, t0: float | None) -> tuple[list[dict
     return judged, not_rehearsed
 
 
+def chain_prediction_measured(pred: dict, m: dict) -> dict:
+    """The prediction made from the fault (drills/prediction.py), with each hop's measured time beside it."""
+    if not pred:
+        return {}
+    from opsctl.drills.prediction import HOPS
+
+    measured = {hop: m.get(key) for hop, key in HOPS}
+    return {**pred, "measured_detection_seconds": m.get("time_to_detect"),
+            "hops": [{**h, "seconds": measured.get(h["hop"])} for h in pred["hops"]]}
+
+
 def chain_report(drill, outcome: str, exit_code: int, wall_seconds: float) -> dict:
     sc, state, t0 = drill.scenario, drill.state, drill.t0
     hops = drill.collector.hops if drill.collector else {}
@@ -113,5 +124,6 @@ def chain_report(drill, outcome: str, exit_code: int, wall_seconds: float) -> di
         "window": state.data.get("window"),
         "note": " · ".join(notes) or None,
     }
+    data["prediction"] = chain_prediction_measured(getattr(drill, "prediction", None) or {}, m)
     data["action_items"] = action_items(data)
     return data

@@ -46,7 +46,7 @@ class _Stop(Aborted):
 class ChainDrill:
     mode = "chain"
 
-    def __init__(self, scenario, user_cfg, *, routing: Path, timeout: int = DEFAULT_TIMEOUT,
+    def __init__(self, scenario, user_cfg, *, routing: Path, timeout: int | None = DEFAULT_TIMEOUT,
                  history: int = DEFAULT_HISTORY, progress: Callable[[str], None] | None = None):
         self.scenario = scenario
         self.user_cfg = user_cfg
@@ -67,6 +67,8 @@ class ChainDrill:
         self.rollbacks: list[dict] = []
         self.state = None
         self.refusal = self.abort_reason = self.crash = None
+        self.prediction: dict = {}
+        self.group_wait = 0.0  # the drill's Alertmanager routes' longest group_wait (0: not known)
         self.attribution: list[dict] = []
         self.budget: dict = {}
         self.fault_records: list[dict] = []
@@ -311,6 +313,7 @@ class ChainDrill:
         am_raw, notes = drill_routing(self.routing_raw, pagerduty_url=self.sink.url, routing_key_file=routing_key_file,
                                       serve_url=serve_url, serve_token_file=serve_token, bridge_url=bridge_url,
                                       bridge_token_file=bridge_token_file, shortened=shortened)
+        self.group_wait = _longest_group_wait(am_raw["route"])
         self.pagerduty_receivers = frozenset(r.get("name") for r in am_raw.get("receivers") or []
                                              if r.get("pagerduty_configs"))
         am_cfg = self.dir / "alertmanager.yml"
@@ -463,6 +466,12 @@ class ChainDrill:
             if ack_after != oc.acknowledge_after:
                 self.shortened.add("responders.on-call.acknowledge-after", f"{oc.acknowledge_after}s", f"{ack_after}s",
                                    "the simulated on-call acknowledges sooner so the drill takes minutes")
+        self.prediction = self._predict(first)
+        if self.timeout is None:  # --chain-timeout not given: from the prediction (drill run --help)
+            from opsctl.drills.prediction import derived_timeout
+
+            self.timeout, why = derived_timeout(self.prediction, DEFAULT_TIMEOUT)
+            self._say("deadline", f"every hop within {self.timeout}s of the fault ({why})")
         deadline = self.t0 + self.timeout
         while True:
             self._check_stop()
@@ -484,6 +493,27 @@ class ChainDrill:
             self._sleep(POLL)
         self._attribute()
         self._measure_budget()
+
+    def _predict(self, first: dict) -> dict:
+        """What the burn-rate maths predicts from the first fault, on the drill's own rules ({} if nothing)."""
+        from opsctl.drills.prediction import chain_prediction
+        from opsctl.slo.loading import load_slos
+        from opsctl.slo.rules import RuleSettings, plan_rules
+
+        step = next(s for s in self.scenario.method if s.action == "inject-fault")
+        try:
+            plans = plan_rules(load_slos([self.cfg.slo_dir], self.cfg.backends, config=self.cfg),
+                               RuleSettings.from_config(self.cfg))
+        except OpsctlError as exc:
+            self._say("prediction", f"none: {exc.message}")
+            return {}
+        from opsctl.drills.scenario import resolve_slo
+
+        detected = next((e.slo for e in self.scenario.expectations if e.expect == "detected" and e.slo), None)
+        if detected is not None:
+            detected = resolve_slo(detected, [p.slo.name for p in plans], self.cfg.service) or detected
+        return chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], self._split(),
+                                slo=detected, group_wait=self.group_wait)
 
     def _fault_on(self, fault_id: str, fault, backend: str) -> dict:
         record = self.exporter.fault_on(fault_id, fault.kind, backend, fault.params)
@@ -618,3 +648,12 @@ def _share(counts: dict, outcome: str) -> str:
 
 def _split_text(split: dict) -> str:
     return " ".join(f"{k}={v:g}" for k, v in split.items())
+
+
+def _longest_group_wait(route: dict) -> float:
+    """The longest group_wait on any route of an Alertmanager tree: the latest a first notification leaves."""
+    from opsctl.clock import parse_duration
+
+    waits = [parse_duration(str(route["group_wait"]))] if route.get("group_wait") is not None else []
+    waits += [_longest_group_wait(child) for child in route.get("routes") or []]
+    return max(waits, default=0.0)

@@ -50,26 +50,32 @@ def _number(value: float) -> str:
 
 class PushgatewaySink:
     def __init__(self, url: str, *, job: str, grouping: Mapping[str, str] | None = None, timeout: float = 10.0,
-                 transport=None):
+                 connect=None):
         path = f"/metrics/job/{quote(job, safe='')}"
         for key, value in (grouping or {}).items():
             path += f"/{quote(key, safe='')}/{quote(value, safe='')}"
         self.url = url.rstrip("/") + path
         self.timeout = timeout
-        self.transport = transport
+        self.connect = connect  # remote.http_call's transport seam (None: a TCP connection)
         self.description = f"Pushgateway {self.url}"
 
     def push(self, samples: Sequence[Sample], at: float) -> None:
-        import httpx
+        import time
+
+        from opsctl.remote import DeadlineExceeded, http_call
 
         body = exposition(samples).encode()
         try:
-            with httpx.Client(timeout=self.timeout, transport=self.transport) as http:
-                response = http.put(self.url, content=body,
-                                    headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
-        except httpx.HTTPError as exc:
+            response = http_call("PUT", self.url, body=body, deadline=time.monotonic() + self.timeout,
+                                 connect_timeout=self.timeout, connect=self.connect,
+                                 headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+        except DeadlineExceeded as exc:
+            raise OpsctlError(f"the Pushgateway at {self.url} did not answer within {self.timeout:g}s",
+                              hint="check quality.push.pushgateway_url or --pushgateway-url") from exc
+        except OSError as exc:
             raise OpsctlError(f"cannot push to {self.url}: {type(exc).__name__}",
                               hint="check quality.push.pushgateway_url or --pushgateway-url") from exc
-        if response.status_code not in (200, 202):
-            raise OpsctlError(f"the Pushgateway at {self.url} refused the push (HTTP {response.status_code}: "
-                              f"{' '.join(response.text.split())[:200]})")
+        if response.status not in (200, 202):
+            text = response.body.decode("utf-8", errors="replace")
+            raise OpsctlError(f"the Pushgateway at {self.url} refused the push (HTTP {response.status}: "
+                              f"{' '.join(text.split())[:200]})")

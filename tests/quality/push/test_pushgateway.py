@@ -73,5 +73,21 @@ def test_an_unreachable_gateway_is_an_error_with_a_hint():
     sink = PushgatewaySink(url, job="probe", timeout=2)
     with pytest.raises(OpsctlError) as err:
         sink.push([Sample("g", 1, {})], at=0)
-    assert f"cannot push to {url}/metrics/job/probe: ConnectError" in str(err.value)
+    assert f"cannot push to {url}/metrics/job/probe: ConnectionRefusedError" in str(err.value)
     assert "pushgateway_url" in (err.value.hint or "")
+
+
+def test_a_gateway_trickling_its_answer_cannot_hold_the_push_past_its_timeout():
+    # Headers at once, then a byte every 0.05 s: no single read times out; the answer takes 5 s.
+    import time
+
+    from tests.fakes.slow_http import TrickleServer
+
+    with TrickleServer(interval=0.05, body=b" " * 100) as gateway:
+        sink = PushgatewaySink(gateway.url, job="probe", timeout=0.5)
+        started = time.monotonic()
+        with pytest.raises(OpsctlError, match="did not answer within 0.5s"):
+            sink.push([Sample("g", 1, {})], at=0)
+        elapsed = time.monotonic() - started
+    assert elapsed < 2.5  # half the 5 s the whole answer takes
+    assert [r.method for r in gateway.requests] == ["PUT"]

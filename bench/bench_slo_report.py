@@ -122,7 +122,7 @@ def opsctl_report(slos, url: str, at: float) -> tuple[float, dict]:
     for r in results:
         assert r.long_windows == "recorded", r.long_windows_why
         for window, counts in r.counts.items():
-            if counts.has_data and counts.valid:
+            if counts.has_data and counts.valid and counts.good is not None:
                 sli[(r.slo.name, window)] = round(counts.good / counts.valid, 6)
     return elapsed, sli
 
@@ -205,7 +205,7 @@ def fleet_run(catalog: Path, at: int) -> tuple[float, list]:
     from opsctl.clock import format_rfc3339
 
     started = time.perf_counter()
-    result = run_opsctl("--catalog", catalog, "slo", "report", "--all-services", "--at", format_rfc3339(at),
+    result = run_opsctl("--catalog", str(catalog), "slo", "report", "--all-services", "--at", format_rfc3339(at),
                         "-o", "json")
     elapsed = time.perf_counter() - started
     assert result.exit_code == 0, result.stderr

@@ -183,13 +183,12 @@ class AutomationService:
                 self._settling.discard(token)
                 self._settled.notify_all()
 
-    def _publish_waiting(self, counted: int) -> None:
-        """Publish the sweep's count once every write+counter in flight at its read has settled (at
-        most 2 s: a write the API server holds longer keeps the gauge from dropping this round)."""
+    def _publish_waiting(self, counted: int, mark: int) -> None:
+        """Publish the sweep's count, read after token `mark` was handed out. Never waits: while a
+        write+counter begun before the read is in flight, the gauge does not drop this round (the
+        next sweep publishes it), so it never reaches a value before the counter that explains it."""
         with self._settled:
-            pending = set(self._settling)
-            settled = self._settled.wait_for(lambda: not (pending & self._settling), timeout=2.0)
-            if settled or counted >= self._waiting:
+            if counted >= self._waiting or not any(t <= mark for t in self._settling):
                 self._waiting = counted
                 self._handed.clear()
 
@@ -383,6 +382,7 @@ class AutomationService:
                     self._sweep_now.clear()
                     last_sweep = now
                     room = self.queue.room()
+                    mark = self._tokens  # writes begun from here on are not in this sweep's read
                     swept = False
                     if room > 0:
                         # Shared: other replicas record deliveries without queueing them, so take them at once.
@@ -392,7 +392,7 @@ class AutomationService:
                             self.queue.offer([(partition_key[1], partition_key[0])])
                     # The waiting gauge: from the sweep's own read in team mode, one COUNT locally.
                     counted = getattr(self.deliveries, "last_waiting", None) if swept else None
-                    self._publish_waiting(counted if counted is not None else self.deliveries.waiting())
+                    self._publish_waiting(counted if counted is not None else self.deliveries.waiting(), mark)
                 if now - last_prune >= 3600:
                     last_prune = now
                     self.deliveries.prune(RETENTION)

@@ -74,7 +74,10 @@ def _short(result: dict) -> dict:
 
 
 def _waiting(events: dict) -> int:
-    return sum(1 for e in events.values() if e["state"] == "pending" and e.get("attempts", 0) > 0)
+    """Pending again after a try that could not act, or being retried (as DeliveryLog.waiting)."""
+    return sum(1 for e in events.values()
+               if (e["state"] == "pending" and e.get("attempts", 0) > 0)
+               or (e["state"] == "running" and e.get("attempts", 0) > 1))
 
 
 class _Waiter:
@@ -350,7 +353,7 @@ class SharedDeliveryLog:
         return row
 
     def waiting(self) -> int:
-        """Events waiting for a retry: pending again after a try that could not act (attempts > 0)."""
+        """Events waiting for a retry (pending again after a try that could not act, or being retried)."""
         self.last_waiting = _waiting(self._read_all())
         return self.last_waiting
 

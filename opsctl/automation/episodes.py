@@ -310,7 +310,7 @@ class EpisodeStore:
             self.lease(conn, episode.id)
             if restores and episode.traffic_moved:
                 self.update(episode.id, conn, state="restore_pending", restore_due=self.clock() + hold_down,
-                            owner=None, lease_until=None)
+                            owner=None, lease_until=None, restore_refusals=0)  # a new restore step
                 return episode, "restore_pending"
             self.close(conn, episode.id, because(episode))
             return episode, "closed"

@@ -277,8 +277,10 @@ class DeliveryLog:
         return dict(row) if row else None
 
     def waiting(self) -> int:
-        """Events waiting for a retry: pending again after a try that could not act (attempts > 0)."""
-        row = self.db.conn.execute("SELECT COUNT(*) FROM events WHERE state = 'pending' AND attempts > 0").fetchone()
+        """Events waiting for a retry: pending again after a try that could not act (attempts > 0),
+        or being retried (running, attempts > 1): one stays waiting until a try acts and it is done."""
+        row = self.db.conn.execute("SELECT COUNT(*) FROM events WHERE (state = 'pending' AND attempts > 0)"
+                                   " OR (state = 'running' AND attempts > 1)").fetchone()
         return int(row[0])
 
     def counts(self) -> dict[str, int]:

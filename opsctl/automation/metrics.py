@@ -13,8 +13,9 @@
                                                           no_policy (recorded, never queued)
     opsctl_automation_queue_depth / _queue_capacity       queued + in-flight events, and the bound
     opsctl_automation_deliveries_waiting                  deliveries waiting for a retry: a try could not act
-                                                          (pending again, attempts > 0), counted by the
-                                                          maintenance sweep (every second); 0 on a follower
+                                                          (pending again, attempts > 0, or being retried),
+                                                          counted by the maintenance sweep (every second),
+                                                          never lower than events_total shows; 0 on a follower
     opsctl_serve_leader                                   1 while this replica acts (leader or single)
     opsctl_serve_recording                                deliveries being recorded off the event loop
     opsctl_serve_ready                                    1 when the last background readiness check passed

@@ -394,7 +394,10 @@ class PolicyEngine:
             store.end_restore(episode, closed_because=f"restore {outcome.status}: {outcome.detail}")
         else:
             store.end_restore(episode, closed_because=None, retry_at=self.clock() + retry)
-        if policy.policy.actions.note and episode.incident and (outcome.status != "refused" or not episode.restore_refusals):
+        # One note per restore step: its first unsuccessful try (refused or failed, retried after)
+        # and its end; the retries between add none (under chaos they would multiply).
+        unsuccessful = outcome.status in ("refused", "failed")
+        if policy.policy.actions.note and episode.incident and (not unsuccessful or not episode.restore_refusals):
             text = f"opsctl automation, policy {policy.name}: restore traffic to {episode.target}: {outcome.status} ({outcome.detail})"
             if outcome.status in ("refused", "failed"):
                 text += (f"; retrying every {self.settings.restore_retry}" if retry == self.settings.restore_retry_seconds

@@ -100,6 +100,12 @@ class AutomationService:
             live = FencedExecutor(live)  # one replica: no term, but operation ids chosen before the write
         self.queue = WorkQueue(settings.queue_size, settings.workers, self.process)
         self._waiting = 0  # deliveries waiting for a retry, as the last sweep counted them
+        self._handed: set[str] = set()  # owed hand-backs written since that count (counted until the next)
+        # Workers between a delivery-log write (finish, hand back) and its counter: the gauge never
+        # publishes a count read after the write before the counter shows it (issue 22).
+        self._settling: set[int] = set()
+        self._settled = threading.Condition()
+        self._tokens = 0
         self.metrics = ServeMetrics(lambda: self.queue.depth, settings.queue_size, leader=self.acting,
                                     waiting=self.waiting)
         from opsctl.automation.engine_factory import build_engine
@@ -160,7 +166,31 @@ class AutomationService:
         (the leader retries them). Never reads the store: /metrics answers at once."""
         if not self.acting():
             return 0
-        return self._waiting + len(self._owed)
+        with self._settled:
+            return self._waiting + len(self._owed) + len(self._handed)
+
+    @contextlib.contextmanager
+    def _settle(self):
+        """A delivery-log write and the counter that tells of it, seen as one by the waiting gauge."""
+        with self._settled:
+            self._tokens += 1
+            token = self._tokens
+            self._settling.add(token)
+        try:
+            yield
+        finally:
+            with self._settled:
+                self._settling.discard(token)
+                self._settled.notify_all()
+
+    def _publish_waiting(self, counted: int, mark: int) -> None:
+        """Publish the sweep's count, read after token `mark` was handed out. Never waits: while a
+        write+counter begun before the read is in flight, the gauge does not drop this round (the
+        next sweep publishes it), so it never reaches a value before the counter that explains it."""
+        with self._settled:
+            if counted >= self._waiting or not any(t <= mark for t in self._settling):
+                self._waiting = counted
+                self._handed.clear()
 
     def _leadership(self, leader: bool) -> None:
         if not leader:
@@ -272,33 +302,37 @@ class AutomationService:
             else:
                 taken = self.engine.handle_pagerduty(key, claimed.payload, claimed.received_at)
         except Busy:  # another worker or replica holds the episode (e.g. restoring it): try again shortly
-            self.deliveries.retry_later(key, BUSY_RETRY, {"busy": True}, count=False)
-            self.metrics.events.labels("retried").inc()
+            with self._settle():
+                self.deliveries.retry_later(key, BUSY_RETRY, {"busy": True}, count=False)
+                self.metrics.events.labels("retried").inc()
             timer = threading.Timer(BUSY_RETRY, self.queue.offer, args=([(claimed.partition, key)],))
             timer.daemon = True
             timer.start()
             return
         except FencedError as exc:  # not leading (any more): whoever leads next takes the event up
             log.warning("event %s: fenced: %s", key[:12], str(exc).splitlines()[0][:300])
-            self.metrics.events.labels("fenced").inc()
-            self._give_back(key, BUSY_RETRY, {"fenced": True}, count=False)
+            with self._settle():
+                self._give_back(key, BUSY_RETRY, {"fenced": True}, count=False)
+                self.metrics.events.labels("fenced").inc()
             return
         except Exception as exc:  # ActionFailed, or a bug: retried with capped backoff
             if not isinstance(exc, (ActionFailed, OpsctlError)):
                 log.exception("event %s: unexpected error", key[:12])
             detail = {"error": f"{type(exc).__name__}: {exc}"[:500], "attempts": claimed.attempts}
-            if claimed.attempts >= MAX_ATTEMPTS and not self.shared:
-                self.deliveries.finish(key, detail, failed=True)
-                self.metrics.events.labels("failed").inc()
-            else:
-                # Team mode: a delivery that could not act is retried until it acts or its alert
-                # resolves (a firing copy after the resolve is late and ends as done).
-                delay = min(RETRY_CAP, 2.0 ** min(claimed.attempts, 8))
-                self._give_back(key, delay, detail)
-                self.metrics.events.labels("retried").inc()
+            with self._settle():
+                if claimed.attempts >= MAX_ATTEMPTS and not self.shared:
+                    self.deliveries.finish(key, detail, failed=True)
+                    self.metrics.events.labels("failed").inc()
+                else:
+                    # Team mode: a delivery that could not act is retried until it acts or its alert
+                    # resolves (a firing copy after the resolve is late and ends as done).
+                    delay = min(RETRY_CAP, 2.0 ** min(claimed.attempts, 8))
+                    self._give_back(key, delay, detail)
+                    self.metrics.events.labels("retried").inc()
             return
-        self.deliveries.finish(key, {"actions": [[t.policy, t.action, t.outcome.status] for t in taken]})
-        self.metrics.events.labels("done").inc()
+        with self._settle():
+            self.deliveries.finish(key, {"actions": [[t.policy, t.action, t.outcome.status] for t in taken]})
+            self.metrics.events.labels("done").inc()
 
     def _give_back(self, key: str, delay: float, detail: dict, *, count: bool = True) -> None:
         """Hand an event that could not act back to the delivery log (pending again after `delay`)
@@ -326,8 +360,10 @@ class AutomationService:
                 self.deliveries.retry_later(key, delay, detail, count=count)
             except OpsctlError:
                 return  # still away: next round
-            with self._owed_lock:
-                self._owed.pop(key, None)
+            with self._settled:  # pending again in the log: counted there from the next sweep on
+                self._handed.add(key)
+                with self._owed_lock:
+                    self._owed.pop(key, None)
 
     def _count(self, taken: Taken) -> None:
         self.metrics.action(taken.policy, taken.action, taken.outcome.status, taken.seconds)
@@ -346,6 +382,7 @@ class AutomationService:
                     self._sweep_now.clear()
                     last_sweep = now
                     room = self.queue.room()
+                    mark = self._tokens  # writes begun from here on are not in this sweep's read
                     swept = False
                     if room > 0:
                         # Shared: other replicas record deliveries without queueing them, so take them at once.
@@ -355,7 +392,7 @@ class AutomationService:
                             self.queue.offer([(partition_key[1], partition_key[0])])
                     # The waiting gauge: from the sweep's own read in team mode, one COUNT locally.
                     counted = getattr(self.deliveries, "last_waiting", None) if swept else None
-                    self._waiting = counted if counted is not None else self.deliveries.waiting()
+                    self._publish_waiting(counted if counted is not None else self.deliveries.waiting(), mark)
                 if now - last_prune >= 3600:
                     last_prune = now
                     self.deliveries.prune(RETENTION)

@@ -262,7 +262,8 @@ class SharedEpisodeStore:
             self._lease(e, ident)
             episode = self._episode(ident, e)
             if restores and episode.traffic_moved:
-                e.update(state="restore_pending", restore_due=self.clock() + hold_down, owner=None, lease_until=None)
+                e.update(state="restore_pending", restore_due=self.clock() + hold_down, owner=None, lease_until=None,
+                         restore_refusals=0)  # a new restore step: its first unsuccessful try is noted
                 result.append((episode, "restore_pending"))
             else:
                 e.update(state="closed", closed_at=self.clock(), closed_because=because(episode), restore_due=None,

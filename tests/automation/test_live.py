@@ -8,6 +8,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.automation.helpers import (
     FAILOVER_POLICY, Serve, actions, alert, audit, event_states, incident_key, ledger, message, recorded_split, split,
     table_counts, wait_for, write_live_config,
@@ -204,6 +206,38 @@ def test_a_restore_a_guard_refuses_is_retried_and_noted_once(tmp_path, healthy_s
         assert split(tmp_path) == {"databricks": 0, "internal": 100}
         restore_notes = [n for n in _note_texts(tmp_path) if "restore traffic" in n]
         assert len(restore_notes) == 1 and "retrying every 1s" in restore_notes[0]
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_a_restore_that_keeps_failing_is_noted_once_and_once_more_when_it_applies(tmp_path, healthy_store):
+    """Every failed try is retried (and recorded), but the incident gets one note for the failing
+    step, not one per retry, and one for the restore that finally applied."""
+    config = write_live_config(tmp_path, automation_extra="hold_down: 0s\nrestore_retry: 1s\n",
+                               healthy_store=healthy_store)
+    server = Serve(config)
+    try:
+        server.post_alertmanager(FIRING)
+        wait_for(lambda: recorded_split(tmp_path) == {"databricks": 0, "internal": 100}, what="the failover")
+        wait_for(lambda: actions(tmp_path, "note"), what="the failover's note")
+        split_file = tmp_path / "state" / "traffic" / "split.json"
+        saved = split_file.read_bytes()
+        split_file.unlink()
+        split_file.mkdir()  # a directory where the actuator reads and writes the split: every restore fails
+        server.post_alertmanager(RESOLVED)
+        wait_for(lambda: len(actions(tmp_path, "restore")) >= 3, timeout=30, what="three failed restores")
+        assert {a["status"] for a in actions(tmp_path, "restore")} == {"failed"}
+        restore_notes = [n for n in _note_texts(tmp_path) if "restore traffic" in n]
+        assert len(restore_notes) == 1 and ": failed (" in restore_notes[0]
+        split_file.rmdir()
+        split_file.write_bytes(saved)
+        wait_for(lambda: recorded_split(tmp_path) == {"internal": 20, "databricks": 80}, timeout=30,
+                 what="the restore once the split can be written")
+        wait_for(lambda: len([n for n in _note_texts(tmp_path) if "restore traffic" in n]) == 2, what="its note")
+        failed = [a for a in actions(tmp_path, "restore") if a["status"] == "failed"]
+        restore_notes = [n for n in _note_texts(tmp_path) if "restore traffic" in n]
+        assert len(failed) >= 3 and len(restore_notes) == 2 and ": applied (" in restore_notes[1]
     finally:
         server.stop()
 

@@ -20,9 +20,14 @@ EPISODES = 4
 SEED = 22
 
 
+# A real API server answers 409 (Conflict, AlreadyExists) to writes only, never to a read: the
+# share of 409s falls on writes, where a stale resourceVersion or a racing create meets it.
+WRITES = "create|update|patch"
+
+
 def chaos() -> list[Fault]:
     return [Fault(share=0.15, delay=(0.4, 2.0)), Fault(share=0.03, drop="before"), Fault(share=0.03, drop="after"),
-            Fault(share=0.05, status=500), Fault(share=0.05, status=409), Fault(share=0.05, status=429)]
+            Fault(share=0.05, status=500), Fault(share=0.05, status=409, verb=WRITES), Fault(share=0.05, status=429)]
 
 
 @pytest.fixture

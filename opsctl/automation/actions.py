@@ -71,7 +71,19 @@ class RestoreRequest:
     incident: str | None
     saved: Mapping[str, Any] = field(default_factory=dict)  # the failover's Outcome.data (split before/after)
     operation_id: str = ""  # chosen before the write (from the episode): a retry finds its own change
+    # A failover whose result was never recorded (its worker was fenced or died between the split
+    # write and the episode save): the operation ids it was written under. The restore adopts the
+    # failover from the change record by them, or finds nothing to restore when none was applied.
+    failover_operations: tuple[str, ...] = ()
     term: Callable[[], Any] | None = None  # the leader's term, read before every write attempt
+
+
+def operation_id(action: str, incident: str | None, backend: str) -> str:
+    """The id a failover or restore is written under, the same on every attempt and replica."""
+    import hashlib
+
+    digest = hashlib.sha256(f"{incident or ''}|{backend}".encode()).hexdigest()[:16]
+    return f"{action}-{digest}"
 
 
 @dataclass(frozen=True)

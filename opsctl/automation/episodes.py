@@ -111,6 +111,16 @@ class Episode:
     def traffic_moved(self) -> bool:
         return self.failover in ("applied", "dry_run") and self.owned
 
+    @property
+    def failover_unrecorded(self) -> bool:
+        """Its failover was started but its result never saved (the worker was fenced or died between
+        the split write and the episode save): the traffic may have moved; the change record knows."""
+        return self.failover == "started"
+
+    @property
+    def may_have_moved_traffic(self) -> bool:
+        return self.traffic_moved or self.failover_unrecorded
+
 
 class Busy(Exception):
     """Another worker holds the episode's lease; retry the event shortly."""
@@ -308,7 +318,7 @@ class EpisodeStore:
             if episode is None or episode.state != "open" or self.firing_count(conn, policy, target):
                 return None
             self.lease(conn, episode.id)
-            if restores and episode.traffic_moved:
+            if restores and episode.may_have_moved_traffic:
                 self.update(episode.id, conn, state="restore_pending", restore_due=self.clock() + hold_down,
                             owner=None, lease_until=None, restore_refusals=0)  # a new restore step
                 return episode, "restore_pending"

@@ -119,6 +119,13 @@ class LiveExecutor:
         from opsctl.traffic.split import Split
 
         saved = request.saved or {}
+        if (not saved.get("before") or not saved.get("after")) and request.failover_operations:
+            adopted = next(filter(None, (self._applied_failover(request.incident or "", operation, resumed=False)
+                                         for operation in request.failover_operations)), None)
+            if adopted is None:
+                return Outcome("noop", "the failover's result was never recorded and the change record holds no"
+                                       " change under its operation: it was never written, nothing to restore")
+            saved = {"before": adopted["before"], "after": adopted["after"]}
         if not saved.get("before") or not saved.get("after"):
             return Outcome("skipped", "the failover saved no split to return to; restore left to a human")
         before = Split.from_dict(saved["before"], self.order, "the split saved by the failover")

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from opsctl.automation.actions import (
     Context, DryRunExecutor, Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest,
-    TicketRequest,
+    TicketRequest, operation_id,
 )
 from opsctl.automation.episodes import Busy, Episode, EpisodeStore, episode_key
 from opsctl.slo import conventions as cv
@@ -241,7 +241,7 @@ class PolicyEngine:
         actions = policy.policy.actions
         executor, dry = self.executor_for(policy)
         context = self._context(policy, event)
-        incident_key = f"opsctl-automation-{policy.name}-{target}-{episode.key}"
+        incident_key = self.incident_key(policy.name, target, episode)
         done: list[str] = []
         if cancelled:
             done.append("restore cancelled: the alert fired again inside the hold-down")
@@ -274,6 +274,19 @@ class PolicyEngine:
             text = f"opsctl automation, policy {policy.name}: {event.summary()}. " + "; ".join(done)
             self._run(policy, event, episode, "note", dry, lambda: executor.note(
                 NoteRequest(context, incident=episode.incident, text=text)), taken, failed)
+
+    @staticmethod
+    def incident_key(policy: str, target: str, episode: Episode) -> str:
+        """The pager's dedup key for the episode, known before paging (the failover is written under it)."""
+        return f"opsctl-automation-{policy}-{target}-{episode.key}"
+
+    def _unrecorded_failover(self, policy: str, episode: Episode) -> tuple[str, ...]:
+        """The operation ids an unrecorded failover may have been written under (the incident it was
+        written for is the episode's, or the dedup key when the page's result was lost too)."""
+        if not episode.failover_unrecorded:
+            return ()
+        incidents = dict.fromkeys(i for i in (episode.incident, self.incident_key(policy, episode.target, episode)) if i)
+        return tuple(operation_id("failover", incident, episode.target) for incident in incidents)
 
     def _failover(self, policy, event, episode, target, executor, context, dry, taken, failed, *,
                   incident: str, moved_away: set[str], resumed: bool = False) -> Outcome:
@@ -381,8 +394,9 @@ class PolicyEngine:
         started = self.clock()
         retry = self.settings.restore_retry_seconds
         try:
-            outcome = executor.restore(RestoreRequest(context, backend=episode.target, incident=episode.incident,
-                                                      saved=episode.saved))
+            outcome = executor.restore(RestoreRequest(
+                context, backend=episode.target, incident=episode.incident, saved=episode.saved,
+                failover_operations=self._unrecorded_failover(policy.name, episode)))
         except Exception as exc:  # a failed restore is retried after restore_retry
             log.exception("episode %s: restore failed", episode.id)
             outcome = Outcome("failed", _describe(exc))

@@ -439,11 +439,9 @@ class FencedExecutor:
 
     @staticmethod
     def operation(action: str, incident: str | None, backend: str) -> str:
-        """The id a failover or restore is written under, the same on every attempt and replica."""
-        import hashlib
+        from opsctl.automation.actions import operation_id
 
-        digest = hashlib.sha256(f"{incident or ''}|{backend}".encode()).hexdigest()[:16]
-        return f"{action}-{digest}"
+        return operation_id(action, incident, backend)
 
     def failover(self, request):
         from dataclasses import replace

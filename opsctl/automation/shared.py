@@ -261,7 +261,7 @@ class SharedEpisodeStore:
             ident, e = found
             self._lease(e, ident)
             episode = self._episode(ident, e)
-            if restores and episode.traffic_moved:
+            if restores and episode.may_have_moved_traffic:
                 e.update(state="restore_pending", restore_due=self.clock() + hold_down, owner=None, lease_until=None,
                          restore_refusals=0)  # a new restore step: its first unsuccessful try is noted
                 result.append((episode, "restore_pending"))

@@ -147,7 +147,9 @@ def _run_all_services(app, command, args, kwargs):
             click.echo(f"error: service {cfg.service}: {exc}", err=True)
         text = buffer.getvalue()
         if output == "table":
-            sections.append(f"== {cfg.service} ==\n" + (text.rstrip("\n") or "(nothing shown)"))
+            empty = f"(failed, exit {failed[-1][1].exit_code}: the error is above)" if (
+                failed and failed[-1][0] == cfg.service) else "(nothing shown)"
+            sections.append(f"== {cfg.service} ==\n" + (text.rstrip("\n") or empty))
         elif text.strip():
             data = json.loads(text)
             items = data if isinstance(data, list) else [data]

@@ -71,6 +71,7 @@ def test_runbook_check_over_all_services_names_the_service_that_drifted(fleet):
     assert drifted.exit_code == 1, drifted.output
     assert "service search:" in drifted.stderr and "service chat:" not in drifted.stderr
     assert "== chat ==" in drifted.stdout  # the clean one is still shown
+    assert "== search ==\n(failed, exit 1: the error is above)" in drifted.stdout  # never "(nothing shown)"
     assert run_opsctl("--catalog", fleet, "--service", "search", "runbook", "generate").exit_code == 0
 
 

@@ -34,6 +34,13 @@ def test_the_committed_runbooks_match_the_shipped_config(opsctl):
     assert "all current" in result.stdout
 
 
+def test_the_example_catalogs_committed_runbooks_match_each_services_config(opsctl):
+    result = opsctl("--catalog", str(REPO / "examples" / "catalog" / "services"), "runbook", "check", "--all-services")
+    assert result.exit_code == 0, result.output
+    for service in ("chat", "search"):
+        assert f"examples/catalog/runbooks/{service}: 13 runbooks, all current" in result.stdout
+
+
 def test_a_fresh_generation_checks_clean(opsctl, shipped):
     generate(opsctl, shipped)
     result = check(opsctl, shipped)

@@ -51,7 +51,7 @@ def _sf(z: float) -> float:
 
 
 def _slow(kind: str, threshold: float, *, log_factor: float = 0.0, tail: float = 0.0, tail_factor: float = 1.0,
-          timeout: float | None = None, server: float | None = None) -> float:
+          timeout: float | None = None, server: float | None = None, load: float = LOAD) -> float:
     """Share of one backend's requests slower than `threshold`: answered ones (ok and 5xx) from
     lognormal(ln median + slope x load + ln factor, sigma), `tail` of them `tail_factor` slower still;
     rejected (4xx, 429) from lognormal(ln 25 ms, 0.5); every timeout (30 s) over the bound."""
@@ -60,7 +60,7 @@ def _slow(kind: str, threshold: float, *, log_factor: float = 0.0, tail: float =
     server = server0 if server is None else server
     rejected = client + throttled
     answered = 1 - rejected - timeout  # ok + 5xx
-    mu = math.log(median) + slope * LOAD + log_factor
+    mu = math.log(median) + slope * load + log_factor
     z = (math.log(threshold) - mu) / sigma
     z_tail = (math.log(threshold) - mu - math.log(tail_factor)) / sigma
     answered_slow = (1 - tail) * _sf(z) + tail * _sf(z_tail)
@@ -84,13 +84,19 @@ FAST = {("5m", "1m"): (300.0, 300)}  # opsctl.yaml alerting.fast: availability S
 
 
 @pytest.fixture(scope="module")
-def plans(tmp_path_factory):
-    """The chain drill's own rules, built from its config as the runner builds them."""
+def chain_cfg(tmp_path_factory):
+    """The chain drill's own config, built from the shipped one as the runner builds it."""
     d = tmp_path_factory.mktemp("chain")
     user = load_config_file(REPO / "opsctl.yaml")
     raw = drill_config(user, d, prometheus_url="http://127.0.0.1:9", token_file=d / "token", shortened=Shortened())
     (d / "opsctl.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    cfg = load_config_file(d / "opsctl.yaml")
+    return user, load_config_file(d / "opsctl.yaml")
+
+
+@pytest.fixture(scope="module")
+def plans(chain_cfg):
+    """The chain drill's own rules."""
+    _, cfg = chain_cfg
     return plan_rules(load_slos([cfg.slo_dir], cfg.backends, config=cfg), RuleSettings.from_config(cfg))
 
 
@@ -228,3 +234,21 @@ def test_a_uniform_latency_spike_moves_every_answer(plans):
     burn = bad / (1 - _goal("databricks-latency-500ms"))
     assert pred["slo"] == "llm-inference-databricks-latency-500ms"
     assert pred["predicted_detection_seconds"] == _fires(*PAIRS[("1h", "5m")], burn)
+
+
+def test_the_chain_runner_predicts_a_latency_fault_at_the_load_of_its_onset(chain_cfg):
+    from opsctl.clock import parse_rfc3339
+    from opsctl.drills.chain.runner import ChainDrill
+
+    user, cfg = chain_cfg
+    drill = ChainDrill(load_scenario(CHAOS / "vendor-latency.yaml"), user, routing=None, timeout=None)
+    drill.cfg, drill.group_wait = cfg, 2.0
+    # Wednesday 2026-11-18 14:00 US Eastern (19:00Z): the weekly profile's peak knot (1.00 at 14h,
+    # 0.99 at 15h), so the load at the step's midpoint 5 s later is 1 - 0.01 x 5 / 3600
+    onset = parse_rfc3339("2026-11-18T19:00:00Z")
+    pred = drill._predict({"backend": "databricks", "on_at": onset})
+    load = 1.0 - 0.01 * 5 / 3600
+    burn = _slow("vendor", 1.0, tail=0.1, tail_factor=10.0, load=load) / (1 - _goal("databricks-latency-1s"))
+    assert pred["slo"] == "llm-inference-databricks-latency-1s"
+    assert pred["burn"] == pytest.approx(burn, rel=1e-5)
+    assert pred["predicted_page_seconds"] == _fires(*PAIRS[("1h", "5m")], burn) + 2

@@ -252,3 +252,15 @@ def test_the_chain_runner_predicts_a_latency_fault_at_the_load_of_its_onset(chai
     assert pred["slo"] == "llm-inference-databricks-latency-1s"
     assert pred["burn"] == pytest.approx(burn, rel=1e-5)
     assert pred["predicted_page_seconds"] == _fires(*PAIRS[("1h", "5m")], burn) + 2
+
+
+def test_a_live_chain_drill_does_not_predict_a_latency_fault_from_the_simulators_model(chain_cfg):
+    from opsctl.clock import parse_rfc3339
+    from opsctl.drills.chain.runner import ChainDrill
+
+    user, cfg = chain_cfg
+    drill = ChainDrill(load_scenario(CHAOS / "vendor-latency.yaml"), user, routing=None, timeout=None)
+    drill.cfg, drill.group_wait, drill.mode = cfg, 2.0, "live-chain"  # the mode LiveChainDrill runs in
+    pred = drill._predict({"backend": "databricks", "on_at": parse_rfc3339("2026-11-18T19:00:00Z")})
+    assert pred == {}
+    assert derived_timeout(pred, 240) == (240, "no prediction for this fault: the default 240s")

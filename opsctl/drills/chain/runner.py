@@ -512,6 +512,9 @@ class ChainDrill:
         detected = next((e.slo for e in self.scenario.expectations if e.expect == "detected" and e.slo), None)
         if detected is not None:
             detected = resolve_slo(detected, [p.slo.name for p in plans], self.cfg.service) or detected
+        if self.mode != "chain":  # live: real backends and traffic, not the simulator's latency model or rate
+            return chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], self._split(),
+                                    slo=detected, group_wait=self.group_wait)
         from opsctl.drills.prediction import traffic_load
 
         return chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], self._split(),

@@ -254,7 +254,7 @@ def test_the_chain_runner_predicts_a_latency_fault_at_the_load_of_its_onset(chai
     assert pred["predicted_page_seconds"] == _fires(*PAIRS[("1h", "5m")], burn) + 2
 
 
-def test_a_live_chain_drill_does_not_predict_a_latency_fault_from_the_simulators_model(chain_cfg):
+def test_a_live_chain_drill_does_not_predict_latency_or_capacity_faults_from_the_simulator(chain_cfg):
     from opsctl.clock import parse_rfc3339
     from opsctl.drills.chain.runner import ChainDrill
 
@@ -264,3 +264,6 @@ def test_a_live_chain_drill_does_not_predict_a_latency_fault_from_the_simulators
     pred = drill._predict({"backend": "databricks", "on_at": parse_rfc3339("2026-11-18T19:00:00Z")})
     assert pred == {}
     assert derived_timeout(pred, 240) == (240, "no prediction for this fault: the default 240s")
+    capacity = ChainDrill(load_scenario(CHAOS / "internal-capacity-loss.yaml"), user, routing=None, timeout=None)
+    capacity.cfg, capacity.group_wait, capacity.mode = cfg, 2.0, "live-chain"
+    assert capacity._predict({"backend": "internal", "on_at": parse_rfc3339("2026-11-18T19:00:00Z")}) == {}

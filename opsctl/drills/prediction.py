@@ -209,10 +209,10 @@ def slow_share(backend_kind: str, shares: dict[str, float], load: float, thresho
     """The share of one backend's requests slower than `threshold` seconds, from the simulator's
     latency model: answered requests (ok and 5xx) lognormal with log-median ln(median) + load_slope x
     load + the fault's log_shift and shape sigma, `tail_share` of them from a second lognormal
-    `tail_shift` slower; rejected ones (4xx, 429, 401) lognormal(ln 25 ms, 0.5); timeouts wait 30 s,
-    always over any finite bound. The latency SLOs count every request (`_count`) and the answers
+    `tail_shift` slower; rejected ones (4xx, 429, 401) lognormal(ln 25 ms, 0.5); timeouts land only
+    in the +Inf bucket, over any finite bound. The latency SLOs count every request (`_count`) and the answers
     within the bound as good, so this is their bad share."""
-    from opsctl.metrics.simulator import PROFILES, REJECTED_MEDIAN_SECONDS, REJECTED_SIGMA, TIMEOUT_SECONDS
+    from opsctl.metrics.simulator import PROFILES, REJECTED_MEDIAN_SECONDS, REJECTED_SIGMA
 
     profile = PROFILES[backend_kind]
     bad = sum(shares[k] for k in ("client_error", "throttled", "server_error", "timeout", "auth_error"))
@@ -226,8 +226,7 @@ def slow_share(backend_kind: str, shares: dict[str, float], load: float, thresho
     answered_slow = ((1.0 - tail) * normal_sf((bound - mu) / profile.sigma)
                      + tail * normal_sf((bound - mu - shares["tail_shift"]) / profile.sigma))
     rejected_slow = normal_sf((bound - math.log(REJECTED_MEDIAN_SECONDS)) / REJECTED_SIGMA)
-    timeout_slow = 1.0 if TIMEOUT_SECONDS > threshold else 0.0
-    return answered * answered_slow + rejected * rejected_slow + timeout * timeout_slow
+    return answered * answered_slow + rejected * rejected_slow + timeout  # timeouts: only in the +Inf bucket
 
 
 def latency_burns(plans, fault_kind: str, params: dict, backend: str, split: dict[str, float],

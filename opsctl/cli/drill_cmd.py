@@ -160,9 +160,11 @@ def validate(app, paths, live, output):
                    " next to the config).")
 @click.option("--chain-timeout", metavar="DURATION",
               help="--chain: how long after the fault every hop may take (30s..1h). Default: the page time the"
-                   " burn-rate maths predicts from the fault (its error share, the backend's traffic share, the"
+                   " burn-rate maths predicts from the fault (its error share, or for a latency or capacity fault"
+                   " its share of requests over each latency SLO's threshold; the backend's traffic share, the"
                    " tiers' windows, factors and for:, the evaluation interval, Alertmanager's group_wait) plus a"
-                   " 3m margin; 4m for a fault with no error share (latency, capacity).")
+                   " 3m margin; the 3m margin alone when no page is predicted; 4m for a fault with nothing to"
+                   " predict (quality).")
 @output_option
 @click.pass_obj
 def run(app, scenario, live, dry_run, quiet, chain, routing, chain_timeout, output):

@@ -9,6 +9,12 @@ lay wholly inside the fault (a step fault's short window then holds only the fau
 
 Each hop (detect, page, mitigate, ticket) is set beside the error budget the drill had spent by
 then, for the detecting SLO (the drill's burn meter, as in the report's budget section).
+
+The chain drill predicts before anything is measured, from the fault's parameters: an error fault's
+share of failed requests (ERROR_SHARE); a latency or capacity fault's share of requests over each
+latency SLO's threshold, from the simulator's own latency model (`slow_share`: the lognormal, its
+load slope, the fault's shift or tail mixture, fast rejections, timeouts), by the normal tail, not
+by drawing; B is that share over (1 - goal), then the same `predict()`.
 """
 
 from __future__ import annotations
@@ -137,7 +143,13 @@ ERROR_SHARE = {
     "vendor-5xx": lambda p: p.get("rate", 0.2),
     "oauth-token-failure": lambda p: p.get("rate", 1.0),
     "auth-throttling": lambda p: p.get("rate", 0.3) + p.get("auth_rate", 0.0),
+    # lost GPU pods: the simulator sheds `rate` of the internal requests, 4/5 as timeouts and 1/5 as
+    # 503s, whatever the load (the rest are queued: `factor` times slower, see latency_burns)
+    "gpu-capacity-loss": lambda p: p.get("rate", 0.1),
 }
+# fault kinds that change the latency of the faulted backend's requests (the simulator's log_shift,
+# tail_share/tail_shift or timeouts): latency_burns reads their bad share off the latency model
+LATENCY_FAULTS = ("latency-spike", "latency-tail", "gpu-capacity-loss")
 CHAIN_MARGIN = 180  # seconds past the predicted page: scrapes, serve's actions, the ticket, the on-call's ack
 
 
@@ -168,33 +180,173 @@ def fault_burns(plans, fault_kind: str, params: dict, backend: str, split: dict[
     return out
 
 
+def normal_sf(z: float) -> float:
+    """P(Z > z) for a standard normal Z."""
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def outcome_shares(backend_kind: str, fault_kind: str | None = None, params: dict | None = None) -> dict[str, float]:
+    """One backend's per-request parameters in the simulator (opsctl.metrics.sim_draw): its profile's
+    baseline shares, changed by the fault as the simulator's own incident changes them (its `apply`
+    on a single step; nothing is drawn)."""
+    import numpy as np
+
+    from opsctl.metrics.simulator import PROFILES, _StepParams
+
+    p = PROFILES[backend_kind]
+    one = {"client_error": p.client_error, "throttled": p.throttled, "server_error": p.server_error,
+           "timeout": p.timeout, "log_shift": 0.0, "prompt_shift": 0.0, "changed": 0.0, "suggestions": 1.0,
+           "completion": 1.0, "auth_error": p.auth_error, "tail_share": 0.0, "tail_shift": 0.0}
+    step = _StepParams(**{f: np.full(1, float(one[f])) for f in _StepParams.fields()})
+    if fault_kind is not None:
+        from opsctl.drills.chain.faults import incident
+
+        incident(fault_kind, "faulted", dict(params or {}), 0.0, 1.0).apply(step, np.ones(1, dtype=bool))
+    return {f: float(getattr(step, f)[0]) for f in _StepParams.fields()}
+
+
+def slow_share(backend_kind: str, shares: dict[str, float], load: float, threshold: float) -> float:
+    """The share of one backend's requests slower than `threshold` seconds, from the simulator's
+    latency model: answered requests (ok and 5xx) lognormal with log-median ln(median) + load_slope x
+    load + the fault's log_shift and shape sigma, `tail_share` of them from a second lognormal
+    `tail_shift` slower; rejected ones (4xx, 429, 401) lognormal(ln 25 ms, 0.5); timeouts land only
+    in the +Inf bucket, over any finite bound. The latency SLOs count every request (`_count`) and the answers
+    within the bound as good, so this is their bad share."""
+    from opsctl.metrics.simulator import PROFILES, REJECTED_MEDIAN_SECONDS, REJECTED_SIGMA
+
+    profile = PROFILES[backend_kind]
+    bad = sum(shares[k] for k in ("client_error", "throttled", "server_error", "timeout", "auth_error"))
+    scale = 1.0 / bad if bad > 1.0 else 1.0  # as the draw does: shares over 1 are scaled to 1
+    rejected = (shares["client_error"] + shares["throttled"] + shares["auth_error"]) * scale
+    server, timeout = shares["server_error"] * scale, shares["timeout"] * scale
+    answered = min(max(1.0 - (rejected + server + timeout), 0.0), 1.0) + server
+    mu = math.log(profile.median_seconds) + profile.load_slope * load + shares["log_shift"]
+    bound = math.log(threshold)
+    tail = min(max(shares["tail_share"], 0.0), 1.0)
+    answered_slow = ((1.0 - tail) * normal_sf((bound - mu) / profile.sigma)
+                     + tail * normal_sf((bound - mu - shares["tail_shift"]) / profile.sigma))
+    rejected_slow = normal_sf((bound - math.log(REJECTED_MEDIAN_SECONDS)) / REJECTED_SIGMA)
+    return answered * answered_slow + rejected * rejected_slow + timeout  # timeouts: only in the +Inf bucket
+
+
+def latency_burns(plans, fault_kind: str, params: dict, backend: str, split: dict[str, float],
+                  kinds: dict[str, str], load: float) -> list[dict]:
+    """The burn B each latency SLO sees from a step fault that slows `backend` (LATENCY_FAULTS):
+    its bad share (slow_share at the SLO's threshold, the fault applied to `backend` only) over
+    (1 - goal); a service-wide SLO's bad share is each backend's weighted by its traffic share, the
+    others at their baseline. [] for a fault that does not touch latency."""
+    if fault_kind not in LATENCY_FAULTS or backend not in kinds:
+        return []
+    faulted = outcome_shares(kinds[backend], fault_kind, params)
+    total = sum(split.values()) or 1.0
+    out = []
+    for plan in plans:
+        slo = plan.slo
+        threshold = getattr(slo, "threshold_seconds", None)
+        if slo.kind != "latency" or not threshold:
+            continue
+        budget = 1.0 - slo.goal
+        if slo.backend == backend:
+            bad = slow_share(kinds[backend], faulted, load, threshold)
+            basis = f"{fault_kind} makes {bad:.4g} of {backend}'s requests slower than {threshold:g}s"
+        elif slo.backend in (None, "all"):
+            bad = sum(split.get(b, 0.0) / total * slow_share(k, faulted if b == backend else outcome_shares(k),
+                                                              load, threshold) for b, k in kinds.items())
+            basis = (f"{fault_kind} on {backend} ({split.get(backend, 0.0) / total:.4g} of the traffic) makes"
+                     f" {bad:.4g} of the service's requests slower than {threshold:g}s")
+        else:
+            continue
+        out.append({"slo": slo.name, "plan": plan, "bad_share": bad, "burn": bad / budget,
+                    "basis": f"{basis} (load {load:.3g} of peak), against a budget of {budget:.4g}"})
+    return out
+
+
+def traffic_load(at: float) -> float:
+    """The simulator's share of peak traffic at `at` (its weekly profile and holidays, before its 3%
+    day and 2% five-minute noise), which moves the latency median with load_slope."""
+    import numpy as np
+
+    from opsctl.metrics.sim_calendar import traffic_shape
+
+    step = 10 * (int(at) // 10 + 1)
+    return float(min(traffic_shape(np.array([step], dtype=np.int64))[0], 1.0))
+
+
+def _tiers(burn: dict, request_rate: float | None) -> list[dict]:
+    """predict()'s tiers for one SLO's burn; with the SLO's expected requests/s, a tier whose
+    minimum-traffic guard that rate does not clear never fires."""
+    tiers = predict(burn["plan"], burn["burn"], None)
+    if request_rate is None:
+        return tiers
+    by_name = {(a.alertname, a.long, a.short): a for a in burn["plan"].alerts}
+    for row in tiers:
+        alert = by_name.get((row["alert"], row["long"], row["short"]))
+        if alert is not None and row["predicted_seconds"] is not None and request_rate < alert.min_request_rate:
+            row["predicted_seconds"] = None
+            row["why"] = (f"{request_rate:.3g} requests/s is under the minimum-traffic guard"
+                          f" {alert.min_request_rate:g}/s: never fires")
+    return tiers
+
+
 def chain_prediction(plans, fault_kind: str, params: dict, backend: str, split: dict[str, float], *,
-                     slo: str | None, group_wait: float) -> dict:
-    """The chain report's `prediction`, from the fault: each page tier of the detecting SLO (`slo`, else
-    the SLO burning fastest) by `predict`, on each rule group's own interval; detection is the first
-    tier to fire, the page `group_wait` later (Alertmanager's wait before the first notification).
-    Mitigation and the ticket follow the notification to serve: no maths of their own, so none is
-    predicted. {} when the fault fails no share of requests (a latency or capacity fault)."""
+                     slo: str | None, group_wait: float, kinds: dict[str, str] | None = None,
+                     load: float | None = None, peak_rps: float | None = None) -> dict:
+    """The chain report's `prediction`, from the fault: the burn of every SLO the fault touches
+    (fault_burns for an error share; latency_burns for a slowdown, which needs the backends' `kinds`
+    and the traffic `load`), each page tier of the detecting SLO (`slo`, else the SLO predicted to
+    page first, else the one burning fastest) by `predict`, on each rule group's own interval;
+    detection is the first tier to fire, the page `group_wait` later (Alertmanager's wait before
+    the first notification). With `peak_rps` a tier whose minimum-traffic guard the SLO's expected
+    rate does not clear never fires. Mitigation and the ticket follow the notification to serve: no
+    maths of their own, so none is predicted. When the fault burns but no tier of any SLO fires,
+    `no_page` says why ("no page predicted"). {} when the fault touches no SLO's bad events."""
     burns = fault_burns(plans, fault_kind, params, backend, split)
+    if kinds is not None and load is not None:
+        burns += latency_burns(plans, fault_kind, params, backend, split, kinds, load)
     if not burns:
         return {}
-    chosen = next((b for b in burns if b["slo"] == slo), None) or max(burns, key=lambda b: b["burn"])
-    tiers = predict(chosen["plan"], chosen["burn"], None)
-    times = [t["predicted_seconds"] for t in tiers if t["predicted_seconds"] is not None]
-    detect = min(times) if times else None
+    total = sum(split.values()) or 1.0
+    rows = []
+    for b in burns:
+        rate = None
+        if peak_rps is not None and load is not None:
+            own = b["plan"].slo.backend
+            rate = peak_rps * load * (1.0 if own in (None, "all") else split.get(own, 0.0) / total)
+        tiers = _tiers(b, rate)
+        times = [t["predicted_seconds"] for t in tiers if t["predicted_seconds"] is not None]
+        rows.append((b, tiers, min(times) if times else None))
+    firing = [r for r in rows if r[2] is not None]
+    chosen = next((r for r in rows if r[0]["slo"] == slo and r[2] is not None), None)
+    if chosen is None:  # the named SLO does not page (or none named): the page comes from the first that does
+        chosen = (min(firing, key=lambda r: (r[2], -r[0]["burn"])) if firing
+                  else next((r for r in rows if r[0]["slo"] == slo), None) or max(rows, key=lambda r: r[0]["burn"]))
+    b, tiers, detect = chosen
     page = None if detect is None else detect + group_wait
-    return {"slo": chosen["slo"], "burn": chosen["burn"], "burn_basis": chosen["basis"], "tiers": tiers,
-            "group_wait_seconds": group_wait, "predicted_detection_seconds": detect,
-            "predicted_page_seconds": page, "measured_detection_seconds": None,
-            "hops": [{"hop": hop, "predicted_seconds": {"detect": detect, "page": page}.get(hop), "seconds": None,
-                      "budget_spent": None} for hop, _ in HOPS]}
+    out = {"slo": b["slo"], "burn": b["burn"], "bad_share": b["bad_share"], "burn_basis": b["basis"],
+           "tiers": tiers, "group_wait_seconds": group_wait, "predicted_detection_seconds": detect,
+           "predicted_page_seconds": page, "measured_detection_seconds": None,
+           "slos": [{"slo": r[0]["slo"], "burn": r[0]["burn"], "bad_share": r[0]["bad_share"],
+                     "predicted_seconds": r[2]} for r in rows],
+           "hops": [{"hop": hop, "predicted_seconds": {"detect": detect, "page": page}.get(hop), "seconds": None,
+                     "budget_spent": None} for hop, _ in HOPS]}
+    if detect is None:
+        fastest = max(rows, key=lambda r: r[0]["burn"])[0]
+        out["no_page"] = (f"no page predicted: {fault_kind} burns at most {fastest['burn']:.3g}x"
+                          f" ({fastest['slo']}), which no page tier's factor or guard lets fire")
+    elif slo is not None and b["slo"] != slo:
+        out["note"] = f"{slo} is not predicted to page: the page comes from {b['slo']}"
+    return out
 
 
 def derived_timeout(pred: dict, default: int) -> tuple[int, str]:
     """The chain drill's timeout when --chain-timeout is not given: the predicted page + CHAIN_MARGIN,
-    within 30 s..1 h; `default` when nothing is predicted."""
+    within 30 s..1 h; when the fault burns but no page is predicted, CHAIN_MARGIN alone (long enough
+    to see the rules stay quiet, no longer: waiting cannot bring the page); `default` when nothing is
+    predicted."""
     page = (pred or {}).get("predicted_page_seconds")
     if page is None:
+        if (pred or {}).get("no_page"):
+            return CHAIN_MARGIN, f"{pred['no_page']}: the margin {CHAIN_MARGIN}s alone"
         return default, f"no prediction for this fault: the default {default}s"
     seconds = int(min(3600, max(30, math.ceil(page + CHAIN_MARGIN))))
     return seconds, f"predicted page {page:g}s + margin {CHAIN_MARGIN}s"

@@ -91,10 +91,12 @@ def test_vendor_outage_predicted_on_the_chain_drills_rules_by_hand(chain):
     assert derived_timeout(pred, 240) == (252, "predicted page 72s + margin 180s")
 
 
-def test_a_fault_with_no_error_share_predicts_nothing_and_keeps_the_default_timeout(chain):
+def test_a_fault_with_no_error_share_nor_slowdown_predicts_nothing_and_keeps_the_default_timeout(chain):
     plans, _ = chain
-    pred = chain_prediction(plans, "latency-tail", {"share": 0.1, "factor": 10}, "databricks", SPLIT,
-                            slo=None, group_wait=2)
+    # a quality regression fails nothing and slows nothing: no burn-rate maths to set beside it
+    pred = chain_prediction(plans, "quality-regression", {"rate": 0.3}, "databricks", SPLIT,
+                            slo=None, group_wait=2, kinds={"databricks": "vendor", "internal": "internal"},
+                            load=0.5, peak_rps=200)
     assert pred == {}
     assert derived_timeout(pred, 240) == (240, "no prediction for this fault: the default 240s")
 

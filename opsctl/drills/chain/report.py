@@ -101,6 +101,8 @@ def chain_report(drill, outcome: str, exit_code: int, wall_seconds: float) -> di
                         f"never happened{': ' + first.failed if first.failed else ''}; last evidence: {first.last}"))
     if not_rehearsed:
         notes.append("not rehearsed by a chain drill (judged by the embedded drill): " + "; ".join(not_rehearsed))
+    predicted = getattr(drill, "prediction", None) or {}
+    notes += [predicted[k] for k in ("no_page", "note") if predicted.get(k)]  # what the maths expects not to page
     data = {
         "run_id": state.run_id, "mode": drill.mode, "outcome": outcome, "exit_code": exit_code,
         "scenario": {"title": sc.title, "name": sc.name, "path": sc.path, "digest": sc.digest,

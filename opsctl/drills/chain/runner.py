@@ -512,8 +512,19 @@ class ChainDrill:
         detected = next((e.slo for e in self.scenario.expectations if e.expect == "detected" and e.slo), None)
         if detected is not None:
             detected = resolve_slo(detected, [p.slo.name for p in plans], self.cfg.service) or detected
+        from opsctl.drills.prediction import LATENCY_FAULTS
+
+        if self.mode != "chain":  # live: real backends and traffic, not the simulator's latency model or rate
+            if step.fault.kind in LATENCY_FAULTS:  # a delay or a scaled-down Deployment: not the simulator's
+                return {}
+            return chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], self._split(),
+                                    slo=detected, group_wait=self.group_wait)
+        from opsctl.drills.prediction import traffic_load
+
         return chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], self._split(),
-                                slo=detected, group_wait=self.group_wait)
+                                slo=detected, group_wait=self.group_wait,
+                                kinds={n: b.kind for n, b in self.cfg.backends.items()},
+                                load=traffic_load(first["on_at"]), peak_rps=self.scenario.embedded.peak_rps)
 
     def _fault_on(self, fault_id: str, fault, backend: str) -> dict:
         record = self.exporter.fault_on(fault_id, fault.kind, backend, fault.params)

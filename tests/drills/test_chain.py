@@ -269,6 +269,39 @@ def test_the_exporter_continues_the_history_and_switches_faults():
     assert after["ok"] > 0
 
 
+def test_the_exporter_counts_answers_slower_than_each_latency_threshold_from_its_own_histogram():
+    """A latency tail's symptom is answers slower than 1 s (latency-1s), a uniform slowdown's those
+    slower than 500 ms: both counted, each equal to what the exported histogram says (its _count
+    minus the bucket at the threshold, the increase between two scrapes)."""
+    from opsctl.drills.chain.exporter import ProxyExporter
+    from opsctl.drills.chain.faults import symptoms
+
+    now = [1_700_000_000.0]
+    backends = {"internal": "internal", "databricks": "vendor"}
+    exporter = ProxyExporter(backends, peak_rps=100, seed=4, split=lambda: {"internal": 20.0, "databricks": 80.0},
+                             clock=lambda: now[0])
+
+    def histogram(text: str) -> dict[str, int]:
+        out = {}
+        for line in text.splitlines():
+            if line.startswith('llm_proxy_request_duration_seconds_bucket{backend="databricks",le="'):
+                out[line.split('le="')[1].split('"')[0]] = int(float(line.rsplit(" ", 1)[1]))
+            elif line.startswith('llm_proxy_request_duration_seconds_count{backend="databricks"}'):
+                out["count"] = int(float(line.rsplit(" ", 1)[1]))
+        return out
+
+    first = histogram(exporter.render())
+    exporter.fault_on("t1", "latency-tail", "databricks", {"share": 0.3, "factor": 8.0})
+    now[0] += 120
+    second = histogram(exporter.render())
+    during = exporter.outcomes_between(now[0] - 120, now[0])["databricks"]
+    answered = second["count"] - first["count"]
+    for symptom, le in (("slower_than_1s", "1.0"), ("slower_than_500ms", "0.5")):
+        assert during[symptom] == answered - (second[le] - first[le]), symptom
+    assert during["slower_than_1s"] > 0.05 * answered  # the tail shows where latency-1s looks
+    assert symptoms("latency-tail") == ("slower_than_1s",)
+
+
 def test_a_live_chain_drill_is_refused_while_its_components_do_not_answer(drill_env, tmp_path):
     from tests.conftest import free_port
 

@@ -25,8 +25,9 @@ _METRICS = (
     (schema.COMPLETION_TOKENS, "counter", "Completion tokens received."),
     (schema.SUGGESTIONS, "counter", "Suggestions parsed from answered requests."),
 )
-SLOW = "slower_than_500ms"  # answered requests over the latency objective's 500 ms
-_LE_500MS = f"le_{schema.BUCKETS.index(0.5)}"
+# Answered requests slower than each latency objective's threshold (latency-500ms, latency-1s):
+# the symptoms chain/faults.py names for a uniform slowdown and for a tail.
+SLOWER_THAN = {"slower_than_500ms": f"le_{schema.BUCKETS.index(0.5)}", "slower_than_1s": f"le_{schema.BUCKETS.index(1.0)}"}
 _SAMPLES = {schema.DURATION: (schema.DURATION_BUCKET, schema.DURATION_COUNT, schema.DURATION_SUM)}
 
 
@@ -116,13 +117,14 @@ class ProxyExporter:
             for column in schema.VALUE_COLUMNS:
                 self.totals[name][column] += float(s.columns[column].sum())
             row["requests"][name] = {o: int(s.columns[f"req_{o}"].sum()) for o in schema.OUTCOMES}
-            row["requests"][name][SLOW] = int(s.columns["lat_count"].sum() - s.columns[_LE_500MS].sum())
+            for symptom, bucket in SLOWER_THAN.items():
+                row["requests"][name][symptom] = int(s.columns["lat_count"].sum() - s.columns[bucket].sum())
         self.steps.append(row)
         self.last_step = end
 
     def outcomes_between(self, start: float, end: float | None = None) -> dict[str, dict[str, int]]:
         """Requests by backend and outcome over the steps ending in (start, end]."""
-        out = {b: {o: 0 for o in (*schema.OUTCOMES, SLOW)} for b in self.backends}
+        out = {b: {o: 0 for o in (*schema.OUTCOMES, *SLOWER_THAN)} for b in self.backends}
         with self._lock:
             for row in self.steps:
                 if row["at"] > start and (end is None or row["at"] <= end):

@@ -227,6 +227,7 @@ class RolloutController:
         self.cfg, self.store, self.traffic, self.clock = cfg, store, traffic, clock
         self.evidence, self.term, self.progress = evidence, term, progress
         self.order = list(cfg.backends)
+        self.nothing_to_drive = False  # the last tick found no rollout document, or a finished one
 
     def _say(self, text: str) -> None:
         if self.progress:
@@ -264,7 +265,8 @@ class RolloutController:
         """At most one action; returns what it did (idle, intent, held, waiting, applied, measured,
         paused, next, completed, aborted)."""
         state = self.store.read()
-        if state is None or state.status in FINISHED:
+        self.nothing_to_drive = state is None or state.status in FINISHED
+        if self.nothing_to_drive:
             return "idle"
         now = self.clock.now()
         pending = [i for i in state.intents if i.id not in state.handled]

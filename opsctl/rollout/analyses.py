@@ -24,6 +24,7 @@ it is Inconclusive (pause), never a pass.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -164,23 +165,78 @@ def latency_judge(analysis: "Analysis", ev: Evidence) -> dict:
     return verdict.to_dict()
 
 
+class _WithCounters:
+    """A metric source whose `query_many` answers, where the source itself has no data, from the
+    counters kept in the embedded store file's gauges table (the grammar service's A/B arms, which
+    the proxy's fixed schema does not hold): sum(increase(SELECTOR[Ns])) over every label set of
+    the counter the selector matches, reset-aware as Prometheus' increase (a drop is a restart)."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def query_many(self, exprs, at: float) -> list[float | None]:
+        values = list(self.source.query_many(exprs, at))
+        path = getattr(self.source, "path", None)
+        if path is None or all(v is not None for v in values):
+            return values
+        from opsctl.metrics.gauges import GaugeStore
+        from opsctl.metrics.promql import parse_range_query
+
+        store = GaugeStore.open(Path(path))
+        try:
+            for i, expr in enumerate(exprs):
+                if values[i] is not None:
+                    continue
+                query = parse_range_query(expr)
+                rows = store.conn.execute(
+                    "SELECT labels, value FROM gauges WHERE name = ? AND ts >= ? AND ts <= ? ORDER BY labels, ts",
+                    (query.selector.metric, int(at) - query.window, int(at))).fetchall()
+                total, matched, last = 0.0, False, {}
+                for labels, value in rows:
+                    if not query.selector.label_matches(json.loads(labels)):
+                        continue
+                    matched = True
+                    if labels in last:
+                        total += value - last[labels] if value >= last[labels] else value
+                    last[labels] = value
+                if matched:
+                    values[i] = total / query.window if query.function == "rate" else total
+        finally:
+            store.close()
+        return values
+
+
 def ab_equivalence(analysis: "Analysis", ev: Evidence, stage=None) -> dict:
-    from opsctl.clock import format_duration
+    """The A/B arms (the plan's backend and baseline) read from the counters once, at the fixed
+    horizon, over `args.window` (`$window` is given in seconds, which Prometheus and the embedded
+    store both read), judged by `opsctl ab equivalence`'s TOST against the sample size the stage's
+    alpha, power and margin need: inconclusive while an arm holds fewer trials, equivalent when the
+    interval lies inside the margin, different when it lies outside. With `daily_trials`, `days`
+    is how long today's traffic takes to fill the smaller arm."""
     from opsctl.quality.abtest import read_arms, sample_size, verdict
 
     if stage is None or not stage.metrics:
         return {"error": "the A/B stage declares no metrics"}
-    window = format_duration(_window(analysis))
-    verdicts = []
+    window = f"{_window(analysis)}s"
+    verdicts, out = [], {}
+    source = _WithCounters(ev.source())
     for metric in stage.metrics:
-        arms = read_arms(ev.source(), metric.successes, metric.trials, (ev.plan.baseline, ev.plan.backend), window, ev.at)
+        arms = read_arms(source, metric.successes, metric.trials, (ev.plan.baseline, ev.plan.backend), window, ev.at)
         (sa, ta), (sb, tb) = arms[ev.plan.baseline], arms[ev.plan.backend]
         baseline = metric.baseline if metric.baseline is not None else (sa / ta if ta else 0.5)
-        needed = sample_size(baseline, metric.margin, alpha=stage.alpha, power=stage.power).per_arm
-        verdicts.append(verdict(sa, ta, sb, tb, margin=metric.margin, needed=needed, alpha=stage.alpha).verdict)
+        share = getattr(stage, "share", 50) / 100
+        size = sample_size(baseline, metric.margin, alpha=stage.alpha, power=stage.power,
+                           daily_trials=stage.daily_trials, share=share if stage.daily_trials else None)
+        found = verdict(sa, ta, sb, tb, margin=metric.margin, needed=size.per_arm, alpha=stage.alpha)
+        verdicts.append(found.verdict)
+        out.update({f"{metric.name}_verdict": found.verdict, f"{metric.name}_difference": found.difference,
+                    f"{metric.name}_needed": size.per_arm, f"{metric.name}_n_baseline": ta,
+                    f"{metric.name}_n_new": tb})
+        if size.days is not None:
+            out[f"{metric.name}_days"] = round(size.days, 2)
     worst = ("different" if "different" in verdicts else "inconclusive" if "inconclusive" in verdicts
              else "equivalent")
-    return {"verdict": worst, "metrics": verdicts}
+    return {"verdict": worst, "metrics": verdicts, **out}
 
 
 def m2(analysis: "Analysis", ev: Evidence) -> dict:

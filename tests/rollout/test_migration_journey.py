@@ -46,8 +46,36 @@ def changes(state_dir: Path) -> list[dict]:
     return list(reversed(newest_first(parse(data["opsctl"], "split.json"))))
 
 
+def assert_the_shadow_and_ab_gates(d: dict) -> None:
+    """The gates every run passes before its ramp: shadow readiness in each of the five shadow steps,
+    and the A/B equivalence of the arms' counters once, at the A/B step's horizon (step 6)."""
+    import math
+    from statistics import NormalDist
+
+    gates = {(g["step"], g["check"]): g for g in d["gates"]}
+    for step in range(1, 6):
+        ready = gates[step, "shadow-readiness"]
+        assert ready["outcome"] == "continue" and ready["measured"] >= 2 and ready["failed"] == 0
+        assert ready["last"]["requests_ok"] and ready["last"]["errors_ok"]
+        # the finding: readiness' 1.2x percentile ratio never holds for the simulated vendor, whose
+        # lognormal median is 150 ms x e^(0.08 load) against internal's 100 ms x e^(0.15 load):
+        # 1.5 x e^(-0.07 load) >= 1.39 at any load up to the peak
+        assert ready["last"]["latency_ok"] is False and ready["last"]["ready"] is False
+    ab = gates[6, "ab-equivalence"]
+    assert ab["measured"] == 1 and ab["outcome"] == "continue"  # once, at the fixed horizon
+    last = ab["last"]
+    assert last["verdict"] == "equivalent" and abs(last["acceptance_difference"]) < 0.01
+    p = last["acceptance_ratio_baseline"]  # the sample size from today's ratio, as the plan gives no baseline
+    z = NormalDist().inv_cdf
+    needed = (z(0.95) + z(0.9)) ** 2 * 2 * p * (1 - p) / 0.01 ** 2  # TOST at delta 0: alpha 0.05, power 0.8
+    assert abs(last["acceptance_needed"] - math.ceil(needed)) <= 1
+    assert last["acceptance_n_new"] >= last["acceptance_needed"] <= last["acceptance_n_baseline"]
+    assert 0.3 < p < 0.34  # the simulated acceptance rate (opsctl.metrics.sim_arms: 0.32 on both arms)
+
+
 def test_the_migration_completes_in_january_paused_through_both_freezes(tmp_path):
     d = play("completes", tmp_path)
+    assert_the_shadow_and_ab_gates(d)
     assert d["status"] == "completed" and d["step"] == 11 and d["as_expected"]
     end = d["end"]
     assert parse_rfc3339("2027-01-01T00:00:00Z") <= end < parse_rfc3339("2027-02-01T00:00:00Z")
@@ -77,6 +105,7 @@ def test_the_migration_completes_in_january_paused_through_both_freezes(tmp_path
 def test_a_regression_injected_at_a_ramp_step_aborts_back_to_the_start(tmp_path, run, step, check):
     d = play(run, tmp_path)
     assert d["status"] == "aborted" and d["step"] == step and d["as_expected"]
+    assert_the_shadow_and_ab_gates(d)
     aborted = [e for e in d["history"] if e["what"] == "aborted"]
     assert len(aborted) == 1 and aborted[0]["detail"].startswith(check)
     applied = [c for c in changes(Path(d["state_dir"])) if c.get("outcome") == "applied"]

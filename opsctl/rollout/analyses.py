@@ -203,7 +203,8 @@ class _WithCounters:
                 rows = store.conn.execute(
                     "SELECT labels, value FROM gauges WHERE name = ? AND ts >= ? AND ts <= ? ORDER BY labels, ts",
                     (query.selector.metric, int(at) - query.window, int(at))).fetchall()
-                total, matched, last = 0.0, False, {}
+                total, matched = 0.0, False
+                last: dict[str, float] = {}
                 for labels, value in rows:
                     if not query.selector.label_matches(json.loads(labels)):
                         continue

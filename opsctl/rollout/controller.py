@@ -266,7 +266,7 @@ class RolloutController:
         paused, next, completed, aborted)."""
         state = self.store.read()
         self.nothing_to_drive = state is None or state.status in FINISHED
-        if self.nothing_to_drive:
+        if state is None or state.status in FINISHED:
             return "idle"
         now = self.clock.now()
         pending = [i for i in state.intents if i.id not in state.handled]

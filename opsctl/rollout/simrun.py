@@ -129,7 +129,7 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
 
     def evidence(at: float, the_plan):
         simulate_window(at)
-        return Evidence(cfg, the_plan, at)
+        return Evidence(cfg, the_plan, at, base_dir=cfg.base_dir)  # files an analysis names: beside opsctl.yaml
 
     controller = RolloutController(cfg, store, traffic, clock=clock, evidence=evidence, progress=progress)
     ticks = 0

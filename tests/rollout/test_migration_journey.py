@@ -48,7 +48,7 @@ def changes(state_dir: Path) -> list[dict]:
 
 def assert_the_shadow_and_ab_gates(d: dict) -> None:
     """The gates every run passes before its ramp: shadow readiness in each of the five shadow steps,
-    and the A/B equivalence of the arms' counters once, at the A/B step's horizon (step 6)."""
+    and in the A/B step (6) the equivalence of the arms' counters once, at its horizon, and M2."""
     import math
     from statistics import NormalDist
 
@@ -71,6 +71,13 @@ def assert_the_shadow_and_ab_gates(d: dict) -> None:
     assert abs(last["acceptance_needed"] - math.ceil(needed)) <= 1
     assert last["acceptance_n_new"] >= last["acceptance_needed"] <= last["acceptance_n_baseline"]
     assert 0.3 < p < 0.34  # the simulated acceptance rate (opsctl.metrics.sim_arms: 0.32 on both arms)
+    # M2 of the shipped answers (chaos/migration/answers-databricks.txt) against rollouts/golden.m2,
+    # by hand: sentences 1-3 make both gold edits each (6 true positives), 4 is a noop answered as
+    # is, 5 answers "looks" where the gold edit is "is looking" (1 false positive, 1 missed):
+    # P = R = 6/7, so F0.5 = 6/7
+    m2 = gates[6, "m2"]
+    assert m2["outcome"] == "continue" and m2["measured"] >= 2 and m2["failed"] == 0
+    assert (m2["last"]["p"], m2["last"]["r"], m2["last"]["f05"]) == pytest.approx((6 / 7, 6 / 7, 6 / 7))
 
 
 def test_the_migration_completes_in_january_paused_through_both_freezes(tmp_path):

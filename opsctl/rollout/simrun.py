@@ -63,7 +63,7 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
     from opsctl.metrics.embedded import EmbeddedStore
     from opsctl.metrics.sim_arms import write_arm_counters
     from opsctl.rollout.analyses import Evidence
-    from opsctl.rollout.controller import FINISHED, RolloutController, RolloutStore, plan_steps, start_rollout
+    from opsctl.rollout.controller import FINISHED, ONCE_AT_END, RolloutController, RolloutStore, plan_steps, start_rollout
     from opsctl.state.local import LocalStateStore
     from opsctl.traffic.service import TrafficService
 
@@ -145,8 +145,10 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
         if state.status in FINISHED or state.status == "paused":
             break
         if what in ("idle", "waiting", "held"):
-            wait: float = min(a.interval.seconds for a in controller._analyses(plan, steps[state.step])) \
-                if controller._analyses(plan, steps[state.step]) else 3600
+            # the next measurement due; A/B and cost are measured once, at the step's end (below)
+            every = [a.interval.seconds for a in controller._analyses(plan, steps[state.step])
+                     if a.check not in ONCE_AT_END]
+            wait: float = min(every) if every else float(steps[state.step].seconds)  # to the end, below
             if what == "waiting" and state.waiting_until:
                 wait = max(wait, state.waiting_until - clock.now())
             elif state.step_started is not None:

@@ -117,7 +117,7 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
             simulator.write_to_store(db, series, mode="replace")
         finally:
             db.close()
-        if state is not None and steps[state.step].kind == "ab":  # the grammar service counts its arms
+        if state is not None and steps[state.step].kind == "ab" and state.phase == "soak":  # the arms, counted
             write_arm_counters(metrics_path, series, seed=seed)
         counted[0] += 1
 

@@ -83,6 +83,18 @@ def assert_the_shadow_and_ab_gates(d: dict) -> None:
 def test_the_migration_completes_in_january_paused_through_both_freezes(tmp_path):
     d = play("completes", tmp_path)
     assert_the_shadow_and_ab_gates(d)
+    # the arms' counters exist only where a step ran the A/B test: inside step 6's windows
+    import sqlite3
+
+    conn = sqlite3.connect(str(Path(d["state_dir"]) / "metrics.sqlite"))
+    try:
+        first, last, arms = conn.execute("SELECT MIN(ts), MAX(ts), COUNT(DISTINCT labels) FROM gauges"
+                                         " WHERE name LIKE 'grammar_suggestions_%'").fetchone()
+    finally:
+        conn.close()
+    applied = {e["step"]: parse_rfc3339(e["at"]) for e in d["history"] if e["what"] == "applied"}
+    assert arms == 2  # internal and databricks
+    assert applied[6] - 3600 <= first and last <= applied[6] + 14 * 86400  # the A/B's 14 days, no later
     assert d["status"] == "completed" and d["step"] == 11 and d["as_expected"]
     end = d["end"]
     assert parse_rfc3339("2027-01-01T00:00:00Z") <= end < parse_rfc3339("2027-02-01T00:00:00Z")

@@ -125,3 +125,25 @@ def test_ab_equivalence_reads_both_arms_from_the_simulated_counters(cfg, window,
         assert result["acceptance_difference"] == pytest.approx(-0.04, abs=0.01)
     if kind == "inconclusive":
         assert min(shown.values()) < needed  # an arm short of the planned n: the horizon is not reached
+
+
+def test_a_counter_in_the_gauges_table_is_read_as_prometheus_increase_reset_aware(cfg):
+    """A counter the proxy's schema does not hold is read from the embedded store file's gauges
+    table: the increase over the window's samples, a drop read as a restart (the value after it is
+    all new), only the label sets the selector matches. By hand: 10 -> 25 (+15), restart to 4 (+4),
+    -> 9 (+5): 24 for arm internal; the other arm is not summed."""
+    from opsctl.metrics.gauges import GaugeStore
+    from opsctl.rollout.analyses import Evidence, _WithCounters
+
+    store = GaugeStore.open(cfg.state_path / "metrics.sqlite")
+    try:
+        for ts, value in ((END - 7200, 1.0), (END - 3600, 10.0), (END - 2400, 25.0), (END - 1200, 4.0), (END, 9.0)):
+            store.write([("grammar_suggestions_shown_total", {"arm": "internal"}, value),
+                         ("grammar_suggestions_shown_total", {"arm": "databricks"}, 1000 + value)], ts)
+    finally:
+        store.close()
+    plan = build_plan(plan_with(CONSISTENCY), "p.yaml")
+    source = _WithCounters(Evidence(cfg, plan, END).source())
+    got = source.query_many(['sum(increase(grammar_suggestions_shown_total{arm="internal"}[3600s]))',
+                             'sum(increase(grammar_suggestions_nowhere_total{arm="internal"}[3600s]))'], END)
+    assert got == [24.0, None]

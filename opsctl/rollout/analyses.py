@@ -6,13 +6,15 @@ failure conditions are judged on (plan.judge). No number is typed in: every figu
                       (the receiving one and the one it comes from): max_burn, burn_<backend>
     shadow-readiness  `opsctl shadow check` of the new backend against the baseline: ready,
                       error_ratio (the new backend's bad share of its requests), p99_ratio
-                      (its p99 over the baseline's)
+                      (its p99 over the baseline's), and each part of the verdict: requests_ok,
+                      errors_ok, latency_ok (every percentile within max_latency_ratio), load_ok
     quality-rules     the live quality rules (opsctl.quality.live): firing (count), ok
     consistency       the consistency probe's exact-match gauge against its noise floor:
                       exact_match, floor, ok
     latency-judge     the equivalence judgement on the share over `threshold` (quality/latency_judge):
                       verdict (equivalent | worse | better | inconclusive), difference
-    ab-equivalence    the A/B arms read from the grammar service's counters (quality/abtest): verdict
+    ab-equivalence    the A/B arms read from the grammar service's counters (quality/abtest): verdict,
+                      and per metric its verdict, difference, needed (trials per arm), n per arm, days
     m2                M2 precision, recall and F0.5 of the answers against the golden set: p, r, f05
     cost              cost per million tokens per backend over the window, with the new backend's
                       share of tokens (cost.replicas_query bills the internal fleet when set):
@@ -24,6 +26,7 @@ it is Inconclusive (pause), never a pass.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -88,6 +91,16 @@ def shadow_readiness(analysis: "Analysis", ev: Evidence) -> dict:
                            if analysis.args.window else None, share=ev.mirror or 1.0, scope=ev.cfg.service_matcher)
     s, p = report.figures["shadow"], report.figures["primary"]
     out: dict = {"ready": report.verdict == "ready", "verdict": report.verdict}
+    # each part of the verdict on its own, so a plan can gate on what it asks of the shadow (e.g. that
+    # it holds the load without errors, latency judged apart): requests_ok, errors_ok, latency_ok, load_ok
+    parts: dict[str, list] = {"requests": [], "errors": [], "latency": [], "load": []}
+    for c in report.checks:
+        key = "errors" if c.name == "error rate" else "latency" if c.name.startswith("latency") else c.name
+        if key in parts:
+            parts[key].append(c.ok)
+    for key, oks in parts.items():
+        if oks and None not in oks:
+            out[f"{key}_ok"] = all(oks)
     if s.error_rate is not None and p.error_rate is not None:
         out["error_ratio"] = s.error_rate
     p99 = next((k for k in s.latency if k.endswith("99")), None)
@@ -164,23 +177,82 @@ def latency_judge(analysis: "Analysis", ev: Evidence) -> dict:
     return verdict.to_dict()
 
 
+class _WithCounters:
+    """A metric source whose `query_many` answers, where the source itself has no data, from the
+    counters kept in the embedded store file's gauges table (the grammar service's A/B arms, which
+    the proxy's fixed schema does not hold): sum(increase(SELECTOR[Ns])) over every label set of
+    the counter the selector matches, reset-aware as Prometheus' increase (a drop is a restart)."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def query_many(self, exprs, at: float) -> list[float | None]:
+        values = list(self.source.query_many(exprs, at))
+        path = getattr(self.source, "path", None)
+        if path is None or all(v is not None for v in values):
+            return values
+        from opsctl.metrics.gauges import GaugeStore
+        from opsctl.metrics.promql import parse_range_query
+
+        store = GaugeStore.open(Path(path))
+        try:
+            for i, expr in enumerate(exprs):
+                if values[i] is not None:
+                    continue
+                query = parse_range_query(expr)
+                rows = store.conn.execute(
+                    "SELECT labels, value FROM gauges WHERE name = ? AND ts >= ? AND ts <= ? ORDER BY labels, ts",
+                    (query.selector.metric, int(at) - query.window, int(at))).fetchall()
+                total, matched = 0.0, False
+                last: dict[str, float] = {}
+                for labels, value in rows:
+                    if not query.selector.label_matches(json.loads(labels)):
+                        continue
+                    matched = True
+                    if labels in last:
+                        total += value - last[labels] if value >= last[labels] else value
+                    last[labels] = value
+                if matched:
+                    values[i] = total / query.window if query.function == "rate" else total
+        finally:
+            store.close()
+        return values
+
+
 def ab_equivalence(analysis: "Analysis", ev: Evidence, stage=None) -> dict:
-    from opsctl.clock import format_duration
+    """The A/B arms (the plan's backend and baseline) read from the counters once, at the fixed
+    horizon, over `args.window` (`$window` is given in seconds, which Prometheus and the embedded
+    store both read), judged by `opsctl ab equivalence`'s TOST against the sample size the stage's
+    alpha, power and margin need: inconclusive while an arm holds fewer trials, equivalent when the
+    interval lies inside the margin, different when it lies outside. `days` is how long today's
+    traffic takes to fill the smaller arm: the stage's `daily_trials`, else the window's own rate."""
     from opsctl.quality.abtest import read_arms, sample_size, verdict
 
     if stage is None or not stage.metrics:
         return {"error": "the A/B stage declares no metrics"}
-    window = format_duration(_window(analysis))
-    verdicts = []
+    window = f"{_window(analysis)}s"
+    verdicts, out = [], {}
+    source = _WithCounters(ev.source())
     for metric in stage.metrics:
-        arms = read_arms(ev.source(), metric.successes, metric.trials, (ev.plan.baseline, ev.plan.backend), window, ev.at)
+        arms = read_arms(source, metric.successes, metric.trials, (ev.plan.baseline, ev.plan.backend), window, ev.at)
         (sa, ta), (sb, tb) = arms[ev.plan.baseline], arms[ev.plan.backend]
         baseline = metric.baseline if metric.baseline is not None else (sa / ta if ta else 0.5)
-        needed = sample_size(baseline, metric.margin, alpha=stage.alpha, power=stage.power).per_arm
-        verdicts.append(verdict(sa, ta, sb, tb, margin=metric.margin, needed=needed, alpha=stage.alpha).verdict)
+        share = getattr(stage, "share", 50) / 100
+        # today's traffic: as the stage declares it, else as the window measured it (both arms)
+        daily = stage.daily_trials or (int((ta + tb) * 86400 / _window(analysis)) if ta + tb else None)
+        size = sample_size(baseline, metric.margin, alpha=stage.alpha, power=stage.power,
+                           daily_trials=daily, share=share if daily else None)
+        found = verdict(sa, ta, sb, tb, margin=metric.margin, needed=size.per_arm, alpha=stage.alpha)
+        verdicts.append(found.verdict)
+        out.update({f"{metric.name}_verdict": found.verdict, f"{metric.name}_difference": found.difference,
+                    f"{metric.name}_needed": size.per_arm, f"{metric.name}_n_baseline": ta,
+                    f"{metric.name}_n_new": tb, f"{metric.name}_ratio_baseline": sa / ta if ta else None,
+                    f"{metric.name}_ratio_new": sb / tb if tb else None})
+        if size.days is not None:
+            out[f"{metric.name}_days"] = round(size.days, 2)
     worst = ("different" if "different" in verdicts else "inconclusive" if "inconclusive" in verdicts
              else "equivalent")
-    return {"verdict": worst, "metrics": verdicts}
+    return {"verdict": worst, "metrics": verdicts, **out}
 
 
 def m2(analysis: "Analysis", ev: Evidence) -> dict:

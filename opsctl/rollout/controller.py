@@ -227,6 +227,7 @@ class RolloutController:
         self.cfg, self.store, self.traffic, self.clock = cfg, store, traffic, clock
         self.evidence, self.term, self.progress = evidence, term, progress
         self.order = list(cfg.backends)
+        self.nothing_to_drive = False  # the last tick found no rollout document, or a finished one
 
     def _say(self, text: str) -> None:
         if self.progress:
@@ -264,6 +265,7 @@ class RolloutController:
         """At most one action; returns what it did (idle, intent, held, waiting, applied, measured,
         paused, next, completed, aborted)."""
         state = self.store.read()
+        self.nothing_to_drive = state is None or state.status in FINISHED
         if state is None or state.status in FINISHED:
             return "idle"
         now = self.clock.now()

@@ -2,7 +2,13 @@
 leads, under the leader's term (every state write and every traffic change carries it and is refused
 once a newer term is recorded). A new leader reads the state document and goes on from the step
 recorded there; a step its predecessor applied but did not record is found applied (same operation
-id, the split already there) and is not changed twice."""
+id, the split already there) and is not changed twice.
+
+With nothing to drive (no rollout document, or a finished one) the runner backs off: after such a
+read it skips 1, then 2, 4, 8 and at most MAX_BACKOFF_TICKS - 1 ticks before reading again (at
+most one read a minute at 5 s ticks, not twelve); a rollout started from a laptop is found within
+MAX_BACKOFF_TICKS ticks, and from then on the document is read every tick. Losing the lead resets
+the backoff, so a new leader reads at once."""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from opsctl.errors import OpsctlError
 
 log = logging.getLogger("opsctl.automation")
 TICK_SECONDS = 5.0  # between ticks; a tick does at most one thing
+MAX_BACKOFF_TICKS = 12  # with nothing to drive: one read in at most this many ticks
 
 
 class RolloutRunner:
@@ -23,6 +30,8 @@ class RolloutRunner:
         self._thread = threading.Thread(target=self._run, name="opsctl-rollout", daemon=True)
         self.ticks = 0  # ticks that did something (for tests and logs)
         self._controller = None
+        self._backoff = 0  # ticks between reads while there is nothing to drive (0: every tick)
+        self._skip = 0  # ticks still to skip before the next read
 
     def controller(self):
         if self._controller is None:
@@ -51,8 +60,18 @@ class RolloutRunner:
 
     def tick(self) -> str:
         if not self.acting() or self.term() is None:
+            self._backoff = self._skip = 0
             return "not leading"
-        what = self.controller().tick()
+        if self._skip > 0:  # nothing to drive at the last read: no read this tick
+            self._skip -= 1
+            return "idle"
+        controller = self.controller()
+        what = controller.tick()
+        if controller.nothing_to_drive:
+            self._backoff = min(max(1, 2 * self._backoff), MAX_BACKOFF_TICKS)
+            self._skip = self._backoff - 1
+        else:
+            self._backoff = self._skip = 0
         if what not in ("idle", "waiting", "held"):
             self.ticks += 1
         return what

@@ -10,7 +10,9 @@ them to the run's embedded store; the analyses and the traffic guards read that 
 The coarsest form that keeps the guards' maths real: only the windows that are measured are
 simulated (an `evidence` window before each measurement, default 1h of 10-second steps), not the
 months in between; a burn rate or a latency judgement over that window is computed exactly as on
-full data, and the budget guard sees the budget spent in the windows simulated.
+full data, and the budget guard sees the budget spent in the windows simulated. During an A/B step
+the windows also hold the grammar service's arm counters (opsctl.metrics.sim_arms: suggestions
+shown and accepted per arm), which the A/B check reads over its own window.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class RunResult(Model):
     measurements: int
     wall_seconds: float
     history: list[dict] = field(default_factory=list)
+    # each step's analyses as the step ended (went on, paused, aborted, completed): step (1-based),
+    # check, outcome (continue | abort | pause), measured, failed, inconclusive, last (its result)
+    gates: list[dict] = field(default_factory=list)
 
 
 def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequence[SimIncident] = (),
@@ -56,8 +61,9 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
     from opsctl.clock import SimClock, parse_duration
     from opsctl.metrics import simulator
     from opsctl.metrics.embedded import EmbeddedStore
+    from opsctl.metrics.sim_arms import write_arm_counters
     from opsctl.rollout.analyses import Evidence
-    from opsctl.rollout.controller import FINISHED, RolloutController, RolloutStore, plan_steps, start_rollout
+    from opsctl.rollout.controller import FINISHED, ONCE_AT_END, RolloutController, RolloutStore, plan_steps, start_rollout
     from opsctl.state.local import LocalStateStore
     from opsctl.traffic.service import TrafficService
 
@@ -111,6 +117,8 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
             simulator.write_to_store(db, series, mode="replace")
         finally:
             db.close()
+        if state is not None and steps[state.step].kind == "ab" and state.phase == "soak":  # the arms, counted
+            write_arm_counters(metrics_path, series, seed=seed)
         counted[0] += 1
 
     steps = plan_steps(plan)
@@ -121,21 +129,26 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
 
     def evidence(at: float, the_plan):
         simulate_window(at)
-        return Evidence(cfg, the_plan, at)
+        return Evidence(cfg, the_plan, at, base_dir=cfg.base_dir)  # files an analysis names: beside opsctl.yaml
 
     controller = RolloutController(cfg, store, traffic, clock=clock, evidence=evidence, progress=progress)
     ticks = 0
+    gates: list[dict] = []
     for ticks in range(1, max_ticks + 1):
-        state = _read(store)
+        state = before = _read(store)
         if state.phase == "apply":
             simulate_window(clock.now())  # the guards of the step's change read the last window
         what = controller.tick()
         state = _read(store)
+        if (state.step, state.status) != (before.step, before.status) and before.phase == "soak":
+            gates.extend(_gates(plan, steps[before.step], before.step, state.analyses or before.analyses))
         if state.status in FINISHED or state.status == "paused":
             break
         if what in ("idle", "waiting", "held"):
-            wait: float = min(a.interval.seconds for a in controller._analyses(plan, steps[state.step])) \
-                if controller._analyses(plan, steps[state.step]) else 3600
+            # the next measurement due; A/B and cost are measured once, at the step's end (below)
+            every = [a.interval.seconds for a in controller._analyses(plan, steps[state.step])
+                     if a.check not in ONCE_AT_END]
+            wait: float = min(every) if every else float(steps[state.step].seconds)  # to the end, below
             if what == "waiting" and state.waiting_until:
                 wait = max(wait, state.waiting_until - clock.now())
             elif state.step_started is not None:
@@ -147,7 +160,16 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
     history = [{"at": _rfc(e.at), "step": e.step, "what": e.what, "detail": e.detail} for e in state.history
                if e.what != "measured"]
     return RunResult(state.status, state.step + 1, start, clock.now(), ticks, counted[0],
-                     round(time.perf_counter() - started, 3), history)
+                     round(time.perf_counter() - started, 3), history, gates)
+
+
+def _gates(plan, step, index: int, counts) -> list[dict]:
+    from opsctl.rollout.plan import outcome_of
+
+    analyses = list(plan.stages[step.stage].body.analysis)
+    return [{"step": index + 1, "check": a.check, "outcome": outcome_of(a, c.failed, c.inconclusive, c.measured),
+             "measured": c.measured, "failed": c.failed, "inconclusive": c.inconclusive, "last": dict(c.last)}
+            for a, c in zip(analyses, counts)]
 
 
 def _rfc(ts: float) -> str:

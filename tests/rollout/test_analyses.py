@@ -79,3 +79,71 @@ def test_a_check_without_evidence_is_inconclusive_not_a_pass(cfg):
     a = burn.stages[0].ramp.analysis[0]
     assert classify(a, measure(a, Evidence(cfg, burn, END + 7 * 86400))) == "inconclusive"
     assert classify(a, measure(a, Evidence(cfg, burn, END))) == "successful"  # the healthy day itself
+
+
+def ab_plan(window: str) -> dict:
+    metric = {"name": "acceptance", "margin": 0.01, "baseline": 0.32,
+              "successes": 'sum(increase(grammar_suggestions_accepted_total{arm="$arm"}[$window]))',
+              "trials": 'sum(increase(grammar_suggestions_shown_total{arm="$arm"}[$window]))'}
+    check = {"check": "ab-equivalence", "success": "result.verdict == 'equivalent'",
+             "failure": "result.verdict == 'different'", "args": {"window": window}}
+    return {"name": "p", "backend": "databricks", "baseline": "internal",
+            "stages": [{"ab": {"share": 50, "min_duration": "1h", "metrics": [metric], "daily_trials": 400000,
+                               "analysis": [check]}}]}
+
+
+@pytest.mark.parametrize("window,vendor_accept,kind", [("5m", 0.32, "inconclusive"), ("1h", 0.32, "successful"),
+                                                       ("1h", 0.28, "failed")])
+def test_ab_equivalence_reads_both_arms_from_the_simulated_counters(cfg, window, vendor_accept, kind):
+    """The arms' counters drawn by the simulator (suggestions shown per arm, accepted ~ Binomial)
+    are read back through the plan's PromQL: too few trials for the planned n is Inconclusive
+    (the horizon is not reached), equal acceptance Successful, 0.28 against 0.32 Failed. The n
+    needed is the closed form of the TOST sample size at delta 0, computed here apart from the code."""
+    import math
+    from statistics import NormalDist
+
+    from opsctl.metrics import simulator
+    from opsctl.metrics.sim_arms import write_arm_counters
+    from opsctl.rollout.analyses import Evidence, measure
+
+    series = simulator.simulate(END - 3600, END, backends={"internal": "internal", "databricks": "vendor"},
+                                split={"internal": 50, "databricks": 50}, peak_rps=60, seed=3)
+    write_arm_counters(cfg.state_path / "metrics.sqlite", series, seed=3,
+                       accept={"internal": 0.32, "databricks": vendor_accept})
+    plan = build_plan(ab_plan(window), "p.yaml")
+    analysis = plan.stages[0].ab.analysis[0]
+    result = measure(analysis, Evidence(cfg, plan, END), plan.stages[0].ab)
+    z = NormalDist().inv_cdf
+    needed = (z(0.95) + z(1 - 0.2 / 2)) ** 2 * 2 * 0.32 * 0.68 / 0.01 ** 2  # alpha 0.05, power 0.8
+    assert abs(result["acceptance_needed"] - math.ceil(needed)) <= 1
+    assert result["acceptance_days"] == pytest.approx(result["acceptance_needed"] / (400000 * 0.5), abs=0.01)
+    steps = 30 if window == "5m" else 360  # the window's 10-second steps
+    shown = {b: int(s.columns["suggestions"][-steps:].sum()) for b, s in series.items()}
+    assert (result["acceptance_n_baseline"], result["acceptance_n_new"]) == (shown["internal"], shown["databricks"])
+    assert classify(analysis, result) == kind
+    if kind == "failed":
+        assert result["acceptance_difference"] == pytest.approx(-0.04, abs=0.01)
+    if kind == "inconclusive":
+        assert min(shown.values()) < needed  # an arm short of the planned n: the horizon is not reached
+
+
+def test_a_counter_in_the_gauges_table_is_read_as_prometheus_increase_reset_aware(cfg):
+    """A counter the proxy's schema does not hold is read from the embedded store file's gauges
+    table: the increase over the window's samples, a drop read as a restart (the value after it is
+    all new), only the label sets the selector matches. By hand: 10 -> 25 (+15), restart to 4 (+4),
+    -> 9 (+5): 24 for arm internal; the other arm is not summed."""
+    from opsctl.metrics.gauges import GaugeStore
+    from opsctl.rollout.analyses import Evidence, _WithCounters
+
+    store = GaugeStore.open(cfg.state_path / "metrics.sqlite")
+    try:
+        for ts, value in ((END - 7200, 1.0), (END - 3600, 10.0), (END - 2400, 25.0), (END - 1200, 4.0), (END, 9.0)):
+            store.write([("grammar_suggestions_shown_total", {"arm": "internal"}, value),
+                         ("grammar_suggestions_shown_total", {"arm": "databricks"}, 1000 + value)], ts)
+    finally:
+        store.close()
+    plan = build_plan(plan_with(CONSISTENCY), "p.yaml")
+    source = _WithCounters(Evidence(cfg, plan, END).source())
+    got = source.query_many(['sum(increase(grammar_suggestions_shown_total{arm="internal"}[3600s]))',
+                             'sum(increase(grammar_suggestions_nowhere_total{arm="internal"}[3600s]))'], END)
+    assert got == [24.0, None]

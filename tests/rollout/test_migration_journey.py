@@ -46,8 +46,55 @@ def changes(state_dir: Path) -> list[dict]:
     return list(reversed(newest_first(parse(data["opsctl"], "split.json"))))
 
 
+def assert_the_shadow_and_ab_gates(d: dict) -> None:
+    """The gates every run passes before its ramp: shadow readiness in each of the five shadow steps,
+    and in the A/B step (6) the equivalence of the arms' counters once, at its horizon, and M2."""
+    import math
+    from statistics import NormalDist
+
+    gates = {(g["step"], g["check"]): g for g in d["gates"]}
+    for step in range(1, 6):
+        ready = gates[step, "shadow-readiness"]
+        assert ready["outcome"] == "continue" and ready["measured"] >= 2 and ready["failed"] == 0
+        assert ready["last"]["requests_ok"] and ready["last"]["errors_ok"]
+        # the finding: readiness' 1.2x percentile ratio never holds for the simulated vendor, whose
+        # lognormal median is 150 ms x e^(0.08 load) against internal's 100 ms x e^(0.15 load):
+        # 1.5 x e^(-0.07 load) >= 1.39 at any load up to the peak
+        assert ready["last"]["latency_ok"] is False and ready["last"]["ready"] is False
+    ab = gates[6, "ab-equivalence"]
+    assert ab["measured"] == 1 and ab["outcome"] == "continue"  # once, at the fixed horizon
+    last = ab["last"]
+    assert last["verdict"] == "equivalent" and abs(last["acceptance_difference"]) < 0.01
+    p = last["acceptance_ratio_baseline"]  # the sample size from today's ratio, as the plan gives no baseline
+    z = NormalDist().inv_cdf
+    needed = (z(0.95) + z(0.9)) ** 2 * 2 * p * (1 - p) / 0.01 ** 2  # TOST at delta 0: alpha 0.05, power 0.8
+    assert abs(last["acceptance_needed"] - math.ceil(needed)) <= 1
+    assert last["acceptance_n_new"] >= last["acceptance_needed"] <= last["acceptance_n_baseline"]
+    assert 0.3 < p < 0.34  # the simulated acceptance rate (opsctl.metrics.sim_arms: 0.32 on both arms)
+    # M2 of the shipped answers (chaos/migration/answers-databricks.txt) against rollouts/golden.m2,
+    # by hand: sentences 1-3 make both gold edits each (6 true positives), 4 is a noop answered as
+    # is, 5 answers "looks" where the gold edit is "is looking" (1 false positive, 1 missed):
+    # P = R = 6/7, so F0.5 = 6/7
+    m2 = gates[6, "m2"]
+    assert m2["outcome"] == "continue" and m2["measured"] >= 2 and m2["failed"] == 0
+    assert (m2["last"]["p"], m2["last"]["r"], m2["last"]["f05"]) == pytest.approx((6 / 7, 6 / 7, 6 / 7))
+
+
 def test_the_migration_completes_in_january_paused_through_both_freezes(tmp_path):
     d = play("completes", tmp_path)
+    assert_the_shadow_and_ab_gates(d)
+    # the arms' counters exist only where a step ran the A/B test: inside step 6's windows
+    import sqlite3
+
+    conn = sqlite3.connect(str(Path(d["state_dir"]) / "metrics.sqlite"))
+    try:
+        first, last, arms = conn.execute("SELECT MIN(ts), MAX(ts), COUNT(DISTINCT labels) FROM gauges"
+                                         " WHERE name LIKE 'grammar_suggestions_%'").fetchone()
+    finally:
+        conn.close()
+    applied = {e["step"]: parse_rfc3339(e["at"]) for e in d["history"] if e["what"] == "applied"}
+    assert arms == 2  # internal and databricks
+    assert applied[6] - 3600 <= first and last <= applied[6] + 14 * 86400  # the A/B's 14 days, no later
     assert d["status"] == "completed" and d["step"] == 11 and d["as_expected"]
     end = d["end"]
     assert parse_rfc3339("2027-01-01T00:00:00Z") <= end < parse_rfc3339("2027-02-01T00:00:00Z")
@@ -77,6 +124,7 @@ def test_the_migration_completes_in_january_paused_through_both_freezes(tmp_path
 def test_a_regression_injected_at_a_ramp_step_aborts_back_to_the_start(tmp_path, run, step, check):
     d = play(run, tmp_path)
     assert d["status"] == "aborted" and d["step"] == step and d["as_expected"]
+    assert_the_shadow_and_ab_gates(d)
     aborted = [e for e in d["history"] if e["what"] == "aborted"]
     assert len(aborted) == 1 and aborted[0]["detail"].startswith(check)
     applied = [c for c in changes(Path(d["state_dir"])) if c.get("outcome") == "applied"]

@@ -41,3 +41,55 @@ def test_the_automation_service_starts_and_stops_the_runner(tmp_path, healthy_st
     finally:
         service.stop(timeout=5)
     assert not service.rollouts._thread.is_alive()
+
+
+def rollout_gets(api) -> int:
+    """GETs of the rollout's ConfigMap the loopback API server answered."""
+    return sum(1 for r in api.requests if r.method == "GET" and r.path.endswith("/configmaps/opsctl-llm-inference-rollout"))
+
+
+def test_with_no_rollout_the_leader_backs_off_its_reads_and_finds_a_new_one(tmp_path, healthy_store):
+    """Issue 23: the leader read the `rollout` document every tick (5 s) with no rollout at all.
+    Counted, not timed: 120 ticks (10 minutes at 5 s) with no document make the reads the schedule
+    says (gaps 1, 2, 4, 8, then 12 ticks), not 120; a rollout started from a laptop is then found
+    within 12 ticks, and read every tick while it runs."""
+    import json
+
+    from opsctl.fencing import Term
+    from opsctl.rollout.controller import RolloutStore, start_rollout
+    from opsctl.rollout.plan import build_plan
+    from opsctl.rollout.serve import RolloutRunner
+    from opsctl.state import open_state_store
+    from opsctl.traffic.service import TrafficService
+    from tests.fakes.kube_api import FakeKubeAPI
+    from tests.rollout.test_controller_kube import NS, SPLIT_CM, config
+
+    api = FakeKubeAPI().start()
+    try:
+        api.seed({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": SPLIT_CM, "namespace": NS},
+                  "data": {"split.json": json.dumps({"weights": {"internal": 100}, "shadow": {}})}})
+        cfg = config(tmp_path, api.url, healthy_store)
+        runner = RolloutRunner(cfg, acting=lambda: True, term=lambda: Term("pod-a", 1))
+        ticks = 120
+        for _ in range(ticks):
+            assert runner.tick() == "idle"
+        reads, at, gap = [], 1, 1  # the documented schedule, tick numbers of the reads
+        while at <= ticks:
+            reads.append(at)
+            at, gap = at + gap, min(2 * gap, 12)
+        assert reads[:7] == [1, 2, 4, 8, 16, 28, 40]
+        assert rollout_gets(api) == len(reads) == 13  # not one a tick (120)
+
+        data = plan_data()
+        person = RolloutStore(open_state_store(cfg))  # a laptop: no term
+        start_rollout(person, data, build_plan(data, "t", backends=list(cfg.backends)), by="tester",
+                      at=1_795_000_000, current=TrafficService(cfg).read().split, order=list(cfg.backends))
+        found = next((n for n in range(1, 13) if runner.tick() == "applied"), None)
+        assert found is not None  # within the longest gap
+        assert TrafficService(cfg).read().split.weight("databricks") == 20
+        mark = rollout_gets(api)
+        for _ in range(3):
+            runner.tick()  # a running rollout: read every tick
+        assert rollout_gets(api) - mark >= 3
+    finally:
+        api.stop()

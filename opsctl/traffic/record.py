@@ -72,7 +72,9 @@ class ChangeEntry(Model):
     Written as it always was (`to_dict`): version 1 is the format every opsctl so far wrote, and
     is written without a `version` key; a later format writes its number. `extra` keeps what the
     entry holds beyond these fields (a drill's audit fields, keys a newer writer added, a known key
-    whose value has another type), so reading and writing back loses nothing."""
+    whose value has another type), so reading and writing back loses nothing; an older entry that
+    lacks one of the fields (one written before `operation` existed) gains it, with its default,
+    when the record is next written."""
 
     version: int = 1
     id: str = ""

@@ -10,11 +10,17 @@
 
 Library errors are wrapped where they enter opsctl (`raise XError(...) from exc`); nothing
 below the CLI calls `sys.exit`.
+
+An error may carry what its operation had done when it failed (`carried`, a `Carried`: a refused
+traffic change's result with its guards, an aborted ramp's steps), so the CLI still renders it
+(`-o json`) before exiting with the error's code. It is declared here and typed by its owner's
+reader (`traffic.controller.result_of`, `traffic.ramp.outcome_of`), which narrows it by class.
 """
 
 from __future__ import annotations
 
 import unicodedata
+from typing import Any, Protocol, Sequence
 
 
 def printable(text: str, *, keep_newlines: bool = False) -> str:
@@ -32,8 +38,15 @@ def printable(text: str, *, keep_newlines: bool = False) -> str:
     return "".join(out)
 
 
+class Carried(Protocol):
+    """What a failed operation had done, as its result renders (`-o json`)."""
+
+    def to_dict(self, order: Sequence[str] | None = None) -> dict[str, Any]: ...
+
+
 class OpsctlError(Exception):
     exit_code = 1
+    carried: Carried | None = None  # set by the operation that failed (see the module's docstring)
 
     def __init__(self, message: str, *, hint: str | None = None):
         super().__init__(message)

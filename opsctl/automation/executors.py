@@ -20,15 +20,18 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from opsctl.automation.actions import (
     FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest, TicketRequest,
 )
 from opsctl.errors import ConfigError, GuardRefused, UsageError
+from opsctl.traffic.controller import result_of
 
 if TYPE_CHECKING:
     from opsctl.config import Config
+    from opsctl.traffic.record import ChangeEntry
 
 SOURCE = "opsctl serve"
 
@@ -75,18 +78,18 @@ class LiveExecutor:
             with self.controller.acting_as(term=request.term, operation_id=operation):
                 result = self.traffic.failover(backend, incident, to=receivers, reason=reason, emergency=emergency)
         except GuardRefused as exc:
-            return Outcome("refused", exc.message, self._result_data(getattr(exc, "result", None)))
+            return Outcome("refused", exc.message, self._result_data(result_of(exc)))
         except UsageError as exc:  # bounds: a plan the split cannot take
-            return Outcome("refused", exc.message, self._result_data(getattr(exc, "result", None)))
+            return Outcome("refused", exc.message, self._result_data(result_of(exc)))
         data = self._result_data(result)
         if result.outcome == "unchanged":
             # Its own earlier attempt (an answer lost, a replica that died mid-failover) may have written it.
             applied = self._applied_failover(incident, operation, resumed=request.resumed)
             if applied is not None:
-                return Outcome("applied", f"failed over away from {backend} (written by {applied.get('actor')} at"
-                                          f" {applied.get('time')}, recognised by its operation)", {
-                                   "operation": applied.get("operation"), "outcome": "applied",
-                                   "before": applied.get("before"), "after": applied.get("after")})
+                return Outcome("applied", f"failed over away from {backend} (written by {applied.actor} at"
+                                          f" {applied.time}, recognised by its operation)", {
+                                   "operation": applied.operation, "outcome": "applied",
+                                   "before": applied.before, "after": applied.after})
             return Outcome("noop", f"no user traffic on {backend} to move ({result.after.describe(self.order)})", data)
         how = " as an emergency overriding " + ", ".join(s.name for s in frozen) if emergency else ""
         moved = f"{result.before.describe(self.order) if result.before else 'unset'} -> {result.after.describe(self.order)}"
@@ -94,7 +97,7 @@ class LiveExecutor:
                  else f"; capacity kept some on {backend}: {result.shortfall}" if result.shortfall else "")
         return Outcome("applied", f"failed over away from {backend}{how}: {moved}{short}", data)
 
-    def _applied_failover(self, incident: str, operation: str | None, *, resumed: bool) -> dict | None:
+    def _applied_failover(self, incident: str, operation: str | None, *, resumed: bool) -> "ChangeEntry | None":
         """The failover this episode applied, from the shared change record: by its operation id (read
         your own write), or for a resumed episode of an older version, by incident (None if none)."""
         from opsctl.traffic.record import find_change
@@ -103,14 +106,13 @@ class LiveExecutor:
 
         record = self.traffic.read().record
         if operation and find_change(record, operation=operation, action="failover") is not None:
-            steps = [e for e in newest_first(record or {}) if e.get("operation") == operation
-                     and e.get("action") == "failover"]
+            steps = [e for e in newest_first(record or {}) if e.operation == operation and e.action == "failover"]
             # Its first step saved the split before; its last (top-ups as replicas became Ready) wrote the split now.
-            if steps[-1].get("before") and steps[0].get("after"):
-                return {**steps[0], "before": steps[-1]["before"]}
+            if steps[-1].before and steps[0].after:
+                return replace(steps[0], before=steps[-1].before)
         if resumed:
             for entry in self.traffic.history(incident=incident):
-                if entry.get("action") == "failover" and entry.get("before") and entry.get("after"):
+                if entry.action == "failover" and entry.before and entry.after:
                     return entry
         return None
 
@@ -125,7 +127,7 @@ class LiveExecutor:
             if adopted is None:
                 return Outcome("noop", "the failover's result was never recorded and the change record holds no"
                                        " change under its operation: it was never written, nothing to restore")
-            saved = {"before": adopted["before"], "after": adopted["after"]}
+            saved = {"before": adopted.before, "after": adopted.after}
         if not saved.get("before") or not saved.get("after"):
             return Outcome("skipped", "the failover saved no split to return to; restore left to a human")
         before = Split.from_dict(saved["before"], self.order, "the split saved by the failover")
@@ -138,8 +140,8 @@ class LiveExecutor:
             if own is not None:  # an earlier attempt's write, whose answer was lost
                 return Outcome("applied", f"restored {request.backend} (recognised by its operation"
                                           f" {operation} in the change record)",
-                               {"operation": operation, "outcome": "applied", "before": own.get("before"),
-                                "after": own.get("after")})
+                               {"operation": operation, "outcome": "applied", "before": own.before,
+                                "after": own.after})
         if current != after:
             now = current.describe(self.order) if current else "unknown"
             return Outcome("skipped", f"the split changed since the failover (now {now}, the failover wrote"
@@ -153,8 +155,8 @@ class LiveExecutor:
                     reason=f"opsctl serve, policy {request.context.policy}: alert resolved, hold-down passed")
         except (GuardRefused, UsageError) as exc:
             if "changed since the failover" in exc.message:
-                return Outcome("skipped", exc.message, self._result_data(getattr(exc, "result", None)))
-            return Outcome("refused", exc.message, self._result_data(getattr(exc, "result", None)))
+                return Outcome("skipped", exc.message, self._result_data(result_of(exc)))
+            return Outcome("refused", exc.message, self._result_data(result_of(exc)))
         data = self._result_data(result)
         if result.outcome == "unchanged":
             return Outcome("noop", "the split is already the one saved before the failover", data)

@@ -118,7 +118,12 @@ class Readiness:
         return 1.0 if ok else 0.0
 
 
-class Refused(Exception):
+class Rejected(Exception):
+    """A request `opsctl serve` answers with an error status (`status`, the `result` label its
+    delivery metric counts, the message, extra headers). It ends one request, never the process:
+    not an OpsctlError and no exit code (a guard refusing a change is errors.GuardRefused, a drill
+    that does not start drills.lifecycle.Refused)."""
+
     def __init__(self, status: int, result: str, message: str, headers: dict | None = None):
         self.status, self.result, self.message, self.headers = status, result, message, headers or {}
 
@@ -131,29 +136,29 @@ async def read_body(request: Request, limit: int, timeout: float, reads: asyncio
         async with asyncio.timeout(timeout):
             await reads.acquire()
     except TimeoutError:
-        raise Refused(503, "busy", "too many requests being read: retry later", {"Retry-After": "1"}) from None
+        raise Rejected(503, "busy", "too many requests being read: retry later", {"Retry-After": "1"}) from None
     try:
         async with asyncio.timeout(timeout):
             return await read_capped(request, limit)
     except TimeoutError:
-        raise Refused(408, "timeout", f"the body did not arrive within {timeout:g}s") from None
+        raise Rejected(408, "timeout", f"the body did not arrive within {timeout:g}s") from None
     finally:
         reads.release()
 
 
 async def read_capped(request: Request, limit: int) -> bytes:
-    """The body, or Refused(413) as soon as it passes `limit` bytes, whatever Content-Length claimed."""
+    """The body, or Rejected(413) as soon as it passes `limit` bytes, whatever Content-Length claimed."""
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
-            raise Refused(400, "bad_request", "Content-Length is not a number")
+            raise Rejected(400, "bad_request", "Content-Length is not a number")
         if int(declared) > limit:
-            raise Refused(413, "too_large", f"body larger than the limit of {limit} bytes")
+            raise Rejected(413, "too_large", f"body larger than the limit of {limit} bytes")
     size, chunks = 0, []
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise Refused(413, "too_large", f"body larger than the limit of {limit} bytes")
+            raise Rejected(413, "too_large", f"body larger than the limit of {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -161,20 +166,20 @@ async def read_capped(request: Request, limit: int) -> bytes:
 def require_json(request: Request) -> None:
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media != "application/json":
-        raise Refused(415, "unsupported_media_type", "Content-Type must be application/json")
+        raise Rejected(415, "unsupported_media_type", "Content-Type must be application/json")
 
 
 def parse_json(body: bytes):
     try:
         data = json.loads(body.decode("utf-8"))
     except UnicodeDecodeError:
-        raise Refused(400, "bad_request", "body is not UTF-8") from None
+        raise Rejected(400, "bad_request", "body is not UTF-8") from None
     except RecursionError:
-        raise Refused(400, "bad_request", "JSON nested too deeply") from None
+        raise Rejected(400, "bad_request", "JSON nested too deeply") from None
     except json.JSONDecodeError as exc:
-        raise Refused(400, "bad_request", f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise Rejected(400, "bad_request", f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     if _depth(data) > MAX_JSON_DEPTH:
-        raise Refused(400, "bad_request", "JSON nested too deeply")
+        raise Rejected(400, "bad_request", "JSON nested too deeply")
     return data
 
 
@@ -204,14 +209,14 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
         """Run `accept` (which records in the delivery log, maybe on the API server) on a recorder
         thread: the event loop goes on serving probes and other requests meanwhile."""
         if recording[0] >= MAX_RECORDING:
-            raise Refused(503, "busy", "too many deliveries waiting to be recorded: retry later", {"Retry-After": "1"})
+            raise Rejected(503, "busy", "too many deliveries waiting to be recorded: retry later", {"Retry-After": "1"})
         recording[0] += 1
         try:
             return await asyncio.get_running_loop().run_in_executor(recorder, accept, *args)
         finally:
             recording[0] -= 1
 
-    def refused(source: str, exc: Refused) -> Response:
+    def refused(source: str, exc: Rejected) -> Response:
         metrics.delivery(source, exc.result)
         return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
 
@@ -220,19 +225,19 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
         try:
             verdict = token.check(request.headers.get("authorization"))
             if verdict is Verdict.MISSING:
-                raise Refused(401, "unauthorized", "credentials required (bearer token or basic auth)",
+                raise Rejected(401, "unauthorized", "credentials required (bearer token or basic auth)",
                               {"WWW-Authenticate": CHALLENGE})
             if verdict is Verdict.INVALID:
-                raise Refused(403, "forbidden", "credentials not accepted")
+                raise Rejected(403, "forbidden", "credentials not accepted")
             require_json(request)
             body = await read_body(request, body_limit, read_timeout, reads)
             data = parse_json(body)
             try:
                 message = AlertmanagerMessage.parse(data)
             except PayloadError as exc:
-                raise Refused(400, "bad_request", str(exc)) from None
+                raise Rejected(400, "bad_request", str(exc)) from None
             answer = await record("alertmanager", service.accept_alertmanager, message, received)
-        except Refused as exc:
+        except Rejected as exc:
             return refused("alertmanager", exc)
         return JSONResponse(answer.body, status_code=answer.status)
 
@@ -240,30 +245,30 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
         received = time.time()
         try:
             if pagerduty is None:
-                raise Refused(404, "not_configured", "PagerDuty webhooks are not configured (automation.pagerduty_secrets)")
+                raise Rejected(404, "not_configured", "PagerDuty webhooks are not configured (automation.pagerduty_secrets)")
             signature = request.headers.get("x-pagerduty-signature")
             if not signature or not signature.strip():  # refused before a byte of the body is read
-                raise Refused(401, "unauthorized", "X-PagerDuty-Signature required")
+                raise Rejected(401, "unauthorized", "X-PagerDuty-Signature required")
             require_json(request)
             body = await read_body(request, body_limit, read_timeout, reads)
             verdict = pagerduty.check(signature, body)
             if verdict is Verdict.MISSING:
-                raise Refused(401, "unauthorized", "X-PagerDuty-Signature required")
+                raise Rejected(401, "unauthorized", "X-PagerDuty-Signature required")
             if verdict is Verdict.INVALID:
-                raise Refused(403, "forbidden", "signature does not verify")
+                raise Rejected(403, "forbidden", "signature does not verify")
             webhook_id = (request.headers.get("x-webhook-id") or "").strip()
             if not webhook_id or len(webhook_id) > 256:
-                raise Refused(400, "bad_request", "X-Webhook-Id header required")
+                raise Rejected(400, "bad_request", "X-Webhook-Id header required")
             try:
                 event = PagerDutyEvent.parse(parse_json(body))
             except PayloadError as exc:
-                raise Refused(400, "bad_request", str(exc)) from None
+                raise Rejected(400, "bad_request", str(exc)) from None
             age = received - event.occurred_at.seconds
             if age > max_event_age or age < -300:  # a replay of an old signed body, or a clock gone wrong
-                raise Refused(400, "stale", f"event {event.id} occurred {age:.0f}s ago, outside the"
+                raise Rejected(400, "stale", f"event {event.id} occurred {age:.0f}s ago, outside the"
                                             f" {max_event_age:.0f}s this endpoint accepts")
             answer = await record("pagerduty", service.accept_pagerduty, event, webhook_id, received)
-        except Refused as exc:
+        except Rejected as exc:
             return refused("pagerduty", exc)
         return JSONResponse(answer.body, status_code=answer.status)
 

@@ -67,8 +67,8 @@ def _incidents(cfg) -> list[str]:
     record = service.read().record or {}
     found = list(record.get("failovers") or {})
     for entry in service.history(incident=None, limit=None):
-        if entry.get("incident") and entry["incident"] not in found:
-            found.append(entry["incident"])
+        if entry.incident and entry.incident not in found:
+            found.append(entry.incident)
     return found
 
 

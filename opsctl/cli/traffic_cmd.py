@@ -62,11 +62,12 @@ def _preflight(service, action: str, check, *, reason: str = "", incident: str |
     """Run the command's own checks (flags, reason, confirmation, a running ramp); a refusal there is
     audited like a guard's, with the same exit code."""
     from opsctl.errors import OpsctlError
+    from opsctl.traffic.controller import result_of
 
     try:
         return check()
     except OpsctlError as exc:
-        if getattr(exc, "result", None) is None:
+        if result_of(exc) is None:
             service.controller.refuse(action, exc.message, reason=reason, incident=incident, emergency=emergency,
                                       hint=exc.hint, error=type(exc))
         raise
@@ -124,20 +125,20 @@ def _confirmer(yes: bool, dry_run: bool, order):
     return confirm
 
 
-def _run_and_render(call, output: str, order, *, attached: str, render) -> None:
-    """Run a change and render what it returns, or what its error carries (a refusal still shows its
-    guards; -o json still prints the result); the error then sets the exit code."""
+def _run_and_render(call, output: str, order, *, carried_of, render, ramp: bool = False) -> None:
+    """Run a change and render what it returns, or what its error carries (`carried_of`: a refusal
+    still shows its guards; -o json still prints the result); the error then sets the exit code."""
     from opsctl.errors import OpsctlError
 
     try:
         outcome = call()
     except OpsctlError as exc:
-        carried = getattr(exc, attached, None)
+        carried = carried_of(exc)
         if carried is not None:
             render(carried.to_dict(order), output, order, err=output == "table")
         raise
     except KeyboardInterrupt:
-        if attached == "outcome":
+        if ramp:
             click.echo("interrupted: the ramp's state is saved; continue with `opsctl traffic ramp --resume`"
                        " or return to its start with `opsctl traffic ramp --abort`", err=True)
         raise
@@ -145,11 +146,15 @@ def _run_and_render(call, output: str, order, *, attached: str, render) -> None:
 
 
 def _run_change(app, output: str, call) -> None:
-    _run_and_render(call, output, list(app.config.backends), attached="result", render=_emit_change)
+    from opsctl.traffic.controller import result_of
+
+    _run_and_render(call, output, list(app.config.backends), carried_of=result_of, render=_emit_change)
 
 
 def _run_ramp(call, output, order) -> None:
-    _run_and_render(call, output, order, attached="outcome", render=_emit_ramp)
+    from opsctl.traffic.ramp import outcome_of
+
+    _run_and_render(call, output, order, carried_of=outcome_of, render=_emit_ramp, ramp=True)
 
 
 def _emit_change(data: dict, output: str, order, err: bool = False) -> None:
@@ -522,7 +527,7 @@ def history(app, limit, incident, applied, attempts, output):
     if attempts:
         entries = service.attempts(incident=incident, applied=applied, limit=limit or None)
     else:
-        entries = service.history(incident=incident, limit=limit or None)
+        entries = [e.to_dict() for e in service.history(incident=incident, limit=limit or None)]
     headers = ["TIME (UTC)", "ACTOR", "ACTION", "OUTCOME", f"CHANGE ({'/'.join(order)})", "INCIDENT", "OVERRIDES",
                "REASON"]
     rows = [[_short_time(e.get("time")), e.get("actor"), e.get("action"), e.get("outcome"),

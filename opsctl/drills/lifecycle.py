@@ -32,7 +32,11 @@ ROLLBACK = ("remove-faults", "restore-traffic", "resolve-pages")
 
 
 class Refused(Exception):
-    """The drill does not start: a preflight check or the steady state failed (exit 4)."""
+    """The drill does not start: a preflight check or the steady state failed (exit 4, by `decide`).
+
+    A phase's signal to the lifecycle, like `Aborted`, not an OpsctlError: a world turns a failing
+    component's OpsctlError into `Aborted` (chain/runner.py), and a refusal must pass that by. The
+    only `Refused`; `opsctl serve`'s answer to a bad request is `automation.server.Rejected`."""
 
     def __init__(self, reason: str):
         super().__init__(reason)

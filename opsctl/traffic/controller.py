@@ -205,8 +205,15 @@ class ChangeResult:
 
 
 def _attach(error: OpsctlError, result: ChangeResult) -> OpsctlError:
-    error.result = result  # the CLI renders it (e.g. -o json) before exiting with the error's code
+    error.carried = result  # the CLI renders it (e.g. -o json) before exiting with the error's code
     return error
+
+
+def result_of(error: OpsctlError) -> ChangeResult | None:
+    """The attempt a controller's error carries (its guards, the split it read), or None for an
+    error raised before any attempt (a command's own flag checks)."""
+    carried = error.carried
+    return carried if isinstance(carried, ChangeResult) else None
 
 
 class TrafficController:
@@ -349,7 +356,7 @@ class TrafficController:
         )
         self._check(result, ctx, POLICY_GUARDS)
         if request.confirm is not None and not self.dry_run:
-            self._confirm(request, result, stored.split, confirmed)
+            self._confirm(request.confirm, result, stored.split, confirmed)
         capacity = self._check(result, ctx, (CAPACITY_GUARD,))[0]
         limit = capacity.details.get("limit")
         if limit and request.trim is not None:
@@ -369,7 +376,7 @@ class TrafficController:
             written = self.actuator.write(result.after, stored.version, dry_run=self.dry_run, record=new_record)
         except OpsctlError as exc:
             # A lost answer (or its retry meeting 409) may hide an applied write: read it back.
-            own = None if self.dry_run else self._own_change(entry["id"])
+            own = None if self.dry_run else self._own_change(entry.id)
             if own is None:
                 if not isinstance(exc, ConflictError):
                     raise
@@ -381,7 +388,7 @@ class TrafficController:
                                    " shows it applied")
         result.version = written.version
         if not self.dry_run:
-            result.change_id = entry["id"]
+            result.change_id = entry.id
         result.outcome = "dry-run" if self.dry_run else "applied"
         result.message = written.detail
         self._audit(result)
@@ -401,10 +408,11 @@ class TrafficController:
             return None
         return WriteResult(stored.version, False, "applied (recognised in the change record after a lost answer)")
 
-    def _confirm(self, request: ChangeRequest, result: ChangeResult, before: Split | None, confirmed: list) -> None:
+    def _confirm(self, confirm: Callable[[ChangeResult], bool], result: ChangeResult, before: Split | None,
+                 confirmed: list) -> None:
         """Ask once. A retry after a conflict may proceed only if the split is still the one confirmed."""
         if not confirmed:
-            if not request.confirm(result):
+            if not confirm(result):
                 result.outcome, result.message = "declined", "not confirmed; nothing changed"
                 self._audit(result)
                 raise OpsctlError("not confirmed; nothing changed")
@@ -457,6 +465,7 @@ class TrafficController:
                                          separators=(",", ":")))
 
     def _announce(self, result: ChangeResult) -> None:
+        assert result.after is not None  # announced once applied: the split it wrote
         notice = ChangeNotice(result.action, result.before, result.after, result.actor, result.reason,
                               result.incident, result.emergency or result.action == "failover", result.overrides)
         try:

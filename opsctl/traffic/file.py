@@ -99,11 +99,12 @@ class FileActuator:
             if dry_run:
                 return WriteResult(current, True, "dry run: nothing written")
             version = int(current) + 1 if current.isdigit() else 1
-            if record is None:
-                record = (data or {}).get(records.FILE_KEY)
+            kept = (data or {}).get(records.FILE_KEY)  # as stored, when no new record is given
             body = {"version": version, **split.to_dict(self.backends)}
             if record is not None:
-                body[records.FILE_KEY] = record
+                body[records.FILE_KEY] = records.stored(record)
+            elif kept is not None:
+                body[records.FILE_KEY] = kept
             write_json_atomic(self.path, body)
         return WriteResult(str(version), False)
 

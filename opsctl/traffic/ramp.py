@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from opsctl.clock import format_duration
 from opsctl.errors import ConflictError, GuardRefused, NoDataError, OpsctlError, UsageError
-from opsctl.traffic.controller import ChangeRequest, ChangeResult, new_operation_id
+from opsctl.traffic.controller import ChangeRequest, ChangeResult, new_operation_id, result_of
 from opsctl.traffic.rampstate import RampState
 from opsctl.traffic.split import Split, ramp_steps
 
@@ -44,13 +44,19 @@ class RampOutcome:
     status: str  # completed | aborted | planned (dry run) | unchanged
     message: str = ""
 
-    def to_dict(self, order) -> dict:
+    def to_dict(self, order: Sequence[str] | None = None) -> dict:
         return {
             "ramp": self.state,
             "status": self.status,
             "message": self.message,
             "steps": [r.to_dict(order) for r in self.results],
         }
+
+
+def outcome_of(error: OpsctlError) -> RampOutcome | None:
+    """The aborted ramp an error carries (its state and the steps taken), or None."""
+    carried = error.carried
+    return carried if isinstance(carried, RampOutcome) else None
 
 
 class RampRunner:
@@ -191,8 +197,9 @@ class RampRunner:
                 try:
                     result = self.ctl.apply(self._request(state, expected, wanted, index, total))
                 except GuardRefused as exc:
-                    if getattr(exc, "result", None) is not None:
-                        results.append(exc.result)
+                    refused = result_of(exc)
+                    if refused is not None:
+                        results.append(refused)
                     self._rollback(state, results, f"step {index + 1}/{total} refused: {exc.message}")
                     raise self._aborted(state, results, GuardRefused(state.data["message"], hint=exc.hint)) from exc
                 except SplitMoved as exc:
@@ -299,7 +306,7 @@ class RampRunner:
 
     @staticmethod
     def _aborted(state: RampState, results: list, error: OpsctlError) -> OpsctlError:
-        error.outcome = RampOutcome(state.summary(), results, "aborted", state.data["message"])
+        error.carried = RampOutcome(state.summary(), results, "aborted", state.data["message"])
         return error
 
     def _finish(self, state: RampState, status: str, message: str) -> None:

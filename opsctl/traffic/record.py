@@ -27,22 +27,111 @@ import os
 from typing import Any, Protocol
 
 from opsctl.errors import NoDataError
+from opsctl.model import Model, field
 
 
 class AppliedChange(Protocol):
     """What an entry is made of: the controller's ChangeResult has these (a protocol, so that the
     record, which the controller imports, does not import the controller back)."""
 
-    operation_id: str
-    action: str
-    actor: str
-    reason: str
-    incident: str | None
-    emergency: bool
-    overrides: Any
-    before: Any
-    after: Any
-    shortfall: dict
+    @property
+    def operation_id(self) -> str: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def actor(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def incident(self) -> str | None: ...
+    @property
+    def emergency(self) -> bool: ...
+    @property
+    def overrides(self) -> Any: ...
+    @property
+    def before(self) -> Any: ...
+    @property
+    def after(self) -> Any: ...
+    @property
+    def shortfall(self) -> dict[str, Any]: ...
+    @property
+    def term(self) -> str | None: ...
+
+
+# An entry's keys as written, in order, with the type each holds; `term` and `shortfall` only when set.
+_ENTRY_KEYS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("id", str), ("time", str), ("ts", (int, float)), ("operation", str), ("action", str), ("outcome", str),
+    ("actor", str), ("reason", str), ("incident", str), ("emergency", bool), ("overrides", list),
+    ("before", dict), ("after", dict), ("term", str), ("shortfall", dict),
+)
+
+
+class ChangeEntry(Model):
+    """One applied change in the record, typed once where the record is read (`parse`).
+
+    Written as it always was (`to_dict`): version 1 is the format every opsctl so far wrote, and
+    is written without a `version` key; a later format writes its number. `extra` keeps what the
+    entry holds beyond these fields (a drill's audit fields, keys a newer writer added, a known key
+    whose value has another type), so reading and writing back loses nothing; an older entry that
+    lacks one of the fields (one written before `operation` existed) gains it, with its default,
+    when the record is next written."""
+
+    version: int = 1
+    id: str = ""
+    time: str = ""
+    ts: float = 0.0
+    operation: str = ""
+    action: str = ""
+    outcome: str = "applied"
+    actor: str = ""
+    reason: str = ""
+    incident: str | None = None
+    emergency: bool = False
+    overrides: tuple[str, ...] = ()
+    before: dict[str, Any] | None = None  # Split.to_dict form
+    after: dict[str, Any] | None = None
+    term: str | None = None  # the leader's term it was written under (None: a person)
+    shortfall: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> "ChangeEntry":
+        """An entry as stored, old or new; never fails (a value of another type stays in `extra`)."""
+        values: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        kinds = dict(_ENTRY_KEYS)
+        for key, value in raw.items():
+            kind = kinds.get(key)
+            if key == "version" and type(value) is int:
+                values["version"] = value
+            elif kind is None or value is None and key not in ("incident", "before", "after", "term"):
+                extra[key] = value
+            elif value is None:
+                values[key] = None
+            elif key == "overrides":
+                if isinstance(value, list) and all(isinstance(o, str) for o in value):
+                    values[key] = tuple(value)
+                else:
+                    extra[key] = value
+            elif isinstance(value, kind) and not (kind is not bool and isinstance(value, bool)):
+                values[key] = value  # an int `ts` stays an int: written back as it was read
+            else:
+                extra[key] = value
+        return cls(**values, extra=extra)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as stored and as `traffic history -o json` shows it."""
+        out: dict[str, Any] = {}
+        for key, _kind in _ENTRY_KEYS:
+            value = getattr(self, key)
+            if key in ("term", "shortfall") and not value:
+                continue
+            out[key] = list(value) if key == "overrides" else value
+        if self.version != 1:
+            out["version"] = self.version
+        out.update(self.extra)
+        return out
+
 
 ANNOTATION = "opsctl.io/traffic-record"
 FILE_KEY = "opsctl"  # the record's key inside the split file
@@ -52,7 +141,8 @@ MAX_FAILOVERS = 50  # open failovers kept (an incident nobody restored is droppe
 TEXT_LIMIT = 300  # reason / message characters kept per entry
 
 
-def empty() -> dict:
+def empty() -> dict[str, Any]:
+    """A record with no change yet, in `parse` form (`changes` holds ChangeEntry models)."""
     return {"changes": [], "operations": {}, "failovers": {}}
 
 
@@ -68,20 +158,21 @@ def now_for(actuator, clock) -> float:
     return clock.now()
 
 
-def find_change(record: dict | None, *, change_id: str | None = None, operation: str | None = None,
-                action: str | None = None) -> dict | None:
+def find_change(record: dict[str, Any] | None, *, change_id: str | None = None, operation: str | None = None,
+                action: str | None = None) -> ChangeEntry | None:
     """The newest entry with this id (or of this operation and action): a write recognising itself."""
     for entry in newest_first(record or {}):
-        if change_id is not None and entry.get("id") == change_id:
+        if change_id is not None and entry.id == change_id:
             return entry
-        if change_id is None and operation is not None and entry.get("operation") == operation and (
-                action is None or entry.get("action") == action):
+        if change_id is None and operation is not None and entry.operation == operation and (
+                action is None or entry.action == action):
             return entry
     return None
 
 
-def parse(raw: object, where: str) -> dict:
-    """A stored record, or an empty one when there is none yet. A record that is not ours is no data."""
+def parse(raw: object, where: str) -> dict[str, Any]:
+    """A stored record, or an empty one when there is none yet; its entries typed (ChangeEntry), each
+    once, here. A record that is not ours is no data; an entry that is not a JSON object is dropped."""
     if raw is None:
         return empty()
     if isinstance(raw, str):
@@ -96,16 +187,23 @@ def parse(raw: object, where: str) -> dict:
         value = raw.get(key)
         if isinstance(value, kind):
             out[key] = value
+    out["changes"] = [ChangeEntry.parse(e) for e in out["changes"] if isinstance(e, dict)]
     if isinstance(raw.get("term"), str):
         out["term"] = raw["term"]
     return out
 
 
-def encode(record: dict) -> str:
-    return json.dumps(record, sort_keys=True, separators=(",", ":"), default=str)
+def stored(record: dict[str, Any]) -> dict[str, Any]:
+    """The record as written (JSON-ready: each entry as its dict), from its `parse` form: what an
+    actuator stores (`encode` for an annotation, the file actuator inside its JSON)."""
+    return {**record, "changes": [e.to_dict() for e in record["changes"]]}
 
 
-def entry_of(result: AppliedChange, order, now: float, extra: dict | None = None) -> dict:
+def encode(record: dict[str, Any]) -> str:
+    return json.dumps(stored(record), sort_keys=True, separators=(",", ":"), default=str)
+
+
+def entry_of(result: AppliedChange, order: Any, now: float, extra: dict[str, Any] | None = None) -> ChangeEntry:
     from opsctl.audit import scrub, timestamp
 
     entry = {
@@ -123,36 +221,37 @@ def entry_of(result: AppliedChange, order, now: float, extra: dict | None = None
         "before": result.before.to_dict(order) if result.before else None,
         "after": result.after.to_dict(order),
     }
-    if getattr(result, "term", None):
+    if result.term:
         entry["term"] = str(result.term)
     if result.shortfall:
         entry["shortfall"] = result.shortfall
     if extra:
         entry.update(scrub(extra))
-    return entry
+    return ChangeEntry.parse(entry)
 
 
-def with_change(record: dict, entry: dict, *, history: int, window: int, now: float) -> dict:
+def with_change(record: dict[str, Any], entry: ChangeEntry, *, history: int, window: int,
+                now: float) -> dict[str, Any]:
     """The record after one more applied change: the entry appended (history capped), its operation
     counted for the rate window, and failovers opened (first failover of an incident) or closed (a
-    restore that reached the saved split)."""
-    out = copy.deepcopy(record)
+    restore that reached the saved split). Entries are immutable: only the rest is copied."""
+    out = {**copy.deepcopy({k: v for k, v in record.items() if k != "changes"}), "changes": list(record["changes"])}
     out["changes"] = (out["changes"] + [entry])[-history:]
     ops = {op: ts for op, ts in out["operations"].items() if isinstance(ts, (int, float)) and ts >= now - window}
-    ops.setdefault(entry["operation"], entry["ts"])
+    ops.setdefault(entry.operation, entry.ts)
     out["operations"] = dict(sorted(ops.items(), key=lambda kv: kv[1])[-MAX_OPERATIONS:])
-    incident = entry.get("incident")
-    if entry["action"] == "failover" and incident:
+    incident = entry.incident
+    if entry.action == "failover" and incident:
         opened = out["failovers"].get(incident)
         if opened is None:
-            out["failovers"][incident] = {"saved": entry["before"], "opened_at": entry["time"], "opened_ts": entry["ts"],
-                                          "operation": entry["operation"], "actor": entry["actor"],
-                                          "after": entry["after"]}
+            out["failovers"][incident] = {"saved": entry.before, "opened_at": entry.time, "opened_ts": entry.ts,
+                                          "operation": entry.operation, "actor": entry.actor,
+                                          "after": entry.after}
         else:
-            opened["after"] = entry["after"]
-    elif entry["action"] in ("restore", "set") and incident in out["failovers"]:
+            opened["after"] = entry.after
+    elif entry.action in ("restore", "set") and incident in out["failovers"]:
         saved = out["failovers"][incident].get("saved")
-        if saved is None or _same(saved, entry["after"]):
+        if saved is None or _same(saved, entry.after):
             out["failovers"].pop(incident)
     if len(out["failovers"]) > MAX_FAILOVERS:
         oldest = sorted(out["failovers"], key=lambda k: out["failovers"][k].get("opened_ts") or 0)
@@ -179,5 +278,6 @@ def operations_since(record: dict, since: float, *, exclude: str | None = None) 
             if isinstance(ts, (int, float)) and ts >= since and op != exclude}
 
 
-def newest_first(record: dict) -> list[dict]:
+def newest_first(record: dict[str, Any]) -> list[ChangeEntry]:
+    """The record's entries, newest first (`record` in `parse` form)."""
     return list(reversed(record.get("changes") or []))

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
-from opsctl.traffic.controller import ChangeRequest, ChangeResult, TrafficController
+from opsctl.traffic.controller import ChangeRequest, ChangeResult, TrafficController, result_of
 
 if TYPE_CHECKING:
     from opsctl.config import Config
     from opsctl.traffic.ramp import RampOutcome
+    from opsctl.traffic.record import ChangeEntry
     from opsctl.traffic.split import Split
 
 _DEFAULT = object()
@@ -72,9 +73,10 @@ class TrafficService:
             result = failover(self.controller, source, incident, to=to, reason=reason, confirm=confirm,
                               emergency=emergency)
         except GuardRefused as exc:  # nothing fits on the replicas ready now: degrade, wait for the ones asked for
-            result = getattr(exc, "result", None)
-            if result is None or not result.shortfall or self.controller.dry_run:
+            carried = result_of(exc)
+            if carried is None or not carried.shortfall or self.controller.dry_run:
                 raise
+            result = carried
             if not self._can_top_up() and self.cfg.traffic.degradation is None:
                 raise
             refused = exc
@@ -236,12 +238,12 @@ class TrafficService:
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def history(self, *, incident: str | None = None, limit: int | None = None) -> list[dict]:
+    def history(self, *, incident: str | None = None, limit: int | None = None) -> list["ChangeEntry"]:
         """Applied changes from the shared change record, newest first."""
         from opsctl.traffic.record import newest_first
 
         stored = self.read()
-        entries = [e for e in newest_first(stored.record or {}) if incident is None or e.get("incident") == incident]
+        entries = [e for e in newest_first(stored.record or {}) if incident is None or e.incident == incident]
         return entries[:limit] if limit else entries
 
     def attempts(self, *, incident: str | None = None, applied: bool = False, limit: int | None = None) -> list[dict]:

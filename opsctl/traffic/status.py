@@ -34,7 +34,7 @@ def traffic_status(cfg: "Config", now: float) -> dict:
         "split": stored.split.to_dict(order) if stored.split else None,
         "note": stored.note,
         "corrupt": stored.corrupt or None,
-        "last_change": _last_change(last[0]) if last else None,
+        "last_change": _last_change(last[0].to_dict()) if last else None,
         "open_failovers": [{"incident": incident, "saved": f.get("saved"), "since": f.get("opened_at"),
                             "actor": f.get("actor"), "after": f.get("after")}
                            for incident, f in sorted((stored.record or {}).get("failovers", {}).items())],

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent, PayloadError
-from opsctl.automation.server import Refused, parse_json
+from opsctl.automation.server import Rejected, parse_json
 from tests.property.helpers import mutate, values
 
 ALERTMANAGER = {
@@ -40,7 +40,7 @@ def one_line_problems(exc: PayloadError) -> None:
 def check(parse, body: bytes):
     try:
         data = parse_json(body)
-    except Refused as exc:
+    except Rejected as exc:
         assert exc.status == 400
         return None
     try:

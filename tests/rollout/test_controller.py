@@ -87,8 +87,8 @@ class World:
         """Applied changes per operation of this rollout, from the change record."""
         out: dict[str, int] = {}
         for e in self.traffic().history():
-            if e.get("operation", "").startswith(state_id) and e.get("outcome") == "applied":
-                out[e["operation"]] = out.get(e["operation"], 0) + 1
+            if e.operation.startswith(state_id) and e.outcome == "applied":
+                out[e.operation] = out.get(e.operation, 0) + 1
         return out
 
 

@@ -119,8 +119,8 @@ def test_a_leader_killed_mid_step_the_new_leader_completes_each_step_once(tmp_pa
         history = b.traffic.history()
         applied = {}
         for e in history:
-            if e.get("operation", "").startswith(state.id) and e.get("outcome") == "applied":
-                applied[e["operation"]] = applied.get(e["operation"], 0) + 1
+            if e.operation.startswith(state.id) and e.outcome == "applied":
+                applied[e.operation] = applied.get(e.operation, 0) + 1
         assert applied == {f"{state.id}-s1": 1, f"{state.id}-s2": 1, f"{state.id}-s3": 1}
         assert b.traffic.read().split.weight("databricks") == 80
         final = b.store.read()

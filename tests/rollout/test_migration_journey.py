@@ -43,7 +43,7 @@ def changes(state_dir: Path) -> list[dict]:
     from opsctl.traffic.record import parse
 
     data = json.loads((Path(state_dir) / "traffic" / "split.json").read_text())  # the file actuator's split
-    return list(reversed(newest_first(parse(data["opsctl"], "split.json"))))
+    return [e.to_dict() for e in reversed(newest_first(parse(data["opsctl"], "split.json")))]
 
 
 def assert_the_shadow_and_ab_gates(d: dict) -> None:

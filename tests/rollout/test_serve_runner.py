@@ -22,7 +22,7 @@ def test_the_runner_acts_only_while_leading_and_writes_under_the_term(tmp_path, 
     after = world.store().read()
     assert after.term == "pod-a@3" and after.history[-1].term == "pod-a@3"
     newest = world.traffic().history()[0]
-    assert newest["operation"] == f"{state.id}-s1"
+    assert newest.operation == f"{state.id}-s1"
 
 
 def test_the_automation_service_starts_and_stops_the_runner(tmp_path, healthy_store):

@@ -94,6 +94,21 @@ def test_a_page_level_burn_after_a_step_aborts_the_ramp_and_returns_to_the_start
     assert env.ramp_state()["status"] == "aborted"
 
 
+def test_an_aborted_ramp_still_prints_its_steps_with_o_json(make_env):
+    env = make_env()
+    proc = env.popen("traffic", "ramp", "internal=60", "--step", "10", "--interval", "3s",
+                     "--reason", "rollout", "--yes", "-o", "json")
+    env.wait_for(lambda: (env.ramp_state() or {}).get("done") == 1, what="1 step")
+    write_metrics(env.state / "metrics.sqlite", burning(DAY - 360, DAY - 1))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 4, err
+    shown = json.loads(out)  # the error's one line goes to stderr; stdout is the ramp as it ended
+    assert shown["status"] == "aborted" and shown["ramp"]["status"] == "aborted"
+    assert [(s["action"], s["outcome"]) for s in shown["steps"]] == [("ramp", "applied"), ("rollback", "applied")]
+    assert shown["steps"][0]["after"]["weights"] == {"internal": 30, "databricks": 70}
+    assert shown["steps"][1]["after"]["weights"] == {"internal": 20, "databricks": 80}
+
+
 def test_missing_data_after_a_step_aborts_the_ramp_too(make_env):
     env = make_env()
     proc = ramp_in_background(env, "3s")

@@ -76,10 +76,13 @@ def test_parse_assignments_reports_syntax_errors_with_the_flag():
 # -- the change record stored with the split ---------------------------------------------------
 
 
-def _entry(n: int, action: str = "set", incident=None, before=None, after=None, ts=None) -> dict:
+def _entry(n: int, action: str = "set", incident=None, before=None, after=None, ts=None, reason=""):
+    from opsctl.traffic.record import ChangeEntry
+
     split = {"weights": {"databricks": 100 - n % 100, "internal": n % 100}, "shadow": {}}
-    return {"id": f"chg-{n}", "operation": f"op-{n}", "action": action, "incident": incident, "ts": ts if ts is not None else float(n),
-            "time": str(n), "actor": "a", "before": before, "after": after or split}
+    return ChangeEntry.parse({"id": f"chg-{n}", "operation": f"op-{n}", "action": action, "incident": incident,
+                              "ts": ts if ts is not None else float(n), "time": str(n), "actor": "a", "reason": reason,
+                              "before": before, "after": after or split})
 
 
 def test_the_record_keeps_history_entries_and_only_the_rate_windows_operations():
@@ -88,7 +91,7 @@ def test_the_record_keeps_history_entries_and_only_the_rate_windows_operations()
     rec = record.empty()
     for n in range(1, 31):
         rec = record.with_change(rec, _entry(n), history=10, window=5, now=float(n))
-    assert [c["id"] for c in rec["changes"]] == [f"chg-{n}" for n in range(21, 31)]
+    assert [c.id for c in rec["changes"]] == [f"chg-{n}" for n in range(21, 31)]
     assert sorted(rec["operations"]) == sorted(f"op-{n}" for n in range(25, 31))  # ts >= now - window
     assert record.operations_since(rec, 28.0, exclude="op-30") == {"op-28": 28.0, "op-29": 29.0}
 
@@ -114,8 +117,7 @@ def test_the_record_stays_within_its_byte_bound_and_open_failover_cap():
 
     rec = record.empty()
     for n in range(1, 400):
-        entry = _entry(n, "failover", f"I-{n}", {"weights": {"databricks": 100}, "shadow": {}})
-        entry["reason"] = "x" * 300
+        entry = _entry(n, "failover", f"I-{n}", {"weights": {"databricks": 100}, "shadow": {}}, reason="x" * 300)
         rec = record.with_change(rec, entry, history=200, window=10, now=float(n))
     assert len(record.encode(rec).encode()) <= record.MAX_BYTES
     assert len(rec["failovers"]) == record.MAX_FAILOVERS and "I-399" in rec["failovers"]

@@ -329,16 +329,17 @@ class RolloutController:
         object the mirror share over its own weights, as it holds them."""
         from opsctl.traffic.split import Split
 
-        if self.shadow is None:
+        shadow = self.shadow
+        if shadow is None:
             return [("assignment", self.traffic, lambda before: whole)]
 
         def mirror(before: "Split | None") -> "Split":
             if before is None:
-                raise UsageError(f"{self.shadow.controller.actuator.target}: holds no split to add a mirror share to")
+                raise UsageError(f"{shadow.controller.actuator.target}: holds no split to add a mirror share to")
             return Split.of(before.weights, whole.shadow)
 
         return [("assignment", self.traffic, lambda before: Split.of(whole.weights, {})),
-                ("shadow", self.shadow, mirror)]
+                ("shadow", shadow, mirror)]
 
     def _drive(self, state: RolloutState, action: str, whole: "Split", operation: str, reason: str, step: int,
                done: list[ObjectStep], written: int | None = None) -> tuple[list[str], str]:

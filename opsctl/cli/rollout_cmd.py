@@ -298,12 +298,14 @@ def start(app, plan_file, dry_run, yes, output):
 
     It starts from the current split (abort returns there). One rollout per service at a time."""
     from opsctl.config.loading import parse_yaml, read_text
+    from pathlib import Path
+
     from opsctl.rollout.controller import start_rollout, starting_point
     from opsctl.rollout.plan import build_plan
     from opsctl.clock import wall_now
 
     cfg = app.config
-    data = parse_yaml(read_text(plan_file, "rollout plan"), plan_file)
+    data = parse_yaml(read_text(Path(plan_file), "rollout plan"), Path(plan_file))
     the_plan = build_plan(data, plan_file, backends=list(cfg.backends))
     current, mirror, objects = starting_point(cfg)  # reads only; with traffic.shadow_actuator, both objects
     if current is None:

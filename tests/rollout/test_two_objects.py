@@ -277,3 +277,23 @@ def test_a_shadow_actuator_that_cannot_be_the_second_object_is_a_config_error(tm
     result = run_opsctl("--config", path, "config", "validate")
     assert result.exit_code == 2, result.output
     assert why in result.output and "Traceback" not in result.output
+
+
+def test_rollout_start_records_both_objects_where_it_found_them(tmp_path):
+    """`opsctl rollout start` from the CLI with the mirror on a file object: the state's `objects`
+    and `start_shadow` come from each object as read (the gate has no mirror; the file mirrors 5%)."""
+    (tmp_path / "state" / "traffic").mkdir(parents=True)
+    (tmp_path / "state" / "traffic" / "split.json").write_text(
+        json.dumps({"weights": {"internal": 100, "databricks": 0}, "shadow": {"databricks": START_MIRROR}}))
+    path = write_config(tmp_path, "traffic: {actuator: flagd, shadow_actuator: file, default_split: {internal: 100}}\n"
+                                  "paging: {provider: local}\n")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(json.dumps(PLAN))
+    result = run_opsctl("--config", path, "rollout", "start", plan, "-o", "json")
+    assert result.exit_code == 0, result.output
+    state = json.loads(result.stdout)
+    assert state["start_weights"] == {"internal": 100}  # as the gate holds it (flagd: the default split)
+    assert state["start_shadow"] == {"databricks": START_MIRROR}
+    assert [(o["role"], o["actuator"], o["step"], o["written_step"]) for o in state["objects"]] == [
+        ("assignment", "flagd", 0, 0), ("shadow", "file", 0, 0)]
+    assert not (tmp_path / "state" / "traffic" / "flags.flagd.json").exists(), "starting writes no object"

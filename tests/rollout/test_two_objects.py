@@ -157,6 +157,7 @@ def api():
     fake.stop()
 
 
+@pytest.mark.slow  # ~7 s on the shared machine (the kubernetes client, two CLI runs)
 def test_shadow_then_ab_then_ramp_each_step_writes_only_the_object_it_changes_and_abort_restores_both(
         tmp_path, api, healthy_store):
     from opsctl.clock import wall_now
@@ -297,3 +298,48 @@ def test_rollout_start_records_both_objects_where_it_found_them(tmp_path):
     assert [(o["role"], o["actuator"], o["step"], o["written_step"]) for o in state["objects"]] == [
         ("assignment", "flagd", 0, 0), ("shadow", "file", 0, 0)]
     assert not (tmp_path / "state" / "traffic" / "flags.flagd.json").exists(), "starting writes no object"
+
+
+HEADER = {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "x-route", "value": "llm"}]}}
+
+
+def gateway_rule(mirror: int) -> dict:
+    """The HTTPRoute's rule as Gateway API must hold it with `mirror`% mirrored to databricks (0: none)."""
+    filters = [HEADER] + ([{"type": "RequestMirror", "requestMirror": {
+        "backendRef": {"name": "databricks-egress", "port": 443}, "percent": mirror}}] if mirror else [])
+    return {"backendRefs": [{"name": "vllm", "port": 8000, "weight": 100}], "filters": filters}
+
+
+def test_the_shadow_object_may_be_a_gateway_api_httproute(tmp_path, healthy_store):
+    from opsctl.config.loading import load_config_file
+
+    fake = FakeKubeAPI().start()
+    try:
+        fake.seed({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                   "metadata": {"name": VS, "namespace": NS},
+                   "spec": {"parentRefs": [{"name": "edge"}], "rules": [gateway_rule(0)]}})
+        w = World(tmp_path, fake, healthy_store)
+        w.config_path.write_text(w.config_path.read_text()
+                                 .replace("shadow_actuator: istio", "shadow_actuator: gateway-api")
+                                 .replace(f"istio: {{name: {VS}, route: primary}}", f"gateway_api: {{name: {VS}}}")
+                                 .replace(INTERNAL["host"], "vllm").replace(DATABRICKS["host"], "databricks-egress"))
+        w.cfg = load_config_file(w.config_path)
+
+        def rule():
+            return fake.get("gateway.networking.k8s.io", "httproutes", NS, VS)["spec"]["rules"][0]
+
+        w.start()
+        gate_before = w.gate_bytes()
+        ctl = w.controller()
+        to_next_applied(ctl, w.clock)  # shadow 10%
+        assert rule() == gateway_rule(10) and w.gate_bytes() == gate_before
+        to_next_applied(ctl, w.clock)  # shadow 50%
+        assert rule() == gateway_rule(50) and w.gate_bytes() == gate_before
+        to_next_applied(ctl, w.clock)  # A/B 20%: the gate, and the mirror ends
+        assert rule() == gateway_rule(0) and w.gate()["targeting"]["fractional"] == expected_fractions(20)
+        route = fake.get("gateway.networking.k8s.io", "httproutes", NS, VS)
+        to_next_applied(ctl, w.clock)  # ramp 50%: the gate only
+        assert fake.get("gateway.networking.k8s.io", "httproutes", NS, VS) == route
+        assert w.gate()["targeting"]["fractional"] == expected_fractions(50)
+    finally:
+        fake.stop()

@@ -357,11 +357,18 @@ class RolloutController:
             kept = known.get(role) or ObjectStep(role, actuator.kind, actuator.target)
             result = self._change(state, action, plan, operation, reason, svc)
             after = result.after.describe(self.order) if result.after is not None else kept.split
-            if result.outcome == "applied":
+            change_id = result.change_id
+            if result.outcome == "unchanged" and not svc.controller.dry_run:
+                # found as asked: written under this operation by a tick whose state write was lost?
+                from opsctl.traffic.record import find_change
+
+                found = find_change(svc.read().record, operation=operation, action=action)
+                change_id = found.get("id") if found else None
+            if result.outcome == "applied" or change_id:
                 kept = dataclasses.replace(kept, written_step=step if written is None else written,
-                                           change_id=result.change_id)
-                if result.change_id:
-                    ids.append(result.change_id)
+                                           change_id=change_id)
+                if change_id:
+                    ids.append(change_id)
             done.append(dataclasses.replace(kept, step=step, split=after))
             outcomes.append(f"{role} {result.outcome}" if self.shadow is not None else result.outcome)
         return ids, ", ".join(outcomes)

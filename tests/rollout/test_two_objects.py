@@ -343,3 +343,41 @@ def test_the_shadow_object_may_be_a_gateway_api_httproute(tmp_path, healthy_stor
         assert w.gate()["targeting"]["fractional"] == expected_fractions(50)
     finally:
         fake.stop()
+
+
+def test_a_step_cut_between_its_two_writes_is_finished_by_the_next_tick_each_object_written_once(
+        tmp_path, api, healthy_store):
+    """The A/B step writes the gate, then the VirtualService; the API server refuses that second write
+    once (422). The state never says the step was applied; the next tick applies it again under the
+    same operation id: the gate is found as asked (not written again), the mirror is ended."""
+    from opsctl.errors import OpsctlError
+    from tests.fakes.kube_api import Fault
+
+    w = World(tmp_path, api, healthy_store)
+    state = w.start()
+    ctl = w.controller()
+    to_next_applied(ctl, w.clock)
+    to_next_applied(ctl, w.clock)  # shadow 10%, 50%
+    assert ctl.tick() == "idle"
+    w.clock.advance(3600)
+    assert ctl.tick() == "next"
+    fault = api.inject(Fault(verb="patch", resource="virtualservices", status=422, times=1))
+    with pytest.raises(OpsctlError):
+        ctl.tick()
+    assert fault.fired == 1
+    cut = w.store().read()
+    assert (cut.step, cut.phase) == (2, "apply")  # not recorded as applied
+    assert w.gate()["targeting"]["fractional"] == expected_fractions(20)  # the first write landed
+    assert w.primary() == expected_primary(50)  # the second did not
+    gate_version = w.gate()["metadata"]["opsctl.io/version"]
+
+    assert ctl.tick() == "applied"
+    assert w.gate()["metadata"]["opsctl.io/version"] == gate_version, "the gate is not written twice"
+    assert w.primary() == expected_primary(0)
+    s3 = f"{state.id}-s3"
+    assert [c["operation"] for c in w.gate_record()["changes"]].count(s3) == 1
+    assert [c["operation"] for c in w.vs_record()["changes"]].count(s3) == 1
+    done = w.store().read()  # both written during step 3, the gate by the cut tick: its change is found
+    assert [(o.role, o.step, o.written_step) for o in done.objects] == [("assignment", 3, 3), ("shadow", 3, 3)]
+    gate_change = next(c for c in w.gate_record()["changes"] if c["operation"] == s3)
+    assert done.objects[0].change_id == gate_change["id"]

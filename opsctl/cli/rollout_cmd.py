@@ -297,9 +297,9 @@ def start(app, plan_file, dry_run, yes, output):
     """Record a rollout of PLAN_FILE in the shared state; the leader of `opsctl serve` drives it.
 
     It starts from the current split (abort returns there). One rollout per service at a time."""
-    from opsctl.config.loading import parse_yaml, read_text
     from pathlib import Path
 
+    from opsctl.config.loading import parse_yaml, read_text
     from opsctl.rollout.controller import start_rollout, starting_point
     from opsctl.rollout.plan import build_plan
     from opsctl.clock import wall_now

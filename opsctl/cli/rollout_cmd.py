@@ -275,6 +275,10 @@ def _state_text(d: dict) -> str:
              + (f"; held by incident {d['incident']}" if d.get("incident") else "")]
     if d.get("term"):
         lines.append(f"written under term {d['term']}")
+    for o in d.get("objects", []):
+        lines.append(f"  {o['role']:<10}  {o['actuator']:<11}  at step {o['step']}  {o['split']}"
+                     f"  ({'last written during step ' + str(o['written_step']) if o['written_step'] else 'not written'})"
+                     f"  {o['target']}")
     for e in d.get("history", [])[-10:]:
         lines.append(f"  {format_rfc3339(e['at'])}  step {e['step']}  {e['what']}: {e['detail']}")
     pending = [i for i in d.get("intents", []) if i["id"] not in d.get("handled", [])]
@@ -293,16 +297,17 @@ def start(app, plan_file, dry_run, yes, output):
     """Record a rollout of PLAN_FILE in the shared state; the leader of `opsctl serve` drives it.
 
     It starts from the current split (abort returns there). One rollout per service at a time."""
+    from pathlib import Path
+
     from opsctl.config.loading import parse_yaml, read_text
-    from opsctl.rollout.controller import start_rollout
+    from opsctl.rollout.controller import start_rollout, starting_point
     from opsctl.rollout.plan import build_plan
     from opsctl.clock import wall_now
-    from opsctl.traffic.service import TrafficService
 
     cfg = app.config
-    data = parse_yaml(read_text(plan_file, "rollout plan"), plan_file)
+    data = parse_yaml(read_text(Path(plan_file), "rollout plan"), Path(plan_file))
     the_plan = build_plan(data, plan_file, backends=list(cfg.backends))
-    current = TrafficService(cfg, dry_run=True).read().split
+    current, mirror, objects = starting_point(cfg)  # reads only; with traffic.shadow_actuator, both objects
     if current is None:
         from opsctl.errors import NoDataError
 
@@ -312,7 +317,7 @@ def start(app, plan_file, dry_run, yes, output):
              table=lambda d: f"would start rollout {d['plan']} from {current.describe(list(cfg.backends))}")
         return
     state = start_rollout(_store(app), data, the_plan, by=_actor(), at=wall_now(), current=current,
-                          order=list(cfg.backends))
+                          order=list(cfg.backends), mirror=mirror, objects=objects)
     emit(state.to_dict(), output, table=_state_text)
 
 

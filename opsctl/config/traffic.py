@@ -115,10 +115,17 @@ class TrafficConfig(Model):
     # errors). A failover whose receivers cannot carry the whole share sends the remainder there, as
     # its own recorded change; as replicas become Ready the top-ups take it back from there first.
     degradation: str | None = None
+    # A second object for a rollout's shadow stages: the mesh's mirror share (its own section above,
+    # e.g. `istio:`), while `actuator` (e.g. the flagd gate) assigns users for the A/B and ramp stages.
+    # Unset: `actuator` carries both. Only the rollout controller writes it (docs/design.md "Rollouts").
+    shadow_actuator: Literal["file", "configmap", "istio", "gateway-api"] | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.conflict_attempts <= 20:
             raise ValueError("conflict_attempts must be between 1 and 20")
+        if self.shadow_actuator is not None and self.shadow_actuator == self.actuator:
+            raise ValueError(f"shadow_actuator {self.shadow_actuator!r} is the actuator itself: name the mesh"
+                             " object that mirrors (or leave it unset: the actuator carries both)")
 
 
 class StateConfig(Model):

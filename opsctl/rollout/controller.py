@@ -19,6 +19,11 @@ One tick does at most one thing, in this order:
               `<rollout>-s<N>` chosen before the write: a successor re-applying a step its
               predecessor wrote finds the split already there (unchanged: no second change);
               a step whose soak would start in or run into a freeze waits for the freeze's end
+    objects   with `traffic.shadow_actuator` a plan drives two objects: the assignment object
+              (`traffic.actuator`, e.g. the flagd gate: weights, for A/B and ramp steps) and the shadow
+              object (the mesh's mirror share, for shadow steps). A step writes each object whose
+              content it changes, each one write with its record on that object under the same
+              operation id; the state's `objects` says which step each holds and which step last wrote it
     soak      each analysis measured every `interval` (A/B and cost once, at the step's end: a
               fixed horizon, no peeking) and judged with Argo's outcomes: abort at once when
               Failed exceeds its limit; at the step's end continue, or pause when Inconclusive
@@ -78,6 +83,19 @@ def plan_steps(plan: "RolloutPlan", start_weight: int = 0) -> list[PlanStep]:
     return steps
 
 
+class ObjectStep(Model):
+    """Where one object the rollout drives stands: the step whose content it holds (0: the start)
+    and the step that last wrote it, with that change's id in the object's own change record."""
+
+    role: str  # assignment (the split's weights; also the mirror when there is no shadow object) | shadow
+    actuator: str  # its kind: flagd, istio, file...
+    target: str  # where it lives
+    step: int = 0  # 1-based; 0: as the rollout found it (at the start, and after an abort)
+    split: str = ""  # what it holds, described
+    written_step: int = 0  # the step during which it was last written (an abort's too; 0: not yet)
+    change_id: str | None = None
+
+
 class AnalysisCount(Model):
     """What the controller keeps of one analysis during a step: counts, and the last measurement."""
 
@@ -114,7 +132,8 @@ class RolloutState(Model):
     phase: str = "apply"  # apply | soak
     step_started: float | None = None
     start_weights: dict[str, int] = field(default_factory=dict)  # the split the rollout started from
-    start_shadow: dict[str, int] = field(default_factory=dict)
+    start_shadow: dict[str, int] = field(default_factory=dict)  # on the shadow object when there is one
+    objects: list[ObjectStep] = field(default_factory=list)  # assignment first, then the shadow object
     analyses: list[AnalysisCount] = field(default_factory=list)
     reapply: int = 0  # times the current step was applied again (after an incident's restore)
     incident: str | None = None  # the open failover holding the rollout
@@ -203,12 +222,16 @@ def new_intent(store: RolloutStore, action: str, *, by: str, at: float, reason: 
 
 
 def start_rollout(store: RolloutStore, plan_data: dict, plan: "RolloutPlan", *, by: str, at: float,
-                  current: "Split", order: list[str]) -> RolloutState:
-    """A new rollout from the current split (CAS: refused while another one runs)."""
+                  current: "Split", order: list[str], mirror: "Split | None" = None,
+                  objects: "list[ObjectStep] | None" = None) -> RolloutState:
+    """A new rollout from the current split (CAS: refused while another one runs). With a shadow
+    object, `mirror` is its split: the mirror share starts (and an abort returns) from there."""
     rid = f"{plan.name}-{os.urandom(3).hex()}"
+    shadow = dict((mirror if mirror is not None else current).shadow)
+    began = current.describe(order) + (f"; mirror {mirror.describe(order)}" if mirror is not None else "")
     fresh = RolloutState(VERSION, rid, plan_data, "running", start_weights=dict(current.weights),
-                         start_shadow=dict(current.shadow), started_by=by, started_at=at, updated_at=at,
-                         history=[Event(at, 1, "started", f"by {by}, from {current.describe(order)}")])
+                         start_shadow=shadow, objects=list(objects or []), started_by=by, started_at=at,
+                         updated_at=at, history=[Event(at, 1, "started", f"by {by}, from {began}")])
 
     def change(state):
         if state is not None and state.status not in FINISHED:
@@ -218,14 +241,59 @@ def start_rollout(store: RolloutStore, plan_data: dict, plan: "RolloutPlan", *, 
     return store.write(change, fenced=False) or fresh
 
 
+def shadow_service(cfg, traffic: "TrafficService") -> "TrafficService | None":
+    """The shadow object's change path (`traffic.shadow_actuator`), acting like `traffic` (its clock,
+    actor, hooks, audit fields); None when the assignment object carries the mirror too."""
+    from opsctl.traffic.registry import open_shadow_actuator
+    from opsctl.traffic.service import TrafficService
+
+    actuator = open_shadow_actuator(cfg, dry_run=traffic.controller.dry_run)
+    if actuator is None:
+        return None
+    c = traffic.controller
+    return TrafficService(cfg, dry_run=c.dry_run, clock=c.clock, actor=c.actor, hooks=list(c.hooks),
+                          progress=c.progress, audit_fields=c.audit_fields, actuator=actuator)
+
+
+def object_steps(traffic: "TrafficService", shadow: "TrafficService | None", order: list[str]) -> list[ObjectStep]:
+    """The objects a rollout drives, as found at its start (step 0)."""
+    out = []
+    for role, svc in (("assignment", traffic), ("shadow", shadow)):
+        if svc is None:
+            continue
+        split = svc.read().split
+        actuator = svc.controller.actuator
+        out.append(ObjectStep(role, actuator.kind, actuator.target, 0, split.describe(order) if split else "unset"))
+    return out
+
+
+def starting_point(cfg, traffic: "TrafficService | None" = None) -> "tuple[Split | None, Split | None, list[ObjectStep]]":
+    """What a rollout starts from (read only): the assignment object's split, the shadow object's
+    (None without one) and both objects' standing at step 0. NoDataError: the shadow object holds none."""
+    from opsctl.traffic.service import TrafficService
+
+    traffic = traffic or TrafficService(cfg, hooks=[])
+    shadow = shadow_service(cfg, traffic)
+    mirror = None
+    if shadow is not None:
+        mirror = shadow.read().split
+        if mirror is None:
+            raise NoDataError(f"{shadow.controller.actuator.target}: holds no split to mirror from",
+                              hint="the shadow object (traffic.shadow_actuator) must route the baseline first")
+    return traffic.read().split, mirror, object_steps(traffic, shadow, list(cfg.backends))
+
+
 class RolloutController:
     """Drives the rollout of one service. `term`: the leader's (serve) or None for one process
-    driving it alone (`rollout run`, local mode: LOCAL_TERM). `evidence(at)` -> analyses.Evidence."""
+    driving it alone (`rollout run`, local mode: LOCAL_TERM). `evidence(at)` -> analyses.Evidence.
+    `shadow`: the shadow object's TrafficService (default: built from `traffic.shadow_actuator`)."""
 
     def __init__(self, cfg, store: RolloutStore, traffic: "TrafficService", *, clock, evidence,
-                 term: "Callable[[], Term | None] | None" = None, progress: Callable[[str], None] | None = None):
+                 term: "Callable[[], Term | None] | None" = None, progress: Callable[[str], None] | None = None,
+                 shadow: "TrafficService | None" = None):
         self.cfg, self.store, self.traffic, self.clock = cfg, store, traffic, clock
         self.evidence, self.term, self.progress = evidence, term, progress
+        self.shadow = shadow if shadow is not None else shadow_service(cfg, traffic)
         self.order = list(cfg.backends)
         self.nothing_to_drive = False  # the last tick found no rollout document, or a finished one
 
@@ -254,6 +322,60 @@ class RolloutController:
         if step.mirror:
             shadow[plan.backend] = step.mirror
         return Split.of(weights, shadow)
+
+    def _objects(self, whole: "Split") -> "list[tuple[str, TrafficService, Callable[[Split | None], Split]]]":
+        """(role, service, plan) per object for the rollout's wanted split `whole`: one object carries
+        it all; with a shadow object the assignment object gets the weights (no mirror) and the shadow
+        object the mirror share over its own weights, as it holds them."""
+        from opsctl.traffic.split import Split
+
+        shadow = self.shadow
+        if shadow is None:
+            return [("assignment", self.traffic, lambda before: whole)]
+
+        def mirror(before: "Split | None") -> "Split":
+            if before is None:
+                raise UsageError(f"{shadow.controller.actuator.target}: holds no split to add a mirror share to")
+            return Split.of(before.weights, whole.shadow)
+
+        return [("assignment", self.traffic, lambda before: Split.of(whole.weights, {})),
+                ("shadow", shadow, mirror)]
+
+    def _drive(self, state: RolloutState, action: str, whole: "Split", operation: str, reason: str, step: int,
+               done: list[ObjectStep], written: int | None = None) -> tuple[list[str], str]:
+        """Each object to its part of `whole`: one change each through its own change path, under
+        `operation` (the record on that object); an object already holding its part is not written
+        (the change is `unchanged`). `done` receives each object's new standing as it is written, so
+        after a refusal (GuardRefused, raised) it says what moved. `step`: what the objects then hold (0: the
+        start), `written`: the step during which they are written (default `step`; an abort's is its own).
+        Returns the change ids and outcomes."""
+        known = {o.role: o for o in state.objects}
+        ids: list[str] = []
+        outcomes: list[str] = []
+        for role, svc, plan in self._objects(whole):
+            actuator = svc.controller.actuator
+            kept = known.get(role) or ObjectStep(role, actuator.kind, actuator.target)
+            result = self._change(state, action, plan, operation, reason, svc)
+            after = result.after.describe(self.order) if result.after is not None else kept.split
+            change_id = result.change_id
+            if result.outcome == "unchanged" and not svc.controller.dry_run:
+                # found as asked: written under this operation by a tick whose state write was lost?
+                from opsctl.traffic.record import find_change
+
+                found = find_change(svc.read().record, operation=operation, action=action)
+                change_id = found.get("id") if found else None
+            if result.outcome == "applied" or change_id:
+                kept = dataclasses.replace(kept, written_step=step if written is None else written,
+                                           change_id=change_id)
+                if change_id:
+                    ids.append(change_id)
+            done.append(dataclasses.replace(kept, step=step, split=after))
+            outcomes.append(f"{role} {result.outcome}" if self.shadow is not None else result.outcome)
+        return ids, ", ".join(outcomes)
+
+    def _standing(self, state: RolloutState, done: list[ObjectStep]) -> list[ObjectStep]:
+        roles = {o.role for o in done}
+        return done + [o for o in state.objects if o.role not in roles]
 
     @staticmethod
     def _analyses(plan, step: PlanStep) -> list["Analysis"]:
@@ -337,21 +459,25 @@ class RolloutController:
             self._abort(state, now, who, handled=handled)
         return "intent"
 
-    def _change(self, state: RolloutState, action: str, target: "Split", operation: str, reason: str):
+    def _change(self, state: RolloutState, action: str, plan: "Callable[[Split | None], Split]", operation: str,
+                reason: str, service: "TrafficService | None" = None):
         from opsctl.traffic.controller import ChangeRequest
 
-        request = ChangeRequest(action, lambda before: target, reason=reason, operation_id=operation)
-        with self.traffic.controller.acting_as(term=self.term, operation_id=operation):
-            return self.traffic.controller.apply(request)
+        controller = (service or self.traffic).controller
+        request = ChangeRequest(action, plan, reason=reason, operation_id=operation)
+        with controller.acting_as(term=self.term, operation_id=operation):
+            return controller.apply(request)
 
     def _abort(self, state: RolloutState, now: float, why: str, **changes) -> None:
         from opsctl.traffic.split import Split
 
         start = Split.of(state.start_weights, state.start_shadow)
-        result = self._change(state, "rollback", start, f"{state.id}-abort",
-                              f"rollout {state.id} aborted at step {state.step + 1}: {why}")
-        self._event(state, now, "aborted", f"{why}; returned to {start.describe(self.order)}", result.change_id,
-                    status="aborted", paused_because="", **changes)
+        done: list[ObjectStep] = []
+        ids, _ = self._drive(state, "rollback", start, f"{state.id}-abort",
+                             f"rollout {state.id} aborted at step {state.step + 1}: {why}", 0, done, state.step + 1)
+        self._event(state, now, "aborted", f"{why}; returned to {start.describe(self.order)}",
+                    ",".join(ids) or None, status="aborted", paused_because="",
+                    objects=self._standing(state, done), **changes)
 
     def _apply(self, state: RolloutState, plan, step: PlanStep, now: float) -> str:
         from opsctl.freeze import FreezeCalendar
@@ -365,17 +491,20 @@ class RolloutController:
             return "waiting"
         target = self._target(plan, step, state)
         operation = f"{state.id}-s{step.index + 1}" + (f"-r{state.reapply}" if state.reapply else "")
+        done: list[ObjectStep] = []
         try:
-            result = self._change(state, "ramp", target, operation,
-                                  f"rollout {state.id} step {step.index + 1}/{len(plan_steps(plan))}: {step.label}")
+            ids, outcome = self._drive(
+                state, "ramp", target, operation,
+                f"rollout {state.id} step {step.index + 1}/{len(plan_steps(plan))}: {step.label}", step.index + 1,
+                done)
         except GuardRefused as exc:
             self._event(state, now, "paused", f"the traffic guards refused {step.label}: {exc.message}",
-                        status="paused", paused_because=f"refused: {exc.message}")
+                        status="paused", paused_because=f"refused: {exc.message}", objects=self._standing(state, done))
             return "paused"
         count = len(self._analyses(plan, step))
-        self._event(state, now, "applied", f"{step.label}: {target.describe(self.order)} ({result.outcome})",
-                    result.change_id, phase="soak", step_started=now, analyses=[AnalysisCount()] * count,
-                    waiting_until=None)
+        self._event(state, now, "applied", f"{step.label}: {target.describe(self.order)} ({outcome})",
+                    ",".join(ids) or None, phase="soak", step_started=now, analyses=[AnalysisCount()] * count,
+                    waiting_until=None, objects=self._standing(state, done))
         return "applied"
 
     def _soak(self, state: RolloutState, plan, steps: list[PlanStep], step: PlanStep, now: float) -> str:

@@ -72,7 +72,9 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
     # the run's own state dir; its data are simulated instants in the past, never stale to the guards
     cfg = dataclasses.replace(cfg, state_dir=str(root.resolve()),
                               metrics=dataclasses.replace(cfg.metrics, source="embedded", max_data_age="3650d"),
-                              state=dataclasses.replace(cfg.state, backend="local"))
+                              state=dataclasses.replace(cfg.state, backend="local"),
+                              # one file object carries weights and mirror: a simulated run never writes a mesh
+                              traffic=dataclasses.replace(cfg.traffic, shadow_actuator=None))
     clock = SimClock(start)
     traffic = TrafficService(cfg, clock=clock, hooks=[])
     store = RolloutStore(LocalStateStore(root / "state"))

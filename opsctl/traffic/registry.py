@@ -88,8 +88,9 @@ ACTUATORS: dict[str, Callable[["Config"], Actuator]] = {
 SERVER_DRY_RUN = {"configmap", "istio", "gateway-api"}
 
 
-def open_actuator(cfg: "Config", *, dry_run: bool = False) -> Actuator:
-    name = cfg.traffic.actuator
+def open_actuator(cfg: "Config", *, dry_run: bool = False, name: str | None = None) -> Actuator:
+    """The configured actuator, or the one `name`d (each kind reads its own section of traffic:)."""
+    name = name or cfg.traffic.actuator
     factory = ACTUATORS.get(name)
     if factory is None:
         raise UsageError(f"unknown traffic actuator {name!r} (known: {', '.join(sorted(ACTUATORS))})")
@@ -99,3 +100,9 @@ def open_actuator(cfg: "Config", *, dry_run: bool = False) -> Actuator:
 
         return DryRunActuator(actuator)
     return actuator
+
+
+def open_shadow_actuator(cfg: "Config", *, dry_run: bool = False) -> Actuator | None:
+    """`traffic.shadow_actuator`: the mesh object carrying a rollout's mirror share (None: unset)."""
+    name = cfg.traffic.shadow_actuator
+    return None if name is None else open_actuator(cfg, dry_run=dry_run, name=name)

@@ -4,7 +4,9 @@ The rules come from `opsctl.slo.rules.plan_rules`, so the windows, factors, mini
 and `for:` are the generated rules' own. Each condition is computed with the same float operations
 on the same literals as the rule's PromQL (see opsctl.slo.rules). `for:` follows Prometheus: an
 alert fires at instant t when its condition held at every rule evaluation from t - for to t, the
-evaluations being `alerting.evaluation_interval` apart (ceil(for / interval) + 1 instants).
+evaluations being `alerting.evaluation_interval` apart (ceil(for / interval) + 1 instants), and an
+alert with `keep_firing_for` (the fast tier) stays firing after its condition ends as Prometheus
+keeps it (`AlertEvaluator._kept_firing`), showing the value of its condition's last evaluation.
 
 Only alerts whose condition holds at `at` are checked further back, so a quiet evaluation costs
 one batch of queries. Drills call `firing_alerts` at simulated instants.
@@ -386,9 +388,15 @@ class AlertEvaluator:
                 failed |= {(p.name, i) for p, i in group if not self._checks[(p.name, i, when)].holds}
             live = [(p, i) for p, i in live if (p.name, i) not in failed]
             steps += 1
-        causes = self._causes(at, live)
-        firing = [_firing(p, p.alerts[i], self._checks[(p.name, i, at)], at, self.settings, causes.get((p.name, i)))
-                  for p, i in live]
+        # keep_firing_for: an alert not firing on its own at `at` may still be kept firing.
+        held = {(p.name, i) for p, i in live}
+        shown = [(p, i, float(at)) for p, i in live]
+        shown += [(p, i, when) for p, i in everything
+                  if (p.name, i) not in held and p.alerts[i].keep_firing_seconds
+                  and (when := self._kept_firing(at, p, i, recorded)) is not None]
+        causes = self._causes(shown)
+        firing = [_firing(p, p.alerts[i], self._checks[(p.name, i, when)], at, self.settings, causes.get((p.name, i)))
+                  for p, i, when in shown]
         long_windows = {} if recorded is None else {
             p.name: ("recorded" if p.name in recorded.usable else "raw", recorded.why.get(p.name, ""))
             for p in self.plans if p.name in recorded.why}
@@ -399,17 +407,52 @@ class AlertEvaluator:
     def _interval(self, alert: BurnAlert) -> int:
         return alert.interval or self.interval
 
-    def _causes(self, at: float, live: Sequence[tuple[SloRulePlan, int]]) -> dict[tuple[str, int], str | None]:
+    def _kept_firing(self, at: float, plan: SloRulePlan, i: int, recorded: "_ByBase | None") -> float | None:
+        """Whether Prometheus keeps alert `i` firing at `at` by its `keep_firing_for` although its
+        condition (with `for:`) does not fire it there; the last evaluation its condition held at,
+        whose value and annotations the kept alert shows, or None.
+
+        Prometheus (rules/alerting.go, 2.42): a firing alert whose condition fails at an evaluation
+        notes that instant (KeepFiringSince) and stays firing while the time since it is under
+        `keep_firing_for`; a condition holding again resets it, with no new `for:`. So, with n =
+        ceil(keep / interval), the alert fires at `at` when, walking back one evaluation at a time,
+        a run of ceil(for / interval) + 1 holding evaluations (the alert fired there, whatever came
+        before) comes before any run of n + 1 failing ones (which resolves it). The walk is bounded:
+        a condition flickering for longer than the alert's long window is read as resolved."""
+        alert = plan.alerts[i]
+        step = self._interval(alert)
+        keep = math.ceil(alert.keep_firing_seconds / step)
+        hold = math.ceil(alert.for_seconds / step) + 1
+        failing = holding = 0
+        last: float | None = None
+        for j in range(math.ceil(alert.long_seconds / step) + keep + hold + 1):
+            when = at - j * step
+            self._ensure(when, [(plan, i)], recorded=recorded)
+            if self._checks[(plan.name, i, when)].holds:
+                failing, holding = 0, holding + 1
+                last = when if last is None else last
+                if holding >= hold:
+                    return last
+            else:
+                failing, holding = failing + 1, 0
+                if failing > keep:
+                    return None
+        return None
+
+    def _causes(self, shown: Sequence[tuple[SloRulePlan, int, float]]) -> dict[tuple[str, int], str | None]:
         """The dominant cause of each firing alert over its short window, as the rules' `topk(1, ...)`
-        of the recorded per-cause ratios: each cause's bad events over the window's valid events."""
-        wanted = [(p, i) for p, i in live if p.causes]
-        queries = {(p.name, i): p.cause_queries(f"{p.alerts[i].short_seconds}s") for p, i in wanted}
-        asked = list(dict.fromkeys(q for qs in queries.values() for q in qs.values()))
-        answers = dict(zip(asked, self.source.query_many(asked, at))) if asked else {}
+        of the recorded per-cause ratios: each cause's bad events over the window's valid events, at
+        the evaluation the alert's annotations were rendered at (a kept alert: its condition's last)."""
+        wanted = [(p, i, when) for p, i, when in shown if p.causes]
+        queries = {(p.name, i): p.cause_queries(f"{p.alerts[i].short_seconds}s") for p, i, _ in wanted}
+        answers: dict[tuple[float, str], float | None] = {}
+        for when in dict.fromkeys(when for _, _, when in wanted):
+            asked = list(dict.fromkeys(q for p, i, w in wanted if w == when for q in queries[(p.name, i)].values()))
+            answers.update({(when, q): v for q, v in zip(asked, self.source.query_many(asked, when))})
         out: dict[tuple[str, int], str | None] = {}
-        for p, i in wanted:
-            valid = self._checks[(p.name, i, at)].valid_short
-            ratios = {c: (None if answers[q] is None or not valid else answers[q] / valid)
+        for p, i, when in wanted:
+            valid = self._checks[(p.name, i, when)].valid_short
+            ratios = {c: (None if answers[(when, q)] is None or not valid else answers[(when, q)] / valid)
                       for c, q in queries[(p.name, i)].items()}
             out[(p.name, i)] = cv.dominant_cause(ratios)
         return out

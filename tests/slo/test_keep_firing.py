@@ -35,15 +35,26 @@ STEPS = 240  # 40 minutes of 10 s steps
 ONSET, FAILOVER = 120, 124  # step indices (the step ending at ts[i] = (i + 1) * 10 s)
 BASE = int(parse_rfc3339("2025-06-03T12:00:00Z"))  # where the embedded store and Prometheus hold it
 CONFIG = r.ALERTING_CONFIG + "quality: {rules: {enabled: false}}\n"
+# The second case: the fast tier with `for: 1m`, and after the failover one step of databricks
+# traffic (a probe, still half failing) whose 6 holding evaluations are fewer than `for:` needs.
+HOLD = 60
+CONFIG_HOLD = r.ALERTING_CONFIG + f"  fast: {{for_duration: {HOLD}s}}\nquality: {{rules: {{enabled: false}}}}\n"
+PROBE = 150
 
 
-def traffic() -> d.Traffic:
+def traffic(probe: bool = False) -> d.Traffic:
     requests = np.full(STEPS, 100, dtype=np.int64)
     errors = np.zeros(STEPS, dtype=np.int64)
-    errors[ONSET:FAILOVER] = 50
-    requests[FAILOVER:] = 0
-    errors[FAILOVER:] = 0
+    failover = FAILOVER + 16 if probe else FAILOVER  # with for: 1m, fired before its failover
+    errors[ONSET:failover] = 50
+    requests[failover:] = 0
+    errors[failover:] = 0
+    if probe:
+        requests[PROBE], errors[PROBE] = 100, 50
     return r.traffic(requests, errors)
+
+
+CASES = {"failover": (CONFIG, False, 0), "probe": (CONFIG_HOLD, True, HOLD)}
 
 
 def condition(t: d.Traffic, at: int) -> tuple[bool, float]:
@@ -85,10 +96,21 @@ def replay(t: d.Traffic, keep: int, hold: int = 0) -> dict[int, float]:
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
+    return _generate(tmp_path_factory, CONFIG)
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def case(request, tmp_path_factory):
+    """(generated rules, traffic, the fast tier's for:) of each case."""
+    config, probe, hold = CASES[request.param]
+    return _generate(tmp_path_factory, config), traffic(probe), hold
+
+
+def _generate(tmp_path_factory, config: str):
     from tests.conftest import run_opsctl
 
     work = tmp_path_factory.mktemp("keep")
-    cfg = write_config(work, CONFIG)
+    cfg = write_config(work, config)
     out = work / "rules.yaml"
     result = run_opsctl("--config", str(cfg), "slo", "rules", str(REPO / "slos" / "databricks-availability.yaml"),
                         "--out", str(out))
@@ -148,14 +170,23 @@ def _promtool_tests(doc: dict, expected: dict[int, float], instants) -> list[dic
     return tests
 
 
-def test_prometheus_keeps_the_fast_page_firing_after_its_failover_then_resolves(generated, tmp_path):
+def test_the_probe_case_exercises_a_condition_holding_again_while_kept():
+    """By hand: with for: 1m the alert fires at its 7th holding evaluation; the failover at step 140
+    ends the condition at 1460 s; the probe step (ending 1510 s) holds it 1510-1560 s, under the 7
+    evaluations a new firing needs, yet resets the keep: it resolves 180 s after 1570 s, not 1460 s."""
+    firing = replay(traffic(True), KEEP, HOLD)
+    assert min(firing) == 1220 + HOLD and max(firing) == 1570 + KEEP - STEP
+    assert sorted(firing) == list(range(1280, 1750, STEP))
+    assert max(replay(traffic(True), 0, HOLD)) == 1450  # without keep_firing_for: resolved at 1460 s
+
+
+def test_prometheus_keeps_the_fast_page_firing_after_its_failover_then_resolves(case, tmp_path):
     """promtool evaluates the fast tier's group every 10 s (its interval) over the same samples."""
-    _, _, path, doc = generated
+    (_, _, path, doc), t, hold = case
     fast_only = {"groups": [g for g in doc["groups"] if any(x.get("alert") == "SloFastBurnPage" for x in g["rules"])]}
     rules = tmp_path / "fast.yaml"
     rules.write_text(yaml.safe_dump(fast_only, sort_keys=False, width=1000))
-    t = traffic()
-    expected = replay(t, KEEP)
+    expected = replay(t, KEEP, hold)
     instants = range(int(t.ts[ONSET]) - 60, max(expected) + 120, STEP)
     test = {"rule_files": [str(rules)], "evaluation_interval": f"{STEP}s",
             "tests": [{"interval": f"{STEP}s", "input_series": r.input_series({"databricks": t}),
@@ -170,7 +201,7 @@ def test_prometheus_keeps_the_fast_page_firing_after_its_failover_then_resolves(
                             text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     # Counted in evaluations: kept firing 18 evaluations after its condition's last (3m / 10 s).
-    kept = [at for at in expected if not condition(t, at)[0]]
+    kept = [at for at in expected if at > max(at for at in expected if condition(t, at)[0])]
     assert len(kept) == KEEP // STEP
 
 
@@ -193,8 +224,21 @@ def _in_process(source, cfg_path, t: d.Traffic) -> dict[int, tuple[float, str, s
     return out
 
 
-def _expected_in_process(t: d.Traffic) -> dict[int, tuple[str, str]]:
-    return {at: (f"{burn:.2f}", "server_error") for at, burn in replay(t, KEEP).items()}
+def _expected_in_process(t: d.Traffic, hold: int = 0) -> dict[int, tuple[str, str]]:
+    return {at: (f"{burn:.2f}", "server_error") for at, burn in replay(t, KEEP, hold).items()}
+
+
+def test_in_process_fires_and_keeps_at_the_same_evaluations_in_each_case(case, tmp_path):
+    from opsctl.metrics.embedded import EmbeddedStore
+
+    (_, cfg_path, _, _), t, hold = case
+    store = EmbeddedStore.open(tmp_path / "metrics.sqlite", create=True)
+    try:
+        d.write(store, {"databricks": r.shifted(t, BASE)})
+        got = _in_process(store, cfg_path, t)
+        assert {at: (f"{b:.2f}", c) for at, (b, c, _) in got.items()} == _expected_in_process(t, hold)
+    finally:
+        store.close()
 
 
 def test_in_process_keeps_the_fast_page_firing_at_the_same_evaluations(generated, tmp_path):

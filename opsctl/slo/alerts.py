@@ -262,6 +262,27 @@ class _ByBase:
         return self.parts[self.base_of[slo_name]].queries(slo_name, seconds)
 
 
+@dataclass
+class _Walk:
+    """One alert's walk back from an instant (AlertEvaluator._kept_firing), in evaluations."""
+
+    plan: SloRulePlan
+    index: int
+    step: int  # its group's evaluation interval
+    keep: int  # ceil(keep_firing_for / step)
+    hold: int  # ceil(for / step) + 1 holding evaluations fire it
+    bound: int  # the last step back it looks at
+    failing: int = 0
+    holding: int = 0
+    last: float | None = None  # the latest evaluation its condition held at
+
+    @classmethod
+    def of(cls, plan: SloRulePlan, index: int, step: int) -> "_Walk":
+        alert = plan.alerts[index]
+        keep, hold = math.ceil(alert.keep_firing_seconds / step), math.ceil(alert.for_seconds / step) + 1
+        return cls(plan, index, step, keep, hold, math.ceil(alert.long_seconds / step) + keep + hold)
+
+
 class AlertEvaluator:
     """Evaluates the planned alerts at instants, remembering every condition it computed.
 
@@ -391,9 +412,9 @@ class AlertEvaluator:
         # keep_firing_for: an alert not firing on its own at `at` may still be kept firing.
         held = {(p.name, i) for p, i in live}
         shown = [(p, i, float(at)) for p, i in live]
-        shown += [(p, i, when) for p, i in everything
-                  if (p.name, i) not in held and p.alerts[i].keep_firing_seconds
-                  and (when := self._kept_firing(at, p, i, recorded)) is not None]
+        kept = self._kept_firing(at, [(p, i) for p, i in everything
+                                      if (p.name, i) not in held and p.alerts[i].keep_firing_seconds], recorded)
+        shown += [(p, i, kept[(p.name, i)]) for p, i in everything if (p.name, i) in kept]
         causes = self._causes(shown)
         firing = [_firing(p, p.alerts[i], self._checks[(p.name, i, when)], at, self.settings, causes.get((p.name, i)))
                   for p, i, when in shown]
@@ -407,37 +428,46 @@ class AlertEvaluator:
     def _interval(self, alert: BurnAlert) -> int:
         return alert.interval or self.interval
 
-    def _kept_firing(self, at: float, plan: SloRulePlan, i: int, recorded: "_ByBase | None") -> float | None:
-        """Whether Prometheus keeps alert `i` firing at `at` by its `keep_firing_for` although its
-        condition (with `for:`) does not fire it there; the last evaluation its condition held at,
-        whose value and annotations the kept alert shows, or None.
+    def _kept_firing(self, at: float, candidates: Sequence[tuple[SloRulePlan, int]],
+                     recorded: "_ByBase | None") -> dict[tuple[str, int], float]:
+        """The candidates (alerts with `keep_firing_for` that their condition, with `for:`, does not
+        fire at `at`) that Prometheus keeps firing at `at`, each with the last evaluation its
+        condition held at, whose value and annotations the kept alert shows.
 
         Prometheus (rules/alerting.go, 2.42): a firing alert whose condition fails at an evaluation
         notes that instant (KeepFiringSince) and stays firing while the time since it is under
         `keep_firing_for`; a condition holding again resets it, with no new `for:`. So, with n =
         ceil(keep / interval), the alert fires at `at` when, walking back one evaluation at a time,
         a run of ceil(for / interval) + 1 holding evaluations (the alert fired there, whatever came
-        before) comes before any run of n + 1 failing ones (which resolves it). The walk is bounded:
-        a condition flickering for longer than the alert's long window is read as resolved."""
-        alert = plan.alerts[i]
-        step = self._interval(alert)
-        keep = math.ceil(alert.keep_firing_seconds / step)
-        hold = math.ceil(alert.for_seconds / step) + 1
-        failing = holding = 0
-        last: float | None = None
-        for j in range(math.ceil(alert.long_seconds / step) + keep + hold + 1):
-            when = at - j * step
-            self._ensure(when, [(plan, i)], recorded=recorded)
-            if self._checks[(plan.name, i, when)].holds:
-                failing, holding = 0, holding + 1
-                last = when if last is None else last
-                if holding >= hold:
-                    return last
-            else:
-                failing, holding = failing + 1, 0
-                if failing > keep:
-                    return None
-        return None
+        before) comes before any run of n + 1 failing ones (which resolves it). All candidates walk
+        together, one batch of queries per instant. The walk is bounded: a condition flickering for
+        longer than the alert's long window is read as resolved (Prometheus would keep it firing)."""
+        out: dict[tuple[str, int], float] = {}
+        walk = {(p.name, i): _Walk.of(p, i, self._interval(p.alerts[i])) for p, i in candidates}
+        j = 0
+        while walk:
+            by_when: dict[float, list[tuple[SloRulePlan, int]]] = {}
+            for key, w in list(walk.items()):
+                if j > w.bound:
+                    del walk[key]
+                else:
+                    by_when.setdefault(at - j * w.step, []).append((w.plan, w.index))
+            for when, group in by_when.items():
+                self._ensure(when, group, recorded=recorded)
+                for p, i in group:
+                    w = walk[(p.name, i)]
+                    if self._checks[(p.name, i, when)].holds:
+                        w.failing, w.holding = 0, w.holding + 1
+                        w.last = when if w.last is None else w.last
+                        if w.holding >= w.hold:  # it fired here: kept firing since
+                            out[(p.name, i)] = w.last
+                            del walk[(p.name, i)]
+                    else:
+                        w.failing, w.holding = w.failing + 1, 0
+                        if w.failing > w.keep:  # resolved here
+                            del walk[(p.name, i)]
+            j += 1
+        return out
 
     def _causes(self, shown: Sequence[tuple[SloRulePlan, int, float]]) -> dict[tuple[str, int], str | None]:
         """The dominant cause of each firing alert over its short window, as the rules' `topk(1, ...)`

@@ -284,3 +284,31 @@ def test_in_process_over_a_real_prometheus_keeps_it_firing_at_the_same_evaluatio
     source.check()
     got = _in_process(source, cfg_path, t)
     assert {at: (f"{b:.2f}", c) for at, (b, c, _) in got.items()} == _expected_in_process(t)
+
+
+@pytest.mark.slow
+def test_the_shipped_auth_throttling_drill_hands_its_fast_page_to_the_slower_one_without_a_restore_hold_down(
+        tmp_path):
+    """End to end with the shipped config and policies (the embedded drill runs the alerts through
+    the policy engine `opsctl serve` runs). Before keep_firing_for the fast page resolved a minute
+    after its own failover, the episode noted the resolve and started the restore hold-down, and the
+    1h/5m page firing later noted its cancelling: three notes. Now the fast page is still firing
+    when the slower page fires, so the episode writes only its opening note."""
+    import json
+    import sqlite3
+
+    from tests.drills.conftest import CHAOS, DrillEnv
+
+    env = DrillEnv(tmp_path)
+    result = env.run("drill", "run", str(CHAOS / "auth-throttling.yaml"), "-o", "json")
+    assert result.exit_code == 0, result.output
+    timeline = [e for e in json.loads(result.stdout)["timeline"] if e["kind"] == "alert"]
+    slo = "llm-inference-databricks-availability"
+    [fast_fired] = [e["offset"] for e in timeline if e["message"].startswith(f"FIRING SloFastBurnPage {slo} ")]
+    [slow_fired] = [e["offset"] for e in timeline if e["message"].startswith(f"FIRING SloBurnRatePage {slo} 1h/5m")]
+    fast_resolved = [e["offset"] for e in timeline if e["message"] == f"resolved page {slo} 5m/1m"]
+    assert fast_fired < slow_fired and all(t > slow_fired for t in fast_resolved), timeline
+    with sqlite3.connect(env.run_dir() / "automation.sqlite") as conn:
+        rows = conn.execute("SELECT episode, event_key, action FROM actions ORDER BY id").fetchall()
+    assert [a for _, _, a in rows] == ["failover", "page", "ticket", "note"], rows
+    assert not any(key.endswith(":resolved") for _, key, _ in rows), rows

@@ -10,6 +10,7 @@ Both sides compute with the same float operations on the same literals, so on da
     burn rate    = error ratio / (1 - GOAL)                     (the alert's value)
     guard        = sum(increase(VALID[short])) / short_seconds  >= min_request_rate
     alert        = burn(long) > FACTOR and burn(short) > FACTOR and guard, held for `for:`
+                   (the fast tier: then kept firing for `keep_firing_for`, see fast_keep_firing)
 
 `or vector(0)` makes an absent success series count as zero successes: a total outage in which no
 request succeeded still pages. Prometheus' increase() extrapolates when the first or last sample

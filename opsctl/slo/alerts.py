@@ -8,8 +8,10 @@ evaluations being `alerting.evaluation_interval` apart (ceil(for / interval) + 1
 alert with `keep_firing_for` (the fast tier) stays firing after its condition ends as Prometheus
 keeps it (`AlertEvaluator._kept_firing`), showing the value of its condition's last evaluation.
 
-Only alerts whose condition holds at `at` are checked further back, so a quiet evaluation costs
-one batch of queries. Drills call `firing_alerts` at simulated instants.
+Only alerts whose condition holds at `at`, and those with `keep_firing_for`, are checked further
+back, so a quiet evaluation costs one batch of queries plus one per evaluation the keep spans
+(the remembering `AlertEvaluator` asks each instant once). Drills call `firing_alerts` at
+simulated instants.
 
 On a PromQL source holding the rules' recorded base-window increases over the whole derived
 windows (`opsctl.slo.recorded`; 1d and 3d at 28 days, scaled with each SLO's period), those

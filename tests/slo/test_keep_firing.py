@@ -152,6 +152,31 @@ def test_the_expected_timeline_is_the_flap_without_keep_firing_for():
     assert sorted(with_keep) == list(range(first, max(with_keep) + STEP, STEP))
 
 
+@pytest.mark.parametrize("page_for, interval, period_days, keep", [
+    ("2m", "1m", 28, 120 + 60),  # the table's own period: for: 2m as written, plus the 1m evaluation
+    ("2m", "1m", 30, 120 + 60),  # 28-30 days keep the table's windows and for:
+    ("2m", "1m", 7, 60 + 60),  # 2m x 7/28 = 30 s, rounded half up to 1m (never under min(for, 1m)): 1m + 1m
+    ("5m", "30s", 28, 300 + 30),
+    ("8m", "1m", 7, 120 + 60),  # 8m x 7/28 = 2m
+])
+def test_the_keep_scales_with_the_slower_page_for_and_its_evaluation(tmp_path, page_for, interval, period_days,
+                                                                     keep):
+    from dataclasses import replace
+
+    from opsctl.config import load_config_file
+    from opsctl.slo.loading import load_slos
+    from opsctl.slo.rules import RuleSettings, plan_rules
+
+    text = r.ALERTING_CONFIG.replace("page: {for_duration: 2m", f"page: {{for_duration: {page_for}").replace(
+        "evaluation_interval: 1m", f"evaluation_interval: {interval}")
+    assert f"for_duration: {page_for}" in text and f"evaluation_interval: {interval}" in text
+    settings = RuleSettings.from_config(load_config_file(write_config(tmp_path, text)))
+    settings = replace(settings, period_seconds=period_days * 86400)
+    [plan] = plan_rules(load_slos([REPO / "slos" / "databricks-availability.yaml"], {"databricks"}), settings)
+    assert {a.alertname: a.keep_firing_seconds for a in plan.alerts if a.keep_firing_seconds} == {
+        "SloFastBurnPage": keep}
+
+
 def _promtool_tests(doc: dict, expected: dict[int, float], instants) -> list[dict]:
     rule = fast_rule(doc)
     static = {k: v for k, v in rule["annotations"].items() if "{{" not in v}

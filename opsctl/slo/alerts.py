@@ -4,10 +4,14 @@ The rules come from `opsctl.slo.rules.plan_rules`, so the windows, factors, mini
 and `for:` are the generated rules' own. Each condition is computed with the same float operations
 on the same literals as the rule's PromQL (see opsctl.slo.rules). `for:` follows Prometheus: an
 alert fires at instant t when its condition held at every rule evaluation from t - for to t, the
-evaluations being `alerting.evaluation_interval` apart (ceil(for / interval) + 1 instants).
+evaluations being `alerting.evaluation_interval` apart (ceil(for / interval) + 1 instants), and an
+alert with `keep_firing_for` (the fast tier) stays firing after its condition ends as Prometheus
+keeps it (`AlertEvaluator._kept_firing`), showing the value of its condition's last evaluation.
 
-Only alerts whose condition holds at `at` are checked further back, so a quiet evaluation costs
-one batch of queries. Drills call `firing_alerts` at simulated instants.
+Only alerts whose condition holds at `at`, and those with `keep_firing_for`, are checked further
+back, so a quiet evaluation costs one batch of queries plus one per evaluation the keep spans
+(the remembering `AlertEvaluator` asks each instant once). Drills call `firing_alerts` at
+simulated instants.
 
 On a PromQL source holding the rules' recorded base-window increases over the whole derived
 windows (`opsctl.slo.recorded`; 1d and 3d at 28 days, scaled with each SLO's period), those
@@ -260,6 +264,27 @@ class _ByBase:
         return self.parts[self.base_of[slo_name]].queries(slo_name, seconds)
 
 
+@dataclass
+class _Walk:
+    """One alert's walk back from an instant (AlertEvaluator._kept_firing), in evaluations."""
+
+    plan: SloRulePlan
+    index: int
+    step: int  # its group's evaluation interval
+    keep: int  # ceil(keep_firing_for / step)
+    hold: int  # ceil(for / step) + 1 holding evaluations fire it
+    bound: int  # the last step back it looks at
+    failing: int = 0
+    holding: int = 0
+    last: float | None = None  # the latest evaluation its condition held at
+
+    @classmethod
+    def of(cls, plan: SloRulePlan, index: int, step: int) -> "_Walk":
+        alert = plan.alerts[index]
+        keep, hold = math.ceil(alert.keep_firing_seconds / step), math.ceil(alert.for_seconds / step) + 1
+        return cls(plan, index, step, keep, hold, math.ceil(alert.long_seconds / step) + keep + hold)
+
+
 class AlertEvaluator:
     """Evaluates the planned alerts at instants, remembering every condition it computed.
 
@@ -386,9 +411,15 @@ class AlertEvaluator:
                 failed |= {(p.name, i) for p, i in group if not self._checks[(p.name, i, when)].holds}
             live = [(p, i) for p, i in live if (p.name, i) not in failed]
             steps += 1
-        causes = self._causes(at, live)
-        firing = [_firing(p, p.alerts[i], self._checks[(p.name, i, at)], at, self.settings, causes.get((p.name, i)))
-                  for p, i in live]
+        # keep_firing_for: an alert not firing on its own at `at` may still be kept firing.
+        held = {(p.name, i) for p, i in live}
+        shown = [(p, i, float(at)) for p, i in live]
+        kept = self._kept_firing(at, [(p, i) for p, i in everything
+                                      if (p.name, i) not in held and p.alerts[i].keep_firing_seconds], recorded)
+        shown += [(p, i, kept[(p.name, i)]) for p, i in everything if (p.name, i) in kept]
+        causes = self._causes(shown)
+        firing = [_firing(p, p.alerts[i], self._checks[(p.name, i, when)], at, self.settings, causes.get((p.name, i)))
+                  for p, i, when in shown]
         long_windows = {} if recorded is None else {
             p.name: ("recorded" if p.name in recorded.usable else "raw", recorded.why.get(p.name, ""))
             for p in self.plans if p.name in recorded.why}
@@ -399,17 +430,61 @@ class AlertEvaluator:
     def _interval(self, alert: BurnAlert) -> int:
         return alert.interval or self.interval
 
-    def _causes(self, at: float, live: Sequence[tuple[SloRulePlan, int]]) -> dict[tuple[str, int], str | None]:
+    def _kept_firing(self, at: float, candidates: Sequence[tuple[SloRulePlan, int]],
+                     recorded: "_ByBase | None") -> dict[tuple[str, int], float]:
+        """The candidates (alerts with `keep_firing_for` that their condition, with `for:`, does not
+        fire at `at`) that Prometheus keeps firing at `at`, each with the last evaluation its
+        condition held at, whose value and annotations the kept alert shows.
+
+        Prometheus (rules/alerting.go, 2.42): a firing alert whose condition fails at an evaluation
+        notes that instant (KeepFiringSince) and stays firing while the time since it is under
+        `keep_firing_for`; a condition holding again resets it, with no new `for:`. So, with n =
+        ceil(keep / interval), the alert fires at `at` when, walking back one evaluation at a time,
+        a run of ceil(for / interval) + 1 holding evaluations (the alert fired there, whatever came
+        before) comes before any run of n + 1 failing ones (which resolves it). All candidates walk
+        together, one batch of queries per instant. The walk is bounded: a condition flickering for
+        longer than the alert's long window is read as resolved (Prometheus would keep it firing)."""
+        out: dict[tuple[str, int], float] = {}
+        walk = {(p.name, i): _Walk.of(p, i, self._interval(p.alerts[i])) for p, i in candidates}
+        j = 0
+        while walk:
+            by_when: dict[float, list[tuple[SloRulePlan, int]]] = {}
+            for key, w in list(walk.items()):
+                if j > w.bound:
+                    del walk[key]
+                else:
+                    by_when.setdefault(at - j * w.step, []).append((w.plan, w.index))
+            for when, group in by_when.items():
+                self._ensure(when, group, recorded=recorded)
+                for p, i in group:
+                    w = walk[(p.name, i)]
+                    if self._checks[(p.name, i, when)].holds:
+                        w.failing, w.holding = 0, w.holding + 1
+                        w.last = when if w.last is None else w.last
+                        if w.holding >= w.hold:  # it fired here: kept firing since
+                            out[(p.name, i)] = w.last
+                            del walk[(p.name, i)]
+                    else:
+                        w.failing, w.holding = w.failing + 1, 0
+                        if w.failing > w.keep:  # resolved here
+                            del walk[(p.name, i)]
+            j += 1
+        return out
+
+    def _causes(self, shown: Sequence[tuple[SloRulePlan, int, float]]) -> dict[tuple[str, int], str | None]:
         """The dominant cause of each firing alert over its short window, as the rules' `topk(1, ...)`
-        of the recorded per-cause ratios: each cause's bad events over the window's valid events."""
-        wanted = [(p, i) for p, i in live if p.causes]
-        queries = {(p.name, i): p.cause_queries(f"{p.alerts[i].short_seconds}s") for p, i in wanted}
-        asked = list(dict.fromkeys(q for qs in queries.values() for q in qs.values()))
-        answers = dict(zip(asked, self.source.query_many(asked, at))) if asked else {}
+        of the recorded per-cause ratios: each cause's bad events over the window's valid events, at
+        the evaluation the alert's annotations were rendered at (a kept alert: its condition's last)."""
+        wanted = [(p, i, when) for p, i, when in shown if p.causes]
+        queries = {(p.name, i): p.cause_queries(f"{p.alerts[i].short_seconds}s") for p, i, _ in wanted}
+        answers: dict[tuple[float, str], float | None] = {}
+        for when in dict.fromkeys(when for _, _, when in wanted):
+            asked = list(dict.fromkeys(q for p, i, w in wanted if w == when for q in queries[(p.name, i)].values()))
+            answers.update({(when, q): v for q, v in zip(asked, self.source.query_many(asked, when))})
         out: dict[tuple[str, int], str | None] = {}
-        for p, i in wanted:
-            valid = self._checks[(p.name, i, at)].valid_short
-            ratios = {c: (None if answers[q] is None or not valid else answers[q] / valid)
+        for p, i, when in wanted:
+            valid = self._checks[(p.name, i, when)].valid_short
+            ratios = {c: (None if answers[(when, q)] is None or not valid else answers[(when, q)] / valid)
                       for c, q in queries[(p.name, i)].items()}
             out[(p.name, i)] = cv.dominant_cause(ratios)
         return out

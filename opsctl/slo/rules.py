@@ -10,6 +10,7 @@ Both sides compute with the same float operations on the same literals, so on da
     burn rate    = error ratio / (1 - GOAL)                     (the alert's value)
     guard        = sum(increase(VALID[short])) / short_seconds  >= min_request_rate
     alert        = burn(long) > FACTOR and burn(short) > FACTOR and guard, held for `for:`
+                   (the fast tier: then kept firing for `keep_firing_for`, see fast_keep_firing)
 
 `or vector(0)` makes an absent success series count as zero successes: a total outage in which no
 request succeeded still pages. Prometheus' increase() extrapolates when the first or last sample
@@ -85,6 +86,7 @@ class BurnAlert:
     for_seconds: int
     tier: str = ""  # "fast": the fast-burn tier (its own group, raw windows, label tier=fast)
     interval: int = 0  # its group's evaluation interval (0: the plan's)
+    keep_firing_seconds: int = 0  # Prometheus' `keep_firing_for` (>= 2.42): firing on after the condition ends
 
     @property
     def fast(self) -> bool:
@@ -199,6 +201,7 @@ def _plan_one(slo: SloDefinition, good: str, valid: str, settings: RuleSettings)
             long_seconds=fast.long.seconds, short_seconds=fast.short.seconds,
             factor=float(f"{fast.factor:.{FACTOR_DIGITS}g}"), min_request_rate=float(fast.min_request_rate),
             for_seconds=fast.for_seconds, tier="fast", interval=fast.interval_seconds,
+            keep_firing_seconds=fast_keep_firing(alerts, settings.alerting.interval_seconds),
         ))
         for w, sec in ((long, fast.long.seconds), (short, fast.short.seconds)):
             windows.setdefault(w, sec)
@@ -215,6 +218,18 @@ def _plan_one(slo: SloDefinition, good: str, valid: str, settings: RuleSettings)
     return SloRulePlan(slo, good, valid, labels, tuple(windows.items()), period, tuple(alerts),
                        interval, base, tuple(dict.fromkeys(derived or ())), category, causes, absent,
                        alerting.absent.for_seconds, alerting.absent.severity, settings.sloth_labels)
+
+
+def fast_keep_firing(pairs: Sequence[BurnAlert], interval: int) -> int:
+    """The fast tier's `keep_firing_for`: the longest `for:` of the slower page pairs (as scaled with
+    the SLO's period) plus one evaluation of their group.
+
+    The fast tier's own failover empties its short window of the failed backend's traffic, so its
+    condition ends one evaluation after it fired (the minimum-traffic guard). The slower page pair's
+    condition already holds by then (its factor is lower over longer windows) and fires within its
+    `for:` plus one evaluation; kept firing that long, the fast page hands its episode over to it
+    instead of resolving and starting the restore hold-down towards a backend that still fails."""
+    return max((a.for_seconds for a in pairs if a.severity == "page" and not a.fast), default=0) + interval
 
 
 def _cause_selectors(slo: SloDefinition, valid: str | None) -> tuple[tuple[str, str], ...]:
@@ -525,6 +540,8 @@ def _alert_rule(plan: SloRulePlan, alert: BurnAlert, settings: RuleSettings) -> 
     rule = {"alert": alert.alertname, "expr": alert_expr(plan, alert)}
     if alert.for_seconds:
         rule["for"] = format_duration(alert.for_seconds)
+    if alert.keep_firing_seconds:
+        rule["keep_firing_for"] = format_duration(alert.keep_firing_seconds)
     rule["labels"] = alert_labels(plan, alert, settings)
     rule["annotations"] = annotations(plan, alert, settings.alerting.runbook_base_url)
     return rule

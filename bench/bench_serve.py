@@ -19,7 +19,8 @@ Measured per round:
   delivery -> split      from just before the trigger's POST to the split's write (local: the audit
                          entry written right after the atomic file write; team: the applied change's
                          JSON log line, written right after the ConfigMap's compare-and-swap)
-  answer                 each of the 50 POSTs' round trip (202 = recorded and queued)
+  answer                 each of the 50 POSTs' round trip (202 = recorded and queued); and the burst's
+                         rate, 50 / (last answer - first send), in deliveries/s
   per hop                sent -> received, received -> the worker starts the failover, the failover
                          itself (guards, actuator write, record); team mode also counts API calls
 
@@ -236,6 +237,7 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
     trigger_ms: list[float] = []
     answer_ms: list[float] = []
     api_calls: list[int] = []
+    rates: list[float] = []  # deliveries recorded per second in each round's burst (first sent to last answered)
     stages: dict[str, list[float]] = {"sent -> received": [], "received -> worker starts the failover": [],
                                       "failover: guards, actuator write, record": []}
     try:
@@ -255,6 +257,7 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
             bodies = [json.dumps(p).encode() for p in payloads]
             barrier = threading.Barrier(CONCURRENCY)
             sent = [0.0] * CONCURRENCY
+            answered = [0.0] * CONCURRENCY
             calls_before = len(mode.api.requests) if mode.api is not None else 0
 
             def deliver(i: int) -> float:
@@ -274,10 +277,12 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
                 body = response.read()
                 if response.status != 202:
                     raise RuntimeError(f"delivery answered {response.status}: {body[:200]!r}")
+                answered[i] = time.time()
                 return (time.perf_counter() - t0) * 1000
 
             answers = list(pool.map(deliver, range(CONCURRENCY)))
             answer_ms += answers
+            rates.append(CONCURRENCY / max(1e-6, max(answered) - min(sent)))
             applied = wait(lambda: mode.applied(r), round_timeout, "the failover")
             trigger_ms.append((applied["ts"] - sent[0]) * 1000)
             if mode.split() != FAILED_OVER:
@@ -310,6 +315,7 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
         "answer_ms": answer_ms,
         "stages": stages,
         "api_calls": api_calls,
+        "rates": rates,
         "events_done": metrics.get('opsctl_automation_events_total{result="done"}', 0),
         "events_failed": metrics.get('opsctl_automation_events_total{result="failed"}', 0),
     }
@@ -359,6 +365,8 @@ def summarize(results: list[dict], load: tuple[float, float]) -> str:
               for name, v in result["stages"].items()),
             "",
         ]
+        lines += [f"Each burst of {CONCURRENCY} deliveries recorded and answered at a median"
+                  f" {statistics.median(result['rates']):.0f} deliveries/s (slowest round {min(result['rates']):.0f}).", ""]
         if result["api_calls"]:
             calls = result["api_calls"]
             lines += [f"API calls per round (50 deliveries and the failover): median {statistics.median(calls):.0f},"

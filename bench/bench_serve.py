@@ -237,6 +237,7 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
     trigger_ms: list[float] = []
     answer_ms: list[float] = []
     api_calls: list[int] = []
+    in_window: list[dict[str, int]] = []  # team mode: API calls between the trigger's receipt and the failover's start
     rates: list[float] = []  # deliveries recorded per second in each round's burst (first sent to last answered)
     stages: dict[str, list[float]] = {"sent -> received": [], "received -> worker starts the failover": [],
                                       "failover: guards, actuator write, record": []}
@@ -293,6 +294,14 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
             stages["sent -> received"].append((row["received_at"] - sent[0]) * 1000)
             stages["received -> worker starts the failover"].append((row["started_at"] - row["received_at"]) * 1000)
             stages["failover: guards, actuator write, record"].append((applied["ts"] - row["started_at"]) * 1000)
+            if mode.api is not None:  # where the trigger's hop to the worker goes: every API call in that window
+                window: dict[str, int] = {}
+                for q in mode.api.requests[calls_before:]:
+                    if row["received_at"] <= q.at <= row["started_at"]:
+                        doc = q.path.rsplit("/", 1)[-1].replace("opsctl-llm-inference-", "")
+                        doc = "serve-deliveries-<i>" if doc.startswith("serve-deliveries-") else doc
+                        window[f"{q.method} {doc}"] = window.get(f"{q.method} {doc}", 0) + 1
+                in_window.append(window)
             resolved = message(alert(fingerprint=f"ff{r:06x}", starts_at=starts, status="resolved"),
                                group_key=f"trigger-{r}")
             assert request(f"{server.url}/v1/alertmanager", json.dumps(resolved).encode(), headers=bearer(),
@@ -316,6 +325,7 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
         "stages": stages,
         "api_calls": api_calls,
         "rates": rates,
+        "in_window": in_window,
         "events_done": metrics.get('opsctl_automation_events_total{result="done"}', 0),
         "events_failed": metrics.get('opsctl_automation_events_total{result="failed"}', 0),
     }
@@ -371,6 +381,12 @@ def summarize(results: list[dict], load: tuple[float, float]) -> str:
             calls = result["api_calls"]
             lines += [f"API calls per round (50 deliveries and the failover): median {statistics.median(calls):.0f},"
                       f" max {max(calls)}.", ""]
+        if result.get("in_window"):
+            kinds = sorted({k for w in result["in_window"] for k in w})
+            spread = ", ".join(f"{k} {statistics.median([w.get(k, 0) for w in result['in_window']]):g}" for k in kinds)
+            total = statistics.median([sum(w.values()) for w in result["in_window"]])
+            lines += [f"API calls between the trigger's receipt and the failover's start (every replica thread,"
+                      f" maintenance and lease included), median per round: {total:g} in all; {spread}.", ""]
         target = 200 if result["mode"] == "team" else 100
         if not result["api_latency"]:
             lines += [f"Target p99 < {target} ms for delivery -> split: "

@@ -232,6 +232,11 @@ class SharedDeliveryLog:
             new += added
             left_out += refused
         if left_out:
+            # The sender gets 503 and nothing is queued from this admit: what it recorded claimed is
+            # handed back to pending, for the sweep (as every event of a full admit was before).
+            for ev in new:
+                if claim and ev.needs_action:
+                    self.release(ev.key)
             raise DeliveryLogFull(
                 f"delivery log full: {len(new)} new events recorded, {left_out} left for the sender's retry",
                 hint="the leader acts on what was recorded and frees room as it finishes")

@@ -203,3 +203,22 @@ def test_the_leader_records_a_trigger_claimed_and_a_copy_of_it_writes_nothing(tm
         if a is not None:
             a.stop()
         api.stop()
+
+
+def test_a_full_admit_hands_back_what_it_recorded_claimed_so_the_sweep_takes_it(tmp_path, monkeypatch):
+    """The sender gets 503 and the service queues nothing from that admit: the events it recorded
+    claimed are pending again (the sweep queues them), not held for the 300 s claim lease."""
+    from opsctl.automation.delivery_store import DeliveryLogFull
+
+    monkeypatch.setattr(delivery_store, "MAX_BYTES", 8_000)
+    store = LocalStateStore(tmp_path / "state")
+    log = SharedDeliveryLog(store, clock=SimClock(1000).now, owner="serve-a:1")
+    events = [NewEvent(f"e{i:03d}", "alertmanager", "databricks", {"description": "y" * 1000}) for i in range(120)]
+    with pytest.raises(DeliveryLogFull):
+        log.admit(events, claim=True)
+    recorded = {k: e for i in range(delivery_store.SHARDS) if (doc := store.get(piece_name(i)))
+                for k, e in doc.data["events"].items()}
+    assert 0 < len(recorded) < 120
+    assert {e["state"] for e in recorded.values()} == {"pending"}
+    assert {e["attempts"] for e in recorded.values()} == {0}
+    assert sorted(k for k, _ in log.due(older_than=0, limit=200)) == sorted(recorded)

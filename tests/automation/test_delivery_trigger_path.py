@@ -222,3 +222,48 @@ def test_a_full_admit_hands_back_what_it_recorded_claimed_so_the_sweep_takes_it(
     assert {e["state"] for e in recorded.values()} == {"pending"}
     assert {e["attempts"] for e in recorded.values()} == {0}
     assert sorted(k for k, _ in log.due(older_than=0, limit=200)) == sorted(recorded)
+
+
+def test_a_write_of_only_no_policy_alerts_goes_behind_an_actionable_one_bounded(kube_api, monkeypatch):
+    """While an actionable delivery's write is in flight (held on the loopback API), a delivery of
+    alerts no policy matches, to another piece, sends nothing; it is written once the actionable
+    one is recorded, and (HOLD_OFF) never waits longer than its bound."""
+    from tests.conftest import wait_until
+
+    store = kube_store(kube_api)
+    seeded(kube_api, store)
+    log = SharedDeliveryLog(store, clock=SimClock(1000).now, owner="serve-a:1")
+    log.due(older_than=0, limit=10)
+    trigger = next(k for k in (f"t{i}" for i in range(100)) if delivery_store.piece_of(k) == 1)
+    noise = next(k for k in (f"n{i}" for i in range(100)) if delivery_store.piece_of(k) == 2)
+    kube_api.inject(verb="update", resource="configmaps", hold=True, times=1)
+    done: list[str] = []
+    first = threading.Thread(target=lambda: (log.admit([event(trigger)], claim=True), done.append(trigger)))
+    first.start()
+    wait_until(lambda: kube_api.held() == 1, what="the actionable write in flight")
+    before = len(kube_api.requests)
+    second = threading.Thread(target=lambda: (log.admit([event(noise, needs_action=False)]), done.append(noise)))
+    second.start()
+    wait_until(lambda: len(log._waiting.get(2, [])) == 1, what="the no-policy delivery waiting")
+    second.join(0.3)  # nothing happens within this window: it holds back while the trigger is recorded
+    assert len(kube_api.requests) == before and done == []
+    kube_api.release()
+    first.join(30)
+    second.join(30)
+    assert done == [trigger, noise]
+    # (the fake logs a held request once it answers) the trigger's write, then the noise's
+    assert on_pieces(kube_api, before) == [("PUT", f"opsctl-llm-inference-{piece_name(1)}"),
+                                           ("PUT", f"opsctl-llm-inference-{piece_name(2)}")]
+
+    # Bounded: with the actionable write held past HOLD_OFF, the no-policy one goes anyway.
+    monkeypatch.setattr(delivery_store, "HOLD_OFF", 0.0)
+    trigger2 = next(k for k in (f"t{i}" for i in range(100, 200)) if delivery_store.piece_of(k) == 1)
+    noise2 = next(k for k in (f"n{i}" for i in range(100, 200)) if delivery_store.piece_of(k) == 2)
+    kube_api.inject(verb="update", resource="configmaps", hold=True, times=1)
+    first = threading.Thread(target=lambda: log.admit([event(trigger2)], claim=True))
+    first.start()
+    wait_until(lambda: kube_api.held() == 1, what="the actionable write in flight")
+    assert log.admit([event(noise2, needs_action=False)]) == [event(noise2, needs_action=False)]
+    kube_api.release()
+    first.join(30)
+    assert stored_entry(kube_api, trigger2)["state"] == "running"

@@ -61,11 +61,6 @@ RECENT = 600  # seconds a finished key is kept whatever the bounds (a notificati
 # the Lease to expire, lease_duration after a renewal the leader made at most renew_deadline before.
 # The service passes half that margin; older, the claim is re-taken by one write as it was recorded.
 FRESH = 2.0
-# Seconds at most that a write recording only alerts no policy matches waits while actionable
-# deliveries are being recorded or acted on (`urgent`): on a loaded API server and a busy process
-# those writes are what the trigger's own write and its failover queue behind. They still answer
-# 202 only once recorded; the wait is bounded, so they are late by this much at worst.
-HOLD_OFF = 0.5
 
 
 class DeliveryLogFull(OpsctlError):
@@ -114,11 +109,8 @@ class _Waiter:
 
 class SharedDeliveryLog:
     def __init__(self, store, *, clock: Callable[[], float], owner: str, lease: float = DEFAULT_LEASE,
-                 term: Callable[[], str | None] = lambda: None, fresh: float = FRESH,
-                 acting: Callable[[], bool] = lambda: False):
+                 term: Callable[[], str | None] = lambda: None, fresh: float = FRESH):
         self.store = store
-        self.acting = acting  # whether actionable events are being worked on here (writes of no-policy alerts wait)
-        self._urgent = 0  # admits with an actionable event in progress
         self.fresh = fresh  # seconds an admit's own claim is taken as it is (see FRESH)
         self.clock = clock
         self.owner = owner
@@ -235,20 +227,10 @@ class SharedDeliveryLog:
             by_piece.setdefault(piece_of(ev.key), []).append(ev)
         new: list[NewEvent] = []
         left_out = 0
-        urgent = any(ev.needs_action for ev in events)
-        if urgent:
-            with self._commit:
-                self._urgent += 1
-        try:
-            for index in sorted(by_piece):
-                added, refused = self._admit_piece(index, by_piece[index], now, claim)
-                new += added
-                left_out += refused
-        finally:
-            if urgent:
-                with self._commit:
-                    self._urgent -= 1
-                    self._commit.notify_all()
+        for index in sorted(by_piece):
+            added, refused = self._admit_piece(index, by_piece[index], now, claim)
+            new += added
+            left_out += refused
         if left_out:
             # The sender gets 503 and nothing is queued from this admit: what it recorded claimed is
             # handed back to pending, for the sweep (as every event of a full admit was before).
@@ -265,22 +247,11 @@ class SharedDeliveryLog:
         """Group commit: deliveries arriving while a write of this piece is in flight wait for it, and
         the next write records all of them at once (one compare-and-swap for many deliveries)."""
         waiter = _Waiter(events, now, claim)
-        import time
-
-        hold_until = time.monotonic() + HOLD_OFF
         with self._commit:
             self._waiting.setdefault(index, []).append(waiter)
             while not waiter.done:
                 if index in self._writing:
                     self._commit.wait()
-                    continue
-                # Only alerts no policy matches in this batch, while actionable ones are being
-                # recorded or acted on: they go behind (bounded by HOLD_OFF), and ride along with
-                # an actionable write of this piece if one comes.
-                left = hold_until - time.monotonic()
-                if left > 0 and not any(ev.needs_action for w in self._waiting[index] for ev in w.events) \
-                        and (self._urgent or self.acting()):
-                    self._commit.wait(min(left, 0.05))
                     continue
                 batch, self._waiting[index] = self._waiting[index], []
                 self._writing.add(index)

@@ -92,10 +92,8 @@ class AutomationService:
             if self.elector is not None:
                 duration, deadline, _ = settings.leader_election.seconds
                 fresh = max(0.0, min(FRESH, (duration - deadline) / 2))
-            # Writes of alerts no policy matches go behind while workers act (bounded, HOLD_OFF).
             self.deliveries = SharedDeliveryLog(store, clock=clock, owner=owner, fresh=fresh,
-                                                term=self.term if self.elector is not None else (lambda: None),
-                                                acting=lambda: self.queue.busy > 0)
+                                                term=self.term if self.elector is not None else (lambda: None))
             self.episodes = SharedEpisodeStore(store, local_path=path, clock=clock, owner=owner,
                                                term=self.term if self.elector is not None else None)
             if self.elector is not None:

@@ -19,7 +19,8 @@ Measured per round:
   delivery -> split      from just before the trigger's POST to the split's write (local: the audit
                          entry written right after the atomic file write; team: the applied change's
                          JSON log line, written right after the ConfigMap's compare-and-swap)
-  answer                 each of the 50 POSTs' round trip (202 = recorded and queued)
+  answer                 each of the 50 POSTs' round trip (202 = recorded and queued); and the burst's
+                         rate, 50 / (last answer - first send), in deliveries/s
   per hop                sent -> received, received -> the worker starts the failover, the failover
                          itself (guards, actuator write, record); team mode also counts API calls
 
@@ -236,6 +237,8 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
     trigger_ms: list[float] = []
     answer_ms: list[float] = []
     api_calls: list[int] = []
+    in_window: list[dict[str, int]] = []  # team mode: API calls between the trigger's receipt and the failover's start
+    rates: list[float] = []  # deliveries recorded per second in each round's burst (first sent to last answered)
     stages: dict[str, list[float]] = {"sent -> received": [], "received -> worker starts the failover": [],
                                       "failover: guards, actuator write, record": []}
     try:
@@ -255,6 +258,7 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
             bodies = [json.dumps(p).encode() for p in payloads]
             barrier = threading.Barrier(CONCURRENCY)
             sent = [0.0] * CONCURRENCY
+            answered = [0.0] * CONCURRENCY
             calls_before = len(mode.api.requests) if mode.api is not None else 0
 
             def deliver(i: int) -> float:
@@ -274,10 +278,12 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
                 body = response.read()
                 if response.status != 202:
                     raise RuntimeError(f"delivery answered {response.status}: {body[:200]!r}")
+                answered[i] = time.time()
                 return (time.perf_counter() - t0) * 1000
 
             answers = list(pool.map(deliver, range(CONCURRENCY)))
             answer_ms += answers
+            rates.append(CONCURRENCY / max(1e-6, max(answered) - min(sent)))
             applied = wait(lambda: mode.applied(r), round_timeout, "the failover")
             trigger_ms.append((applied["ts"] - sent[0]) * 1000)
             if mode.split() != FAILED_OVER:
@@ -288,6 +294,14 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
             stages["sent -> received"].append((row["received_at"] - sent[0]) * 1000)
             stages["received -> worker starts the failover"].append((row["started_at"] - row["received_at"]) * 1000)
             stages["failover: guards, actuator write, record"].append((applied["ts"] - row["started_at"]) * 1000)
+            if mode.api is not None:  # where the trigger's hop to the worker goes: every API call in that window
+                window: dict[str, int] = {}
+                for q in mode.api.requests[calls_before:]:
+                    if row["received_at"] <= q.at <= row["started_at"]:
+                        doc = q.path.rsplit("/", 1)[-1].replace("opsctl-llm-inference-", "")
+                        doc = "serve-deliveries-<i>" if doc.startswith("serve-deliveries-") else doc
+                        window[f"{q.method} {doc}"] = window.get(f"{q.method} {doc}", 0) + 1
+                in_window.append(window)
             resolved = message(alert(fingerprint=f"ff{r:06x}", starts_at=starts, status="resolved"),
                                group_key=f"trigger-{r}")
             assert request(f"{server.url}/v1/alertmanager", json.dumps(resolved).encode(), headers=bearer(),
@@ -310,6 +324,8 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
         "answer_ms": answer_ms,
         "stages": stages,
         "api_calls": api_calls,
+        "rates": rates,
+        "in_window": in_window,
         "events_done": metrics.get('opsctl_automation_events_total{result="done"}', 0),
         "events_failed": metrics.get('opsctl_automation_events_total{result="failed"}', 0),
     }
@@ -359,10 +375,18 @@ def summarize(results: list[dict], load: tuple[float, float]) -> str:
               for name, v in result["stages"].items()),
             "",
         ]
+        lines += [f"Each burst of {CONCURRENCY} deliveries recorded and answered at a median"
+                  f" {statistics.median(result['rates']):.0f} deliveries/s (slowest round {min(result['rates']):.0f}).", ""]
         if result["api_calls"]:
             calls = result["api_calls"]
             lines += [f"API calls per round (50 deliveries and the failover): median {statistics.median(calls):.0f},"
                       f" max {max(calls)}.", ""]
+        if result.get("in_window"):
+            kinds = sorted({k for w in result["in_window"] for k in w})
+            spread = ", ".join(f"{k} {statistics.median([w.get(k, 0) for w in result['in_window']]):g}" for k in kinds)
+            total = statistics.median([sum(w.values()) for w in result["in_window"]])
+            lines += [f"API calls between the trigger's receipt and the failover's start (every replica thread,"
+                      f" maintenance and lease included), median per round: {total:g} in all; {spread}.", ""]
         target = 200 if result["mode"] == "team" else 100
         if not result["api_latency"]:
             lines += [f"Target p99 < {target} ms for delivery -> split: "

@@ -25,18 +25,29 @@ room).
 
 `term` (a callable, the leader's term as text, or None) is stamped on the entries this replica
 claims, finishes or defers.
+
+The trigger path is short (issue 22): `admit(..., claim=True)` (the leader, about to queue what it
+records) records an actionable event already claimed by this replica in the same write, so the
+worker's `claim` takes it without a write of its own; and every write of a piece starts from the
+version this replica last read or wrote of it (one PUT, no read first), re-reading only when the
+compare-and-swap says it moved. An actionable delivery then costs one write to record it and one to
+finish it, where it cost a duplicate-check read and three read-modify-writes.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from opsctl.automation.idempotency import DEFAULT_LEASE, ClaimedEvent, NewEvent, dead_local_owner
-from opsctl.errors import OpsctlError
+from opsctl.errors import ConflictError, OpsctlError
+
+if TYPE_CHECKING:
+    from opsctl.state.base import Document
 
 DELIVERIES = "serve-deliveries"
 SHARDS = 8  # pieces of the delivery log; every replica must agree (a change is a migration)
@@ -45,6 +56,11 @@ RETENTION = 3 * 86400  # finished delivery keys are kept this long (Alertmanager
 MAX_FINISHED = 1500  # in all pieces together
 MAX_BYTES = 384 * 1024  # per piece, below the store's 512 KiB document bound
 RECENT = 600  # seconds a finished key is kept whatever the bounds (a notification's retries come within)
+# Seconds after its admit that a claim recorded with it is taken without a write. Within this, a
+# replica that led at the admit (and leads still) cannot have been succeeded: a successor needs
+# the Lease to expire, lease_duration after a renewal the leader made at most renew_deadline before.
+# The service passes half that margin; older, the claim is re-taken by one write as it was recorded.
+FRESH = 2.0
 
 
 class DeliveryLogFull(OpsctlError):
@@ -83,8 +99,8 @@ def _waiting(events: dict) -> int:
 class _Waiter:
     """One delivery's events for one piece, waiting for the group commit that records them."""
 
-    def __init__(self, events: list[NewEvent], now: float):
-        self.events, self.now = events, now
+    def __init__(self, events: list[NewEvent], now: float, claim: bool = False):
+        self.events, self.now, self.claim = events, now, claim
         self.added: list[NewEvent] = []
         self.refused = 0
         self.error: BaseException | None = None
@@ -93,8 +109,9 @@ class _Waiter:
 
 class SharedDeliveryLog:
     def __init__(self, store, *, clock: Callable[[], float], owner: str, lease: float = DEFAULT_LEASE,
-                 term: Callable[[], str | None] = lambda: None):
+                 term: Callable[[], str | None] = lambda: None, fresh: float = FRESH):
         self.store = store
+        self.fresh = fresh  # seconds an admit's own claim is taken as it is (see FRESH)
         self.clock = clock
         self.owner = owner
         self.lease_seconds = lease
@@ -106,12 +123,24 @@ class SharedDeliveryLog:
         self._flights_lock = threading.Lock()
         self._flights: dict[int, Future] = {}
         self.last_waiting: int | None = None  # events waiting for a retry, as the last sweep read them
+        # Each piece as this replica last read or wrote it: the next write starts from it (no read).
+        self._known: dict[int, Document] = {}
+        # Events admitted already claimed by this replica: key -> (the claim, its lease end, its term).
+        self._mine: dict[str, tuple[ClaimedEvent, float, str | None]] = {}
+        self._mine_lock = threading.Lock()
 
     # -- pieces -----------------------------------------------------------------------------------
 
     def _read(self, index: int) -> dict:
         doc = self.store.get(piece_name(index))
+        self._remember(index, doc)
         return dict(doc.data.get("events", {})) if doc else {}
+
+    def _remember(self, index: int, doc: Document | None) -> None:
+        if doc is None:
+            self._known.pop(index, None)
+        else:
+            self._known[index] = doc
 
     def _read_shared(self, index: int) -> dict:
         """One piece's events; readers arriving while a read of it is in flight share that read (for
@@ -151,12 +180,28 @@ class SharedDeliveryLog:
             events = data.setdefault("events", {})
             return data if change(events) else None
 
-        self.store.update(piece_name(index), apply, attempts=ATTEMPTS)
+        known = self._known.get(index)
+        if known is not None:
+            # Start from the version this replica last saw: one PUT when nobody wrote the piece since.
+            # A change that finds nothing to do there re-reads (the piece may have moved), and so
+            # does a compare-and-swap that meets a newer version.
+            data = apply(copy.deepcopy(known.data))
+            if data is not None:
+                try:
+                    self._remember(index, self.store.put(piece_name(index), data, version=known.version))
+                    return
+                except ConflictError:
+                    self._known.pop(index, None)
+        self._remember(index, self.store.update(piece_name(index), apply, attempts=ATTEMPTS))
+
+    def _term_now(self) -> str | None:
+        term = self.term()
+        return None if term is None else str(term)
 
     def _stamp(self, entry: dict) -> None:
-        term = self.term()
+        term = self._term_now()
         if term is not None:
-            entry["term"] = str(term)
+            entry["term"] = term
 
     # -- operations ---------------------------------------------------------------------------------
 
@@ -170,9 +215,12 @@ class SharedDeliveryLog:
         known = self._read_all(piece_of(e.key) for e in events)
         return [e for e in events if e.key not in known]
 
-    def admit(self, events: list[NewEvent], received_at: float | None = None) -> list[NewEvent]:
+    def admit(self, events: list[NewEvent], received_at: float | None = None, *, claim: bool = False) -> list[NewEvent]:
         """Record the events not recorded yet; the new ones are returned. Raises DeliveryLogFull
-        after recording what fits when some piece cannot take all of its share."""
+        after recording what fits when some piece cannot take all of its share. With `claim` (the
+        leader, which queues what it records at once), the new actionable events are recorded
+        claimed by this replica: `claim(key)` then takes them without a write, and `release(key)`
+        hands back one that was not queued after all."""
         now = self.clock() if received_at is None else received_at
         by_piece: dict[int, list[NewEvent]] = {}
         for ev in events:
@@ -180,19 +228,25 @@ class SharedDeliveryLog:
         new: list[NewEvent] = []
         left_out = 0
         for index in sorted(by_piece):
-            added, refused = self._admit_piece(index, by_piece[index], now)
+            added, refused = self._admit_piece(index, by_piece[index], now, claim)
             new += added
             left_out += refused
         if left_out:
+            # The sender gets 503 and nothing is queued from this admit: what it recorded claimed is
+            # handed back to pending, for the sweep (as every event of a full admit was before).
+            for ev in new:
+                if claim and ev.needs_action:
+                    self.release(ev.key)
             raise DeliveryLogFull(
                 f"delivery log full: {len(new)} new events recorded, {left_out} left for the sender's retry",
                 hint="the leader acts on what was recorded and frees room as it finishes")
         return new
 
-    def _admit_piece(self, index: int, events: list[NewEvent], now: float) -> tuple[list[NewEvent], int]:
+    def _admit_piece(self, index: int, events: list[NewEvent], now: float,
+                     claim: bool = False) -> tuple[list[NewEvent], int]:
         """Group commit: deliveries arriving while a write of this piece is in flight wait for it, and
         the next write records all of them at once (one compare-and-swap for many deliveries)."""
-        waiter = _Waiter(events, now)
+        waiter = _Waiter(events, now, claim)
         with self._commit:
             self._waiting.setdefault(index, []).append(waiter)
             while not waiter.done:
@@ -213,7 +267,10 @@ class SharedDeliveryLog:
         return waiter.added, waiter.refused
 
     def _write_batch(self, index: int, batch: list["_Waiter"]) -> None:
+        claims: dict[str, tuple[ClaimedEvent, float, str | None]] = {}
+
         def change(table: dict) -> bool:
+            claims.clear()
             for w in batch:
                 w.added, w.refused = [], 0
             order: list[tuple[_Waiter, NewEvent]] = []
@@ -223,7 +280,14 @@ class SharedDeliveryLog:
                         continue
                     entry = {"source": ev.source, "partition": ev.partition, "attempts": 0, "received_at": w.now,
                              "not_before": 0}
-                    if ev.needs_action:
+                    if ev.needs_action and w.claim:  # recorded claimed: the worker's claim writes nothing
+                        lease_until = self.clock() + self.lease_seconds
+                        entry.update(state="running", payload=ev.payload, owner=self.owner, lease_until=lease_until,
+                                     attempts=1)
+                        self._stamp(entry)
+                        claims[ev.key] = (ClaimedEvent(ev.key, ev.source, ev.payload, 1, w.now, ev.partition),
+                                          lease_until, entry.get("term"))
+                    elif ev.needs_action:
                         entry.update(state="pending", payload=ev.payload)
                     else:
                         entry.update(state="done", done_at=w.now, result={"actions": [], "policies": []})
@@ -238,13 +302,18 @@ class SharedDeliveryLog:
                 table.pop(ev.key)
                 w.added.remove(ev)
                 w.refused += 1
+                claims.pop(ev.key, None)
             return bool(order)
 
         try:
             self._update(index, change)
         except Exception as exc:  # every delivery of the batch gets the error (503: the sender retries)
+            claims.clear()
             for w in batch:
                 w.added, w.error = [], exc
+        if claims:
+            with self._mine_lock:
+                self._mine.update(claims)
         for w in batch:
             w.done = True
 
@@ -266,15 +335,32 @@ class SharedDeliveryLog:
             oldest = oldest[100:]
 
     def claim(self, key: str) -> ClaimedEvent | None:
+        with self._mine_lock:
+            mine = self._mine.pop(key, None)
+        if mine is not None:
+            held, lease_until, term = mine
+            claimed_at = lease_until - self.lease_seconds
+            if self.clock() - claimed_at < self.fresh and self._term_now() == term:
+                return held  # recorded claimed by this replica, under its current term, moments ago
         claimed: list[ClaimedEvent] = []
 
         def change(table: dict) -> bool:
             claimed.clear()
             e = table.get(key)
             now = self.clock()
-            if e is None or not ((e["state"] == "pending" and e.get("not_before", 0) <= now)
+            # An admit's own claim, older or from an earlier term: taken again only as it was written
+            # (nobody took it since), renewing its lease under the term of now.
+            own = (mine is not None and e is not None and e["state"] == "running" and e.get("owner") == self.owner
+                   and e.get("lease_until") == mine[1])
+            if e is None or not (own or (e["state"] == "pending" and e.get("not_before", 0) <= now)
                                  or (e["state"] == "running" and (e.get("lease_until") or 0) < now)):
                 return False
+            if own:
+                e.update(lease_until=now + self.lease_seconds)
+                self._stamp(e)
+                claimed.append(ClaimedEvent(key, e["source"], e.get("payload") or {}, e["attempts"],
+                                            e["received_at"], e["partition"]))
+                return True
             e.update(state="running", owner=self.owner, lease_until=now + self.lease_seconds,
                      attempts=e.get("attempts", 0) + 1)
             self._stamp(e)
@@ -284,6 +370,24 @@ class SharedDeliveryLog:
 
         self._update(piece_of(key), change)
         return claimed[0] if claimed else None
+
+    def release(self, key: str) -> None:
+        """Hand back an event admitted claimed that will not be worked on here (not queued after
+        all, or this replica no longer leads): pending again at once, its attempt not counted."""
+        with self._mine_lock:
+            mine = self._mine.pop(key, None)
+        if mine is None:
+            return
+
+        def change(table: dict) -> bool:
+            e = table.get(key)
+            if e is None or e["state"] != "running" or e.get("owner") != self.owner or e.get("lease_until") != mine[1]:
+                return False
+            e.update(state="pending", owner=None, lease_until=None, not_before=0, attempts=e.get("attempts", 1) - 1)
+            self._stamp(e)
+            return True
+
+        self._update(piece_of(key), change)
 
     def finish(self, key: str, result: dict, *, failed: bool = False) -> None:
         def change(table: dict) -> bool:

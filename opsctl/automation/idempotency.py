@@ -207,6 +207,9 @@ class DeliveryLog:
                     new.append(ev)
         return new
 
+    def release(self, key: str) -> None:
+        """Nothing to hand back: the local log never records an event claimed at admit."""
+
     def seen(self, key: str) -> bool:
         return self.db.conn.execute("SELECT 1 FROM events WHERE key = ?", (key,)).fetchone() is not None
 

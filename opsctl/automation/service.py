@@ -77,7 +77,7 @@ class AutomationService:
         self.elector = open_elector(cfg, on_change=self._leadership)  # None: the only replica
         self.shared = cfg.state.backend != "local"
         if self.shared:
-            from opsctl.automation.delivery_store import SharedDeliveryLog
+            from opsctl.automation.delivery_store import FRESH, SharedDeliveryLog
             from opsctl.automation.shared import SharedEpisodeStore
             from opsctl.state import open_state_store
 
@@ -86,7 +86,13 @@ class AutomationService:
                 clock = store.now
             self.clock = clock
             owner = f"{identity_for(cfg)}:{os.getpid()}"  # pod name: PIDs repeat across containers
-            self.deliveries = SharedDeliveryLog(store, clock=clock, owner=owner,
+            # An admit's own claim is taken without a write while no successor can have taken over:
+            # within half of lease_duration - renew_deadline (delivery_store.FRESH).
+            fresh = FRESH
+            if self.elector is not None:
+                duration, deadline, _ = settings.leader_election.seconds
+                fresh = max(0.0, min(FRESH, (duration - deadline) / 2))
+            self.deliveries = SharedDeliveryLog(store, clock=clock, owner=owner, fresh=fresh,
                                                 term=self.term if self.elector is not None else (lambda: None))
             self.episodes = SharedEpisodeStore(store, local_path=path, clock=clock, owner=owner,
                                                term=self.term if self.elector is not None else None)
@@ -259,18 +265,32 @@ class AutomationService:
         # Shared: deliveries are recorded concurrently (the delivery log group-commits them); local:
         # one at a time, as SQLite writes are.
         with (self._accept_lock if not self.shared else contextlib.nullcontext()):
+            claim = False
             try:
-                unseen = self.deliveries.unseen(events)
-                if not unseen:
-                    self.metrics.delivery(source, "duplicate")
-                    return Answer(202, {"status": "duplicate", "events": len(events), "new": 0})
+                unseen = events
+                # Shared: when the queue has room for the whole delivery, the admit's own
+                # compare-and-swap is the duplicate check (no read before it), and the leader, which
+                # queues what it records at once, records it claimed (the worker's claim writes nothing).
+                fast = self.shared and self.queue.room() >= sum(1 for e in events if e.needs_action)
+                if not fast:
+                    unseen = self.deliveries.unseen(events)
+                    if not unseen:
+                        self.metrics.delivery(source, "duplicate")
+                        return Answer(202, {"status": "duplicate", "events": len(events), "new": 0})
                 room, wanted = self.queue.room(), sum(1 for e in unseen if e.needs_action)
                 # A delivery larger than the whole queue is taken when the queue is idle (the sweep
                 # queues what did not fit); otherwise it could never be accepted at all.
                 if room < wanted and room < self.queue.capacity:
                     self.metrics.delivery(source, "queue_full")
                     return Answer(503, {"error": "queue full: retry later", "queue_capacity": self.queue.capacity})
-                new = self.deliveries.admit(unseen, received_at)
+                if self.shared:
+                    claim = fast and wanted > 0 and self.acting()
+                    new = self.deliveries.admit(unseen, received_at, claim=claim)
+                else:
+                    new = self.deliveries.admit(unseen, received_at)
+                if fast and not new:
+                    self.metrics.delivery(source, "duplicate")
+                    return Answer(202, {"status": "duplicate", "events": len(events), "new": 0})
                 idle = sum(1 for e in new if not e.needs_action)
                 new = [e for e in new if e.needs_action]
             except (sqlite3.OperationalError, OpsctlError) as exc:  # locked, unreachable, or CAS gave up: retry
@@ -278,20 +298,38 @@ class AutomationService:
                 self.metrics.delivery(source, "unavailable")
                 return Answer(503, {"error": "state unavailable: retry later"})
             if not self.acting():
-                new = []  # recorded in the shared state: the leader's sweep queues it there
+                left = new  # recorded in the shared state: the leader's sweep queues it there
+                new = []
             elif new and not self.queue.offer([(e.partition, e.key) for e in new]):
-                queued = sum(1 for e in new if self.queue.offer([(e.partition, e.key)]))
-                log.warning("queue full: %d of %d events queued, the sweep queues the rest", queued, len(new))
+                left = [e for e in new if not self.queue.offer([(e.partition, e.key)])]
+                log.warning("queue full: %d of %d events queued, the sweep queues the rest", len(new) - len(left),
+                            len(new))
+            else:
+                left = []
+            if claim and left:
+                self._release(left)
         if idle:
             self.metrics.events.labels("no_policy").inc(idle)
         self.metrics.delivery(source, "accepted")
         return Answer(202, {"status": "accepted", "events": len(events), "new": len(new) + idle, "queued": len(new)})
+
+    def _release(self, events: list[NewEvent]) -> None:
+        """Hand back events admitted claimed that this replica will not work on (pending again at
+        once, for the sweep of whoever leads); if the API server cannot be reached, the claim's
+        lease (or a new leader's take-over) frees them."""
+        for e in events:
+            try:
+                self.deliveries.release(e.key)
+            except OpsctlError as exc:
+                log.warning("event %s: could not hand it back: %s", e.key[:12], str(exc).splitlines()[0][:200])
 
     # -- acting -------------------------------------------------------------------------------
 
     def process(self, key: str) -> None:
         """Worker: act on one event if this replica acts and this worker wins the claim."""
         if not self.acting():
+            if self.shared:  # admitted claimed while this replica led: hand it to whoever leads now
+                self._release([NewEvent(key, "", "", {})])
             return  # it stays pending in the shared record; the leader takes it
         claimed = self.deliveries.claim(key)
         if claimed is None:

@@ -282,8 +282,12 @@ def test_a_failover_whose_answer_was_lost_is_recognised_owned_and_restored(api, 
 
 def test_a_claim_whose_answer_was_lost_is_acted_on_at_once_not_after_its_lease(api, replicas):
     a, _b = leader_then_follower(replicas)
-    # The admit creates the delivery piece the key falls in (POST to the collection); the claim is
-    # that piece's first replace.
+    # The leader records the delivery already claimed: the claim is the admit's write. The pieces
+    # exist (as after the first deliveries), so that write is a replace of the key's piece.
+    for i in range(8):
+        api.seed({"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": f"opsctl-llm-inference-serve-deliveries-{i}", "namespace": NS},
+                  "data": {"state.json": json.dumps({"events": {}})}})
     a.proxy.lose_answer(lambda method, path: method == "PUT" and "/configmaps/opsctl-llm-inference-serve-deliveries" in path)
     assert a.post(FIRING).body["status"] == "accepted"
     wait_for(lambda: split(api) == FAILED_OVER, timeout=30, what="the failover after a lost claim answer")

@@ -172,6 +172,7 @@ def build_report(
     recorded_interval: int | None = None,
     service: str | None = None,
     reads: RecordedReads | None = None,
+    grouped_reads: bool = True,
 ) -> list[SloResult]:
     """The figures and status are opsctl's. `cross_check=True` also has slo-generator recompute
     each window's SLI from the same counts and fails on a disagreement (its import and one compute
@@ -187,13 +188,15 @@ def build_report(
     `service` (the config's; `slo report` gives it) reads the recorded series grouped, keyed by
     (service, slo): one query per recorded series and window for all the SLOs, and the short
     windows from the rules' recorded error ratios (the alerts' own figures) where they exist.
-    `reads` shares those answers between the services of one fleet report (`fleet_reads`)."""
+    `reads` shares those answers between the services of one fleet report (`fleet_reads`).
+    `grouped_reads=False` (the guards) keeps the per-SLO recorded reads and raw short windows, still
+    keyed by (service, slo)."""
     periods = list(dict.fromkeys(slo.period_or(period_seconds) for slo in slos))
     if len(periods) > 1:
         return [r for p in periods for r in build_report(
             [s for s in slos if s.period_or(period_seconds) == p], source, at, p, progress=progress,
             cross_check=cross_check, coverage=coverage, recorded_interval=recorded_interval,
-            service=service, reads=reads)]
+            service=service, reads=reads, grouped_reads=grouped_reads)]
     period_seconds = periods[0] if periods else period_seconds
     long_windows = (*derived_windows(period_seconds), PERIOD)
     windows = report_windows(period_seconds)
@@ -201,12 +204,12 @@ def build_report(
     slos = [slo for slo in slos if not slo.grouping]
     recorded = None
     base = base_window(recorded_interval, period_seconds) if recorded_interval else None
-    if recorded_interval and slos and service is not None and getattr(source, "speaks_promql", False):
+    if recorded_interval and slos and service is not None and grouped_reads and getattr(source, "speaks_promql", False):
         if reads is None:
             reads = RecordedReads(source, at, sorted({slo_key(s, service)[0] for s in slos}))
         recorded = grouped_plan(slos, reads, service, period_seconds, recorded_interval, base=base)
     elif recorded_interval and slos:
-        recorded = recorded_plan(slos, source, at, period_seconds, recorded_interval, base=base)
+        recorded = recorded_plan(slos, source, at, period_seconds, recorded_interval, base=base, service=service)
     use = recorded.usable if recorded else set()
     short: dict[str, dict[str, budget.WindowCounts]] = {}
     if isinstance(recorded, GroupedRecorded):

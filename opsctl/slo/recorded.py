@@ -38,6 +38,22 @@ class Recorded:
     usable: set
     why: dict  # SLO name -> which series answered, or why the raw ones did
     services: dict = field(default_factory=dict)  # SLO name -> the service on its recorded series
+    young: dict = field(default_factory=dict)  # SLO name -> seconds its recorded series span, when short of `span`
+    interval: int = 60  # the rules' evaluation interval
+
+    def newest_edge(self, slo_name: str, seconds: int) -> list[int]:
+        """The raw windows correcting a window younger data leave uncompensated: [interval, 2 x
+        interval, ... (per_base - 1) x interval], or none where the data reach back past the
+        window's start by a base window (there the events before the start, recorded in part,
+        make up for the newest ones recorded in part).
+
+        Summed over the window, the base increases recorded every interval count an event of the
+        newest j-th interval per_base - j times instead of per_base: the raw counts over those
+        windows, added and divided by per_base, are what the sum lacks (docs/design.md)."""
+        have = self.young.get(slo_name)
+        if have is None or have >= seconds + self.per_base * self.interval:
+            return []
+        return [j * self.interval for j in range(1, self.per_base)]
 
     def queries(self, slo_name: str, seconds: int) -> dict[str, str]:
         """Role -> the recorded increases summed over a window (range one second short, so it
@@ -101,8 +117,9 @@ def recorded_plan(slos: Sequence[SloDefinition], source: MetricSource, at: float
     probes = [f"count_over_time({cv.record_valid_increase(base)}{own_matchers(s.name, services.get(s.name))}"
               f"[{span - 1}s])" for s in counted]
     samples = dict(zip((s.name for s in counted), source.query_many(probes, at))) if probes else {}
-    usable, why, _short = _decide(counted, samples, source, at, span, interval, base, what)
-    return Recorded(base, base_seconds // interval, usable, why, services)
+    usable, why, short = _decide(counted, samples, source, at, span, interval, base, what)
+    young = {n: have for n, have in short.items() if n in usable}
+    return Recorded(base, base_seconds // interval, usable, why, services, young, interval)
 
 
 def own_matchers(slo_name: str, service: str | None) -> str:
@@ -222,8 +239,9 @@ def grouped_plan(slos: Sequence[SloDefinition], reads: RecordedReads, service: s
     plan = _decide(counted, samples, source, at, span, interval, base, what)
     usable, why, short = plan
     spanning = {name for name in usable if name not in short}
+    young = {n: have for n, have in short.items() if n in usable}
     return GroupedRecorded(base, base_seconds // interval, usable, why, {n: k[0] for n, k in keys.items()},
-                           reads=reads, keys=keys, spanning=spanning)
+                           young, interval, reads=reads, keys=keys, spanning=spanning)
 
 
 def _decide(counted, samples, source, at, span, interval, base, what):

@@ -155,6 +155,21 @@ def plan_queries(slos: Sequence[SloDefinition], windows: dict[str, int]) -> list
     return list(seen)
 
 
+def _with_newest_edge(slo: SloDefinition, recorded, seconds: int, answers: dict) -> budget.WindowCounts:
+    """A long window from the recorded sums, plus what they lack where the data are younger than
+    the window (`Recorded.newest_edge`): the raw counts over the newest intervals, over per_base."""
+    counts = recorded.counts(slo.name, seconds, answers)
+    edge = recorded.newest_edge(slo.name, seconds)
+    if not edge or counts.valid is None:
+        return counts
+    good, valid = counts.good or 0.0, counts.valid
+    for width in edge:
+        edge_counts = window_counts(slo, width, answers)
+        g, v = edge_counts.good, edge_counts.valid
+        good, valid = good + (g or 0.0) / recorded.per_base, valid + (v or 0.0) / recorded.per_base
+    return budget.WindowCounts(good=good, valid=valid)
+
+
 def window_counts(slo: SloDefinition, seconds: int, answers: dict[str, float | None]) -> budget.WindowCounts:
     good, valid = counts_from(slo, {role: answers[q] for role, q in slo.queries(f"{seconds}s").items()})
     return budget.WindowCounts(good=good, valid=valid)
@@ -232,6 +247,10 @@ def build_report(
         if slo.name in use and not isinstance(recorded, GroupedRecorded):
             for name in long_windows:
                 queries.update(dict.fromkeys(recorded.queries(slo.name, windows[name]).values()))
+        if slo.name in use:
+            for name in long_windows:
+                for seconds in recorded.newest_edge(slo.name, windows[name]):
+                    queries.update(dict.fromkeys(slo.queries(f"{seconds}s").values()))
     queries = list(queries)
     if progress:
         asked = f" and {recorded.reads.sent} grouped reads of the recorded series" if isinstance(recorded, GroupedRecorded) else ""
@@ -241,12 +260,17 @@ def build_report(
     for slo in slos:
         counts = {n: window_counts(slo, s, answers) for n, s in raw[slo.name].items()}
         if slo.name in use:
-            counts.update({n: recorded.counts(slo.name, windows[n], answers) for n in long_windows})
+            counts.update({n: _with_newest_edge(slo, recorded, windows[n], answers) for n in long_windows})
         counts.update(short.get(slo.name, {}))
         result = _evaluate(slo, windows, {n: counts[n] for n in windows}, at, period_seconds)
         if recorded and slo.counts_increases:
             result.long_windows = "recorded" if slo.name in use else "raw"
             result.long_windows_why = recorded.why.get(slo.name, "")
+            corrected = [n for n in long_windows if slo.name in use and recorded.newest_edge(slo.name, windows[n])]
+            if corrected:
+                result.long_windows_why += (
+                    f"; {', '.join(corrected)}: the newest {recorded.per_base - 1} evaluation intervals' events"
+                    f" corrected from raw (data younger than the window)")
             if slo.name in short:
                 result.long_windows_why += (f"; {', '.join(short[slo.name])} from the recorded"
                                             f" {_record_family()} series (the alerts' own ratios)")

@@ -159,15 +159,21 @@ def _with_newest_edge(slo: SloDefinition, recorded, seconds: int, answers: dict)
     """A long window from the recorded sums, plus what they lack where the data are younger than
     the window (`Recorded.newest_edge`): the raw counts over the newest intervals, over per_base."""
     counts = recorded.counts(slo.name, seconds, answers)
-    edge = recorded.newest_edge(slo.name, seconds)
+    edge = _edge_queries(slo, recorded.newest_edge(slo.name, seconds))
     if not edge or counts.valid is None:
         return counts
-    good, valid = counts.good or 0.0, counts.valid
-    for width in edge:
-        edge_counts = window_counts(slo, width, answers)
-        g, v = edge_counts.good, edge_counts.valid
-        good, valid = good + (g or 0.0) / recorded.per_base, valid + (v or 0.0) / recorded.per_base
-    return budget.WindowCounts(good=good, valid=valid)
+    g, v = counts_from(slo, {role: answers[q] for role, q in edge.items()})
+    return budget.WindowCounts(good=(counts.good or 0.0) + (g or 0.0) / recorded.per_base,
+                               valid=counts.valid + (v or 0.0) / recorded.per_base)
+
+
+def _edge_queries(slo: SloDefinition, widths: Sequence[int]) -> dict[str, str]:
+    """Role -> the SLO's raw counts over each of `widths` (the newest edge), added in one query
+    (a window without samples adds none, as `or vector(0)`): one query per role, not per width."""
+    if not widths:
+        return {}
+    per_width = [slo.queries(f"{w}s") for w in widths]
+    return {role: " + ".join(f"({q[role]} or vector(0))" for q in per_width) for role in per_width[0]}
 
 
 def window_counts(slo: SloDefinition, seconds: int, answers: dict[str, float | None]) -> budget.WindowCounts:
@@ -249,8 +255,7 @@ def build_report(
                 queries.update(dict.fromkeys(recorded.queries(slo.name, windows[name]).values()))
         if slo.name in use:
             for name in long_windows:
-                for seconds in recorded.newest_edge(slo.name, windows[name]):
-                    queries.update(dict.fromkeys(slo.queries(f"{seconds}s").values()))
+                queries.update(dict.fromkeys(_edge_queries(slo, recorded.newest_edge(slo.name, windows[name])).values()))
     queries = list(queries)
     if progress:
         asked = f" and {recorded.reads.sent} grouped reads of the recorded series" if isinstance(recorded, GroupedRecorded) else ""

@@ -320,7 +320,7 @@ class AlertEvaluator:
                     what = " and ".join(dict.fromkeys(w for p in group for a in p.alerts if not a.fast
                                                       for w in (a.long,) if w in p.derived))
                     parts[base[0]] = recorded_plan([p.slo for p in group], self.source, when, max(spans),
-                                                   self.interval, what, base=base)
+                                                   self.interval, what, base=base, service=self.settings.service)
             self._recorded[when] = _ByBase(parts, {p.name: p.base[0] for p in derived}) if parts else None
         return self._recorded[when]
 

@@ -37,11 +37,29 @@ class Recorded:
     per_base: int  # evaluations per base window: each event is counted this many times
     usable: set
     why: dict  # SLO name -> which series answered, or why the raw ones did
+    services: dict = field(default_factory=dict)  # SLO name -> the service on its recorded series
+    young: dict = field(default_factory=dict)  # SLO name -> seconds its recorded series span, when short of `span`
+    interval: int = 60  # the rules' evaluation interval
+
+    def newest_edge(self, slo_name: str, seconds: int) -> list[int]:
+        """The raw windows correcting a window younger data leave uncompensated: [interval, 2 x
+        interval, ... (per_base - 1) x interval], or none where the data reach back past the
+        window's start by a base window (there the events before the start, recorded in part,
+        make up for the newest ones recorded in part).
+
+        Summed over the window, the base increases recorded every interval count an event of the
+        newest j-th interval per_base - j times instead of per_base: the raw counts over those
+        windows, added and divided by per_base, are what the sum lacks (docs/design.md)."""
+        have = self.young.get(slo_name)
+        if have is None or have >= seconds + self.per_base * self.interval:
+            return []
+        return [j * self.interval for j in range(1, self.per_base)]
 
     def queries(self, slo_name: str, seconds: int) -> dict[str, str]:
         """Role -> the recorded increases summed over a window (range one second short, so it
-        holds window / interval samples whichever way its start is counted)."""
-        own = f'{{{cv.LABEL_SLO}="{slo_name}"}}'
+        holds window / interval samples whichever way its start is counted), of the SLO's own
+        series: its `slo` and, where known, `service` labels."""
+        own = own_matchers(slo_name, self.services.get(slo_name))
         return {role: f"sum_over_time({record}{own}[{seconds - 1}s])" for role, record in
                 (("good", cv.record_good_increase(self.base)), ("valid", cv.record_valid_increase(self.base)))}
 
@@ -81,22 +99,34 @@ def data_starts(source: MetricSource, selectors: Sequence[str], at: float, span:
 
 
 def recorded_plan(slos: Sequence[SloDefinition], source: MetricSource, at: float, span: int, interval: int,
-                  what: str = "1d, 3d and the period", base: tuple[str, int] | None = None) -> Recorded | None:
+                  what: str = "1d, 3d and the period", base: tuple[str, int] | None = None,
+                  service: str | None = None) -> Recorded | None:
     """Which SLOs can take their windows up to `span` from the recorded increases at `at`.
 
     Usable where the recorded valid increases reach back over the whole window, or to where the
     raw data starts (to `slack`, a few evaluations or 1/672 of the window). None on a source
     that does not speak PromQL (the embedded store has no recorded series). `base`: the SLOs'
-    recorded window (cv.base_window of their period; default that of a 28-30-day period)."""
+    recorded window (cv.base_window of their period; default that of a 28-30-day period).
+    `service`: the config's, the `service` label of the recorded series of an SLO without its own
+    `service_name` (the rules' label); without either, an SLO's series are selected by `slo` alone."""
     if not getattr(source, "speaks_promql", False):
         return None
     base, base_seconds = base or cv.base_window(interval)
     counted = [s for s in slos if s.counts_increases]
-    probes = [f'count_over_time({cv.record_valid_increase(base)}{{{cv.LABEL_SLO}="{s.name}"}}[{span - 1}s])'
-              for s in counted]
+    services = {s.name: name for s in slos if (name := s.service_name or service)}
+    probes = [f"count_over_time({cv.record_valid_increase(base)}{own_matchers(s.name, services.get(s.name))}"
+              f"[{span - 1}s])" for s in counted]
     samples = dict(zip((s.name for s in counted), source.query_many(probes, at))) if probes else {}
-    usable, why, _short = _decide(counted, samples, source, at, span, interval, base, what)
-    return Recorded(base, base_seconds // interval, usable, why)
+    usable, why, short = _decide(counted, samples, source, at, span, interval, base, what)
+    young = {n: have for n, have in short.items() if n in usable}
+    return Recorded(base, base_seconds // interval, usable, why, services, young, interval)
+
+
+def own_matchers(slo_name: str, service: str | None) -> str:
+    """The braces selecting one SLO's recorded series: `slo` and, when known, `service` (as the
+    rules write them, `rules.own_matchers`), so two services' SLOs of one name stay apart."""
+    scope = f',{cv.LABEL_SERVICE}="{_quoted(service)}"' if service else ""
+    return f'{{{cv.LABEL_SLO}="{_quoted(slo_name)}"{scope}}}'
 
 
 KEY_LABELS = (cv.LABEL_SERVICE, cv.LABEL_SLO)  # what tells one SLO's recorded series from another's
@@ -209,7 +239,9 @@ def grouped_plan(slos: Sequence[SloDefinition], reads: RecordedReads, service: s
     plan = _decide(counted, samples, source, at, span, interval, base, what)
     usable, why, short = plan
     spanning = {name for name in usable if name not in short}
-    return GroupedRecorded(base, base_seconds // interval, usable, why, reads, keys, spanning)
+    young = {n: have for n, have in short.items() if n in usable}
+    return GroupedRecorded(base, base_seconds // interval, usable, why, {n: k[0] for n, k in keys.items()},
+                           young, interval, reads=reads, keys=keys, spanning=spanning)
 
 
 def _decide(counted, samples, source, at, span, interval, base, what):

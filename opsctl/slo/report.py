@@ -155,6 +155,27 @@ def plan_queries(slos: Sequence[SloDefinition], windows: dict[str, int]) -> list
     return list(seen)
 
 
+def _with_newest_edge(slo: SloDefinition, recorded, seconds: int, answers: dict) -> budget.WindowCounts:
+    """A long window from the recorded sums, plus what they lack where the data are younger than
+    the window (`Recorded.newest_edge`): the raw counts over the newest intervals, over per_base."""
+    counts = recorded.counts(slo.name, seconds, answers)
+    edge = _edge_queries(slo, recorded.newest_edge(slo.name, seconds))
+    if not edge or counts.valid is None:
+        return counts
+    g, v = counts_from(slo, {role: answers[q] for role, q in edge.items()})
+    return budget.WindowCounts(good=(counts.good or 0.0) + (g or 0.0) / recorded.per_base,
+                               valid=counts.valid + (v or 0.0) / recorded.per_base)
+
+
+def _edge_queries(slo: SloDefinition, widths: Sequence[int]) -> dict[str, str]:
+    """Role -> the SLO's raw counts over each of `widths` (the newest edge), added in one query
+    (a window without samples adds none, as `or vector(0)`): one query per role, not per width."""
+    if not widths:
+        return {}
+    per_width = [slo.queries(f"{w}s") for w in widths]
+    return {role: " + ".join(f"({q[role]} or vector(0))" for q in per_width) for role in per_width[0]}
+
+
 def window_counts(slo: SloDefinition, seconds: int, answers: dict[str, float | None]) -> budget.WindowCounts:
     good, valid = counts_from(slo, {role: answers[q] for role, q in slo.queries(f"{seconds}s").items()})
     return budget.WindowCounts(good=good, valid=valid)
@@ -172,6 +193,7 @@ def build_report(
     recorded_interval: int | None = None,
     service: str | None = None,
     reads: RecordedReads | None = None,
+    grouped_reads: bool = True,
 ) -> list[SloResult]:
     """The figures and status are opsctl's. `cross_check=True` also has slo-generator recompute
     each window's SLI from the same counts and fails on a disagreement (its import and one compute
@@ -187,13 +209,15 @@ def build_report(
     `service` (the config's; `slo report` gives it) reads the recorded series grouped, keyed by
     (service, slo): one query per recorded series and window for all the SLOs, and the short
     windows from the rules' recorded error ratios (the alerts' own figures) where they exist.
-    `reads` shares those answers between the services of one fleet report (`fleet_reads`)."""
+    `reads` shares those answers between the services of one fleet report (`fleet_reads`).
+    `grouped_reads=False` (the guards) keeps the per-SLO recorded reads and raw short windows, still
+    keyed by (service, slo)."""
     periods = list(dict.fromkeys(slo.period_or(period_seconds) for slo in slos))
     if len(periods) > 1:
         return [r for p in periods for r in build_report(
             [s for s in slos if s.period_or(period_seconds) == p], source, at, p, progress=progress,
             cross_check=cross_check, coverage=coverage, recorded_interval=recorded_interval,
-            service=service, reads=reads)]
+            service=service, reads=reads, grouped_reads=grouped_reads)]
     period_seconds = periods[0] if periods else period_seconds
     long_windows = (*derived_windows(period_seconds), PERIOD)
     windows = report_windows(period_seconds)
@@ -201,12 +225,12 @@ def build_report(
     slos = [slo for slo in slos if not slo.grouping]
     recorded = None
     base = base_window(recorded_interval, period_seconds) if recorded_interval else None
-    if recorded_interval and slos and service is not None and getattr(source, "speaks_promql", False):
+    if recorded_interval and slos and service is not None and grouped_reads and getattr(source, "speaks_promql", False):
         if reads is None:
             reads = RecordedReads(source, at, sorted({slo_key(s, service)[0] for s in slos}))
         recorded = grouped_plan(slos, reads, service, period_seconds, recorded_interval, base=base)
     elif recorded_interval and slos:
-        recorded = recorded_plan(slos, source, at, period_seconds, recorded_interval, base=base)
+        recorded = recorded_plan(slos, source, at, period_seconds, recorded_interval, base=base, service=service)
     use = recorded.usable if recorded else set()
     short: dict[str, dict[str, budget.WindowCounts]] = {}
     if isinstance(recorded, GroupedRecorded):
@@ -229,6 +253,9 @@ def build_report(
         if slo.name in use and not isinstance(recorded, GroupedRecorded):
             for name in long_windows:
                 queries.update(dict.fromkeys(recorded.queries(slo.name, windows[name]).values()))
+        if slo.name in use:
+            for name in long_windows:
+                queries.update(dict.fromkeys(_edge_queries(slo, recorded.newest_edge(slo.name, windows[name])).values()))
     queries = list(queries)
     if progress:
         asked = f" and {recorded.reads.sent} grouped reads of the recorded series" if isinstance(recorded, GroupedRecorded) else ""
@@ -238,12 +265,17 @@ def build_report(
     for slo in slos:
         counts = {n: window_counts(slo, s, answers) for n, s in raw[slo.name].items()}
         if slo.name in use:
-            counts.update({n: recorded.counts(slo.name, windows[n], answers) for n in long_windows})
+            counts.update({n: _with_newest_edge(slo, recorded, windows[n], answers) for n in long_windows})
         counts.update(short.get(slo.name, {}))
         result = _evaluate(slo, windows, {n: counts[n] for n in windows}, at, period_seconds)
         if recorded and slo.counts_increases:
             result.long_windows = "recorded" if slo.name in use else "raw"
             result.long_windows_why = recorded.why.get(slo.name, "")
+            corrected = [n for n in long_windows if slo.name in use and recorded.newest_edge(slo.name, windows[n])]
+            if corrected:
+                result.long_windows_why += (
+                    f"; {', '.join(corrected)}: the newest {recorded.per_base - 1} evaluation intervals' events"
+                    f" corrected from raw (data younger than the window)")
             if slo.name in short:
                 result.long_windows_why += (f"; {', '.join(short[slo.name])} from the recorded"
                                             f" {_record_family()} series (the alerts' own ratios)")

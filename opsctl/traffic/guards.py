@@ -180,7 +180,7 @@ def slo_results(cfg: "Config", source: Callable[[], "MetricSource"], at: Callabl
     if not slos:
         return [], missing
     results = build_report(slos, source(), at(), cfg.slos.period_seconds, cross_check=False,
-                           recorded_interval=cfg.alerting.interval_seconds)
+                           recorded_interval=cfg.alerting.interval_seconds, service=cfg.service, grouped_reads=False)
     return results, missing
 
 

@@ -181,7 +181,7 @@ def _chart(run) -> dict:
     points = [{"offset": round(row["at"] - t0, 3),
                "values": {s: row["slos"][s] for s in slos if s in row["slos"]}} for row in run.samples]
     factor = None
-    thresholds = {}
+    thresholds: dict[str, float] = {}
     for plan in run.plans:
         for alert in plan.alerts:
             if alert.severity == "page" and alert.long == "1h":
@@ -536,11 +536,11 @@ def render_html(d: dict) -> str:
             [r["slo"], "-" if r["spent"] is None else f"{r['spent'] * 100:.1f}%", rate_text(r['peak_burn_1h'])]
             for r in budget["slos"]]))
     timeline = d.get("timeline", [])
-    key = key_events(timeline)
+    key_rows = key_events(timeline)
     parts.append('<h2 id="timeline">Timeline</h2>')
     parts.append(_table(["time", "since fault", "event", ""], [
-        [(t["at"], "nowrap"), (duration_text(t["offset"]), "nowrap"), t["kind"], t["message"]] for t in key]))
-    if len(key) < len(timeline):
+        [(t["at"], "nowrap"), (duration_text(t["offset"]), "nowrap"), t["kind"], t["message"]] for t in key_rows]))
+    if len(key_rows) < len(timeline):
         parts.append(f'<details id="all-events"><summary>All {len(timeline)} events (checks, probes, the'
                      " automation's bookkeeping, verdicts)</summary>")
         parts.append(_table(["time", "since fault", "phase", "event", ""], [

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 if TYPE_CHECKING:
     from opsctl.config import Config
+    from opsctl.paging.base import Pager
+    from opsctl.tickets.base import TicketProvider
 
 
 class DrillEnvironment(Protocol):
@@ -56,6 +58,11 @@ class PagingAndTickets:
     """The pager and ticket desks of an environment, opened once, on first use, on its own config
     and clock. Both environments mix this in; a subclass needs `cfg`, `clock`, `_pager = None` and
     `_desks = {}`."""
+
+    cfg: Config
+    clock: object  # SimClock | WallClock
+    _pager: Pager | None
+    _desks: dict[str, TicketProvider]
 
     def pager(self):
         if self._pager is None:

@@ -67,7 +67,7 @@ def build_report_data(run, outcome: str, exit_code: int, wall_seconds: float) ->
         chart=_chart(run),
         runbook=_runbook(run),
     )
-    if run.mode == "embedded" and run.env is not None and getattr(run.env, "start", None) is not None:
+    if run.mode == "embedded" and run.env_open and getattr(run.env, "start", None) is not None:
         data["sim"] = {"start": _fmt(run.env.start), "end": _fmt(run.env.clock.now()),
                        "simulated_seconds": round(run.env.clock.now() - run.env.start, 1),
                        "resimulations": getattr(run.env.world, "simulations", None)}

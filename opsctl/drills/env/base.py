@@ -12,6 +12,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Callable, Protocol
 
 if TYPE_CHECKING:
+    from opsctl.clock import SimClock, WallClock
     from opsctl.config import Config
     from opsctl.paging.base import Pager
     from opsctl.tickets.base import TicketProvider
@@ -20,8 +21,10 @@ if TYPE_CHECKING:
 class DrillEnvironment(Protocol):
     mode: str  # embedded | live
     cfg: "Config"  # the drill's own config: its state dir, its providers, the drill's freeze
-    clock: object  # SimClock | WallClock
     tick: int  # seconds between evaluations (alerts, stop conditions, expectations)
+
+    @property
+    def clock(self) -> SimClock | WallClock: ...
 
     def prepare(self, progress: Callable[[str], None]) -> dict:
         """Make the environment ready (the embedded store seeded); returns facts for the report."""

@@ -20,6 +20,7 @@ from opsctl.drills.text import offset_text
 
 if TYPE_CHECKING:
     from opsctl.drills.env.base import DrillEnvironment
+    from opsctl.drills.measure import BurnMeter
     from opsctl.drills.state import RunState
 
 
@@ -44,7 +45,7 @@ class DrillRun:
         self._env: DrillEnvironment | None = None  # both set by the engine before any part runs
         self._state: RunState | None = None
         self.slos: list = []
-        self.meter = None  # BurnMeter, set by the steady state
+        self.meter: BurnMeter | None = None  # set by the steady state
         self.plans: list = []  # the burn-rate rule plans, set by the steady state (the chart reads their thresholds)
         self.page_key: str | None = None
         self.environment_facts: dict = {}

@@ -22,9 +22,15 @@ import re
 import time
 import urllib.error
 from dataclasses import dataclass, field
-from typing import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from opsctl.drills.chain.components import http_get
+
+if TYPE_CHECKING:
+    from opsctl.audit import AuditLog
+    from opsctl.drills.chain.pdsink import PagerDutySink
+    from opsctl.tickets.base import TicketProvider
 
 ORDER = ("fault", "rule-pending", "rule-firing", "alertmanager", "pagerduty", "serve", "policy", "actuator",
          "acknowledged", "ticket")
@@ -143,7 +149,7 @@ class Targets:
     prometheus: str
     alertmanager: str
     serve: str
-    serve_log: object  # Path
+    serve_log: Path
     backend: str  # the faulted backend
     expect_failover: bool
     ticket_vendor: str | None
@@ -161,9 +167,9 @@ class Collector:
     """Polls every component and moves the hops forward; `say` adds a timeline line per hop reached."""
 
     targets: Targets
-    sink: object  # PagerDutySink
-    desks: Callable[[str], object]  # vendor -> ticket desk of the drill's config
-    audit: object  # AuditLog of the drill's state dir
+    sink: PagerDutySink
+    desks: Callable[[str], TicketProvider]  # vendor -> ticket desk of the drill's config
+    audit: AuditLog  # of the drill's state dir
     say: Callable[[float, str, str], None]
     hops: dict[str, Hop] = field(default_factory=dict)
     actions: list[dict] = field(default_factory=list)
@@ -240,7 +246,7 @@ class Collector:
         from urllib.parse import quote
 
         b = self.targets.backend
-        out = {}
+        out: dict[str, dict[str, float]] = {}
         for name in BURN_RECORDS:
             q = quote(burn_query(name, b, self.targets.recorded_scope))
             try:
@@ -386,7 +392,7 @@ class Collector:
     def _log_actions(self) -> list[dict]:
         from datetime import datetime, timezone
 
-        out = []
+        out: list[dict] = []
         try:
             text = self.targets.serve_log.read_text(errors="replace")
         except OSError:
@@ -425,7 +431,7 @@ class Collector:
         desk = self.desks(vendor)
         records = []
         channel = getattr(desk, "channel", None)
-        if getattr(channel, "name", None) == "local":
+        if channel is not None and getattr(channel, "name", None) == "local":
             records = channel.tickets()
         else:
             for a in ticket_actions:
@@ -486,8 +492,11 @@ def _clock(ts: float) -> str:
 
 
 def _value(alert: dict) -> str:
+    value = alert.get("value")
+    if value is None:
+        return "?"
     try:
-        return f"{float(alert.get('value')):.4g}"
+        return f"{float(value):.4g}"
     except (TypeError, ValueError):
         return "?"
 

@@ -167,9 +167,9 @@ class Collector:
     """Polls every component and moves the hops forward; `say` adds a timeline line per hop reached."""
 
     targets: Targets
-    sink: PagerDutySink
+    sink: PagerDutySink | None  # None for a live chain drill: its LiveCollector reads the real pager
     desks: Callable[[str], TicketProvider]  # vendor -> ticket desk of the drill's config
-    audit: AuditLog  # of the drill's state dir
+    audit: AuditLog | None  # of the drill's state dir (None live: the actuator's split is read instead)
     say: Callable[[float, str, str], None]
     hops: dict[str, Hop] = field(default_factory=dict)
     actions: list[dict] = field(default_factory=list)
@@ -298,6 +298,8 @@ class Collector:
     # -- PagerDuty ------------------------------------------------------------------------------
 
     def _pagerduty(self) -> None:
+        if self.sink is None:
+            raise RuntimeError("a local chain's collector needs the drill's PagerDuty endpoint")
         events, incidents = self.sink.snapshot()
         rejected = [e for e in events if not e["accepted"]]
         if rejected:
@@ -408,6 +410,8 @@ class Collector:
     # -- actuator -------------------------------------------------------------------------------
 
     def _actuator(self) -> None:
+        if self.audit is None:
+            raise RuntimeError("a local chain's collector needs the drill's audit log")
         entries = self.audit.find(lambda e: e.get("kind") == "traffic" and e.get("action") == "failover"
                                   and not e.get("dry_run"))
         entries.sort(key=lambda e: e.get("ts", 0))

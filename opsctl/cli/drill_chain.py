@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from opsctl.drills.chain.runner import ChainDrill
 
 
 def default_routing(cfg) -> Path:
@@ -28,6 +32,7 @@ def run_chain(app, scenario, *, live: bool, dry_run: bool, quiet: bool, routing,
         if not 30 <= seconds <= 3600:
             raise UsageError("--chain-timeout must be between 30s and 1h")
     routing_path = Path(routing) if routing else default_routing(cfg)
+    drill: ChainDrill  # the live one is a ChainDrill too
     if live or dry_run:
         from opsctl.drills.chain.plan import chain_plan, plan_text
 

@@ -14,6 +14,7 @@ would do nothing fails its failover and ticket expectations instead of passing o
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import TYPE_CHECKING
 
@@ -23,7 +24,7 @@ from opsctl.drills.context import DrillRun
 
 if TYPE_CHECKING:
     from opsctl.automation.actions import FailoverRequest, PageRequest, RestoreRequest, TicketRequest
-    from opsctl.automation.policy import Taken
+    from opsctl.automation.policy import PolicyEngine, Taken
 
 ROUTED_SEVERITIES = ("page", "ticket")  # deploy/alertmanager.yml: the opsctl route's matcher
 RETRIES = 3  # a delivery whose action failed is retried on the next ticks, as serve retries it (bounded)
@@ -97,10 +98,10 @@ class DrillAutomation:
     def __init__(self, run: DrillRun, responders):
         self.run = run
         self.responders = responders
-        self.engine = None
+        self.engine: PolicyEngine | None = None  # built when the first alerts are observed
         self.firing: dict[str, tuple[dict, dict, float]] = {}  # fingerprint -> labels, annotations, since
 
-    def _start(self) -> None:
+    def _start(self) -> PolicyEngine:
         from opsctl.automation.engine_factory import build_engine, shape
         from opsctl.automation.episodes import EpisodeStore
         from opsctl.automation.service import FencedExecutor
@@ -110,19 +111,19 @@ class DrillAutomation:
         store = EpisodeStore(run.state.dir / "automation.sqlite", clock=clock)
         # Built by serve's own builder (automation/engine_factory.py), and the executor wrapped as a
         # single serve replica wraps it (operation ids chosen before the write).
-        self.engine = build_engine(run.env.cfg, store, FencedExecutor(DrillExecutor(run, self.responders)),
-                                   clock=clock, on_action=self._acted)
-        run.obs.engine = shape(self.engine).to_dict()
-        names = ", ".join(p.name for p in self.engine.policies) or "none"
+        engine = self.engine = build_engine(run.env.cfg, store, FencedExecutor(DrillExecutor(run, self.responders)),
+                                            clock=clock, on_action=self._acted)
+        run.obs.engine = shape(engine).to_dict()
+        names = ", ".join(p.name for p in engine.policies) or "none"
         dry = " (dry run: nothing changes)" if run.env.cfg.automation.dry_run else ""
         run.say("automation", f"alerts go to the policy engine opsctl serve runs; policies: {names}{dry}")
+        return engine
 
     # -- Alertmanager's opsctl route ------------------------------------------------------------
 
     def observe(self, alerts: list, now: float) -> None:
         """The alerts firing at `now`: new ones are delivered after the group wait, gone ones resolve."""
-        if self.engine is None:
-            self._start()
+        engine = self.engine if self.engine is not None else self._start()
         run = self.run
         paging = run.scenario.paging
         current = {}
@@ -137,12 +138,13 @@ class DrillAutomation:
             if fp not in self.firing:
                 self.firing[fp] = (dict(alert.labels), dict(alert.annotations), now)
                 run.schedule(now + wait, f"alert {alert.alertname} reaches serve",
-                             lambda fp=fp, item=self.firing[fp]: self._deliver(fp, "firing", item, 0))
+                             functools.partial(self._deliver, fp, "firing", self.firing[fp], 0))
         for fp in set(self.firing) - set(current):
             item = self.firing.pop(fp)
             wait = paging.fast_automation_group_wait if item[0].get("tier") == "fast" else paging.automation_group_wait
-            run.schedule(now + wait, "resolved alert reaches serve", lambda fp=fp, item=item: self._deliver(fp, "resolved", item, 0))
-        self.engine.run_due_restores()  # as serve sweeps them; each restore is on the timeline (_acted)
+            run.schedule(now + wait, "resolved alert reaches serve",
+                         functools.partial(self._deliver, fp, "resolved", item, 0))
+        engine.run_due_restores()  # as serve sweeps them; each restore is on the timeline (_acted)
 
     def _deliver(self, fp: str, status: str, item: tuple[dict, dict, float], attempt: int) -> None:
         from opsctl.automation.episodes import Busy
@@ -150,17 +152,20 @@ class DrillAutomation:
         from opsctl.clock import format_rfc3339
 
         run = self.run
+        engine = self.engine
+        if engine is None:  # observe, which scheduled this delivery, started it
+            raise RuntimeError("the drill's policy engine is not started")
         labels, annotations, since = item
         starts_at = format_rfc3339(since)
         event = AlertEvent(key=f"{fp}:{starts_at}:{status}", status=status, labels=labels, annotations=annotations,
                            starts_at=starts_at, fingerprint=fp, group_key=f"{{}}/{{}}:{{{fp}}}", received_at=run.now())
-        if not matching(self.engine.policies, labels):
+        if not matching(engine.policies, labels):
             if status == "firing":
                 run.obs.unmatched.append((run.now(), event.summary()))
                 run.say("automation", f"no policy matched {event.summary()}")
             return
         try:
-            self.engine.handle_alert(event)
+            engine.handle_alert(event)
         except (Busy, ActionFailed) as exc:
             if attempt + 1 >= RETRIES:
                 run.say("automation", f"gave up on {event.summary()} after {RETRIES} attempts: {exc}")

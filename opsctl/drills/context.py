@@ -11,12 +11,17 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from opsctl.drills.expectations import Observations, Verdict
 from opsctl.drills.lifecycle import Aborted, Refused  # noqa: F401 (their home is the lifecycle)
 from opsctl.drills.scenario import Scenario, resolve_slo
 from opsctl.drills.text import offset_text
+
+if TYPE_CHECKING:
+    from opsctl.drills.env.base import DrillEnvironment
+    from opsctl.drills.measure import BurnMeter
+    from opsctl.drills.state import RunState
 
 
 class DrillRun:
@@ -37,10 +42,10 @@ class DrillRun:
         self.samples: list[dict] = []
         self.queue: list = []
         self._seq = itertools.count()
-        self.env = None
-        self.state = None
+        self._env: DrillEnvironment | None = None  # both set by the engine before any part runs
+        self._state: RunState | None = None
         self.slos: list = []
-        self.meter = None  # BurnMeter, set by the steady state
+        self.meter: BurnMeter | None = None  # set by the steady state
         self.plans: list = []  # the burn-rate rule plans, set by the steady state (the chart reads their thresholds)
         self.page_key: str | None = None
         self.environment_facts: dict = {}
@@ -51,6 +56,30 @@ class DrillRun:
         self.abort_reason: str | None = None
         self.t_method: float | None = None
         self.deadline: float | None = None
+
+    @property
+    def env(self) -> DrillEnvironment:
+        if self._env is None:
+            raise RuntimeError("the drill's environment is not open yet")
+        return self._env
+
+    @env.setter
+    def env(self, env: DrillEnvironment) -> None:
+        self._env = env
+
+    @property
+    def env_open(self) -> bool:
+        return self._env is not None
+
+    @property
+    def state(self) -> RunState:
+        if self._state is None:
+            raise RuntimeError("the drill's run state is not created yet")
+        return self._state
+
+    @state.setter
+    def state(self, state: RunState) -> None:
+        self._state = state
 
     # -- time and the event queue ---------------------------------------------------------------
 
@@ -76,13 +105,13 @@ class DrillRun:
     # -- the timeline and the records -------------------------------------------------------------
 
     def say(self, kind: str, message: str) -> None:
-        at = self.now() if self.env is not None else time.time()
+        at = self.now() if self._env is not None else time.time()
         self.timeline.append({"at": at, "phase": self.phase, "kind": kind, "message": message})
         self.progress(self.line(at, kind, message))
-        if self.state is not None:
-            self.state.data["timeline"] = self.timeline
-            if self.mode == "embedded" and self.env is not None:
-                self.state.data["sim"] = {"start": self.env.start, "now": at}
+        if self._state is not None:
+            self._state.data["timeline"] = self.timeline
+            if self.mode == "embedded" and self._env is not None:
+                self._state.data["sim"] = {"start": getattr(self._env, "start"), "now": at}  # the embedded one's own
 
     def line(self, at: float, kind: str, message: str) -> str:
         clock = time.strftime("%H:%M:%S", time.gmtime(at))

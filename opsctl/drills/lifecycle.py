@@ -104,7 +104,8 @@ class World(Protocol):
     """What a drill runs against. Each call is one phase's work; a phase raises Refused or Aborted
     to end the drill early (the rollbacks and the report still happen)."""
 
-    mode: str
+    @property
+    def mode(self) -> str: ...
 
     def say(self, kind: str, message: str) -> None: ...
 

@@ -8,18 +8,30 @@ still open (expectations.py holds the rules; this part keeps the verdicts).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from opsctl.drills.context import Aborted, DrillRun
 from opsctl.drills.expectations import Judge, TicketSeen, Verdict
 from opsctl.drills.text import burn_over_threshold, duration_text, rate_text
 from opsctl.drills.safety import real_incidents
 from opsctl.errors import OpsctlError
 
+if TYPE_CHECKING:
+    from opsctl.quality.live import QualityEvaluator
+    from opsctl.quality.rules import QualityPlan
+    from opsctl.slo.alerts import AlertEvaluator
+    from opsctl.slo.rules import RuleSettings, SloRulePlan
+
 
 class Observer:
     def __init__(self, run: DrillRun):
         self.run = run
-        self.plans = self.settings = self.evaluator = self.quality_plan = None
-        self._quality = None
+        # set by plan_alerts, before the first tick
+        self.plans: list[SloRulePlan] | None = None
+        self.settings: RuleSettings | None = None
+        self.evaluator: AlertEvaluator | None = None
+        self.quality_plan: QualityPlan | None = None
+        self._quality: QualityEvaluator | None = None
         self._last_firing: set = set()
         self._last_samples: dict = {}
 
@@ -31,9 +43,9 @@ class Observer:
         from opsctl.slo.rules import RuleSettings, plan_rules
 
         run = self.run
-        self.settings = RuleSettings.from_config(run.env.cfg)
-        self.plans = run.plans = plan_rules(run.slos, self.settings)
-        self.evaluator = AlertEvaluator(self.plans, source, self.settings) if run.mode == "embedded" else None
+        self.settings = settings = RuleSettings.from_config(run.env.cfg)
+        self.plans = run.plans = plans = plan_rules(run.slos, settings)
+        self.evaluator = AlertEvaluator(plans, source, settings) if run.mode == "embedded" else None
         self.quality_plan, self._quality = plan_quality(run.env.cfg), None
 
     def evaluate_alerts(self, at: float):
@@ -41,6 +53,8 @@ class Observer:
 
         # Embedded: the past never changes, so one evaluator remembers every instant it computed.
         # Live: late samples may still arrive, so each tick evaluates afresh.
+        if self.plans is None or self.settings is None:
+            raise RuntimeError("the drill's alerts are not planned yet")
         evaluator = self.evaluator or AlertEvaluator(self.plans, self.run.env.source(), self.settings)
         return evaluator.evaluate(at)
 
@@ -75,11 +89,14 @@ class Observer:
     def measure(self, now: float) -> None:
         run = self.run
         windows = {300, 3600} | {e.window for e in run.scenario.expectations if e.expect == "slo-recovered"}
-        samples = run.meter.sample(now, sorted(windows), run.t_method)
-        row = {"at": now, "slos": {}}
+        meter = run.meter
+        if meter is None:
+            raise RuntimeError("the drill's burn meter is not set (the steady state sets it)")
+        samples = meter.sample(now, sorted(windows), run.t_method)
+        slos: dict[str, dict] = {}
+        row = {"at": now, "slos": slos}
         for name, s in samples.items():
-            row["slos"][name] = {"burn_5m": s.burn.get(300), "burn_1h": s.burn.get(3600),
-                                 "spent": run.meter.spent(name, s)}
+            slos[name] = {"burn_5m": s.burn.get(300), "burn_1h": s.burn.get(3600), "spent": meter.spent(name, s)}
             for w, burn in s.burn.items():
                 run.obs.window_burn[(name, w)] = burn
         run.samples.append(row)
@@ -87,7 +104,7 @@ class Observer:
         if run.obs.t0 is None:
             return
         for e in run.scenario.expectations:
-            if e.expect != "slo-recovered":
+            if e.expect != "slo-recovered" or e.slo is None:  # the scenario requires its slo
                 continue
             slo = run.slo_name(e.slo)
             burn = run.obs.window_burn.get((slo, e.window))
@@ -183,7 +200,7 @@ class Observer:
         slo = run.slo_name(cond.slo)
         if cond.condition == "budget-spent":
             sample = self._last_samples.get(slo)
-            spent = run.meter.spent(slo, sample) if sample else None
+            spent = run.meter.spent(slo, sample) if sample and run.meter is not None else None
             if spent is not None and spent > cond.above:
                 return f"{slo} spent {spent:.0%} of its period error budget during the drill (limit {cond.above:.0%})"
             return None

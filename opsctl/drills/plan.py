@@ -34,7 +34,7 @@ def dry_run_plan(scenario: Scenario, user_cfg, *, live: bool) -> dict:
         steps.append(f"method[{i}]{pause}: {text}")
     oc = scenario.on_call
     responders = _automation_plan(cfg, live, where)
-    pager = "the local pager ledger in " + where if not live else f"the {cfg.paging.provider} pager"
+    pager = f"the local pager ledger in {where}" if not live else f"the {cfg.paging.provider} pager"
     responders.append(f"a firing page-level alert pages on-call after {duration_text(scenario.paging.group_wait)} via"
                       f" {pager}, marked [DRILL] (drill: true in the details)")
     if oc.simulated:

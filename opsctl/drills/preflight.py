@@ -78,8 +78,9 @@ class Preflight:
         if deviations:
             raise Refused("steady state not met: " + "; ".join(deviations))
         tracked = self._tracked_slos()
-        run.meter = BurnMeter(source, [s for s in run.slos if s.name in tracked], run.user_cfg.slos.period_seconds)
-        run.meter.measure_period(now, history_seconds=run.scenario.embedded.baseline if run.mode == "embedded" else None)
+        run.meter = meter = BurnMeter(source, [s for s in run.slos if s.name in tracked],
+                                      run.user_cfg.slos.period_seconds)
+        meter.measure_period(now, history_seconds=run.scenario.embedded.baseline if run.mode == "embedded" else None)
 
     def _probe(self, probe, now: float) -> tuple[bool, str]:
         run = self.run

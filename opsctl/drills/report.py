@@ -67,7 +67,7 @@ def build_report_data(run, outcome: str, exit_code: int, wall_seconds: float) ->
         chart=_chart(run),
         runbook=_runbook(run),
     )
-    if run.mode == "embedded" and run.env is not None and getattr(run.env, "start", None) is not None:
+    if run.mode == "embedded" and run.env_open and getattr(run.env, "start", None) is not None:
         data["sim"] = {"start": _fmt(run.env.start), "end": _fmt(run.env.clock.now()),
                        "simulated_seconds": round(run.env.clock.now() - run.env.start, 1),
                        "resimulations": getattr(run.env.world, "simulations", None)}
@@ -181,7 +181,7 @@ def _chart(run) -> dict:
     points = [{"offset": round(row["at"] - t0, 3),
                "values": {s: row["slos"][s] for s in slos if s in row["slos"]}} for row in run.samples]
     factor = None
-    thresholds = {}
+    thresholds: dict[str, float] = {}
     for plan in run.plans:
         for alert in plan.alerts:
             if alert.severity == "page" and alert.long == "1h":
@@ -536,11 +536,11 @@ def render_html(d: dict) -> str:
             [r["slo"], "-" if r["spent"] is None else f"{r['spent'] * 100:.1f}%", rate_text(r['peak_burn_1h'])]
             for r in budget["slos"]]))
     timeline = d.get("timeline", [])
-    key = key_events(timeline)
+    key_rows = key_events(timeline)
     parts.append('<h2 id="timeline">Timeline</h2>')
     parts.append(_table(["time", "since fault", "event", ""], [
-        [(t["at"], "nowrap"), (duration_text(t["offset"]), "nowrap"), t["kind"], t["message"]] for t in key]))
-    if len(key) < len(timeline):
+        [(t["at"], "nowrap"), (duration_text(t["offset"]), "nowrap"), t["kind"], t["message"]] for t in key_rows]))
+    if len(key_rows) < len(timeline):
         parts.append(f'<details id="all-events"><summary>All {len(timeline)} events (checks, probes, the'
                      " automation's bookkeeping, verdicts)</summary>")
         parts.append(_table(["time", "since fault", "phase", "event", ""], [

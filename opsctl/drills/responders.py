@@ -7,6 +7,8 @@ expectations to judge (a drill measures what happened, it does not stop at the f
 
 from __future__ import annotations
 
+import functools
+
 from opsctl.drills.context import DrillRun
 from opsctl.drills.expectations import TicketSeen
 from opsctl.drills.text import duration_text
@@ -78,7 +80,7 @@ class Responders:
         now = run.now()
         for i, action in enumerate(run.scenario.on_call.actions):
             run.schedule(now + action.after, f"on-call action {i} {action.action}",
-                         lambda a=action: self._act(a, who))
+                         functools.partial(self._act, action, who))
 
     def _escalate(self) -> None:
         run = self.run

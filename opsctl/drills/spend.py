@@ -79,7 +79,7 @@ def drill_spend(results, source, windows: Sequence[DrillWindow], at: float, peri
         for start, end, _ in spans:
             for f in (r.slo.filter_good, r.slo.filter_valid):
                 queries.setdefault(f"{end}|{f}", (end, increase_query(f, int(end - start))))
-    answers = {}
+    answers: dict[str, float | None] = {}
     by_time: dict[float, list[str]] = {}
     for key, (end, q) in queries.items():
         by_time.setdefault(end, []).append(key)

@@ -17,6 +17,7 @@ written over the data.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from html import escape
 
 from opsctl.drills.text import duration_text, threshold_text
@@ -167,8 +168,10 @@ def burn_chart(chart: dict) -> str:
         return spent_bottom - min(max(value, 0.0), spent_max) / spent_max * (spent_bottom - spent_top)
 
     # legend rows (wrapped by width)
-    legend, lx, ly = [], LEFT, spent_bottom + 52
-    entries = [(COLORS[n % len(COLORS)], _short(labels.get(slo, slo)), None) for n, slo in enumerate(slos)]
+    legend, ly = [], spent_bottom + 52
+    lx: float = LEFT
+    entries: list[tuple[str, str, str | None]] = [(COLORS[n % len(COLORS)], _short(labels.get(slo, slo)), None)
+                                                  for n, slo in enumerate(slos)]
     entries += [("#555555", "1h window", None), ("#555555", "5m window", "3 2")]
     entries += [("#e65100", f"stop condition: {st.get('label') or st.get('slo') or 'budget'} at"
                  f" {percent_text(st['above'])} spent", "6 4") for st in stops]
@@ -258,7 +261,7 @@ def _polyline(pts, color, width, dash) -> str:
 
 def _spread(labels: list[tuple], gap: float = 13) -> list[tuple]:
     """Margin labels moved apart (at least `gap` px) within their panel, in y order."""
-    out = []
+    out: list[tuple] = []
     for item in sorted(labels, key=lambda t: t[0]):
         yy, label, color, y0, y1 = item
         if out and yy < out[-1][0] + gap:
@@ -375,6 +378,7 @@ def trend_chart(runs: list[dict]) -> str:
         y1 = y0 + panel_h
         values = [r.get(key) for r in runs]
         known = [v for v in values if v is not None]
+        tick_text: Callable[[float], str]
         if kind == "duration":
             vmax = max(known + [1.0])
             step = _round_step(vmax)

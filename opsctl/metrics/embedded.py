@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from opsctl.errors import NoDataError, UsageError
 from opsctl.metrics import schema
 from opsctl.metrics.promql import parse_range_query
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 _COLS = schema.VALUE_COLUMNS
 _CUM = tuple(f"c_{c}" for c in _COLS)
@@ -110,7 +113,7 @@ class EmbeddedStore:
             self._rebuild_totals(backend, int(min(timestamps)))
         return len(timestamps)
 
-    def append_steps(self, backend: str, timestamps: Sequence[int], values: Mapping[str, Sequence[float]]) -> int:
+    def append_steps(self, backend: str, timestamps: ArrayLike, values: Mapping[str, ArrayLike]) -> int:
         """Write steps that all come after the backend's newest one, running totals computed in one
         numpy pass: several times faster than `write_steps` for bulk loads (a drill's baseline, or
         its steps as simulated time moves on). Anything else falls back to `write_steps`."""

@@ -127,3 +127,37 @@ def test_a_quality_scenario_is_refused_by_the_chain_with_the_reason(drill_env):
     assert "compare with 1d earlier" in result.stderr and "run it embedded" in result.stderr
     assert not drill_env.runs(), "nothing started"
     assert "Traceback" not in result.output
+
+
+class TextMetricsEndpoint(LoopbackServer):
+    def __init__(self, body: str):
+        super().__init__()
+        self.body = body
+
+    def handle(self, request):
+        return Response(200, self.body.encode(), {"Content-Type": "text/plain"})
+
+
+def test_a_live_serve_action_series_without_a_status_label_is_counted_by_the_live_collector(tmp_path):
+    """serve's action counter keyed (policy, action, status): a series lacking a label counts under ""
+    (it was keyed None, and the baseline's '|'.join raised TypeError on the first poll)."""
+    from opsctl.drills.chain.hops import Targets
+    from opsctl.drills.chain.live import LiveCollector
+
+    def body(n: int) -> str:
+        return (f'opsctl_webhook_deliveries_total{{source="alertmanager",result="accepted"}} {n}\n'
+                f'opsctl_automation_actions_total{{policy="availability-only",action="failover"}} {n}\n')
+
+    with TextMetricsEndpoint(body(1)) as serve:
+        targets = Targets(prometheus="", alertmanager="", serve=serve.url, serve_log=tmp_path / "serve.log",
+                          backend="databricks", expect_failover=False, ticket_vendor=None, ticket_category=None)
+        collector = LiveCollector(targets, None, lambda vendor: None, None, lambda *a: None, cfg=None, t0=0.0,
+                                  original=None)
+        collector._serve()  # the baseline: what serve counted before the drill
+        assert collector.baseline == {"accepted": 1.0, "availability-only|failover|": 1.0}
+        serve.body = body(3)
+        collector._serve()
+    policy = collector.hops["policy"]
+    assert policy.at is not None
+    assert policy.evidence == "opsctl serve /metrics: policy availability-only: failover "
+    assert collector.hops["serve"].evidence.startswith("opsctl serve accepted 2 new Alertmanager delivery(ies)")

@@ -46,8 +46,8 @@ class WebhookRecorder:
         self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, name="chain-ticket-bridge", daemon=True).start()
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        bound, port = self._server.server_address[:2]
+        return f"http://{bound!s}:{port}"
 
     def snapshot(self) -> list[dict]:
         with self._lock:

@@ -12,10 +12,13 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from opsctl.drills.chain.serving import QuietHandler, ThreadedServer
 from opsctl.metrics import schema
+
+if TYPE_CHECKING:
+    from opsctl.metrics.sim_incidents import Incident
 
 STEP = schema.STEP_SECONDS
 _METRICS = (
@@ -49,7 +52,7 @@ class ProxyExporter:
                     self.totals[name][column] = float(s.columns[column].sum())
                 if len(s):
                     self.last_step = int(s.timestamps[-1])
-        self.faults: dict[str, object] = {}  # id -> Incident (end = inf while on)
+        self.faults: dict[str, Incident] = {}  # id -> its Incident (end = inf while on)
         self.fault_log: list[dict] = []  # the exporter's own evidence: when each fault went on and off
         self.steps: list[dict] = []  # per advance: time, split, requests by backend and outcome
         self._chunks = 0
@@ -112,13 +115,14 @@ class ProxyExporter:
         self._chunks += 1
         series = simulate(start, end, backends=self.backends, split=split, peak_rps=self.peak_rps,
                           seed=self.seed + self._chunks, incidents=active)
-        row = {"at": float(end), "split": dict(split), "requests": {}}
+        requests: dict[str, dict[str, int]] = {}
+        row = {"at": float(end), "split": dict(split), "requests": requests}
         for name, s in series.items():
             for column in schema.VALUE_COLUMNS:
                 self.totals[name][column] += float(s.columns[column].sum())
-            row["requests"][name] = {o: int(s.columns[f"req_{o}"].sum()) for o in schema.OUTCOMES}
+            requests[name] = {o: int(s.columns[f"req_{o}"].sum()) for o in schema.OUTCOMES}
             for symptom, bucket in SLOWER_THAN.items():
-                row["requests"][name][symptom] = int(s.columns["lat_count"].sum() - s.columns[bucket].sum())
+                requests[name][symptom] = int(s.columns["lat_count"].sum() - s.columns[bucket].sum())
         self.steps.append(row)
         self.last_step = end
 
@@ -143,8 +147,11 @@ class ProxyExporter:
                 lines.append(f"# HELP {family} {help_text}")
                 lines.append(f"# TYPE {family} {kind}")
                 for metric in _SAMPLES.get(family, (family,)):
+                    columns = schema.series_columns(metric)
+                    if columns is None:  # every family above is one of the store's
+                        raise ValueError(f"{metric}: not a metric of the store")
                     for backend in self.backends:
-                        for own, column in schema.series_columns(metric).items():
+                        for own, column in columns.items():
                             labels = ",".join(f'{k}="{v}"' for k, v in (*self.labels.items(), ("backend", backend), *own))
                             value = self.totals[backend][column]
                             text = repr(value) if column == "lat_sum" else str(int(value))

@@ -22,9 +22,15 @@ import re
 import time
 import urllib.error
 from dataclasses import dataclass, field
-from typing import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from opsctl.drills.chain.components import http_get
+
+if TYPE_CHECKING:
+    from opsctl.audit import AuditLog
+    from opsctl.drills.chain.pdsink import PagerDutySink
+    from opsctl.tickets.base import TicketProvider
 
 ORDER = ("fault", "rule-pending", "rule-firing", "alertmanager", "pagerduty", "serve", "policy", "actuator",
          "acknowledged", "ticket")
@@ -143,7 +149,7 @@ class Targets:
     prometheus: str
     alertmanager: str
     serve: str
-    serve_log: object  # Path
+    serve_log: Path
     backend: str  # the faulted backend
     expect_failover: bool
     ticket_vendor: str | None
@@ -161,9 +167,9 @@ class Collector:
     """Polls every component and moves the hops forward; `say` adds a timeline line per hop reached."""
 
     targets: Targets
-    sink: object  # PagerDutySink
-    desks: Callable[[str], object]  # vendor -> ticket desk of the drill's config
-    audit: object  # AuditLog of the drill's state dir
+    sink: PagerDutySink | None  # None for a live chain drill: its LiveCollector reads the real pager
+    desks: Callable[[str], TicketProvider]  # vendor -> ticket desk of the drill's config
+    audit: AuditLog | None  # of the drill's state dir (None live: the actuator's split is read instead)
     say: Callable[[float, str, str], None]
     hops: dict[str, Hop] = field(default_factory=dict)
     actions: list[dict] = field(default_factory=list)
@@ -240,7 +246,7 @@ class Collector:
         from urllib.parse import quote
 
         b = self.targets.backend
-        out = {}
+        out: dict[str, dict[str, float]] = {}
         for name in BURN_RECORDS:
             q = quote(burn_query(name, b, self.targets.recorded_scope))
             try:
@@ -292,6 +298,8 @@ class Collector:
     # -- PagerDuty ------------------------------------------------------------------------------
 
     def _pagerduty(self) -> None:
+        if self.sink is None:
+            raise RuntimeError("a local chain's collector needs the drill's PagerDuty endpoint")
         events, incidents = self.sink.snapshot()
         rejected = [e for e in events if not e["accepted"]]
         if rejected:
@@ -386,7 +394,7 @@ class Collector:
     def _log_actions(self) -> list[dict]:
         from datetime import datetime, timezone
 
-        out = []
+        out: list[dict] = []
         try:
             text = self.targets.serve_log.read_text(errors="replace")
         except OSError:
@@ -402,6 +410,8 @@ class Collector:
     # -- actuator -------------------------------------------------------------------------------
 
     def _actuator(self) -> None:
+        if self.audit is None:
+            raise RuntimeError("a local chain's collector needs the drill's audit log")
         entries = self.audit.find(lambda e: e.get("kind") == "traffic" and e.get("action") == "failover"
                                   and not e.get("dry_run"))
         entries.sort(key=lambda e: e.get("ts", 0))
@@ -425,7 +435,7 @@ class Collector:
         desk = self.desks(vendor)
         records = []
         channel = getattr(desk, "channel", None)
-        if getattr(channel, "name", None) == "local":
+        if channel is not None and getattr(channel, "name", None) == "local":
             records = channel.tickets()
         else:
             for a in ticket_actions:
@@ -486,8 +496,11 @@ def _clock(ts: float) -> str:
 
 
 def _value(alert: dict) -> str:
+    value = alert.get("value")
+    if value is None:
+        return "?"
     try:
-        return f"{float(alert.get('value')):.4g}"
+        return f"{float(value):.4g}"
     except (TypeError, ValueError):
         return "?"
 

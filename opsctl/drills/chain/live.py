@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from typing import TYPE_CHECKING
 
 from opsctl.drills.chain.components import http_get
 from opsctl.drills.chain.hops import Collector, _sum, outcomes_query, parse_metrics
@@ -22,6 +23,9 @@ from opsctl.drills.chain.runner import ChainDrill, _Stop
 from opsctl.drills.engine import Refused
 from opsctl.drills.preflight import take_live_lock
 from opsctl.errors import OpsctlError
+
+if TYPE_CHECKING:
+    from opsctl.traffic.split import Split
 
 
 class LiveChainDrill(ChainDrill):
@@ -32,7 +36,7 @@ class LiveChainDrill(ChainDrill):
         self.cfg = user_cfg
         self._lock = None
         self._injectors: dict = {}
-        self.original_split = None
+        self.original_split: Split | None = None
 
     def _prepare(self) -> None:
         missing = [f for f in self.scenario.faults if f.live is None]
@@ -106,7 +110,7 @@ class LiveChainDrill(ChainDrill):
                 "on_at": record["applied_at"], "off_at": None}
 
     def _faults_off(self) -> None:
-        for record in self.state.data.get("faults", []) if self.state else []:
+        for record in self.state.data.get("faults", []) if self._state else []:
             if record.get("removed_at") is not None or record.get("applied_at") is None:
                 continue
             try:
@@ -154,7 +158,10 @@ class LiveChainDrill(ChainDrill):
                     and labels.get("backend") != "all":
                 raise _Stop(f"stop condition: {labels.get('slo')} pages on {labels.get('backend')}, a backend the"
                             " drill did not fault")
-        for incident in self.collector.other_incidents():
+        collector = self.collector
+        if not isinstance(collector, LiveCollector):  # made by _make_collector, before the first poll
+            raise RuntimeError("the live chain drill's collector is not made yet")
+        for incident in collector.other_incidents():
             raise _Stop(f"stop condition: real incident {incident.id} {incident.title!r} is {incident.status}")
 
     def finish(self, outcome, data, paths) -> None:
@@ -182,7 +189,7 @@ class LiveCollector(Collector):
             m = re.match(r'opsctl_automation_actions_total\{(.*)\}', k)
             if m:
                 labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-                out[(labels.get("policy"), labels.get("action"), labels.get("status"))] = v
+                out[(labels.get("policy", ""), labels.get("action", ""), labels.get("status", ""))] = v
         return out
 
     def _serve(self) -> None:
@@ -209,8 +216,8 @@ class LiveCollector(Collector):
             self.hops["policy"].last = "opsctl serve /metrics: no new action"
         tickets = [k for k in new if k[1] == "ticket" and k[2] in ("applied", "noop")]
         if tickets:
-            policy = next((p for p in self.cfg.automation.policies if p.name == tickets[0][0]), None)
-            category = _ticket_category(policy, self.cfg.runbooks.tickets)
+            configured = next((p for p in self.cfg.automation.policies if p.name == tickets[0][0]), None)
+            category = _ticket_category(configured, self.cfg.runbooks.tickets)
             self._reach("ticket", now, f"opsctl serve /metrics: policy {tickets[0][0]} filed the vendor ticket"
                                        f" (its configured category {category!r})")
             want = self.targets.ticket_category

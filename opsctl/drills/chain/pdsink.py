@@ -49,7 +49,9 @@ class PagerDutySink:
         action = event.get("event_action")
         if action not in ACTIONS:
             errors.append("'event_action' is invalid (must be one of trigger, acknowledge, resolve)")
-        payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+        payload = event.get("payload")
+        if not isinstance(payload, dict):
+            payload = {}
         if action == "trigger":
             for key in ("summary", "source"):
                 if not isinstance(payload.get(key), str) or not payload.get(key):

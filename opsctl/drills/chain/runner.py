@@ -25,11 +25,18 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from opsctl.drills.engine import DrillResult
 from opsctl.drills.lifecycle import Aborted, Evidence, Lifecycle, Outcome, Refused
 from opsctl.errors import ConfigError, OpsctlError
+
+if TYPE_CHECKING:
+    from opsctl.drills.chain.exporter import ProxyExporter
+    from opsctl.drills.chain.hops import Collector, Targets
+    from opsctl.drills.chain.pdsink import PagerDutySink
+    from opsctl.drills.state import RunState
+    from opsctl.tickets.base import TicketProvider
 
 POLL = 1.0  # seconds between asking every component what happened
 DEFAULT_TIMEOUT = 240  # seconds from the fault for every hop to happen
@@ -46,7 +53,7 @@ class _Stop(Aborted):
 class ChainDrill:
     mode = "chain"
 
-    def __init__(self, scenario, user_cfg, *, routing: Path, timeout: int | None = DEFAULT_TIMEOUT,
+    def __init__(self, scenario, user_cfg, *, routing: Path | None, timeout: int | None = DEFAULT_TIMEOUT,
                  history: int = DEFAULT_HISTORY, progress: Callable[[str], None] | None = None):
         self.scenario = scenario
         self.user_cfg = user_cfg
@@ -60,18 +67,51 @@ class ChainDrill:
         self.stop_reason: str | None = None
         self.processes: list = []
         self.servers: list = []
-        self.exporter = None
-        self.sink = None
-        self.collector = None
+        # set as the drill reaches them (the properties below say when one is read before)
+        self._exporter: ProxyExporter | None = None
+        self._sink: PagerDutySink | None = None
+        self._state: RunState | None = None
+        self.collector: Collector | None = None  # made once the first fault is on
         self.facts: dict = {}
         self.rollbacks: list[dict] = []
-        self.state = None
-        self.refusal = self.abort_reason = self.crash = None
+        self.refusal: str | None = None
+        self.abort_reason: str | None = None
+        self.crash: str | None = None
         self.prediction: dict = {}
         self.group_wait = 0.0  # the drill's Alertmanager routes' longest group_wait (0: not known)
         self.attribution: list[dict] = []
         self.budget: dict = {}
         self.fault_records: list[dict] = []
+
+    @property
+    def exporter(self) -> ProxyExporter:
+        if self._exporter is None:
+            raise RuntimeError("the drill's exporter is not started yet")
+        return self._exporter
+
+    @exporter.setter
+    def exporter(self, exporter: ProxyExporter) -> None:
+        self._exporter = exporter
+
+    @property
+    def sink(self) -> PagerDutySink:
+        if self._sink is None:
+            raise RuntimeError("the drill's PagerDuty endpoint is not started yet")
+        return self._sink
+
+    @sink.setter
+    def sink(self, sink: PagerDutySink) -> None:
+        self._sink = sink
+
+    @property
+    def state(self) -> RunState:
+        if self._state is None:
+            raise RuntimeError("the drill's run state is not created yet")
+        return self._state
+
+    @state.setter
+    def state(self, state: RunState) -> None:
+        self._state = state
 
     # =========================================================================================
 
@@ -204,10 +244,15 @@ class ChainDrill:
                 f" sends {sc.embedded.peak_rps:g}/s at peak; the chain's traffic rate is not checked against it): run it"
                 f" embedded (opsctl drill run {sc.path})"]
 
+    def _routing(self) -> Path:
+        if self.routing_path is None:  # a live chain drill routes through the user's own Alertmanager
+            raise RuntimeError("a local chain drill needs an Alertmanager routing file")
+        return self.routing_path
+
     def _load_routing(self) -> dict:
         from opsctl.config import load_yaml_file
 
-        raw = load_yaml_file(self.routing_path, "Alertmanager routing file")
+        raw = load_yaml_file(self._routing(), "Alertmanager routing file")
         if not isinstance(raw, dict) or not isinstance(raw.get("route"), dict) or not raw.get("receivers"):
             raise ConfigError(f"{self.routing_path}: not an Alertmanager config (route and receivers needed)")
         return raw
@@ -219,8 +264,8 @@ class ChainDrill:
         self.timeline.append({"at": at, "phase": self.phase, "kind": kind, "message": message})
         offset = "" if self.t0 is None else f" {at - self.t0:+7.1f}s"
         self.progress(f"[chain {time.strftime('%H:%M:%S', time.gmtime(at))}{offset}] {self.phase:<10} {kind:<12} {message}")
-        if self.state is not None:
-            self.state.data["timeline"] = self.timeline
+        if self._state is not None:
+            self._state.data["timeline"] = self.timeline
 
     def _signals(self) -> Callable[[], None]:
         if threading.current_thread() is not threading.main_thread():
@@ -231,7 +276,11 @@ class ChainDrill:
                 self.stop_reason = f"interrupted by {signal.Signals(signum).name}"
 
         previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-        return lambda: [signal.signal(s, h) for s, h in previous.items()]
+
+        def restore() -> None:
+            for s, h in previous.items():
+                signal.signal(s, h)
+        return restore
 
     def _check_stop(self) -> None:
         if self.stop_reason:
@@ -319,7 +368,7 @@ class ChainDrill:
         am_cfg = self.dir / "alertmanager.yml"
         am_cfg.write_text(yaml.safe_dump(am_raw, sort_keys=False))
         for note in notes:
-            self._say("setup", f"routing {self.routing_path.name}: {note}")
+            self._say("setup", f"routing {self._routing().name}: {note}")
         prom_cfg = self.dir / "prometheus.yml"
         prom_cfg.write_text(yaml.safe_dump({
             "global": {"scrape_interval": f"{SCRAPE_INTERVAL}s", "evaluation_interval": f"{DRILL_EVALUATION}s"},
@@ -422,7 +471,7 @@ class ChainDrill:
         from opsctl.drills.scenario import default_backend
 
         self._set_phase("method")
-        faults = []
+        faults: list[dict] = []
         for step in self.scenario.method:
             self._check_stop()
             pause = min(step.pause_before, PAUSE_CAP)
@@ -431,6 +480,8 @@ class ChainDrill:
             if step.action == "inject-fault":
                 fault = step.fault
                 backend = fault.backend or default_backend(fault.kind, self.cfg)
+                if backend is None:  # check_against_config names it first
+                    raise ConfigError(f"{self.scenario.path}: {step.name}: no backend to inject {fault.kind} into")
                 record = self._fault_on(f"f{len(faults) + 1}", fault, backend)
                 record.update(name=step.name, hop=broken_hop(fault.kind), duration=fault.duration)
                 faults.append(record)
@@ -457,8 +508,8 @@ class ChainDrill:
             pagerduty_receivers=getattr(self, "pagerduty_receivers", None),
             policies=tuple(CompiledPolicy.of(p) for p in self.cfg.automation.policies),
             scope=self.cfg.service_matcher, recorded_scope=recorded_service_matcher(self.cfg))
-        self.collector = self._make_collector(targets)
-        self.collector.hops["fault"].reach(first["on_at"], f"exporter: {first['kind']} on {first['backend']} switched on")
+        self.collector = collector = self._make_collector(targets)
+        collector.hops["fault"].reach(first["on_at"], f"exporter: {first['kind']} on {first['backend']} switched on")
         oc = self.scenario.on_call
         ack_after = None
         if oc.acknowledge_after is not None and self.mode == "chain":
@@ -472,19 +523,22 @@ class ChainDrill:
 
             self.timeout, why = derived_timeout(self.prediction, DEFAULT_TIMEOUT)
             self._say("deadline", f"every hop within {self.timeout}s of the fault ({why})")
-        deadline = self.t0 + self.timeout
+        t0 = self.t0
+        if t0 is None:  # set by the first fault, above
+            raise RuntimeError("the chain drill injected no fault")
+        deadline = t0 + self.timeout
         while True:
             self._check_stop()
-            self.collector.poll()
-            pd = self.collector.hops["pagerduty"]
-            if ack_after is not None and pd.at is not None and self.collector.hops["acknowledged"].at is None \
+            collector.poll()
+            pd = collector.hops["pagerduty"]
+            if ack_after is not None and pd.at is not None and collector.hops["acknowledged"].at is None \
                     and time.time() >= pd.at + ack_after:
                 for incident in self.sink.snapshot()[1]:
                     if incident["status"] == "triggered":
                         self.sink.acknowledge(incident["dedup_key"], by=oc.name)
                 continue
             self._stop_conditions()
-            if self.collector.settled():
+            if collector.settled():
                 self._say("settled", "every required hop happened")
                 break
             if time.time() >= deadline:
@@ -492,7 +546,7 @@ class ChainDrill:
                 break
             self._sleep(POLL)
         self._attribute()
-        self._measure_budget()
+        self._measure_budget(t0)
 
     def _predict(self, first: dict) -> dict:
         """What the burn-rate maths predicts from the first fault, on the drill's own rules ({} if nothing)."""
@@ -533,7 +587,7 @@ class ChainDrill:
         self.state.save()
         return record
 
-    def _make_collector(self, targets):
+    def _make_collector(self, targets: Targets) -> Collector:
         from opsctl.audit import AuditLog
         from opsctl.drills.chain.hops import Collector
 
@@ -551,7 +605,7 @@ class ChainDrill:
 
     def _desk(self, vendor: str):
         if not hasattr(self, "_desks"):
-            self._desks = {}
+            self._desks: dict[str, TicketProvider] = {}
         if vendor not in self._desks:
             from opsctl.tickets.registry import open_ticket_provider
 
@@ -578,7 +632,7 @@ class ChainDrill:
         """Requests by outcome: the exporter's own count of what it served."""
         return self.exporter.outcomes_between(start, end)[backend]
 
-    def _measure_budget(self) -> None:
+    def _measure_budget(self, t0: float) -> None:
         from opsctl.drills.measure import BurnMeter
         from opsctl.metrics.base import open_source
 
@@ -587,8 +641,8 @@ class ChainDrill:
         try:
             source = open_source(self.cfg)
             meter = BurnMeter(source, slos, self.user_cfg.slos.period_seconds)
-            meter.measure_period(self.t0, history_seconds=self.history)
-            samples = meter.sample(time.time(), [3600], self.t0)
+            meter.measure_period(t0, history_seconds=self.history)
+            samples = meter.sample(time.time(), [3600], t0)
         except OpsctlError as exc:
             self._say("budget", f"could not measure the budget spent: {exc.message}")
             return
@@ -613,7 +667,7 @@ class ChainDrill:
                 self._resolve_pages()
 
     def _faults_off(self) -> None:
-        if self.exporter is not None:
+        if self._exporter is not None:
             for fault_id in self.exporter.faults_on():
                 record = self.exporter.fault_off(fault_id)
                 for f in self.state.data["faults"]:
@@ -624,7 +678,7 @@ class ChainDrill:
             self.state.save()
 
     def _resolve_pages(self) -> None:
-        if self.sink is not None:
+        if self._sink is not None:
             resolved = self.sink.resolve_all()
             self.rollbacks.append({"action": "resolve-pages", "status": "done",
                                    "message": f"resolved {', '.join(resolved) or 'no open incident'} on the drill's"
@@ -665,6 +719,6 @@ def _longest_group_wait(route: dict) -> float:
     """The longest group_wait on any route of an Alertmanager tree: the latest a first notification leaves."""
     from opsctl.clock import parse_duration
 
-    waits = [parse_duration(str(route["group_wait"]))] if route.get("group_wait") is not None else []
+    waits: list[float] = [parse_duration(str(route["group_wait"]))] if route.get("group_wait") is not None else []
     waits += [_longest_group_wait(child) for child in route.get("routes") or []]
     return max(waits, default=0.0)

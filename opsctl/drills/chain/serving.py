@@ -35,8 +35,10 @@ class ThreadedServer:
 
     @property
     def address(self) -> str:
+        if self._server is None:
+            raise RuntimeError(f"{self.name} is not started")
         host, port = self._server.server_address[:2]
-        return f"{host}:{port}"
+        return f"{host!s}:{port}"
 
     @property
     def url(self) -> str:

@@ -12,14 +12,19 @@ import dataclasses
 from typing import TYPE_CHECKING, Callable, Protocol
 
 if TYPE_CHECKING:
+    from opsctl.clock import SimClock, WallClock
     from opsctl.config import Config
+    from opsctl.paging.base import Pager
+    from opsctl.tickets.base import TicketProvider
 
 
 class DrillEnvironment(Protocol):
     mode: str  # embedded | live
     cfg: "Config"  # the drill's own config: its state dir, its providers, the drill's freeze
-    clock: object  # SimClock | WallClock
     tick: int  # seconds between evaluations (alerts, stop conditions, expectations)
+
+    @property
+    def clock(self) -> SimClock | WallClock: ...
 
     def prepare(self, progress: Callable[[str], None]) -> dict:
         """Make the environment ready (the embedded store seeded); returns facts for the report."""
@@ -56,6 +61,11 @@ class PagingAndTickets:
     """The pager and ticket desks of an environment, opened once, on first use, on its own config
     and clock. Both environments mix this in; a subclass needs `cfg`, `clock`, `_pager = None` and
     `_desks = {}`."""
+
+    cfg: Config
+    clock: object  # SimClock | WallClock
+    _pager: Pager | None
+    _desks: dict[str, TicketProvider]
 
     def pager(self):
         if self._pager is None:

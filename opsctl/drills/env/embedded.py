@@ -11,10 +11,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from opsctl.clock import SimClock
 from opsctl.drills.env.base import PagingAndTickets, audit_fields, drill_actor, drill_hooks, with_drill_freeze
+
+if TYPE_CHECKING:
+    from opsctl.drills.simworld import SimWorld
+    from opsctl.metrics.embedded import EmbeddedStore
 
 
 def embedded_config(cfg, run_dir: Path):
@@ -46,11 +50,11 @@ class EmbeddedEnvironment(PagingAndTickets):
         self.tick = user_cfg.alerting.interval_seconds
         env = scenario.embedded
         self.start = env.start // self.tick * self.tick
-        self.clock = SimClock(self.start if sim_now is None else sim_now)
+        self.clock: SimClock = SimClock(self.start if sim_now is None else sim_now)
         horizon = self.start + scenario.max_duration + 3600
         self.cfg = with_drill_freeze(embedded_config(user_cfg, self.run_dir), scenario, self.start, horizon)
-        self.world = None
-        self._store = None
+        self.world: SimWorld | None = None
+        self._store: EmbeddedStore | None = None
         self._pager = None
         self._traffic = None
         self._desks: dict = {}

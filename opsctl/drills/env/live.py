@@ -24,7 +24,7 @@ class LiveEnvironment(PagingAndTickets):
         self.scenario = scenario
         self.run_id = run_id
         self.run_dir = Path(run_dir)
-        self.clock = WallClock()
+        self.clock: WallClock = WallClock()
         self.tick = scenario.live.poll_interval
         now = self.clock.now()
         self.cfg = with_drill_freeze(user_cfg, scenario, now, now + scenario.max_duration + 3600)

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from opsctl.drills.scenario.checks import Bad, Check, checked, dur, duration, names, text
-from opsctl.drills.scenario.model import (ROLLBACKS, SCENARIO_VERSION, DrillFreeze, EmbeddedEnv, LiveEnv, OnCall,
-                                          Paging, Scenario, VendorResponder)
+from opsctl.drills.scenario.model import (ROLLBACKS, SCENARIO_VERSION, Activity, DrillFreeze, EmbeddedEnv, LiveEnv,
+                                          OnCall, Paging, Scenario, VendorResponder)
 from opsctl.drills.scenario.typed import read, read_tagged, read_variant
-from opsctl.drills.scenario.variants import (EXPECT, FAULTS, METHOD, PROBE, RESPONDER, STOP, SECTION,
+from opsctl.drills.scenario.variants import (EXPECT, FAULTS, METHOD, PROBE, RESPONDER, STOP,
                                              live_target)
 from opsctl.errors import ConfigError
 
@@ -27,13 +27,13 @@ def _version() -> Check:
     return Check(convert, SCENARIO_VERSION)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class Environment:
     embedded: EmbeddedEnv | None = None
     live: LiveEnv | None = None
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class Hypothesis:
     title: str = checked(text(), "")
     probes: list[Any] = field(default_factory=list)  # tagged by `probe`
@@ -42,7 +42,7 @@ class Hypothesis:
 _NEVER = dict(never=True)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class OnCallSection:
     simulated: bool = OnCall.simulated
     acknowledge_after: int | None = checked(duration(**_NEVER), OnCall.acknowledge_after)
@@ -54,19 +54,19 @@ class OnCallSection:
     manual: str | None = checked(text(), None)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class Responders:
     on_call: OnCallSection | None = None
     vendor: VendorResponder | None = None
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class Rollback:
     action: str = checked(text(*ROLLBACKS), required=True)
     name: str | None = checked(text(), None)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class ScenarioFile:
     """The top level of a scenario file."""
 
@@ -96,8 +96,11 @@ def _raw(data: Any, *keys: str) -> Any:
     return data
 
 
-def _method(data: dict, problems: list[str]) -> list:
-    items, out = data.get("method"), []
+def _method(data: dict, problems: list[str]) -> list[Activity]:
+    items = data.get("method")
+    out: list[Activity] = []
+    if not isinstance(items, list):  # read_tagged reads nothing from it either
+        return out
     for i, _, step in read_tagged(items, "method", "action", METHOD, problems):
         raw = items[i]
         fault = None

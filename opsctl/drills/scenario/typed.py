@@ -16,10 +16,13 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from opsctl.drills.scenario.checks import Bad, show, text
 from opsctl.errors import ConfigError
+
+T = TypeVar("T")
 
 _MARK = "\x00scenario"
 
@@ -37,7 +40,7 @@ def _section_type(tp: Any) -> type | None:
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         options = [a for a in typing.get_args(tp) if a is not type(None)]
         tp = options[0] if len(options) == 1 else None
-    return tp if dataclasses.is_dataclass(tp) else None
+    return tp if isinstance(tp, type) and dataclasses.is_dataclass(tp) else None
 
 
 def _prepare(cls: type, raw: dict, path: str, problems: list[str], names: dict[str, str]) -> dict:
@@ -80,7 +83,7 @@ def _translate(problem: str, path: str, names: dict[str, str]) -> str:
     return f"{_join(path, '.'.join(parts))}: {message}"
 
 
-def read(cls: type, raw: Any, path: str, problems: list[str], *, partial: bool = False):
+def read(cls: type[T], raw: Any, path: str, problems: list[str], *, partial: bool = False):
     """`cls` built from the mapping `raw` found at `path`, or None (its problems appended).
     `partial`: also when some values were bad (their checks' fallbacks stand in) or keys unknown,
     for checks across sections that should still see the rest."""
@@ -100,7 +103,7 @@ def read(cls: type, raw: Any, path: str, problems: list[str], *, partial: bool =
     return built if partial or len(problems) == before else None
 
 
-def read_tagged(items: Any, path: str, tag: str, classes: dict[str, type], problems: list[str]) -> list:
+def read_tagged(items: Any, path: str, tag: str, classes: Mapping[str, type], problems: list[str]) -> list:
     """[(index, tag, variant or None)] for a list of mappings tagged by `tag` (e.g. `action`); items
     without a valid tag are left out. A list that is not one is left to its section's own check."""
     if not isinstance(items, list):
@@ -113,7 +116,7 @@ def read_tagged(items: Any, path: str, tag: str, classes: dict[str, type], probl
     return out
 
 
-def tag_of(item: Any, where: str, tag: str, classes: dict[str, type], problems: list[str]) -> str | None:
+def tag_of(item: Any, where: str, tag: str, classes: Mapping[str, type], problems: list[str]) -> str | None:
     """The variant a mapping names by its `tag` key, or None (the problem appended)."""
     if not isinstance(item, dict):
         problems.append(f"{where}: expected a mapping, got {show(item)}")
@@ -128,7 +131,7 @@ def tag_of(item: Any, where: str, tag: str, classes: dict[str, type], problems: 
         return None
 
 
-def read_variant(item: Any, where: str, tag: str, classes: dict[str, type], problems: list[str]):
+def read_variant(item: Any, where: str, tag: str, classes: Mapping[str, type], problems: list[str]):
     """One tagged mapping (a fault by its `kind`) read as its variant's class, or None."""
     kind = tag_of(item, where, tag, classes, problems)
     return None if kind is None else read(classes[kind], item, where, problems)

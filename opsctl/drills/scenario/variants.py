@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, make_dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opsctl.drills.scenario.checks import (Bad, Check, checked, duration, flag, integer, names, number,
                                            percent_map, show, text)
@@ -16,8 +16,6 @@ from opsctl.drills.scenario.model import (EXPECTATIONS, FAULT_PARAMS, GUARDS, LI
                                           Activity, Expectation, Fault, LiveRouteFault, LiveScaleFault, Probe,
                                           StopCondition)
 
-SECTION = dict(frozen=True, kw_only=True)
-REQUIRED_TEXT = dict(required=True)
 
 
 def _name():
@@ -28,10 +26,10 @@ def _name():
 # Faults (tag `kind`) and where a live drill injects them
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class LiveRoute:
-    namespace: str = checked(text(), **REQUIRED_TEXT)
-    virtual_service: str = checked(text(), **REQUIRED_TEXT)
+    namespace: str = checked(text(), required=True)
+    virtual_service: str = checked(text(), required=True)
     route: str | None = checked(text(), None)
     percentage: float | None = checked(number(0, 100, low_open=True), None)
     http_status: int | None = checked(integer(400, 599), None)
@@ -49,23 +47,23 @@ def _istio_duration() -> Check:
     return Check(convert, "1s")
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class LiveDelay:
-    namespace: str = checked(text(), **REQUIRED_TEXT)
-    virtual_service: str = checked(text(), **REQUIRED_TEXT)
+    namespace: str = checked(text(), required=True)
+    virtual_service: str = checked(text(), required=True)
     route: str | None = checked(text(), None)
     percentage: float | None = checked(number(0, 100, low_open=True), None)
-    fixed_delay: str = checked(_istio_duration(), **REQUIRED_TEXT)
+    fixed_delay: str = checked(_istio_duration(), required=True)
 
     def model(self) -> LiveRouteFault:
         return LiveRouteFault(self.namespace, self.virtual_service, self.route, self.percentage,
                               fixed_delay=self.fixed_delay)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class LiveScale:
-    namespace: str = checked(text(), **REQUIRED_TEXT)
-    deployment: str = checked(text(), **REQUIRED_TEXT)
+    namespace: str = checked(text(), required=True)
+    deployment: str = checked(text(), required=True)
     replicas: int | None = checked(integer(0, 10000), None)
 
     def model(self) -> LiveScaleFault:
@@ -88,12 +86,12 @@ def _fault_class(kind: str) -> type:
 
     return make_dataclass(
         "Fault_" + kind.replace("-", "_"),
-        [("kind", str, checked(text(*FAULT_PARAMS), **REQUIRED_TEXT)),
+        [("kind", str, checked(text(*FAULT_PARAMS), required=True)),
          ("backend", str | None, checked(text(), None)),
-         ("duration", int, checked(duration(10, 7 * 86400), **REQUIRED_TEXT)),
+         ("duration", int, checked(duration(10, 7 * 86400), required=True)),
          ("live", Any, field(default=None)),  # read by live_target(kind)
          *params],
-        namespace={"model": model}, **SECTION)
+        namespace={"model": model}, frozen=True, kw_only=True)
 
 
 FAULTS = {kind: _fault_class(kind) for kind in FAULT_PARAMS}
@@ -103,18 +101,18 @@ FAULTS = {kind: _fault_class(kind) for kind in FAULT_PARAMS}
 # Method and responder actions (tag `action`)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class Pauses:
     before: int = checked(duration(), 0)
     after: int = checked(duration(), 0)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class Step:
     """What every method action has: a name, its tag and Chaos Toolkit's pauses."""
 
     name: str | None = _name()
-    action: str = checked(text(*METHOD_ACTIONS), **REQUIRED_TEXT)
+    action: str = checked(text(*METHOD_ACTIONS), required=True)
     pauses: Pauses | None = None
 
     def common(self) -> dict:
@@ -126,7 +124,7 @@ class Step:
         return Activity(**self.common())
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class InjectFault(Step):
     fault: Any = field()  # required; read as the variant of its `kind` (parse.py)
 
@@ -134,18 +132,18 @@ class InjectFault(Step):
         return Activity(**self.common(), fault=fault)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class Wait(Step):
-    duration: int = checked(duration(1), **REQUIRED_TEXT)
+    duration: int = checked(duration(1), required=True)
 
     def model(self) -> Activity:
         return Activity(**self.common(), duration=self.duration)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class Ticket:
-    vendor: str = checked(text(), **REQUIRED_TEXT)
-    category: str = checked(text(), **REQUIRED_TEXT)
+    vendor: str = checked(text(), required=True)
+    category: str = checked(text(), required=True)
     severity: str = checked(text(*SEVERITIES), "Sev2")
     subject: str | None = checked(text(), None)
     body: str = checked(text(), "")
@@ -155,13 +153,13 @@ class Ticket:
                 "subject": self.subject, "body": self.body}
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class FileTicket(Step, Ticket):
     def model(self) -> Activity:
         return Activity(**self.common(), **self.ticket())
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class Page(Step):
     summary: str | None = checked(text(), None)
 
@@ -169,16 +167,16 @@ class Page(Step):
         return Activity(**self.common(), summary=self.summary)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class TrafficSet(Step):
-    weights: dict[str, int] = checked(percent_map(), **REQUIRED_TEXT)
+    weights: dict[str, int] = checked(percent_map(), required=True)
     emergency: bool = checked(flag(), False)
 
     def model(self) -> Activity:
         return Activity(**self.common(), weights=dict(self.weights), emergency=self.emergency)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class Failover(Step):
     from_: str = checked(text(), key="from", required=True)
 
@@ -190,19 +188,19 @@ METHOD = {"inject-fault": InjectFault, "wait": Wait, "file-ticket": FileTicket, 
           "traffic-set": TrafficSet, "failover": Failover}
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class Act:
     """An on-call action, `after` the acknowledgement."""
 
     name: str | None = _name()
-    action: str = checked(text(*RESPONDER_ACTIONS), **REQUIRED_TEXT)
+    action: str = checked(text(*RESPONDER_ACTIONS), required=True)
     after: int = checked(duration(), 0)
 
     def common(self) -> dict:
         return {"name": self.name or self.action, "action": self.action, "after": self.after}
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class ActFailover(Act):
     from_: str = checked(text(), key="from", required=True)
 
@@ -210,7 +208,7 @@ class ActFailover(Act):
         return Activity(**self.common(), backend=self.from_)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class ActFileTicket(Act, Ticket):
     def model(self) -> Activity:
         return Activity(**self.common(), **self.ticket())
@@ -240,10 +238,12 @@ def _alert_count() -> Check:
     return Check(convert, 0)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class ProbeBase:
     name: str | None = _name()
-    probe: str = checked(text(*PROBES), **REQUIRED_TEXT)
+    probe: str = checked(text(*PROBES), required=True)
+    if TYPE_CHECKING:  # each probe declares its own, with its check and default
+        tolerance: Any
 
     def model(self) -> Probe:
         extra = {k: getattr(self, k) for k in ("slos", "backend", "severity") if hasattr(self, k)}
@@ -252,25 +252,25 @@ class ProbeBase:
         return Probe(self.name or self.probe, self.probe, self.tolerance, **extra)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class SloStatus(ProbeBase):
     slos: list[str] = checked(names(), ())
     backend: str | None = checked(text(), None)
     tolerance: Any = checked(_levels(), ("ok",))
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class AlertsFiring(ProbeBase):
     severity: str | None = checked(text("page", "ticket"), None)
     tolerance: int = checked(_alert_count(), 0)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class TrafficSplit(ProbeBase):
     tolerance: dict[str, int] | None = checked(percent_map(), None)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class FreezeActive(ProbeBase):
     tolerance: bool = checked(flag(), True)
 
@@ -283,29 +283,29 @@ PROBE = {"slo-status": SloStatus, "alerts-firing": AlertsFiring, "traffic-split"
 # Stop conditions (tag `condition`)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class Stop:
     name: str | None = _name()
-    condition: str = checked(text(*STOP_CONDITIONS), **REQUIRED_TEXT)
+    condition: str = checked(text(*STOP_CONDITIONS), required=True)
 
     def model(self) -> StopCondition:
         extra = {k: getattr(self, k) for k in ("slo", "above", "below", "backend", "severity") if hasattr(self, k)}
         return StopCondition(self.name or self.condition, self.condition, **extra)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class BudgetSpent(Stop):
-    slo: str = checked(text(), **REQUIRED_TEXT)
-    above: float = checked(number(0, 100, low_open=True), **REQUIRED_TEXT)
+    slo: str = checked(text(), required=True)
+    above: float = checked(number(0, 100, low_open=True), required=True)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class BudgetRemaining(Stop):
-    slo: str = checked(text(), **REQUIRED_TEXT)
-    below: float = checked(number(-100, 1), **REQUIRED_TEXT)
+    slo: str = checked(text(), required=True)
+    below: float = checked(number(-100, 1), required=True)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class AlertFiring(Stop):
     slo: str | None = checked(text(), None)
     backend: str | None = checked(text(), None)
@@ -320,11 +320,11 @@ STOP = {"budget-spent": BudgetSpent, "budget-remaining": BudgetRemaining, "real-
 # Expectations (tag `expect`); every deadline (`within`) counts from the first injected fault
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class Expect:
     name: str | None = _name()
-    expect: str = checked(text(*EXPECTATIONS), **REQUIRED_TEXT)
-    within: int = checked(duration(1), **REQUIRED_TEXT)
+    expect: str = checked(text(*EXPECTATIONS), required=True)
+    within: int | None = checked(duration(1), required=True)  # optional in some (change-refused)
 
     def model(self) -> Expectation:
         extra = {k: getattr(self, k) for k in ("slo", "backend", "severity", "vendor", "category", "full", "window",
@@ -338,7 +338,7 @@ class Expect:
         return Expectation(name=self.name or self.expect, expect=self.expect, within=self.within, **extra)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class Detected(Expect):
     slo: str | None = checked(text(), None)
     backend: str | None = checked(text(), None)
@@ -346,42 +346,42 @@ class Detected(Expect):
     alert: str | None = checked(text(), None)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class Paged(Expect):
     mentions: list[str] = checked(names(), ())
     not_mentions: list[str] = checked(names(), ())
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class FailoverApplied(Expect):
     from_: str = checked(text(), key="from", required=True)
     overrides: list[str] = checked(names(*GUARDS, what="guard"), ())
     full: bool = checked(flag(), False)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class VendorTicket(Expect):
-    vendor: str = checked(text(), **REQUIRED_TEXT)
-    category: str = checked(text(), **REQUIRED_TEXT)
+    vendor: str = checked(text(), required=True)
+    category: str = checked(text(), required=True)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class VendorResponded(Expect):
-    vendor: str = checked(text(), **REQUIRED_TEXT)
+    vendor: str = checked(text(), required=True)
     category: str | None = checked(text(), None)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class SloRecovered(Expect):
-    slo: str = checked(text(), **REQUIRED_TEXT)
+    slo: str = checked(text(), required=True)
     window: int = checked(duration(10, 86400), 300)
 
 
-@dataclass(**SECTION)
+@dataclass(frozen=True, kw_only=True)
 class ChangeRefused(Expect):
     within: int | None = checked(duration(1), None)
     action: str = checked(text("set"), "set")
-    guard: str = checked(text(*GUARDS), **REQUIRED_TEXT)
+    guard: str = checked(text(*GUARDS), required=True)
 
 
 EXPECT = {"detected": Detected, "paged": Paged, "acknowledged": Expect, "escalated": Expect,

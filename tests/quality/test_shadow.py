@@ -109,7 +109,8 @@ def test_shadow_with_a_tenth_of_the_traffic_is_not_ready_at_the_current_rate(ops
     assert result.exit_code == 1, result.output
     data = json.loads(result.stdout)
     assert [c["name"] for c in data["checks"] if not c["ok"]] == ["load"]
-    assert data["reasons"] == ["internal carried 10.0 req/s on average; it would take 100.0 req/s now "
+    assert data["reasons"] == ["internal carried 10.0 req/s on average; 100% of the real traffic's "
+                               "100.0 req/s over the same window is 100.0 req/s "
                                "(needs at least 0.9x = 90.0 req/s)"]
     # ...but it is ready to take 10% of the traffic.
     ten = report(opsctl, cfg, "--share", "0.1")

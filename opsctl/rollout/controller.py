@@ -363,7 +363,7 @@ class RolloutController:
                 from opsctl.traffic.record import find_change
 
                 found = find_change(svc.read().record, operation=operation, action=action)
-                change_id = found.get("id") if found else None
+                change_id = found.id if found else None
             if result.outcome == "applied" or change_id:
                 kept = dataclasses.replace(kept, written_step=step if written is None else written,
                                            change_id=change_id)

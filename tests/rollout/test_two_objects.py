@@ -263,7 +263,7 @@ def test_a_failover_on_the_gate_holds_the_rollout_and_the_restore_returns_both_t
     assert w.primary() == expected_primary(0)
     assert [(o.role, o.step) for o in now.objects] == [("assignment", 4), ("shadow", 4)]
     # the restore already put step 4's split back, so the re-application finds it there: no change
-    operations = [e["operation"] for e in svc.history()]
+    operations = [e.operation for e in svc.history()]
     assert f"{state.id}-s4-r1" not in operations
     assert operations.count(f"{state.id}-s4") == 1
 

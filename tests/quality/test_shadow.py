@@ -103,7 +103,7 @@ def test_unhealthy_shadow_is_not_ready_with_reasons(opsctl, tmp_path):
 
 
 def test_shadow_with_a_tenth_of_the_traffic_is_not_ready_at_the_current_rate(opsctl, tmp_path):
-    # Mirrored at 10%: 10 req/s; it would take 100 req/s now, needs at least 0.9 x 100 = 90.
+    # Mirrored at 10%: 10 req/s; at share 1 it should carry databricks' 100 req/s over the same window: needs 0.9 x 100 = 90.
     cfg = load(tmp_path, databricks=steps(), internal=steps(per_step=100, le=PRIMARY_LE))
     result = report(opsctl, cfg)
     assert result.exit_code == 1, result.output

@@ -307,6 +307,10 @@ def start(app, plan_file, dry_run, yes, output):
     cfg = app.config
     data = parse_yaml(read_text(Path(plan_file), "rollout plan"), Path(plan_file))
     the_plan = build_plan(data, plan_file, backends=list(cfg.backends))
+    from opsctl.rollout.controller import plan_steps
+    from opsctl.rollout.simrun import refuse_unmirrored
+
+    refuse_unmirrored(cfg, plan_steps(the_plan))  # a gate that cannot mirror and no shadow object: exit 2
     current, mirror, objects = starting_point(cfg)  # reads only; with traffic.shadow_actuator, both objects
     if current is None:
         from opsctl.errors import NoDataError

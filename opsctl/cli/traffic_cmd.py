@@ -258,6 +258,14 @@ def _status_text(d: dict, order) -> str:
         f"split       {_describe(d['split'], order)}" + (f"   ({d['note']})" if d.get("note") else ""),
         f"actuator    {d['actuator']}: {d['target']} (version {d['version']})",
     ]
+    mirror = d.get("shadow_object")
+    if mirror is not None:
+        if mirror.get("error"):
+            lines.append(f"shadow      {mirror['actuator']}: unknown ({mirror['error']})")
+        else:
+            shares = ", ".join(f"{b} {p}%" for b, p in (mirror["mirror"] or {}).items()) or "none"
+            lines.append(f"shadow      {mirror['actuator']}: {mirror['target']} (version {mirror['version']}):"
+                         f" mirrors {shares}" + (f"   ({mirror['note']})" if mirror.get("note") else ""))
     if d.get("metrics"):
         lines.append(f"metrics     {d['metrics']['source']}: {d['metrics']['where']}")
     last = d.get("last_change")

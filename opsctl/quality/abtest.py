@@ -89,6 +89,43 @@ def sample_size(baseline: float, margin: float, *, alpha: float = 0.05, power: f
                       "binomial: Var(p) = p(1 - p)/n per arm, trials independent", days, daily_trials, share)
 
 
+DAY = 86400
+WEEK = 7 * DAY
+
+
+class DailyTrials(Model):
+    """Today's trials a day (both arms), and where the figure comes from."""
+    trials: int
+    basis: str  # plan | window | weekly profile
+
+
+def daily_trials(trials: float, window_seconds: int, at: float, *, declared: int | None = None) -> DailyTrials | None:
+    """Trials a day at today's traffic, for the days a test takes: the plan's `daily_trials` when it
+    declares one; else a window of a whole day or more read as it is (its trials per day, the day's
+    own profile inside it); else a shorter window scaled by the weekly profile of traffic (the
+    simulator's calendar, US Eastern, DST included): its trials x the mean profile of a week's day
+    over the profile inside the window, so a peak hour is not taken for the average one (an hour
+    at Tuesday 14:00 holds about 2x the week's mean hour's traffic). Holidays inside the window count
+    as they fall, so a holiday hour is scaled up to a normal day. None without trials."""
+    if declared is not None:
+        return DailyTrials(int(declared), "plan")
+    if trials <= 0 or window_seconds <= 0:
+        return None
+    if window_seconds >= DAY:
+        return DailyTrials(int(trials * DAY / window_seconds), "window")
+    import numpy as np
+
+    from opsctl.metrics.sim_calendar import STEP, WEEKLY_PROFILE, traffic_shape
+
+    end = STEP * (int(at) // STEP)
+    steps = np.arange(end - window_seconds + STEP, end + 1, STEP, dtype=np.int64)
+    inside = float(traffic_shape(steps).sum()) * STEP  # share-of-peak seconds in the window
+    if inside <= 0:
+        return None
+    mean_day = DAY * float(np.mean(WEEKLY_PROFILE))  # share-of-peak seconds in the week's mean day
+    return DailyTrials(int(trials * mean_day / inside), "weekly profile")
+
+
 class AbVerdict(Model):
     verdict: str  # equivalent | different | inconclusive
     outcome: str  # Argo's: continue | abort | pause

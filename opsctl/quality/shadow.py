@@ -8,9 +8,11 @@ primary (by default every other backend together):
     at most the primary's plus `max_error_rate_increase`;
   - each latency percentile, interpolated from the histogram buckets like histogram_quantile,
     at most `max_latency_ratio` times the primary's;
-  - load: the shadow's mean request rate over the window at least `min_load_ratio` times the rate
-    it would take now (the current real request rate over `rate_window`, times `--share`), so
-    "fast and clean" was shown at the load it is about to get.
+  - load: the shadow's mean request rate over the window at least `min_load_ratio` times `--share`
+    of the real backends' mean request rate over the same window (like with like: on a rising
+    morning the window's average is below the last minutes' rate for the mirror and its source
+    alike, so a mirror carrying exactly its share passes), so "fast and clean" was shown at the load
+    it is about to get. The current rate (over `rate_window`) is reported beside it, not judged.
 
 Any failed check makes the verdict `not ready`; otherwise a figure without data makes it
 `unknown`, never ready.
@@ -80,10 +82,11 @@ class ShadowReport:
     window_seconds: int
     rate_window_seconds: int
     share: float
-    current_rate: float | None
-    required_rate: float | None
+    current_rate: float | None  # the real backends' rate over rate_window (reported, not judged)
+    required_rate: float | None  # share x source_rate
     figures: dict[str, TrafficFigures]
     checks: list[ShadowCheck] = field(default_factory=list)
+    source_rate: float | None = None  # the real backends' mean rate over the same window as the shadow's
 
     @property
     def verdict(self) -> str:
@@ -107,6 +110,7 @@ class ShadowReport:
             "share": self.share,
             "current_rate": self.current_rate,
             "required_rate": self.required_rate,
+            "source_rate": self.source_rate,
             "figures": {k: asdict(v) for k, v in self.figures.items()},
             "checks": [asdict(c) for c in self.checks],
             "verdict": self.verdict,
@@ -153,21 +157,25 @@ def shadow_report(source, *, shadow: str, primary: Sequence[str], real: Sequence
     window = window_seconds or settings.window_seconds
     rate_window = settings.rate_window_seconds
     exprs = _queries([shadow], window, scope) + _queries(primary, window, scope)
-    exprs.append(f"sum(rate({schema.REQUESTS}{{{backend_matcher(real, scope)}}}[{rate_window}s]))")
-    values = source.query_many(exprs, at)
     per = len(exprs) // 2
+    real_sel = backend_matcher(real, scope)
+    exprs.append(f"sum(rate({schema.REQUESTS}{{{real_sel}}}[{rate_window}s]))")
+    exprs.append(f"sum(increase({schema.REQUESTS}{{{real_sel}}}[{window}s]))")
+    values = source.query_many(exprs, at)
     primary_name = "+".join(primary)
     shadow_fig = _figures(shadow, values[:per], window, settings.percentiles)
     primary_fig = _figures(primary_name, values[per:2 * per], window, settings.percentiles)
-    current = values[-1]
-    required = None if current is None else current * share
+    current, real_requests = values[-2], values[-1]
+    source_rate = None if real_requests is None else real_requests / window
+    required = None if source_rate is None else source_rate * share
     report = ShadowReport(shadow, primary_name, at, window, rate_window, share, current, required,
-                          {"shadow": shadow_fig, "primary": primary_fig})
-    report.checks = _checks(shadow_fig, primary_fig, required, settings)
+                          {"shadow": shadow_fig, "primary": primary_fig}, source_rate=source_rate)
+    report.checks = _checks(shadow_fig, primary_fig, required, settings, share=share, source_rate=source_rate)
     return report
 
 
-def _checks(s: TrafficFigures, p: TrafficFigures, required: float | None, settings) -> list[ShadowCheck]:
+def _checks(s: TrafficFigures, p: TrafficFigures, required: float | None, settings, *, share: float = 1.0,
+            source_rate: float | None = None) -> list[ShadowCheck]:
     checks: list[ShadowCheck] = []
     if s.requests is None or p.requests is None:
         missing = [f.name for f in (s, p) if f.requests is None]
@@ -198,12 +206,13 @@ def _checks(s: TrafficFigures, p: TrafficFigures, required: float | None, settin
             f"latency {label} {sv * 1000:.0f} ms vs primary {pv * 1000:.0f} ms "
             f"(at most {settings.max_latency_ratio:g}x = {limit * 1000:.0f} ms)"))
 
-    if required is None:
-        checks.append(ShadowCheck("load", None, s.rate, None, None, "no current real traffic rate"))
+    if required is None or source_rate is None or s.rate is None:
+        checks.append(ShadowCheck("load", None, s.rate, None, None, "no real traffic rate over the window"))
     else:
         limit = required * settings.min_load_ratio
         checks.append(ShadowCheck(
             "load", s.rate >= limit, s.rate, p.rate, limit,
-            f"{s.name} carried {s.rate:.1f} req/s on average; it would take {required:.1f} req/s now "
+            f"{s.name} carried {s.rate:.1f} req/s on average; {share * 100:g}% of the real traffic's "
+            f"{source_rate:.1f} req/s over the same window is {required:.1f} req/s "
             f"(needs at least {settings.min_load_ratio:g}x = {limit:.1f} req/s)"))
     return checks

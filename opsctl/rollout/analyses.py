@@ -225,8 +225,10 @@ def ab_equivalence(analysis: "Analysis", ev: Evidence, stage=None) -> dict:
     store both read), judged by `opsctl ab equivalence`'s TOST against the sample size the stage's
     alpha, power and margin need: inconclusive while an arm holds fewer trials, equivalent when the
     interval lies inside the margin, different when it lies outside. `days` is how long today's
-    traffic takes to fill the smaller arm: the stage's `daily_trials`, else the window's own rate."""
-    from opsctl.quality.abtest import read_arms, sample_size, verdict
+    traffic takes to fill the smaller arm at the stage's share: the stage's `daily_trials`, else the
+    window's trials a day when it spans a day or more, else the window scaled by the weekly profile
+    (quality.abtest.daily_trials; `<metric>_daily_basis` says which)."""
+    from opsctl.quality.abtest import daily_trials, read_arms, sample_size, verdict
 
     if stage is None or not stage.metrics:
         return {"error": "the A/B stage declares no metrics"}
@@ -238,8 +240,10 @@ def ab_equivalence(analysis: "Analysis", ev: Evidence, stage=None) -> dict:
         (sa, ta), (sb, tb) = arms[ev.plan.baseline], arms[ev.plan.backend]
         baseline = metric.baseline if metric.baseline is not None else (sa / ta if ta else 0.5)
         share = getattr(stage, "share", 50) / 100
-        # today's traffic: as the stage declares it, else as the window measured it (both arms)
-        daily = stage.daily_trials or (int((ta + tb) * 86400 / _window(analysis)) if ta + tb else None)
+        # today's traffic a day (both arms): as the stage declares it, else a whole day's counters
+        # when the window holds one, else the window scaled by the weekly profile (quality.abtest)
+        per_day = daily_trials(ta + tb, _window(analysis), ev.at, declared=stage.daily_trials)
+        daily = per_day.trials if per_day else None
         size = sample_size(baseline, metric.margin, alpha=stage.alpha, power=stage.power,
                            daily_trials=daily, share=share if daily else None)
         found = verdict(sa, ta, sb, tb, margin=metric.margin, needed=size.per_arm, alpha=stage.alpha)
@@ -248,8 +252,10 @@ def ab_equivalence(analysis: "Analysis", ev: Evidence, stage=None) -> dict:
                     f"{metric.name}_needed": size.per_arm, f"{metric.name}_n_baseline": ta,
                     f"{metric.name}_n_new": tb, f"{metric.name}_ratio_baseline": sa / ta if ta else None,
                     f"{metric.name}_ratio_new": sb / tb if tb else None})
-        if size.days is not None:
+        if size.days is not None and per_day is not None:
             out[f"{metric.name}_days"] = round(size.days, 2)
+            out[f"{metric.name}_daily_trials"] = per_day.trials
+            out[f"{metric.name}_daily_basis"] = per_day.basis
     worst = ("different" if "different" in verdicts else "inconclusive" if "inconclusive" in verdicts
              else "equivalent")
     return {"verdict": worst, "metrics": verdicts, **out}

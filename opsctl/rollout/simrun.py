@@ -53,6 +53,26 @@ class RunResult(Model):
     gates: list[dict] = field(default_factory=list)
 
 
+SPLIT_FILE = "traffic/split.json"  # the assignment object (weights; the mirror too with one object)
+SHADOW_FILE = "traffic/shadow.json"  # the shadow object, when the config names one (traffic.shadow_actuator)
+CANNOT_MIRROR = {"flagd": "the flagd experiment gate assigns users, it cannot mirror"}
+
+
+def refuse_unmirrored(cfg, steps) -> None:
+    """UsageError when the plan mirrors (a shadow step) and no object of the config can carry it:
+    an actuator that cannot mirror (flagd) and no `traffic.shadow_actuator`. The run would stop at
+    its first shadow step, as the real rollout would: say so before starting."""
+    why = CANNOT_MIRROR.get(cfg.traffic.actuator)
+    if why is None or cfg.traffic.shadow_actuator is not None:
+        return
+    shadow = [i + 1 for i, step in enumerate(steps) if step.mirror]
+    if shadow:
+        raise UsageError(f"the plan mirrors traffic (step {shadow[0]}) but traffic.shadow_actuator is not set and"
+                         f" traffic.actuator {cfg.traffic.actuator} cannot carry it ({why}): set"
+                         " traffic.shadow_actuator to the mesh object that mirrors (istio, gateway-api,"
+                         " configmap or file)")
+
+
 def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequence[SimIncident] = (),
         evidence_seconds: int = 3600, peak_rps: float = 150.0, seed: int = 0, max_ticks: int = 5000,
         progress: Callable[[str], None] | None = None) -> RunResult:
@@ -63,20 +83,34 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
     from opsctl.metrics.embedded import EmbeddedStore
     from opsctl.metrics.sim_arms import write_arm_counters
     from opsctl.rollout.analyses import Evidence
-    from opsctl.rollout.controller import FINISHED, ONCE_AT_END, RolloutController, RolloutStore, plan_steps, start_rollout
+    from opsctl.rollout.controller import (FINISHED, ONCE_AT_END, RolloutController, RolloutStore, object_steps,
+                                           plan_steps, start_rollout)
     from opsctl.state.local import LocalStateStore
     from opsctl.traffic.service import TrafficService
 
+    steps = plan_steps(plan)
+    refuse_unmirrored(cfg, steps)
+    two_objects = cfg.traffic.shadow_actuator is not None
     started = time.perf_counter()
     root.mkdir(parents=True, exist_ok=True)
-    # the run's own state dir; its data are simulated instants in the past, never stale to the guards
+    # the run's own state dir; its data are simulated instants in the past, never stale to the guards.
+    # Every object the config names is a file in it: a simulated run never writes a real mesh object,
+    # gate or ConfigMap (nor a configured absolute split path a grammar service may read).
+    t = cfg.traffic
     cfg = dataclasses.replace(cfg, state_dir=str(root.resolve()),
                               metrics=dataclasses.replace(cfg.metrics, source="embedded", max_data_age="3650d"),
                               state=dataclasses.replace(cfg.state, backend="local"),
-                              # one file object carries weights and mirror: a simulated run never writes a mesh
-                              traffic=dataclasses.replace(cfg.traffic, shadow_actuator=None))
+                              traffic=dataclasses.replace(t, actuator="file", shadow_actuator=None,
+                                                          file=dataclasses.replace(t.file, path=SPLIT_FILE)))
     clock = SimClock(start)
     traffic = TrafficService(cfg, clock=clock, hooks=[])
+    shadow_svc = None
+    if two_objects:  # the config's two objects (the gate and the mesh's mirror) as two files
+        from opsctl.traffic.file import FileActuator
+
+        shadow_svc = TrafficService(cfg, clock=clock, hooks=[],
+                                    actuator=FileActuator(root.resolve() / SHADOW_FILE, default=None,
+                                                          backends=list(cfg.backends)))
     store = RolloutStore(LocalStateStore(root / "state"))
     kinds = {name: b.kind for name, b in cfg.backends.items()}
     metrics_path = cfg.state_path / "metrics.sqlite"
@@ -88,6 +122,9 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
         if weights is None:
             split = traffic.read().split
             weights, shadow = dict(split.weights), dict(split.shadow)
+            if shadow_svc is not None:  # the mirror share lives on the shadow object
+                mirror = shadow_svc.read().split
+                shadow = dict(mirror.shadow) if mirror is not None else {}
         if state is not None and state.step_started is not None:
             step_starts.setdefault(state.step, state.step_started)
         injected = []
@@ -123,17 +160,23 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
             write_arm_counters(metrics_path, series, seed=seed)
         counted[0] += 1
 
-    steps = plan_steps(plan)
-    simulate_window(start, dict(traffic.read().split.weights), {})  # the guards' evidence for the start
+    found = traffic.read().split  # none stored yet without traffic.default_split: the start is the baseline
+    simulate_window(start, dict(found.weights) if found else {plan.baseline: 100}, {})  # the start's evidence
     traffic.set({plan.baseline: 100}, reason=f"simulated rollout {plan.name}: the start")
+    mirror = objects = None
+    if shadow_svc is not None:
+        shadow_svc.set({plan.baseline: 100}, reason=f"simulated rollout {plan.name}: the mirror's start")
+        mirror = shadow_svc.read().split
+        objects = object_steps(traffic, shadow_svc, list(cfg.backends))
     start_rollout(store, plan_data, plan, by="rollout-run", at=start, current=traffic.read().split,
-                  order=list(cfg.backends))
+                  order=list(cfg.backends), mirror=mirror, objects=objects)
 
     def evidence(at: float, the_plan):
         simulate_window(at)
         return Evidence(cfg, the_plan, at, base_dir=cfg.base_dir)  # files an analysis names: beside opsctl.yaml
 
-    controller = RolloutController(cfg, store, traffic, clock=clock, evidence=evidence, progress=progress)
+    controller = RolloutController(cfg, store, traffic, clock=clock, evidence=evidence, progress=progress,
+                                   shadow=shadow_svc)
     ticks = 0
     gates: list[dict] = []
     for ticks in range(1, max_ticks + 1):

@@ -1,6 +1,6 @@
 """`traffic status` as data: the split, where it lives, the last change and open failovers (from the
 change record stored with the split, the same for every reader), freezes, capacity, ramp (from the
-shared state store)."""
+shared state store), and with `traffic.shadow_actuator` the shadow object's mirror share."""
 
 from __future__ import annotations
 
@@ -43,12 +43,39 @@ def traffic_status(cfg: "Config", now: float) -> dict:
         "next_freeze": upcoming[0].to_dict() if upcoming else None,
         "capacity": _capacity(cfg, stored.split),
         "ramp": None,
+        "shadow_object": _shadow_object(cfg, order),
     }
     state = RampState.load(store)
     if state is not None and state.status == "running":
         live = state.live
         status["ramp"] = {**state.summary(), "live": live, "holder": state.data.get("owner") if live else None}
     return status
+
+
+def _shadow_object(cfg: "Config", order: list[str]) -> dict | None:
+    """The second object of a rollout (`traffic.shadow_actuator`, e.g. the mesh's mirror while the
+    flagd gate assigns users): its mirror share per backend, where it lives, its version and last
+    change, read through its own actuator. None when unset (the actuator carries the mirror too);
+    a read that fails is said in `error`, the rest of the status still shown."""
+    from opsctl.traffic.record import newest_first
+    from opsctl.traffic.registry import open_shadow_actuator
+
+    if cfg.traffic.shadow_actuator is None:
+        return None
+    try:
+        actuator = open_shadow_actuator(cfg)
+        if actuator is None:
+            return None
+        stored = actuator.read()
+    except OpsctlError as exc:
+        return {"actuator": cfg.traffic.shadow_actuator, "target": None, "version": None, "mirror": None,
+                "split": None, "note": None, "corrupt": None, "last_change": None, "error": exc.message}
+    split = stored.split
+    last = newest_first(stored.record or {})[:1]
+    return {"actuator": actuator.kind, "target": actuator.target, "version": stored.version,
+            "mirror": {b: split.shadow_of(b) for b in order if split.shadow_of(b)} if split else None,
+            "split": split.to_dict(order) if split else None, "note": stored.note, "corrupt": stored.corrupt or None,
+            "last_change": _last_change(last[0].to_dict()) if last else None, "error": None}
 
 
 def _last_change(entry: dict) -> dict:

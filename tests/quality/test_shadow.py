@@ -103,13 +103,14 @@ def test_unhealthy_shadow_is_not_ready_with_reasons(opsctl, tmp_path):
 
 
 def test_shadow_with_a_tenth_of_the_traffic_is_not_ready_at_the_current_rate(opsctl, tmp_path):
-    # Mirrored at 10%: 10 req/s; it would take 100 req/s now, needs at least 0.9 x 100 = 90.
+    # Mirrored at 10%: 10 req/s; at share 1 it should carry databricks' 100 req/s over the same window: needs 0.9 x 100 = 90.
     cfg = load(tmp_path, databricks=steps(), internal=steps(per_step=100, le=PRIMARY_LE))
     result = report(opsctl, cfg)
     assert result.exit_code == 1, result.output
     data = json.loads(result.stdout)
     assert [c["name"] for c in data["checks"] if not c["ok"]] == ["load"]
-    assert data["reasons"] == ["internal carried 10.0 req/s on average; it would take 100.0 req/s now "
+    assert data["reasons"] == ["internal carried 10.0 req/s on average; 100% of the real traffic's "
+                               "100.0 req/s over the same window is 100.0 req/s "
                                "(needs at least 0.9x = 90.0 req/s)"]
     # ...but it is ready to take 10% of the traffic.
     ten = report(opsctl, cfg, "--share", "0.1")

@@ -57,6 +57,10 @@ def assert_the_shadow_and_ab_gates(d: dict) -> None:
         ready = gates[step, "shadow-readiness"]
         assert ready["outcome"] == "continue" and ready["measured"] >= 2 and ready["failed"] == 0
         assert ready["last"]["requests_ok"] and ready["last"]["errors_ok"]
+        # load compared like with like (the mirror against its share of internal over the same
+        # window): the plan gates on it, so a continue means it held at every measurement, the rising
+        # morning of the 30% step (2026-11-08 09:00 ET) included
+        assert ready["last"]["load_ok"] is True
         # the finding: readiness' 1.2x percentile ratio never holds for the simulated vendor, whose
         # lognormal median is 150 ms x e^(0.08 load) against internal's 100 ms x e^(0.15 load):
         # 1.5 x e^(-0.07 load) >= 1.39 at any load up to the peak

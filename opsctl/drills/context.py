@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable
 
 from opsctl.drills.expectations import Observations, Verdict
 from opsctl.drills.lifecycle import Aborted, Refused  # noqa: F401 (their home is the lifecycle)
+from opsctl.drills.prepared import Prepared
 from opsctl.drills.scenario import Scenario, resolve_slo
 from opsctl.drills.text import offset_text
 
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 
 
 class DrillRun:
+    env: Prepared[DrillEnvironment] = Prepared("the drill's environment is not open yet")
+    state: Prepared[RunState] = Prepared("the drill's run state is not created yet")
+
     def __init__(self, scenario: Scenario, user_cfg, *, live: bool = False,
                  progress: Callable[[str], None] | None = None):
         self.scenario = scenario
@@ -58,28 +62,8 @@ class DrillRun:
         self.deadline: float | None = None
 
     @property
-    def env(self) -> DrillEnvironment:
-        if self._env is None:
-            raise RuntimeError("the drill's environment is not open yet")
-        return self._env
-
-    @env.setter
-    def env(self, env: DrillEnvironment) -> None:
-        self._env = env
-
-    @property
     def env_open(self) -> bool:
         return self._env is not None
-
-    @property
-    def state(self) -> RunState:
-        if self._state is None:
-            raise RuntimeError("the drill's run state is not created yet")
-        return self._state
-
-    @state.setter
-    def state(self, state: RunState) -> None:
-        self._state = state
 
     # -- time and the event queue ---------------------------------------------------------------
 

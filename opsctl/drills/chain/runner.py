@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Callable
 
 from opsctl.drills.engine import DrillResult
 from opsctl.drills.lifecycle import Aborted, Evidence, Lifecycle, Outcome, Refused
+from opsctl.drills.prepared import Prepared
 from opsctl.errors import ConfigError, OpsctlError
 
 if TYPE_CHECKING:
@@ -51,6 +52,10 @@ class _Stop(Aborted):
 
 
 class ChainDrill:
+    exporter: Prepared[ProxyExporter] = Prepared("the drill's exporter is not started yet")
+    sink: Prepared[PagerDutySink] = Prepared("the drill's PagerDuty endpoint is not started yet")
+    state: Prepared[RunState] = Prepared("the drill's run state is not created yet")
+
     mode = "chain"
 
     def __init__(self, scenario, user_cfg, *, routing: Path | None, timeout: int | None = DEFAULT_TIMEOUT,
@@ -82,36 +87,6 @@ class ChainDrill:
         self.attribution: list[dict] = []
         self.budget: dict = {}
         self.fault_records: list[dict] = []
-
-    @property
-    def exporter(self) -> ProxyExporter:
-        if self._exporter is None:
-            raise RuntimeError("the drill's exporter is not started yet")
-        return self._exporter
-
-    @exporter.setter
-    def exporter(self, exporter: ProxyExporter) -> None:
-        self._exporter = exporter
-
-    @property
-    def sink(self) -> PagerDutySink:
-        if self._sink is None:
-            raise RuntimeError("the drill's PagerDuty endpoint is not started yet")
-        return self._sink
-
-    @sink.setter
-    def sink(self, sink: PagerDutySink) -> None:
-        self._sink = sink
-
-    @property
-    def state(self) -> RunState:
-        if self._state is None:
-            raise RuntimeError("the drill's run state is not created yet")
-        return self._state
-
-    @state.setter
-    def state(self, state: RunState) -> None:
-        self._state = state
 
     # =========================================================================================
 

@@ -231,6 +231,25 @@ class PrometheusServer:
 
 
 @pytest.fixture
+def kube_api():
+    """The loopback Kubernetes API server (tests/fakes/kube_api.py), empty, faults cleared at the end."""
+    from tests.fakes.kube_api import FakeKubeAPI
+
+    api = FakeKubeAPI().start()
+    yield api
+    api.clear_faults()
+    api.stop()
+
+
+def split_configmap(name: str, namespace: str, weights: dict) -> dict:
+    """The ConfigMap the configmap actuator reads the split from, as `kube_api.seed` takes it."""
+    import json
+
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+            "data": {"split.json": json.dumps({"weights": weights, "shadow": {}})}}
+
+
+@pytest.fixture
 def prometheus_factory(tmp_path):
     servers: list[PrometheusServer] = []
 

@@ -27,14 +27,6 @@ def store(tmp_path):
     return LocalStateStore(tmp_path / "state")
 
 
-@pytest.fixture
-def kube_api():
-    from tests.fakes.kube_api import FakeKubeAPI
-
-    api = FakeKubeAPI().start()
-    yield api
-    api.clear_faults()
-    api.stop()
 
 
 def stored(store) -> dict:

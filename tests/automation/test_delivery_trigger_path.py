@@ -30,12 +30,6 @@ def event(key: str, needs_action: bool = True) -> NewEvent:
     return NewEvent(key, "alertmanager", "databricks", {"status": "firing", "labels": {"a": "b"}}, needs_action)
 
 
-@pytest.fixture
-def kube_api():
-    api = FakeKubeAPI().start()
-    yield api
-    api.clear_faults()
-    api.stop()
 
 
 def kube_store(api):

@@ -23,6 +23,7 @@ import pytest
 from tests.automation.fault_proxy import FaultProxy, writes_to
 from tests.automation.helpers import FAILOVER_POLICY, alert, incident_key, message, wait_for, write_serve_config
 from tests.fakes.kube_api import FakeKubeAPI
+from tests.conftest import split_configmap
 
 NS = "llm"
 SPLIT_CM = "grammar-traffic-split"
@@ -127,12 +128,9 @@ def ledger(directory: Path, name: str) -> dict:
 
 
 @pytest.fixture
-def api():
-    fake = FakeKubeAPI().start()
-    fake.seed({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": SPLIT_CM, "namespace": NS},
-               "data": {"split.json": json.dumps({"weights": NORMAL, "shadow": {}})}})
-    yield fake
-    fake.stop()
+def api(kube_api):
+    kube_api.seed(split_configmap(SPLIT_CM, NS, NORMAL))
+    return kube_api
 
 
 @pytest.fixture

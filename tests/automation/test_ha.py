@@ -16,8 +16,7 @@ import pytest
 from tests.automation.helpers import (
     FAILOVER_POLICY, Serve, alert, incident_key, message, request, wait_for, write_serve_config,
 )
-from tests.conftest import run_opsctl
-from tests.fakes.kube_api import FakeKubeAPI
+from tests.conftest import run_opsctl, split_configmap
 
 NS = "llm"
 SPLIT_CM = "grammar-traffic-split"
@@ -62,12 +61,9 @@ leader_election: {{lease_duration: {LEASE_DURATION}s, renew_deadline: 3s, retry_
 
 
 @pytest.fixture
-def api():
-    fake = FakeKubeAPI().start()
-    fake.seed({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": SPLIT_CM, "namespace": NS},
-               "data": {"split.json": json.dumps({"weights": {"databricks": 80, "internal": 20}, "shadow": {}})}})
-    yield fake
-    fake.stop()
+def api(kube_api):
+    kube_api.seed(split_configmap(SPLIT_CM, NS, {"databricks": 80, "internal": 20}))
+    return kube_api
 
 
 def split(api) -> dict:

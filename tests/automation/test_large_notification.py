@@ -11,7 +11,7 @@ import pytest
 
 from tests.automation.helpers import Serve, alert, bearer, message, request, wait_for
 from tests.automation.test_ha import NS, SPLIT_CM, ha_config, holder, ledger_items, split
-from tests.fakes.kube_api import FakeKubeAPI
+from tests.conftest import split_configmap
 
 pytestmark = pytest.mark.slow
 
@@ -21,12 +21,9 @@ HANDLED = 40  # alerts handled after the one that opened the episode: handling g
 
 
 @pytest.fixture
-def api():
-    fake = FakeKubeAPI().start()
-    fake.seed({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": SPLIT_CM, "namespace": NS},
-               "data": {"split.json": json.dumps({"weights": {"databricks": 80, "internal": 20}, "shadow": {}})}})
-    yield fake
-    fake.stop()
+def api(kube_api):
+    kube_api.seed(split_configmap(SPLIT_CM, NS, {"databricks": 80, "internal": 20}))
+    return kube_api
 
 
 def delivery_events(api) -> dict:

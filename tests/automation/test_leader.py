@@ -8,7 +8,6 @@ import pytest
 from opsctl.automation.leader import LeaseElector
 from opsctl.config import KubernetesSettings
 from opsctl.traffic.kube import Kube
-from tests.fakes.kube_api import FakeKubeAPI
 
 NS = "ops"
 DURATION, DEADLINE, RETRY = 15.0, 10.0, 2.0
@@ -23,10 +22,8 @@ class Clock:
 
 
 @pytest.fixture
-def api():
-    fake = FakeKubeAPI().start()
-    yield fake
-    fake.stop()
+def api(kube_api):
+    return kube_api
 
 
 def elector(api, identity: str, clock: Clock, changes: list | None = None) -> LeaseElector:

@@ -12,6 +12,7 @@ import pytest
 from tests.automation.helpers import Serve, alert, bearer, message, request, wait_for
 from tests.automation.test_ha import NS, SPLIT_CM, ha_config, holder, ledger_items, role, split
 from tests.fakes.kube_api import FakeKubeAPI
+from tests.conftest import split_configmap
 
 pytestmark = pytest.mark.slow
 
@@ -20,13 +21,9 @@ PROBE_TIMEOUT = 1.0  # seconds: a fifth of one API call's latency below
 
 
 @pytest.fixture
-def api():
-    fake = FakeKubeAPI().start()
-    fake.seed({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": SPLIT_CM, "namespace": NS},
-               "data": {"split.json": json.dumps({"weights": {"databricks": 80, "internal": 20}, "shadow": {}})}})
-    yield fake
-    fake.clear_faults()
-    fake.stop()
+def api(kube_api):
+    kube_api.seed(split_configmap(SPLIT_CM, NS, {"databricks": 80, "internal": 20}))
+    return kube_api
 
 
 def probe(url: str) -> int | None:

@@ -4,7 +4,6 @@ and never undoing what someone else changed since."""
 
 from __future__ import annotations
 
-import pytest
 
 from opsctl.config import KubernetesSettings
 from opsctl.drills.faults.istio import IstioRouteFault
@@ -12,17 +11,11 @@ from opsctl.drills.faults.scale import DeploymentScaleFault
 from opsctl.drills.scenario import Fault, LiveRouteFault, LiveScaleFault
 from opsctl.traffic.kube import Kube
 from tests.drills.test_live import egress_vs
-from tests.fakes.kube_api import FakeKubeAPI
 from tests.traffic.conftest import deployment
 
 ISTIO = ("networking.istio.io", "virtualservices")
 
 
-@pytest.fixture
-def kube_api():
-    api = FakeKubeAPI().start()
-    yield api
-    api.stop()
 
 
 def kube(api) -> Kube:

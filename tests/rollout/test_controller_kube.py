@@ -11,15 +11,13 @@ in the change record. A write under the dead leader's term is refused (FencedErr
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
 
 from opsctl.clock import SimClock
 from tests.automation.fault_proxy import FaultProxy, writes_to
-from tests.conftest import write_config
-from tests.fakes.kube_api import FakeKubeAPI
+from tests.conftest import split_configmap, write_config
 from tests.rollout.conftest import END
 from tests.rollout.test_controller import plan_data
 
@@ -69,12 +67,9 @@ class Replica:
 
 
 @pytest.fixture
-def api():
-    fake = FakeKubeAPI().start()
-    fake.seed({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": SPLIT_CM, "namespace": NS},
-               "data": {"split.json": json.dumps({"weights": {"internal": 100}, "shadow": {}})}})
-    yield fake
-    fake.stop()
+def api(kube_api):
+    kube_api.seed(split_configmap(SPLIT_CM, NS, {"internal": 100}))
+    return kube_api
 
 
 def test_a_leader_killed_mid_step_the_new_leader_completes_each_step_once(tmp_path, api, healthy_store):

@@ -15,16 +15,10 @@ from opsctl.state.base import MAX_DOCUMENT_BYTES
 from opsctl.state.kubernetes import KEY, KubernetesStateStore
 from opsctl.state.local import LocalStateStore
 from opsctl.traffic.kube import Kube
-from tests.fakes.kube_api import FakeKubeAPI
 
 NS = "ops"
 
 
-@pytest.fixture
-def kube_api():
-    api = FakeKubeAPI().start()
-    yield api
-    api.stop()
 
 
 @pytest.fixture(params=["local", "kubernetes"])

@@ -15,7 +15,6 @@ import pytest
 
 from opsctl.metrics.embedded import EmbeddedStore
 from tests.conftest import REPO, run_opsctl, wait_until, write_config
-from tests.fakes.kube_api import FakeKubeAPI
 from tests.slo import data as d
 
 END = 1_795_000_000  # the newest data point; guards evaluate the SLOs here (embedded: newest data)
@@ -130,11 +129,6 @@ def env(make_env) -> Env:
     return make_env()
 
 
-@pytest.fixture
-def kube_api():
-    api = FakeKubeAPI().start()
-    yield api
-    api.stop()
 
 
 def deployment(namespace: str, name: str, replicas: int) -> dict:

@@ -17,7 +17,6 @@ from opsctl.state.kubernetes import KubernetesStateStore
 from opsctl.traffic.kube import Kube
 from opsctl.traffic.rampstate import HEARTBEAT_TTL, RampState
 from tests.conftest import require_binary
-from tests.fakes.kube_api import FakeKubeAPI
 
 pytestmark = pytest.mark.slow
 
@@ -40,10 +39,8 @@ state.save()
 
 
 @pytest.fixture
-def api():
-    fake = FakeKubeAPI().start()
-    yield fake
-    fake.stop()
+def api(kube_api):
+    return kube_api
 
 
 def store_for(api) -> KubernetesStateStore:

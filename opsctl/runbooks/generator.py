@@ -294,6 +294,8 @@ def _alert_runbook(cfg: "Config", site: dict, plan: "SloRulePlan", severity: str
         "labels": {cv.LABEL_SLO: slo.name, cv.LABEL_BACKEND: backend, cv.LABEL_SERVICE: plan.label_dict[cv.LABEL_SERVICE],
                    cv.LABEL_SEVERITY: severity, cv.LABEL_CATEGORY: plan.category, **cfg.alerting.labels},
         "fast_pair": next((f"{a.long} / {a.short}" for a in alerts if a.fast), None),
+        "fast_keep": next((format_duration(a.keep_firing_seconds) for a in alerts if a.fast and a.keep_firing_seconds),
+                          None),
         "absent_for": format_duration(plan.absent_for) if plan.absent else None,
         "cause_text": ", ".join(f"`{c}`: {cv.cause_text(c)}" for c, _ in plan.causes) if plan.causes else None,
     }

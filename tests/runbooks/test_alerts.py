@@ -100,3 +100,16 @@ def test_a_runbooks_base_url_other_than_the_alerts_is_refused(opsctl, shipped):
     result = opsctl("--config", str(shipped), "config", "validate")
     assert result.exit_code == 2
     assert "runbooks.base_url" in result.stderr and "alerting.runbook_base_url" in result.stderr
+
+
+def test_the_page_runbook_says_how_long_the_fast_burn_page_stays_firing_as_its_rule_does(opsctl, shipped):
+    """The runbook quotes the fast page's `keep_firing_for` from the rule itself, so on-call knows why
+    it is still firing minutes after the failover emptied its window."""
+    files = generate(opsctl, shipped)
+    fast = [r for r in alert_rules(opsctl, shipped) if r["alert"] == "SloFastBurnPage"]
+    assert len(fast) == 3
+    for rule in fast:
+        # 28-day period: the slower page pairs' longest `for:` (2m) plus one 1m evaluation.
+        assert rule["keep_firing_for"] == "3m"
+        text = files[rule["annotations"]["runbook_url"].rsplit("/", 1)[1]]
+        assert f"it stays firing for {rule['keep_firing_for']} after its condition ends (`keep_firing_for`)" in text

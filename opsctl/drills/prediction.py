@@ -51,7 +51,8 @@ def predict(plan, burn: float, tick: int | None) -> list[dict]:
             continue
         interval = tick or alert.interval or plan.interval
         row = {"alert": alert.alertname, "tier": alert.tier or "standard", "long": alert.long, "short": alert.short,
-               "factor": alert.factor, "for_seconds": alert.for_seconds, "interval_seconds": interval}
+               "factor": alert.factor, "for_seconds": alert.for_seconds, "interval_seconds": interval,
+               "keep_firing_seconds": alert.keep_firing_seconds}
         if burn <= alert.factor:
             row["predicted_seconds"] = None
             row["why"] = f"burn {burn:.1f}x does not exceed the factor {alert.factor:g}x: never fires"

@@ -327,6 +327,11 @@ def _atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _keep_text(seconds) -> str:
+    """The rule's `keep_firing_for` (the fast tier's, so its own failover does not resolve it), or '-'."""
+    return f"{seconds}s after its condition ends" if seconds else "-"
+
+
 def _md(text) -> str:
     return str(text if text is not None else "-").replace("|", "\\|").replace("\n", " ")
 
@@ -377,9 +382,10 @@ def render_markdown(d: dict) -> str:
                   f"{pred['slo']}: the fault burns {burn} ({pred.get('burn_basis')}); predicted detection"
                   f" {duration_text(pred.get('predicted_detection_seconds'))}, measured"
                   f" {duration_text(pred.get('measured_detection_seconds'))}.", "",
-                  "| alert | windows | factor | for | predicted | how |", "|---|---|---|---|---|---|"]
+                  "| alert | windows | factor | for | keeps firing | predicted | how |", "|---|---|---|---|---|---|---|"]
         lines += [f"| {t['alert']} ({t['tier']}) | {t['long']}/{t['short']} | {t['factor']:g}x | {t['for_seconds']}s |"
-                  f" {duration_text(t['predicted_seconds'])} | {_md(t['why'])} |" for t in pred["tiers"]]
+                  f" {_keep_text(t.get('keep_firing_seconds'))} | {duration_text(t['predicted_seconds'])} | {_md(t['why'])} |"
+                  for t in pred["tiers"]]
         if any("predicted_seconds" in h for h in pred["hops"]):  # the chain drill: predicted from the fault
             lines += ["", f"Predicted page: detection + Alertmanager's group_wait {pred.get('group_wait_seconds', 0):g}s;"
                       " mitigation and the ticket follow the notification to serve (not predicted).", "",

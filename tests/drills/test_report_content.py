@@ -36,6 +36,21 @@ def test_the_tolerance_column_is_text_not_json(vendor):
         assert '{"databricks"' not in text and "{&quot;databricks" not in text
 
 
+def test_the_prediction_table_says_which_page_keeps_firing_after_its_condition_ends(vendor):
+    """The fast tier's rule carries `keep_firing_for` (its own failover empties its short window);
+    the drill's prediction table shows it beside `for:`, and no other tier has one."""
+    _, run, data = vendor
+    tiers = data["prediction"]["tiers"]
+    keeps = {t["tier"]: t["keep_firing_seconds"] for t in tiers}
+    # The drill's 28-day table: the slower page pairs' longest `for:` (2m) plus one evaluation of
+    # their group (the drill's config evaluates every 1m).
+    assert keeps["fast"] == 180 and all(v == 0 for tier, v in keeps.items() if tier != "fast"), keeps
+    md = _section((run / "report.md").read_text(), "The burn-rate maths' prediction, and what each hop cost")
+    assert "| for | keeps firing | predicted |" in md
+    (fast_row,) = [line for line in md.splitlines() if line.startswith("| SloFastBurnPage (fast)")]
+    assert "| 180s after its condition ends |" in fast_row
+
+
 def test_the_timeline_keeps_the_rows_that_matter_and_collapses_the_rest(vendor):
     _, run, data = vendor
     md = (run / "report.md").read_text()

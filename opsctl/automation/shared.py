@@ -11,10 +11,19 @@ each operation one compare-and-swap read-modify-write:
 The document is bounded: closed episodes are kept MAX_CLOSED deep; each episode keeps its last
 MAX_EPISODE_ACTIONS actions; past MAX_BYTES the oldest closed entries go first. The full record of
 actions stays in each replica's local SQLite and in its log.
+
+The trigger path is short (issue 22): every write starts from the document as this replica last
+read or wrote it (one PUT, no read first), re-reading only when the compare-and-swap says it moved
+(a 409) or the change finds nothing to do on what it remembers; the fence, the term stamp and the
+owner checks run on whatever the write starts from, and the compare-and-swap makes that the stored
+version. The maintenance thread's restore check (`claim_due_restore`, every 0.25 s) answers from
+what this replica last saw while that is younger than REFRESH seconds and shows nothing due, so an
+idle leader reads the document once every REFRESH seconds instead of four times a second.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from pathlib import Path
@@ -22,9 +31,11 @@ from typing import TYPE_CHECKING, Callable
 
 from opsctl.automation.episodes import Busy, Episode, EpisodeStore, FiringStart, episode_key, mark_failover_started
 from opsctl.automation.idempotency import DEFAULT_LEASE, dead_local_owner
+from opsctl.errors import ConflictError
 
 if TYPE_CHECKING:
     from opsctl.fencing import Term
+    from opsctl.state.base import Document
 
 EPISODES = "serve-episodes"
 ATTEMPTS = 10  # compare-and-swap rounds before a write gives up (the sender then gets 503 and retries)
@@ -32,6 +43,9 @@ MAX_CLOSED = 30
 MAX_ALERTS = 500
 MAX_EPISODE_ACTIONS = 12
 MAX_BYTES = 384 * 1024  # below the store's 512 KiB document bound: the oldest finished entries go first
+# Seconds what this replica last read or wrote of the document answers the restore check without a
+# read, when it shows nothing due: another replica's write (a leader before this one) is seen within it.
+REFRESH = 2.0
 
 
 def _size(data: dict) -> int:
@@ -63,24 +77,47 @@ class SharedEpisodeStore:
         self.lease_seconds = lease
         self.term = term  # None: unfenced (one replica); else the elector's term, read at every write
         self.local = EpisodeStore(local_path, clock=clock, owner=owner)  # its actions table only
+        # The document as this replica last read or wrote it, and when (self.clock): the next
+        # write starts from it, and the restore check answers from it while it is fresh.
+        self._known: tuple[Document, float] | None = None
+        self._known_lock = threading.Lock()
 
     # -- plumbing -----------------------------------------------------------------------------
 
     def _me(self) -> str:
         return f"{self.owner}:{threading.get_ident()}"
 
-    def _read(self) -> dict:
-        doc = self.store.get(EPISODES)
-        data = dict(doc.data) if doc else {}
+    @staticmethod
+    def _shaped(data: dict | None) -> dict:
+        data = dict(data or {})
         data.setdefault("alerts", {})
         data.setdefault("episodes", {})
         return data
 
+    def _read(self) -> dict:
+        doc = self.store.get(EPISODES)
+        self._remember(doc)
+        return self._shaped(doc.data if doc else None)
+
+    def _remember(self, doc: Document | None) -> None:
+        with self._known_lock:
+            if doc is None:
+                self._known = None
+                return
+            old = self._known[0].version if self._known else None
+            # Two workers' answers may come back out of order: keep the newer (versions the API
+            # server hands out are increasing numbers; anything else is taken as it comes).
+            if old is not None and old.isdigit() and doc.version.isdigit() and int(doc.version) < int(old):
+                return
+            self._known = (doc, self.clock())
+
+    def _forget(self) -> None:
+        with self._known_lock:
+            self._known = None
+
     def _update(self, change: Callable[[dict], bool], *, fenced: bool = True) -> None:
         def apply(data):
-            data = data or {}
-            data.setdefault("alerts", {})
-            data.setdefault("episodes", {})
+            data = self._shaped(data)
             kept = self._fence(data) if fenced else data.get("term")
             if not change(data):
                 return None
@@ -89,7 +126,24 @@ class SharedEpisodeStore:
             self._bound(data)
             return data
 
-        self.store.update(EPISODES, apply, attempts=ATTEMPTS)
+        known = self._known
+        if known is not None:
+            # Start from the version this replica last saw: one PUT when nobody wrote since. A change
+            # that finds nothing to do there, or someone else's lease (Busy), re-reads (the document
+            # may have moved), and so does a compare-and-swap that meets a newer version. FencedError
+            # is raised as it is: terms only grow, so a newer term seen here is newer still now.
+            doc = known[0]
+            try:
+                data = apply(copy.deepcopy(doc.data))
+            except Busy:
+                data = None
+            if data is not None:
+                try:
+                    self._remember(self.store.put(EPISODES, data, version=doc.version))
+                    return
+                except ConflictError:
+                    self._forget()
+        self._remember(self.store.update(EPISODES, apply, attempts=ATTEMPTS))
 
     def _fence(self, data: dict) -> str | None:
         if self.term is None:
@@ -298,10 +352,23 @@ class SharedEpisodeStore:
             result.append(self._episode(ident, e))
             return True
 
-        if not any(e["state"] in ("restore_pending", "restoring") for e in self._read()["episodes"].values()):
-            return None  # the common case: one read, no write
+        known = self._known
+        now = self.clock()
+        if known is not None and 0 <= now - known[1] <= REFRESH:
+            data = self._shaped(known[0].data)  # fresh: no read (another replica's write is seen within REFRESH)
+        else:
+            data = self._read()
+        if not self._restore_due(data, now):
+            return None  # the common case: no write, and at most one read every REFRESH seconds
         self._update(change)
         return result[0] if result else None
+
+    @staticmethod
+    def _restore_due(data: dict, now: float) -> bool:
+        """Whether an episode's restore is due (its hold-down passed) or its restorer's lease ran out."""
+        return any((e["state"] == "restore_pending" and (e.get("restore_due") or 0) <= now)
+                   or (e["state"] == "restoring" and (e.get("lease_until") or 0) < now)
+                   for e in data["episodes"].values())
 
     def end_restore(self, episode: Episode, *, closed_because: str | None, retry_at: float | None = None) -> None:
         me = self._me()
@@ -342,7 +409,7 @@ class SharedEpisodeStore:
         return released[0]
 
     def check(self) -> None:
-        self.store.get(EPISODES)
+        self._remember(self.store.get(EPISODES))
 
     def get(self, episode_id) -> Episode:
         return self._episode(episode_id, self._read()["episodes"][episode_id])

@@ -216,7 +216,8 @@ def ab(app, plan_file, window, prometheus_url, source_kind, at, output):
     from opsctl.clock import format_duration
     from opsctl.cli.source_options import open_checked_source
     from opsctl.errors import NoDataError, OpsctlError, UsageError
-    from opsctl.quality.abtest import read_arms, sample_size, verdict
+    from opsctl.clock import parse_duration
+    from opsctl.quality.abtest import daily_trials, read_arms, sample_size, verdict
     from opsctl.rollout.plan import load_plan
 
     cfg = app.config
@@ -234,14 +235,27 @@ def ab(app, plan_file, window, prometheus_url, source_kind, at, output):
         base = metric.baseline if metric.baseline is not None else (s_a / n_a if n_a else None)
         if base is None or not 0 < base < 1:
             raise NoDataError(f"A/B {metric.name}: no baseline ratio (give `baseline` in the plan)")
-        needed = sample_size(base, metric.margin, alpha=stage.alpha, power=stage.power).per_arm
-        result = verdict(s_a, n_a, s_b, n_b, margin=metric.margin, needed=needed, alpha=stage.alpha)
-        results.append({"metric": metric.name, "window": span, **result.to_dict()})
+        # Today's trials a day (both arms), as the rollout's analysis reads them (quality.abtest.daily_trials):
+        # the stage's `daily_trials`, else the window's own when it spans a day, else the weekly profile.
+        per_day = daily_trials(n_a + n_b, parse_duration(span), when, declared=stage.daily_trials)
+        share = stage.share / 100
+        size = sample_size(base, metric.margin, alpha=stage.alpha, power=stage.power,
+                           daily_trials=per_day.trials if per_day else None, share=share if per_day else None)
+        result = verdict(s_a, n_a, s_b, n_b, margin=metric.margin, needed=size.per_arm, alpha=stage.alpha)
+        results.append({"metric": metric.name, "window": span, **result.to_dict(),
+                        "days": round(size.days, 2) if size.days is not None else None,
+                        "daily_trials": per_day.trials if per_day else None,
+                        "daily_basis": per_day.basis if per_day else None})
+
+    def days_text(r) -> str:
+        if r["days"] is None:
+            return ""
+        return f"; the horizon takes {r['days']:g} days at {r['daily_trials']:,} trials a day ({r['daily_basis']})"
 
     def table(rows):
         return "\n".join(f"{r['metric']}: {r['verdict']} ({r['outcome']}): {r['reason']}"
                          + (f"; difference {r['difference'] * 100:+.2f} points" if r["difference"] is not None else "")
-                         for r in rows)
+                         + days_text(r) for r in rows)
 
     emit(results, output, table=table)
     kinds = {r["verdict"] for r in results}

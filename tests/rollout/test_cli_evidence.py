@@ -66,8 +66,8 @@ def test_ab_reads_the_arms_from_prometheus_and_waits_for_its_horizon(tmp_path, p
     server = prometheus_factory(openmetrics=ab_openmetrics(tmp_path / "ab.om"))
     cfg = write_config(tmp_path, source="prometheus", prometheus_url=server.url)
 
-    def plan(margin):
-        path = tmp_path / f"plan-{margin}.yaml"
+    def plan(margin, daily=""):
+        path = tmp_path / f"plan-{margin}{daily}.yaml"
         path.write_text(textwrap.dedent(f"""\
             name: ab-only
             backend: databricks
@@ -76,6 +76,7 @@ def test_ab_reads_the_arms_from_prometheus_and_waits_for_its_horizon(tmp_path, p
               - ab:
                   share: 10
                   min_duration: 1h
+                  {f"daily_trials: {daily}" if daily else ""}
                   metrics:
                     - name: acceptance
                       successes: sum(increase(grammar_suggestions_accepted_total{{arm="$arm"}}[$window]))
@@ -99,6 +100,17 @@ def test_ab_reads_the_arms_from_prometheus_and_waits_for_its_horizon(tmp_path, p
     result = run_opsctl("--config", cfg, "rollout", "ab", plan(0.005), "--at", at)
     assert result.exit_code == 3
     assert "horizon not reached: 6000 of" in result.stdout
+    # Days at today's traffic: with the plan's 120,000 trials a day at a 10% share, the smaller arm
+    # fills at 12,000 a day, so the horizon takes needed / 12,000 days, in the table and in JSON.
+    result = run_opsctl("--config", cfg, "rollout", "ab", plan(0.005, 120000), "--at", at, "-o", "json")
+    assert result.exit_code == 3, result.output
+    [row] = json.loads(result.stdout)
+    assert row["daily_basis"] == "plan" and row["daily_trials"] == 120_000
+    # the closed form for half a point: (1.645 + 1.282)^2 * 2 * .32 * .68 / .005^2 = 149,100 per arm
+    assert row["needed"] == pytest.approx(149_100, rel=0.01)
+    assert row["days"] == pytest.approx(row["needed"] / 12_000, abs=0.005)
+    table = run_opsctl("--config", cfg, "rollout", "ab", plan(0.005, 120000), "--at", at)
+    assert f"the horizon takes {row['days']:g} days at 120,000 trials a day (plan)" in table.stdout
 
 
 def test_the_shipped_gold_set_scores_a_perfect_answer_at_one():

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, require_binary
-from tests.drills.conftest import audit, split_file, tickets
+from tests.drills.conftest import DrillEnv, audit, split_file, tickets
 
 
 def _need_binaries():
@@ -45,8 +45,16 @@ def _hops(report: dict) -> dict:
 @pytest.mark.slow
 @pytest.mark.prometheus
 @pytest.mark.alertmanager
-def test_a_vendor_outage_travels_every_hop_of_the_chain_and_each_is_measured(drill_env, tmp_path):
+def test_a_vendor_outage_travels_every_hop_of_the_chain_and_each_is_measured(tmp_path):
     _need_binaries()
+    # The shipped config's internal capacity (6 x 40 requests/s) cannot carry the whole simulated
+    # load near the US afternoon peak, so its failover keeps a few points on databricks by the hour
+    # the test runs. Capacity is not this test's subject: sized here to carry everything at any hour,
+    # the failover moves all of it (the partial move has its own tests).
+    config = (REPO / "opsctl.yaml").read_text().replace("  rps_per_replica: 40\n", "  rps_per_replica: 400\n")
+    assert "rps_per_replica: 400" in config
+    (tmp_path / "drill").mkdir()
+    drill_env = DrillEnv(tmp_path / "drill", config)
     scenario = drill_env.scenario("vendor-outage", _fast_outage)
     result = drill_env.run("drill", "run", str(scenario), "--chain", "--routing", str(_routing(tmp_path)),
                            "-o", "json")

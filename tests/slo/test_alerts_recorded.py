@@ -2,7 +2,7 @@
 base-window increases when they span those windows, as the rules themselves do, says so, and falls
 back to raw queries (the identity the rules rest on), saying why, where they are missing.
 
-The servers are test_report_recorded's: the same raw data, one with the recorded increases
+The servers are test_report_recorded's (tests/slo/conftest.py): the same raw data, one with the recorded increases
 backfilled by `promtool tsdb create-blocks-from rules`. Expected burn rates are computed here from
 the generated traffic (recorded: Prometheus' increase() at the backfill's evaluation instants;
 raw: the window's counts at the last five evaluation instants)."""
@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, write_config
-from tests.slo.test_report_recorded import AT, END, SLOS, counts, eval_instants, recorded_ratio, servers  # noqa: F401
+from tests.slo.test_report_recorded import AT, END, SLOS, counts, eval_instants, recorded_ratio
 
 WINDOWS = {"1d": 86400, "3d": 259200}
 GOAL = {(doc := yaml.safe_load((REPO / "slos" / f"{n}.yaml").read_text()))["metadata"]["name"]: doc["spec"]["goal"]
@@ -48,10 +48,11 @@ def long_window_alerts(doc):
 
 @pytest.mark.prometheus
 @pytest.mark.slow
-def test_alerts_read_1d_and_3d_from_the_recorded_series_and_say_so(opsctl, tmp_path, servers):  # noqa: F811
+def test_alerts_read_1d_and_3d_from_the_recorded_series_and_say_so(opsctl, tmp_path, servers):
     _, recorded = servers
     doc = alerts(opsctl, tmp_path, recorded.url)
-    assert {e["slo"]: e["from"] for e in doc["long_windows"]} == {f"llm-inference-{n}": "recorded" for n in SLOS}
+    assert {e["slo"]: e["from"] for e in doc["long_windows"]} == {f"llm-inference-{n}": "recorded" for n in SLOS}, \
+        doc["long_windows"]
     assert any(n.startswith("1d and 3d windows from the recorded increases for 2 SLO(s)") for n in doc["notes"])
     fired = long_window_alerts(doc)
     # The internal incident (3% errors for 1,000 s) burns the 99.99% budget past both tickets' factors.
@@ -66,7 +67,7 @@ def test_alerts_read_1d_and_3d_from_the_recorded_series_and_say_so(opsctl, tmp_p
 
 @pytest.mark.prometheus
 @pytest.mark.slow
-def test_without_recorded_series_alerts_use_raw_queries_and_say_why(opsctl, tmp_path, servers):  # noqa: F811
+def test_without_recorded_series_alerts_use_raw_queries_and_say_why(opsctl, tmp_path, servers):
     raw, _ = servers
     doc = alerts(opsctl, tmp_path, raw.url)
     for entry in doc["long_windows"]:
@@ -86,7 +87,7 @@ def test_without_recorded_series_alerts_use_raw_queries_and_say_why(opsctl, tmp_
 
 @pytest.mark.prometheus
 @pytest.mark.slow
-def test_a_seven_day_slos_notes_name_its_own_derived_windows(opsctl, tmp_path, servers):  # noqa: F811
+def test_a_seven_day_slos_notes_name_its_own_derived_windows(opsctl, tmp_path, servers):
     """A 7-day period scales the 28-day table's 1d and 3d long windows by 7/28: 6h and 18h, and the
     notes name those (they said "1d and 3d" whatever the period)."""
     raw, _ = servers

@@ -8,14 +8,11 @@ rules` evaluates the generated base-window rules over the raw data of a running 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
-import yaml
 
-from tests.conftest import REPO, PrometheusServer, require_binary, run_opsctl, write_config
+from tests.conftest import REPO, write_config
 from tests.slo import data as d
 
 END = 1_795_000_020  # on the minute grid
@@ -30,42 +27,6 @@ def scenario():
     internal.server_errors[::7] += 3  # uneven minute to minute, so the recorded edges show
     return {"internal": internal,
             "databricks": d.make_traffic(END, STEPS, 8000, slow=[(STEPS - 9000, STEPS - 8500)])}
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory):
-    """(raw-only Prometheus, Prometheus with the recorded base increases backfilled), same raw data."""
-    promtool = require_binary("promtool")
-    work = tmp_path_factory.mktemp("recorded")
-    om = work / "traffic.om"
-    om.write_text(d.openmetrics(scenario()))
-    raw_dir, rec_dir = work / "raw", work / "rec"
-    raw_dir.mkdir()
-    raw = PrometheusServer(raw_dir, openmetrics=om)
-    # The generated rules' base-window records, as `opsctl slo rules` writes them.
-    cfg = write_config(work)
-    rules = work / "rules.yaml"
-    files = [str(REPO / "slos" / f"{n}.yaml") for n in SLOS]
-    out = run_opsctl("--config", str(cfg), "slo", "rules", *files, "--out", str(rules), cwd=REPO)
-    assert out.exit_code == 0, out.stderr
-    groups = yaml.safe_load(rules.read_text())["groups"]
-    base = [{"name": g["name"], "rules": [r for r in g["rules"] if r.get("record", "").endswith(":increase5m")]}
-            for g in groups if not g["name"].endswith("-period")]
-    base_file = work / "base-rules.yaml"
-    base_file.write_text(yaml.safe_dump({"groups": base}, sort_keys=False))
-    blocks = work / "rule-blocks"
-    backfill = subprocess.run([promtool, "tsdb", "create-blocks-from", "rules", f"--start={START}", f"--end={END}",
-                               f"--url={raw.url}", f"--output-dir={blocks}", "--eval-interval=60s", str(base_file)],
-                              capture_output=True, text=True, timeout=900)
-    assert backfill.returncode == 0, backfill.stdout + backfill.stderr
-    rec_dir.mkdir()
-    shutil.copytree(raw.data, rec_dir / "prom-data")
-    for block in blocks.iterdir():
-        shutil.copytree(block, rec_dir / "prom-data" / block.name)
-    recorded = PrometheusServer(rec_dir)
-    yield raw, recorded
-    raw.stop()
-    recorded.stop()
 
 
 def report(opsctl, tmp_path, url):

@@ -36,7 +36,7 @@ from opsctl.automation.actions import (
     Context, DryRunExecutor, Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest,
     TicketRequest, operation_id,
 )
-from opsctl.automation.episodes import Busy, Episode, EpisodeStore, episode_key
+from opsctl.automation.episodes import ActionRecord, Busy, Episode, EpisodeStore, episode_key
 from opsctl.slo import conventions as cv
 
 if TYPE_CHECKING:
@@ -435,11 +435,11 @@ class PolicyEngine:
                 started: float | None = None, received_at: float | None = None) -> Outcome:
         finished = self.clock()
         received = received_at if received_at is not None else (event.received_at if event else finished)
-        self.store.record_action(
+        self.store.record_action(ActionRecord(
             event_key=event.key if event else None, policy=policy.name, episode=episode.id if episode else None,
             action=action, status=outcome.status, detail=outcome.detail, dry_run=dry, received_at=received,
             started_at=started if started is not None else finished, finished_at=finished,
-        )
+        ))
         item = Taken(policy.name, action, outcome, dry, max(0.0, finished - received))
         taken.append(item)
         log.info("policy %s: %s %s%s: %s", policy.name, action, outcome.status, " (dry run)" if dry else "",

@@ -243,7 +243,7 @@ class EpisodeStore:
                            (policy, target, key, self.clock()))
         return self.get(cur.lastrowid, conn)
 
-    def get(self, episode_id: int, conn=None) -> Episode:
+    def get(self, episode_id: int | str, conn=None) -> Episode:
         conn = conn or self.db.conn
         return Episode.from_row(conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone())
 
@@ -251,7 +251,7 @@ class EpisodeStore:
         """Leases belong to one thread: the restore scheduler and a worker in one process exclude each other."""
         return f"{self.owner}:{threading.get_ident()}"
 
-    def lease(self, conn, episode_id: int) -> None:
+    def lease(self, conn, episode_id: int | str) -> None:
         now = self.clock()
         me = self._me()
         cur = conn.execute(
@@ -262,7 +262,7 @@ class EpisodeStore:
         if cur.rowcount != 1:
             raise Busy(f"episode {episode_id} is being acted on by another worker")
 
-    def update(self, episode_id: int, conn=None, **fields) -> None:
+    def update(self, episode_id: int | str, conn=None, **fields) -> None:
         if not fields:
             return
         cols = ", ".join(f"{k} = ?" for k in fields)
@@ -272,10 +272,10 @@ class EpisodeStore:
         else:
             self.db.write(sql, args)
 
-    def release(self, episode_id: int, **fields) -> None:
+    def release(self, episode_id: int | str, **fields) -> None:
         self.update(episode_id, owner=None, lease_until=None, **fields)
 
-    def close(self, conn, episode_id: int, because: str) -> None:
+    def close(self, conn, episode_id: int | str, because: str) -> None:
         self.update(episode_id, conn, state="closed", closed_at=self.clock(), closed_because=because,
                     restore_due=None, owner=None, lease_until=None)
 
@@ -402,7 +402,8 @@ class EpisodeStore:
                       f" VALUES ({', '.join('?' for _ in _ACTION_COLUMNS)})", record.row())
 
     def actions(self, *, policy: str | None = None, action: str | None = None) -> list[dict]:
-        sql, args = "SELECT * FROM actions WHERE 1 = 1", []
+        sql = "SELECT * FROM actions WHERE 1 = 1"
+        args: list[str] = []
         if policy:
             sql, args = sql + " AND policy = ?", [*args, policy]
         if action:

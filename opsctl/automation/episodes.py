@@ -401,11 +401,12 @@ class EpisodeStore:
         self.db.write(f"INSERT INTO actions ({', '.join(_ACTION_COLUMNS)})"
                       f" VALUES ({', '.join('?' for _ in _ACTION_COLUMNS)})", record.row())
 
-    def actions(self, *, policy: str | None = None, action: str | None = None) -> list[dict]:
+    def actions(self, *, policy: str | None = None, action: str | None = None) -> list[ActionRecord]:
+        """The record of actions, oldest first, read back typed."""
         sql = "SELECT * FROM actions WHERE 1 = 1"
         args: list[str] = []
         if policy:
             sql, args = sql + " AND policy = ?", [*args, policy]
         if action:
             sql, args = sql + " AND action = ?", [*args, action]
-        return [dict(r) for r in self.db.conn.execute(sql + " ORDER BY id", args).fetchall()]
+        return [ActionRecord.from_row(r) for r in self.db.conn.execute(sql + " ORDER BY id", args).fetchall()]

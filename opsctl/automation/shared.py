@@ -436,7 +436,7 @@ class SharedEpisodeStore:
 
         self._update(change)
 
-    def actions(self, *, policy: str | None = None, action: str | None = None) -> list[dict]:
+    def actions(self, *, policy: str | None = None, action: str | None = None) -> list[ActionRecord]:
         return self.local.actions(policy=policy, action=action)
 
 

@@ -57,8 +57,9 @@ def test_the_record_writes_the_row_the_ten_parameters_wrote(tmp_path):
     store.record_action(ActionRecord(policy="p", action="page", status="dry_run", detail=LONG, dry_run=True,
                                      started_at=5.0, finished_at=6.0, event_key="ek", episode=7, received_at=4.0))
     assert rows(path) == [(6.0, "ek", "p", 7, "page", "dry_run", LONG[:2000], 1, 4.0, 5.0, 6.0)]
-    (stored,) = store.actions()
-    assert stored["detail"] == LONG[:2000] and stored["at"] == 6.0
+    (stored,) = store.actions()  # read back typed: the record as given, its detail bounded
+    assert stored == ActionRecord(policy="p", action="page", status="dry_run", detail=LONG[:2000], dry_run=True,
+                                  started_at=5.0, finished_at=6.0, event_key="ek", episode=7, received_at=4.0)
 
 
 def test_the_shared_store_keeps_the_whole_record_locally_and_the_old_entry_on_its_episode(kube_api, tmp_path):

@@ -59,3 +59,12 @@ def test_the_core_packages_are_checked_strictly_and_none_of_their_modules_is_on_
 def test_no_drills_module_is_back_on_the_ratchet():
     """drills/ and its CLI body were taken off it (2026-12-01): a module that fails again is fixed, not listed."""
     assert [m for m in ratchet() if m.startswith(("opsctl.drills.", "opsctl.cli.drill_chain"))] == []
+
+
+def test_no_module_of_the_packages_typed_in_issue_26_is_back_on_the_ratchet():
+    """quality/ (with cost), metrics/, runbooks/, paging/, tickets/, cli/ and the automation's episode
+    stores, executors and policy engine were taken off it (issue 26 item 2): fixed, not listed."""
+    typed = ("opsctl.quality.", "opsctl.metrics.", "opsctl.runbooks.", "opsctl.paging.", "opsctl.tickets.",
+             "opsctl.cli.", "opsctl.automation.episodes", "opsctl.automation.shared",
+             "opsctl.automation.executors", "opsctl.automation.policy")
+    assert [m for m in ratchet() if m.startswith(typed)] == []

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from opsctl.automation.idempotency import Database, default_owner, event_key
+from opsctl.model import Model
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS alert_state (
@@ -72,6 +73,50 @@ CREATE INDEX IF NOT EXISTS actions_by_policy ON actions (policy, action);
 """
 
 OPEN_STATES = ("open", "restore_pending", "restoring")
+DETAIL_STORED = 2000  # characters of an action's detail the local record keeps
+DETAIL_SHARED = 160  # characters of it an episode's entry in the shared document keeps
+
+# The actions table's columns as written, in order (`at` is when the action finished).
+_ACTION_COLUMNS = ("at", "event_key", "policy", "episode", "action", "status", "detail", "dry_run", "received_at",
+                   "started_at", "finished_at")
+
+
+class ActionRecord(Model):
+    """One action the policy engine took (page, failover, ticket, note, restore) and how it ended,
+    written by `EpisodeStore.record_action` (the SQLite `actions` row) and, by the shared store, also
+    as a short entry on its episode in `serve-episodes` (`episode_entry`).
+
+    Version 1 is the format every opsctl so far wrote: the row has no version column and the
+    episode entry no version key, so what is stored does not change; `from_row` reads a stored row
+    back into the same record."""
+
+    policy: str
+    action: str  # page | failover | ticket | note | restore
+    status: str  # applied | noop | refused | skipped | failed | dry_run
+    detail: str
+    dry_run: bool
+    started_at: float
+    finished_at: float
+    event_key: str | None = None  # the delivery that caused it (None: a restore's sweep)
+    episode: int | str | None = None
+    received_at: float | None = None  # when that delivery arrived
+    version: int = 1
+
+    def row(self) -> tuple[object, ...]:
+        """The `actions` row's values, in `_ACTION_COLUMNS` order (the detail bounded)."""
+        return (self.finished_at, self.event_key, self.policy, self.episode, self.action, self.status,
+                self.detail[:DETAIL_STORED], int(self.dry_run), self.received_at, self.started_at, self.finished_at)
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "ActionRecord":
+        return cls(policy=row["policy"], action=row["action"], status=row["status"], detail=row["detail"],
+                   dry_run=bool(row["dry_run"]), started_at=row["started_at"], finished_at=row["finished_at"],
+                   event_key=row["event_key"], episode=row["episode"], received_at=row["received_at"])
+
+    def episode_entry(self, by: str) -> dict[str, object]:
+        """The entry its episode keeps in the shared document: when, what, how it ended, who."""
+        return {"at": self.finished_at, "action": self.action, "status": self.status, "by": by,
+                "detail": self.detail[:DETAIL_SHARED]}
 
 
 def episode_key(policy: str, target: str, fingerprint: str, starts_at: str) -> str:
@@ -198,7 +243,7 @@ class EpisodeStore:
                            (policy, target, key, self.clock()))
         return self.get(cur.lastrowid, conn)
 
-    def get(self, episode_id: int, conn=None) -> Episode:
+    def get(self, episode_id: int | str, conn=None) -> Episode:
         conn = conn or self.db.conn
         return Episode.from_row(conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone())
 
@@ -206,7 +251,7 @@ class EpisodeStore:
         """Leases belong to one thread: the restore scheduler and a worker in one process exclude each other."""
         return f"{self.owner}:{threading.get_ident()}"
 
-    def lease(self, conn, episode_id: int) -> None:
+    def lease(self, conn, episode_id: int | str) -> None:
         now = self.clock()
         me = self._me()
         cur = conn.execute(
@@ -217,7 +262,7 @@ class EpisodeStore:
         if cur.rowcount != 1:
             raise Busy(f"episode {episode_id} is being acted on by another worker")
 
-    def update(self, episode_id: int, conn=None, **fields) -> None:
+    def update(self, episode_id: int | str, conn=None, **fields) -> None:
         if not fields:
             return
         cols = ", ".join(f"{k} = ?" for k in fields)
@@ -227,10 +272,10 @@ class EpisodeStore:
         else:
             self.db.write(sql, args)
 
-    def release(self, episode_id: int, **fields) -> None:
+    def release(self, episode_id: int | str, **fields) -> None:
         self.update(episode_id, owner=None, lease_until=None, **fields)
 
-    def close(self, conn, episode_id: int, because: str) -> None:
+    def close(self, conn, episode_id: int | str, because: str) -> None:
         self.update(episode_id, conn, state="closed", closed_at=self.clock(), closed_because=because,
                     restore_due=None, owner=None, lease_until=None)
 
@@ -352,20 +397,16 @@ class EpisodeStore:
 
     # -- the record of actions ----------------------------------------------------------------
 
-    def record_action(self, *, event_key: str | None, policy: str, episode: int | None, action: str, status: str,
-                      detail: str, dry_run: bool, received_at: float | None, started_at: float,
-                      finished_at: float) -> None:
-        self.db.write(
-            "INSERT INTO actions (at, event_key, policy, episode, action, status, detail, dry_run, received_at,"
-            " started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (finished_at, event_key, policy, episode, action, status, detail[:2000], int(dry_run), received_at,
-             started_at, finished_at),
-        )
+    def record_action(self, record: ActionRecord) -> None:
+        self.db.write(f"INSERT INTO actions ({', '.join(_ACTION_COLUMNS)})"
+                      f" VALUES ({', '.join('?' for _ in _ACTION_COLUMNS)})", record.row())
 
-    def actions(self, *, policy: str | None = None, action: str | None = None) -> list[dict]:
-        sql, args = "SELECT * FROM actions WHERE 1 = 1", []
+    def actions(self, *, policy: str | None = None, action: str | None = None) -> list[ActionRecord]:
+        """The record of actions, oldest first, read back typed."""
+        sql = "SELECT * FROM actions WHERE 1 = 1"
+        args: list[str] = []
         if policy:
             sql, args = sql + " AND policy = ?", [*args, policy]
         if action:
             sql, args = sql + " AND action = ?", [*args, action]
-        return [dict(r) for r in self.db.conn.execute(sql + " ORDER BY id", args).fetchall()]
+        return [ActionRecord.from_row(r) for r in self.db.conn.execute(sql + " ORDER BY id", args).fetchall()]

@@ -32,6 +32,7 @@ from opsctl.traffic.controller import result_of
 if TYPE_CHECKING:
     from opsctl.config import Config
     from opsctl.traffic.record import ChangeEntry
+    from opsctl.traffic.split import Split
 
 SOURCE = "opsctl serve"
 
@@ -90,9 +91,9 @@ class LiveExecutor:
                                           f" {applied.time}, recognised by its operation)", {
                                    "operation": applied.operation, "outcome": "applied",
                                    "before": applied.before, "after": applied.after})
-            return Outcome("noop", f"no user traffic on {backend} to move ({result.after.describe(self.order)})", data)
+            return Outcome("noop", f"no user traffic on {backend} to move ({self._describe(result.after)})", data)
         how = " as an emergency overriding " + ", ".join(s.name for s in frozen) if emergency else ""
-        moved = f"{result.before.describe(self.order) if result.before else 'unset'} -> {result.after.describe(self.order)}"
+        moved = f"{self._describe(result.before)} -> {self._describe(result.after)}"
         short = (f"; {result.partial.message}" if result.partial is not None
                  else f"; capacity kept some on {backend}: {result.shortfall}" if result.shortfall else "")
         return Outcome("applied", f"failed over away from {backend}{how}: {moved}{short}", data)
@@ -160,8 +161,11 @@ class LiveExecutor:
         data = self._result_data(result)
         if result.outcome == "unchanged":
             return Outcome("noop", "the split is already the one saved before the failover", data)
-        return Outcome("applied", f"restored {request.backend}: {result.before.describe(self.order)} ->"
-                                  f" {result.after.describe(self.order)}", data)
+        return Outcome("applied", f"restored {request.backend}: {self._describe(result.before)} ->"
+                                  f" {self._describe(result.after)}", data)
+
+    def _describe(self, split: "Split | None") -> str:
+        return split.describe(self.order) if split is not None else "unset"
 
     def _result_data(self, result) -> dict:
         if result is None:
@@ -229,6 +233,8 @@ class LiveExecutor:
         from opsctl.tickets.base import Link, TicketRequest as Ticket
 
         vendor = self.cfg.backends[request.backend].vendor
+        if not vendor:  # the engine files only for vendor backends that name one (policy._ticket)
+            return Outcome("skipped", f"{request.backend} names no vendor to file a ticket with")
         links = (Link(request.context.generator_url, "alert source"),) if request.context.generator_url else ()
         filed = self._desk(vendor).file(Ticket(
             vendor=vendor, category=request.category, severity=request.severity, subject=request.summary,

@@ -36,7 +36,7 @@ from opsctl.automation.actions import (
     Context, DryRunExecutor, Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest,
     TicketRequest, operation_id,
 )
-from opsctl.automation.episodes import Busy, Episode, EpisodeStore, episode_key
+from opsctl.automation.episodes import ActionRecord, Busy, Episode, EpisodeStore, episode_key
 from opsctl.slo import conventions as cv
 
 if TYPE_CHECKING:
@@ -270,10 +270,11 @@ class PolicyEngine:
             if outcome.status in ("applied", "noop", "dry_run", "skipped"):
                 episode.ticket = str(outcome.data.get("ticket") or outcome.status)
             done.append(f"vendor ticket: {outcome.status} ({outcome.detail})")
-        if actions.note and episode.incident and done:
+        incident = episode.incident
+        if actions.note and incident and done:
             text = f"opsctl automation, policy {policy.name}: {event.summary()}. " + "; ".join(done)
             self._run(policy, event, episode, "note", dry, lambda: executor.note(
-                NoteRequest(context, incident=episode.incident, text=text)), taken, failed)
+                NoteRequest(context, incident=incident, text=text)), taken, failed)
 
     @staticmethod
     def incident_key(policy: str, target: str, episode: Episode) -> str:
@@ -339,9 +340,10 @@ class PolicyEngine:
         else:
             text = f"every matching alert resolved; episode closed ({why})"
         executor, dry = self.executor_for(policy)
-        if policy.policy.actions.note and episode.incident:
+        incident = episode.incident
+        if policy.policy.actions.note and incident:
             self._run(policy, event, episode, "note", dry, lambda: executor.note(NoteRequest(
-                self._context(policy, event), incident=episode.incident,
+                self._context(policy, event), incident=incident,
                 text=f"opsctl automation, policy {policy.name}: {event.summary()}. {text}")), taken, [])
 
     # -- PagerDuty ----------------------------------------------------------------------------
@@ -411,13 +413,14 @@ class PolicyEngine:
         # One note per restore step: its first unsuccessful try (refused or failed, retried after)
         # and its end; the retries between add none (under chaos they would multiply).
         unsuccessful = outcome.status in ("refused", "failed")
-        if policy.policy.actions.note and episode.incident and (not unsuccessful or not episode.restore_refusals):
+        incident = episode.incident
+        if policy.policy.actions.note and incident and (not unsuccessful or not episode.restore_refusals):
             text = f"opsctl automation, policy {policy.name}: restore traffic to {episode.target}: {outcome.status} ({outcome.detail})"
             if outcome.status in ("refused", "failed"):
                 text += (f"; retrying every {self.settings.restore_retry}" if retry == self.settings.restore_retry_seconds
                          else f"; retrying in {retry}s")
             self._run(policy, None, episode, "note", dry, lambda: executor.note(
-                NoteRequest(context, incident=episode.incident, text=text)), taken, [])
+                NoteRequest(context, incident=incident, text=text)), taken, [])
 
     # -- recording ----------------------------------------------------------------------------
 
@@ -435,11 +438,11 @@ class PolicyEngine:
                 started: float | None = None, received_at: float | None = None) -> Outcome:
         finished = self.clock()
         received = received_at if received_at is not None else (event.received_at if event else finished)
-        self.store.record_action(
+        self.store.record_action(ActionRecord(
             event_key=event.key if event else None, policy=policy.name, episode=episode.id if episode else None,
             action=action, status=outcome.status, detail=outcome.detail, dry_run=dry, received_at=received,
             started_at=started if started is not None else finished, finished_at=finished,
-        )
+        ))
         item = Taken(policy.name, action, outcome, dry, max(0.0, finished - received))
         taken.append(item)
         log.info("policy %s: %s %s%s: %s", policy.name, action, outcome.status, " (dry run)" if dry else "",

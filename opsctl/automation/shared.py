@@ -29,7 +29,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from opsctl.automation.episodes import Busy, Episode, EpisodeStore, FiringStart, episode_key, mark_failover_started
+from opsctl.automation.episodes import (
+    ActionRecord, Busy, Episode, EpisodeStore, FiringStart, episode_key, mark_failover_started,
+)
 from opsctl.automation.idempotency import DEFAULT_LEASE, dead_local_owner
 from opsctl.errors import ConflictError
 
@@ -420,25 +422,21 @@ class SharedEpisodeStore:
 
     # -- the record of actions ----------------------------------------------------------------
 
-    def record_action(self, *, event_key, policy, episode, action, status, detail, dry_run, received_at, started_at,
-                      finished_at) -> None:
-        self.local.record_action(event_key=event_key, policy=policy, episode=episode, action=action, status=status,
-                                 detail=detail, dry_run=dry_run, received_at=received_at, started_at=started_at,
-                                 finished_at=finished_at)
-        if episode is None:
+    def record_action(self, record: ActionRecord) -> None:
+        """The whole record in the local SQLite; a short entry on its episode in the shared document."""
+        self.local.record_action(record)
+        if record.episode is None:
             return
-
         def change(data: dict) -> bool:
-            e = data["episodes"].get(episode)
+            e = data["episodes"].get(record.episode)
             if e is None:
                 return False
-            e["actions"] = (e.get("actions") or [])[-(MAX_EPISODE_ACTIONS - 1):] + [
-                {"at": finished_at, "action": action, "status": status, "by": self.owner, "detail": detail[:160]}]
+            e["actions"] = (e.get("actions") or [])[-(MAX_EPISODE_ACTIONS - 1):] + [record.episode_entry(self.owner)]
             return True
 
         self._update(change)
 
-    def actions(self, *, policy: str | None = None, action: str | None = None) -> list[dict]:
+    def actions(self, *, policy: str | None = None, action: str | None = None) -> list[ActionRecord]:
         return self.local.actions(policy=policy, action=action)
 
 

@@ -8,7 +8,10 @@ fail: a completion never prints an error into the user's prompt.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from opsctl.config import Config
 
 
 def _config(ctx):
@@ -19,7 +22,7 @@ def _config(ctx):
                                root.params.get("service"))
 
 
-def _safe(values: Callable[[object], list[str]]):
+def _safe(values: Callable[["Config"], list[str]]):
     def complete(ctx, param, incomplete):
         try:
             names = values(_config(ctx))
@@ -89,9 +92,9 @@ def _pages(cfg) -> list[str]:
     asked: a completion must answer at once, never wait on the network."""
     if cfg.paging.provider != "local":
         return []
-    from opsctl.paging.registry import open_pager
+    from opsctl.paging.registry import local_pager
 
-    listed = open_pager(cfg, dry_run=True).incidents()
+    listed = local_pager(cfg, dry_run=True).incidents()
     return [i.id for i in sorted(listed, key=lambda i: i.status == "resolved")]
 
 

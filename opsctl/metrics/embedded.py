@@ -127,7 +127,8 @@ class EmbeddedStore:
             return 0
         newest = self.conn.execute("SELECT MAX(ts) FROM steps WHERE backend = ?", (backend,)).fetchone()[0]
         if (newest is not None and int(ts[0]) <= newest) or bool(np.any(np.diff(ts) <= 0)) or bool(ts[0] % schema.STEP_SECONDS):
-            return self.write_steps(backend, ts.tolist(), values, mode="add")
+            return self.write_steps(backend, ts.tolist(), {c: np.asarray(v, dtype=np.float64).tolist()
+                                                           for c, v in values.items()}, mode="add")
         previous = self.totals(backend, int(ts[0]) - 1)
         increments = np.column_stack([np.asarray(values[c], dtype=np.float64) if c in values else np.zeros(ts.size)
                                       for c in _COLS])
@@ -189,15 +190,18 @@ class EmbeddedStore:
 
     def check(self) -> None:
         if self.time_range() is None:
-            raise NoDataError(
-                f"the embedded store {self.path} is empty",
-                hint="load some with `opsctl sim generate` or `opsctl metrics ingest FILE`",
-            )
+            raise self._empty()
+
+    def _empty(self) -> NoDataError:
+        return NoDataError(
+            f"the embedded store {self.path} is empty",
+            hint="load some with `opsctl sim generate` or `opsctl metrics ingest FILE`",
+        )
 
     def default_time(self) -> float:
         span = self.time_range()
         if span is None:
-            self.check()
+            raise self._empty()
         return float(span[1])
 
     def totals(self, backend: str, at: int) -> dict[str, float]:

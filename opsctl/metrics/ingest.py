@@ -352,6 +352,8 @@ def _load_jsonl(path: Path, backends: set[str]) -> Ingested:
             continue
         if problems.count:
             continue  # keep validating, but stop aggregating
+        if ts is None or not isinstance(backend, str) or not isinstance(latency_ms, (int, float)):
+            continue  # never: each of these was reported as a problem of the line above
         row = rows.setdefault(backend, {}).setdefault(step_end(ts), [0.0] * width)
         row[_COLUMN_INDEX[f"req_{outcome}"]] += 1
         seconds = latency_ms / 1000.0
@@ -526,6 +528,8 @@ def _load_openmetrics(path: Path, backends: set[str]) -> Ingested:
             problems.add(lineno, _check_time(ts, "timestamp") or f"bad timestamp {ts_text}")
         if problems.count > found:
             continue
+        if not isinstance(target, _Series) or value is None or ts is None:
+            continue  # never: each of these was reported as a problem of the line above
         if target.times and ts <= target.times[-1]:
             problems.add(lineno, f"timestamp {ts_text} is not after the previous sample of this series "
                                  f"(line {target.lines[-1]})")

@@ -90,7 +90,7 @@ class PrometheusSource:
         a = self.settings.auth
         if a.bearer_token:
             headers["Authorization"] = f"Bearer {a.bearer_token.resolve()}"
-        elif a.username:
+        elif a.username and a.password:  # the config holds both or neither
             import base64
 
             token = base64.b64encode(f"{a.username}:{a.password.resolve()}".encode()).decode()

@@ -9,17 +9,25 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from opsctl.errors import ConfigError
 from opsctl.paging.base import Pager
 
+if TYPE_CHECKING:
+    from opsctl.paging.local import LocalPager
 
-def _local(cfg, *, dry_run: bool, clock, on_retry) -> Pager:
+
+def local_pager(cfg, *, dry_run: bool = False, clock=None) -> "LocalPager":
+    """The local pager's ledger under the state dir, as the `local` provider opens it."""
     from opsctl.paging.local import LocalPager
 
     return LocalPager(cfg.state_path / "paging" / "ledger.json", service=cfg.service,
                       oncall=cfg.paging.local.oncall, clock=clock, dry_run=dry_run)
+
+
+def _local(cfg, *, dry_run: bool, clock, on_retry) -> Pager:
+    return local_pager(cfg, dry_run=dry_run, clock=clock)
 
 
 def _pagerduty(cfg, *, dry_run: bool, clock, on_retry) -> Pager:

@@ -167,6 +167,8 @@ class DatabricksOAuthToken:
                 "scope": self.settings.scope}
 
     def _load_cache(self) -> None:
+        if self.cache_file is None:
+            return
         try:
             data = json.loads(self.cache_file.read_text())
         except (OSError, ValueError):
@@ -179,6 +181,8 @@ class DatabricksOAuthToken:
             self._margin = min(self.settings.refresh_margin, float(data.get("margin", self._margin)))
 
     def _save_cache(self) -> None:
+        if self.cache_file is None:
+            return
         data = dict(self._cache_key(), access_token=self._token, expires_at=self._expires_at, margin=self._margin)
         try:
             write_private_atomic(self.cache_file, json.dumps(data))
@@ -212,11 +216,11 @@ def build_token_source(auth: "EndpointAuth", *, backend: str, state_dir: Path | 
     method = auth.method
     if method == "none":
         return NoAuth()
-    if method == "bearer":
+    if method == "bearer" and auth.bearer is not None:
         return StaticToken(auth.bearer, "bearer token")
-    if method == "pat":
+    if method == "pat" and auth.pat is not None:
         return StaticToken(auth.pat, "personal access token")
-    if method == "databricks_oauth":
+    if method == "databricks_oauth" and auth.databricks_oauth is not None:
         cache = state_dir / "tokens" / f"{backend}.json" if state_dir is not None else None
         return DatabricksOAuthToken(auth.databricks_oauth, clock=clock, cache_file=cache, timeout=timeout,
                                     verify_tls=verify_tls, connect=connect)

@@ -155,8 +155,7 @@ def _price(backend: str, pricing: "BackendCost", input_tokens, output_tokens, ho
     elif pricing.provisioned:
         cost = pricing.provisioned.hourly_price * hours
         basis = f"provisioned throughput {hours:g} h x {pricing.provisioned.hourly_price:g}/hour"
-    else:
-        p = pricing.per_token
+    elif (p := pricing.per_token) is not None:  # BackendCost holds exactly one of the three
         if tokens is not None:
             cost = input_tokens / MILLION * p.input_per_million + output_tokens / MILLION * p.output_per_million
         basis = f"{p.input_per_million:g}/M input + {p.output_per_million:g}/M output tokens"

@@ -85,12 +85,12 @@ def _check_alpha(alpha: float) -> None:
 
 def resolve_margin(margin: float | None, relative_margin: float | None, baseline: float) -> float:
     """An absolute margin, or a fraction of arm A's estimate (taken as fixed)."""
-    if (margin is None) == (relative_margin is None):
-        raise UsageError("give exactly one of --margin (absolute) or --relative-margin (a fraction of arm A)")
-    if margin is not None:
+    if margin is not None and relative_margin is None:
         if not margin > 0:
             raise UsageError(f"--margin must be positive, got {margin}")
         return float(margin)
+    if relative_margin is None or margin is not None:
+        raise UsageError("give exactly one of --margin (absolute) or --relative-margin (a fraction of arm A)")
     if not relative_margin > 0:
         raise UsageError(f"--relative-margin must be positive, got {relative_margin}")
     if baseline == 0:

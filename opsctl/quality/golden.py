@@ -65,7 +65,7 @@ def load_golden(path: Path) -> list[GoldenCase]:
         if case_id in seen:
             problems.append(f"{where}: duplicate id {case_id!r}")
         seen.add(case_id)
-        if len(problems) == 0:
+        if len(problems) == 0 and isinstance(prompt, str) and isinstance(expected, str):
             cases.append(GoldenCase(case_id, prompt, expected, tokens))
     if problems:
         raise ConfigError(f"{path}: invalid golden file", problems=problems)

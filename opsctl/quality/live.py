@@ -16,7 +16,7 @@ from opsctl.clock import format_rfc3339
 from opsctl.metrics import schema
 from opsctl.metrics.base import MetricSource
 from opsctl.metrics.promql import increase_query
-from opsctl.quality.rules import NUMERATOR, QualityAlert, QualityPlan, alert_labels, annotations, sides
+from opsctl.quality.rules import NUMERATOR, QualityAlert, QualityPlan, alert_annotations, alert_labels, sides
 
 
 @dataclass(frozen=True)
@@ -140,17 +140,19 @@ class QualityEvaluator:
 
     def _noise_ok(self, alert: QualityAlert, rates: tuple[float | None, float | None]) -> bool:
         """The rule's noise guard with its float operations: 1/(r1 w) + 1/(r2 w) <= limit."""
-        if any(r is None for r in rates):
+        r1, r2 = rates
+        if r1 is None or r2 is None:
             return False
         w = self.plan.window_seconds
-        total = _division(1, rates[0] * w) + _division(1, rates[1] * w)
+        total = _division(1, r1 * w) + _division(1, r2 * w)
         return total <= alert.noise_limit
 
     def suppression(self, alert: QualityAlert, when: float) -> str | None:
         """Why the rule cannot fire at `when` although both sides have data (None: it can)."""
-        rates = self._side_rates(alert, when)
-        if any(r is None for r in rates):
+        r1, r2 = self._side_rates(alert, when)
+        if r1 is None or r2 is None:
             return None  # no data: unknown, not suppressed
+        rates = (r1, r2)
         w, plan = self.plan.window_seconds, self.plan
         counts = [r * w for r in rates]
         (a, base_a), (b, base_b) = sides(alert)
@@ -166,11 +168,9 @@ class QualityEvaluator:
         return None
 
     def _side_rates(self, alert: QualityAlert, when: float) -> tuple[float | None, float | None]:
-        out = []
-        for backend, baseline in sides(alert):
-            figures = self._at(when - self.plan.offset_seconds if baseline else when)[backend]
-            out.append(self._rate(figures))
-        return tuple(out)
+        (a, base_a), (b, base_b) = sides(alert)
+        return (self._rate(self._at(when - self.plan.offset_seconds if base_a else when)[a]),
+                self._rate(self._at(when - self.plan.offset_seconds if base_b else when)[b]))
 
     def condition(self, alert: QualityAlert, when: float) -> tuple[bool, float | None]:
         """(holds, value) of one alert's expression at one instant."""
@@ -178,7 +178,7 @@ class QualityEvaluator:
         guard = self.plan.min_request_rate
         mine = now[alert.backend]
         if alert.signal == "prompt_tokens":
-            other = now[alert.reference]
+            other = now[alert.compared_with]
             a, b = mine.per("prompt_tokens"), other.per("prompt_tokens")
             if a is None or b is None:
                 return False, None
@@ -205,7 +205,7 @@ class QualityEvaluator:
                       if (why := self.suppression(a, at))]
         for alert in self.plan.alerts:
             holds, value = self.condition(alert, at)
-            if not holds:
+            if not holds or value is None:  # a condition that holds has its value
                 continue
             steps = math.ceil(alert.for_seconds / self.plan.interval_seconds)
             if all(self.condition(alert, at - k * self.plan.interval_seconds)[0] for k in range(1, steps + 1)):
@@ -218,7 +218,7 @@ def _firing(plan: QualityPlan, alert: QualityAlert, value: float, at: float) -> 
         alertname=alert.alertname, severity=alert.severity, backend=alert.backend, reference=alert.reference,
         signal=alert.signal, value=value, threshold=alert.threshold, at=at, window=plan.window,
         labels={"alertname": alert.alertname, **alert_labels(plan, alert)},
-        annotations=annotations(plan, alert, value),
+        annotations=alert_annotations(plan, alert, value),
     )
 
 

@@ -197,7 +197,8 @@ def system_edits(source: tuple[str, ...], hyp: tuple[str, ...], gold: tuple[Gold
                             score = (prev[0] - hit, prev[1] + 1, prev[2] + [edit])
                         if choice is None or score[:2] < choice[:2]:
                             choice = score
-                best[(i, j)] = choice
+                if choice is not None:  # never None: (s, hs) precedes every (i, j)
+                    best[(i, j)] = choice
         out += best[(e, he)][2]
     return out
 
@@ -215,13 +216,11 @@ def score(sentences: list[M2Sentence], hypotheses: list[str], *, beta: float = 0
     tp = fp = fn = 0
     for sentence, hyp in zip(sentences, hypotheses):
         tokens = tuple(hyp.split())
-        best = None
-        for gold in sentence.annotators:
+        candidates: list[tuple[tuple[float, int], tuple[int, int, int]]] = []
+        for gold in sentence.annotators or ((),):  # no annotator: no gold edits, as parse_m2 reads it
             c = _counts(system_edits(sentence.source, tokens, gold), gold, sentence.source)
             total = (tp + c[0], fp + c[1], fn + c[2])
             f = M2Score(*total, beta=beta).f
-            key = (f, -(c[1] + c[2]))  # best F on the running totals, then the fewest errors
-            if best is None or key > best[0]:
-                best = (key, total)
-        tp, fp, fn = best[1]
+            candidates.append(((f, -(c[1] + c[2])), total))  # best F on the running totals, then the fewest errors
+        tp, fp, fn = max(candidates, key=lambda candidate: candidate[0])[1]  # the first of equal ones
     return M2Score(tp, fp, fn, beta=beta)

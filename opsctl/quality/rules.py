@@ -84,6 +84,13 @@ class QualityAlert:
         """Requests over the window on each side when both sides carry the same."""
         return 2 / self.noise_limit
 
+    @property
+    def compared_with(self) -> str:
+        """The reference backend a prompt_tokens alert compares with (`quality_plan` always names one)."""
+        if self.reference is None:
+            raise ValueError(f"{self.alertname} on {self.backend}: a {self.signal} alert names no reference backend")
+        return self.reference
+
 
 @dataclass(frozen=True)
 class QualityPlan:
@@ -226,7 +233,7 @@ def _guard(plan: QualityPlan, backend: str, baseline: bool = False) -> str:
 def sides(alert: QualityAlert) -> tuple[tuple[str, bool], tuple[str, bool]]:
     """The two sides an alert compares: (backend, baseline) each."""
     if alert.signal == "prompt_tokens":
-        return (alert.backend, False), (alert.reference, False)
+        return (alert.backend, False), (alert.compared_with, False)
     return (alert.backend, False), (alert.backend, True)
 
 
@@ -244,7 +251,7 @@ def alert_expr(plan: QualityPlan, alert: QualityAlert) -> str:
     guards = f"{_noise_guard(plan, alert)}{_guard(plan, b)}{_guard(plan, other, baseline)}"
     if alert.signal == "prompt_tokens":
         rec = record_per_request(plan, "prompt_tokens")
-        return (f"abs(\n  {_sel(rec, b, plan)}\n  - ignoring(backend)\n  {_sel(rec, alert.reference, plan)}\n) > {thr}"
+        return (f"abs(\n  {_sel(rec, b, plan)}\n  - ignoring(backend)\n  {_sel(rec, alert.compared_with, plan)}\n) > {thr}"
                 + guards)
     now, then = _sel(record_per_request(plan, alert.signal), b, plan), _sel(record_per_request(plan, alert.signal, True), b, plan)
     if alert.signal == "completion_tokens":
@@ -265,7 +272,7 @@ def alert_labels(plan: QualityPlan, alert: QualityAlert) -> dict[str, str]:
     return labels
 
 
-def annotations(plan: QualityPlan, alert: QualityAlert, value: float | None = None) -> dict[str, str]:
+def alert_annotations(plan: QualityPlan, alert: QualityAlert, value: float | None = None) -> dict[str, str]:
     """Go templates for the rule (value None), or their rendering for a value (in-process)."""
     shown = GO_VALUE if value is None else f"{value:.2f}"
     pct = f"{alert.threshold:.0%}"
@@ -297,11 +304,11 @@ def quality_group(plan: QualityPlan) -> dict:
     """The plan as one Prometheus rule group (plain data)."""
     rules = recording_rules(plan)
     for alert in plan.alerts:
-        rule = {"alert": alert.alertname, "expr": alert_expr(plan, alert)}
+        rule: dict[str, object] = {"alert": alert.alertname, "expr": alert_expr(plan, alert)}
         if alert.for_seconds:
             rule["for"] = format_duration(alert.for_seconds)
         rule["labels"] = alert_labels(plan, alert)
-        rule["annotations"] = annotations(plan, alert)
+        rule["annotations"] = alert_annotations(plan, alert)
         rules.append(rule)
     return {"name": plan.group_name, "interval": format_duration(plan.interval_seconds), "rules": rules}
 

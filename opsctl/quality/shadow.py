@@ -134,18 +134,20 @@ def _queries(backends: Sequence[str], window: int, scope: str = "") -> list[str]
 def _figures(name: str, values: Sequence[float | None], window: int, percentiles: Sequence[float]) -> TrafficFigures:
     requests, bad, client = values[0], values[1], values[2]
     buckets = values[3:]
+    valid: float | None = None
     if requests is not None:
         bad = bad or 0.0  # no series for an outcome: none of them happened
         client = client or 0.0
-    valid = None if requests is None else requests - client
-    error_rate = bad / valid if valid else None
+        valid = requests - client
+    error_rate = bad / valid if valid and bad is not None else None
     latency: dict[str, float | None] = {}
     bounds = schema.BUCKETS + (float("inf"),)
+    counts = [b for b in buckets if b is not None]
     for q in percentiles:
-        if any(b is None for b in buckets):
+        if len(counts) < len(buckets):
             latency[percentile_label(q)] = None
         else:
-            latency[percentile_label(q)] = histogram_quantile(q, list(zip(bounds, buckets)))
+            latency[percentile_label(q)] = histogram_quantile(q, list(zip(bounds, counts)))
     return TrafficFigures(name, requests, bad, client, None if requests is None else requests / window,
                           error_rate, latency)
 

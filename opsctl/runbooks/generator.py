@@ -261,11 +261,11 @@ def _alert_runbook(cfg: "Config", site: dict, plan: "SloRulePlan", severity: str
     alertname = cv.alert_name(severity)
     file = cv.runbook_name(slo.name, severity)
     peak, split = cfg.runbooks.peak_rps, f.normal_split(cfg)
-    if peak is None or (kind != "all" and split is None):
-        traffic_at_peak, traffic_text = None, None
-    elif kind == "all":
+    traffic_at_peak: float | None = None
+    traffic_text: str | None = None
+    if peak is not None and kind == "all":
         traffic_at_peak, traffic_text = peak, f"the peak of {peak:g} requests/s"
-    else:
+    elif peak is not None and split is not None and backend is not None:  # kind is not "all": backend is set
         traffic_at_peak = peak * split.get(backend, 0) / 100
         traffic_text = (f"{backend}'s {split.get(backend, 0)}% of the {peak:g} requests/s peak"
                         f" ({traffic_at_peak:g} requests/s)")
@@ -321,13 +321,15 @@ def _scenario_context(cfg: "Config", site: dict, scenario: Scenario, plans: Sequ
         for s in service
     ]
     availability = next((s for s in service_slos if s["kind"] == "availability"), None)
+    first = next((s for s in service if s.kind == "availability"), None)  # the same SLO, typed
+    budget = None if first is None else f.budget_of(first, period)
     split = site["normal_split"] or {}
     impact = []
     for b in subjects:
         share = split.get(b)
         gone = None
-        if availability is not None and share:
-            gone = f.human_duration(availability["budget"].minutes * 60 / (share / 100))
+        if budget is not None and share:
+            gone = f.human_duration(budget.minutes * 60 / (share / 100))
         impact.append({"backend": b, "share": share, "budget_gone_in": gone})
     return {
         "site": site,

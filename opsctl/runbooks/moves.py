@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from opsctl.errors import ConfigError
 from opsctl.runbooks.formatting import pct
 
 if TYPE_CHECKING:
@@ -145,6 +146,8 @@ def capacity_need(cfg: "Config", own_share: int, share_after: int) -> CapacityNe
     from opsctl.traffic.capacity import CapacityReading
 
     cap = cfg.capacity
+    if cap is None:  # its callers ask only with a capacity section
+        raise ConfigError("the runbooks' capacity figures need the capacity section")
     peak = cfg.runbooks.peak_rps
     namespace = cap.namespace or cfg.traffic.kubernetes.namespace
     where = f"Deployment {namespace}/{cap.deployment}" if cap.source == "kubernetes" else "static replicas"

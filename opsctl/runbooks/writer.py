@@ -10,6 +10,7 @@ and make `check` fail until they are moved out.
 
 from __future__ import annotations
 
+import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,6 +110,8 @@ def write_atomic(path: Path, text: str) -> None:
     from opsctl.statefile import atomic_file
 
     with atomic_file(path, mode=0o644) as handle:
+        if not isinstance(handle, io.TextIOWrapper):  # what atomic_file opens: os.fdopen(fd, "w")
+            raise TypeError(f"atomic_file opened a {type(handle).__name__}, not a text file over bytes")
         handle.flush()
         handle.buffer.write(text.encode())
 

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from opsctl.automation.episodes import Busy, EpisodeStore, mark_failover_started
+from opsctl.automation.episodes import ActionRecord, Busy, EpisodeStore, mark_failover_started
 from opsctl.clock import SimClock
 
 T0 = "2026-11-18T10:00:00.000000000Z"
@@ -209,11 +209,12 @@ def test_state_written_before_the_key_column_existed_is_upgraded(tmp_path, clock
 
 def test_actions_are_recorded_and_filtered_with_long_details_bounded(store):
     for action, policy in [("page", "p1"), ("failover", "p1"), ("page", "p2")]:
-        store.record_action(event_key="ek", policy=policy, episode=1, action=action, status="applied",
-                            detail="d" * 3000, dry_run=False, received_at=1.0, started_at=2.0, finished_at=3.0)
-    assert [(a["policy"], a["action"]) for a in store.actions()] == [("p1", "page"), ("p1", "failover"), ("p2", "page")]
-    assert [a["policy"] for a in store.actions(action="page")] == ["p1", "p2"]
-    assert [a["action"] for a in store.actions(policy="p1", action="failover")] == ["failover"]
+        store.record_action(ActionRecord(event_key="ek", policy=policy, episode=1, action=action, status="applied",
+                                         detail="d" * 3000, dry_run=False, received_at=1.0, started_at=2.0,
+                                         finished_at=3.0))
+    assert [(a.policy, a.action) for a in store.actions()] == [("p1", "page"), ("p1", "failover"), ("p2", "page")]
+    assert [a.policy for a in store.actions(action="page")] == ["p1", "p2"]
+    assert [a.action for a in store.actions(policy="p1", action="failover")] == ["failover"]
     first = store.actions()[0]
-    assert len(first["detail"]) == 2000 and first["at"] == 3.0 and first["dry_run"] == 0
+    assert len(first.detail) == 2000 and first.finished_at == 3.0 and first.dry_run is False
     store.check()

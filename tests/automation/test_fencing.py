@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from opsctl.automation.episodes import ActionRecord
 from tests.automation.fault_proxy import FaultProxy, writes_to
 from tests.automation.helpers import FAILOVER_POLICY, alert, incident_key, message, wait_for, write_serve_config
 from tests.fakes.kube_api import FakeKubeAPI
@@ -243,13 +244,13 @@ def test_a_leader_paused_during_its_restore_cannot_undo_the_new_leaders_later_fa
 
     a.proxy.resume()
     a.proxy.release()  # A's stale restore lands: 409, then fenced (and its precondition fails)
-    wait_for(lambda: any(r.get("action") == "restore" for r in a_restores(a)), timeout=30,
+    wait_for(lambda: any(r.action == "restore" for r in a_restores(a)), timeout=30,
              what="serve-a's stale restore to come back")
     assert split(api) == FAILED_OVER
     assert changes(api) == ["failover", "restore", "failover"]
 
 
-def a_restores(a: Replica) -> list[dict]:
+def a_restores(a: Replica) -> list[ActionRecord]:
     return [r for r in a.service.episodes.actions(action="restore")]
 
 
@@ -354,7 +355,7 @@ def test_an_outage_past_the_retry_deadline_delays_the_episode_by_the_outage_not_
         wait_for(lambda: api.held() == 1, timeout=30, what="the failover write in flight")
         api.down()
         # The failover gave up, and neither the event nor the episode could be handed back.
-        wait_for(lambda: [r for r in a.service.episodes.actions(action="failover") if r["status"] == "failed"],
+        wait_for(lambda: [r for r in a.service.episodes.actions(action="failover") if r.status == "failed"],
                  timeout=30, what="the failover to give up")
         wait_for(lambda: not a.leads(), timeout=30, what="serve-a to step down during the outage")
         api.up()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from opsctl.automation import shared
-from opsctl.automation.episodes import Busy
+from opsctl.automation.episodes import ActionRecord, Busy
 from opsctl.automation.shared import EPISODES, SharedEpisodeStore
 from opsctl.clock import SimClock
 from opsctl.fencing import FencedError, Term
@@ -64,9 +64,9 @@ def test_the_trigger_episode_path_is_one_put_per_write_and_one_owner_read(kube_a
     assert on_episodes(kube_api, before) == ["PUT", "GET"]  # what comes before the failover starts
     common = dict(event_key="k1", policy="availability", episode=start.episode.id, dry_run=False,
                   received_at=1000.0, started_at=1000.0, finished_at=1000.0)
-    a.record_action(action="failover", status="applied", detail="0/100", **common)
+    a.record_action(ActionRecord(action="failover", status="applied", detail="0/100", **common))
     a.record_intent("page", "opsctl-automation-availability-databricks", "failed over")
-    a.record_action(action="page", status="applied", detail="inc-1", **common)
+    a.record_action(ActionRecord(action="page", status="applied", detail="inc-1", **common))
     episode = start.episode
     episode.failover, episode.owned, episode.incident = "applied", True, "inc-1"
     a.save(episode)

@@ -92,7 +92,7 @@ def plan(cfg_path):
 
 def test_promtool_fires_the_quality_alerts_at_the_minutes_worked_out_by_hand(tmp_path, cfg_path, plan):
     promtool = require_binary("promtool")
-    from opsctl.quality.rules import annotations
+    from opsctl.quality.rules import alert_annotations
 
     rules = tmp_path / "rules.yaml"
     result = run_opsctl("--config", str(cfg_path), "slo", "rules", "--out", str(rules))
@@ -110,7 +110,7 @@ def test_promtool_fires_the_quality_alerts_at_the_minutes_worked_out_by_hand(tmp
         if alert.reference:
             labels["reference"] = alert.reference
         return {"exp_labels": {k: v for k, v in labels.items() if k != "alertname"},
-                "exp_annotations": annotations(plan, alert, value)}
+                "exp_annotations": alert_annotations(plan, alert, value)}
 
     tests = []
     for minute in (21, 22, 23):

@@ -95,3 +95,15 @@ def test_a_malformed_m2_file_is_refused_naming_the_line(text, message):
 def test_one_answer_per_sentence_is_required():
     with pytest.raises(UsageError, match="2 answers for 6 M2 sentences"):
         score(parse_m2(GOLD), ["a", "b"])
+
+
+def test_a_sentence_built_without_annotators_scores_as_one_with_no_gold_edits():
+    """M2Sentence is a model anyone may build; with no annotator its edits are all false positives
+    (as parse_m2 reads a sentence with no 'A' line), where scoring it used to raise TypeError."""
+    from opsctl.quality.m2 import M2Sentence
+
+    sentence = M2Sentence(("He", "go", "home", "."), ())
+    result = score([sentence], ["He goes home ."])  # one edit: go -> goes
+    assert (result.tp, result.fp, result.fn) == (0, 1, 0)
+    read = score(parse_m2("S He go home .\n"), ["He goes home ."])
+    assert (read.tp, read.fp, read.fn) == (0, 1, 0)

@@ -113,7 +113,7 @@ class DrillAutomation:
         # single serve replica wraps it (operation ids chosen before the write).
         engine = self.engine = build_engine(run.env.cfg, store, FencedExecutor(DrillExecutor(run, self.responders)),
                                             clock=clock, on_action=self._acted)
-        run.obs.engine = shape(engine).to_dict()
+        self.responders.observer.obs.engine = shape(engine).to_dict()
         names = ", ".join(p.name for p in engine.policies) or "none"
         dry = " (dry run: nothing changes)" if run.env.cfg.automation.dry_run else ""
         run.say("automation", f"alerts go to the policy engine opsctl serve runs; policies: {names}{dry}")
@@ -161,7 +161,7 @@ class DrillAutomation:
                            starts_at=starts_at, fingerprint=fp, group_key=f"{{}}/{{}}:{{{fp}}}", received_at=run.now())
         if not matching(engine.policies, labels):
             if status == "firing":
-                run.obs.unmatched.append((run.now(), event.summary()))
+                self.responders.observer.obs.unmatched.append((run.now(), event.summary()))
                 run.say("automation", f"no policy matched {event.summary()}")
             return
         try:
@@ -177,10 +177,11 @@ class DrillAutomation:
     def _acted(self, taken: "Taken") -> None:
         run = self.run
         outcome = taken.outcome
-        run.obs.automation.append({"at": run.now(), "policy": taken.policy, "action": taken.action,
-                                   "status": outcome.status, "detail": outcome.detail, "dry_run": taken.dry_run})
+        obs = self.responders.observer.obs
+        obs.automation.append({"at": run.now(), "policy": taken.policy, "action": taken.action,
+                               "status": outcome.status, "detail": outcome.detail, "dry_run": taken.dry_run})
         if taken.action == "failover" and outcome.status in ("refused", "failed"):
-            run.obs.failover_errors.append((run.now(), f"policy {taken.policy}: {outcome.status}: {outcome.detail}"))
+            obs.failover_errors.append((run.now(), f"policy {taken.policy}: {outcome.status}: {outcome.detail}"))
         kind = taken.action if taken.action in ("failover", "restore") else "automation"  # the chart marks a failover
         run.say(kind, f"policy {taken.policy}: {taken.action} {outcome.status}"
                               f"{' (dry run)' if taken.dry_run else ''}: {outcome.detail}"[:600])

@@ -25,30 +25,32 @@ class MethodLoop:
         self.automation = automation  # Alertmanager's opsctl route and serve's policy engine (automation.py)
         self._pending_page = False
 
-    def run_method(self) -> None:
-        run = self.run
+    def run_method(self, steady) -> None:
+        """The method, measured with the steady state's instruments (observe.Instrumented); what it
+        observed is the observer's (`Observer.observed`)."""
+        run, observer = self.run, self.observer
         run.set_phase("method")
         now = run.now()
-        run.t_method = now
+        observer.begin(steady, now)
         run.state.data["method_started"] = now
-        run.deadline = now + run.scenario.max_duration
+        deadline = now + run.scenario.max_duration
         if not run.scenario.faults:  # no fault: deadlines count from the method's start
-            run.mark_t0(now)
+            observer.mark_t0(now)
         steps = run.scenario.method
         run.schedule(now + steps[0].pause_before, f"method[0] {steps[0].name}", lambda: self._run_step(0))
         next_tick = now
         while True:
             run.check_stop_requested()
-            if self.observer.settled():
+            if observer.settled():
                 run.say("settled", "every expectation is decided")
                 break
             upcoming = run.queue[0][0] if run.queue else float("inf")
             at = min(next_tick, upcoming)
-            if at > run.deadline:
-                run.env.advance(run.deadline, run.should_stop)
+            if at > deadline:
+                run.env.advance(deadline, run.should_stop)
                 run.check_stop_requested()
                 limit = duration_text(run.scenario.max_duration)
-                if not run.obs.method_done:
+                if not observer.obs.method_done:
                     raise Aborted(f"max-duration {limit} reached before the method finished")
                 run.say("deadline", f"max-duration {limit} reached")
                 break
@@ -90,7 +92,7 @@ class MethodLoop:
             run.schedule(after, "method done", self._method_done)
 
     def _method_done(self) -> None:
-        self.run.obs.method_done = True
+        self.observer.obs.method_done = True
         self.run.say("method", "every method action ran")
 
     # -- faults -----------------------------------------------------------------------------------------
@@ -112,7 +114,7 @@ class MethodLoop:
         record["applied_at"] = now
         run.state.save()
         run.audit("fault-injected", fault=fault.kind, backend=backend, params=dict(fault.params), target=what)
-        run.mark_t0(now)
+        self.observer.mark_t0(now)
         run.say("fault", f"{step.name}: {what}")
         run.schedule(record["end"], f"fault {record['id']} ends", lambda: self._fault_ends(record))
 
@@ -135,7 +137,7 @@ class MethodLoop:
         evaluation, quality = observer.alerts(now)
         pages = [a for a in evaluation.firing if a.severity == "page"] or [a for a in quality if a.severity == "page"]
         paged = any(p["dedup_key"] == run.page_key for p in run.state.data["pages"])
-        if pages and run.obs.t0 is not None and not paged and not self._pending_page:
+        if pages and observer.obs.t0 is not None and not paged and not self._pending_page:
             # Alertmanager's PagerDuty routes: the fast tier's waits seconds, the others `group-wait`;
             # the incident's title is the alert's summary annotation.
             paging = run.scenario.paging
@@ -147,7 +149,7 @@ class MethodLoop:
             wait = paging.fast_group_wait if fast else paging.group_wait
             run.schedule(now + wait, "page", lambda: self.responders.page(summary, pages))
             self._pending_page = True
-        if run.obs.t0 is not None:
+        if observer.obs.t0 is not None:
             self.automation.observe(evaluation.firing + quality, now)
         observer.measure(now)
         observer.observe_all()

@@ -27,11 +27,12 @@ HOPS = (("detect", "time_to_detect"), ("page", "time_to_page"), ("mitigate", "ti
         ("ticket", "time_to_vendor_routing"))
 
 
-def fault_burn(run, slo: str) -> tuple[float | None, str]:
-    """B for `slo`: the short-window burn of its first page alert whose short window lay inside the fault."""
-    t0 = run.obs.t0
+def fault_burn(obs, slo: str) -> tuple[float | None, str]:
+    """B for `slo`: the short-window burn of its first page alert whose short window lay inside the
+    fault (`obs`: the method's expectations.Observations)."""
+    t0 = obs.t0
     found = []
-    for (name, severity, _), (at, alert) in run.obs.first_firing.items():
+    for (name, severity, _), (at, alert) in obs.first_firing.items():
         short = getattr(alert, "short_window", None)
         seconds = _seconds(short)
         if name == slo and severity == "page" and seconds and at - t0 >= seconds and hasattr(alert, "short_burn_rate"):
@@ -66,59 +67,60 @@ def predict(plan, burn: float, tick: int | None) -> list[dict]:
     return out
 
 
-def prediction(run, measurements: dict) -> dict:
-    """The report's `prediction` section; {} when the drill detected nothing to predict against."""
-    t0 = run.obs.t0
-    if t0 is None or not run.plans:
+def prediction(run, seen, measurements: dict) -> dict:
+    """The report's `prediction` section, from the method's result (`seen`: observe.Observed); {}
+    when the drill detected nothing to predict against."""
+    t0 = seen.obs.t0
+    if t0 is None or not seen.plans:
         return {}
-    slo = _detecting_slo(run)
+    slo = _detecting_slo(run, seen.obs)
     if slo is None:
         return {}
-    if not any(p.name == slo for p in run.plans):  # a quality rule: no burn-rate maths to set beside it
+    if not any(p.name == slo for p in seen.plans):  # a quality rule: no burn-rate maths to set beside it
         return {"slo": slo, "burn": None, "burn_basis": "a quality rule, not a burn-rate alert: no prediction",
                 "tiers": [], "predicted_detection_seconds": None,
                 "measured_detection_seconds": measurements.get("time_to_detect"),
-                "hops": _hops(run, slo, measurements)}
-    plan = next((p for p in run.plans if p.name == slo), None)
-    burn, basis = fault_burn(run, slo)
+                "hops": _hops(seen, slo, measurements)}
+    plan = next((p for p in seen.plans if p.name == slo), None)
+    burn, basis = fault_burn(seen.obs, slo)
     tick = run.env.tick if run.mode == "embedded" else None
     tiers = predict(plan, burn, tick) if plan is not None and burn is not None else []
     times = [t["predicted_seconds"] for t in tiers if t["predicted_seconds"] is not None]
     return {"slo": slo, "burn": burn, "burn_basis": basis, "tiers": tiers,
             "predicted_detection_seconds": min(times) if times else None,
-            "measured_detection_seconds": measurements.get("time_to_detect"), "hops": _hops(run, slo, measurements)}
+            "measured_detection_seconds": measurements.get("time_to_detect"), "hops": _hops(seen, slo, measurements)}
 
 
-def _hops(run, slo: str, measurements: dict) -> list[dict]:
+def _hops(seen, slo: str, measurements: dict) -> list[dict]:
     out = []
     for hop, key in HOPS:
         seconds = measurements.get(key)
         out.append({"hop": hop, "seconds": seconds,
-                    "budget_spent": None if seconds is None else _spent_by(run, slo, run.obs.t0 + seconds)})
+                    "budget_spent": None if seconds is None else _spent_by(seen, slo, seen.obs.t0 + seconds)})
     return out
 
 
-def _detecting_slo(run) -> str | None:
+def _detecting_slo(run, obs) -> str | None:
     for e in run.scenario.expectations:
         if e.expect == "detected" and e.slo:
             return run.slo_name(e.slo)
-    fired = sorted(((at, name) for (name, sev, _), (at, _a) in run.obs.first_firing.items()
-                    if sev == "page" and at >= run.obs.t0))
+    fired = sorted(((at, name) for (name, sev, _), (at, _a) in obs.first_firing.items()
+                    if sev == "page" and at >= obs.t0))
     return fired[0][1] if fired else None
 
 
-def _spent_by(run, slo: str, at: float) -> float | None:
+def _spent_by(seen, slo: str, at: float) -> float | None:
     """The budget the drill had spent by `at`, measured at that instant by the drill's burn meter
     (its counts at a 10 s step), else the last tick's sample at or before it."""
-    meter = run.meter
+    meter = seen.meter
     if meter is not None and slo in meter.slos:
         try:
-            sample = meter.sample(at, [300], run.t_method).get(slo)
+            sample = meter.sample(at, [300], seen.t_method).get(slo)
         except OpsctlError:  # the source cannot answer for that instant: fall back to the tick's sample
             sample = None
         if sample is not None:
             return meter.spent(slo, sample)
-    rows = [r for r in run.samples if r["at"] <= at]
+    rows = [r for r in seen.samples if r["at"] <= at]
     if not rows:
         return None
     slos = rows[-1]["slos"]

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from opsctl.drills.engine import DrillResult
-from opsctl.drills.lifecycle import Aborted, Evidence, Lifecycle, Outcome, Refused
+from opsctl.drills.lifecycle import Aborted, Lifecycle, Outcome, Refused
+from opsctl.drills.phases import Facts, HopSignals, Judgement, Results, Rollback, Signals, Steady
 from opsctl.drills.prepared import Prepared
 from opsctl.errors import ConfigError, OpsctlError
 
@@ -77,11 +78,9 @@ class ChainDrill:
         self._sink: PagerDutySink | None = None
         self._state: RunState | None = None
         self.collector: Collector | None = None  # made once the first fault is on
+        self.checks: list = []  # the preflight checks that ran (a live chain drill's)
         self.facts: dict = {}
         self.rollbacks: list[dict] = []
-        self.refusal: str | None = None
-        self.abort_reason: str | None = None
-        self.crash: str | None = None
         self.prediction: dict = {}
         self.group_wait = 0.0  # the drill's Alertmanager routes' longest group_wait (0: not known)
         self.attribution: list[dict] = []
@@ -142,38 +141,47 @@ class ChainDrill:
         except OpsctlError as exc:  # a component that failed: the drill aborts with its one line
             raise Aborted(exc.message) from exc
 
-    def prepare(self) -> None:
+    def prepare(self) -> Facts:
         self._aborting(self._setup)
+        return Facts(checks=tuple(self.checks), facts=dict(self.facts))
 
-    def steady_state(self) -> None:
+    def steady_state(self, prepared: Facts) -> Steady:
         self._aborting(self._steady)
+        return Steady()  # the probe is said on the timeline: Prometheus scrapes, the rules evaluate
 
-    def method(self) -> None:
+    def method(self, steady: Steady) -> HopSignals:
         self._aborting(self._method)
+        return self._hop_signals()
 
-    def judge(self, phases) -> None:
-        for p in phases:
-            if p.status == "refused":
-                self.refusal = self.refusal or p.detail
-            elif p.status in ("aborted", "crashed"):
-                self.abort_reason = self.abort_reason or p.detail
-        self.crash = self.crash or self.lifecycle.crash
+    def partial(self, phase: str) -> Facts | Steady | Signals | None:
+        if phase == "preflight":
+            return Facts(checks=tuple(self.checks), facts=dict(self.facts))
+        if phase == "steady-state":
+            return Steady()
+        return self._hop_signals()
 
-    def roll_back(self, order: list[str]) -> None:
+    def _hop_signals(self) -> HopSignals:
+        return HopSignals(t0=self.t0, hops=dict(self.collector.hops) if self.collector else {},
+                          prediction=dict(self.prediction), attribution=tuple(self.attribution),
+                          budget=dict(self.budget))
+
+    def judge(self, signals: Signals | None, stopped: str | None) -> Judgement:
+        """A required hop that did not happen (or happened wrong) fails the drill; the report judges
+        the scenario's own expectations on the same hops."""
+        hops = signals.hops if isinstance(signals, HopSignals) else {}
+        return Judgement(failed=tuple(f"hop {h.key}" for h in hops.values() if h.required and not h.passed))
+
+    def roll_back(self, order: list[str]) -> Rollback:
         self._rollbacks(order)
+        return Rollback(actions=tuple(self.rollbacks))
 
-    def evidence(self) -> Evidence:
-        broken = self.collector.broken() if self.collector else []
-        return Evidence(failed=tuple(f"hop {h.key}" for h in broken))
-
-    def report(self, outcome: Outcome, phases, wall_seconds: float) -> dict:
+    def report(self, outcome: Outcome, results: Results, wall_seconds: float) -> dict:
         from opsctl.drills.chain.report import chain_report
 
-        self.judge(phases)
         self._stop_all()  # before the report: the logs are complete
-        self.state.data.update(outcome=outcome.outcome, abort_reason=self.abort_reason, finished_at=time.time(),
+        self.state.data.update(outcome=outcome.outcome, abort_reason=results.abort_reason, finished_at=time.time(),
                                window={"start": self.t0, "end": self._fault_end()})
-        return chain_report(self, outcome.outcome, outcome.exit_code, wall_seconds)
+        return chain_report(self, results, outcome.outcome, outcome.exit_code, wall_seconds)
 
     def finish(self, outcome: Outcome, data: dict, paths: dict) -> None:
         self.state.data["report"] = {k: str(v) for k, v in paths.items()}

@@ -10,6 +10,16 @@ lay wholly inside the fault (a step fault's short window then holds only the fau
 Each hop (detect, page, mitigate, ticket) is set beside the error budget the drill had spent by
 then, for the detecting SLO (the drill's burn meter, as in the report's budget section).
 
+After detection the response follows from the config, not from the maths of the burn
+(`response_hops`): the first tier predicted to fire names the alert (its labels as the rules write
+them, its cause as its annotation would read it from the fault's outcomes); Alertmanager's
+PagerDuty route pages after its group_wait, and its `opsctl` route delivers the alert to serve after
+its own (the fast tier's routes wait less; deploy/alertmanager.yml, modelled by the scenario's
+`paging`); the policy that alert reaches (`automation.policies`, by labels and cause, as serve
+chooses) then runs its actions in order as the delivery arrives, with no delay of their own: the
+failover (mitigate) and the ticket, in the category the policy or the cause gives. A policy without
+the action, no matching policy, or a dry run predicts no such hop, and says why.
+
 The chain drill predicts before anything is measured, from the fault's parameters: an error fault's
 share of failed requests (ERROR_SHARE); a latency or capacity fault's share of requests over each
 latency SLO's threshold, from the simulator's own latency model (`slow_share`: the lognormal, its
@@ -86,17 +96,111 @@ def prediction(run, seen, measurements: dict) -> dict:
     tick = run.env.tick if run.mode == "embedded" else None
     tiers = predict(plan, burn, tick) if plan is not None and burn is not None else []
     times = [t["predicted_seconds"] for t in tiers if t["predicted_seconds"] is not None]
-    return {"slo": slo, "burn": burn, "burn_basis": basis, "tiers": tiers,
-            "predicted_detection_seconds": min(times) if times else None,
-            "measured_detection_seconds": measurements.get("time_to_detect"), "hops": _hops(seen, slo, measurements)}
+    response = _response(run, plan, tiers) if plan is not None else {}
+    out = {"slo": slo, "burn": burn, "burn_basis": basis, "tiers": tiers,
+           "predicted_detection_seconds": min(times) if times else None,
+           "measured_detection_seconds": measurements.get("time_to_detect"),
+           "hops": _hops(seen, slo, measurements, response.get("hops"))}
+    if response:
+        out["response"] = {k: v for k, v in response.items() if k != "hops"}
+    return out
 
 
-def _hops(seen, slo: str, measurements: dict) -> list[dict]:
+def _hops(seen, slo: str, measurements: dict, predicted: dict | None = None) -> list[dict]:
+    """Each hop's measured time and the budget spent by then; with `predicted` (hop -> (seconds,
+    why), from response_hops) the prediction beside it."""
     out = []
     for hop, key in HOPS:
         seconds = measurements.get(key)
-        out.append({"hop": hop, "seconds": seconds,
-                    "budget_spent": None if seconds is None else _spent_by(seen, slo, seen.obs.t0 + seconds)})
+        row = {"hop": hop, "seconds": seconds,
+               "budget_spent": None if seconds is None else _spent_by(seen, slo, seen.obs.t0 + seconds)}
+        if predicted is not None:
+            at, why = predicted.get(hop, (None, "no page tier is predicted to fire"))
+            row.update(predicted_seconds=at, why=why)
+        out.append(row)
+    return out
+
+
+def _response(run, plan, tiers: list[dict]) -> dict:
+    """response_hops for the embedded or live drill: its config's policies, its scenario's paging
+    and first fault."""
+    from opsctl.drills.scenario import default_backend
+
+    cfg = run.env.cfg
+    faults = run.scenario.faults
+    fault = faults[0] if faults else None
+    backend = (fault.backend or default_backend(fault.kind, cfg)) if fault is not None else None
+    backend_kind = cfg.backends[backend].kind if backend in cfg.backends else None
+    return response_hops(cfg, run.scenario.paging, plan, tiers, fault_kind=fault.kind if fault else None,
+                         params=dict(fault.params) if fault else {}, backend_kind=backend_kind)
+
+
+def fault_cause(plan, fault_kind: str | None, params: dict, backend_kind: str | None) -> str:
+    """The `cause` annotation the plan's alerts would carry under the fault: a latency or quality
+    alert's fixed cause; an availability alert's dominant bad outcome class (slo.conventions
+    CAUSE_OUTCOMES) of the faulted backend's requests in the simulator's model (outcome_shares)."""
+    from opsctl.slo import conventions as cv
+
+    if plan.category != "availability":
+        return plan.category
+    if fault_kind is None or backend_kind is None:
+        return cv.DEFAULT_AVAILABILITY_CAUSE
+    shares = outcome_shares(backend_kind, fault_kind, params)
+    ratios: dict[str, float | None] = {c: sum(shares.get(o, 0.0) for o in outs) for c, outs in cv.CAUSE_OUTCOMES.items()}
+    return cv.dominant_cause(ratios) or cv.DEFAULT_AVAILABILITY_CAUSE
+
+
+def response_hops(cfg, paging, plan, tiers: list[dict], *, fault_kind: str | None, params: dict,
+                  backend_kind: str | None) -> dict:
+    """The page, mitigate and ticket hops predicted from the config and the policy once the first
+    tier of `tiers` (predict()'s rows for `plan`) fires: the page after the PagerDuty route's
+    group_wait; serve's delivery after the opsctl route's (each the fast tier's when the fast tier
+    fires first: `paging`'s waits, deploy/alertmanager.yml's by default); then the policy the alert
+    reaches, by its labels and its cause as serve matches them, takes its failover and files its
+    ticket as the delivery arrives. {} when no tier fires."""
+    from opsctl.automation.policy import CompiledPolicy, matching
+    from opsctl.slo.rules import RuleSettings, alert_labels
+
+    firing = [t for t in tiers if t["predicted_seconds"] is not None]
+    if not firing:
+        return {}
+    first = min(firing, key=lambda t: t["predicted_seconds"])
+    detect = first["predicted_seconds"]
+    fast = first["tier"] == "fast"
+    page_wait = paging.fast_group_wait if fast else paging.group_wait
+    delivery_wait = paging.fast_automation_group_wait if fast else paging.automation_group_wait
+    route = "the fast tier's" if fast else "the"
+    alert = next(a for a in plan.alerts if (a.alertname, a.long, a.short) == (first["alert"], first["long"], first["short"]))
+    labels = alert_labels(plan, alert, RuleSettings.from_config(cfg))
+    cause = fault_cause(plan, fault_kind, params, backend_kind)
+    candidates = matching([CompiledPolicy.of(p) for p in cfg.automation.policies], labels)
+    if any(p.causes for p in candidates):  # serve narrows by the cause the episode opens with
+        candidates = [p for p in candidates if not p.causes or cause in p.causes]
+    delivered = detect + delivery_wait
+    named = f"{first['alert']} {first['long']}/{first['short']} (cause {cause})"
+    hops: dict[str, tuple[float | None, str]] = {
+        "detect": (detect, f"{first['alert']} {first['long']}/{first['short']} fires first"),
+        "page": (detect + page_wait, f"detect + {route} PagerDuty route's group_wait {page_wait:g}s"),
+    }
+    via = f"detect + {route} opsctl route's group_wait {delivery_wait:g}s to serve"
+    out = {"alert": first["alert"], "tier": first["tier"], "labels": labels, "cause": cause,
+           "page_wait_seconds": page_wait, "delivery_wait_seconds": delivery_wait,
+           "policies": [p.name for p in candidates], "ticket_category": None}
+    for hop, action in (("mitigate", "failover"), ("ticket", "ticket")):
+        taking = next((p for p in candidates if getattr(p.policy.actions, action) is not None), None)
+        if not candidates:
+            hops[hop] = (None, f"no policy matches {named}: serve does nothing")
+        elif taking is None:
+            hops[hop] = (None, f"policy {candidates[0].name} takes no {action}")
+        elif cfg.automation.dry_run or taking.policy.dry_run:
+            hops[hop] = (None, f"policy {taking.name} is a dry run: it decides, changes nothing")
+        else:
+            hops[hop] = (delivered, f"{via}; policy {taking.name} acts as it arrives (no delay of its own)")
+            if action == "ticket":
+                fixed = taking.policy.actions.ticket.category if taking.policy.actions.ticket else None
+                out["ticket_category"] = fixed or cfg.runbooks.tickets.category_for(cause)
+                hops[hop] = (delivered, f"{hops[hop][1]}, filed in {out['ticket_category']!r}")
+    out["hops"] = hops
     return out
 
 

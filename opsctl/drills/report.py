@@ -394,7 +394,19 @@ def render_markdown(d: dict) -> str:
         lines += [f"| {t['alert']} ({t['tier']}) | {t['long']}/{t['short']} | {t['factor']:g}x | {t['for_seconds']}s |"
                   f" {_keep_text(t.get('keep_firing_seconds'))} | {duration_text(t['predicted_seconds'])} | {_md(t['why'])} |"
                   for t in pred["tiers"]]
-        if any("predicted_seconds" in h for h in pred["hops"]):  # the chain drill: predicted from the fault
+        response = pred.get("response")
+        if response:  # embedded and live: the response hops predicted from the config and the policy
+            policies = ", ".join(response["policies"]) or "none"
+            lines += ["", f"After detection: {response['alert']} ({response['tier']}, cause {response['cause']}) pages"
+                      f" after {response['page_wait_seconds']:g}s and reaches serve after"
+                      f" {response['delivery_wait_seconds']:g}s; the policies it matches ({policies}) act as it"
+                      f" arrives" + (f", the ticket in {response['ticket_category']!r}" if response["ticket_category"]
+                                     else "") + ".", "",
+                      "| hop | predicted | from the fault | budget spent by then | how |", "|---|---|---|---|---|"]
+            lines += [f"| {h['hop']} | {duration_text(h.get('predicted_seconds'))} | {duration_text(h['seconds'])} |"
+                      f" {'-' if h['budget_spent'] is None else format(h['budget_spent'], '.2%')} | {_md(h.get('why', ''))} |"
+                      for h in pred["hops"]]
+        elif any("predicted_seconds" in h for h in pred["hops"]):  # the chain drill: predicted from the fault
             lines += ["", f"Predicted page: detection + Alertmanager's group_wait {pred.get('group_wait_seconds', 0):g}s;"
                       " mitigation and the ticket follow the notification to serve (not predicted).", "",
                       "| hop | predicted | measured |", "|---|---|---|"]

@@ -510,24 +510,14 @@ class ChainDrill:
         if t0 is None:  # set by the first fault, above
             raise RuntimeError("the chain drill injected no fault")
         deadline = t0 + self.timeout
-        while True:
-            self._check_stop()
-            collector.poll()
-            pd = collector.hops["pagerduty"]
-            if ack_after is not None and pd.at is not None and collector.hops["acknowledged"].at is None \
-                    and time.time() >= pd.at + ack_after:
-                for incident in self.sink.snapshot()[1]:
-                    if incident["status"] == "triggered":
-                        self.sink.acknowledge(incident["dedup_key"], by=oc.name)
-                continue
-            self._stop_conditions()
-            if collector.settled():
-                self._say("settled", "every required hop happened")
-                break
-            if time.time() >= deadline:
-                self._say("deadline", f"{self.timeout}s after the fault: not every hop happened")
-                break
-            self._sleep(POLL)
+        from opsctl.drills import method
+
+        stepper = HopPolling(self, collector, ack_after, oc.name, deadline)
+        if method.run(stepper, deadline, max_steps=2 * int(self.timeout / POLL) + 100) == method.SETTLED:
+            self._say("settled", "every required hop happened" if not collector.broken() else
+                      "every required hop happened or can no longer happen")
+        else:
+            self._say("deadline", f"{self.timeout}s after the fault: not every hop happened")
         self._attribute()
         self._measure_budget(t0)
 
@@ -685,6 +675,51 @@ class ChainDrill:
     def _fault_end(self) -> float | None:
         ends = [f.get("removed_at") for f in self.state.data.get("faults", [])]
         return max((e for e in ends if e), default=None)
+
+
+class HopPolling:
+    """The chain's Stepper for the method loop (method.py): on the wall clock, every POLL seconds
+    (and once more at the deadline), ask each component what happened (hops.Collector.poll), then
+    acknowledge as the simulated on-call once the page is `ack_after` old (polling again at once),
+    then the stop conditions. Settled once every required hop happened or is known never to (a
+    delivery no policy matched: the hops after it cannot happen)."""
+
+    def __init__(self, drill: ChainDrill, collector: Collector, ack_after: float | None, who: str, deadline: float):
+        self.drill = drill
+        self.collector = collector
+        self.ack_after = ack_after
+        self.who = who
+        self.deadline = deadline
+        self._poll_now = True  # the first poll, and the one right after an acknowledgement
+
+    def check_stop(self) -> None:
+        self.drill._check_stop()
+
+    def settled(self) -> bool:
+        return self.collector.settled()
+
+    def next_at(self) -> float:
+        now = time.time()
+        return now if self._poll_now else min(now + POLL, max(now, self.deadline))
+
+    def advance(self, until: float) -> None:
+        wait = until - time.time()
+        if wait > 0:
+            self.drill._sleep(wait)
+
+    def observe(self, at: float) -> None:
+        collector = self.collector
+        collector.poll()
+        pd = collector.hops["pagerduty"]
+        self._poll_now = False
+        if self.ack_after is not None and pd.at is not None and collector.hops["acknowledged"].at is None \
+                and time.time() >= pd.at + self.ack_after:
+            for incident in self.drill.sink.snapshot()[1]:
+                if incident["status"] == "triggered":
+                    self.drill.sink.acknowledge(incident["dedup_key"], by=self.who)
+            self._poll_now = True  # see the acknowledgement at once
+            return
+        self.drill._stop_conditions()
 
 
 def _share(counts: dict, outcome: str) -> str:

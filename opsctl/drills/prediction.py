@@ -404,8 +404,9 @@ def chain_prediction(plans, fault_kind: str, params: dict, backend: str, split: 
     page first, else the one burning fastest) by `predict`, on each rule group's own interval;
     detection is the first tier to fire, the page `group_wait` later (Alertmanager's wait before
     the first notification). With `peak_rps` a tier whose minimum-traffic guard the SLO's expected
-    rate does not clear never fires. Mitigation and the ticket follow the notification to serve: no
-    maths of their own, so none is predicted. When the fault burns but no tier of any SLO fires,
+    rate does not clear never fires. Mitigation and the ticket follow the notification to serve: the
+    chain runner adds them from its routing tree and the policy (response_hops), not predicted here.
+    When the fault burns but no tier of any SLO fires,
     `no_page` says why ("no page predicted"). {} when the fault touches no SLO's bad events."""
     burns = fault_burns(plans, fault_kind, params, backend, split)
     if kinds is not None and load is not None:

@@ -395,7 +395,7 @@ def render_markdown(d: dict) -> str:
                   f" {_keep_text(t.get('keep_firing_seconds'))} | {duration_text(t['predicted_seconds'])} | {_md(t['why'])} |"
                   for t in pred["tiers"]]
         response = pred.get("response")
-        if response:  # embedded and live: the response hops predicted from the config and the policy
+        if response and "group_wait_seconds" not in pred:  # embedded and live: the response hops predicted
             policies = ", ".join(response["policies"]) or "none"
             lines += ["", f"After detection: {response['alert']} ({response['tier']}, cause {response['cause']}) pages"
                       f" after {response['page_wait_seconds']:g}s and reaches serve after"
@@ -407,8 +407,13 @@ def render_markdown(d: dict) -> str:
                       f" {'-' if h['budget_spent'] is None else format(h['budget_spent'], '.2%')} | {_md(h.get('why', ''))} |"
                       for h in pred["hops"]]
         elif any("predicted_seconds" in h for h in pred["hops"]):  # the chain drill: predicted from the fault
+            follow = (f" mitigation and the ticket: detection + the opsctl route's group_wait"
+                      f" {response['delivery_wait_seconds']:g}s to serve, where {', '.join(response['policies']) or 'no policy'}"
+                      " acts as it arrives" + (f" (the ticket in {response['ticket_category']!r})"
+                                              if response.get("ticket_category") else "") + "."
+                      if response else " mitigation and the ticket follow the notification to serve (not predicted).")
             lines += ["", f"Predicted page: detection + Alertmanager's group_wait {pred.get('group_wait_seconds', 0):g}s;"
-                      " mitigation and the ticket follow the notification to serve (not predicted).", "",
+                      + follow, "",
                       "| hop | predicted | measured |", "|---|---|---|"]
             lines += [f"| {h['hop']} | {duration_text(h['predicted_seconds'])} | {duration_text(h['seconds'])} |"
                       for h in pred["hops"]]

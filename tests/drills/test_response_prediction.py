@@ -171,3 +171,26 @@ def test_an_auth_fault_reads_as_the_auth_cause_and_a_5xx_as_server_error():
     assert fault_cause(plan, "auth-throttling", {"rate": 0.2, "auth_rate": 0.1}, "vendor") == "auth"
     assert fault_cause(plan, "oauth-token-failure", {"rate": 1.0}, "vendor") == "auth"
     assert fault_cause(plan, "vendor-5xx", {"rate": 0.1}, "vendor") == "server_error"
+
+
+def test_the_route_walk_finds_each_receiver_and_its_group_wait_as_alertmanager_routes():
+    from opsctl.drills.chain.routes import receivers_for
+
+    route = yaml.safe_load((REPO / "deploy" / "alertmanager.yml").read_text())["route"]
+    page = {"severity": "page", "category": "availability", "slo": "s", "backend": "databricks"}
+    # deploy/alertmanager.yml, read by hand: the fast tier's opsctl route (1s, continue) and its
+    # PagerDuty route (5s, no continue: the rest are not tried)
+    assert receivers_for(route, {**page, "tier": "fast"}) == [("opsctl", 1.0), ("pagerduty", 5.0)]
+    # a standard page: PagerDuty (30s, continue), then the automation's catch-all (10s)
+    assert receivers_for(route, page) == [("pagerduty", 30.0), ("opsctl", 10.0)]
+    # a ticket: the ticket queue (5m, continue), then the automation
+    assert receivers_for(route, {**page, "severity": "ticket"}) == [("ticket-queue", 300.0), ("opsctl", 10.0)]
+    # nothing matches: the root's receiver and group_wait
+    assert receivers_for(route, {"severity": "info"}) == [("ticket-queue", 30.0)]
+    # the older match / match_re maps, != and !~, and a wait a child inherits
+    tree = {"receiver": "root", "group_wait": "7s", "routes": [
+        {"receiver": "a", "match": {"team": "x"}, "match_re": {"env": "prod|stage"}},
+        {"receiver": "b", "matchers": ['team!="x"', 'env!~"dev.*"'], "group_wait": "3s"}]}
+    assert receivers_for(tree, {"team": "x", "env": "stage"}) == [("a", 7.0)]
+    assert receivers_for(tree, {"team": "y", "env": "prod"}) == [("b", 3.0)]
+    assert receivers_for(tree, {"team": "y", "env": "dev1"}) == [("root", 7.0)]

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import signal
@@ -83,6 +84,8 @@ class ChainDrill:
         self.rollbacks: list[dict] = []
         self.prediction: dict = {}
         self.group_wait = 0.0  # the drill's Alertmanager routes' longest group_wait (0: not known)
+        self.routing: dict | None = None  # the drill's Alertmanager config, once written (setup)
+        self.serve_receivers: frozenset = frozenset()  # its receivers whose webhook is serve's
         self.attribution: list[dict] = []
         self.budget: dict = {}
         self.fault_records: list[dict] = []
@@ -346,6 +349,11 @@ class ChainDrill:
                                       serve_url=serve_url, serve_token_file=serve_token, bridge_url=bridge_url,
                                       bridge_token_file=bridge_token_file, shortened=shortened)
         self.group_wait = _longest_group_wait(am_raw["route"])
+        self.routing = am_raw  # as the drill's Alertmanager runs it (its waits shortened)
+        self.serve_receivers = frozenset(
+            r.get("name") for r in am_raw.get("receivers") or []
+            if any(urlparse_path(h.get("url", "")).rstrip("/").endswith("/v1/alertmanager")
+                   for h in r.get("webhook_configs") or []))
         self.pagerduty_receivers = frozenset(r.get("name") for r in am_raw.get("receivers") or []
                                              if r.get("pagerduty_configs"))
         am_cfg = self.dir / "alertmanager.yml"
@@ -548,10 +556,47 @@ class ChainDrill:
                                     slo=detected, group_wait=self.group_wait)
         from opsctl.drills.prediction import traffic_load
 
-        return chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], self._split(),
+        pred = chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], self._split(),
                                 slo=detected, group_wait=self.group_wait,
                                 kinds={n: b.kind for n, b in self.cfg.backends.items()},
                                 load=traffic_load(first["on_at"]), peak_rps=self.scenario.embedded.peak_rps)
+        return self._predict_response(pred, plans, step.fault, first["backend"])
+
+    def _predict_response(self, pred: dict, plans, fault, backend: str) -> dict:
+        """The mitigate and ticket hops (prediction.response_hops): the first tier's alert walked
+        down the drill's routing tree to serve's receiver (its group_wait, as shortened), then the
+        policy it reaches. The page keeps the prediction's own (the longest group_wait)."""
+        import dataclasses
+
+        from opsctl.drills.chain.routes import receivers_for
+        from opsctl.drills.prediction import response_hops
+        from opsctl.slo.rules import RuleSettings, alert_labels
+
+        plan = next((p for p in plans if p.slo.name == pred.get("slo")), None)
+        firing = [t for t in pred.get("tiers") or [] if t["predicted_seconds"] is not None]
+        if plan is None or not firing or self.routing is None:
+            return pred
+        first = min(firing, key=lambda t: t["predicted_seconds"])
+        alert = next(a for a in plan.alerts if (a.alertname, a.long, a.short) == (first["alert"], first["long"],
+                                                                                   first["short"]))
+        labels = alert_labels(plan, alert, RuleSettings.from_config(self.cfg))
+        waits = [w for r, w in receivers_for(self.routing["route"], labels) if r in self.serve_receivers]
+        if not waits:
+            for h in pred["hops"]:
+                if h["hop"] in ("mitigate", "ticket"):
+                    h["why"] = f"the drill's routing sends {first['alert']} to no opsctl serve receiver"
+            return pred
+        wait = int(math.ceil(min(waits)))
+        paging = dataclasses.replace(self.scenario.paging, automation_group_wait=wait, fast_automation_group_wait=wait)
+        response = response_hops(self.cfg, paging, plan, pred["tiers"], fault_kind=fault.kind,
+                                 params=dict(fault.params), backend_kind=self.cfg.backends[backend].kind)
+        hops = response.pop("hops")
+        for h in pred["hops"]:
+            if h["hop"] in ("mitigate", "ticket"):
+                h["predicted_seconds"], h["why"] = hops[h["hop"]]
+        response.pop("page_wait_seconds", None)  # the chain's page: the prediction's group_wait
+        pred["response"] = response
+        return pred
 
     def _fault_on(self, fault_id: str, fault, backend: str) -> dict:
         record = self.exporter.fault_on(fault_id, fault.kind, backend, fault.params)
@@ -720,6 +765,12 @@ class HopPolling:
             self._poll_now = True  # see the acknowledgement at once
             return
         self.drill._stop_conditions()
+
+
+def urlparse_path(url: str) -> str:
+    from urllib.parse import urlparse
+
+    return urlparse(url).path or "/"
 
 
 def _share(counts: dict, outcome: str) -> str:

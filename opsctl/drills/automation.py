@@ -113,7 +113,7 @@ class DrillAutomation:
         # single serve replica wraps it (operation ids chosen before the write).
         engine = self.engine = build_engine(run.env.cfg, store, FencedExecutor(DrillExecutor(run, self.responders)),
                                             clock=clock, on_action=self._acted)
-        run.obs.engine = shape(engine).to_dict()
+        self.responders.observer.obs.engine = shape(engine).to_dict()
         names = ", ".join(p.name for p in engine.policies) or "none"
         dry = " (dry run: nothing changes)" if run.env.cfg.automation.dry_run else ""
         run.say("automation", f"alerts go to the policy engine opsctl serve runs; policies: {names}{dry}")
@@ -161,8 +161,13 @@ class DrillAutomation:
                            starts_at=starts_at, fingerprint=fp, group_key=f"{{}}/{{}}:{{{fp}}}", received_at=run.now())
         if not matching(engine.policies, labels):
             if status == "firing":
-                run.obs.unmatched.append((run.now(), event.summary()))
+                obs = self.responders.observer.obs
+                obs.unmatched.append((run.now(), event.summary()))
                 run.say("automation", f"no policy matched {event.summary()}")
+                for action, why in self._cannot_happen(engine, event.summary()).items():
+                    if action not in obs.cannot_happen:
+                        obs.cannot_happen[action] = why
+                        run.say("automation", f"the {action} can no longer happen: {why}")
             return
         try:
             engine.handle_alert(event)
@@ -174,13 +179,43 @@ class DrillAutomation:
             run.schedule(run.now() + run.env.tick, "alert delivery retried",
                          lambda: self._deliver(fp, status, item, attempt + 1))
 
+    def _cannot_happen(self, engine: "PolicyEngine", unmatched: str) -> dict[str, str]:
+        """The actions (failover, ticket) no later alert can bring, once a delivery matched no policy:
+        none of the faulted backends' page or ticket rules (any tier, fired or not) matches a policy
+        taking the action, and neither the method nor on-call does it by hand. As the chain drill's
+        "no policy matched" ends its hops. Quality faults are left to their deadlines (their rules'
+        labels are not the burn-rate plans')."""
+        from opsctl.automation.policy import matching
+        from opsctl.drills.scenario import default_backend
+        from opsctl.slo.rules import RuleSettings, alert_labels
+
+        run = self.run
+        sc, cfg = run.scenario, run.env.cfg
+        faulted = {f.backend or default_backend(f.kind, cfg) for f in sc.faults}
+        if not faulted or any(f.kind == "quality-regression" for f in sc.faults):
+            return {}
+        plans = self.responders.observer.plans or []
+        settings = RuleSettings.from_config(cfg)
+        reachable = [p for plan in plans if plan.slo.backend in faulted for alert in plan.alerts
+                     if alert.severity in ROUTED_SEVERITIES
+                     for p in matching(engine.policies, alert_labels(plan, alert, settings))]
+        by_hand = {a.action for a in sc.activities()}
+        out = {}
+        for action, hand in (("failover", "failover"), ("ticket", "file-ticket")):
+            if hand in by_hand or any(getattr(p.policy.actions, action) is not None for p in reachable):
+                continue
+            out[action] = (f"automation: no policy matched {unmatched}, and no page or ticket rule of"
+                           f" {', '.join(sorted(b for b in faulted if b))} reaches a policy that takes a {action}")
+        return out
+
     def _acted(self, taken: "Taken") -> None:
         run = self.run
         outcome = taken.outcome
-        run.obs.automation.append({"at": run.now(), "policy": taken.policy, "action": taken.action,
-                                   "status": outcome.status, "detail": outcome.detail, "dry_run": taken.dry_run})
+        obs = self.responders.observer.obs
+        obs.automation.append({"at": run.now(), "policy": taken.policy, "action": taken.action,
+                               "status": outcome.status, "detail": outcome.detail, "dry_run": taken.dry_run})
         if taken.action == "failover" and outcome.status in ("refused", "failed"):
-            run.obs.failover_errors.append((run.now(), f"policy {taken.policy}: {outcome.status}: {outcome.detail}"))
+            obs.failover_errors.append((run.now(), f"policy {taken.policy}: {outcome.status}: {outcome.detail}"))
         kind = taken.action if taken.action in ("failover", "restore") else "automation"  # the chart marks a failover
         run.say(kind, f"policy {taken.policy}: {taken.action} {outcome.status}"
                               f"{' (dry run)' if taken.dry_run else ''}: {outcome.detail}"[:600])

@@ -1,9 +1,13 @@
-"""What one drill run shares between its parts: the scenario and config, the environment and run
-state, what was observed and decided, the timeline and the event queue.
+"""What one drill run's parts share: its inputs (the scenario, the config and its SLOs, the
+environment with its clock, the run state) and its progress (the timeline, the event queue on
+that clock, a stop request).
 
 The engine (engine.py) creates one `DrillRun` and hands it to each part: preflight and steady state
 (preflight.py), the run loop and method (loop.py), the simulated responders (responders.py), and
 observation and judgement (observe.py). The parts never import one another: the engine wires them.
+What a phase finds is not kept here: each returns it as a typed result (lifecycle.py: `Facts`,
+`Steady`, `Signals`, `Judgement`, `Rollback`), which the lifecycle hands on and the report reads.
+The method's observations live with the part that makes them (`observe.Observer`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ import itertools
 import time
 from typing import TYPE_CHECKING, Callable
 
-from opsctl.drills.expectations import Observations, Verdict
 from opsctl.drills.lifecycle import Aborted, Refused  # noqa: F401 (their home is the lifecycle)
 from opsctl.drills.prepared import Prepared
 from opsctl.drills.scenario import Scenario, resolve_slo
@@ -21,7 +24,6 @@ from opsctl.drills.text import offset_text
 
 if TYPE_CHECKING:
     from opsctl.drills.env.base import DrillEnvironment
-    from opsctl.drills.measure import BurnMeter
     from opsctl.drills.state import RunState
 
 
@@ -39,27 +41,13 @@ class DrillRun:
         self.late_signals: list[str] = []
         self.phase = "preflight"
         self.timeline: list[dict] = []
-        self.obs = Observations()
-        self.verdicts: dict[int, Verdict] = {}
-        self.preflight_checks: list = []
-        self.probe_results: list[dict] = []
-        self.samples: list[dict] = []
+        self.t0: float | None = None  # the first fault's onset (the method's start without one): offsets count from it
         self.queue: list = []
         self._seq = itertools.count()
         self._env: DrillEnvironment | None = None  # both set by the engine before any part runs
         self._state: RunState | None = None
         self.slos: list = []
-        self.meter: BurnMeter | None = None  # set by the steady state
-        self.plans: list = []  # the burn-rate rule plans, set by the steady state (the chart reads their thresholds)
         self.page_key: str | None = None
-        self.environment_facts: dict = {}
-        self.crash: str | None = None
-        self.rollback_results: list[dict] = []
-        self.leftovers: list[str] = []
-        self.refusal: str | None = None
-        self.abort_reason: str | None = None
-        self.t_method: float | None = None
-        self.deadline: float | None = None
 
     @property
     def env_open(self) -> bool:
@@ -80,11 +68,14 @@ class DrillRun:
         if self.stop_reason is not None:
             raise Aborted(self.stop_reason)
 
-    def mark_t0(self, at: float) -> None:
-        """Deadlines count from here: the first injected fault, or the method's start without one."""
-        if self.obs.t0 is None:
-            self.obs.t0 = at
-            self.state.data["t0"] = at
+    def mark_t0(self, at: float) -> bool:
+        """Deadlines count from here: the first injected fault, or the method's start without one.
+        True when this call set it."""
+        if self.t0 is not None:
+            return False
+        self.t0 = at
+        self.state.data["t0"] = at
+        return True
 
     # -- the timeline and the records -------------------------------------------------------------
 
@@ -99,7 +90,7 @@ class DrillRun:
 
     def line(self, at: float, kind: str, message: str) -> str:
         clock = time.strftime("%H:%M:%S", time.gmtime(at))
-        offset = "" if self.obs.t0 is None else f" {offset_text(at - self.obs.t0)}"
+        offset = "" if self.t0 is None else f" {offset_text(at - self.t0)}"
         label = "sim" if self.mode == "embedded" else "live"
         return f"[{label} {clock}{offset}] {self.phase:<12} {kind:<10} {message}"
 

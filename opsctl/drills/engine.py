@@ -32,11 +32,11 @@ from typing import Callable
 
 from opsctl.drills.automation import DrillAutomation
 from opsctl.drills.context import DrillRun
-from opsctl.drills.lifecycle import (EXIT_FAILED, EXIT_PASSED, EXIT_REFUSED, Aborted, Evidence, Lifecycle, Outcome,
-                                     Refused)
+from opsctl.drills.lifecycle import EXIT_FAILED, EXIT_PASSED, EXIT_REFUSED, Aborted, Lifecycle, Outcome, Refused
 from opsctl.drills.expectations import NOT_EVALUATED
 from opsctl.drills.loop import MethodLoop
 from opsctl.drills.observe import Observer
+from opsctl.drills.phases import Facts, Instrumented, Judgement, Observed, Results, Rollback, Signals, Steady
 from opsctl.drills.preflight import Preflight
 from opsctl.drills.responders import Responders
 from opsctl.drills.scenario import Scenario, check_against_config
@@ -121,48 +121,39 @@ class Engine:
     def set_phase(self, phase: str) -> None:
         self.run_state.set_phase(phase)
 
-    def prepare(self) -> None:
-        self.preflight.preflight()
+    def prepare(self) -> Facts:
+        return self.preflight.preflight()
 
-    def steady_state(self) -> None:
-        self.preflight.steady_state()
+    def steady_state(self, prepared: Facts) -> Instrumented:
+        return self.preflight.steady_state()
 
-    def method(self) -> None:
-        self.loop.run_method()
+    def method(self, steady: Steady) -> Observed:
+        if not isinstance(steady, Instrumented):
+            raise TypeError("the embedded method needs the steady state's instruments")
+        self.loop.run_method(steady)
+        return self.observer.observed()
 
-    def _stopped(self, phases) -> None:
-        """The refusal, abort or crash of the phases, where the report and the judgement read them."""
-        run = self.run_state
-        for p in phases:
-            if p.status == "refused" and run.refusal is None:
-                run.refusal = p.detail
-            elif p.status in ("aborted", "crashed") and run.abort_reason is None:
-                run.abort_reason = p.detail
-        run.crash = run.crash or self.lifecycle.crash
+    def partial(self, phase: str) -> Facts | Steady | Signals | None:
+        if phase == "method":
+            return self.observer.observed()
+        return self.preflight.partial(phase)
 
-    def judge(self, phases) -> None:
-        self._stopped(phases)
-        self.observer.judge_all(final=True)
+    def judge(self, signals: Signals | None, stopped: str | None) -> Judgement:
+        self.observer.judge_all(final=True, stopped=stopped)
+        return self.observer.judgement()
 
-    def evidence(self) -> Evidence:
-        run = self.run_state
-        return Evidence(failed=tuple(v.name for v in run.verdicts.values() if not v.passed),
-                        leftovers=tuple(run.leftovers),
-                        rollback_failed=any(r["status"] == "failed" for r in run.rollback_results))
-
-    def report(self, outcome: Outcome, phases, wall_seconds: float) -> dict:
+    def report(self, outcome: Outcome, results: Results, wall_seconds: float) -> dict:
         from opsctl.drills.report import build_report_data
 
         run = self.run_state
-        self._stopped(phases)
-        run.state.data.update(outcome=outcome.outcome, abort_reason=run.abort_reason or run.refusal,
+        run.state.data.update(outcome=outcome.outcome, abort_reason=results.abort_reason or results.refusal,
                               finished_at=time.time())
-        return build_report_data(run, outcome.outcome, outcome.exit_code, wall_seconds)
+        return build_report_data(run, results, outcome.outcome, outcome.exit_code, wall_seconds)
 
     def finish(self, outcome: Outcome, data: dict, paths: dict) -> None:
         run = self.run_state
-        if run.refusal is None:
-            run.audit("drill-finished", outcome=outcome.outcome, abort_reason=run.abort_reason,
+        if data.get("refusal") is None:
+            run.audit("drill-finished", outcome=outcome.outcome, abort_reason=data.get("abort_reason"),
                       report=str(paths["md"]))
         run.state.data["report"] = {k: str(v) for k, v in paths.items()}
         run.state.data["phase"] = "done"
@@ -196,14 +187,15 @@ class Engine:
 
         return restore
 
-    def roll_back(self, order: list[str]) -> None:
+    def roll_back(self, order: list[str]) -> Rollback:
         from opsctl.drills.rollback import Rollbacks
 
         run = self.run_state
         rollbacks = Rollbacks(run.env, run.state, run.say)
-        run.rollback_results = rollbacks.run(order)
-        run.leftovers = rollbacks.leftovers()
-        for problem in run.leftovers:
+        actions = rollbacks.run(order)
+        leftovers = rollbacks.leftovers()
+        for problem in leftovers:
             run.say("leftover", problem)
-        if not run.leftovers:
+        if not leftovers:
             run.say("verify", "nothing left behind: no fault, split as before, no open drill page")
+        return Rollback(actions=tuple(actions), leftovers=tuple(leftovers))

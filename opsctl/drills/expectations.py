@@ -49,6 +49,9 @@ class Observations:
     automation: list[dict] = field(default_factory=list)  # what the policy engine did: at, policy, action, status, detail
     unmatched: list[tuple[float, str]] = field(default_factory=list)  # alerts delivered that no policy matched
     engine: dict | None = None  # the policy engine's shape (automation/engine_factory.py), once built
+    # action (failover, ticket) -> why it can no longer happen: a delivery no policy matched, and no
+    # page or ticket rule of the faulted backend reaches a policy taking it, nor a hand action
+    cannot_happen: dict[str, str] = field(default_factory=dict)
     burning_since: dict[str, float] = field(default_factory=dict)  # slo -> first tick it burned
     recovered_at: dict[str, float] = field(default_factory=dict)
     window_burn: dict[tuple[str, int], float | None] = field(default_factory=dict)  # (slo, window) -> now
@@ -177,6 +180,8 @@ class Judge:
             errors = [msg for _, msg in obs.failover_errors]
             if errors:
                 return None, "", f"the failover from {source} failed: {errors[0]}"
+            if "failover" in obs.cannot_happen:  # decided now: waiting cannot bring it
+                return None, "", f"no failover from {source} can happen: {obs.cannot_happen['failover']}"
             return None, f"no failover from {source} was applied{_automation_said(obs)}", None
         entry = mine[0]
         before = entry["before"]["weights"].get(source, 0)
@@ -203,6 +208,8 @@ class Judge:
     def _vendor_ticket(self, e, obs):
         t = self._ticket(e, obs)
         if t is None:
+            if "ticket" in obs.cannot_happen:
+                return None, "", f"no ticket with {e.vendor} can be filed: {obs.cannot_happen['ticket']}"
             return None, f"no ticket was filed with {e.vendor}{_automation_said(obs)}", None
         if t.filed_at is None:
             return None, "", f"filing the {e.vendor} ticket failed: {t.error}"
@@ -219,6 +226,8 @@ class Judge:
 
     def _vendor_responded(self, e, obs):
         t = self._ticket(e, obs)
+        if t is None and "ticket" in obs.cannot_happen:
+            return None, "", f"no ticket reached {e.vendor}, nor can one: {obs.cannot_happen['ticket']}"
         if t is None or t.filed_at is None:
             return None, f"no ticket reached {e.vendor}", None
         if t.first_response_at is None:

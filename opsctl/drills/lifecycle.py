@@ -11,9 +11,11 @@
 
 A world is what the drill runs against: the embedded one (simulated time, the drill's own store,
 engine.py), live (the user's Prometheus and actuator, same engine) and chain (real binaries on
-loopback, chain/runner.py). Each implements `World`; this module runs the phases in order, turns
-what each raised into a typed `PhaseResult`, decides the `Outcome` (one rule for every world) and
-writes the report the world built. A world never decides its own exit code.
+loopback, chain/runner.py). Each implements `World`; this module runs the phases in order, hands
+each phase's typed result (phases.py: Facts, Steady, Signals, Judgement, Rollback) to the next and
+all of them (`Results`) to the report, turns what each raised into a `PhaseResult`, decides the
+`Outcome` from the judgement and the rollbacks (one rule for every world) and writes the report the
+world built from the results. A world never decides its own exit code.
 """
 
 from __future__ import annotations
@@ -21,9 +23,14 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from pathlib import Path
+from typing import Callable, Protocol, TypeVar
 
+from opsctl.drills.phases import (Facts, Judgement, PhaseResult, ProbeResult, Results, Rollback, Signals,  # noqa: F401
+                                  Steady)
 from opsctl.model import Model
+
+R = TypeVar("R")
 
 EXIT_PASSED, EXIT_FAILED, EXIT_REFUSED = 0, 1, 4
 PHASES = ("preflight", "steady-state", "method", "rollbacks", "report")
@@ -51,26 +58,18 @@ class Aborted(Exception):
         self.reason = reason
 
 
-class PhaseResult(Model):
-    """What one phase came to: ok, refused, aborted or crashed, when, and why."""
-
-    phase: str
-    status: str  # ok | refused | aborted | crashed | skipped
-    started: float
-    ended: float
-    detail: str = ""
-
-    def to_dict(self) -> dict:
-        return {"phase": self.phase, "status": self.status, "seconds": round(self.ended - self.started, 3),
-                "detail": self.detail}
-
-
 class Evidence(Model):
     """What the world observed that decides the outcome."""
 
     failed: tuple[str, ...] = ()  # expectations or required hops not met (evaluated)
     leftovers: tuple[str, ...] = ()  # what the rollbacks could not undo
     rollback_failed: bool = False
+
+    @classmethod
+    def of(cls, results: Results) -> "Evidence":
+        rb = results.rollback or Rollback()
+        return cls(failed=results.judgement.failed if results.judgement else (), leftovers=rb.leftovers,
+                   rollback_failed=rb.failed)
 
 
 class Outcome(Model):
@@ -79,7 +78,7 @@ class Outcome(Model):
     reason: str | None = None
 
 
-def decide(phases: list[PhaseResult], evidence: Evidence) -> Outcome:
+def decide(phases: list[PhaseResult] | tuple[PhaseResult, ...], evidence: Evidence) -> Outcome:
     """One rule for every world: refused (4) > aborted or crashed (1) > anything failed or left
     behind (1) > passed (0)."""
     for p in phases:
@@ -101,38 +100,45 @@ def rollback_order(declared: tuple[str, ...] | list[str]) -> list[str]:
 
 
 class World(Protocol):
-    """What a drill runs against. Each call is one phase's work; a phase raises Refused or Aborted
-    to end the drill early (the rollbacks and the report still happen)."""
+    """What a drill runs against. Each call is one phase's work and returns that phase's typed
+    result; a phase raises Refused or Aborted to end the drill early (the rollbacks and the report
+    still happen), and `partial` then says what it had gathered."""
 
     @property
     def mode(self) -> str: ...
+
+    @property
+    def run_dir(self) -> Path: ...
 
     def say(self, kind: str, message: str) -> None: ...
 
     def set_phase(self, phase: str) -> None: ...
 
-    def prepare(self) -> None:
+    def prepare(self) -> Facts:
         """Make the world ready and run the preflight checks (raises Refused)."""
         ...
 
-    def steady_state(self) -> None:
+    def steady_state(self, prepared: Facts) -> Steady:
         """The hypothesis' probes (raises Refused)."""
         ...
 
-    def method(self) -> None:
+    def method(self, steady: Steady) -> Signals:
         """Inject and remove the faults while the world advances and is observed (raises Aborted)."""
         ...
 
-    def judge(self, phases: list[PhaseResult]) -> None:
-        """Decide what is still open once the method ended (not after a refusal)."""
+    def partial(self, phase: str) -> Facts | Steady | Signals | None:
+        """What `phase` had gathered when it ended early (refused, aborted, crashed)."""
         ...
 
-    def roll_back(self, order: list[str]) -> None: ...
+    def judge(self, signals: Signals | None, stopped: str | None) -> Judgement:
+        """Decide what is still open once the method ended (not after a refusal); `stopped`: why the
+        drill stopped early, if it did (what was not decided by then is not evaluated)."""
+        ...
 
-    def evidence(self) -> Evidence: ...
+    def roll_back(self, order: list[str]) -> Rollback: ...
 
-    def report(self, outcome: Outcome, phases: list[PhaseResult], wall_seconds: float) -> dict:
-        """The report's data; the lifecycle writes it."""
+    def report(self, outcome: Outcome, results: Results, wall_seconds: float) -> dict:
+        """The report's data, from the phases' results; the lifecycle writes it."""
         ...
 
     def finish(self, outcome: Outcome, data: dict, paths: dict) -> None:
@@ -146,14 +152,16 @@ class Lifecycle:
     declared_rollbacks: tuple[str, ...] = ()
     phases: list[PhaseResult] = field(default_factory=list)
     crash: str | None = None
+    results: Results | None = None  # set once the rollbacks ran
 
-    def _phase(self, name: str, call: Callable[[], None]) -> bool:
-        """Run one phase; False when it ended the drill early."""
+    def _phase(self, name: str, call: Callable[[], R]) -> R | None:
+        """Run one phase; its result, else (it ended the drill early) what it had gathered, or None."""
         self.world.set_phase(name)
         started = time.time()
         status, detail = "ok", ""
+        result: R | None = None
         try:
-            call()
+            result = call()
         except Refused as exc:
             status, detail = "refused", exc.reason
             self.world.say("refused", exc.reason)
@@ -166,31 +174,41 @@ class Lifecycle:
             detail = f"crashed: {getattr(exc, 'message', None) or f'{type(exc).__name__}: {exc}'}"
             self.world.say("abort", detail)
         self.phases.append(PhaseResult(name, status, started, time.time(), detail))
-        return status == "ok"
+        if status != "ok" and name in ("preflight", "steady-state", "method"):
+            result = self.world.partial(name)  # type: ignore[assignment]
+        return result
+
+    def _ok(self) -> bool:
+        return all(p.status == "ok" for p in self.phases)
 
     def run(self, wall_start: float) -> tuple[Outcome, dict, dict]:
-        """Every phase in order; rollbacks always; then the report. Returns the outcome, the report's
-        data and the paths written."""
+        """Every phase in order, each handed the one before's result; rollbacks always; then the
+        report from every result. Returns the outcome, the report's data and the paths written."""
         from opsctl.drills.report import write_reports
 
         w = self.world
-        _ = (self._phase("preflight", w.prepare) and self._phase("steady-state", w.steady_state)
-             and self._phase("method", w.method))
-        if not any(p.status == "refused" for p in self.phases):
-            w.judge(self.phases)
-        self._phase("rollbacks", lambda: w.roll_back(rollback_order(self.declared_rollbacks)))
+        prepared = self._phase("preflight", w.prepare)
+        steady = signals = None
+        if self._ok() and prepared is not None:
+            steady = self._phase("steady-state", lambda: w.steady_state(prepared))
+        if self._ok() and steady is not None:
+            signals = self._phase("method", lambda: w.method(steady))
+        partial = Results(phases=tuple(self.phases), crash=self.crash)
+        judgement = None
+        if partial.refusal is None:
+            judgement = w.judge(signals, partial.stopped)
+        rollback = self._phase("rollbacks", lambda: w.roll_back(rollback_order(self.declared_rollbacks)))
         w.set_phase("report")
-        outcome = decide(self.phases, w.evidence())
-        data = w.report(outcome, self.phases, time.monotonic() - wall_start)
+        self.results = results = Results(phases=tuple(self.phases), prepared=prepared, steady=steady,
+                                         signals=signals, judgement=judgement, rollback=rollback, crash=self.crash)
+        outcome = decide(self.phases, Evidence.of(results))
+        data = w.report(outcome, results, time.monotonic() - wall_start)
         data["phases"] = [p.to_dict() for p in self.phases]
-        paths = write_reports(_run_dir(w), data)
+        paths = write_reports(w.run_dir, data)
         w.finish(outcome, data, paths)
         return outcome, data, paths
 
 
-def _run_dir(world):
-    return world.run_dir
-
-
-__all__ = ["Aborted", "EXIT_FAILED", "EXIT_PASSED", "EXIT_REFUSED", "Evidence", "Lifecycle", "Outcome", "PHASES",
-           "PhaseResult", "ROLLBACK", "Refused", "World", "decide", "rollback_order"]
+__all__ = ["Aborted", "EXIT_FAILED", "EXIT_PASSED", "EXIT_REFUSED", "Evidence", "Facts", "Judgement", "Lifecycle",
+           "Outcome", "PHASES", "PhaseResult", "ProbeResult", "ROLLBACK", "Refused", "Results", "Rollback", "Signals",
+           "Steady", "World", "decide", "rollback_order"]

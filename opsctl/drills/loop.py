@@ -1,6 +1,7 @@
 """The run loop: the method's actions in order on the environment's clock, and a tick between them.
 
-The loop is discrete-event: it jumps to the next scheduled action or evaluation tick, so every
+The loop is the one every world's method runs (method.py), with this as its Stepper. It is
+discrete-event: it jumps to the next scheduled action or evaluation tick, so every
 responder acts at exactly its configured delay. Every tick the alerts are evaluated (a page alert
 pages on-call after the scenario's `group-wait`), burn is sampled, the pager, audit log and tickets
 are read, the stop conditions are polled (a hit aborts) and open expectations are judged. The loop
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 
+from opsctl.drills import method
 from opsctl.drills.context import Aborted, DrillRun
 from opsctl.drills.text import duration_text, rate_text
 from opsctl.drills.scenario import default_backend
@@ -24,43 +26,61 @@ class MethodLoop:
         self.responders = responders
         self.automation = automation  # Alertmanager's opsctl route and serve's policy engine (automation.py)
         self._pending_page = False
+        self._next_tick = 0.0  # the next evaluation tick, set when the method starts
 
-    def run_method(self) -> None:
-        run = self.run
+    def run_method(self, steady) -> None:
+        """The method, measured with the steady state's instruments (observe.Instrumented); what it
+        observed is the observer's (`Observer.observed`)."""
+        run, observer = self.run, self.observer
         run.set_phase("method")
         now = run.now()
-        run.t_method = now
+        observer.begin(steady, now)
         run.state.data["method_started"] = now
-        run.deadline = now + run.scenario.max_duration
+        deadline = now + run.scenario.max_duration
         if not run.scenario.faults:  # no fault: deadlines count from the method's start
-            run.mark_t0(now)
+            observer.mark_t0(now)
         steps = run.scenario.method
         run.schedule(now + steps[0].pause_before, f"method[0] {steps[0].name}", lambda: self._run_step(0))
-        next_tick = now
-        while True:
+        self._next_tick = now
+        # each step is an evaluation tick or a scheduled action: ticks to the deadline, twice over
+        bound = 2 * int(run.scenario.max_duration / run.env.tick) + 10_000
+        if method.run(self, deadline, max_steps=bound) == method.SETTLED:
+            run.say("settled", "every expectation is decided")
+            return
+        limit = duration_text(run.scenario.max_duration)
+        if not observer.obs.method_done:
+            raise Aborted(f"max-duration {limit} reached before the method finished")
+        run.say("deadline", f"max-duration {limit} reached")
+
+    # -- the Stepper the method loop (method.py) runs ---------------------------------------------------
+
+    def check_stop(self) -> None:
+        self.run.check_stop_requested()
+
+    def settled(self) -> bool:
+        return self.observer.settled()
+
+    def next_at(self) -> float:
+        """The next evaluation tick or scheduled action, whichever is first."""
+        run = self.run
+        upcoming = run.queue[0][0] if run.queue else float("inf")
+        return min(self._next_tick, upcoming)
+
+    def advance(self, until: float) -> None:
+        """The environment's clock to `until` (embedded: a SimClock jump; live: the wall clock waited
+        on), then every action due by then, in order."""
+        run = self.run
+        run.env.advance(until, run.should_stop)
+        run.check_stop_requested()
+        while run.queue and run.queue[0][0] <= until:
+            _, _, _label, action = heapq.heappop(run.queue)
+            action()
             run.check_stop_requested()
-            if self.observer.settled():
-                run.say("settled", "every expectation is decided")
-                break
-            upcoming = run.queue[0][0] if run.queue else float("inf")
-            at = min(next_tick, upcoming)
-            if at > run.deadline:
-                run.env.advance(run.deadline, run.should_stop)
-                run.check_stop_requested()
-                limit = duration_text(run.scenario.max_duration)
-                if not run.obs.method_done:
-                    raise Aborted(f"max-duration {limit} reached before the method finished")
-                run.say("deadline", f"max-duration {limit} reached")
-                break
-            run.env.advance(at, run.should_stop)
-            run.check_stop_requested()
-            while run.queue and run.queue[0][0] <= at:
-                _, _, _label, action = heapq.heappop(run.queue)
-                action()
-                run.check_stop_requested()
-            if at >= next_tick:
-                self._tick()
-                next_tick = at + run.env.tick
+
+    def observe(self, at: float) -> None:
+        if at >= self._next_tick:
+            self._tick()
+            self._next_tick = at + self.run.env.tick
 
     def _run_step(self, index: int) -> None:
         run = self.run
@@ -90,7 +110,7 @@ class MethodLoop:
             run.schedule(after, "method done", self._method_done)
 
     def _method_done(self) -> None:
-        self.run.obs.method_done = True
+        self.observer.obs.method_done = True
         self.run.say("method", "every method action ran")
 
     # -- faults -----------------------------------------------------------------------------------------
@@ -112,7 +132,7 @@ class MethodLoop:
         record["applied_at"] = now
         run.state.save()
         run.audit("fault-injected", fault=fault.kind, backend=backend, params=dict(fault.params), target=what)
-        run.mark_t0(now)
+        self.observer.mark_t0(now)
         run.say("fault", f"{step.name}: {what}")
         run.schedule(record["end"], f"fault {record['id']} ends", lambda: self._fault_ends(record))
 
@@ -135,7 +155,7 @@ class MethodLoop:
         evaluation, quality = observer.alerts(now)
         pages = [a for a in evaluation.firing if a.severity == "page"] or [a for a in quality if a.severity == "page"]
         paged = any(p["dedup_key"] == run.page_key for p in run.state.data["pages"])
-        if pages and run.obs.t0 is not None and not paged and not self._pending_page:
+        if pages and observer.obs.t0 is not None and not paged and not self._pending_page:
             # Alertmanager's PagerDuty routes: the fast tier's waits seconds, the others `group-wait`;
             # the incident's title is the alert's summary annotation.
             paging = run.scenario.paging
@@ -147,7 +167,7 @@ class MethodLoop:
             wait = paging.fast_group_wait if fast else paging.group_wait
             run.schedule(now + wait, "page", lambda: self.responders.page(summary, pages))
             self._pending_page = True
-        if run.obs.t0 is not None:
+        if observer.obs.t0 is not None:
             self.automation.observe(evaluation.firing + quality, now)
         observer.measure(now)
         observer.observe_all()

@@ -4,6 +4,10 @@ Every tick the run loop asks this part to evaluate the burn-rate (and live quali
 the burn of the tracked SLOs, read the pager's incident, the audit log and the tickets through their
 public interfaces, poll the stop conditions (a hit raises `Aborted`) and judge the expectations
 still open (expectations.py holds the rules; this part keeps the verdicts).
+
+This part owns what the method observes (`Observations`, the burn samples, the verdicts as they are
+decided): the responders and the automation record what they did through it, the method returns it
+as `Observed` and the judgement as `Judgement` (lifecycle.py), and the report reads those.
 """
 
 from __future__ import annotations
@@ -12,11 +16,13 @@ from typing import TYPE_CHECKING
 
 from opsctl.drills.context import Aborted, DrillRun
 from opsctl.drills.expectations import Judge, TicketSeen, Verdict
+from opsctl.drills.phases import Instrumented, Judgement, Observations, Observed
 from opsctl.drills.text import burn_over_threshold, duration_text, rate_text
 from opsctl.drills.safety import real_incidents
 from opsctl.errors import OpsctlError
 
 if TYPE_CHECKING:
+    from opsctl.drills.measure import BurnMeter
     from opsctl.quality.live import QualityEvaluator
     from opsctl.quality.rules import QualityPlan
     from opsctl.slo.alerts import AlertEvaluator
@@ -26,6 +32,11 @@ if TYPE_CHECKING:
 class Observer:
     def __init__(self, run: DrillRun):
         self.run = run
+        self.obs = Observations()  # what the method observed; the responders and the automation add to it
+        self.samples: list[dict] = []
+        self.verdicts: dict[int, Verdict] = {}
+        self.meter: BurnMeter | None = None  # from the steady state, set by `begin`
+        self.t_method: float | None = None
         # set by plan_alerts, before the first tick
         self.plans: list[SloRulePlan] | None = None
         self.settings: RuleSettings | None = None
@@ -44,7 +55,7 @@ class Observer:
 
         run = self.run
         self.settings = settings = RuleSettings.from_config(run.env.cfg)
-        self.plans = run.plans = plans = plan_rules(run.slos, settings)
+        self.plans = plans = plan_rules(run.slos, settings)
         self.evaluator = AlertEvaluator(plans, source, settings) if run.mode == "embedded" else None
         self.quality_plan, self._quality = plan_quality(run.env.cfg), None
 
@@ -74,8 +85,8 @@ class Observer:
         quality = self.evaluate_quality(now)
         firing = {(a.slo, a.severity, f"{a.long_window}/{a.short_window}"): a for a in evaluation.firing + quality}
         for key, alert in firing.items():
-            if key not in run.obs.first_firing:
-                run.obs.first_firing[key] = (now, alert)
+            if key not in self.obs.first_firing:
+                self.obs.first_firing[key] = (now, alert)
             if key not in self._last_firing:
                 run.say("alert", f"FIRING {alert.describe()}" if hasattr(alert, "describe") else
                         f"FIRING {alert.alertname} {alert.slo} {key[2]}: {burn_over_threshold(alert)}")
@@ -89,37 +100,37 @@ class Observer:
     def measure(self, now: float) -> None:
         run = self.run
         windows = {300, 3600} | {e.window for e in run.scenario.expectations if e.expect == "slo-recovered"}
-        meter = run.meter
+        meter, obs = self.meter, self.obs
         if meter is None:
             raise RuntimeError("the drill's burn meter is not set (the steady state sets it)")
-        samples = meter.sample(now, sorted(windows), run.t_method)
+        samples = meter.sample(now, sorted(windows), self.t_method)
         slos: dict[str, dict] = {}
         row = {"at": now, "slos": slos}
         for name, s in samples.items():
             slos[name] = {"burn_5m": s.burn.get(300), "burn_1h": s.burn.get(3600), "spent": meter.spent(name, s)}
             for w, burn in s.burn.items():
-                run.obs.window_burn[(name, w)] = burn
-        run.samples.append(row)
+                obs.window_burn[(name, w)] = burn
+        self.samples.append(row)
         self._last_samples = samples
-        if run.obs.t0 is None:
+        if obs.t0 is None:
             return
         for e in run.scenario.expectations:
             if e.expect != "slo-recovered" or e.slo is None:  # the scenario requires its slo
                 continue
             slo = run.slo_name(e.slo)
-            burn = run.obs.window_burn.get((slo, e.window))
+            burn = obs.window_burn.get((slo, e.window))
             # Recovered: errors back within budget over the window (the burn-rate alerts lag behind:
             # a 6h/30m page keeps firing for half an hour after the errors stop).
             if burn is not None and burn > 1.0:
-                run.obs.burning_since.setdefault(slo, now)
-            elif slo in run.obs.burning_since and slo not in run.obs.recovered_at and burn is not None:
-                run.obs.recovered_at[slo] = now
+                obs.burning_since.setdefault(slo, now)
+            elif slo in obs.burning_since and slo not in obs.recovered_at and burn is not None:
+                obs.recovered_at[slo] = now
                 run.say("recovered", f"{slo}: burn {rate_text(burn, 2)} over the last {duration_text(e.window)}")
 
     # -- the pager, the audit log, the tickets -----------------------------------------------------
 
     def observe_pager(self) -> None:
-        run, obs = self.run, self.run.obs
+        run, obs = self.run, self.obs
         if not run.state.data["pages"]:
             return
         try:
@@ -142,15 +153,15 @@ class Observer:
         from opsctl.audit import AuditLog
 
         run = self.run
-        since = run.t_method
+        since = self.t_method
         entries = AuditLog(run.env.cfg.audit_path).find(
             lambda e: e.get("kind") == "traffic" and not e.get("dry_run") and e.get("ts", 0) >= since
             and (run.mode == "embedded" or e.get("drill_run") == run.state.run_id
                  or (not run.scenario.on_call.simulated and e.get("action") == "failover")),
             since=since)
         entries.reverse()
-        run.obs.failovers = [e for e in entries if e.get("action") == "failover" and e.get("outcome") == "applied"]
-        run.obs.changes = [e for e in entries if e.get("action") == "set"]
+        self.obs.failovers = [e for e in entries if e.get("action") == "failover" and e.get("outcome") == "applied"]
+        self.obs.changes = [e for e in entries if e.get("action") == "set"]
 
     def observe_ticket(self, seen: TicketSeen) -> None:
         if seen.ticket_id is None:
@@ -169,7 +180,7 @@ class Observer:
     def observe_all(self) -> None:
         self.observe_pager()
         self.observe_audit()
-        for seen in self.run.obs.tickets:
+        for seen in self.obs.tickets:
             self.observe_ticket(seen)
 
     # -- stop conditions ----------------------------------------------------------------------------
@@ -200,7 +211,7 @@ class Observer:
         slo = run.slo_name(cond.slo)
         if cond.condition == "budget-spent":
             sample = self._last_samples.get(slo)
-            spent = run.meter.spent(slo, sample) if sample and run.meter is not None else None
+            spent = self.meter.spent(slo, sample) if sample and self.meter is not None else None
             if spent is not None and spent > cond.above:
                 return f"{slo} spent {spent:.0%} of its period error budget during the drill (limit {cond.above:.0%})"
             return None
@@ -217,26 +228,48 @@ class Observer:
 
     # -- expectations ---------------------------------------------------------------------------------
 
-    def judge_all(self, *, final: bool) -> None:
+    def judge_all(self, *, final: bool, stopped: str | None = None) -> None:
+        """Judge the expectations still open; `final`: the method is over (what is not met now has
+        failed), `stopped`: why the drill stopped early, if it did."""
         run = self.run
         judge = Judge(run.slo_name)
         now = run.now()
         for i, e in enumerate(run.scenario.expectations):
-            if i in run.verdicts:
+            if i in self.verdicts:
                 continue
-            stopped = final and (run.abort_reason or run.crash)
+            cut = final and stopped
             # A stopped drill judges only what was decided before it stopped (met, observed wrong,
             # or past its deadline); the rest was never evaluated, which is not a failure.
-            verdict = judge.judge(e, run.obs, now, final=final and not stopped)
-            if verdict is None and stopped:
-                when = "before the method began" if run.obs.t0 is None else "before this was decided"
+            verdict = judge.judge(e, self.obs, now, final=final and not cut)
+            if verdict is None and cut:
+                when = "before the method began" if self.obs.t0 is None else "before this was decided"
                 verdict = Verdict(e.name, e.expect, False, e.within, None, None, "",
-                                  f"not evaluated: the drill stopped {when} ({run.abort_reason})", evaluated=False)
+                                  f"not evaluated: the drill stopped {when} ({stopped})", evaluated=False)
             if verdict is None:
                 continue
-            run.verdicts[i] = verdict
+            self.verdicts[i] = verdict
             run.say("expect", f"{verdict.mark} {e.name}: " + (verdict.detail if verdict.passed else verdict.reason))
 
     def settled(self) -> bool:
-        run = self.run
-        return run.obs.method_done and len(run.verdicts) == len(run.scenario.expectations)
+        return self.obs.method_done and len(self.verdicts) == len(self.run.scenario.expectations)
+
+    # -- the phases' results ------------------------------------------------------------------------
+
+    def begin(self, steady: Instrumented, at: float) -> None:
+        """The method starts at `at`, measuring with the steady state's instruments."""
+        self.meter = steady.meter
+        self.t_method = at
+
+    def mark_t0(self, at: float) -> None:
+        """The first fault's onset (or the method's start without one): deadlines count from here."""
+        if self.run.mark_t0(at):
+            self.obs.t0 = at
+
+    def observed(self) -> Observed:
+        """The method's result: what it observed so far (all of it once the method ended)."""
+        return Observed(t0=self.obs.t0, obs=self.obs, samples=tuple(self.samples), plans=tuple(self.plans or ()),
+                        meter=self.meter, t_method=self.t_method)
+
+    def judgement(self) -> Judgement:
+        verdicts = tuple(v for _, v in sorted(self.verdicts.items()))
+        return Judgement(verdicts=verdicts, failed=tuple(v.name for v in verdicts if not v.passed))

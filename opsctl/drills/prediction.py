@@ -10,6 +10,16 @@ lay wholly inside the fault (a step fault's short window then holds only the fau
 Each hop (detect, page, mitigate, ticket) is set beside the error budget the drill had spent by
 then, for the detecting SLO (the drill's burn meter, as in the report's budget section).
 
+After detection the response follows from the config, not from the maths of the burn
+(`response_hops`): the first tier predicted to fire names the alert (its labels as the rules write
+them, its cause as its annotation would read it from the fault's outcomes); Alertmanager's
+PagerDuty route pages after its group_wait, and its `opsctl` route delivers the alert to serve after
+its own (the fast tier's routes wait less; deploy/alertmanager.yml, modelled by the scenario's
+`paging`); the policy that alert reaches (`automation.policies`, by labels and cause, as serve
+chooses) then runs its actions in order as the delivery arrives, with no delay of their own: the
+failover (mitigate) and the ticket, in the category the policy or the cause gives. A policy without
+the action, no matching policy, or a dry run predicts no such hop, and says why.
+
 The chain drill predicts before anything is measured, from the fault's parameters: an error fault's
 share of failed requests (ERROR_SHARE); a latency or capacity fault's share of requests over each
 latency SLO's threshold, from the simulator's own latency model (`slow_share`: the lognormal, its
@@ -27,11 +37,12 @@ HOPS = (("detect", "time_to_detect"), ("page", "time_to_page"), ("mitigate", "ti
         ("ticket", "time_to_vendor_routing"))
 
 
-def fault_burn(run, slo: str) -> tuple[float | None, str]:
-    """B for `slo`: the short-window burn of its first page alert whose short window lay inside the fault."""
-    t0 = run.obs.t0
+def fault_burn(obs, slo: str) -> tuple[float | None, str]:
+    """B for `slo`: the short-window burn of its first page alert whose short window lay inside the
+    fault (`obs`: the method's expectations.Observations)."""
+    t0 = obs.t0
     found = []
-    for (name, severity, _), (at, alert) in run.obs.first_firing.items():
+    for (name, severity, _), (at, alert) in obs.first_firing.items():
         short = getattr(alert, "short_window", None)
         seconds = _seconds(short)
         if name == slo and severity == "page" and seconds and at - t0 >= seconds and hasattr(alert, "short_burn_rate"):
@@ -66,59 +77,154 @@ def predict(plan, burn: float, tick: int | None) -> list[dict]:
     return out
 
 
-def prediction(run, measurements: dict) -> dict:
-    """The report's `prediction` section; {} when the drill detected nothing to predict against."""
-    t0 = run.obs.t0
-    if t0 is None or not run.plans:
+def prediction(run, seen, measurements: dict) -> dict:
+    """The report's `prediction` section, from the method's result (`seen`: observe.Observed); {}
+    when the drill detected nothing to predict against."""
+    t0 = seen.obs.t0
+    if t0 is None or not seen.plans:
         return {}
-    slo = _detecting_slo(run)
+    slo = _detecting_slo(run, seen.obs)
     if slo is None:
         return {}
-    if not any(p.name == slo for p in run.plans):  # a quality rule: no burn-rate maths to set beside it
+    if not any(p.name == slo for p in seen.plans):  # a quality rule: no burn-rate maths to set beside it
         return {"slo": slo, "burn": None, "burn_basis": "a quality rule, not a burn-rate alert: no prediction",
                 "tiers": [], "predicted_detection_seconds": None,
                 "measured_detection_seconds": measurements.get("time_to_detect"),
-                "hops": _hops(run, slo, measurements)}
-    plan = next((p for p in run.plans if p.name == slo), None)
-    burn, basis = fault_burn(run, slo)
+                "hops": _hops(seen, slo, measurements)}
+    plan = next((p for p in seen.plans if p.name == slo), None)
+    burn, basis = fault_burn(seen.obs, slo)
     tick = run.env.tick if run.mode == "embedded" else None
     tiers = predict(plan, burn, tick) if plan is not None and burn is not None else []
     times = [t["predicted_seconds"] for t in tiers if t["predicted_seconds"] is not None]
-    return {"slo": slo, "burn": burn, "burn_basis": basis, "tiers": tiers,
-            "predicted_detection_seconds": min(times) if times else None,
-            "measured_detection_seconds": measurements.get("time_to_detect"), "hops": _hops(run, slo, measurements)}
-
-
-def _hops(run, slo: str, measurements: dict) -> list[dict]:
-    out = []
-    for hop, key in HOPS:
-        seconds = measurements.get(key)
-        out.append({"hop": hop, "seconds": seconds,
-                    "budget_spent": None if seconds is None else _spent_by(run, slo, run.obs.t0 + seconds)})
+    response = _response(run, plan, tiers) if plan is not None else {}
+    out = {"slo": slo, "burn": burn, "burn_basis": basis, "tiers": tiers,
+           "predicted_detection_seconds": min(times) if times else None,
+           "measured_detection_seconds": measurements.get("time_to_detect"),
+           "hops": _hops(seen, slo, measurements, response.get("hops"))}
+    if response:
+        out["response"] = {k: v for k, v in response.items() if k != "hops"}
     return out
 
 
-def _detecting_slo(run) -> str | None:
+def _hops(seen, slo: str, measurements: dict, predicted: dict | None = None) -> list[dict]:
+    """Each hop's measured time and the budget spent by then; with `predicted` (hop -> (seconds,
+    why), from response_hops) the prediction beside it."""
+    out = []
+    for hop, key in HOPS:
+        seconds = measurements.get(key)
+        row = {"hop": hop, "seconds": seconds,
+               "budget_spent": None if seconds is None else _spent_by(seen, slo, seen.obs.t0 + seconds)}
+        if predicted is not None:
+            at, why = predicted.get(hop, (None, "no page tier is predicted to fire"))
+            row.update(predicted_seconds=at, why=why)
+        out.append(row)
+    return out
+
+
+def _response(run, plan, tiers: list[dict]) -> dict:
+    """response_hops for the embedded or live drill: its config's policies, its scenario's paging
+    and first fault."""
+    from opsctl.drills.scenario import default_backend
+
+    cfg = run.env.cfg
+    faults = run.scenario.faults
+    fault = faults[0] if faults else None
+    backend = (fault.backend or default_backend(fault.kind, cfg)) if fault is not None else None
+    backend_kind = cfg.backends[backend].kind if backend in cfg.backends else None
+    return response_hops(cfg, run.scenario.paging, plan, tiers, fault_kind=fault.kind if fault else None,
+                         params=dict(fault.params) if fault else {}, backend_kind=backend_kind)
+
+
+def fault_cause(plan, fault_kind: str | None, params: dict, backend_kind: str | None) -> str:
+    """The `cause` annotation the plan's alerts would carry under the fault: a latency or quality
+    alert's fixed cause; an availability alert's dominant bad outcome class (slo.conventions
+    CAUSE_OUTCOMES) of the faulted backend's requests in the simulator's model (outcome_shares)."""
+    from opsctl.slo import conventions as cv
+
+    if plan.category != "availability":
+        return plan.category
+    if fault_kind is None or backend_kind is None:
+        return cv.DEFAULT_AVAILABILITY_CAUSE
+    shares = outcome_shares(backend_kind, fault_kind, params)
+    ratios: dict[str, float | None] = {c: sum(shares.get(o, 0.0) for o in outs) for c, outs in cv.CAUSE_OUTCOMES.items()}
+    return cv.dominant_cause(ratios) or cv.DEFAULT_AVAILABILITY_CAUSE
+
+
+def response_hops(cfg, paging, plan, tiers: list[dict], *, fault_kind: str | None, params: dict,
+                  backend_kind: str | None) -> dict:
+    """The page, mitigate and ticket hops predicted from the config and the policy once the first
+    tier of `tiers` (predict()'s rows for `plan`) fires: the page after the PagerDuty route's
+    group_wait; serve's delivery after the opsctl route's (each the fast tier's when the fast tier
+    fires first: `paging`'s waits, deploy/alertmanager.yml's by default); then the policy the alert
+    reaches, by its labels and its cause as serve matches them, takes its failover and files its
+    ticket as the delivery arrives. {} when no tier fires."""
+    from opsctl.automation.policy import CompiledPolicy, matching
+    from opsctl.slo.rules import RuleSettings, alert_labels
+
+    firing = [t for t in tiers if t["predicted_seconds"] is not None]
+    if not firing:
+        return {}
+    first = min(firing, key=lambda t: t["predicted_seconds"])
+    detect = first["predicted_seconds"]
+    fast = first["tier"] == "fast"
+    page_wait = paging.fast_group_wait if fast else paging.group_wait
+    delivery_wait = paging.fast_automation_group_wait if fast else paging.automation_group_wait
+    route = "the fast tier's" if fast else "the"
+    alert = next(a for a in plan.alerts if (a.alertname, a.long, a.short) == (first["alert"], first["long"], first["short"]))
+    labels = alert_labels(plan, alert, RuleSettings.from_config(cfg))
+    cause = fault_cause(plan, fault_kind, params, backend_kind)
+    candidates = matching([CompiledPolicy.of(p) for p in cfg.automation.policies], labels)
+    if any(p.causes for p in candidates):  # serve narrows by the cause the episode opens with
+        candidates = [p for p in candidates if not p.causes or cause in p.causes]
+    delivered = detect + delivery_wait
+    named = f"{first['alert']} {first['long']}/{first['short']} (cause {cause})"
+    hops: dict[str, tuple[float | None, str]] = {
+        "detect": (detect, f"{first['alert']} {first['long']}/{first['short']} fires first"),
+        "page": (detect + page_wait, f"detect + {route} PagerDuty route's group_wait {page_wait:g}s"),
+    }
+    via = f"detect + {route} opsctl route's group_wait {delivery_wait:g}s to serve"
+    out = {"alert": first["alert"], "tier": first["tier"], "labels": labels, "cause": cause,
+           "page_wait_seconds": page_wait, "delivery_wait_seconds": delivery_wait,
+           "policies": [p.name for p in candidates], "ticket_category": None}
+    for hop, action in (("mitigate", "failover"), ("ticket", "ticket")):
+        taking = next((p for p in candidates if getattr(p.policy.actions, action) is not None), None)
+        if not candidates:
+            hops[hop] = (None, f"no policy matches {named}: serve does nothing")
+        elif taking is None:
+            hops[hop] = (None, f"policy {candidates[0].name} takes no {action}")
+        elif cfg.automation.dry_run or taking.policy.dry_run:
+            hops[hop] = (None, f"policy {taking.name} is a dry run: it decides, changes nothing")
+        else:
+            hops[hop] = (delivered, f"{via}; policy {taking.name} acts as it arrives (no delay of its own)")
+            if action == "ticket":
+                fixed = taking.policy.actions.ticket.category if taking.policy.actions.ticket else None
+                out["ticket_category"] = fixed or cfg.runbooks.tickets.category_for(cause)
+                hops[hop] = (delivered, f"{hops[hop][1]}, filed in {out['ticket_category']!r}")
+    out["hops"] = hops
+    return out
+
+
+def _detecting_slo(run, obs) -> str | None:
     for e in run.scenario.expectations:
         if e.expect == "detected" and e.slo:
             return run.slo_name(e.slo)
-    fired = sorted(((at, name) for (name, sev, _), (at, _a) in run.obs.first_firing.items()
-                    if sev == "page" and at >= run.obs.t0))
+    fired = sorted(((at, name) for (name, sev, _), (at, _a) in obs.first_firing.items()
+                    if sev == "page" and at >= obs.t0))
     return fired[0][1] if fired else None
 
 
-def _spent_by(run, slo: str, at: float) -> float | None:
+def _spent_by(seen, slo: str, at: float) -> float | None:
     """The budget the drill had spent by `at`, measured at that instant by the drill's burn meter
     (its counts at a 10 s step), else the last tick's sample at or before it."""
-    meter = run.meter
+    meter = seen.meter
     if meter is not None and slo in meter.slos:
         try:
-            sample = meter.sample(at, [300], run.t_method).get(slo)
+            sample = meter.sample(at, [300], seen.t_method).get(slo)
         except OpsctlError:  # the source cannot answer for that instant: fall back to the tick's sample
             sample = None
         if sample is not None:
             return meter.spent(slo, sample)
-    rows = [r for r in run.samples if r["at"] <= at]
+    rows = [r for r in seen.samples if r["at"] <= at]
     if not rows:
         return None
     slos = rows[-1]["slos"]
@@ -298,8 +404,9 @@ def chain_prediction(plans, fault_kind: str, params: dict, backend: str, split: 
     page first, else the one burning fastest) by `predict`, on each rule group's own interval;
     detection is the first tier to fire, the page `group_wait` later (Alertmanager's wait before
     the first notification). With `peak_rps` a tier whose minimum-traffic guard the SLO's expected
-    rate does not clear never fires. Mitigation and the ticket follow the notification to serve: no
-    maths of their own, so none is predicted. When the fault burns but no tier of any SLO fires,
+    rate does not clear never fires. Mitigation and the ticket follow the notification to serve: the
+    chain runner adds them from its routing tree and the policy (response_hops), not predicted here.
+    When the fault burns but no tier of any SLO fires,
     `no_page` says why ("no page predicted"). {} when the fault touches no SLO's bad events."""
     burns = fault_burns(plans, fault_kind, params, backend, split)
     if kinds is not None and load is not None:

@@ -5,13 +5,17 @@
                   the current split is known (rollbacks restore it)
     steady state  the hypothesis' probes hold (SLO status, alerts, split, freeze); else refused
 
-Either refusal raises `Refused` (exit 4). The steady state also sets up what the run loop needs
-every tick: the burn-rate rule plans, the alert evaluator and the burn meter.
+Either refusal raises `Refused` (exit 4). Each returns its typed result (lifecycle.py): the
+preflight `Facts` (the checks, the environment's facts, the original split), the steady state
+`Instrumented` (the probes, and what the run loop measures with every tick: the burn-rate rule
+plans and the burn meter; the alert evaluator stays with the observer). What a refused phase had
+gathered so far is `partial`.
 """
 
 from __future__ import annotations
 
 from opsctl.drills.context import DrillRun, Refused
+from opsctl.drills.phases import Facts, Instrumented, ProbeResult
 from opsctl.drills.safety import check_real_alerts, check_real_incidents
 from opsctl.drills.scenario import default_backend
 from opsctl.errors import OpsctlError
@@ -22,8 +26,17 @@ class Preflight:
         self.run = run
         self.observer = observer  # alerts-firing probes evaluate the drill's own alerts
         self._live_lock = None
+        self.checks: list = []  # as they ran (a refusal reports them)
+        self.facts: dict = {}
+        self.probes: list[ProbeResult] = []
 
-    def preflight(self) -> None:
+    def partial(self, phase: str) -> Facts | Instrumented:
+        """What the preflight or the steady state had gathered when it was refused or stopped."""
+        if phase == "preflight":
+            return Facts(checks=tuple(self.checks), facts=dict(self.facts))
+        return Instrumented(probes=tuple(self.probes))
+
+    def preflight(self) -> Facts:
         run = self.run
         run.set_phase("preflight")
         if run.mode == "live":
@@ -36,13 +49,13 @@ class Preflight:
 
             checks.append(interrupted_check([r for r in interrupted_runs(run.user_cfg)
                                               if r.run_id != run.state.run_id]))
-        run.preflight_checks.extend(checks)
+        self.checks.extend(checks)
         for c in checks:
             run.say("check", f"{c.status}: {c.name}: {c.message}")
         failed = [c for c in checks if not c.ok]
         if failed:
             raise Refused("; ".join(f"{c.name}: {c.message}" for c in failed))
-        run.environment_facts = run.env.prepare(lambda line: run.say("setup", line))
+        self.facts = run.env.prepare(lambda line: run.say("setup", line))
         run.check_stop_requested()
         stored = run.env.controller().read()
         if stored.split is None:
@@ -50,6 +63,7 @@ class Preflight:
         run.state.data["split"]["original"] = stored.split.to_dict(list(run.env.cfg.backends))
         run.state.save()
         run.audit("drill-started", scenario=run.scenario.title, file=run.scenario.path, mode=run.mode)
+        return Facts(checks=tuple(self.checks), facts=dict(self.facts))
 
     def _take_live_lock(self) -> None:
         self._live_lock = take_live_lock(self.run.user_cfg)
@@ -59,7 +73,7 @@ class Preflight:
             self._live_lock.close()
             self._live_lock = None
 
-    def steady_state(self) -> None:
+    def steady_state(self) -> Instrumented:
         from opsctl.drills.measure import BurnMeter
 
         run = self.run
@@ -70,17 +84,16 @@ class Preflight:
         deviations = []
         for probe in run.scenario.probes:
             ok, observed = self._probe(probe, now)
-            run.probe_results.append({"name": probe.name, "probe": probe.probe, "tolerance": _plain(probe.tolerance),
-                                      "observed": observed, "ok": ok})
+            self.probes.append(ProbeResult(probe.name, probe.probe, _plain(probe.tolerance), observed, ok))
             run.say("probe", f"{'ok' if ok else 'DEVIATES'}: {probe.name}: {observed}")
             if not ok:
                 deviations.append(f"{probe.name}: {observed}")
         if deviations:
             raise Refused("steady state not met: " + "; ".join(deviations))
         tracked = self._tracked_slos()
-        run.meter = meter = BurnMeter(source, [s for s in run.slos if s.name in tracked],
-                                      run.user_cfg.slos.period_seconds)
+        meter = BurnMeter(source, [s for s in run.slos if s.name in tracked], run.user_cfg.slos.period_seconds)
         meter.measure_period(now, history_seconds=run.scenario.embedded.baseline if run.mode == "embedded" else None)
+        return Instrumented(probes=tuple(self.probes), plans=tuple(self.observer.plans or ()), meter=meter)
 
     def _probe(self, probe, now: float) -> tuple[bool, str]:
         run = self.run

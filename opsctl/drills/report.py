@@ -16,6 +16,7 @@ from pathlib import Path
 
 from opsctl.clock import format_rfc3339
 from opsctl.drills.expectations import verdict_mark
+from opsctl.drills.phases import Facts, Observed, Results, Rollback
 from opsctl.drills.safety import check_status
 
 SPENT_WARNING = 0.5  # an action item when one response would spend more than this share of a period's budget
@@ -39,32 +40,40 @@ def _fmt(ts: float | None) -> str | None:
 # Data
 
 
-def build_report_data(run, outcome: str, exit_code: int, wall_seconds: float) -> dict:
-    sc, state, obs = run.scenario, run.state, run.obs
+def build_report_data(run, results: Results, outcome: str, exit_code: int, wall_seconds: float) -> dict:
+    """The embedded and live drill's report, from the phases' results (lifecycle.Results): the
+    preflight's facts, the steady state's probes, the method's `Observed`, the judgement's
+    verdicts and the rollbacks; `run` gives the scenario, the config and the timeline."""
+    sc, state = run.scenario, run.state
+    prepared = results.prepared or Facts()
+    seen = results.signals if isinstance(results.signals, Observed) else Observed()
+    rollback = results.rollback or Rollback()
+    obs = seen.obs
     t0 = obs.t0
     data = _base(state, sc, outcome, exit_code)
     data.update(
         wall_seconds=round(wall_seconds, 3),
         t0=_fmt(t0),
-        refusal=run.refusal,
-        abort_reason=run.abort_reason,
-        crash=run.crash,
+        refusal=results.refusal,
+        abort_reason=results.abort_reason,
+        crash=results.crash,
         late_signals=run.late_signals,
-        preflight=[c.to_dict() for c in run.preflight_checks],
-        hypothesis={"title": sc.hypothesis_title, "probes": run.probe_results},
-        environment=run.environment_facts,
+        preflight=[c.to_dict() for c in prepared.checks],
+        hypothesis={"title": sc.hypothesis_title, "probes": [p.to_dict() for p in
+                                                              (results.steady.probes if results.steady else ())]},
+        environment=prepared.facts,
         timeline=_timeline(run.timeline, t0),
-        measurements=_measurements(run),
+        measurements=_measurements(obs),
         automation={"actions": [{**a, "at": _fmt(a["at"]), "offset": None if t0 is None else round(a["at"] - t0, 3)}
                                 for a in obs.automation],
                     "unmatched": [{"at": _fmt(at), "alert": what} for at, what in obs.unmatched],
                     "engine": obs.engine},
-        expectations=[v.to_dict(_fmt) for _, v in sorted(run.verdicts.items())],
-        rollbacks=run.rollback_results,
-        leftovers=run.leftovers,
-        clean=not run.leftovers and not any(r["status"] == "failed" for r in run.rollback_results),
-        budget=_budget(run),
-        chart=_chart(run),
+        expectations=[v.to_dict(_fmt) for v in (results.judgement.verdicts if results.judgement else ())],
+        rollbacks=list(rollback.actions),
+        leftovers=list(rollback.leftovers),
+        clean=not rollback.leftovers and not rollback.failed,
+        budget=_budget(seen),
+        chart=_chart(run, seen),
         runbook=_runbook(run),
     )
     if run.mode == "embedded" and run.env_open and getattr(run.env, "start", None) is not None:
@@ -73,7 +82,7 @@ def build_report_data(run, outcome: str, exit_code: int, wall_seconds: float) ->
                        "resimulations": getattr(run.env.world, "simulations", None)}
     from opsctl.drills.prediction import prediction
 
-    data["prediction"] = prediction(run, data["measurements"])
+    data["prediction"] = prediction(run, seen, data["measurements"])
     data["action_items"] = action_items(data)
     return data
 
@@ -135,8 +144,7 @@ def _timeline(events: list[dict], t0: float | None) -> list[dict]:
              "kind": e["kind"], "message": e["message"]} for e in events]
 
 
-def _measurements(run) -> dict:
-    obs = run.obs
+def _measurements(obs) -> dict:
     t0 = obs.t0
     if t0 is None:
         return {}
@@ -161,28 +169,28 @@ def _measurements(run) -> dict:
     }
 
 
-def _charted(run) -> list[str]:
+def _charted(run, seen) -> list[str]:
     fired = []
-    for (slo, sev, pair), _ in sorted(run.obs.first_firing.items(), key=lambda kv: kv[1][0]):
+    for (slo, sev, pair), _ in sorted(seen.obs.first_firing.items(), key=lambda kv: kv[1][0]):
         if slo not in fired:
             fired.append(slo)
-    tracked = sorted(run.meter.slos) if run.meter else []
+    tracked = sorted(seen.meter.slos) if seen.meter else []
     named = [run.slo_name(e.slo) for e in run.scenario.expectations if e.slo]
     order = [s for s in named if s in tracked] + [s for s in fired if s in tracked]
     order += [s for s in tracked if s.endswith("availability")]
     return list(dict.fromkeys(order))[:4]
 
 
-def _chart(run) -> dict:
-    t0 = run.obs.t0
-    if t0 is None or not run.samples:
+def _chart(run, observed) -> dict:
+    t0 = observed.obs.t0
+    if t0 is None or not observed.samples:
         return {}
-    slos = _charted(run)
+    slos = _charted(run, observed)
     points = [{"offset": round(row["at"] - t0, 3),
-               "values": {s: row["slos"][s] for s in slos if s in row["slos"]}} for row in run.samples]
+               "values": {s: row["slos"][s] for s in slos if s in row["slos"]}} for row in observed.samples]
     factor = None
     thresholds: dict[str, float] = {}
-    for plan in run.plans:
+    for plan in observed.plans:
         for alert in plan.alerts:
             if alert.severity == "page" and alert.long == "1h":
                 factor = alert.factor
@@ -204,7 +212,7 @@ def _chart(run) -> dict:
         if label and label not in seen and not e["message"].startswith("FAILED") and e["at"] >= t0 - 3600:
             seen.add(label)
             markers.append({"offset": round(e["at"] - t0, 3), "label": label})
-    detect = [at for (slo, sev, pair), (at, a) in run.obs.first_firing.items() if sev == "page"]
+    detect = [at for (slo, sev, pair), (at, a) in observed.obs.first_firing.items() if sev == "page"]
     if detect:
         markers.append({"offset": round(min(detect) - t0, 3), "label": "detected"})
     return {"slos": slos, "labels": {s: s.removeprefix(prefix) for s in slos}, "points": points,
@@ -213,14 +221,14 @@ def _chart(run) -> dict:
             "stops": stops}
 
 
-def _budget(run) -> dict:
-    meter = run.meter
-    if meter is None or not run.samples:
+def _budget(seen) -> dict:
+    meter = seen.meter
+    if meter is None or not seen.samples:
         return {}
-    last = run.samples[-1]["slos"]
+    last = seen.samples[-1]["slos"]
     rows = []
     for slo in sorted(meter.slos):
-        peak = max((row["slos"].get(slo, {}).get("burn_1h") or 0.0 for row in run.samples), default=0.0)
+        peak = max((row["slos"].get(slo, {}).get("burn_1h") or 0.0 for row in seen.samples), default=0.0)
         rows.append({"slo": slo, "spent": (last.get(slo) or {}).get("spent"), "peak_burn_1h": peak})
     return {"basis": meter.basis, "period_days": meter.period_seconds // 86400, "slos": rows}
 
@@ -386,9 +394,26 @@ def render_markdown(d: dict) -> str:
         lines += [f"| {t['alert']} ({t['tier']}) | {t['long']}/{t['short']} | {t['factor']:g}x | {t['for_seconds']}s |"
                   f" {_keep_text(t.get('keep_firing_seconds'))} | {duration_text(t['predicted_seconds'])} | {_md(t['why'])} |"
                   for t in pred["tiers"]]
-        if any("predicted_seconds" in h for h in pred["hops"]):  # the chain drill: predicted from the fault
+        response = pred.get("response")
+        if response and "group_wait_seconds" not in pred:  # embedded and live: the response hops predicted
+            policies = ", ".join(response["policies"]) or "none"
+            lines += ["", f"After detection: {response['alert']} ({response['tier']}, cause {response['cause']}) pages"
+                      f" after {response['page_wait_seconds']:g}s and reaches serve after"
+                      f" {response['delivery_wait_seconds']:g}s; the policies it matches ({policies}) act as it"
+                      f" arrives" + (f", the ticket in {response['ticket_category']!r}" if response["ticket_category"]
+                                     else "") + ".", "",
+                      "| hop | predicted | from the fault | budget spent by then | how |", "|---|---|---|---|---|"]
+            lines += [f"| {h['hop']} | {duration_text(h.get('predicted_seconds'))} | {duration_text(h['seconds'])} |"
+                      f" {'-' if h['budget_spent'] is None else format(h['budget_spent'], '.2%')} | {_md(h.get('why', ''))} |"
+                      for h in pred["hops"]]
+        elif any("predicted_seconds" in h for h in pred["hops"]):  # the chain drill: predicted from the fault
+            follow = (f" mitigation and the ticket: detection + the opsctl route's group_wait"
+                      f" {response['delivery_wait_seconds']:g}s to serve, where {', '.join(response['policies']) or 'no policy'}"
+                      " acts as it arrives" + (f" (the ticket in {response['ticket_category']!r})"
+                                              if response.get("ticket_category") else "") + "."
+                      if response else " mitigation and the ticket follow the notification to serve (not predicted).")
             lines += ["", f"Predicted page: detection + Alertmanager's group_wait {pred.get('group_wait_seconds', 0):g}s;"
-                      " mitigation and the ticket follow the notification to serve (not predicted).", "",
+                      + follow, "",
                       "| hop | predicted | measured |", "|---|---|---|"]
             lines += [f"| {h['hop']} | {duration_text(h['predicted_seconds'])} | {duration_text(h['seconds'])} |"
                       for h in pred["hops"]]

@@ -43,12 +43,12 @@ class Responders:
             result = pager.trigger(event)
             incident = pager.get_incident(result.dedup_key)
         except OpsctlError as exc:
-            run.obs.page_error = exc.message
+            self.observer.obs.page_error = exc.message
             run.say("page", f"FAILED: {exc.message}")
             return
-        if run.obs.paged_at is None:
-            run.obs.paged_at = incident.created_at
-            run.obs.page_title = incident.title
+        if self.observer.obs.paged_at is None:
+            self.observer.obs.paged_at = incident.created_at
+            self.observer.obs.page_title = incident.title
         run.say("page", f"paged on-call via {pager.name}: incident {incident.id} {incident.title!r}")
         self._start()
 
@@ -66,7 +66,7 @@ class Responders:
 
     def _acknowledge(self, who: str) -> None:
         run = self.run
-        if run.obs.acknowledged_at is not None:
+        if self.observer.obs.acknowledged_at is not None:
             return
         pager = run.env.pager()
         kwargs = {"by": who} if pager.name == "local" else {}
@@ -84,7 +84,7 @@ class Responders:
 
     def _escalate(self) -> None:
         run = self.run
-        if run.obs.acknowledged_at is not None:
+        if self.observer.obs.acknowledged_at is not None:
             return
         pager = run.env.pager()
         escalate = getattr(pager, "escalate", None)
@@ -116,7 +116,7 @@ class Responders:
         try:
             result = run.env.traffic().failover(source, run.state.incident, reason=f"[DRILL {run.state.run_id}] {why}")
         except OpsctlError as exc:
-            run.obs.failover_errors.append((run.now(), exc.message))
+            self.observer.obs.failover_errors.append((run.now(), exc.message))
             run.say("failover", f"FAILED: {exc.message}")
             return
         order = list(run.env.cfg.backends)
@@ -163,7 +163,7 @@ class Responders:
 
         run = self.run
         seen = TicketSeen(vendor=vendor, category=category, asked_at=run.now())
-        run.obs.tickets.append(seen)
+        self.observer.obs.tickets.append(seen)
         desk = run.env.tickets(vendor)
         body = (f"{body}\n\n" if body else "") + (
             f"Game-day drill {run.state.run_id}: {run.scenario.title}.\n"
@@ -171,7 +171,7 @@ class Responders:
         try:
             request = TicketRequest(vendor=vendor, category=category, severity=severity,
                                     subject=subject, body=body, drill=True,
-                                    idempotency_key=key or f"drill-{run.state.run_id}-{len(run.obs.tickets)}")
+                                    idempotency_key=key or f"drill-{run.state.run_id}-{len(self.observer.obs.tickets)}")
             filed = desk.file(request)
         except OpsctlError as exc:
             seen.error = exc.message

@@ -53,7 +53,7 @@ class LiveChainDrill(ChainDrill):
         self._set_phase("preflight")
         self._lock = take_live_lock(self.user_cfg)
         checks = live_checks(self.user_cfg)  # this run holds its lock: never "interrupted"
-        self.preflight = [c.to_dict() for c in checks]
+        self.checks = list(checks)
         for c in checks:
             self._say("check", f"{'ok' if c.ok else 'REFUSED'}: {c.name}: {c.message}")
         failed = [c for c in checks if not c.ok]

@@ -75,9 +75,16 @@ def chain_prediction_measured(pred: dict, m: dict) -> dict:
             "hops": [{**h, "seconds": measured.get(h["hop"])} for h in pred["hops"]]}
 
 
-def chain_report(drill, outcome: str, exit_code: int, wall_seconds: float) -> dict:
-    sc, state, t0 = drill.scenario, drill.state, drill.t0
-    hops = drill.collector.hops if drill.collector else {}
+def chain_report(drill, results, outcome: str, exit_code: int, wall_seconds: float) -> dict:
+    """The report from the phases' results (lifecycle.Results: the preflight's facts, the method's
+    `HopSignals`, the rollbacks); `drill` gives the scenario, the run state and the timeline."""
+    from opsctl.drills.phases import Facts, HopSignals, Rollback
+
+    sc, state = drill.scenario, drill.state
+    signals = results.signals if isinstance(results.signals, HopSignals) else HopSignals(t0=drill.t0)
+    prepared = results.prepared or Facts()
+    rollback = results.rollback or Rollback()
+    t0, hops = signals.t0, signals.hops
     verdicts = hop_verdicts(hops, t0)
     judged, not_rehearsed = scenario_verdicts(sc, hops, t0) if hops else ([], [])
     broken = [h for h in hops.values() if h.required and not h.passed]
@@ -101,31 +108,32 @@ def chain_report(drill, outcome: str, exit_code: int, wall_seconds: float) -> di
                         f"never happened{': ' + first.failed if first.failed else ''}; last evidence: {first.last}"))
     if not_rehearsed:
         notes.append("not rehearsed by a chain drill (judged by the embedded drill): " + "; ".join(not_rehearsed))
-    predicted = getattr(drill, "prediction", None) or {}
+    predicted = signals.prediction
     notes += [predicted[k] for k in ("no_page", "note") if predicted.get(k)]  # what the maths expects not to page
     data = {
         "run_id": state.run_id, "mode": drill.mode, "outcome": outcome, "exit_code": exit_code,
         "scenario": {"title": sc.title, "name": sc.name, "path": sc.path, "digest": sc.digest,
                      "description": sc.description, "tags": list(sc.tags)},
         "started_at": _fmt(state.data["started_at"]), "finished_at": _fmt(state.data.get("finished_at")),
-        "wall_seconds": round(wall_seconds, 3), "t0": _fmt(t0), "refusal": drill.refusal,
-        "abort_reason": drill.abort_reason, "crash": drill.crash, "late_signals": [],
-        "preflight": getattr(drill, "preflight", []),
-        "hypothesis": {"title": sc.hypothesis_title, "probes": []},
-        "environment": drill.facts,
+        "wall_seconds": round(wall_seconds, 3), "t0": _fmt(t0), "refusal": results.refusal,
+        "abort_reason": results.abort_reason, "crash": results.crash, "late_signals": [],
+        "preflight": [c.to_dict() for c in prepared.checks],
+        "hypothesis": {"title": sc.hypothesis_title, "probes": [p.to_dict() for p in
+                                                              (results.steady.probes if results.steady else ())]},
+        "environment": prepared.facts,
         "timeline": [{"at": _fmt(e["at"]), "offset": None if t0 is None else round(e["at"] - t0, 3),
                       "phase": e["phase"], "kind": e["kind"], "message": e["message"]} for e in timeline],
         "measurements": m,
         "expectations": verdicts + judged,
         "hops": [h.to_dict(t0) for h in hops.values()],
         "broken_hop": broken[0].key if broken else None,
-        "attribution": [{k: v for k, v in a.items() if k not in ("during", "before")} for a in drill.attribution],
-        "shortened": drill.facts.get("shortened", []),
-        "rollbacks": drill.rollbacks, "leftovers": [], "clean": True,
-        "budget": drill.budget, "chart": {}, "runbook": None,
+        "attribution": [{k: v for k, v in a.items() if k not in ("during", "before")} for a in signals.attribution],
+        "shortened": prepared.facts.get("shortened", []),
+        "rollbacks": list(rollback.actions), "leftovers": list(rollback.leftovers), "clean": not rollback.failed,
+        "budget": signals.budget, "chart": {}, "runbook": None,
         "window": state.data.get("window"),
         "note": " · ".join(notes) or None,
     }
-    data["prediction"] = chain_prediction_measured(getattr(drill, "prediction", None) or {}, m)
+    data["prediction"] = chain_prediction_measured(signals.prediction, m)
     data["action_items"] = action_items(data)
     return data

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import signal
@@ -28,7 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from opsctl.drills.engine import DrillResult
-from opsctl.drills.lifecycle import Aborted, Evidence, Lifecycle, Outcome, Refused
+from opsctl.drills.lifecycle import Aborted, Lifecycle, Outcome, Refused
+from opsctl.drills.phases import Facts, HopSignals, Judgement, Results, Rollback, Signals, Steady
 from opsctl.drills.prepared import Prepared
 from opsctl.errors import ConfigError, OpsctlError
 
@@ -77,13 +79,13 @@ class ChainDrill:
         self._sink: PagerDutySink | None = None
         self._state: RunState | None = None
         self.collector: Collector | None = None  # made once the first fault is on
+        self.checks: list = []  # the preflight checks that ran (a live chain drill's)
         self.facts: dict = {}
         self.rollbacks: list[dict] = []
-        self.refusal: str | None = None
-        self.abort_reason: str | None = None
-        self.crash: str | None = None
         self.prediction: dict = {}
         self.group_wait = 0.0  # the drill's Alertmanager routes' longest group_wait (0: not known)
+        self.routing: dict | None = None  # the drill's Alertmanager config, once written (setup)
+        self.serve_receivers: frozenset = frozenset()  # its receivers whose webhook is serve's
         self.attribution: list[dict] = []
         self.budget: dict = {}
         self.fault_records: list[dict] = []
@@ -142,38 +144,47 @@ class ChainDrill:
         except OpsctlError as exc:  # a component that failed: the drill aborts with its one line
             raise Aborted(exc.message) from exc
 
-    def prepare(self) -> None:
+    def prepare(self) -> Facts:
         self._aborting(self._setup)
+        return Facts(checks=tuple(self.checks), facts=dict(self.facts))
 
-    def steady_state(self) -> None:
+    def steady_state(self, prepared: Facts) -> Steady:
         self._aborting(self._steady)
+        return Steady()  # the probe is said on the timeline: Prometheus scrapes, the rules evaluate
 
-    def method(self) -> None:
+    def method(self, steady: Steady) -> HopSignals:
         self._aborting(self._method)
+        return self._hop_signals()
 
-    def judge(self, phases) -> None:
-        for p in phases:
-            if p.status == "refused":
-                self.refusal = self.refusal or p.detail
-            elif p.status in ("aborted", "crashed"):
-                self.abort_reason = self.abort_reason or p.detail
-        self.crash = self.crash or self.lifecycle.crash
+    def partial(self, phase: str) -> Facts | Steady | Signals | None:
+        if phase == "preflight":
+            return Facts(checks=tuple(self.checks), facts=dict(self.facts))
+        if phase == "steady-state":
+            return Steady()
+        return self._hop_signals()
 
-    def roll_back(self, order: list[str]) -> None:
+    def _hop_signals(self) -> HopSignals:
+        return HopSignals(t0=self.t0, hops=dict(self.collector.hops) if self.collector else {},
+                          prediction=dict(self.prediction), attribution=tuple(self.attribution),
+                          budget=dict(self.budget))
+
+    def judge(self, signals: Signals | None, stopped: str | None) -> Judgement:
+        """A required hop that did not happen (or happened wrong) fails the drill; the report judges
+        the scenario's own expectations on the same hops."""
+        hops = signals.hops if isinstance(signals, HopSignals) else {}
+        return Judgement(failed=tuple(f"hop {h.key}" for h in hops.values() if h.required and not h.passed))
+
+    def roll_back(self, order: list[str]) -> Rollback:
         self._rollbacks(order)
+        return Rollback(actions=tuple(self.rollbacks))
 
-    def evidence(self) -> Evidence:
-        broken = self.collector.broken() if self.collector else []
-        return Evidence(failed=tuple(f"hop {h.key}" for h in broken))
-
-    def report(self, outcome: Outcome, phases, wall_seconds: float) -> dict:
+    def report(self, outcome: Outcome, results: Results, wall_seconds: float) -> dict:
         from opsctl.drills.chain.report import chain_report
 
-        self.judge(phases)
         self._stop_all()  # before the report: the logs are complete
-        self.state.data.update(outcome=outcome.outcome, abort_reason=self.abort_reason, finished_at=time.time(),
+        self.state.data.update(outcome=outcome.outcome, abort_reason=results.abort_reason, finished_at=time.time(),
                                window={"start": self.t0, "end": self._fault_end()})
-        return chain_report(self, outcome.outcome, outcome.exit_code, wall_seconds)
+        return chain_report(self, results, outcome.outcome, outcome.exit_code, wall_seconds)
 
     def finish(self, outcome: Outcome, data: dict, paths: dict) -> None:
         self.state.data["report"] = {k: str(v) for k, v in paths.items()}
@@ -338,6 +349,11 @@ class ChainDrill:
                                       serve_url=serve_url, serve_token_file=serve_token, bridge_url=bridge_url,
                                       bridge_token_file=bridge_token_file, shortened=shortened)
         self.group_wait = _longest_group_wait(am_raw["route"])
+        self.routing = am_raw  # as the drill's Alertmanager runs it (its waits shortened)
+        self.serve_receivers = frozenset(
+            r.get("name") for r in am_raw.get("receivers") or []
+            if any(urlparse_path(h.get("url", "")).rstrip("/").endswith("/v1/alertmanager")
+                   for h in r.get("webhook_configs") or []))
         self.pagerduty_receivers = frozenset(r.get("name") for r in am_raw.get("receivers") or []
                                              if r.get("pagerduty_configs"))
         am_cfg = self.dir / "alertmanager.yml"
@@ -502,24 +518,14 @@ class ChainDrill:
         if t0 is None:  # set by the first fault, above
             raise RuntimeError("the chain drill injected no fault")
         deadline = t0 + self.timeout
-        while True:
-            self._check_stop()
-            collector.poll()
-            pd = collector.hops["pagerduty"]
-            if ack_after is not None and pd.at is not None and collector.hops["acknowledged"].at is None \
-                    and time.time() >= pd.at + ack_after:
-                for incident in self.sink.snapshot()[1]:
-                    if incident["status"] == "triggered":
-                        self.sink.acknowledge(incident["dedup_key"], by=oc.name)
-                continue
-            self._stop_conditions()
-            if collector.settled():
-                self._say("settled", "every required hop happened")
-                break
-            if time.time() >= deadline:
-                self._say("deadline", f"{self.timeout}s after the fault: not every hop happened")
-                break
-            self._sleep(POLL)
+        from opsctl.drills import method
+
+        stepper = HopPolling(self, collector, ack_after, oc.name, deadline)
+        if method.run(stepper, deadline, max_steps=2 * int(self.timeout / POLL) + 100) == method.SETTLED:
+            self._say("settled", "every required hop happened" if not collector.broken() else
+                      "every required hop happened or can no longer happen")
+        else:
+            self._say("deadline", f"{self.timeout}s after the fault: not every hop happened")
         self._attribute()
         self._measure_budget(t0)
 
@@ -550,10 +556,47 @@ class ChainDrill:
                                     slo=detected, group_wait=self.group_wait)
         from opsctl.drills.prediction import traffic_load
 
-        return chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], self._split(),
+        pred = chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], self._split(),
                                 slo=detected, group_wait=self.group_wait,
                                 kinds={n: b.kind for n, b in self.cfg.backends.items()},
                                 load=traffic_load(first["on_at"]), peak_rps=self.scenario.embedded.peak_rps)
+        return self._predict_response(pred, plans, step.fault, first["backend"])
+
+    def _predict_response(self, pred: dict, plans, fault, backend: str) -> dict:
+        """The mitigate and ticket hops (prediction.response_hops): the first tier's alert walked
+        down the drill's routing tree to serve's receiver (its group_wait, as shortened), then the
+        policy it reaches. The page keeps the prediction's own (the longest group_wait)."""
+        import dataclasses
+
+        from opsctl.drills.chain.routes import receivers_for
+        from opsctl.drills.prediction import response_hops
+        from opsctl.slo.rules import RuleSettings, alert_labels
+
+        plan = next((p for p in plans if p.slo.name == pred.get("slo")), None)
+        firing = [t for t in pred.get("tiers") or [] if t["predicted_seconds"] is not None]
+        if plan is None or not firing or self.routing is None:
+            return pred
+        first = min(firing, key=lambda t: t["predicted_seconds"])
+        alert = next(a for a in plan.alerts if (a.alertname, a.long, a.short) == (first["alert"], first["long"],
+                                                                                   first["short"]))
+        labels = alert_labels(plan, alert, RuleSettings.from_config(self.cfg))
+        waits = [w for r, w in receivers_for(self.routing["route"], labels) if r in self.serve_receivers]
+        if not waits:
+            for h in pred["hops"]:
+                if h["hop"] in ("mitigate", "ticket"):
+                    h["why"] = f"the drill's routing sends {first['alert']} to no opsctl serve receiver"
+            return pred
+        wait = int(math.ceil(min(waits)))
+        paging = dataclasses.replace(self.scenario.paging, automation_group_wait=wait, fast_automation_group_wait=wait)
+        response = response_hops(self.cfg, paging, plan, pred["tiers"], fault_kind=fault.kind,
+                                 params=dict(fault.params), backend_kind=self.cfg.backends[backend].kind)
+        hops = response.pop("hops")
+        for h in pred["hops"]:
+            if h["hop"] in ("mitigate", "ticket"):
+                h["predicted_seconds"], h["why"] = hops[h["hop"]]
+        response.pop("page_wait_seconds", None)  # the chain's page: the prediction's group_wait
+        pred["response"] = response
+        return pred
 
     def _fault_on(self, fault_id: str, fault, backend: str) -> dict:
         record = self.exporter.fault_on(fault_id, fault.kind, backend, fault.params)
@@ -677,6 +720,57 @@ class ChainDrill:
     def _fault_end(self) -> float | None:
         ends = [f.get("removed_at") for f in self.state.data.get("faults", [])]
         return max((e for e in ends if e), default=None)
+
+
+class HopPolling:
+    """The chain's Stepper for the method loop (method.py): on the wall clock, every POLL seconds
+    (and once more at the deadline), ask each component what happened (hops.Collector.poll), then
+    acknowledge as the simulated on-call once the page is `ack_after` old (polling again at once),
+    then the stop conditions. Settled once every required hop happened or is known never to (a
+    delivery no policy matched: the hops after it cannot happen)."""
+
+    def __init__(self, drill: ChainDrill, collector: Collector, ack_after: float | None, who: str, deadline: float):
+        self.drill = drill
+        self.collector = collector
+        self.ack_after = ack_after
+        self.who = who
+        self.deadline = deadline
+        self._poll_now = True  # the first poll, and the one right after an acknowledgement
+
+    def check_stop(self) -> None:
+        self.drill._check_stop()
+
+    def settled(self) -> bool:
+        return self.collector.settled()
+
+    def next_at(self) -> float:
+        now = time.time()
+        return now if self._poll_now else min(now + POLL, max(now, self.deadline))
+
+    def advance(self, until: float) -> None:
+        wait = until - time.time()
+        if wait > 0:
+            self.drill._sleep(wait)
+
+    def observe(self, at: float) -> None:
+        collector = self.collector
+        collector.poll()
+        pd = collector.hops["pagerduty"]
+        self._poll_now = False
+        if self.ack_after is not None and pd.at is not None and collector.hops["acknowledged"].at is None \
+                and time.time() >= pd.at + self.ack_after:
+            for incident in self.drill.sink.snapshot()[1]:
+                if incident["status"] == "triggered":
+                    self.drill.sink.acknowledge(incident["dedup_key"], by=self.who)
+            self._poll_now = True  # see the acknowledgement at once
+            return
+        self.drill._stop_conditions()
+
+
+def urlparse_path(url: str) -> str:
+    from urllib.parse import urlparse
+
+    return urlparse(url).path or "/"
 
 
 def _share(counts: dict, outcome: str) -> str:

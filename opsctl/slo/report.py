@@ -233,20 +233,12 @@ def build_report(
         recorded = recorded_plan(slos, source, at, period_seconds, recorded_interval, base=base, service=service)
     use = recorded.usable if recorded else set()
     short: dict[str, dict[str, budget.WindowCounts]] = {}
-    edges: dict[str, None] = {}  # the raw newest-edge corrections: known once the plan is
-    for slo in slos:
-        if slo.name in use:
-            for name in long_windows:
-                edges.update(dict.fromkeys(_edge_queries(slo, recorded.newest_edge(slo.name, windows[name])).values()))
-    answers: dict[str, float | None] = {}
     if isinstance(recorded, GroupedRecorded):
         long_seconds = sorted({windows[n] for n in long_windows})
         short_names = [n for n in windows if n not in long_windows]
         if use:
-            # The edge batch reads raw samples, the sums the recorded ones: neither waits for the other.
-            answers = _alongside(lambda: recorded.reads.fetch(
-                [q for sec in long_seconds for q in recorded.sums(sec).values()]
-                + [recorded.ratio_query(n) for n in short_names]), list(edges), source, at, slos, windows)
+            recorded.reads.fetch([q for sec in long_seconds for q in recorded.sums(sec).values()]
+                                 + [recorded.ratio_query(n) for n in short_names])
         for slo in slos:
             if slo.name in use:
                 found = {n: c for n in short_names if (c := recorded.ratio_counts(slo.name, n)) is not None}
@@ -261,12 +253,14 @@ def build_report(
         if slo.name in use and not isinstance(recorded, GroupedRecorded):
             for name in long_windows:
                 queries.update(dict.fromkeys(recorded.queries(slo.name, windows[name]).values()))
-    queries.update(edges)
-    queries = [q for q in queries if q not in answers]
+        if slo.name in use:
+            for name in long_windows:
+                queries.update(dict.fromkeys(_edge_queries(slo, recorded.newest_edge(slo.name, windows[name])).values()))
+    queries = list(queries)
     if progress:
         asked = f" and {recorded.reads.sent} grouped reads of the recorded series" if isinstance(recorded, GroupedRecorded) else ""
-        progress(f"querying {source.description}: {len(queries) + len(answers)} queries{asked} for {len(slos)} SLOs")
-    answers.update(zip(queries, _one_series(lambda: source.query_many(queries, at), slos, windows)))
+        progress(f"querying {source.description}: {len(queries)} queries{asked} for {len(slos)} SLOs")
+    answers = dict(zip(queries, _one_series(lambda: source.query_many(queries, at), slos, windows)))
     results = []
     for slo in slos:
         counts = {n: window_counts(slo, s, answers) for n, s in raw[slo.name].items()}
@@ -298,25 +292,6 @@ def build_report(
     for slo in grouped:
         results.extend(_grouped_results(slo, source, at, windows, period_seconds))
     return results
-
-
-def _alongside(read: Callable[[], None], queries: list[str], source: MetricSource, at: float,
-               slos: Sequence[SloDefinition], windows: dict[str, int]) -> dict[str, float | None]:
-    """`read()` (the grouped recorded reads) while `queries` (raw) are asked on a second thread:
-    the answers to `queries`. Errors of either are raised as they would be one after the other."""
-    if not queries:
-        read()
-        return {}
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        raw = pool.submit(lambda: _one_series(lambda: source.query_many(queries, at), slos, windows))
-        try:
-            read()
-        except BaseException:
-            raw.exception()  # waited for, its own error dropped: the recorded read's is the one raised
-            raise
-        return dict(zip(queries, raw.result()))
 
 
 def _record_family() -> str:

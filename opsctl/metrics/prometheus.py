@@ -314,6 +314,26 @@ class PrometheusSource:
                 out[start + index][key] = self._finite(batch[index], value) if finite else value
         return out
 
+    def points_held(self, exprs: Sequence[str], start: float, end: float, step: int) -> list[int]:
+        """Per expression, at how many of the instants start, start + step, ... end it answered a
+        series: one range query for all of them (`slo alerts` asks where an alert's condition held)."""
+        if not exprs:
+            return []
+        budget = self.deadline_seconds
+        union = " or ".join(f'label_replace({e}, "{TAG}", "{i}", "", "")' for i, e in enumerate(exprs))
+        data = self._call("/api/v1/query_range", {"query": union, "start": f"{start:.3f}", "end": f"{end:.3f}",
+                                                  "step": f"{step}"}, time.monotonic() + budget, budget)
+        result = data.get("result")
+        if data.get("resultType") != "matrix" or not isinstance(result, list):
+            raise SourceUnavailable(f"{self.url} answered a {data.get('resultType')!r}, not a range matrix")
+        out = [0] * len(exprs)
+        try:
+            for series in result:
+                out[int(series["metric"][TAG])] += len(series["values"])
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise SourceUnavailable(f"unexpected answer from {self.url}: a series opsctl cannot read") from None
+        return out
+
     def _samples(self, result) -> list[tuple[int, float]]:
         out = []
         for sample in result:

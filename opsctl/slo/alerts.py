@@ -8,10 +8,12 @@ evaluations being `alerting.evaluation_interval` apart (ceil(for / interval) + 1
 alert with `keep_firing_for` (the fast tier) stays firing after its condition ends as Prometheus
 keeps it (`AlertEvaluator._kept_firing`), showing the value of its condition's last evaluation.
 
-Only alerts whose condition holds at `at`, and those with `keep_firing_for`, are checked further
-back, so a quiet evaluation costs one batch of queries plus one per evaluation the keep spans
-(the remembering `AlertEvaluator` asks each instant once). Drills call `firing_alerts` at
-simulated instants.
+Only alerts whose condition holds at `at`, and those with `keep_firing_for` whose condition held
+within the keep, are checked further back: on Prometheus one range query of the rules' own
+expressions over the keep's evaluations tells which (`_held_within_keep`), so a quiet evaluation
+costs one batch of queries plus that request, not one batch per evaluation the keep spans (other
+sources walk back; the remembering `AlertEvaluator` asks each instant once). Drills call
+`firing_alerts` at simulated instants.
 
 On a PromQL source holding the rules' recorded base-window increases over the whole derived
 windows (`opsctl.slo.recorded`; 1d and 3d at 28 days, scaled with each SLO's period), those
@@ -31,7 +33,7 @@ from opsctl.metrics.base import MetricSource
 from opsctl.slo import conventions as cv
 from opsctl.slo.model import SloDefinition, counts_from
 from opsctl.slo.recorded import Recorded, recorded_plan
-from opsctl.slo.rules import BurnAlert, RuleSettings, SloRulePlan, alert_labels, annotations, plan_rules
+from opsctl.slo.rules import BurnAlert, RuleSettings, SloRulePlan, alert_expr, alert_labels, annotations, plan_rules
 
 
 @dataclass(frozen=True)
@@ -445,6 +447,7 @@ class AlertEvaluator:
         together, one batch of queries per instant. The walk is bounded: a condition flickering for
         longer than the alert's long window is read as resolved (Prometheus would keep it firing)."""
         out: dict[tuple[str, int], float] = {}
+        candidates = self._held_within_keep(at, candidates)
         walk = {(p.name, i): _Walk.of(p, i, self._interval(p.alerts[i])) for p, i in candidates}
         j = 0
         while walk:
@@ -470,6 +473,32 @@ class AlertEvaluator:
                             del walk[(p.name, i)]
             j += 1
         return out
+
+    def _held_within_keep(self, at: float, candidates: Sequence[tuple[SloRulePlan, int]]
+                          ) -> list[tuple[SloRulePlan, int]]:
+        """The candidates whose condition may have held at an evaluation within their keep (at, at -
+        interval, ... at - keep x interval): the others are resolved at `at` and need no walk back.
+
+        On Prometheus, one range query over those evaluations (at, at - interval, ... exactly, which
+        a subquery's grid, aligned to multiples of its step, is not) of each candidate's rule
+        expression, the same PromQL the rule evaluates; per alert group interval, one request.
+        Elsewhere, and where every instant the walk would ask is already known (a drill's evaluator
+        stepping through time), every candidate walks."""
+        ask = getattr(self.source, "points_held", None)
+        if not candidates or ask is None:
+            return list(candidates)
+        spans = {(p.name, i): (self._interval(p.alerts[i]),
+                               math.ceil(p.alerts[i].keep_firing_seconds / self._interval(p.alerts[i])))
+                 for p, i in candidates}
+        if all((p.name, i, at - j * spans[(p.name, i)][0]) in self._checks for p, i in candidates
+               for j in range(1, spans[(p.name, i)][1] + 1)):
+            return list(candidates)
+        held: set[tuple[str, int]] = set()
+        for step, keep in dict.fromkeys(spans.values()):
+            group = [(p, i) for p, i in candidates if spans[(p.name, i)] == (step, keep)]
+            counts = ask([alert_expr(p, p.alerts[i]) for p, i in group], at - keep * step, at, step)
+            held |= {(p.name, i) for (p, i), n in zip(group, counts) if n}
+        return [(p, i) for p, i in candidates if (p.name, i) in held]
 
     def _causes(self, shown: Sequence[tuple[SloRulePlan, int, float]]) -> dict[tuple[str, int], str | None]:
         """The dominant cause of each firing alert over its short window, as the rules' `topk(1, ...)`

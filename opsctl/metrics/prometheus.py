@@ -300,19 +300,41 @@ class PrometheusSource:
         deadline = time.monotonic() + budget
         out: list[dict[tuple, float | None]] = [{} for _ in exprs]
         for start in range(0, len(exprs), BATCH_SIZE):
-            batch = list(exprs[start:start + BATCH_SIZE])
-            union = " or ".join(f'label_replace({e}, "{TAG}", "{i}", "", "")' for i, e in enumerate(batch))
-            data = self._call("/api/v1/query", {"query": union, "time": f"{at:.3f}"}, deadline, budget)
-            result = data.get("result")
-            if data.get("resultType") != "vector" or not isinstance(result, list):
-                raise SourceUnavailable(f"{self.url} answered a {data.get('resultType')!r}, not an instant vector")
-            for sample in result:
-                [(index, value)] = self._samples([sample])
-                key = tuple(str(sample["metric"].get(label, "")) for label in labels)
-                if key in out[start + index]:
-                    raise ManySeries(batch[index] + f" (group {key})", 2, self.url)
-                out[start + index][key] = self._finite(batch[index], value) if finite else value
+            indexes = list(range(start, min(start + BATCH_SIZE, len(exprs))))
+            for index, series in self._grouped_answer(indexes, exprs, at, labels, finite, deadline, budget):
+                out[index] = series
         return out
+
+    def _grouped_answer(self, indexes, exprs, at, labels, finite, deadline, budget
+                        ) -> list[tuple[int, dict[tuple, float | None]]]:
+        """One union of grouped queries; one the server refuses for its size (the fleet's 28-day
+        sums come near --query.max-samples) is split and retried in halves down to single queries,
+        as `query_many` does."""
+        try:
+            return self._grouped_batch(indexes, exprs, at, labels, finite, deadline, budget)
+        except QueryRefused:
+            if len(indexes) == 1:
+                raise
+        half = len(indexes) // 2
+        return (self._grouped_answer(indexes[:half], exprs, at, labels, finite, deadline, budget)
+                + self._grouped_answer(indexes[half:], exprs, at, labels, finite, deadline, budget))
+
+    def _grouped_batch(self, indexes, exprs, at, labels, finite, deadline, budget
+                       ) -> list[tuple[int, dict[tuple, float | None]]]:
+        batch = [exprs[i] for i in indexes]
+        union = " or ".join(f'label_replace({e}, "{TAG}", "{i}", "", "")' for i, e in enumerate(batch))
+        data = self._call("/api/v1/query", {"query": union, "time": f"{at:.3f}"}, deadline, budget)
+        result = data.get("result")
+        if data.get("resultType") != "vector" or not isinstance(result, list):
+            raise SourceUnavailable(f"{self.url} answered a {data.get('resultType')!r}, not an instant vector")
+        found: list[dict[tuple, float | None]] = [{} for _ in batch]
+        for sample in result:
+            [(index, value)] = self._samples([sample])
+            key = tuple(str(sample["metric"].get(label, "")) for label in labels)
+            if key in found[index]:
+                raise ManySeries(batch[index] + f" (group {key})", 2, self.url)
+            found[index][key] = self._finite(batch[index], value) if finite else value
+        return list(zip(indexes, found))
 
     def points_held(self, exprs: Sequence[str], start: float, end: float, step: int) -> list[int]:
         """Per expression, at how many of the instants start, start + step, ... end it answered a

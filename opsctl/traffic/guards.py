@@ -2,7 +2,8 @@
 
     bounds    weights 0-100 summing to 100, known backends only            never overridden (exit 2)
     freeze    no routine change inside a freeze window                     emergency overrides, named
-    rate      at most N operations per window (a ramp counts once)         emergency overrides
+    rate      at most N operations per window (a ramp counts once)         emergency overrides; never
+                                                                           holds a failover (it counts)
     budget    no routine move toward a backend burning at page level,
               with a spent period budget, or without data; never blocks
               moving away from a backend that burns faster now             emergency overrides
@@ -156,6 +157,14 @@ def check_rate(ctx: GuardContext) -> GuardResult:
     first_seen = operations_since(ctx.record, ctx.now - window, exclude=ctx.operation_id)
     count = len(first_seen)
     details = {"changes_in_window": count, "max_changes": limit.max_changes, "window": limit.window}
+    if ctx.action == "failover":
+        # The limit damps flapping by holding the moves back (restore, set, ramp), never the move
+        # away from a failing backend: a long vendor outage otherwise fails over, restores into the
+        # outage after each hold-down, and once the window is full its next failover is refused
+        # while 80% of requests fail. The failover still counts, so the restore after it waits.
+        return GuardResult("rate", True, f"{count} of {limit.max_changes} changes used in the last {limit.window};"
+                           " a failover is never held by the rate limit (it holds the moves back)",
+                           details=details)
     if count < limit.max_changes:
         return GuardResult("rate", True, f"{count} of {limit.max_changes} changes used in the last {limit.window}",
                            details=details)

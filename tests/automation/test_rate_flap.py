@@ -1,0 +1,49 @@
+"""The rate limit damps a flap by holding the moves back, never the failover away from a failing
+backend.
+
+A long vendor outage: the automation fails over, the alert resolves once the vendor has no traffic
+left, the hold-down passes and traffic is restored into the outage, which fires again. With
+`traffic.rate_limit` at 2 changes an hour, the third change is the second failover: before, the
+rate guard refused it (the vendor kept its 80% while it failed); now it applies, still counts, and
+the restore after it is the change the limit holds, so traffic stays on the internal pods."""
+
+from __future__ import annotations
+
+from tests.automation.helpers import Serve, actions, alert, audit, message, recorded_split, wait_for, write_live_config
+
+FAILED_OVER = {"databricks": 0, "internal": 100}
+CONFIGURED = {"databricks": 80, "internal": 20}
+
+
+def test_a_second_failover_in_a_full_rate_window_applies_and_the_restore_after_it_is_held(tmp_path, healthy_store):
+    config = write_live_config(tmp_path, automation_extra="hold_down: 1s\n", healthy_store=healthy_store)
+    config.write_text(config.read_text().replace("rate_limit: {max_changes: 50, window: 1h}",
+                                                 "rate_limit: {max_changes: 2, window: 1h}"))
+    server = Serve(config)
+    try:
+        # Episode 1: fail over, resolve, restored after the hold-down (changes 1 and 2).
+        assert server.post_alertmanager(message(alert(fingerprint="a1"))).status == 202
+        wait_for(lambda: recorded_split(tmp_path) == FAILED_OVER, what="the first failover")
+        assert server.post_alertmanager(message(alert(fingerprint="a1", status="resolved"))).status == 202
+        wait_for(lambda: recorded_split(tmp_path) == CONFIGURED, what="the first restore")
+
+        # Episode 2: the vendor still fails. The window holds 2 changes, the maximum.
+        assert server.post_alertmanager(message(alert(fingerprint="a2", starts_at="2026-11-29T12:20:00.5Z"))).status == 202
+        wait_for(lambda: recorded_split(tmp_path) == FAILED_OVER, what="the second failover, in a full rate window")
+        failovers = [e for e in audit(tmp_path) if e["action"] == "failover"]
+        assert [e["outcome"] for e in failovers] == ["applied", "applied"]
+        rate = next(g for g in failovers[1]["guards"] if g["name"] == "rate")
+        assert rate["ok"] and not rate.get("overridden")
+        assert rate["details"]["changes_in_window"] == 2 and "never held by the rate limit" in rate["message"]
+
+        # Its resolve: the restore is the move the limit holds (3 changes in the window).
+        assert server.post_alertmanager(message(alert(fingerprint="a2", status="resolved",
+                                                      starts_at="2026-11-29T12:20:00.5Z"))).status == 202
+        wait_for(lambda: [a for a in actions(tmp_path, "restore") if a["status"] == "refused"],
+                 what="the second restore refused by the rate limit")
+        refused = [a for a in actions(tmp_path, "restore") if a["status"] == "refused"]
+        assert "rate limit reached: 3 traffic changes in the last 1h (max 2)" in refused[0]["detail"]
+        assert recorded_split(tmp_path) == FAILED_OVER
+        assert [e["action"] for e in audit(tmp_path) if e["outcome"] == "applied"] == ["failover", "restore", "failover"]
+    finally:
+        server.stop()

@@ -76,6 +76,7 @@ class RestoreRequest:
     # failover from the change record by them, or finds nothing to restore when none was applied.
     failover_operations: tuple[str, ...] = ()
     term: Callable[[], Any] | None = None  # the leader's term, read before every write attempt
+    hold_down: float = 0.0  # the policy's hold-down, the unit of the re-failover backoff
 
 
 def operation_id(action: str, incident: str | None, backend: str) -> str:

@@ -118,7 +118,7 @@ class LiveExecutor:
         return None
 
     def restore(self, request: RestoreRequest) -> Outcome:
-        from opsctl.traffic.record import find_change
+        from opsctl.traffic.record import find_change, now_for
         from opsctl.traffic.split import Split
 
         saved = request.saved or {}
@@ -136,6 +136,11 @@ class LiveExecutor:
         stored = self.controller.read()
         current = stored.split
         operation = request.operation_id or None
+        now = now_for(self.controller.actuator, self.clock)
+        held = reflap_hold(stored.record or {}, request.backend, request.hold_down, now)
+        if held is not None and current == after:
+            reason, until = held
+            return Outcome("refused", reason, {"retry_in": max(1.0, until - now)})
         if current == before and operation:
             own = find_change(stored.record, operation=operation, action="restore")
             if own is not None:  # an earlier attempt's write, whose answer was lost
@@ -144,8 +149,8 @@ class LiveExecutor:
                                {"operation": operation, "outcome": "applied", "before": own.before,
                                 "after": own.after})
         if current != after:
-            now = current.describe(self.order) if current else "unknown"
-            return Outcome("skipped", f"the split changed since the failover (now {now}, the failover wrote"
+            shown = current.describe(self.order) if current else "unknown"
+            return Outcome("skipped", f"the split changed since the failover (now {shown}, the failover wrote"
                                       f" {after.describe(self.order)}); restore left to a human")
         # Never an emergency: inside a freeze the restore waits (retried every restore_retry) until it ends.
         incident = request.incident or f"opsctl-automation-{request.context.policy}-{request.backend}"
@@ -275,3 +280,39 @@ def open_executor(cfg: "Config") -> LiveExecutor:
 
 
 __all__ = ["LiveExecutor", "automation_actor", "check_wiring", "open_executor"]
+
+
+# A restore into a backend that failed over again soon after its last restore waits longer each
+# time: the hold-down times 2 ** (earlier failovers of that backend within REFLAP_WINDOW), counted
+# from the latest failover, at most REFLAP_MAX_FACTOR hold-downs. The pages of a failed-over
+# backend resolve because it has no traffic left, not because it is healthy, so a long outage
+# would otherwise flap back into the outage once per hold-down (each time costing the fast tier's
+# detection at the restored share); the rate guard bounds the count, this spaces them out.
+REFLAP_WINDOW = 6 * 3600
+REFLAP_MAX_FACTOR = 16
+
+
+def reflap_hold(record: dict, backend: str, hold_down: float, now: float) -> tuple[str, float] | None:
+    """Why a restore of `backend` waits and until when, or None: from the failovers away from it in
+    the change record (one per operation) within REFLAP_WINDOW."""
+    from opsctl.audit import timestamp
+    from opsctl.traffic.record import newest_first
+
+    if hold_down <= 0:
+        return None
+    failovers: dict[str, float] = {}
+    for entry in newest_first(record):
+        moved_away = (entry.before or {}).get("weights", {}).get(backend, 0) > (entry.after or {}).get(
+            "weights", {}).get(backend, 0)
+        if entry.action == "failover" and entry.outcome == "applied" and moved_away and entry.ts >= now - REFLAP_WINDOW:
+            failovers.setdefault(entry.operation or entry.id, entry.ts)
+    earlier = len(failovers) - 1
+    if earlier < 1:
+        return None
+    wait = hold_down * min(2 ** earlier, REFLAP_MAX_FACTOR)
+    latest = max(failovers.values())
+    if now >= latest + wait:
+        return None
+    return (f"restore held by the re-failover backoff: {backend} was failed over {earlier + 1} times in the last"
+            f" {REFLAP_WINDOW // 3600}h, so traffic returns {wait:.0f}s after the latest failover"
+            f" ({timestamp(latest + wait)}) if nothing fires again", latest + wait)

@@ -394,16 +394,20 @@ class PolicyEngine:
         context = Context(policy.name, "", {"backend": episode.target}, f"restore {episode.target} after hold-down",
                           f"restore-{episode.id}")
         started = self.clock()
-        retry = self.settings.restore_retry_seconds
+        retry: float = self.settings.restore_retry_seconds
         try:
             outcome = executor.restore(RestoreRequest(
                 context, backend=episode.target, incident=episode.incident, saved=episode.saved,
-                failover_operations=self._unrecorded_failover(policy.name, episode)))
+                failover_operations=self._unrecorded_failover(policy.name, episode),
+                hold_down=float(self.hold_down(policy))))
         except Exception as exc:  # a failed restore is retried after restore_retry
             log.exception("episode %s: restore failed", episode.id)
             outcome = Outcome("failed", _describe(exc))
             if _passing(exc):  # a conflict or a transient API failure: worth another try soon, not in a minute
                 retry = min(retry, TRANSIENT_RESTORE_RETRY)
+        held_for = outcome.data.get("retry_in") if outcome.status == "refused" else None
+        if isinstance(held_for, (int, float)):  # held until a known instant (the re-failover backoff)
+            retry = min(retry, float(held_for))
         self._record(policy, None, episode, "restore", outcome, dry, taken, started=started,
                      received_at=episode.restore_due)
         if outcome.status in ("applied", "noop", "dry_run", "skipped"):
@@ -418,7 +422,7 @@ class PolicyEngine:
             text = f"opsctl automation, policy {policy.name}: restore traffic to {episode.target}: {outcome.status} ({outcome.detail})"
             if outcome.status in ("refused", "failed"):
                 text += (f"; retrying every {self.settings.restore_retry}" if retry == self.settings.restore_retry_seconds
-                         else f"; retrying in {retry}s")
+                         else f"; retrying in {retry:.0f}s")
             self._run(policy, None, episode, "note", dry, lambda: executor.note(
                 NoteRequest(context, incident=incident, text=text)), taken, [])
 

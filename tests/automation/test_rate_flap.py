@@ -16,7 +16,8 @@ CONFIGURED = {"databricks": 80, "internal": 20}
 
 
 def test_a_second_failover_in_a_full_rate_window_applies_and_the_restore_after_it_is_held(tmp_path, healthy_store):
-    config = write_live_config(tmp_path, automation_extra="hold_down: 1s\n", healthy_store=healthy_store)
+    config = write_live_config(tmp_path, automation_extra="hold_down: 1s\nrestore_retry: 1s\n",
+                               healthy_store=healthy_store)
     config.write_text(config.read_text().replace("rate_limit: {max_changes: 50, window: 1h}",
                                                  "rate_limit: {max_changes: 2, window: 1h}"))
     server = Serve(config)
@@ -36,14 +37,50 @@ def test_a_second_failover_in_a_full_rate_window_applies_and_the_restore_after_i
         assert rate["ok"] and not rate.get("overridden")
         assert rate["details"]["changes_in_window"] == 2 and "never held by the rate limit" in rate["message"]
 
-        # Its resolve: the restore is the move the limit holds (3 changes in the window).
+        # Its resolve: the restore is the move the limit holds (3 changes in the window), once the
+        # re-failover backoff (2 x the hold-down after this failover) has passed.
         assert server.post_alertmanager(message(alert(fingerprint="a2", status="resolved",
                                                       starts_at="2026-11-29T12:20:00.5Z"))).status == 202
-        wait_for(lambda: [a for a in actions(tmp_path, "restore") if a["status"] == "refused"],
-                 what="the second restore refused by the rate limit")
-        refused = [a for a in actions(tmp_path, "restore") if a["status"] == "refused"]
-        assert "rate limit reached: 3 traffic changes in the last 1h (max 2)" in refused[0]["detail"]
+
+        def by_rate():
+            return [a for a in actions(tmp_path, "restore") if a["status"] == "refused" and "rate limit" in a["detail"]]
+        wait_for(by_rate, what="the second restore refused by the rate limit")
+        assert "rate limit reached: 3 traffic changes in the last 1h (max 2)" in by_rate()[0]["detail"]
         assert recorded_split(tmp_path) == FAILED_OVER
         assert [e["action"] for e in audit(tmp_path) if e["outcome"] == "applied"] == ["failover", "restore", "failover"]
+    finally:
+        server.stop()
+
+
+def test_each_failover_soon_after_a_restore_doubles_the_wait_before_the_next_restore(tmp_path, healthy_store):
+    """Hold-down 2 s. Episode 1 restores after its hold-down (no earlier failover). Episode 3 comes
+    after two failovers of databricks within the backoff window, so its restore waits 2 s x 2 ** 2 =
+    8 s from its failover, refused (held) at its first try 2 s after the resolve; the times are the
+    change record's own. restore_retry is the default 1m: the held restore is tried again when the
+    hold ends (the refusal says when), not a minute later, or the 60 s wait below runs out."""
+    from opsctl.automation.executors import REFLAP_WINDOW
+
+    config = write_live_config(tmp_path, automation_extra="hold_down: 2s\n",
+                               healthy_store=healthy_store)
+    server = Serve(config)
+    try:
+        for n, fingerprint in enumerate(("a1", "a2", "a3"), start=1):
+            starts = f"2026-11-29T12:{10 * n:02d}:00.5Z"
+            assert server.post_alertmanager(message(alert(fingerprint=fingerprint, starts_at=starts))).status == 202
+            wait_for(lambda: recorded_split(tmp_path) == FAILED_OVER, what=f"failover {n}")
+            assert server.post_alertmanager(message(alert(fingerprint=fingerprint, status="resolved",
+                                                          starts_at=starts))).status == 202
+            wait_for(lambda: recorded_split(tmp_path) == CONFIGURED, timeout=60, what=f"restore {n}")
+        applied = [e for e in audit(tmp_path) if e["outcome"] == "applied"]
+        assert [e["action"] for e in applied] == ["failover", "restore"] * 3
+        times = [e["ts"] if "ts" in e else None for e in applied]
+        assert None not in times, applied[0].keys()
+        third_failover, third_restore = times[4], times[5]
+        assert third_restore - third_failover >= 2 * 2 ** 2
+        assert third_restore - times[0] < REFLAP_WINDOW
+        held = [a for a in actions(tmp_path, "restore") if a["status"] == "refused"]
+        assert any("re-failover backoff: databricks was failed over 3 times" in a["detail"] for a in held), held
+        first_restore_refusals = [a for a in held if "failed over 1 times" in a["detail"]]
+        assert not first_restore_refusals
     finally:
         server.stop()

@@ -21,8 +21,11 @@ Measured per round:
                          JSON log line, written right after the ConfigMap's compare-and-swap)
   answer                 each of the 50 POSTs' round trip (202 = recorded and queued); and the burst's
                          rate, 50 / (last answer - first send), in deliveries/s
-  per hop                sent -> received, received -> the worker starts the failover, the failover
-                         itself (guards, actuator write, record); team mode also counts API calls
+  per hop                sent -> received (team mode: a recorder thread takes the delivery up),
+                         received -> answered (the trigger's 202 back at its sender: recorded and
+                         queued), answered -> the worker starts the failover, received -> that start,
+                         the failover itself (guards, actuator write, record); team mode also counts
+                         API calls
 
 Every round checks that the failover it timed applied (the split is 0/100 and the record says
 applied, no refusal), then the trigger resolves, the policy restores (hold-down 0), and the next
@@ -239,7 +242,9 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
     api_calls: list[int] = []
     in_window: list[dict[str, int]] = []  # team mode: API calls between the trigger's receipt and the failover's start
     rates: list[float] = []  # deliveries recorded per second in each round's burst (first sent to last answered)
-    stages: dict[str, list[float]] = {"sent -> received": [], "received -> worker starts the failover": [],
+    stages: dict[str, list[float]] = {"sent -> received": [], "received -> answered (recorded, queued)": [],
+                                      "answered -> worker starts the failover": [],
+                                      "received -> worker starts the failover": [],
                                       "failover: guards, actuator write, record": []}
     try:
         if mode.api is not None:
@@ -292,6 +297,8 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
                 api_calls.append(len(mode.api.requests) - calls_before)
             row = wait(lambda: failover_row(workdir, r), round_timeout, "the failover's record")
             stages["sent -> received"].append((row["received_at"] - sent[0]) * 1000)
+            stages["received -> answered (recorded, queued)"].append((answered[0] - row["received_at"]) * 1000)
+            stages["answered -> worker starts the failover"].append((row["started_at"] - answered[0]) * 1000)
             stages["received -> worker starts the failover"].append((row["started_at"] - row["received_at"]) * 1000)
             stages["failover: guards, actuator write, record"].append((applied["ts"] - row["started_at"]) * 1000)
             if mode.api is not None:  # where the trigger's hop to the worker goes: every API call in that window

@@ -231,6 +231,11 @@ class AutomationService:
 
     # -- deliveries ---------------------------------------------------------------------------
 
+    def urgent(self, message: AlertmanagerMessage) -> bool:
+        """Whether some policy matches an alert of the notification (no I/O: the server asks on
+        receipt, to record it on the urgent lane, never behind alerts nothing acts on)."""
+        return any(matching(self.engine.policies, alert.labels) for alert in message.alerts)
+
     def accept_alertmanager(self, message: AlertmanagerMessage, received_at: float) -> Answer:
         events = []
         for alert in message.alerts:

@@ -197,14 +197,15 @@ class TeamMode(LocalMode):
         cm = self.api.get("", "configmaps", NS, SPLIT_CM)
         return json.loads(cm["data"]["split.json"])["weights"]
 
+    def changes(self) -> list[dict]:
+        """The controller's JSON log lines of changes, whole lines only (the server may be writing the last)."""
+        text = self.server_log.read_text()
+        lines = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
+        return [json.loads(line) for line in lines if line.startswith("{") and '"opsctl.traffic.change"' in line]
+
     def applied(self, r: int) -> dict | None:
         """The applied change's JSON log line (the controller logs it right after the write)."""
-        entries = []
-        for line in self.server_log.read_text().splitlines():
-            if line.startswith("{") and '"opsctl.traffic.change"' in line:
-                entry = json.loads(line)
-                if entry["action"] == "failover":
-                    entries.append(entry)
+        entries = [entry for entry in self.changes() if entry["action"] == "failover"]
         refused = [e for e in entries if e["outcome"] != "applied"]
         if refused:
             raise RuntimeError(f"a failover was not applied: {refused[0]['outcome']}: {refused[0].get('reason')}")
@@ -212,9 +213,7 @@ class TeamMode(LocalMode):
 
     def closed(self) -> int:
         """Restores applied (the shared document keeps only the last 30 closed episodes)."""
-        return sum(1 for line in self.server_log.read_text().splitlines()
-                   if line.startswith("{") and '"opsctl.traffic.change"' in line
-                   and (entry := json.loads(line))["action"] == "restore" and entry["outcome"] == "applied")
+        return sum(1 for entry in self.changes() if entry["action"] == "restore" and entry["outcome"] == "applied")
 
     def holder(self) -> str | None:
         lease = self.api.get("coordination.k8s.io", "leases", NS, "opsctl-serve")

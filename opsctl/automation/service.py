@@ -92,8 +92,11 @@ class AutomationService:
             if self.elector is not None:
                 duration, deadline, _ = settings.leader_election.seconds
                 fresh = max(0.0, min(FRESH, (duration - deadline) / 2))
+            # Writes of only alerts no policy matches wait (bounded, HOLD_OFF) while this replica
+            # has actionable events queued or in hand: the trigger's path goes first.
             self.deliveries = SharedDeliveryLog(store, clock=clock, owner=owner, fresh=fresh,
-                                                term=self.term if self.elector is not None else (lambda: None))
+                                                term=self.term if self.elector is not None else (lambda: None),
+                                                acting=lambda: self.queue.depth > 0)
             self.episodes = SharedEpisodeStore(store, local_path=path, clock=clock, owner=owner,
                                                term=self.term if self.elector is not None else None)
             if self.elector is not None:
@@ -332,6 +335,13 @@ class AutomationService:
 
     def process(self, key: str) -> None:
         """Worker: act on one event if this replica acts and this worker wins the claim."""
+        try:
+            self._process(key)
+        finally:
+            if self.shared:
+                self.deliveries.nudge()  # quiet writes held back behind this event look again
+
+    def _process(self, key: str) -> None:
         if not self.acting():
             if self.shared:  # admitted claimed while this replica led: hand it to whoever leads now
                 self._release([NewEvent(key, "", "", {})])

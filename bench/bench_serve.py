@@ -168,7 +168,10 @@ class LocalMode:
 
     def applied(self, r: int) -> dict | None:
         """The r-th applied failover's record (ts), or None; a refused one ends the benchmark."""
-        entries = [e for e in audit(self.workdir) if e["action"] == "failover"]
+        try:
+            entries = [e for e in audit(self.workdir) if e["action"] == "failover"]
+        except json.JSONDecodeError:  # its last line half written as the bench read it: the next poll reads it whole
+            return None
         refused = [e for e in entries if e["outcome"] != "applied"]
         if refused:
             raise RuntimeError(f"a failover was not applied: {refused[0]['outcome']}: {refused[0].get('reason')}")
@@ -189,6 +192,8 @@ class TeamMode(LocalMode):
         self.api.seed({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": SPLIT_CM, "namespace": NS},
                        "data": {"split.json": json.dumps({"weights": DEFAULT, "shadow": {}})}})
         self.server_log: Path | None = None
+        self._offset = 0
+        self._changes: list[dict] = []
 
     def config_extra(self) -> str:
         return TEAM_TRAFFIC.format(ns=NS, url=self.api.url, cm=SPLIT_CM) + EXTRA
@@ -198,10 +203,19 @@ class TeamMode(LocalMode):
         return json.loads(cm["data"]["split.json"])["weights"]
 
     def changes(self) -> list[dict]:
-        """The controller's JSON log lines of changes, whole lines only (the server may be writing the last)."""
-        text = self.server_log.read_text()
-        lines = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
-        return [json.loads(line) for line in lines if line.startswith("{") and '"opsctl.traffic.change"' in line]
+        """The controller's JSON log lines of changes, whole lines only (the server may be writing the
+        last). Read on from where the last call stopped: the bench polls this while it times a round,
+        in the process that also runs the loopback API server, so re-reading the whole log every poll
+        would slow every API call it times."""
+        with open(self.server_log, "rb") as f:
+            f.seek(self._offset)
+            chunk = f.read()
+        whole = chunk[:chunk.rfind(b"\n") + 1]
+        self._offset += len(whole)
+        for line in whole.decode().splitlines():
+            if line.startswith("{") and '"opsctl.traffic.change"' in line:
+                self._changes.append(json.loads(line))
+        return self._changes
 
     def applied(self, r: int) -> dict | None:
         """The applied change's JSON log line (the controller logs it right after the write)."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from opsctl.automation.delivery_store import SharedDeliveryLog, piece_name, piece_of
 from opsctl.automation.idempotency import NewEvent
 from opsctl.clock import SimClock
@@ -118,3 +120,59 @@ def test_a_read_in_flight_across_this_replicas_write_does_not_make_the_next_writ
     log.admit([event(later, True)], claim=True)
     assert on_pieces(kube_api, before) == [("PUT", document(later))], "one PUT from the version written, no 409"
     assert {stored_entry(kube_api, k)["state"] for k in (key, later)} == {"running"}
+
+
+@pytest.mark.slow
+def test_the_leader_holds_quiet_writes_back_while_its_trigger_has_not_acted_and_lets_them_go_after(
+        tmp_path, kube_api, healthy_store):
+    """The service's wiring, in process on the loopback API: the trigger's failover write is held
+    in flight; a quiet delivery admitted meanwhile writes nothing to its piece until the failover
+    is answered (its first action taken), then it is recorded. Before, it was written at once."""
+    import json
+
+    from opsctl.automation.executors import LiveExecutor
+    from opsctl.automation.payloads import AlertmanagerMessage
+    from opsctl.automation.service import AutomationService
+    from opsctl.config.loading import load_config_file
+    from tests.automation.helpers import alert, message
+    from tests.automation.test_fencing import NS as FNS, SPLIT_CM, replica_config
+    from tests.conftest import split_configmap
+
+    kube_api.seed(split_configmap(SPLIT_CM, FNS, {"databricks": 80, "internal": 20}))
+    cfg = load_config_file(replica_config(tmp_path, kube_api.url, healthy_store, "serve-a"))
+    service = AutomationService(cfg, LiveExecutor(cfg))
+    service.start()
+    try:
+        wait_until(service.acting, what="the replica to lead")
+        trigger = message(alert(fingerprint="7a11e5000000beef"))
+        quiet = message(alert(fingerprint="00000000000000a1", alertname="SloBurnRateTicket", severity="ticket"),
+                        group_key="quiet")
+        quiet_key = alert_key(quiet)
+        hold = kube_api.inject(verb="patch|update", resource="configmaps", name=SPLIT_CM, hold=True)
+        answer = service.accept_alertmanager(AlertmanagerMessage.parse(trigger), 0.0)
+        assert answer.status == 202 and answer.body["queued"] == 1
+        wait_until(lambda: kube_api.held() == 1, what="the trigger's failover write held in flight")
+        before = len(kube_api.requests)
+        done = threading.Event()
+        quiet_answer: list = []
+        sender = threading.Thread(target=lambda: (quiet_answer.append(service.accept_alertmanager(
+            AlertmanagerMessage.parse(quiet), 0.0)), done.set()), daemon=True)
+        sender.start()
+        assert not done.wait(0.5)  # nothing-happens-within-a-window is the point: it waits for the trigger
+        assert not [r for r in kube_api.requests[before:] if "serve-deliveries" in r.path and r.method == "PUT"]
+        kube_api.clear_faults()  # the failover is answered: its first action is taken
+        wait_until(done.is_set, what="the quiet delivery recorded once the trigger acted")
+        assert quiet_answer[0].status == 202 and hold.fired == 1
+        cm = kube_api.get("", "configmaps", FNS, f"opsctl-llm-inference-{piece_name(piece_of(quiet_key))}")
+        assert json.loads(cm["data"]["state.json"])["events"][quiet_key]["state"] == "done"
+    finally:
+        kube_api.clear_faults()
+        service.stop()
+
+
+def alert_key(body: dict) -> str:
+    from opsctl.automation.idempotency import alert_event_key
+    from opsctl.automation.payloads import AlertmanagerMessage
+
+    a = AlertmanagerMessage.parse(body).alerts[0]
+    return alert_event_key(a.fingerprint, a.starts_at.canonical, a.status)

@@ -21,9 +21,13 @@ Measured per round:
                          JSON log line, written right after the ConfigMap's compare-and-swap)
   answer                 each of the 50 POSTs' round trip (202 = recorded and queued); and the burst's
                          rate, 50 / (last answer - first send), in deliveries/s
-  per hop                sent -> received, received -> the worker starts the failover, the failover
-                         itself (guards, actuator write, record); team mode also counts API calls
+  per hop                sent -> received (team mode: a recorder thread takes the delivery up),
+                         received -> answered (the trigger's 202 back at its sender: recorded and
+                         queued), answered -> the worker starts the failover, received -> that start,
+                         the failover itself (guards, actuator write, record); team mode also counts
+                         API calls
 
+One untimed warm-up round runs first in each mode (its first imports, connections and documents).
 Every round checks that the failover it timed applied (the split is 0/100 and the record says
 applied, no refusal), then the trigger resolves, the policy restores (hold-down 0), and the next
 round starts. `--api-latency S` adds one run of team mode with every API call delayed S seconds
@@ -59,6 +63,7 @@ from tests.fakes.kube_api import FakeKubeAPI  # noqa: E402
 from tests.slo import data as d  # noqa: E402
 
 CONCURRENCY = 50
+WARMUP = 1  # untimed rounds first, in each mode: a process's first round pays its imports and first connections
 NS = "llm"
 SPLIT_CM = "grammar-traffic-split"
 DEFAULT = {"databricks": 80, "internal": 20}
@@ -165,7 +170,10 @@ class LocalMode:
 
     def applied(self, r: int) -> dict | None:
         """The r-th applied failover's record (ts), or None; a refused one ends the benchmark."""
-        entries = [e for e in audit(self.workdir) if e["action"] == "failover"]
+        try:
+            entries = [e for e in audit(self.workdir) if e["action"] == "failover"]
+        except json.JSONDecodeError:  # its last line half written as the bench read it: the next poll reads it whole
+            return None
         refused = [e for e in entries if e["outcome"] != "applied"]
         if refused:
             raise RuntimeError(f"a failover was not applied: {refused[0]['outcome']}: {refused[0].get('reason')}")
@@ -186,6 +194,8 @@ class TeamMode(LocalMode):
         self.api.seed({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": SPLIT_CM, "namespace": NS},
                        "data": {"split.json": json.dumps({"weights": DEFAULT, "shadow": {}})}})
         self.server_log: Path | None = None
+        self._offset = 0
+        self._changes: list[dict] = []
 
     def config_extra(self) -> str:
         return TEAM_TRAFFIC.format(ns=NS, url=self.api.url, cm=SPLIT_CM) + EXTRA
@@ -194,14 +204,24 @@ class TeamMode(LocalMode):
         cm = self.api.get("", "configmaps", NS, SPLIT_CM)
         return json.loads(cm["data"]["split.json"])["weights"]
 
+    def changes(self) -> list[dict]:
+        """The controller's JSON log lines of changes, whole lines only (the server may be writing the
+        last). Read on from where the last call stopped: the bench polls this while it times a round,
+        in the process that also runs the loopback API server, so re-reading the whole log every poll
+        would slow every API call it times."""
+        with open(self.server_log, "rb") as f:
+            f.seek(self._offset)
+            chunk = f.read()
+        whole = chunk[:chunk.rfind(b"\n") + 1]
+        self._offset += len(whole)
+        for line in whole.decode().splitlines():
+            if line.startswith("{") and '"opsctl.traffic.change"' in line:
+                self._changes.append(json.loads(line))
+        return self._changes
+
     def applied(self, r: int) -> dict | None:
         """The applied change's JSON log line (the controller logs it right after the write)."""
-        entries = []
-        for line in self.server_log.read_text().splitlines():
-            if line.startswith("{") and '"opsctl.traffic.change"' in line:
-                entry = json.loads(line)
-                if entry["action"] == "failover":
-                    entries.append(entry)
+        entries = [entry for entry in self.changes() if entry["action"] == "failover"]
         refused = [e for e in entries if e["outcome"] != "applied"]
         if refused:
             raise RuntimeError(f"a failover was not applied: {refused[0]['outcome']}: {refused[0].get('reason')}")
@@ -209,9 +229,7 @@ class TeamMode(LocalMode):
 
     def closed(self) -> int:
         """Restores applied (the shared document keeps only the last 30 closed episodes)."""
-        return sum(1 for line in self.server_log.read_text().splitlines()
-                   if line.startswith("{") and '"opsctl.traffic.change"' in line
-                   and (entry := json.loads(line))["action"] == "restore" and entry["outcome"] == "applied")
+        return sum(1 for entry in self.changes() if entry["action"] == "restore" and entry["outcome"] == "applied")
 
     def holder(self) -> str | None:
         lease = self.api.get("coordination.k8s.io", "leases", NS, "opsctl-serve")
@@ -239,7 +257,9 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
     api_calls: list[int] = []
     in_window: list[dict[str, int]] = []  # team mode: API calls between the trigger's receipt and the failover's start
     rates: list[float] = []  # deliveries recorded per second in each round's burst (first sent to last answered)
-    stages: dict[str, list[float]] = {"sent -> received": [], "received -> worker starts the failover": [],
+    stages: dict[str, list[float]] = {"sent -> received": [], "received -> answered (recorded, queued)": [],
+                                      "answered -> worker starts the failover": [],
+                                      "received -> worker starts the failover": [],
                                       "failover: guards, actuator write, record": []}
     try:
         if mode.api is not None:
@@ -250,7 +270,7 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
         # Like Alertmanager, each sender keeps its HTTP connection open between deliveries.
         timeout = 30 + 40 * api_latency
         connections = [http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout) for _ in range(CONCURRENCY)]
-        for r in range(rounds):
+        for r in range(WARMUP + rounds):
             starts = f"2026-11-29T{10 + r // 3600 % 10:02d}:{r // 60 % 60:02d}:{r % 60:02d}.5Z"
             trigger = alert(fingerprint=f"ff{r:06x}", starts_at=starts)
             payloads = [message(trigger, group_key=f"trigger-{r}")] + [
@@ -292,6 +312,8 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
                 api_calls.append(len(mode.api.requests) - calls_before)
             row = wait(lambda: failover_row(workdir, r), round_timeout, "the failover's record")
             stages["sent -> received"].append((row["received_at"] - sent[0]) * 1000)
+            stages["received -> answered (recorded, queued)"].append((answered[0] - row["received_at"]) * 1000)
+            stages["answered -> worker starts the failover"].append((row["started_at"] - answered[0]) * 1000)
             stages["received -> worker starts the failover"].append((row["started_at"] - row["received_at"]) * 1000)
             stages["failover: guards, actuator write, record"].append((applied["ts"] - row["started_at"]) * 1000)
             if mode.api is not None:  # where the trigger's hop to the worker goes: every API call in that window
@@ -312,6 +334,10 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
         for conn in connections:
             conn.close()
         metrics = server.metrics()
+        # The warm-up rounds are not timed (first imports, connections, documents and failover).
+        trigger_ms, answer_ms, rates = trigger_ms[WARMUP:], answer_ms[WARMUP * CONCURRENCY:], rates[WARMUP:]
+        api_calls, in_window = api_calls[WARMUP:], in_window[WARMUP:]
+        stages = {name: values[WARMUP:] for name, values in stages.items()}
     finally:
         server.stop()
         if mode.api is not None:

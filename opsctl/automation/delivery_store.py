@@ -39,6 +39,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
+import time
 import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable
@@ -61,6 +62,14 @@ RECENT = 600  # seconds a finished key is kept whatever the bounds (a notificati
 # the Lease to expire, lease_duration after a renewal the leader made at most renew_deadline before.
 # The service passes half that margin; older, the claim is re-taken by one write as it was recorded.
 FRESH = 2.0
+# Seconds at most that a write recording only alerts no policy matches waits while actionable work is
+# in progress on this replica (an actionable admit, or the work queue holding an event: `acting`).
+# On a busy process and API server those writes are what the trigger's own write, its episode path
+# and its failover queue behind. The quiet deliveries are recorded on a lane of their own
+# (server.py), so their wait never holds a thread an actionable delivery needs; they still answer
+# 202 only once recorded, at worst this much later, and they ride along with an actionable write of
+# their piece if one comes first.
+HOLD_OFF = 1.0
 
 
 class DeliveryLogFull(OpsctlError):
@@ -109,8 +118,12 @@ class _Waiter:
 
 class SharedDeliveryLog:
     def __init__(self, store, *, clock: Callable[[], float], owner: str, lease: float = DEFAULT_LEASE,
-                 term: Callable[[], str | None] = lambda: None, fresh: float = FRESH):
+                 term: Callable[[], str | None] = lambda: None, fresh: float = FRESH,
+                 acting: Callable[[], bool] = lambda: False, hold_off: float = HOLD_OFF):
         self.store = store
+        self.acting = acting  # whether actionable events are being worked on here (quiet writes wait)
+        self.hold_off = hold_off
+        self._urgent = 0  # admits with an actionable event in progress
         self.fresh = fresh  # seconds an admit's own claim is taken as it is (see FRESH)
         self.clock = clock
         self.owner = owner
@@ -125,22 +138,40 @@ class SharedDeliveryLog:
         self.last_waiting: int | None = None  # events waiting for a retry, as the last sweep read them
         # Each piece as this replica last read or wrote it: the next write starts from it (no read).
         self._known: dict[int, Document] = {}
+        self._generation: dict[int, int] = {}  # per piece: writes answered (reads older than one are not kept)
+        self._known_lock = threading.Lock()
         # Events admitted already claimed by this replica: key -> (the claim, its lease end, its term).
         self._mine: dict[str, tuple[ClaimedEvent, float, str | None]] = {}
         self._mine_lock = threading.Lock()
 
+    def nudge(self) -> None:
+        """Actionable work ended here: quiet writes held back look again at once."""
+        with self._commit:
+            self._commit.notify_all()
+
     # -- pieces -----------------------------------------------------------------------------------
 
     def _read(self, index: int) -> dict:
+        with self._known_lock:
+            generation = self._generation.get(index, 0)
         doc = self.store.get(piece_name(index))
-        self._remember(index, doc)
+        # A read that was in flight while this replica wrote the piece may answer the version before
+        # that write: it is not remembered over the newer one (the next write would meet 409).
+        self._remember(index, doc, since=generation)
         return dict(doc.data.get("events", {})) if doc else {}
 
-    def _remember(self, index: int, doc: Document | None) -> None:
-        if doc is None:
-            self._known.pop(index, None)
-        else:
-            self._known[index] = doc
+    def _remember(self, index: int, doc: Document | None, *, since: int | None = None) -> None:
+        """Keep `doc` as the piece's last known version. A write's answer always replaces it (and
+        counts a generation); a read's only when no write of the piece was answered since it began."""
+        with self._known_lock:
+            if since is not None and self._generation.get(index, 0) != since:
+                return
+            if since is None:
+                self._generation[index] = self._generation.get(index, 0) + 1
+            if doc is None:
+                self._known.pop(index, None)
+            else:
+                self._known[index] = doc
 
     def _read_shared(self, index: int) -> dict:
         """One piece's events; readers arriving while a read of it is in flight share that read (for
@@ -191,7 +222,9 @@ class SharedDeliveryLog:
                     self._remember(index, self.store.put(piece_name(index), data, version=known.version))
                     return
                 except ConflictError:
-                    self._known.pop(index, None)
+                    with self._known_lock:
+                        if self._known.get(index) is known:
+                            self._known.pop(index, None)
         self._remember(index, self.store.update(piece_name(index), apply, attempts=ATTEMPTS))
 
     def _term_now(self) -> str | None:
@@ -227,10 +260,20 @@ class SharedDeliveryLog:
             by_piece.setdefault(piece_of(ev.key), []).append(ev)
         new: list[NewEvent] = []
         left_out = 0
-        for index in sorted(by_piece):
-            added, refused = self._admit_piece(index, by_piece[index], now, claim)
-            new += added
-            left_out += refused
+        urgent = any(ev.needs_action for ev in events)
+        if urgent:
+            with self._commit:
+                self._urgent += 1
+        try:
+            for index in sorted(by_piece):
+                added, refused = self._admit_piece(index, by_piece[index], now, claim)
+                new += added
+                left_out += refused
+        finally:
+            if urgent:
+                with self._commit:
+                    self._urgent -= 1
+                    self._commit.notify_all()
         if left_out:
             # The sender gets 503 and nothing is queued from this admit: what it recorded claimed is
             # handed back to pending, for the sweep (as every event of a full admit was before).
@@ -247,11 +290,19 @@ class SharedDeliveryLog:
         """Group commit: deliveries arriving while a write of this piece is in flight wait for it, and
         the next write records all of them at once (one compare-and-swap for many deliveries)."""
         waiter = _Waiter(events, now, claim)
+        hold_until = time.monotonic() + self.hold_off
         with self._commit:
             self._waiting.setdefault(index, []).append(waiter)
             while not waiter.done:
                 if index in self._writing:
                     self._commit.wait()
+                    continue
+                # A batch of only alerts no policy matches, while actionable work is in progress
+                # here: it goes behind (at most hold_off), or rides along with an actionable write.
+                left = hold_until - time.monotonic()
+                if left > 0 and (self._urgent or self.acting()) \
+                        and not any(ev.needs_action for w in self._waiting[index] for ev in w.events):
+                    self._commit.wait(min(left, 0.05))
                     continue
                 batch, self._waiting[index] = self._waiting[index], []
                 self._writing.add(index)

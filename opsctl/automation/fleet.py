@@ -224,6 +224,12 @@ class FleetService:
                 parts.setdefault(value, []).append(alert)
         return parts, unrouted
 
+    def urgent(self, message: "AlertmanagerMessage") -> bool:
+        """Whether a policy of the service an alert names matches it (server.py's urgent lane)."""
+        parts, _ = self.route(message)
+        return any(self.services[name].urgent(dataclasses.replace(message, alerts=tuple(alerts)))
+                   for name, alerts in parts.items())
+
     def accept_alertmanager(self, message: "AlertmanagerMessage", received_at: float) -> Answer:
         parts, unrouted = self.route(message)
         for item in unrouted:

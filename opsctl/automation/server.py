@@ -22,10 +22,14 @@ MAX_BODY_READS x body_limit whatever the number of connections. Log messages hav
 characters escaped, so a CR/LF in a payload cannot forge a log line.
 
 Accepted deliveries are answered 202 once recorded and queued; the actions run afterwards.
-Recording goes to the shared state (the API server in kubernetes mode), so it runs on RECORDERS
-threads of its own, never on the event loop: a slow API server delays the deliveries' answers, not
-/healthz, /readyz or /metrics. At most MAX_RECORDING deliveries wait to be recorded; past that a
-delivery is 503 at once (senders retry) instead of piling up.
+Recording goes to the shared state (the API server in kubernetes mode), so it runs on threads of
+its own, never on the event loop: a slow API server delays the deliveries' answers, not /healthz,
+/readyz or /metrics. Two lanes (issue 22, the trigger path): a delivery with an event some policy
+matches (matched on receipt, no I/O) and every PagerDuty event go to the urgent lane
+(URGENT_RECORDERS threads), the rest (recorded for dedupe and the record only) to the quiet lane
+(RECORDERS threads), so an actionable delivery never waits for a thread behind a burst of alerts
+nothing acts on. Each lane holds at most MAX_RECORDING deliveries being or waiting to be recorded;
+past that a delivery is 503 at once (senders retry) instead of piling up.
 """
 
 from __future__ import annotations
@@ -56,8 +60,9 @@ log = logging.getLogger("opsctl.automation")
 MAX_JSON_DEPTH = 32
 MAX_BODY_READS = 32  # bodies read at once: memory is bounded by this x body_limit
 CHALLENGE = 'Bearer realm="opsctl", Basic realm="opsctl"'
-RECORDERS = 16  # threads recording deliveries in the delivery log (off the event loop)
-MAX_RECORDING = 64  # deliveries being or waiting to be recorded; more are 503 at once
+RECORDERS = 16  # threads recording deliveries no policy acts on (the quiet lane, off the event loop)
+URGENT_RECORDERS = 4  # threads recording deliveries with an event to act on (the urgent lane)
+MAX_RECORDING = 64  # deliveries being or waiting to be recorded, per lane; more are 503 at once
 READY_EVERY = 1.0  # seconds between background readiness checks
 READY_STALE = 30.0  # a check that has not completed for this long makes the replica not ready
 
@@ -197,24 +202,25 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
               body_limit: int, read_timeout: float = 10.0, max_event_age: float = 3600.0) -> Starlette:
     metrics = service.metrics
     reads = asyncio.Semaphore(MAX_BODY_READS)
-    recorder = ThreadPoolExecutor(RECORDERS, thread_name_prefix="opsctl-record")
-    recording = [0]  # touched on the event loop only
+    lanes = {"quiet": ThreadPoolExecutor(RECORDERS, thread_name_prefix="opsctl-record"),
+             "urgent": ThreadPoolExecutor(URGENT_RECORDERS, thread_name_prefix="opsctl-record-urgent")}
+    recording = {"quiet": 0, "urgent": 0}  # touched on the event loop only
     readiness = Readiness(service.ready)
     metrics.watch("opsctl_serve_recording", "Deliveries being recorded or waiting to be (off the event loop).",
-                  lambda: recording[0])
+                  lambda: sum(recording.values()))
     metrics.watch("opsctl_serve_ready", "1 when the last background readiness check passed (shared state"
                   " reachable, queue not full).", lambda: readiness.reachable)
 
-    async def record(source: str, accept, *args):
-        """Run `accept` (which records in the delivery log, maybe on the API server) on a recorder
-        thread: the event loop goes on serving probes and other requests meanwhile."""
-        if recording[0] >= MAX_RECORDING:
+    async def record(lane: str, accept, *args):
+        """Run `accept` (which records in the delivery log, maybe on the API server) on a thread of
+        `lane`: the event loop goes on serving probes and other requests meanwhile."""
+        if recording[lane] >= MAX_RECORDING:
             raise Rejected(503, "busy", "too many deliveries waiting to be recorded: retry later", {"Retry-After": "1"})
-        recording[0] += 1
+        recording[lane] += 1
         try:
-            return await asyncio.get_running_loop().run_in_executor(recorder, accept, *args)
+            return await asyncio.get_running_loop().run_in_executor(lanes[lane], accept, *args)
         finally:
-            recording[0] -= 1
+            recording[lane] -= 1
 
     def refused(source: str, exc: Rejected) -> Response:
         metrics.delivery(source, exc.result)
@@ -236,7 +242,8 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
                 message = AlertmanagerMessage.parse(data)
             except PayloadError as exc:
                 raise Rejected(400, "bad_request", str(exc)) from None
-            answer = await record("alertmanager", service.accept_alertmanager, message, received)
+            lane = "urgent" if service.urgent(message) else "quiet"  # policies matched on receipt
+            answer = await record(lane, service.accept_alertmanager, message, received)
         except Rejected as exc:
             return refused("alertmanager", exc)
         return JSONResponse(answer.body, status_code=answer.status)
@@ -267,7 +274,7 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
             if age > max_event_age or age < -300:  # a replay of an old signed body, or a clock gone wrong
                 raise Rejected(400, "stale", f"event {event.id} occurred {age:.0f}s ago, outside the"
                                             f" {max_event_age:.0f}s this endpoint accepts")
-            answer = await record("pagerduty", service.accept_pagerduty, event, webhook_id, received)
+            answer = await record("urgent", service.accept_pagerduty, event, webhook_id, received)
         except Rejected as exc:
             return refused("pagerduty", exc)
         return JSONResponse(answer.body, status_code=answer.status)
@@ -305,7 +312,8 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, starter.join, 60.0)
             await loop.run_in_executor(None, service.stop)
-            recorder.shutdown(wait=False, cancel_futures=True)
+            for pool in lanes.values():
+                pool.shutdown(wait=False, cancel_futures=True)
 
     routes = [
         Route("/v1/alertmanager", alertmanager, methods=["POST"]),

@@ -92,8 +92,11 @@ class AutomationService:
             if self.elector is not None:
                 duration, deadline, _ = settings.leader_election.seconds
                 fresh = max(0.0, min(FRESH, (duration - deadline) / 2))
+            # Writes of only alerts no policy matches wait (bounded, HOLD_OFF) while this replica
+            # has actionable events queued or in hand that took no action yet: the trigger's path goes first.
             self.deliveries = SharedDeliveryLog(store, clock=clock, owner=owner, fresh=fresh,
-                                                term=self.term if self.elector is not None else (lambda: None))
+                                                term=self.term if self.elector is not None else (lambda: None),
+                                                acting=self._in_hand)
             self.episodes = SharedEpisodeStore(store, local_path=path, clock=clock, owner=owner,
                                                term=self.term if self.elector is not None else None)
             if self.elector is not None:
@@ -111,6 +114,10 @@ class AutomationService:
         # publishes a count read after the write before the counter shows it (issue 22).
         self._settling: set[int] = set()
         self._settled = threading.Condition()
+        # Events queued or in hand here that have taken no action yet (quiet writes wait for them).
+        self._hot: set[str] = set()
+        self._hot_lock = threading.Lock()
+        self._worker = threading.local()  # the event a worker thread is on, for _count
         self._tokens = 0
         self.metrics = ServeMetrics(lambda: self.queue.depth, settings.queue_size, leader=self.acting,
                                     waiting=self.waiting)
@@ -231,6 +238,11 @@ class AutomationService:
 
     # -- deliveries ---------------------------------------------------------------------------
 
+    def urgent(self, message: AlertmanagerMessage) -> bool:
+        """Whether some policy matches an alert of the notification (no I/O: the server asks on
+        receipt, to record it on the urgent lane, never behind alerts nothing acts on)."""
+        return any(matching(self.engine.policies, alert.labels) for alert in message.alerts)
+
     def accept_alertmanager(self, message: AlertmanagerMessage, received_at: float) -> Answer:
         events = []
         for alert in message.alerts:
@@ -300,18 +312,41 @@ class AutomationService:
             if not self.acting():
                 left = new  # recorded in the shared state: the leader's sweep queues it there
                 new = []
-            elif new and not self.queue.offer([(e.partition, e.key) for e in new]):
+            elif new and not self._offer_hot(new):
                 left = [e for e in new if not self.queue.offer([(e.partition, e.key)])]
                 log.warning("queue full: %d of %d events queued, the sweep queues the rest", len(new) - len(left),
                             len(new))
             else:
                 left = []
+            if new and left:
+                self._cool([e.key for e in left])
             if claim and left:
                 self._release(left)
         if idle:
             self.metrics.events.labels("no_policy").inc(idle)
         self.metrics.delivery(source, "accepted")
         return Answer(202, {"status": "accepted", "events": len(events), "new": len(new) + idle, "queued": len(new)})
+
+    def _offer_hot(self, events: list[NewEvent]) -> bool:
+        """Queue the admitted events, marked in hand until their first action (or their end)."""
+        with self._hot_lock:
+            self._hot.update(e.key for e in events)
+        if self.queue.offer([(e.partition, e.key) for e in events]):
+            return True
+        self._cool([e.key for e in events])
+        return False
+
+    def _cool(self, keys) -> None:
+        with self._hot_lock:
+            self._hot.difference_update(keys)
+
+    def _in_hand(self) -> bool:
+        """Whether actionable events queued or in hand here have taken no action yet: the delivery
+        log holds quiet writes back meanwhile (bounded). A key left over from an event the queue
+        never ran does not count once the queue is empty."""
+        with self._hot_lock:
+            hot = bool(self._hot)
+        return hot and self.queue.depth > 0
 
     def _release(self, events: list[NewEvent]) -> None:
         """Hand back events admitted claimed that this replica will not work on (pending again at
@@ -327,6 +362,18 @@ class AutomationService:
 
     def process(self, key: str) -> None:
         """Worker: act on one event if this replica acts and this worker wins the claim."""
+        with self._hot_lock:
+            self._hot.add(key)
+        self._worker.key = key
+        try:
+            self._process(key)
+        finally:
+            self._worker.key = None
+            if self.shared:
+                self._cool([key])
+                self.deliveries.nudge()  # quiet writes held back behind this event look again
+
+    def _process(self, key: str) -> None:
         if not self.acting():
             if self.shared:  # admitted claimed while this replica led: hand it to whoever leads now
                 self._release([NewEvent(key, "", "", {})])
@@ -405,6 +452,10 @@ class AutomationService:
 
     def _count(self, taken: Taken) -> None:
         self.metrics.action(taken.policy, taken.action, taken.outcome.status, taken.seconds)
+        key = getattr(self._worker, "key", None)
+        if key is not None and self.shared:  # its first action is taken: quiet writes need not wait for the rest
+            self._cool([key])
+            self.deliveries.nudge()
 
     def _maintain(self) -> None:
         last_sweep = last_prune = 0.0

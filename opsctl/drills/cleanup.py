@@ -45,7 +45,8 @@ def _pending(state: RunState) -> dict:
 
 def _one(user_cfg, state: RunState, dry_run: bool, progress) -> dict:
     from opsctl.drills.env.registry import open_environment
-    from opsctl.drills.report import report_from_state, write_reports
+    from opsctl.drills.render import write_reports
+    from opsctl.drills.report import report_from_state
     from opsctl.drills.rollback import Rollbacks
     from opsctl.drills.scenario import load_scenario
 

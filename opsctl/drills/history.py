@@ -140,17 +140,17 @@ def history_data(groups: dict[str, list[HistoryRun]]) -> list[dict]:
 
 
 def render_html(groups: dict[str, list[HistoryRun]]) -> str:
-    from opsctl.drills.report import _CSS, _table
+    from opsctl.drills.render import CSS, table
     from opsctl.drills.svg import trend_chart
 
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"><title>Drill history</title>',
-             f"<style>{_CSS}</style></head><body>", "<h1>Drill history</h1>"]
+             f"<style>{CSS}</style></head><body>", "<h1>Drill history</h1>"]
     for name, runs in sorted(groups.items()):
         t = trend(runs)
         parts.append(f'<h2 id="{escape(name)}">{escape(name)}: {escape(runs[-1].title)}</h2>')
         parts.append(f"<p>{len(runs)} run(s). Newest: {escape(trend_text(t))}.</p>")
         parts.append(trend_chart([r.to_dict() for r in runs]))
-        parts.append(_table(["run", "mode", "outcome", "detect", "mitigate", "budget spent", "action items"], [
+        parts.append(table(["run", "mode", "outcome", "detect", "mitigate", "budget spent", "action items"], [
             [(r.run_id, "nowrap"), r.mode, (r.outcome, "pass" if r.outcome == "passed" else "fail"),
              value_text(r.detect, "duration"), value_text(r.mitigate, "duration"),
              value_text(r.budget_spent, "share") + (f" ({r.budget_slo})" if r.budget_slo else ""), r.action_items]

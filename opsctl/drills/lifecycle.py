@@ -184,7 +184,7 @@ class Lifecycle:
     def run(self, wall_start: float) -> tuple[Outcome, dict, dict]:
         """Every phase in order, each handed the one before's result; rollbacks always; then the
         report from every result. Returns the outcome, the report's data and the paths written."""
-        from opsctl.drills.report import write_reports
+        from opsctl.drills.render import write_reports
 
         w = self.world
         prepared = self._phase("preflight", w.prepare)

@@ -131,7 +131,7 @@ def test_a_step_whose_expectation_failed_is_not_reported_twice():
 
 
 def test_a_chain_drill_report_draws_its_hop_waterfall_instead_of_no_samples(vendor):
-    from opsctl.drills.report import render_html, render_markdown
+    from opsctl.drills.render import render_html, render_markdown
 
     _, _, data = vendor
     hops = [{"hop": "fault", "component": "exporter", "title": "fault switched on", "required": True,

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from opsctl.config import Config
     from opsctl.paging.base import Pager
     from opsctl.tickets.base import TicketProvider
+    from opsctl.traffic.service import TrafficService
 
 
 class DrillEnvironment(Protocol):
@@ -57,15 +58,17 @@ class DrillEnvironment(Protocol):
     def close(self) -> None: ...
 
 
-class PagingAndTickets:
-    """The pager and ticket desks of an environment, opened once, on first use, on its own config
-    and clock. Both environments mix this in; a subclass needs `cfg`, `clock`, `_pager = None` and
-    `_desks = {}`."""
+class DrillActors:
+    """The pager, the ticket desks and the traffic front door of an environment, opened once, on
+    first use, on its own config, clock and run. Both environments mix this in; a subclass needs
+    `cfg`, `clock`, `run_id`, `_pager = None`, `_desks = {}` and `_traffic = None`."""
 
     cfg: Config
     clock: object  # SimClock | WallClock
+    run_id: str
     _pager: Pager | None
     _desks: dict[str, TicketProvider]
+    _traffic: "TrafficService | None"
 
     def pager(self):
         if self._pager is None:
@@ -80,6 +83,20 @@ class PagingAndTickets:
 
             self._desks[vendor] = open_ticket_provider(self.cfg, vendor, clock=self.clock)
         return self._desks[vendor]
+
+    def traffic(self):
+        """The traffic front door, as every actor builds it, with the drill's clock, actor and pager."""
+        if self._traffic is None:
+            from opsctl.traffic.service import TrafficService
+
+            self._traffic = TrafficService(
+                self.cfg, clock=self.clock, actor=drill_actor(self.run_id),
+                hooks=drill_hooks(self.cfg, self.clock, self.pager()),
+                audit_fields=audit_fields(self.run_id))
+        return self._traffic
+
+    def controller(self):
+        return self.traffic().controller
 
 
 def with_drill_freeze(cfg: "Config", scenario, start: float, end: float) -> "Config":

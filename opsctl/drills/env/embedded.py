@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from opsctl.clock import SimClock
-from opsctl.drills.env.base import PagingAndTickets, audit_fields, drill_actor, drill_hooks, with_drill_freeze
+from opsctl.drills.env.base import DrillActors, with_drill_freeze
 
 if TYPE_CHECKING:
     from opsctl.drills.simworld import SimWorld
@@ -40,7 +40,7 @@ def embedded_config(cfg, run_dir: Path):
     )
 
 
-class EmbeddedEnvironment(PagingAndTickets):
+class EmbeddedEnvironment(DrillActors):
     mode = "embedded"
 
     def __init__(self, user_cfg, scenario, run_id: str, run_dir: Path, *, sim_now: float | None = None):
@@ -93,20 +93,6 @@ class EmbeddedEnvironment(PagingAndTickets):
 
     def vendor_ledger(self, vendor: str):
         return getattr(self.tickets(vendor), "channel", None)
-
-    def traffic(self):
-        """The traffic front door, as every actor builds it, with the drill's clock, actor and pager."""
-        if self._traffic is None:
-            from opsctl.traffic.service import TrafficService
-
-            self._traffic = TrafficService(
-                self.cfg, clock=self.clock, actor=drill_actor(self.run_id),
-                hooks=drill_hooks(self.cfg, self.clock, self.pager()),
-                audit_fields=audit_fields(self.run_id))
-        return self._traffic
-
-    def controller(self):
-        return self.traffic().controller
 
     def injector(self, name: str):
         from opsctl.drills.faults.registry import injector

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Callable
 
 from opsctl.clock import WallClock
-from opsctl.drills.env.base import PagingAndTickets, audit_fields, drill_actor, drill_hooks, with_drill_freeze
+from opsctl.drills.env.base import DrillActors, with_drill_freeze
 
 SLEEP_SLICE = 0.25  # seconds: how promptly a stop request (Ctrl-C) is noticed while waiting
 
 
-class LiveEnvironment(PagingAndTickets):
+class LiveEnvironment(DrillActors):
     mode = "live"
 
     def __init__(self, user_cfg, scenario, run_id: str, run_dir: Path):
@@ -56,20 +56,6 @@ class LiveEnvironment(PagingAndTickets):
     def vendor_ledger(self, vendor: str):
         channel = getattr(self.tickets(vendor), "channel", None)
         return channel if getattr(channel, "name", None) == "local" else None
-
-    def traffic(self):
-        """The traffic front door, as every actor builds it, with the drill's clock, actor and pager."""
-        if self._traffic is None:
-            from opsctl.traffic.service import TrafficService
-
-            self._traffic = TrafficService(
-                self.cfg, clock=self.clock, actor=drill_actor(self.run_id),
-                hooks=drill_hooks(self.cfg, self.clock, self.pager()),
-                audit_fields=audit_fields(self.run_id))
-        return self._traffic
-
-    def controller(self):
-        return self.traffic().controller
 
     def injector(self, name: str):
         from opsctl.drills.faults.registry import injector

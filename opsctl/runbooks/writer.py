@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Mapping
 
 from opsctl.errors import OpsctlError
-from opsctl.runbooks.generator import GENERATED_MARK
+from opsctl.runbooks.render import GENERATED_MARK
 
 
 @dataclass

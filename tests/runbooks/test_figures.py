@@ -15,7 +15,8 @@ from opsctl.config import load_config_file
 from opsctl.errors import OpsctlError, UsageError
 from opsctl.runbooks import facts
 from opsctl.runbooks.generator import generate as generate_in_process
-from opsctl.runbooks.generator import load_plans, plan_runbooks, render, template_environment
+from opsctl.runbooks.generator import load_plans, plan_runbooks
+from opsctl.runbooks.render import render, template_environment
 from opsctl.runbooks.writer import write
 
 # By hand: 28 d x 1440 min x (1 - 0.9999) = 4.032 min of full outage.

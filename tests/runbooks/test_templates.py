@@ -6,7 +6,7 @@ from __future__ import annotations
 import fnmatch
 import tomllib
 
-from opsctl.runbooks.generator import SHIPPED_TEMPLATES
+from opsctl.runbooks.render import SHIPPED_TEMPLATES
 from tests.conftest import REPO
 from tests.runbooks.conftest import read_dir
 

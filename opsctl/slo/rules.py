@@ -453,7 +453,7 @@ def subject(plan: SloRulePlan) -> str:
 
 
 def alert_annotations(plan: SloRulePlan, alert: BurnAlert, base_url: str, burn: float | None = None,
-                cause: str | None = None) -> dict[str, str]:
+                      cause: str | None = None) -> dict[str, str]:
     """Alert annotations: Go templates for the rule (burn None), or their rendering for a burn rate
     and the cause the in-process evaluation found (None: the SLO's fixed cause).
 

@@ -181,8 +181,20 @@ class FreezeWindow(Model):
     duration: Duration | None = None
     reason: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         validate_window(self)
+
+    def fixed_range(self) -> tuple[str, str]:
+        """`start` and `end` of a fixed freeze (validate_window saw both or neither)."""
+        if self.start is None or self.end is None:
+            raise ValueError(f"freeze {self.name!r} is recurring, not fixed")
+        return self.start, self.end
+
+    def recurrence(self) -> tuple[str, int]:
+        """`cron` and the duration in seconds of a recurring freeze."""
+        if self.cron is None or self.duration is None:
+            raise ValueError(f"freeze {self.name!r} is fixed, not recurring")
+        return self.cron, self.duration.seconds
 
 
 def validate_window(window: FreezeWindow) -> None:
@@ -275,8 +287,9 @@ class FreezeCalendar:
         return FreezeSpan(window.name, start, end, window.timezone, window.reason, kind)
 
     def _fixed(self, window: FreezeWindow, tz) -> FreezeSpan:
-        start = _local(window.start, tz, "start").timestamp()
-        return self._span(window, start, _local(window.end, tz, "end").timestamp(), "fixed")
+        start_text, end_text = window.fixed_range()
+        start = _local(start_text, tz, "start").timestamp()
+        return self._span(window, start, _local(end_text, tz, "end").timestamp(), "fixed")
 
     def _latest_start(self, window: FreezeWindow, at: float) -> FreezeSpan | None:
         """The occurrence that started last at or before `at` (it may have ended)."""
@@ -284,8 +297,8 @@ class FreezeCalendar:
         if window.cron is None:
             span = self._fixed(window, tz)
             return span if span.start <= at else None
-        duration = window.duration.seconds
-        schedule = parse_cron(window.cron)
+        cron, duration = window.recurrence()
+        schedule = parse_cron(cron)
         today = datetime.fromtimestamp(at, tz=tz).date()
         oldest = datetime.fromtimestamp(at - duration, tz=tz).date() - timedelta(days=1)
         day = today
@@ -302,8 +315,8 @@ class FreezeCalendar:
         if window.cron is None:
             span = self._fixed(window, tz)
             return span if span.start > at else None
-        duration = window.duration.seconds
-        schedule = parse_cron(window.cron)
+        cron, duration = window.recurrence()
+        schedule = parse_cron(cron)
         day = datetime.fromtimestamp(at, tz=tz).date()
         for _ in range(366 * 8 + 1):  # Feb 29 schedules repeat within 8 years
             if schedule.day_matches(day):

@@ -191,10 +191,16 @@ def run(app, scenario, live, dry_run, quiet, chain, routing, chain_timeout, outp
     cfg = app.config
     sc = load_scenario(resolve_scenario(scenario, cfg))
     if chain:
-        from opsctl.cli.drill_chain import run_chain
+        from opsctl.drills.chain.launch import launch_chain
 
-        run_chain(app, sc, live=live, dry_run=dry_run, quiet=quiet, routing=routing, timeout=chain_timeout,
-                  output=output, progress=_progress, show_plan=_show_plan, finish=_finish)
+        launched = launch_chain(sc, cfg, live=live, dry_run=dry_run, routing=routing, timeout=chain_timeout,
+                                progress=None if quiet else _progress)
+        if launched.drill is None:
+            from opsctl.drills.chain.plan import plan_text
+
+            _show_plan(launched.plan, output, plan_text)
+        else:
+            _finish(launched.drill.run(), output)
         return
     if dry_run:
         from opsctl.drills.plan import dry_run_plan

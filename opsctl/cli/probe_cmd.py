@@ -63,54 +63,27 @@ def consistency(app, golden_path, backends, repeat, push, push_to, pushgateway_u
     """
     from pathlib import Path
 
-    from opsctl.clock import WallClock
-    from opsctl.errors import OpsctlError, UsageError
-    from opsctl.quality.endpoints import choose_backends, open_clients
+    from opsctl.errors import OpsctlError
+    from opsctl.quality.endpoints import choose_backends
     from opsctl.quality.golden import load_golden
-    from opsctl.quality.probe import analyze, apply_repeats, run_probe, samples
-    from opsctl.quality.push.registry import open_sink
+    from opsctl.quality.probe_run import check_push_flags, mixed_apis, open_push, run_consistency
 
-    if (push_to or pushgateway_url or dry_run) and not push:
-        raise UsageError("--push-to, --pushgateway-url and --dry-run go with --push")
+    check_push_flags(push=push, push_to=push_to, pushgateway_url=pushgateway_url, dry_run=dry_run)
     cfg = app.config
     cases = load_golden(Path(golden_path))
     names = choose_backends(cfg, backends)
-    clock = WallClock()
-    settings = cfg.quality.probe
-    sink = target = None
-    if push:  # a bad target fails before the probe runs
-        target = open_sink(cfg, push_to or ("pushgateway" if pushgateway_url else None), url=pushgateway_url)
-        sink = open_sink(cfg, "none") if dry_run else target
-    apis = {cfg.endpoints[n].api for n in names}
-    if len(apis) > 1:
-        click.echo("warning: the backends use different APIs (" + ", ".join(f"{n}: {cfg.endpoints[n].api}" for n in names)
-                   + "); the chat template changes answers and prompt-token counts on one side only", err=True)
-    clients = open_clients(cfg, names, clock=clock)
-    runs: dict[str, list] = {name: [] for name in names}
-    try:
-        for _ in range(repeat):
-            answers = run_probe(cases, clients, deadline_seconds=settings.deadline, concurrency=settings.concurrency,
-                                clock=clock)
-            for name, got in answers.items():
-                runs[name].append(got)
-    finally:
-        for client in clients.values():
-            client.close()
-    report = analyze(cases, {name: got[0] for name, got in runs.items()}, settings)
-    if repeat > 1:
-        apply_repeats(report, cases, runs, settings)
-    data = report.to_dict()
-    if sink is not None:
-        pushed = samples(report, service=cfg.service, at=clock.now(), between_threshold=settings.min_exact_match_between)
-        sink.push(pushed, clock.now())
-        data["pushed"] = {"target": target.description, "samples": len(pushed), "dry_run": dry_run}
-        if dry_run and output == "table":
-            for s in pushed:
-                labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
-                click.echo(f"would push {s.name}{{{labels}}} {s.value:g}", err=True)
-    emit(data, output, table=_table)
-    if not report.passed:
-        failed = [c.name for c in report.checks if not c.ok]
+    target = open_push(cfg, push_to=push_to, pushgateway_url=pushgateway_url, dry_run=dry_run) if push else None
+    warning = mixed_apis(cfg, names)
+    if warning:
+        click.echo(warning, err=True)
+    run = run_consistency(cfg, cases, names, repeat=repeat, push=target)
+    if dry_run and output == "table":
+        for s in run.pushed or ():
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+            click.echo(f"would push {s.name}{{{labels}}} {s.value:g}", err=True)
+    emit(run.to_dict(), output, table=_table)
+    if not run.report.passed:
+        failed = [c.name for c in run.report.checks if not c.ok]
         raise OpsctlError(f"consistency probe failed {len(failed)} check(s): {', '.join(failed)}")
 
 

@@ -120,7 +120,7 @@ def ab_horizons(plan: RolloutPlan) -> tuple[dict[int, int], dict[int, list]]:
     for index, (stage_kind, _, _, seconds) in enumerate(step_list(plan)):
         if stage_kind != "ab":
             continue
-        stage = [s.ab for s in plan.stages if s.kind == "ab"][len(sizes)]
+        stage = [s.ab for s in plan.stages if s.ab is not None][len(sizes)]
         found = []
         for metric in stage.metrics:
             if metric.baseline is None or stage.daily_trials is None:
@@ -129,6 +129,6 @@ def ab_horizons(plan: RolloutPlan) -> tuple[dict[int, int], dict[int, list]]:
                                daily_trials=stage.daily_trials, share=stage.share / 100)
             found.append((metric.name, size))
         sizes[index] = found
-        days = max((s.days for _, s in found), default=0.0)
+        days = max((s.days for _, s in found if s.days is not None), default=0.0)
         durations[index] = max(seconds, int(-(-days // 1)) * 86400)
     return durations, sizes

@@ -121,7 +121,7 @@ class Analysis(Model):
     success: str
     failure: str
     failure_limit: int = 0  # failed measurements tolerated; one more aborts
-    interval: Duration = "1h"  # how often the check is measured during the step
+    interval: Duration = Duration("1h")  # how often the check is measured during the step
     args: AnalysisArgs = field(default_factory=AnalysisArgs)  # the check's own parameters (ARGS_OF)
 
     def __post_init__(self):

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Any, Sequence
 
 from opsctl.clock import format_rfc3339
 from opsctl.metrics.base import MetricSource
 from opsctl.slo import conventions as cv
-from opsctl.slo.model import SloDefinition, counts_from
-from opsctl.slo.recorded import Recorded, recorded_plan
-from opsctl.slo.rules import BurnAlert, RuleSettings, SloRulePlan, alert_expr, alert_labels, annotations, plan_rules
+from opsctl.slo.model import SloDefinition, counts_from, given
+from opsctl.slo.recorded import GroupedSource, Recorded, answers_grouped, recorded_plan
+from opsctl.slo.rules import BurnAlert, RuleSettings, SloRulePlan, alert_annotations, alert_expr, alert_labels, plan_rules
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class FiringAlert:
     alertname: str
     severity: str
     slo: str
-    backend: str
+    backend: str | None  # None: an SLO without a backend label
     service: str
     long_window: str
     short_window: str
@@ -56,7 +56,7 @@ class FiringAlert:
     category: str = "availability"
     tier: str = ""  # "fast": the fast-burn tier
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "alertname": self.alertname,
             "severity": self.severity,
@@ -90,7 +90,7 @@ class AbsentAlert:
     labels: dict[str, str] = field(compare=False)
     annotations: dict[str, str] = field(compare=False)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"alertname": cv.ABSENT_ALERT_NAME, "severity": self.severity, "category": "absent",
                 "cause": "absent", "slo": self.slo, "selector": self.selector, "for_seconds": self.for_seconds,
                 "at": format_rfc3339(self.at), "labels": dict(self.labels), "annotations": dict(self.annotations)}
@@ -129,7 +129,7 @@ class AlertEvaluation:
         joined = windows[0] if len(windows) == 1 else f"{', '.join(windows[:-1])} and {windows[-1]}"
         return f"{joined} window{'s' if len(windows) > 1 else ''}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = {
             "at": format_rfc3339(self.at),
             "firing": [a.to_dict() for a in self.firing],
@@ -174,7 +174,7 @@ def _check(plan: SloRulePlan, alert: BurnAlert, counts: dict[str, tuple[float | 
     burn_long, burn_short = long_ratio / budget, short_ratio / budget
     counted = plan.slo.counts_increases  # otherwise the rule has no traffic clause
     rate = valid_short / alert.short_seconds if counted else None
-    holds = burn_long > alert.factor and burn_short > alert.factor and (not counted or rate >= alert.min_request_rate)
+    holds = burn_long > alert.factor and burn_short > alert.factor and (rate is None or rate >= alert.min_request_rate)
     return _Check(holds, burn_long, burn_short, rate, valid_short)
 
 
@@ -183,7 +183,8 @@ def _check(plan: SloRulePlan, alert: BurnAlert, counts: dict[str, tuple[float | 
 
 
 def _counts_at(
-    source: MetricSource, at: float, needs: dict[str, tuple[SloRulePlan, set[str]]], recorded: Recorded | None = None
+    source: MetricSource, at: float, needs: dict[str, tuple[SloRulePlan, set[str]]],
+    recorded: Recorded | _ByBase | None = None
 ) -> dict[str, dict[str, tuple[float | None, float | None]]]:
     """(good, valid) per SLO and window at one instant, in one batch of queries per instant.
 
@@ -199,12 +200,12 @@ def _counts_at(
     for name, (plan, windows) in needs.items():
         spans = dict(plan.windows)
         for w in windows:
-            if w in plan.derived and name in use:
+            if recorded is not None and w in plan.derived and name in use:
                 asked = [(at, recorded.queries(name, spans[w]))]
             else:
                 instants = [at]
                 if w in plan.derived:
-                    instants = [at - j * plan.interval for j in range(plan.base[1] // plan.interval)]
+                    instants = [at - j * plan.interval for j in range(plan.recorded_base[1] // plan.interval)]
                 asked = [(when, plan.queries(f"{spans[w]}s")) for when in instants]
             plan_queries[(name, w)] = asked
             for when, queries in asked:
@@ -212,8 +213,8 @@ def _counts_at(
                     by_instant.setdefault(when, {}).setdefault(query)
     answers: dict[tuple[float, str], float | None] = {}
     for when, wanted in by_instant.items():
-        queries = list(wanted)
-        answers.update({(when, q): v for q, v in zip(queries, source.query_many(queries, when))})
+        batch = list(wanted)
+        answers.update({(when, q): v for q, v in zip(batch, source.query_many(batch, when))})
     out: dict[str, dict[str, tuple[float | None, float | None]]] = {}
     for name, (plan, windows) in needs.items():
         out[name] = {}
@@ -242,16 +243,30 @@ class _GroupSource:
 
     speaks_promql = False
 
-    def __init__(self, source: MetricSource, grouping: tuple[str, ...], key: tuple, shared: dict):
+    def __init__(self, source: GroupedSource, grouping: tuple[str, ...], key: tuple[str, ...],
+                 shared: dict[tuple[float, tuple[str, ...]], list[dict[tuple[str, ...], float | None]]]):
         self.source, self.grouping, self.key = source, grouping, key
         self.description = source.description
         self._shared = shared  # (at, queries) -> grouped answers, one ask for every group of an SLO
 
-    def query_many(self, queries: Sequence[str], at: float) -> list[float | None]:
-        asked = (at, tuple(queries))
+    def query_many(self, exprs: Sequence[str], at: float) -> list[float | None]:
+        asked = (at, tuple(exprs))
         if asked not in self._shared:
-            self._shared[asked] = self.source.query_grouped(list(queries), at, self.grouping)
+            self._shared[asked] = self.source.query_grouped(list(exprs), at, self.grouping)
         return [answer.get(self.key) for answer in self._shared[asked]]
+
+    # The rest of MetricSource, the source's own.
+    def check(self) -> None:
+        self.source.check()
+
+    def default_time(self) -> float:
+        return self.source.default_time()
+
+    def data_start(self, selectors: Sequence[str], at: float, span: int) -> list[float | None]:
+        return self.source.data_start(selectors, at, span)
+
+    def newest_sample(self, at: float) -> float | None:
+        return self.source.newest_sample(at)
 
 
 class _ByBase:
@@ -300,34 +315,36 @@ class AlertEvaluator:
         # its own series of the same queries (_GroupSource), as the rules' per-group series fire.
         self.grouped = [p for p in plans if p.slo.grouping]
         self.plans = [p for p in plans if not p.slo.grouping]
-        self._groups: dict[tuple[str, tuple], AlertEvaluator] = {}
-        self._shared: dict[str, dict] = {}
+        self._groups: dict[tuple[str, tuple[str, ...]], AlertEvaluator] = {}
+        self._shared: dict[str, dict[tuple[float, tuple[str, ...]], list[dict[tuple[str, ...], float | None]]]] = {}
         self.source = source
         self.settings = settings
         self.interval = settings.alerting.interval_seconds
         self._checks: dict[tuple[str, int, float], _Check] = {}
         self._unknown: dict[tuple[str, float], str | None] = {}
-        self._recorded: dict[float, Recorded | None] = {}
+        self._recorded: dict[float, _ByBase | None] = {}
 
     def _recorded_at(self, when: float) -> "_ByBase | None":
         """Whether the recorded increases span the alerts' derived windows at `when` (PromQL only):
         asked once per base window (each SLO's follows its period)."""
         if when not in self._recorded:
             derived = [p for p in self.plans if set(p.derived) & _windows(p.alerts)]
-            parts = {}
+            parts: dict[str, Recorded] = {}
             if derived and getattr(self.source, "speaks_promql", False):
-                for base in dict.fromkeys(p.base for p in derived):
+                for base in dict.fromkeys(p.recorded_base for p in derived):
                     group = [p for p in derived if p.base == base]
                     spans = [dict(p.windows)[w] for p in group for w in set(p.derived) & _windows(p.alerts)]
                     what = " and ".join(dict.fromkeys(w for p in group for a in p.alerts if not a.fast
                                                       for w in (a.long,) if w in p.derived))
-                    parts[base[0]] = recorded_plan([p.slo for p in group], self.source, when, max(spans),
-                                                   self.interval, what, base=base, service=self.settings.service)
-            self._recorded[when] = _ByBase(parts, {p.name: p.base[0] for p in derived}) if parts else None
+                    found = recorded_plan([p.slo for p in group], self.source, when, max(spans),
+                                          self.interval, what, base=base, service=self.settings.service)
+                    if found is not None:  # None only off PromQL, checked above
+                        parts[base[0]] = found
+            self._recorded[when] = _ByBase(parts, {p.name: p.recorded_base[0] for p in derived}) if parts else None
         return self._recorded[when]
 
     def _ensure(self, when: float, wanted: Sequence[tuple[SloRulePlan, int]], *, full: bool = False,
-                recorded: Recorded | None = None) -> None:
+                recorded: _ByBase | None = None) -> None:
         """Compute and remember the conditions of `wanted` (plan, alert index) at `when`; with `full`,
         also whether each plan has data over every window. `recorded`: which SLOs read their derived
         windows from the recorded increases (decided once per evaluation, at its instant)."""
@@ -368,15 +385,15 @@ class AlertEvaluator:
         from opsctl.errors import UsageError
         from opsctl.slo.report import group_name
 
-        ask = getattr(self.source, "query_grouped", None)
+        source = self.source if answers_grouped(self.source) else None
         out = []
         for plan in self.grouped:
-            if ask is None:
+            if source is None:
                 raise UsageError(f"{plan.slo.file}: SLO {plan.name} is one SLI per {', '.join(plan.slo.grouping)}:"
                                  f" {self.source.description} cannot answer grouped PromQL",
                                  hint="use a Prometheus source (--prometheus-url)")
             queries = list(dict.fromkeys(q for _, sec in plan.windows for q in plan.queries(f"{sec}s").values()))
-            keys = sorted({k for answer in ask(queries, at, plan.slo.grouping) for k in answer})
+            keys = sorted({k for answer in source.query_grouped(queries, at, plan.slo.grouping) for k in answer})
             if not keys:
                 out.append(AlertEvaluation(at, [], {plan.name: "no group of its grouping has a series"}))
             for key in keys:
@@ -386,7 +403,7 @@ class AlertEvaluator:
                                   labels=tuple({**group, **plan.label_dict}.items()))
                     shared = self._shared.setdefault(plan.name, {})
                     self._groups[(plan.name, key)] = AlertEvaluator(
-                        [one], _GroupSource(self.source, plan.slo.grouping, key, shared), self.settings)
+                        [one], _GroupSource(source, plan.slo.grouping, key, shared), self.settings)
                 out.append(self._groups[(plan.name, key)].evaluate(at))
         return out
 
@@ -513,7 +530,7 @@ class AlertEvaluator:
         out: dict[tuple[str, int], str | None] = {}
         for p, i, when in wanted:
             valid = self._checks[(p.name, i, when)].valid_short
-            ratios = {c: (None if answers[(when, q)] is None or not valid else answers[(when, q)] / valid)
+            ratios = {c: (None if (n := answers[(when, q)]) is None or not valid else n / valid)
                       for c, q in queries[(p.name, i)].items()}
             out[(p.name, i)] = cv.dominant_cause(ratios)
         return out
@@ -526,7 +543,7 @@ class AlertEvaluator:
             return []
         # Prometheus' absent() sees a sample up to its 5m lookback back, both ends included: a PromQL
         # source is asked absent() itself; the embedded store (steps in (t - w, t]) one second more.
-        promql = getattr(self.source, "speaks_promql", False)
+        promql = bool(getattr(self.source, "speaks_promql", False))
         lookback = cv.BASE_WINDOW_SECONDS + 1
         query = {p.name: f"absent({p.absent})" if promql else f"sum(increase({p.absent}[{lookback}s]))"
                  for p in plans}
@@ -539,12 +556,12 @@ class AlertEvaluator:
                 break
             asked = list(dict.fromkeys(query[p.name] for p in needing))
             answers = dict(zip(asked, self.source.query_many(asked, when)))
-            gone = (lambda v: v is not None) if promql else (lambda v: v is None)  # absent() answers 1
-            live = [p for p in live if p not in needing or gone(answers[query[p.name]])]
+            # absent() answers 1 on PromQL; elsewhere the selector itself answers nothing
+            live = [p for p in live if p not in needing or (answers[query[p.name]] is None) != promql]
             steps += 1
         from opsctl.slo.rules import absent_annotations, absent_labels
 
-        return [AbsentAlert(p.name, p.absent_severity, p.absent, p.absent_for, at,
+        return [AbsentAlert(p.name, p.absent_severity, given(p.absent, f"{p.name}: absent"), p.absent_for, at,
                             {"alertname": cv.ABSENT_ALERT_NAME, **absent_labels(p, self.settings)},
                             absent_annotations(p, self.settings.alerting.runbook_base_url)) for p in live]
 
@@ -558,7 +575,7 @@ def evaluate_plans(
 def _firing(plan: SloRulePlan, alert: BurnAlert, check: _Check, at: float, settings: RuleSettings,
             cause: str | None = None) -> FiringAlert:
     labels = {"alertname": alert.alertname, **alert_labels(plan, alert, settings)}
-    notes = annotations(plan, alert, settings.alerting.runbook_base_url, check.burn_long, cause)
+    notes = alert_annotations(plan, alert, settings.alerting.runbook_base_url, check.burn_long, cause)
     return FiringAlert(
         alertname=alert.alertname,
         severity=alert.severity,
@@ -568,8 +585,8 @@ def _firing(plan: SloRulePlan, alert: BurnAlert, check: _Check, at: float, setti
         long_window=alert.long,
         short_window=alert.short,
         factor=alert.factor,
-        burn_rate=check.burn_long,
-        short_burn_rate=check.burn_short,
+        burn_rate=given(check.burn_long, f"{plan.name}: a firing alert's long burn rate"),
+        short_burn_rate=given(check.burn_short, f"{plan.name}: a firing alert's short burn rate"),
         request_rate=check.request_rate,
         at=at,
         labels=labels,

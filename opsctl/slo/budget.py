@@ -20,15 +20,24 @@ class WindowCounts:
     def has_data(self) -> bool:
         return self.good is not None and self.valid is not None
 
+    def counts(self) -> tuple[float, float] | None:
+        """(good, valid) when both are known, else None."""
+        if self.good is None or self.valid is None:
+            return None
+        return self.good, self.valid
+
     @property
     def bad(self) -> float | None:
-        return None if not self.has_data else max(self.valid - self.good, 0.0)
+        known = self.counts()
+        return None if known is None else max(known[1] - known[0], 0.0)
 
 
 def error_ratio(counts: WindowCounts) -> float | None:
-    if not counts.has_data or counts.valid <= 0:
+    known = counts.counts()
+    if known is None or known[1] <= 0:
         return None
-    return min(max((counts.valid - counts.good) / counts.valid, 0.0), 1.0)
+    good, valid = known
+    return min(max((valid - good) / valid, 0.0), 1.0)
 
 
 def burn_rate(counts: WindowCounts, goal: float) -> float | None:

@@ -21,7 +21,7 @@ slo-generator, OpenSLO or Sloth form (each would sum the groups into one SLI).
 from __future__ import annotations
 
 import copy
-from typing import Iterable
+from typing import Any, Iterable
 
 from opsctl.errors import ConfigError
 from opsctl.slo.model import DEFAULT_OPERATORS, SloDefinition
@@ -33,7 +33,7 @@ OPENSLO_DROPPED = ("alertPolicies (opsctl's alerts come from the config's alerti
                    "displayName and annotations", "list-valued labels")
 
 
-def convert(slos: Iterable[SloDefinition], to: str, period_seconds: int) -> list[tuple[SloDefinition, dict]]:
+def convert(slos: Iterable[SloDefinition], to: str, period_seconds: int) -> list[tuple[SloDefinition, dict[str, Any]]]:
     """(SLO, document in format `to`) for each SLO; every SLO that cannot be converted is listed."""
     if to not in FORMATS:
         raise ConfigError(f"unknown SLO format {to!r} (known: {', '.join(FORMATS)})")
@@ -59,21 +59,21 @@ def convert(slos: Iterable[SloDefinition], to: str, period_seconds: int) -> list
     return out
 
 
-def to_slo_generator(slo: SloDefinition) -> dict:
+def to_slo_generator(slo: SloDefinition) -> dict[str, Any]:
     return copy.deepcopy(slo.document)
 
 
-def _source(query: str) -> dict:
+def _source(query: str) -> dict[str, Any]:
     return {"metricSource": {"type": "Prometheus", "spec": {"query": query}}}
 
 
-def to_openslo(slo: SloDefinition, period_seconds: int, problems: list[str]) -> dict | None:
+def to_openslo(slo: SloDefinition, period_seconds: int, problems: list[str]) -> dict[str, Any] | None:
     from opsctl.slo.conventions import window_label
 
     spec = slo.document["spec"]
     sli = spec["service_level_indicator"]
     where = f"{slo.file}: spec.service_level_indicator"
-    objective: dict = {}
+    objective: dict[str, Any] = {}
     if slo.method == "good_bad_ratio":
         if "filter_bad" in sli:
             problems.append(f"{where}.filter_bad: no OpenSLO v1 form has the same counts (here valid = good + bad;"
@@ -92,7 +92,7 @@ def to_openslo(slo: SloDefinition, period_seconds: int, problems: list[str]) -> 
         metric = {"ratioMetric": {"rawType": "success", "raw": _source(sli["expression"])}}
     meta = slo.document.get("metadata") or {}
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != "service_name"}
-    document: dict = {"apiVersion": "openslo/v1", "kind": "SLO",
+    document: dict[str, Any] = {"apiVersion": "openslo/v1", "kind": "SLO",
                       "metadata": {"name": slo.name, **({"labels": labels} if labels else {})}, "spec": {}}
     body = document["spec"]
     if spec.get("description"):
@@ -109,19 +109,21 @@ def to_openslo(slo: SloDefinition, period_seconds: int, problems: list[str]) -> 
 SLOTH_WINDOW = "{{.window}}"
 
 
-def to_sloth(slo: SloDefinition, problems: list[str]) -> dict | None:
+def to_sloth(slo: SloDefinition, problems: list[str]) -> dict[str, Any] | None:
     """A Sloth service file holding the SLO; every ungrouped form maps exactly."""
     from decimal import Decimal
 
-    from opsctl.slo.model import fmt_query
+    from opsctl.slo.model import fmt_query, given
 
     service = slo.service_name or "opsctl"
+    sli: dict[str, dict[str, str]]
     if slo.method == "query_sli":
-        sli = {"raw": {"error_ratio_query": f"1 - ({fmt_query(slo.expression, SLOTH_WINDOW, ())})"}}
+        expression = given(slo.expression, f"{slo.name}: expression")
+        sli = {"raw": {"error_ratio_query": f"1 - ({fmt_query(expression, SLOTH_WINDOW, ())})"}}
     else:
-        if slo.counts == "rate":  # Sloth's own rates, as written: no need to scale a ratio
-            operators = ()
-            good, valid = fmt_query(slo.filter_good, SLOTH_WINDOW, operators), fmt_query(slo.filter_valid, SLOTH_WINDOW, operators)
+        if slo.counts == "rate":  # Sloth's own rates, as written (filter_good and filter_valid): no need to scale a ratio
+            good = fmt_query(given(slo.filter_good, f"{slo.name}: filter_good"), SLOTH_WINDOW, ())
+            valid = fmt_query(given(slo.filter_valid, f"{slo.name}: filter_valid"), SLOTH_WINDOW, ())
         else:
             q = slo.queries(SLOTH_WINDOW)
             good = q["good"]
@@ -138,7 +140,7 @@ def to_sloth(slo: SloDefinition, problems: list[str]) -> dict | None:
     return {"version": "prometheus/v1", "service": service, "slos": [entry]}
 
 
-def to_pyrra(slo: SloDefinition, period_seconds: int, problems: list[str]) -> dict | None:
+def to_pyrra(slo: SloDefinition, period_seconds: int, problems: list[str]) -> dict[str, Any] | None:
     """A Pyrra ServiceLevelObjective: a latency SLO over plain selectors (see the module doc)."""
     from decimal import Decimal
 
@@ -155,14 +157,15 @@ def to_pyrra(slo: SloDefinition, period_seconds: int, problems: list[str]) -> di
                         " SLO does not have)")
         return None
     try:
-        parse_selector(slo.filter_good), parse_selector(slo.filter_valid)
-    except Exception as exc:  # UsageError
+        parse_selector(slo.filter_good or ""), parse_selector(slo.filter_valid or "")
+    except Exception as exc:  # UsageError (filter_valid is set: `plain` above)
         problems.append(f"{slo.file}: {slo.name}: {exc}")
         return None
     labels = {"backend": slo.backend} if slo.backend else {}
     if slo.service_name:
         labels["service_name"] = slo.service_name
-    spec = {"target": str(Decimal(repr(slo.goal)) * 100).rstrip("0").rstrip("."), "window": window_label(period_seconds)}
+    spec: dict[str, Any] = {"target": str(Decimal(repr(slo.goal)) * 100).rstrip("0").rstrip("."),
+                            "window": window_label(period_seconds)}
     if slo.description:
         spec["description"] = slo.description
     spec["indicator"] = {"latency": {"success": {"metric": slo.filter_good}, "total": {"metric": slo.filter_valid}}}
@@ -170,7 +173,7 @@ def to_pyrra(slo: SloDefinition, period_seconds: int, problems: list[str]) -> di
             "metadata": {"name": slo.name, **({"labels": labels} if labels else {})}, "spec": spec}
 
 
-def render(documents: Iterable[dict]) -> str:
+def render(documents: Iterable[dict[str, Any]]) -> str:
     """YAML documents separated by `---`, keys in the order written."""
     import yaml
 

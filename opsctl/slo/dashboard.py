@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Iterable, Sequence
 
 from opsctl.slo import conventions as cv
 from opsctl.slo.dashboard_events import DRILL_SERIES
@@ -65,12 +65,12 @@ def _quote(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def _target(expr: str, legend: str, ref: str, **extra) -> dict:
+def _target(expr: str, legend: str, ref: str, **extra: Any) -> dict[str, Any]:
     return {"datasource": DATASOURCE, "expr": expr, "legendFormat": legend, "refId": ref, **extra}
 
 
-def _panel(pid: int, title: str, kind: str, targets: list[dict], grid: tuple[int, int, int, int], unit: str,
-           description: str, **extra) -> dict:
+def _panel(pid: int, title: str, kind: str, targets: list[dict[str, Any]], grid: tuple[int, int, int, int], unit: str,
+           description: str, **extra: Any) -> dict[str, Any]:
     x, y, w, h = grid
     return {
         "id": pid, "title": title, "type": kind, "datasource": DATASOURCE, "description": description,
@@ -94,12 +94,12 @@ def _split_expr(service_matcher: str, offset: str = "") -> str:
             f' max by ({cv.LABEL_SERVICE}) ({rate}{{{service_matcher},backend="{cv.ALL_BACKENDS}"}}{at})')
 
 
-def _budget_stat_defaults() -> dict:
+def _budget_stat_defaults() -> dict[str, Any]:
     return {"thresholds": {"mode": "absolute", "steps": [
         {"color": "red", "value": None}, {"color": "orange", "value": 0}, {"color": "green", "value": 0.25}]}}
 
 
-def _variable_query(name: str, label: str, expr_selector: str, label_name: str) -> dict:
+def _variable_query(name: str, label: str, expr_selector: str, label_name: str) -> dict[str, Any]:
     definition = f"label_values({cv.RECORD_OBJECTIVE}{expr_selector}, {label_name})"
     return {"name": name, "type": "query", "datasource": DATASOURCE, "label": label, "multi": True,
             "includeAll": True, "allValue": ".+", "refresh": 2, "sort": 1,
@@ -107,7 +107,7 @@ def _variable_query(name: str, label: str, expr_selector: str, label_name: str) 
             "options": [], "current": {"text": "All", "value": "$__all"}}
 
 
-def _annotations(select: str, service_matcher: str) -> dict:
+def _annotations(select: str, service_matcher: str) -> dict[str, Any]:
     return {"list": [
         {"name": "SLO alerts", "datasource": DATASOURCE, "enable": True, "iconColor": "red",
          "expr": f'ALERTS{{alertname=~"{"|".join(cv.ALERT_NAMES.values())}",alertstate="firing",{select}}}',
@@ -125,8 +125,8 @@ def _annotations(select: str, service_matcher: str) -> dict:
     ]}
 
 
-def _document(uid: str, title: str, tags: list[str], variables: list[dict], annotations: dict,
-              panels: list[dict]) -> dict:
+def _document(uid: str, title: str, tags: list[str], variables: list[dict[str, Any]], annotations: dict[str, Any],
+              panels: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "uid": uid,
         "title": title,
@@ -146,7 +146,7 @@ def _document(uid: str, title: str, tags: list[str], variables: list[dict], anno
     }
 
 
-def panel_queries(doc: dict) -> list[tuple[str, str]]:
+def panel_queries(doc: dict[str, Any]) -> list[tuple[str, str]]:
     """(where, PromQL) of every query of a board: panels, annotations and variables."""
     out = [(p["title"], t["expr"]) for p in doc["panels"] for t in p.get("targets", [])]
     out += [(f"annotation {a['name']}", a["expr"]) for a in doc["annotations"]["list"] if "expr" in a]
@@ -170,7 +170,7 @@ def service_matcher(plans: Sequence[SloRulePlan]) -> str:
 
 
 def dashboard(plans: Sequence[SloRulePlan], settings: RuleSettings, *, uid: str | None = None,
-              title: str | None = None) -> dict:
+              title: str | None = None) -> dict[str, Any]:
     if not plans:
         raise ValueError("no SLOs")
     service = service_matcher(plans)
@@ -189,7 +189,7 @@ def dashboard(plans: Sequence[SloRulePlan], settings: RuleSettings, *, uid: str 
             f"{{{{slo}}}} burn {long} ({severity} above {cv.format_factor(factor)}x)", _ref(i)))
         thresholds.append(_target(f"vector({factor!r})", f"{severity} threshold {long}/{short} ({cv.format_factor(factor)}x)",
                                   _ref(len(flat) + i)))
-    sli_targets: list[dict] = []
+    sli_targets: list[dict[str, Any]] = []
     for p in periods:
         group = [plan for plan in plans if plan.period == p]
         seconds = dict(group[0].windows)[p]
@@ -230,7 +230,7 @@ def _slo_scope(owners: Sequence[tuple[str, str]], services: bool = False) -> str
     on their services, beside `$service`, with `services`)."""
     import re
 
-    def alternation(values):
+    def alternation(values: Iterable[str]) -> str:
         return _quote("|".join(re.escape(v) for v in sorted(set(values))))
 
     scope = f'{cv.LABEL_SLO}=~"{alternation(slo for _, slo in owners)}"'
@@ -258,7 +258,7 @@ def alert_pairs(services: Sequence[ServiceSlos]
     return pair_variants([(entry.service, plan) for entry in services for plan in entry.plans])
 
 
-def fleet_dashboard(services: Sequence[ServiceSlos], *, uid: str = FLEET_UID, title: str = "SLOs of the fleet") -> dict:
+def fleet_dashboard(services: Sequence[ServiceSlos], *, uid: str = FLEET_UID, title: str = "SLOs of the fleet") -> dict[str, Any]:
     if not services or not any(s.plans for s in services):
         raise ValueError("no SLOs")
     service = f'{cv.LABEL_SERVICE}=~"$service"'
@@ -288,7 +288,7 @@ def fleet_dashboard(services: Sequence[ServiceSlos], *, uid: str = FLEET_UID, ti
     for i, ((severity, _, _), variants) in enumerate(alert_pairs(services).items()):
         windows = list(dict.fromkeys(f"{long}/{short}" for long, short, _ in variants))
         scoped = len(windows) > 1  # several periods' windows: each target reads its own SLOs
-        targets: list[dict] = []
+        targets: list[dict[str, Any]] = []
         lines: list[tuple[float, str]] = []
         for long, short in dict.fromkeys((long, short) for long, short, _ in variants):
             owners = [o for (lo, sh, _), os in variants.items() if (lo, sh) == (long, short) for o in os]

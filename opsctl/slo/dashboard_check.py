@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from opsctl.errors import UsageError
 from opsctl.metrics import schema
 from opsctl.metrics.promql import Selector, parse_selector
 from opsctl.slo import conventions as cv
 from opsctl.slo.dashboard_events import DRILL_SERIES
+
+if TYPE_CHECKING:
+    from opsctl.slo.dashboard import ServiceSlos
 
 # Key paths (list indices dropped) the dashboard schema does not describe: Prometheus' own.
 PLUGIN_KEYS = frozenset({
@@ -37,7 +40,7 @@ ALERTS = "ALERTS"
 EXPORTED = frozenset({DRILL_SERIES})  # opsctl.slo.dashboard_events writes it
 
 
-def _diff(ours, theirs, path: str, key: str, out: list[str]) -> None:
+def _diff(ours: Any, theirs: Any, path: str, key: str, out: list[str]) -> None:
     if isinstance(ours, dict):
         if not isinstance(theirs, dict):
             out.append(f"{path}: not an object in Grafana's schema")
@@ -59,17 +62,18 @@ def _diff(ours, theirs, path: str, key: str, out: list[str]) -> None:
         out.append(f"{path}: {ours!r} came back as {theirs!r}")
 
 
-def round_trip(doc: dict) -> dict:
+def round_trip(doc: dict[str, Any]) -> dict[str, Any]:
     """The board read into grafana-foundation-sdk's Dashboard model and written back as JSON."""
     from grafana_foundation_sdk.cog.encoder import JSONEncoder
     from grafana_foundation_sdk.cog.plugins import register_default_plugins
     from grafana_foundation_sdk.models.dashboard import Dashboard
 
     register_default_plugins()
-    return json.loads(JSONEncoder().encode(Dashboard.from_json(doc)))
+    board: dict[str, Any] = json.loads(JSONEncoder().encode(Dashboard.from_json(doc)))
+    return board
 
 
-def schema_problems(doc: dict) -> list[str]:
+def schema_problems(doc: dict[str, Any]) -> list[str]:
     out: list[str] = []
     _diff(doc, round_trip(doc), "", "", out)
     return out
@@ -160,20 +164,20 @@ def query_problems(queries: Iterable[tuple[str, str]], recorded: set[str]) -> li
 # Boards for a list of services, checked
 
 
-def recorded_series(entries) -> set[str]:
+def recorded_series(entries: Sequence[ServiceSlos]) -> set[str]:
     """The series names the generated rules of these services record."""
     from opsctl.slo.rules import rule_groups
 
     return {r["record"] for e in entries for g in rule_groups(e.plans, e.settings) for r in g["rules"] if "record" in r}
 
 
-def board_problems(doc: dict, recorded: set[str]) -> list[str]:
+def board_problems(doc: dict[str, Any], recorded: set[str]) -> list[str]:
     from opsctl.slo.dashboard import panel_queries
 
     return schema_problems(doc) + query_problems(panel_queries(doc), recorded)
 
 
-def checked_boards(entries, *, fleet: bool, uid: str | None = None) -> dict[str, dict]:
+def checked_boards(entries: Sequence[ServiceSlos], *, fleet: bool, uid: str | None = None) -> dict[str, dict[str, Any]]:
     """File name -> board: each service's board and, with `fleet`, the overview first; every board
     round-tripped through Grafana's schema and its queries checked (exit 1 naming the first problem)."""
     from opsctl.errors import OpsctlError
@@ -185,7 +189,7 @@ def checked_boards(entries, *, fleet: bool, uid: str | None = None) -> dict[str,
         raise UsageError(f"service {', '.join(twice)} given twice", hint="give each service's config once")
     docs = [fleet_dashboard(entries, **({"uid": uid} if uid else {}))] if fleet else []
     docs += [dashboard(e.plans, e.settings, uid=None if fleet else uid) for e in entries]
-    boards: dict[str, dict] = {}
+    boards: dict[str, dict[str, Any]] = {}
     for doc in docs:
         if f"{doc['uid']}.json" in boards:
             raise UsageError(f"two dashboards would have the uid {doc['uid']!r}",

@@ -10,7 +10,21 @@ with no such series simply shows no drill.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Protocol, Sequence
+
+
+class DrillWindow(Protocol):
+    """A drill's window as opsctl.drills.spend keeps it (that floor is above this one)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def start(self) -> float: ...
+    @property
+    def end(self) -> float: ...
+
 
 DRILL_SERIES = "opsctl_drill_active"
 STEP = 60
@@ -20,7 +34,7 @@ def _quote(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def drill_openmetrics(windows_by_service: Sequence[tuple[str, Sequence]]) -> str:
+def drill_openmetrics(windows_by_service: Sequence[tuple[str, Sequence[DrillWindow]]]) -> str:
     """(service, DrillWindows) pairs -> OpenMetrics text; each window from its first minute to its last."""
     lines = [f"# TYPE {DRILL_SERIES} gauge", f"# HELP {DRILL_SERIES} 1 while a drill faults the service's traffic."]
     for service, windows in windows_by_service:

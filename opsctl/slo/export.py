@@ -20,6 +20,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 from opsctl.errors import ConfigError, OpsctlError
 
@@ -34,20 +35,20 @@ _ENV = re.compile(r"\$\{(\w+)\}")
 @dataclass(frozen=True)
 class Exporter:
     name: str
-    settings: dict  # slo-generator's exporter config, `name` and `class` included
+    settings: dict[str, Any]  # slo-generator's exporter config, `name` and `class` included
 
     @property
     def kind(self) -> str:
         return self.name.split("/")[0]
 
 
-def load_exporters(path: str | Path, env: dict[str, str] | None = None) -> list[Exporter]:
+def load_exporters(path: str | Path, env: Mapping[str, str] | None = None) -> list[Exporter]:
     """The exporters FILE configures, validated; every problem at once."""
     from opsctl.config import load_yaml_file
 
     path = Path(path)
     data = load_yaml_file(path, "exporters file")
-    env = os.environ if env is None else env
+    variables: Mapping[str, str] = os.environ if env is None else env
     if not isinstance(data, dict) or not isinstance(data.get("exporters"), dict) or not data["exporters"]:
         raise ConfigError(f"{path}: exporters: expected a mapping of exporter name -> settings"
                           " (slo-generator's shared-config format)")
@@ -63,7 +64,7 @@ def load_exporters(path: str | Path, env: dict[str, str] | None = None) -> list[
         problems += [f"default_exporters: {n!r} is not under exporters:" for n in chosen if n not in configured]
     exporters = []
     for name in dict.fromkeys(n for n in chosen if n in configured):
-        exporter = _exporter(str(name), configured[name], env, problems)
+        exporter = _exporter(str(name), configured[name], variables, problems)
         if exporter:
             exporters.append(exporter)
     if problems:
@@ -71,7 +72,7 @@ def load_exporters(path: str | Path, env: dict[str, str] | None = None) -> list[
     return exporters
 
 
-def _exporter(name: str, raw, env, problems: list[str]) -> Exporter | None:
+def _exporter(name: str, raw: object, env: Mapping[str, str], problems: list[str]) -> Exporter | None:
     where = f"exporters.{name}"
     kind = name.split("/")[0]
     if kind not in KINDS:
@@ -100,7 +101,7 @@ def _exporter(name: str, raw, env, problems: list[str]) -> Exporter | None:
     return Exporter(name, {**settings, "name": name, "class": cls})
 
 
-def _substitute(value, env, where: str, problems: list[str]):
+def _substitute(value: Any, env: Mapping[str, str], where: str, problems: list[str]) -> Any:
     """slo-generator's `${VAR}` references, replaced from the environment; an unset one is named."""
     if isinstance(value, dict):
         return {k: _substitute(v, env, f"{where}.{k}", problems) for k, v in value.items()}
@@ -115,7 +116,7 @@ def _substitute(value, env, where: str, problems: list[str]):
     return value
 
 
-def publish(reports: dict[str, dict[str, dict]], exporters: list[Exporter]) -> int:
+def publish(reports: dict[str, dict[str, dict[str, Any]]], exporters: list[Exporter]) -> int:
     """Send every report (SLO -> window -> slo-generator report) through every exporter, as
     slo-generator's `compute.export` sends them; returns the number of reports sent. The first
     failure stops the run (exit 1) naming the exporter, SLO and window."""

@@ -48,7 +48,7 @@ class MemoClient:
         return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
 
 
-def _shared_config(windows: dict[str, int]) -> dict:
+def _shared_config(windows: dict[str, int]) -> dict[str, Any]:
     steps = [
         {
             "name": name,
@@ -67,7 +67,7 @@ def _shared_config(windows: dict[str, int]) -> dict:
     }
 
 
-def compute_windows(slo: SloDefinition, windows: dict[str, int], client: MemoClient) -> dict[str, dict]:
+def compute_windows(slo: SloDefinition, windows: dict[str, int], client: MemoClient) -> dict[str, dict[str, Any]]:
     """Run slo-generator over every window; returns its JSON report per window name."""
     from slo_generator import utils
     from slo_generator.report import SLOReport
@@ -89,7 +89,7 @@ def compute_windows(slo: SloDefinition, windows: dict[str, int], client: MemoCli
     return reports
 
 
-def generator_reports(result: SloResult, windows: dict[str, int]) -> dict[str, dict]:
+def generator_reports(result: SloResult, windows: dict[str, int]) -> dict[str, dict[str, Any]]:
     """slo-generator's own report (its JSON) per window that has data, computed from opsctl's counts.
     Its queries are answered with opsctl's count for the same role (see SloDefinition)."""
     slo, counts = result.slo, result.counts
@@ -111,12 +111,15 @@ def generator_reports(result: SloResult, windows: dict[str, int]) -> dict[str, d
     return reports
 
 
-def check_sli(result: SloResult, reports: dict[str, dict]) -> None:
+def check_sli(result: SloResult, reports: dict[str, dict[str, Any]]) -> None:
     """slo-generator computed the same windows from the same counts: its SLI must agree with ours."""
     from opsctl.slo import budget
 
     for name, report in reports.items():
-        ours = 1.0 - budget.error_ratio(result.counts[name])
+        ratio = budget.error_ratio(result.counts[name])
+        if ratio is None:  # generator_reports computes only windows with valid events
+            raise OpsctlError(f"internal error: no error ratio for {result.slo.name} over {name} to check")
+        ours = 1.0 - ratio
         if abs(report["sli_measurement"] - round(ours, 6)) > SLI_TOLERANCE:
             raise OpsctlError(
                 f"internal error: slo-generator's SLI {report['sli_measurement']} for {result.slo.name} over {name}"

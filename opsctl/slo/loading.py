@@ -5,14 +5,18 @@ ServiceLevelObjective (opsctl.slo.pyrra). It sits above them all, so that none i
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from opsctl.errors import ConfigError
 from opsctl.config.loading import yaml_files
 from opsctl.slo.model import SloDefinition, _validate
 
+if TYPE_CHECKING:
+    from opsctl.config import Config
 
-def load_slos(paths: Iterable[str | Path], backends: Iterable[str], *, config=None) -> list[SloDefinition]:
+
+def load_slos(paths: Iterable[str | Path], backends: Iterable[str], *,
+              config: Config | None = None) -> list[SloDefinition]:
     """Load and validate SLO files, slo-generator's, OpenSLO v1, Sloth's and Pyrra's (told apart by
     `apiVersion`, or Sloth's `version`); every problem in every file is reported before failing.
 
@@ -26,7 +30,7 @@ def load_slos(paths: Iterable[str | Path], backends: Iterable[str], *, config=No
     files = yaml_files(paths, "SLO")
     problems: list[str] = []
     slos: list[SloDefinition] = []
-    found: dict[str, list] = {"openslo": [], "sloth": [], "pyrra": []}
+    found: dict[str, list[tuple[str, str, Any]]] = {"openslo": [], "sloth": [], "pyrra": []}
     for path in files:
         try:
             docs = _items(openslo.read_documents(path))
@@ -89,7 +93,7 @@ SLOTH_API_VERSION = "sloth.slok.dev/v1"
 PYRRA_API_VERSION = "pyrra.dev/v1alpha1"
 
 
-def _format(doc) -> str:
+def _format(doc: object) -> str:
     """Which tool's SLO document this is, by its apiVersion (or Sloth's `version`)."""
     if not isinstance(doc, dict):
         return "slo-generator"
@@ -103,7 +107,7 @@ def _format(doc) -> str:
     return "slo-generator"
 
 
-def _items(docs: list) -> list:
+def _items(docs: list[Any]) -> list[Any]:
     """A Kubernetes `List` (kind: List, or a *List kind with items) counts as its items."""
     out = []
     for doc in docs:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 from opsctl.metrics.promql import parse_selector
 from opsctl.slo.conventions import ALL_BACKENDS
@@ -40,6 +40,16 @@ from opsctl.slo.model_schema import SLI_MODELS, Metadata, Spec, typed
 
 API_VERSION = "sre.google.com/v2"
 KIND = "ServiceLevelObjective"
+
+T = TypeVar("T")
+Bad = Callable[[str, str], None]  # adds a problem: (the key it is at, what is wrong)
+
+
+def given(value: T | None, what: str) -> T:
+    """`value`, which the SLO's method guarantees (validated on load); a ValueError naming `what` if not."""
+    if value is None:
+        raise ValueError(f"{what} is not set")
+    return value
 
 
 @dataclass(frozen=True)
@@ -53,7 +63,7 @@ class SloDefinition:
     file: str
     kind: str  # availability | latency
     threshold_seconds: float | None  # for latency SLOs: the `le` bound it selects
-    document: dict = field(repr=False, compare=False, hash=False, default_factory=dict)
+    document: dict[str, Any] = field(repr=False, compare=False, hash=False, default_factory=dict)
     method: str = "good_bad_ratio"
     filter_bad: str | None = None
     operators: tuple[str, ...] = ("increase", "sum")
@@ -98,13 +108,13 @@ class SloDefinition:
     def queries(self, window: str) -> dict[str, str]:
         """Role (good, valid, bad or sli) -> PromQL over `window` ('300s' or '5m'), as opsctl asks."""
         if self.method == "query_sli":
-            return {"sli": fmt_query(self.expression, window, ())}
+            return {"sli": fmt_query(given(self.expression, f"{self.name}: expression"), window, ())}
         operators = () if self.counts else self.operators
-        out = {"good": fmt_query(self.filter_good, window, operators)}
+        out = {"good": fmt_query(given(self.filter_good, f"{self.name}: filter_good"), window, operators)}
         if self.filter_valid is not None:
             out["valid"] = fmt_query(self.filter_valid, window, operators)
         else:
-            out["bad"] = fmt_query(self.filter_bad, window, operators)
+            out["bad"] = fmt_query(given(self.filter_bad, f"{self.name}: filter_bad"), window, operators)
         if self.counts == "rate":  # events per second over the window, times its seconds: its events
             from opsctl.clock import parse_duration
 
@@ -122,7 +132,7 @@ class SloDefinition:
         valid = fmt_query(expression.replace("_bucket", "_count"), f"{seconds}s", DEFAULT_OPERATORS)
         return {"good": good, "valid": valid}
 
-    def slo_generator_config(self) -> dict:
+    def slo_generator_config(self) -> dict[str, Any]:
         """A private copy of the document for slo-generator, which mutates nothing but deserves no trust."""
         document = copy.deepcopy(self.document)
         document["spec"].setdefault("description", "")  # slo-generator's report needs one
@@ -134,7 +144,7 @@ PLACEHOLDER = re.compile(r"\[window(?::[0-9a-zA-Z]*)?\]")
 
 def has_placeholder(text: str | None) -> bool:
     """Whether a filter or expression holds a window placeholder: `[window]`, `[window:]`, `[window:1m]`."""
-    return bool(text) and PLACEHOLDER.search(text) is not None
+    return text is not None and PLACEHOLDER.search(text) is not None
 
 
 def fmt_query(query: str, window: str, operators: Iterable[str]) -> str:
@@ -177,7 +187,7 @@ def check_backend(backend: Any, known: set[str]) -> str | None:
     return None
 
 
-def counts_from(slo: SloDefinition, answers: dict[str, float | None]):
+def counts_from(slo: SloDefinition, answers: dict[str, float | None]) -> tuple[float | None, float | None]:
     """(good, valid) for the budget math from one window's answers by role.
 
     filter_bad: valid = good + bad, a missing bad series counting as none (as the rules'
@@ -215,15 +225,17 @@ def _validate(doc: Any, file: str, known: set[str], problems: list[str]) -> SloD
         bad("kind", f"must be {KIND!r}, got {doc.get('kind')!r}")
     for key in sorted(set(doc) - {"apiVersion", "kind", "metadata", "spec"}, key=str):
         bad(str(key), "unknown key (an SLO file holds apiVersion, kind, metadata and spec)")
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    if not isinstance(doc.get("metadata"), dict):
+    raw_meta = doc.get("metadata")
+    meta: dict[Any, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+    if not isinstance(raw_meta, dict):
         bad("metadata", "missing or not a mapping")
     else:
         typed(Metadata, meta, "metadata", file, problems)
     name = meta.get("name")
     if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
         bad("metadata.name", f"must be a name of letters, digits, - and _, got {name!r}")
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    raw_labels = meta.get("labels")
+    labels: dict[Any, Any] = raw_labels if isinstance(raw_labels, dict) else {}
     backend = labels.get("backend")
     if backend is not None and (not isinstance(backend, str) or (backend != ALL_BACKENDS and backend not in known)):
         bad("metadata.labels.backend", f"unknown backend {backend!r} (known: {', '.join(sorted(known))}, {ALL_BACKENDS})")
@@ -246,14 +258,14 @@ def _validate(doc: Any, file: str, known: set[str], problems: list[str]) -> SloD
         bad("spec.goal", f"must be a number strictly between 0 and 1 (e.g. 0.9999), got {goal!r}")
         goal = None
     sli = spec.get("service_level_indicator") if isinstance(spec.get("service_level_indicator"), dict) else None
-    parsed: dict | None = None
+    parsed: dict[str, Any] | None = None
     if sli is None:
         bad("spec.service_level_indicator", "missing or not a mapping")
     elif method in METHODS:
         typed(SLI_MODELS[method], sli, "spec.service_level_indicator", file, problems)
         parsed = _PARSERS[method](sli, lambda key, what: bad(f"spec.service_level_indicator.{key}", what))
-    if len(problems) > before or parsed is None:
-        return None
+    if len(problems) > before or parsed is None or not isinstance(name, str) or goal is None:
+        return None  # each of these added a problem above
     return SloDefinition(
         name=name,
         backend=backend,
@@ -273,7 +285,7 @@ def _validate(doc: Any, file: str, known: set[str], problems: list[str]) -> SloD
     )
 
 
-def _filter(value: Any, key: str, bad, *, required: bool = True) -> str | None:
+def _filter(value: Any, key: str, bad: Bad, *, required: bool = True) -> str | None:
     """A filter as slo-generator takes it: a selector, optionally with a `[window]` placeholder."""
     if value is None and not required:
         return None
@@ -300,7 +312,7 @@ def _filter(value: Any, key: str, bad, *, required: bool = True) -> str | None:
 _SELECTORISH = re.compile(r"^\s*[a-zA-Z_:][a-zA-Z0-9_:]*\s*(\{.*\})?\s*$", re.S)
 
 
-def _parse_ratio(sli: dict, bad) -> dict | None:
+def _parse_ratio(sli: dict[str, Any], bad: Bad) -> dict[str, Any] | None:
     good = _filter(sli.get("filter_good"), "filter_good", bad)
     valid = _filter(sli.get("filter_valid"), "filter_valid", bad, required=False)
     bad_filter = _filter(sli.get("filter_bad"), "filter_bad", bad, required=False)
@@ -328,7 +340,7 @@ def _parse_ratio(sli: dict, bad) -> dict | None:
             "threshold": threshold}
 
 
-def _parse_distribution(sli: dict, bad) -> dict | None:
+def _parse_distribution(sli: dict[str, Any], bad: Bad) -> dict[str, Any] | None:
     expression = sli.get("expression")
     threshold = sli.get("threshold_bucket")
     ok = True
@@ -341,7 +353,7 @@ def _parse_distribution(sli: dict, bad) -> dict | None:
     if sli.get("good_below_threshold", True) is not True:
         bad("good_below_threshold", "only good_below_threshold: true (the default) is supported")
         ok = False
-    if not ok:
+    if not ok or not isinstance(expression, str):
         return None
     try:
         selector = parse_selector(expression)
@@ -365,7 +377,7 @@ def _parse_distribution(sli: dict, bad) -> dict | None:
     return {"good": good, "valid": valid, "kind": "latency", "threshold": bound}
 
 
-def _parse_query_sli(sli: dict, bad) -> dict | None:
+def _parse_query_sli(sli: dict[str, Any], bad: Bad) -> dict[str, Any] | None:
     expression = sli.get("expression")
     if not isinstance(expression, str) or not expression.strip():
         bad("expression", "missing: a PromQL expression giving the SLI (0-1), with `[window]` where the range goes")

@@ -41,7 +41,11 @@ from typing import TYPE_CHECKING, Any
 from opsctl.errors import ConfigError
 
 if TYPE_CHECKING:  # the models load only when a file is OpenSLO: load_slos reads every SLO through here
+    from types import ModuleType
+
+    from opsctl.config import Config
     from opsctl.slo import openslo_model as om
+    from opsctl.slo.model import Bad, SloDefinition
 
 PROMETHEUS = "prometheus"
 
@@ -91,7 +95,7 @@ def build_objects(docs: list[tuple[str, str, Any]], problems: list[str]) -> dict
             problems.append(f"{where}: kind: must be one of {', '.join(om.KINDS)}, got {kind!r}")
             continue
         try:
-            obj = build(om.DOCUMENTS[kind], plain(doc), where)
+            obj: Any = build(om.DOCUMENTS[kind], plain(doc), where)  # DOCUMENTS' models are made at import
         except ConfigError as exc:
             problems.extend(exc.problems)
             continue
@@ -129,7 +133,7 @@ class Context:
 
 
 def to_slo_generator(slo: Loaded, index: dict[str, dict[str, Loaded]], ctx: Context,
-                     problems: list[str], notes: list[str] | None = None) -> tuple[dict | None, dict[str, str]]:
+                     problems: list[str], notes: list[str] | None = None) -> tuple[dict[str, Any] | None, dict[str, str]]:
     """An SLO object -> (slo-generator document, its key paths -> the OpenSLO key paths they came from)."""
     spec: om.SloSpec = slo.obj.spec
     before = len(problems)
@@ -182,7 +186,7 @@ def to_slo_generator(slo: Loaded, index: dict[str, dict[str, Loaded]], ctx: Cont
     return document, paths
 
 
-def _check_window(spec: om.SloSpec, ctx: Context, bad) -> int | None:
+def _check_window(spec: om.SloSpec, ctx: Context, bad: Bad) -> int | None:
     """The SLO's own rolling period in seconds (None: none given, the config's slos.period)."""
     from opsctl.slo import openslo_model as om
 
@@ -205,15 +209,19 @@ def _check_window(spec: om.SloSpec, ctx: Context, bad) -> int | None:
     return None
 
 
-def _source(metric: om.Metric, path: str, index, bad, notes: list[str] | None = None) -> str | None:
+def _source(metric: om.Metric, path: str, index: dict[str, dict[str, Loaded]], bad: Bad,
+            notes: list[str] | None = None) -> str | None:
     """The PromQL of a Prometheus metric source, its DataSource reference resolved. An inline
     `type` beside a reference to no DataSource in the files read is the source (the spec's own
     examples write `metricSourceRef: thanos` with `type: Prometheus` and no DataSource)."""
     source = metric.metricSource
+    spec = source.spec
+    if spec is None:  # MetricSource refuses a source without its spec
+        return None
     kind = source.type
     notes = notes if notes is not None else []
-    if source.spec.dimensions:
-        notes.append(f"{path}.metricSource.spec.dimensions ({', '.join(source.spec.dimensions)}) ignored:"
+    if spec.dimensions:
+        notes.append(f"{path}.metricSource.spec.dimensions ({', '.join(spec.dimensions)}) ignored:"
                      " the SLI is what the query answers (one series; sum by nothing)")
     if source.metricSourceRef is not None and kind is not None and source.metricSourceRef not in index["DataSource"]:
         notes.append(f"{path}.metricSource: no DataSource {source.metricSourceRef!r} in the files read;"
@@ -232,10 +240,11 @@ def _source(metric: om.Metric, path: str, index, bad, notes: list[str] | None = 
     if str(kind).lower() != PROMETHEUS:
         bad(f"{path}.metricSource.type", f"opsctl evaluates SLOs over PromQL: must be Prometheus, got {kind!r}")
         return None
-    return source.spec.query.strip()
+    return spec.query.strip()
 
 
-def _map_sli(sli: om.SliSpec, objective: om.Objective, path: str, index, bad, notes: list[str]):
+def _map_sli(sli: om.SliSpec, objective: om.Objective, path: str, index: dict[str, dict[str, Loaded]], bad: Bad,
+             notes: list[str]) -> tuple[str, dict[str, Any], dict[str, str]] | None:
     """-> (slo-generator method, its service_level_indicator, sg key path -> OpenSLO key path)."""
     sg = "spec.service_level_indicator"
     if sli.thresholdMetric is not None:
@@ -253,6 +262,8 @@ def _map_sli(sli: om.SliSpec, objective: om.Objective, path: str, index, bad, no
         if getattr(objective, key) is not None:
             bad(f"spec.objectives[0].{key}", "only with a thresholdMetric")
     ratio = sli.ratioMetric
+    if ratio is None:  # SliSpec holds exactly one of thresholdMetric and ratioMetric
+        return None
     rpath = f"{path}.ratioMetric"
     if ratio.raw is not None:
         query = _source(ratio.raw, f"{rpath}.raw", index, bad, notes)
@@ -264,6 +275,8 @@ def _map_sli(sli: om.SliSpec, objective: om.Objective, path: str, index, bad, no
     if not counter:
         bad(f"{rpath}.counter", "must be true: opsctl counts events as increases of counters"
             f" (got {ratio.counter!r}; a gauge sampled at instants has no event counts)")
+    if ratio.total is None:  # RatioMetric holds raw, or total with good or bad
+        return None
     total = _source(ratio.total, f"{rpath}.total", index, bad, notes)
     if ratio.good is not None:
         good = _source(ratio.good, f"{rpath}.good", index, bad, notes)
@@ -272,6 +285,8 @@ def _map_sli(sli: om.SliSpec, objective: om.Objective, path: str, index, bad, no
         return "good_bad_ratio", {"filter_good": good, "filter_valid": total}, {
             f"{sg}.filter_good": f"{rpath}.good.metricSource.spec.query",
             f"{sg}.filter_valid": f"{rpath}.total.metricSource.spec.query"}
+    if ratio.bad is None:
+        return None
     bad_query = _source(ratio.bad, f"{rpath}.bad", index, bad, notes)
     if bad_query is None or total is None or not counter:
         return None
@@ -283,7 +298,7 @@ def _map_sli(sli: om.SliSpec, objective: om.Objective, path: str, index, bad, no
         f"{sg}.expression": f"{rpath}.bad.metricSource.spec.query"}
 
 
-def _check_alert_policies(slo: Loaded, index, ctx: Context, bad) -> None:
+def _check_alert_policies(slo: Loaded, index: dict[str, dict[str, Loaded]], ctx: Context, bad: Bad) -> None:
     from opsctl.slo import conventions as cv
 
     for i, entry in enumerate(slo.obj.spec.alertPolicies):
@@ -310,7 +325,7 @@ def _check_alert_policies(slo: Loaded, index, ctx: Context, bad) -> None:
         _check_condition(spec, cpath, ctx, bad, cv)
 
 
-def _check_condition(spec: om.AlertConditionSpec, where: str, ctx: Context, bad, cv) -> None:
+def _check_condition(spec: om.AlertConditionSpec, where: str, ctx: Context, bad: Bad, cv: ModuleType) -> None:
     from opsctl.slo import openslo_model as om
 
     cond = spec.condition
@@ -352,7 +367,8 @@ def remap(problems: list[str], file: str, paths: dict[str, str]) -> list[str]:
     return out
 
 
-def load(docs, known: set[str], config, problems: list[str]) -> list:
+def load(docs: list[tuple[str, str, Any]], known: set[str], config: Config | None,
+         problems: list[str]) -> list[SloDefinition]:
     """Raw OpenSLO documents (file, where, doc) -> SloDefinitions, every problem added to `problems`."""
     import dataclasses
 

@@ -46,7 +46,7 @@ class PrometheusQuery:
     query: str
     dimensions: list[str] = field(default_factory=list)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.query.strip():
             raise ValueError("query: must be a PromQL expression")
 
@@ -57,7 +57,7 @@ class MetricSource:
     type: str | None = None
     spec: PrometheusQuery | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.spec is None:
             raise ValueError("spec: required (with the PromQL `query`)")
         if self.metricSourceRef is None and self.type is None:
@@ -78,7 +78,7 @@ class RatioMetric:
     rawType: Literal["success", "failure"] | None = None
     raw: Metric | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.raw is not None:
             if self.good or self.bad or self.total:
                 raise ValueError("raw can't be used together with good, bad or total")
@@ -99,7 +99,7 @@ class SliSpec:
     thresholdMetric: Metric | None = None
     ratioMetric: RatioMetric | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if (self.thresholdMetric is None) == (self.ratioMetric is None):
             raise ValueError("give exactly one of thresholdMetric or ratioMetric")
 
@@ -133,7 +133,7 @@ class Objective:
     timeSliceTarget: float | None = None
     timeSliceWindow: str | int | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if (self.target is None) == (self.targetPercent is None):
             raise ValueError("give exactly one of target or targetPercent")
         if self.target is not None and not 0 < self.target < 1:
@@ -158,7 +158,7 @@ class BurnRateCondition:
     kind: Literal["burnrate"] = "burnrate"
     alertAfter: str = "0m"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("lookbackWindow", "alertAfter"):
             value = getattr(self, name)
             if name == "alertAfter" and value == "0m":
@@ -185,7 +185,7 @@ class PolicyCondition:
     metadata: Metadata | None = None
     spec: AlertConditionSpec | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         inline = self.kind is not None or self.metadata is not None or self.spec is not None
         if (self.conditionRef is not None) == inline:
             raise ValueError("give a conditionRef or an inline AlertCondition (kind, metadata, spec), not both")
@@ -210,7 +210,7 @@ class AlertPolicySpec:
     alertWhenBreaching: bool = True
     notificationTargets: list[TargetRef] = field(default_factory=list)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if len(self.conditions) != 1:
             raise ValueError(f"conditions: the spec allows exactly one condition per AlertPolicy, got {len(self.conditions)}")
 
@@ -224,7 +224,7 @@ class SloPolicy:
     metadata: Metadata | None = None
     spec: AlertPolicySpec | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         inline = self.kind is not None or self.metadata is not None or self.spec is not None
         if (self.alertPolicyRef is not None) == inline:
             raise ValueError("give an alertPolicyRef or an inline AlertPolicy (kind, metadata, spec), not both")
@@ -243,7 +243,7 @@ class SloSpec:
     timeWindow: list[TimeWindow] = field(default_factory=list)
     alertPolicies: list[SloPolicy] = field(default_factory=list)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if (self.indicator is None) == (self.indicatorRef is None):
             raise ValueError("give exactly one of indicator or indicatorRef")
         if not self.objectives:

@@ -23,9 +23,12 @@ How each indicator maps onto what opsctl computes (the queries Pyrra itself writ
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from opsctl.errors import ConfigError
+
+if TYPE_CHECKING:  # the SLO model loads when a file is Pyrra's
+    from opsctl.slo.model import Bad, SloDefinition
 
 API_VERSION = "pyrra.dev/v1alpha1"
 KIND = "ServiceLevelObjective"
@@ -74,7 +77,7 @@ class Indicator:
     latencyNative: LatencyNative | None = None
     bool_gauge: BoolGauge | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if sum(x is not None for x in (self.ratio, self.latency, self.latencyNative, self.bool_gauge)) != 1:
             raise ValueError("give exactly one of ratio, latency, latencyNative or bool_gauge")
 
@@ -98,7 +101,7 @@ class Document:
 
 
 def load(docs: list[tuple[str, str, Any]], known: set[str], period_seconds: int | None,
-         problems: list[str]) -> list:
+         problems: list[str]) -> list[SloDefinition]:
     """(file, where, raw document) -> SloDefinitions; every problem is added to `problems`."""
     from opsctl.config import build
 
@@ -116,9 +119,9 @@ def load(docs: list[tuple[str, str, Any]], known: set[str], period_seconds: int 
 
 
 def _definition(doc: Document, path: str, where: str, known: set[str], period_seconds: int | None,
-                problems: list[str]):
+                problems: list[str]) -> SloDefinition | None:
     from opsctl.metrics.promql import parse_selector
-    from opsctl.slo.model import SloDefinition, _classify, check_backend, check_name, percent_goal
+    from opsctl.slo.model import DEFAULT_OPERATORS, SloDefinition, _classify, check_backend, check_name, percent_goal
 
     before = len(problems)
 
@@ -146,32 +149,45 @@ def _definition(doc: Document, path: str, where: str, known: set[str], period_se
             " (nor the embedded store): write a latency indicator over classic buckets")
         return None
     part = ind.ratio or ind.latency or ind.bool_gauge
+    if part is None:  # Indicator holds exactly one kind
+        return None
     key = "spec.indicator." + ("ratio" if ind.ratio else "latency" if ind.latency else "bool_gauge")
     grouping = tuple(part.grouping or ())
     for label in grouping:
         if not isinstance(label, str) or not label.replace("_", "a").isalnum() or label[:1].isdigit():
             bad(f"{key}.grouping", f"must be label names, got {label!r}")
     selectors = {}
-    metrics = ({"errors": ind.ratio.errors.metric, "total": ind.ratio.total.metric} if ind.ratio else
-               {"success": ind.latency.success.metric, "total": ind.latency.total.metric} if ind.latency else
-               {"metric": ind.bool_gauge.metric})
+    if isinstance(part, Ratio):
+        metrics = {"errors": part.errors.metric, "total": part.total.metric}
+    elif isinstance(part, Latency):
+        metrics = {"success": part.success.metric, "total": part.total.metric}
+    else:
+        metrics = {"metric": part.metric}
     for role, text in metrics.items():
         try:
             parse_selector(text)
             selectors[role] = " ".join(text.split())
         except Exception as exc:  # UsageError: Pyrra takes series selectors only
             bad(f"{key}.{role}.metric" if role != "metric" else f"{key}.metric", f"a series selector, as Pyrra takes: {exc}")
-    if len(problems) > before:
-        return None
+    if len(problems) > before or not isinstance(name, str) or goal is None:
+        return None  # a name that is not text and a goal that is not one were each a problem above
     by = f" by ({', '.join(grouping)})" if grouping else ""
-    common = dict(name=name, backend=backend, goal=goal, description=doc.spec.description, file=path,
-                  service_name=service if isinstance(service, str) and service.strip() else None,
-                  source_format="pyrra", grouping=grouping, method="good_bad_ratio", period_seconds=own_period)
+    slo_name, slo_goal = name, goal
+
+    def define(*, filter_good: str, filter_valid: str, kind: str, threshold_seconds: float | None,
+               keys: tuple[tuple[str, str], ...], document: dict[str, Any], filter_bad: str | None = None,
+               operators: tuple[str, ...] = DEFAULT_OPERATORS, counts: str = "") -> SloDefinition:
+        return SloDefinition(name=slo_name, backend=backend, goal=slo_goal, description=doc.spec.description,
+                             file=path, service_name=service if isinstance(service, str) and service.strip() else None,
+                             source_format="pyrra", grouping=grouping, method="good_bad_ratio",
+                             period_seconds=own_period, filter_good=filter_good, filter_valid=filter_valid,
+                             kind=kind, threshold_seconds=threshold_seconds, keys=keys, document=document,
+                             filter_bad=filter_bad, operators=operators, counts=counts)
     if ind.ratio is not None:
         valid = f"sum{by} (increase({selectors['total']}[window]))"
         errors = f"sum{by} (increase({selectors['errors']}[window]))"
         good = f"{valid} - ({errors} or {valid} * 0)"
-        return SloDefinition(**common, filter_good=good, filter_valid=valid, filter_bad=errors, operators=(),
+        return define(filter_good=good, filter_valid=valid, filter_bad=errors, operators=(),
                              counts="increase", kind="availability", threshold_seconds=None,
                              document=_document(name, backend, service, doc.spec.description, goal,
                                                 {"filter_good": good, "filter_valid": valid, "operators": []}),
@@ -184,27 +200,27 @@ def _definition(doc: Document, path: str, where: str, known: set[str], period_se
             return None
         keys = (("good", f"{key}.success.metric"), ("valid", f"{key}.total.metric"))
         if not grouping:  # slo-generator's own good_bad_ratio over the same selectors
-            return SloDefinition(**common, filter_good=selectors["success"], filter_valid=selectors["total"],
+            return define(filter_good=selectors["success"], filter_valid=selectors["total"],
                                  kind="latency", threshold_seconds=threshold, keys=keys,
                                  document=_document(name, backend, service, doc.spec.description, goal,
                                                     {"filter_good": selectors["success"],
                                                      "filter_valid": selectors["total"]}))
         good = f"sum{by} (increase({selectors['success']}[window]))"
         valid = f"sum{by} (increase({selectors['total']}[window]))"
-        return SloDefinition(**common, filter_good=good, filter_valid=valid, operators=(), counts="increase",
+        return define(filter_good=good, filter_valid=valid, operators=(), counts="increase",
                              kind="latency", threshold_seconds=threshold, keys=keys,
                              document=_document(name, backend, service, doc.spec.description, goal,
                                                 {"filter_good": good, "filter_valid": valid, "operators": []}))
     good = f"sum{by} (sum_over_time({selectors['metric']}[window]))"
     valid = f"sum{by} (count_over_time({selectors['metric']}[window]))"
-    return SloDefinition(**common, filter_good=good, filter_valid=valid, operators=(), counts="samples",
+    return define(filter_good=good, filter_valid=valid, operators=(), counts="samples",
                          kind="availability", threshold_seconds=None,
                          keys=(("good", f"{key}.metric"), ("valid", f"{key}.metric")),
                          document=_document(name, backend, service, doc.spec.description, goal,
                                             {"filter_good": good, "filter_valid": valid, "operators": []}))
 
 
-def _check_window(window: str, bad) -> int | None:
+def _check_window(window: str, bad: Bad) -> int | None:
     """The SLO's own period in seconds (slos.period's bounds), or None with the reason added."""
     from opsctl.clock import parse_duration
 
@@ -219,7 +235,8 @@ def _check_window(window: str, bad) -> int | None:
     return seconds
 
 
-def _document(name, backend, service, description, goal, sli) -> dict:
+def _document(name: str, backend: str | None, service: object, description: str, goal: float,
+              sli: dict[str, Any]) -> dict[str, Any]:
     """The slo-generator document of the same SLI (what `slo convert --to slo-generator` writes)."""
     labels = {**({"service_name": service} if isinstance(service, str) else {}),
               **({"backend": backend} if backend else {})}

@@ -21,12 +21,24 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Protocol, Sequence, TypeGuard
 
 from opsctl.metrics.base import MetricSource
 from opsctl.slo import budget
 from opsctl.slo import conventions as cv
 from opsctl.slo.model import SloDefinition, has_placeholder
+
+
+class GroupedSource(MetricSource, Protocol):
+    """A source that also answers grouped PromQL (Prometheus): per expression, its series by the
+    values of `labels`."""
+
+    def query_grouped(self, exprs: Sequence[str], at: float, labels: Sequence[str], *,
+                      finite: bool = True) -> list[dict[tuple[str, ...], float | None]]: ...
+
+
+def answers_grouped(source: MetricSource) -> TypeGuard[GroupedSource]:
+    return callable(getattr(source, "query_grouped", None))
 
 
 @dataclass
@@ -35,10 +47,10 @@ class Recorded:
 
     base: str
     per_base: int  # evaluations per base window: each event is counted this many times
-    usable: set
-    why: dict  # SLO name -> which series answered, or why the raw ones did
-    services: dict = field(default_factory=dict)  # SLO name -> the service on its recorded series
-    young: dict = field(default_factory=dict)  # SLO name -> seconds its recorded series span, when short of `span`
+    usable: set[str]
+    why: dict[str, str]  # SLO name -> which series answered, or why the raw ones did
+    services: dict[str, str] = field(default_factory=dict)  # SLO name -> the service on its recorded series
+    young: dict[str, int] = field(default_factory=dict)  # SLO name -> seconds its recorded series span, when short of `span`
     interval: int = 60  # the rules' evaluation interval
 
     def newest_edge(self, slo_name: str, seconds: int) -> list[int]:
@@ -63,7 +75,7 @@ class Recorded:
         return {role: f"sum_over_time({record}{own}[{seconds - 1}s])" for role, record in
                 (("good", cv.record_good_increase(self.base)), ("valid", cv.record_valid_increase(self.base)))}
 
-    def counts(self, slo_name: str, seconds: int, answers: dict) -> budget.WindowCounts:
+    def counts(self, slo_name: str, seconds: int, answers: dict[str, float | None]) -> budget.WindowCounts:
         """The window's events: the recorded sums divided by the times each event was recorded."""
         q = self.queries(slo_name, seconds)
         good, valid = answers[q["good"]], answers[q["valid"]]
@@ -111,15 +123,15 @@ def recorded_plan(slos: Sequence[SloDefinition], source: MetricSource, at: float
     `service_name` (the rules' label); without either, an SLO's series are selected by `slo` alone."""
     if not getattr(source, "speaks_promql", False):
         return None
-    base, base_seconds = base or cv.base_window(interval)
+    base_name, base_seconds = base or cv.base_window(interval)
     counted = [s for s in slos if s.counts_increases]
     services = {s.name: name for s in slos if (name := s.service_name or service)}
-    probes = [f"count_over_time({cv.record_valid_increase(base)}{own_matchers(s.name, services.get(s.name))}"
+    probes = [f"count_over_time({cv.record_valid_increase(base_name)}{own_matchers(s.name, services.get(s.name))}"
               f"[{span - 1}s])" for s in counted]
     samples = dict(zip((s.name for s in counted), source.query_many(probes, at))) if probes else {}
-    usable, why, short = _decide(counted, samples, source, at, span, interval, base, what)
+    usable, why, short = _decide(counted, samples, source, at, span, interval, base_name, what)
     young = {n: have for n, have in short.items() if n in usable}
-    return Recorded(base, base_seconds // interval, usable, why, services, young, interval)
+    return Recorded(base_name, base_seconds // interval, usable, why, services, young, interval)
 
 
 def own_matchers(slo_name: str, service: str | None) -> str:
@@ -153,7 +165,7 @@ class RecordedReads:
             self.scope = f'{cv.LABEL_SERVICE}="{_quoted(names[0])}"'
         else:
             self.scope = f'{cv.LABEL_SERVICE}=~"{_quoted("|".join(re.escape(n) for n in names))}"'
-        self._answers: dict[str, dict[tuple, float]] = {}
+        self._answers: dict[str, dict[tuple[str, ...], float | None]] = {}
         self.sent = 0  # expressions sent to the source (each once)
 
     def selector(self, record: str) -> str:
@@ -164,8 +176,9 @@ class RecordedReads:
         missing = list(dict.fromkeys(e for e in exprs if e not in self._answers))
         if not missing:
             return
-        ask = getattr(self.source, "query_grouped")
-        for expr, values in zip(missing, ask(missing, self.at, KEY_LABELS, finite=False)):
+        if not answers_grouped(self.source):
+            raise TypeError(f"{self.source.description} cannot answer grouped PromQL")
+        for expr, values in zip(missing, self.source.query_grouped(missing, self.at, KEY_LABELS, finite=False)):
             self._answers[expr] = values
         self.sent += len(missing)
 
@@ -186,15 +199,15 @@ class GroupedRecorded(Recorded):
     """`Recorded`, read through `RecordedReads`: the sums of every SLO's recorded increases over a
     window in one query per series, each SLO's read by its (service, slo) key."""
 
-    reads: RecordedReads = None
-    keys: dict = field(default_factory=dict)  # SLO name -> (service, slo)
-    spanning: set = field(default_factory=set)  # recorded series reach back over the whole window
+    reads: RecordedReads = field(kw_only=True)
+    keys: dict[str, tuple[str, str]] = field(default_factory=dict)  # SLO name -> (service, slo)
+    spanning: set[str] = field(default_factory=set)  # recorded series reach back over the whole window
 
     def sums(self, seconds: int) -> dict[str, str]:
         return {role: f"sum_over_time({self.reads.selector(record)}[{seconds - 1}s])" for role, record in
                 (("good", cv.record_good_increase(self.base)), ("valid", cv.record_valid_increase(self.base)))}
 
-    def counts(self, slo_name: str, seconds: int, answers: dict | None = None) -> budget.WindowCounts:
+    def counts(self, slo_name: str, seconds: int, answers: dict[str, float | None] | None = None) -> budget.WindowCounts:
         key, q = self.keys[slo_name], self.sums(seconds)
         good, valid = (_number(self.reads.value(q[role], key)) for role in ("good", "valid"))
         return budget.WindowCounts(None if good is None else good / self.per_base,
@@ -212,6 +225,8 @@ class GroupedRecorded(Recorded):
         if not self.reads.present(q, key):
             return None
         r = self.reads.value(q, key)
+        if r is None:  # present above: not reached
+            return None
         if math.isnan(r):
             return budget.WindowCounts(0.0, 0.0)
         if not math.isfinite(r):
@@ -228,27 +243,30 @@ def grouped_plan(slos: Sequence[SloDefinition], reads: RecordedReads, service: s
     """`recorded_plan` with the recorded series counted by one grouped query for every SLO (the
     raw gap check, only for SLOs whose recorded series are short, stays per SLO)."""
     source, at = reads.source, reads.at
-    if not getattr(source, "speaks_promql", False) or not hasattr(source, "query_grouped"):
+    if not getattr(source, "speaks_promql", False) or not answers_grouped(source):
         return None
-    base, base_seconds = base or cv.base_window(interval)
+    base_name, base_seconds = base or cv.base_window(interval)
     counted = [s for s in slos if s.counts_increases]
     keys = {s.name: slo_key(s, service) for s in slos}
-    probe = f"count_over_time({reads.selector(cv.record_valid_increase(base))}[{span - 1}s])"
+    probe = f"count_over_time({reads.selector(cv.record_valid_increase(base_name))}[{span - 1}s])"
     reads.fetch([probe] if counted else [])
     samples = {s.name: _number(reads.value(probe, keys[s.name])) for s in counted}
-    plan = _decide(counted, samples, source, at, span, interval, base, what)
+    plan = _decide(counted, samples, source, at, span, interval, base_name, what)
     usable, why, short = plan
     spanning = {name for name in usable if name not in short}
     young = {n: have for n, have in short.items() if n in usable}
-    return GroupedRecorded(base, base_seconds // interval, usable, why, {n: k[0] for n, k in keys.items()},
+    return GroupedRecorded(base_name, base_seconds // interval, usable, why, {n: k[0] for n, k in keys.items()},
                            young, interval, reads=reads, keys=keys, spanning=spanning)
 
 
-def _decide(counted, samples, source, at, span, interval, base, what):
+def _decide(counted: Sequence[SloDefinition], samples: Mapping[str, float | None], source: MetricSource, at: float,
+            span: int, interval: int, base: str, what: str) -> tuple[set[str], dict[str, str], dict[str, int]]:
     """Which SLOs' windows up to `span` the recorded increases can answer, given each SLO's count
     of recorded samples over it (shared by `recorded_plan` and `grouped_plan`)."""
     slack = max(5 * interval, coverage_step(span))
-    usable, why, short = set(), {}, {}
+    usable: set[str] = set()
+    why: dict[str, str] = {}
+    short: dict[str, int] = {}
     for s in counted:
         n = samples.get(s.name)
         if n is None:
@@ -269,7 +287,8 @@ def _decide(counted, samples, source, at, span, interval, base, what):
     selectors = list(dict.fromkeys(sel for s in lacking if (sel := coverage_selector(s))))
     starts = dict(zip(selectors, data_starts(source, selectors, at, span)))
     for s in lacking:
-        start = starts.get(coverage_selector(s))
+        selector = coverage_selector(s)
+        start = starts.get(selector) if selector is not None else None
         days = (span if start is None else min(span, at - start)) / 86400
         why[s.name] = (f"the recorded {cv.record_valid_increase(base)} series span {short[s.name] / 86400:.1f} of the"
                        f" {days:.1f} days of data")

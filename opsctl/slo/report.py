@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from opsctl.clock import format_duration, format_rfc3339
 from opsctl.metrics.base import MetricSource
@@ -12,6 +12,7 @@ from opsctl.slo.conventions import base_window, derived_windows, period_windows
 from opsctl.slo.model import SloDefinition, counts_from
 from opsctl.slo.recorded import (
     GroupedRecorded,
+    Recorded,
     RecordedReads,
     coverage_selector,
     coverage_step,
@@ -51,7 +52,7 @@ class SloResult:
         if self.long_windows:
             out.append(f"{self.long_windows}: {self.long_windows_why}")
         covered = self.covered_seconds
-        if covered is not None and covered < self.period_seconds:
+        if covered is not None and self.data_since is not None and covered < self.period_seconds:
             out.append(f"only {_days(covered)} of the {round(self.period_seconds / 86400)}-day period have data"
                        f" (since {format_rfc3339(self.data_since)}): SLI and budget cover that span alone")
         return out
@@ -68,7 +69,7 @@ class SloResult:
         rated = [(w, r) for w, r in self.burn_rate.items() if r is not None]
         return max(rated, key=lambda item: item[1]) if rated else None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.slo.name,
             "backend": self.slo.backend,
@@ -118,12 +119,12 @@ def align_at(source: MetricSource, when: float, given: bool, scope: str = "") ->
                      f" {format_rfc3339(aligned)}, the sample boundary before it")
 
 
-def source_notes(source) -> list[str]:
+def source_notes(source: MetricSource) -> list[str]:
     """What the source said beside its answers: Prometheus' warnings, answers read as no data."""
     return list(getattr(source, "warnings", [])) + list(getattr(source, "problems", []))
 
 
-def why_no_data(source) -> str:
+def why_no_data(source: MetricSource) -> str:
     """The first answer read as no data (NaN, +/-Inf), for the one line of a no-data error."""
     problems = getattr(source, "problems", [])
     return f" ({problems[0]}{f'; {len(problems) - 1} more' if len(problems) > 1 else ''})" if problems else ""
@@ -155,7 +156,8 @@ def plan_queries(slos: Sequence[SloDefinition], windows: dict[str, int]) -> list
     return list(seen)
 
 
-def _with_newest_edge(slo: SloDefinition, recorded, seconds: int, answers: dict) -> budget.WindowCounts:
+def _with_newest_edge(slo: SloDefinition, recorded: Recorded, seconds: int,
+                      answers: dict[str, float | None]) -> budget.WindowCounts:
     """A long window from the recorded sums, plus what they lack where the data are younger than
     the window (`Recorded.newest_edge`): the raw counts over the newest intervals, over per_base."""
     counts = recorded.counts(slo.name, seconds, answers)
@@ -223,7 +225,7 @@ def build_report(
     windows = report_windows(period_seconds)
     grouped = [slo for slo in slos if slo.grouping]
     slos = [slo for slo in slos if not slo.grouping]
-    recorded = None
+    recorded: Recorded | None = None
     base = base_window(recorded_interval, period_seconds) if recorded_interval else None
     if recorded_interval and slos and service is not None and grouped_reads and getattr(source, "speaks_promql", False):
         if reads is None:
@@ -246,25 +248,26 @@ def build_report(
                     short[slo.name] = found
     raw = {slo.name: {n: s for n, s in windows.items()
                       if not (slo.name in use and n in long_windows) and not (slo.name in short)} for slo in slos}
-    queries: dict[str, None] = {}
+    asked: dict[str, None] = {}
     for slo in slos:
         for seconds in raw[slo.name].values():
-            queries.update(dict.fromkeys(slo.queries(f"{seconds}s").values()))
-        if slo.name in use and not isinstance(recorded, GroupedRecorded):
+            asked.update(dict.fromkeys(slo.queries(f"{seconds}s").values()))
+        if recorded is None or slo.name not in use:
+            continue
+        if not isinstance(recorded, GroupedRecorded):
             for name in long_windows:
-                queries.update(dict.fromkeys(recorded.queries(slo.name, windows[name]).values()))
-        if slo.name in use:
-            for name in long_windows:
-                queries.update(dict.fromkeys(_edge_queries(slo, recorded.newest_edge(slo.name, windows[name])).values()))
-    queries = list(queries)
+                asked.update(dict.fromkeys(recorded.queries(slo.name, windows[name]).values()))
+        for name in long_windows:
+            asked.update(dict.fromkeys(_edge_queries(slo, recorded.newest_edge(slo.name, windows[name])).values()))
+    queries = list(asked)
     if progress:
-        asked = f" and {recorded.reads.sent} grouped reads of the recorded series" if isinstance(recorded, GroupedRecorded) else ""
-        progress(f"querying {source.description}: {len(queries)} queries{asked} for {len(slos)} SLOs")
+        grouped_asked = f" and {recorded.reads.sent} grouped reads of the recorded series" if isinstance(recorded, GroupedRecorded) else ""
+        progress(f"querying {source.description}: {len(queries)} queries{grouped_asked} for {len(slos)} SLOs")
     answers = dict(zip(queries, _one_series(lambda: source.query_many(queries, at), slos, windows)))
     results = []
     for slo in slos:
         counts = {n: window_counts(slo, s, answers) for n, s in raw[slo.name].items()}
-        if slo.name in use:
+        if recorded is not None and slo.name in use:
             counts.update({n: _with_newest_edge(slo, recorded, windows[n], answers) for n in long_windows})
         counts.update(short.get(slo.name, {}))
         result = _evaluate(slo, windows, {n: counts[n] for n in windows}, at, period_seconds)
@@ -300,15 +303,20 @@ def _record_family() -> str:
     return cv.record_error_ratio("<w>")
 
 
-def fleet_reads(shared: dict, source: MetricSource, at: float) -> RecordedReads | None:
+def fleet_reads(shared: dict[Any, Any], source: MetricSource, at: float) -> RecordedReads | None:
     """The grouped reads the services of one fleet report share (one dict per `--all-services`
     run): one per source and instant, reading every service's recorded series."""
     if not getattr(source, "speaks_promql", False):
         return None
-    return shared.setdefault(("recorded-reads", source.description, at), RecordedReads(source, at))
+    key = ("recorded-reads", source.description, at)
+    reads = shared.get(key)
+    if not isinstance(reads, RecordedReads):
+        reads = shared[key] = RecordedReads(source, at)
+    return reads
 
 
-def _one_series(ask, slos: Sequence[SloDefinition], windows: dict[str, int]):
+def _one_series(ask: Callable[[], list[float | None]], slos: Sequence[SloDefinition],
+                windows: dict[str, int]) -> list[float | None]:
     """`ask()`, with a query that answered several series named by the SLO file and key it came
     from: opsctl never keeps one series of several (which one arrives last is chance)."""
     from opsctl.errors import UsageError
@@ -350,7 +358,7 @@ SUM_HINT = ("aggregate it to one series, e.g. sum(...) around the expression (or
             " grouping, one SLI per group)")
 
 
-def group_name(slo: SloDefinition, key: tuple) -> str:
+def group_name(slo: SloDefinition, key: tuple[str, ...]) -> str:
     """A grouped SLO's name for one group: `name{label="value",...}`, as Prometheus writes series."""
     return slo.name + "{" + ",".join(f'{k}="{v}"' for k, v in zip(slo.grouping, key)) + "}"
 
@@ -398,13 +406,15 @@ def _add_coverage(results: list[SloResult], source: MetricSource, at: float, per
         found = data_start(selectors, at, period_seconds)
     starts = dict(zip(selectors, found))
     for r in results:
-        start = starts.get(coverage_selector(r.slo))
+        selector = coverage_selector(r.slo)
+        start = starts.get(selector) if selector is not None else None
         if start is not None and start > at - period_seconds + coverage_step(period_seconds):
             r.data_since = start  # a shortfall finer than the subquery step is not reported
 
 
-def _evaluate(slo, windows, counts, at, period_seconds) -> SloResult:
-    missing = []
+def _evaluate(slo: SloDefinition, windows: dict[str, int], counts: dict[str, budget.WindowCounts], at: float,
+              period_seconds: int) -> SloResult:
+    missing: list[str] = []
     for name, c in counts.items():
         if c.good is None and c.valid is None:
             missing.append(name if slo.counts_events else f"{name} (the SLI expression matched no series)")
@@ -414,11 +424,10 @@ def _evaluate(slo, windows, counts, at, period_seconds) -> SloResult:
             missing.append(f"{name} (filter_valid matched no series)")
     burns = {name: budget.burn_rate(counts[name], slo.goal) for name in windows if name != PERIOD}
     period = counts[PERIOD]
-    status = budget.evaluate_status(
-        burns, missing, period.has_data and period.valid > 0, period_seconds
-    )
+    ratio = budget.error_ratio(period)  # None without data or without valid events
+    status = budget.evaluate_status(burns, missing, ratio is not None, period_seconds)
     result = SloResult(slo, at, period_seconds, counts, burns, status, missing=missing)
-    if period.has_data and period.valid > 0:
-        result.sli = 1.0 - budget.error_ratio(period)
+    if ratio is not None:
+        result.sli = 1.0 - ratio
         result.error_budget_remaining = budget.budget_remaining(period, slo.goal)
     return result

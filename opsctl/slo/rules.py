@@ -37,13 +37,13 @@ import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from opsctl.clock import format_duration
 from opsctl.errors import ConfigError, UsageError
 from opsctl.metrics.promql import Matcher, Selector, format_selector, le_regex, parse_selector
 from opsctl.slo import conventions as cv
-from opsctl.slo.model import SloDefinition
+from opsctl.slo.model import SloDefinition, given
 
 if TYPE_CHECKING:
     from opsctl.config import AlertingConfig, Config
@@ -96,8 +96,8 @@ class BurnAlert:
 @dataclass(frozen=True)
 class SloRulePlan:
     slo: SloDefinition
-    good: str  # selectors as written into PromQL (an exact `le` matcher becomes a regex)
-    valid: str
+    good: str | None  # selectors as written into PromQL (an exact `le` matcher becomes a regex); None: query_sli
+    valid: str | None  # None: query_sli, or an SLI of good and bad events
     labels: tuple[tuple[str, str], ...]  # slo, backend, service
     windows: tuple[tuple[str, int], ...]  # error-ratio windows: the burn-rate windows and the period
     period: str
@@ -129,6 +129,13 @@ class SloRulePlan:
         if self.sloth:
             labels.update(cv.sloth_labels(labels[cv.LABEL_SERVICE], self.name))
         return labels
+
+    @property
+    def recorded_base(self) -> tuple[str, int]:
+        """The recorded increases' window and its seconds, for a plan that records them (`base`)."""
+        if self.base is None:
+            raise ValueError(f"{self.name}: its SLI records no increases (no base window)")
+        return self.base
 
     @property
     def guard_windows(self) -> tuple[str, ...]:
@@ -171,7 +178,7 @@ def plan_rules(slos: Sequence[SloDefinition], settings: RuleSettings) -> list[Sl
     return plans
 
 
-def _plan_one(slo: SloDefinition, good: str, valid: str, settings: RuleSettings) -> SloRulePlan:
+def _plan_one(slo: SloDefinition, good: str | None, valid: str | None, settings: RuleSettings) -> SloRulePlan:
     period_seconds = slo.period_or(settings.period_seconds)  # its own period, else slos.period
     period = cv.window_label(period_seconds)
     windows = cv.period_windows(period_seconds)  # the table's windows, scaled off 28-30 days
@@ -266,7 +273,8 @@ def _sli_selectors(slo: SloDefinition, problems: list[str]) -> tuple[str | None,
     """The good and valid filters for PromQL, or None with the reason added to `problems`.
     Only plain selectors of good and valid events are checked further (histogram, `le`)."""
     where = f"{slo.file}: {slo.name}"
-    if slo.method == "query_sli" or slo.filter_valid is None or "[window" in slo.filter_good + slo.filter_valid:
+    if slo.method == "query_sli" or slo.filter_good is None or slo.filter_valid is None \
+            or "[window" in slo.filter_good + slo.filter_valid:
         return slo.filter_good, slo.filter_valid
     good, valid = parse_selector(slo.filter_good), parse_selector(slo.filter_valid)
     # A latency SLO is known by its histogram selector; one named so without it cannot be expressed.
@@ -288,7 +296,8 @@ def _sli_selectors(slo: SloDefinition, problems: list[str]) -> tuple[str | None,
             f" naming the latency threshold, got {slo.filter_good!r}"
         )
         return None
-    if le[0].op == "=" and _le_bound(le[0].value) is None:
+    bound = _le_bound(le[0].value) if le[0].op == "=" else None
+    if le[0].op == "=" and bound is None:
         problems.append(f"{where}: le=\"{le[0].value}\" is not a finite bucket bound")
         return None
     base = good.metric[: -len("_bucket")]
@@ -301,8 +310,7 @@ def _sli_selectors(slo: SloDefinition, problems: list[str]) -> tuple[str | None,
             f"{where}: filter_valid must count every request of the same histogram ({base}_count), got {slo.filter_valid!r}"
         )
         return None
-    if le[0].op == "=":  # le="1" misses buckets exposed as "1.0" (and the other way round)
-        bound = _le_bound(le[0].value)
+    if bound is not None:  # le="1" misses buckets exposed as "1.0" (and the other way round)
         matchers = tuple(m if m.label != "le" else Matcher("le", "=~", le_regex(bound)) for m in good.matchers)
         return format_selector(Selector(good.metric, matchers)), slo.filter_valid
     return slo.filter_good, slo.filter_valid
@@ -339,7 +347,7 @@ def derived_error_ratio_expr(plan: SloRulePlan, seconds: int) -> str:
     window so it holds window / interval samples whether or not its start is inclusive; those
     samples telescope to the sum of the raw window's counts at the last base / interval
     evaluation instants (see docs/design.md)."""
-    base = plan.base[0]
+    base = plan.recorded_base[0]
     good = f"sum_over_time({_own(cv.record_good_increase(base), plan)}[{seconds - 1}s])"
     valid = f"sum_over_time({_own(cv.record_valid_increase(base), plan)}[{seconds - 1}s])"
     return f"1 - ({good} / {valid})"
@@ -348,7 +356,7 @@ def derived_error_ratio_expr(plan: SloRulePlan, seconds: int) -> str:
 def base_increase_exprs(plan: SloRulePlan) -> tuple[str, str]:
     """(good, valid) events over the base window, aggregated to one series (pod, instance and every
     other label dropped by the sum); an absent good series records zero successes."""
-    q = plan.queries(plan.base[0])
+    q = plan.queries(plan.recorded_base[0])
     valid = q["valid"] if "valid" in q else f"({q['good']} + ({q['bad']} or vector(0)))"
     return f"{q['good']} or vector(0)", valid
 
@@ -444,8 +452,8 @@ def subject(plan: SloRulePlan) -> str:
     return backend if backend and backend != cv.ALL_BACKENDS else plan.label_dict[cv.LABEL_SERVICE]
 
 
-def annotations(plan: SloRulePlan, alert: BurnAlert, base_url: str, burn: float | None = None,
-                cause: str | None = None) -> dict[str, str]:
+def alert_annotations(plan: SloRulePlan, alert: BurnAlert, base_url: str, burn: float | None = None,
+                      cause: str | None = None) -> dict[str, str]:
     """Alert annotations: Go templates for the rule (burn None), or their rendering for a burn rate
     and the cause the in-process evaluation found (None: the SLO's fixed cause).
 
@@ -496,7 +504,8 @@ def alert_labels(plan: SloRulePlan, alert: BurnAlert, settings: RuleSettings) ->
 
 def absent_labels(plan: SloRulePlan, settings: RuleSettings) -> dict[str, str]:
     """The rule's labels over what `absent()` itself returns (the selector's equality matchers)."""
-    own = {m.label: m.value for m in parse_selector(plan.absent).matchers if m.op == "=" and m.label != "__name__"}
+    own = {m.label: m.value for m in parse_selector(given(plan.absent, f"{plan.name}: absent")).matchers
+           if m.op == "=" and m.label != "__name__"}
     return {**own, **settings.alerting.labels, **plan.label_dict, cv.LABEL_SEVERITY: plan.absent_severity,
             cv.LABEL_CATEGORY: "absent"}
 
@@ -518,16 +527,16 @@ def absent_annotations(plan: SloRulePlan, base_url: str) -> dict[str, str]:
 # Rule groups (plain data)
 
 
-def rule_groups(plans: Sequence[SloRulePlan], settings: RuleSettings) -> list[dict]:
+def rule_groups(plans: Sequence[SloRulePlan], settings: RuleSettings) -> list[dict[str, Any]]:
     return [group for plan in plans for group in _groups(plan, settings)]
 
 
-def _groups(plan: SloRulePlan, settings: RuleSettings) -> list[dict]:
+def _groups(plan: SloRulePlan, settings: RuleSettings) -> list[dict[str, Any]]:
     fast = [_fast_group(plan, settings)] if any(a.fast for a in plan.alerts) else []
     return [_group(plan, settings), *fast, _period_group(plan, settings)]
 
 
-def _cause_rules(plan: SloRulePlan, fast: bool) -> list[dict]:
+def _cause_rules(plan: SloRulePlan, fast: bool) -> list[dict[str, Any]]:
     rules = []
     for window in cause_windows(plan, fast):
         for cause, query in plan.cause_queries(window).items():
@@ -536,18 +545,18 @@ def _cause_rules(plan: SloRulePlan, fast: bool) -> list[dict]:
     return rules
 
 
-def _alert_rule(plan: SloRulePlan, alert: BurnAlert, settings: RuleSettings) -> dict:
-    rule = {"alert": alert.alertname, "expr": alert_expr(plan, alert)}
+def _alert_rule(plan: SloRulePlan, alert: BurnAlert, settings: RuleSettings) -> dict[str, Any]:
+    rule: dict[str, Any] = {"alert": alert.alertname, "expr": alert_expr(plan, alert)}
     if alert.for_seconds:
         rule["for"] = format_duration(alert.for_seconds)
     if alert.keep_firing_seconds:
         rule["keep_firing_for"] = format_duration(alert.keep_firing_seconds)
     rule["labels"] = alert_labels(plan, alert, settings)
-    rule["annotations"] = annotations(plan, alert, settings.alerting.runbook_base_url)
+    rule["annotations"] = alert_annotations(plan, alert, settings.alerting.runbook_base_url)
     return rule
 
 
-def _fast_group(plan: SloRulePlan, settings: RuleSettings) -> dict:
+def _fast_group(plan: SloRulePlan, settings: RuleSettings) -> dict[str, Any]:
     """The fast-burn tier: its per-cause ratios and alert, evaluated every few seconds."""
     alerts = [a for a in plan.alerts if a.fast]
     return {
@@ -557,12 +566,12 @@ def _fast_group(plan: SloRulePlan, settings: RuleSettings) -> dict:
     }
 
 
-def _ratio_rule(plan: SloRulePlan, window: str, seconds: int) -> dict:
+def _ratio_rule(plan: SloRulePlan, window: str, seconds: int) -> dict[str, Any]:
     expr = derived_error_ratio_expr(plan, seconds) if window in plan.derived else error_ratio_expr(plan, window)
     return {"record": cv.record_error_ratio(window), "expr": expr, "labels": plan.record_labels}
 
 
-def _period_group(plan: SloRulePlan, settings: RuleSettings) -> dict:
+def _period_group(plan: SloRulePlan, settings: RuleSettings) -> dict[str, Any]:
     """The period's ratio and the budget left: no alert reads them, so every 5 minutes is enough."""
     seconds = dict(plan.windows)[plan.period]
     rules = [_ratio_rule(plan, plan.period, seconds), {
@@ -577,9 +586,9 @@ def _period_group(plan: SloRulePlan, settings: RuleSettings) -> dict:
     }
 
 
-def _group(plan: SloRulePlan, settings: RuleSettings) -> dict:
+def _group(plan: SloRulePlan, settings: RuleSettings) -> dict[str, Any]:
     labels = plan.record_labels
-    rules: list[dict] = []
+    rules: list[dict[str, Any]] = []
     if plan.base:
         good, valid = base_increase_exprs(plan)
         rules.append({"record": cv.record_good_increase(plan.base[0]), "expr": good, "labels": dict(labels)})
@@ -616,7 +625,7 @@ def _group(plan: SloRulePlan, settings: RuleSettings) -> dict:
     }
 
 
-def rules_document(plans: Sequence[SloRulePlan], settings: RuleSettings, fmt: str = "rules") -> dict:
+def rules_document(plans: Sequence[SloRulePlan], settings: RuleSettings, fmt: str = "rules") -> dict[str, Any]:
     """A Prometheus rule file, or a prometheus-operator PrometheusRule manifest holding the same groups."""
     groups = rule_groups(plans, settings)
     if not groups or not any(g["rules"] for g in groups):
@@ -625,7 +634,7 @@ def rules_document(plans: Sequence[SloRulePlan], settings: RuleSettings, fmt: st
         return {"groups": groups}
     if fmt == "prometheusrule":
         meta = settings.alerting.prometheus_rule
-        metadata: dict = {"name": meta.name, "namespace": meta.namespace}
+        metadata: dict[str, Any] = {"name": meta.name, "namespace": meta.namespace}
         if meta.labels:
             metadata["labels"] = dict(meta.labels)
         return {
@@ -637,25 +646,25 @@ def rules_document(plans: Sequence[SloRulePlan], settings: RuleSettings, fmt: st
     raise UsageError(f"unknown rules format {fmt!r} (known: {', '.join(FORMATS)})")
 
 
-def count_rules(document: dict) -> tuple[int, int, int]:
+def count_rules(document: dict[str, Any]) -> tuple[int, int, int]:
     """(groups, recording rules, alerting rules) in a rules document of either format."""
     groups = document["groups"] if "groups" in document else document["spec"]["groups"]
     rules = [r for g in groups for r in g["rules"]]
     return len(groups), sum("record" in r for r in rules), sum("alert" in r for r in rules)
 
 
-def render_yaml(document: dict, header: str = "") -> str:
+def render_yaml(document: dict[str, Any], header: str = "") -> str:
     import yaml
 
-    class Dumper(yaml.SafeDumper):
+    class Dumper(yaml.SafeDumper):  # type: ignore[misc]  # PyYAML ships no stubs: SafeDumper is Any here
         pass
 
-    def text(dumper, value):
+    def text(dumper: Any, value: str) -> Any:
         style = "|" if "\n" in value else None
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
     Dumper.add_representer(str, text)
-    body = yaml.dump(document, Dumper=Dumper, sort_keys=False, width=1000, allow_unicode=True)
+    body: str = yaml.dump(document, Dumper=Dumper, sort_keys=False, width=1000, allow_unicode=True)
     lead = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
     return lead + body
 

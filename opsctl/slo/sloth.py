@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from opsctl.errors import ConfigError
+
+if TYPE_CHECKING:  # the SLO model loads when a file is Sloth's
+    from opsctl.slo.model import Bad, SloDefinition
 
 SERVICE_VERSION = "prometheus/v1"
 CRD_API_VERSION = "sloth.slok.dev/v1"
@@ -63,7 +66,7 @@ class Sli:
     raw: Raw | None = None
     plugin: Plugin | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if sum(x is not None for x in (self.events, self.raw, self.plugin)) != 1:
             raise ValueError("give exactly one of events, raw or plugin")
 
@@ -115,7 +118,7 @@ def _snake(value: Any) -> Any:
     return value
 
 
-def load(docs: list[tuple[str, str, Any]], known: set[str], problems: list[str]) -> list:
+def load(docs: list[tuple[str, str, Any]], known: set[str], problems: list[str]) -> list[SloDefinition]:
     """(file, where, raw document) -> SloDefinitions; every problem is added to `problems`."""
     from opsctl.config import build
 
@@ -125,12 +128,12 @@ def load(docs: list[tuple[str, str, Any]], known: set[str], problems: list[str])
         if crd and doc.get("kind") != CRD_KIND:
             problems.append(f"{where}: kind: Sloth's Kubernetes kind is {CRD_KIND!r}, got {doc.get('kind')!r}")
             continue
+        body: CrdSpec | ServiceFile
         try:
-            parsed = build(Crd, _snake(doc), where) if crd else build(ServiceFile, doc, where)
+            body = build(Crd, _snake(doc), where).spec if crd else build(ServiceFile, doc, where)
         except ConfigError as exc:
             problems.extend(exc.problems)
             continue
-        body = parsed.spec if crd else parsed
         prefix = "spec.slos" if crd else "slos"
         for i, slo in enumerate(body.slos):
             one = _definition(slo, body, f"{prefix}[{i}]", path, where, known, problems)
@@ -139,7 +142,8 @@ def load(docs: list[tuple[str, str, Any]], known: set[str], problems: list[str])
     return out
 
 
-def _definition(slo: Slo, body, key: str, path: str, where: str, known: set[str], problems: list[str]):
+def _definition(slo: Slo, body: CrdSpec | ServiceFile, key: str, path: str, where: str, known: set[str],
+                problems: list[str]) -> SloDefinition | None:
     from opsctl.slo.model import SloDefinition, check_backend, check_name, classify_expression, percent_goal
 
     before = len(problems)
@@ -150,6 +154,7 @@ def _definition(slo: Slo, body, key: str, path: str, where: str, known: set[str]
     name = f"{body.service}-{slo.name}"  # Sloth's sloth_id
     if (why := check_name(name)) is not None:
         bad("name", f"with the service, the SLO's id {why}")
+    goal: float | None
     try:
         goal = percent_goal(slo.objective)
     except ValueError as exc:
@@ -165,7 +170,7 @@ def _definition(slo: Slo, body, key: str, path: str, where: str, known: set[str]
         return None
     if slo.sli.raw is not None:
         query = _query(slo.sli.raw.error_ratio_query, "sli.raw.error_ratio_query", bad)
-        if query is None or len(problems) > before:
+        if query is None or goal is None or len(problems) > before:
             return None
         kind, threshold = classify_expression(query)
         expression = f"1 - ({query})"
@@ -177,9 +182,11 @@ def _definition(slo: Slo, body, key: str, path: str, where: str, known: set[str]
             method="query_sli", expression=expression, service_name=body.service, source_format="sloth",
             keys=(("sli", f"{key}.sli.raw.error_ratio_query"),))
     events = slo.sli.events
+    if events is None:  # Sli holds exactly one of events, raw and plugin
+        return None
     error = _query(events.error_query, "sli.events.error_query", bad)
     total = _query(events.total_query, "sli.events.total_query", bad)
-    if error is None or total is None or len(problems) > before:
+    if error is None or total is None or goal is None or len(problems) > before:
         return None
     kind, threshold = classify_expression(error + " " + total)
     rates = bool(_RATE.search(error)) and bool(_RATE.search(total))
@@ -204,7 +211,7 @@ def _definition(slo: Slo, body, key: str, path: str, where: str, known: set[str]
         source_format="sloth", counts="rate" if rates else "increase", keys=roles)
 
 
-def _query(text: str, key: str, bad) -> str | None:
+def _query(text: str, key: str, bad: Bad) -> str | None:
     """A Sloth query with `{{.window}}` as opsctl's `[window]` placeholder."""
     if not text.strip():
         bad(key, "must be a PromQL expression")
@@ -219,7 +226,8 @@ def _query(text: str, key: str, bad) -> str | None:
     return query
 
 
-def _document(name, labels, service, description, goal, method, sli) -> dict:
+def _document(name: str, labels: dict[str, str], service: str, description: str, goal: float, method: str,
+              sli: dict[str, Any]) -> dict[str, Any]:
     """The slo-generator document of the same SLI (what `slo convert --to slo-generator` writes)."""
     meta_labels = {"service_name": service, **({"backend": labels["backend"]} if "backend" in labels else {})}
     return {"apiVersion": "sre.google.com/v2", "kind": "ServiceLevelObjective",

@@ -47,6 +47,9 @@ class Carried(Protocol):
 class OpsctlError(Exception):
     exit_code = 1
     carried: Carried | None = None  # set by the operation that failed (see the module's docstring)
+    # What a wrapped API call's failure says, for callers that retry (traffic.kube.transient):
+    status: int | None = None  # the HTTP status of the answer, when there was one
+    unreachable: bool = False  # no answer at all (unreachable, timed out, dropped)
 
     def __init__(self, message: str, *, hint: str | None = None):
         super().__init__(message)

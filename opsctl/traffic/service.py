@@ -113,12 +113,12 @@ class TrafficService:
         an applied change of the same operation (recorded, counted once by the rate guard); it stops
         if anyone else changes the split meanwhile."""
         from opsctl.errors import GuardRefused, UsageError
-        from opsctl.traffic.capacity import Capacity
+        from opsctl.traffic.capacity import Capacity, no_source
         from opsctl.traffic.failover import receivers_of, topup_plan, topup_trim
 
-        cap = self.cfg.capacity
         clock = self.controller.clock
-        capacity = Capacity(self.cfg, lambda: None, lambda: clock.now(), clock=clock)
+        capacity = Capacity(self.cfg, no_source, lambda: clock.now(), clock=clock)
+        cap = capacity.settings
         poll = max(cap.poll_interval.seconds, 1)
         deadline = clock.now() + cap.ready_timeout.seconds
         receivers = receivers_of(self.cfg, source, to)
@@ -189,10 +189,10 @@ class TrafficService:
         cap = self.cfg.capacity
         if cap is None or cap.autoscaler == "none":
             return None
-        from opsctl.traffic.capacity import Capacity
+        from opsctl.traffic.capacity import Capacity, no_source
 
         clock = self.controller.clock
-        return Capacity(self.cfg, lambda: None, lambda: clock.now(), clock=clock).restore_minimum()
+        return Capacity(self.cfg, no_source, lambda: clock.now(), clock=clock).restore_minimum()
 
     def restore_now(self, incident: str, saved: "Split", *, reason: str, emergency: bool = False,
                     expect: "Split | None" = None) -> ChangeResult:

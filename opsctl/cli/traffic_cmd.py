@@ -62,15 +62,12 @@ def _preflight(service, action: str, check, *, reason: str = "", incident: str |
     """Run the command's own checks (flags, reason, confirmation, a running ramp); a refusal there is
     audited like a guard's, with the same exit code."""
     from opsctl.errors import OpsctlError
-    from opsctl.traffic.controller import result_of
 
     try:
         return check()
     except OpsctlError as exc:
-        if result_of(exc) is None:
-            service.controller.refuse(action, exc.message, reason=reason, incident=incident, emergency=emergency,
-                                      hint=exc.hint, error=type(exc))
-        raise
+        service.controller.refuse(action, exc.message, reason=reason, incident=incident, emergency=emergency,
+                                  hint=exc.hint, error=type(exc))
 
 
 def _service(app, dry_run: bool):
@@ -125,36 +122,27 @@ def _confirmer(yes: bool, dry_run: bool, order):
     return confirm
 
 
-def _run_and_render(call, output: str, order, *, carried_of, render, ramp: bool = False) -> None:
-    """Run a change and render what it returns, or what its error carries (`carried_of`: a refusal
-    still shows its guards; -o json still prints the result); the error then sets the exit code."""
-    from opsctl.errors import OpsctlError
-
-    try:
-        outcome = call()
-    except OpsctlError as exc:
-        carried = carried_of(exc)
-        if carried is not None:
-            render(carried.to_dict(order), output, order, err=output == "table")
-        raise
-    except KeyboardInterrupt:
-        if ramp:
-            click.echo("interrupted: the ramp's state is saved; continue with `opsctl traffic ramp --resume`"
-                       " or return to its start with `opsctl traffic ramp --abort`", err=True)
-        raise
-    render(outcome.to_dict(order), output, order)
+def _render_outcome(outcome, output: str, order, render) -> None:
+    """Render what a change returned (`check=False`: a refusal still shows its guards, -o json still
+    prints the result; a refusal's table goes to stderr), then exit with its error's code."""
+    failed = outcome.error
+    render(outcome.to_dict(order), output, order, err=output == "table" and failed is not None)
+    if failed is not None:
+        raise failed
 
 
 def _run_change(app, output: str, call) -> None:
-    from opsctl.traffic.controller import result_of
-
-    _run_and_render(call, output, list(app.config.backends), carried_of=result_of, render=_emit_change)
+    _render_outcome(call(), output, list(app.config.backends), _emit_change)
 
 
 def _run_ramp(call, output, order) -> None:
-    from opsctl.traffic.ramp import outcome_of
-
-    _run_and_render(call, output, order, carried_of=outcome_of, render=_emit_ramp, ramp=True)
+    try:
+        outcome = call()
+    except KeyboardInterrupt:
+        click.echo("interrupted: the ramp's state is saved; continue with `opsctl traffic ramp --resume`"
+                   " or return to its start with `opsctl traffic ramp --abort`", err=True)
+        raise
+    _render_outcome(outcome, output, order, _emit_ramp)
 
 
 def _emit_change(data: dict, output: str, order, err: bool = False) -> None:
@@ -343,7 +331,7 @@ def set_(app, weights, shadow, dry_run, reason, incident, emergency, yes, output
     assigned, mirrored, confirm = _preflight(service, "set", check, reason=reason, incident=incident,
                                              emergency=emergency)
     _run_change(app, output, lambda: service.set(assigned, mirrored, reason=reason, incident=incident,
-                                                 emergency=emergency, confirm=confirm))
+                                                 emergency=emergency, confirm=confirm, check=False))
 
 
 @traffic.command()
@@ -396,7 +384,7 @@ def ramp(app, weights, to, step, interval, resume, abort, dry_run, reason, incid
 
     _preflight(service, "ramp", flags, reason=reason, incident=incident, emergency=emergency)
     if resume:
-        return _run_ramp(service.resume, output, order)
+        return _run_ramp(lambda: service.resume(check=False), output, order)
     if abort:
         return _run_ramp(lambda: service.abort(reason), output, order)
 
@@ -424,7 +412,7 @@ def ramp(app, weights, to, step, interval, resume, abort, dry_run, reason, incid
         return Split.of(assigned, current.shadow)
 
     return _run_ramp(lambda: service.ramp(target_of, step=step, interval=seconds, reason=reason, incident=incident,
-                                          emergency=emergency, confirm=confirm), output, order)
+                                          emergency=emergency, confirm=confirm, check=False), output, order)
 
 
 def _emit_ramp(data: dict, output: str, order, err: bool = False) -> None:
@@ -463,13 +451,12 @@ def failover(app, source, receivers, dry_run, reason, incident, yes, output):
     service = _service(app, dry_run)
     confirm = _preflight(service, "failover", lambda: _confirmer(yes, dry_run, list(app.config.backends)),
                          reason=reason, incident=incident, emergency=True)
-    done: list = []
-    _run_change(app, output, lambda: done.append(service.failover(source, incident, to=receivers, reason=reason,
-                                                                  confirm=confirm)) or done[0])
-    if done and done[0].exit_code:  # a partial move: what moved is applied and printed; the exit code says the rest
+    result = service.failover(source, incident, to=receivers, reason=reason, confirm=confirm, check=False)
+    _render_outcome(result, output, list(app.config.backends), _emit_change)
+    if result.partial is not None:  # a partial move: what moved is applied and printed; the exit code says the rest
         from opsctl.errors import GuardRefused
 
-        raise GuardRefused(done[0].partial.message, hint=done[0].partial.hint)
+        raise GuardRefused(result.partial.message, hint=result.partial.hint)
 
 
 @traffic.command()
@@ -504,7 +491,7 @@ def restore(app, step, interval, dry_run, reason, incident, emergency, yes, outp
 
     seconds, confirm = _preflight(service, "restore", check, reason=reason, incident=incident, emergency=emergency)
     return _run_ramp(lambda: service.restore(incident, step=step, interval=seconds, reason=reason,
-                                             emergency=emergency, confirm=confirm), output, order)
+                                             emergency=emergency, confirm=confirm, check=False), output, order)
 
 
 @traffic.command()

@@ -12,6 +12,7 @@ from opsctl.errors import GuardRefused, OpsctlError, UsageError
 from opsctl.traffic.controller import ChangeResult
 from opsctl.traffic.ramp import RampOutcome
 from opsctl.traffic.service import TrafficService
+from opsctl.traffic.split import Split
 
 CAP5 = ("capacity: {backend: internal, source: static, replicas: 5, rps_per_replica: 100, headroom: 0.25,"
         " max_replicas: 5}\n")
@@ -64,7 +65,7 @@ def test_an_emergency_without_an_incident_is_a_returned_refusal(make_env):
 
 def test_an_aborted_ramp_returns_its_outcome_with_the_steps_it_took(make_env):
     env = make_env(capacity=CAP5)  # internal carries 40% at most: the third step (50%) is refused
-    outcome = service(env).ramp(lambda current: current.__class__.of({"internal": 60, "databricks": 40}),
+    outcome = service(env).ramp(lambda current: Split.of({"internal": 60, "databricks": 40}),
                                 step=10, interval=0, reason="r", check=False)
     assert isinstance(outcome, RampOutcome) and outcome.status == "aborted"
     assert isinstance(outcome.error, GuardRefused) and outcome.exit_code == 4
@@ -75,7 +76,7 @@ def test_an_aborted_ramp_returns_its_outcome_with_the_steps_it_took(make_env):
 
 def test_a_completed_ramp_has_no_error(make_env):
     env = make_env()
-    outcome = service(env).ramp(lambda current: current.__class__.of({"internal": 30, "databricks": 70}),
+    outcome = service(env).ramp(lambda current: Split.of({"internal": 30, "databricks": 70}),
                                 step=10, interval=0, reason="r", check=False)
     assert outcome.status == "completed" and outcome.error is None and outcome.exit_code == 0
 

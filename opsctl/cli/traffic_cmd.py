@@ -242,11 +242,7 @@ def status(app, output):
     from opsctl.errors import NoDataError
     from opsctl.traffic.status import traffic_status
 
-    cfg = app.config
-    data = traffic_status(cfg, wall_now())
-    data["metrics"] = {"source": cfg.metrics.source,
-                       "where": cfg.metrics.prometheus.url if cfg.metrics.source == "prometheus"
-                       else str(cfg.state_path / "metrics.sqlite")}
+    data = traffic_status(app.config, wall_now())
     emit(data, output, table=lambda d: _status_text(d, list(app.config.backends)))
     if data["split"] is None:
         raise NoDataError(f"the split is unknown: {data['note']}")

@@ -11,16 +11,14 @@
 Library errors are wrapped where they enter opsctl (`raise XError(...) from exc`); nothing
 below the CLI calls `sys.exit`.
 
-An error may carry what its operation had done when it failed (`carried`, a `Carried`: a refused
-traffic change's result with its guards, an aborted ramp's steps), so the CLI still renders it
-(`-o json`) before exiting with the error's code. It is declared here and typed by its owner's
-reader (`traffic.controller.result_of`, `traffic.ramp.outcome_of`), which narrows it by class.
+An error says why an operation failed, never what it had done: a refused traffic change returns
+its result (`traffic.controller.ChangeResult`, an aborted ramp's `RampOutcome`) with the error in
+its `error` field, and the CLI renders the result (`-o json`) before exiting with the error's code.
 """
 
 from __future__ import annotations
 
 import unicodedata
-from typing import Any, Protocol, Sequence
 
 
 def printable(text: str, *, keep_newlines: bool = False) -> str:
@@ -38,15 +36,11 @@ def printable(text: str, *, keep_newlines: bool = False) -> str:
     return "".join(out)
 
 
-class Carried(Protocol):
-    """What a failed operation had done, as its result renders (`-o json`)."""
-
-    def to_dict(self, order: Sequence[str] | None = None) -> dict[str, Any]: ...
-
-
 class OpsctlError(Exception):
     exit_code = 1
-    carried: Carried | None = None  # set by the operation that failed (see the module's docstring)
+    # What a wrapped API call's failure says, for callers that retry (traffic.kube.transient):
+    status: int | None = None  # the HTTP status of the answer, when there was one
+    unreachable: bool = False  # no answer at all (unreachable, timed out, dropped)
 
     def __init__(self, message: str, *, hint: str | None = None):
         super().__init__(message)

@@ -27,10 +27,10 @@ from opsctl.automation.actions import (
     FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest, TicketRequest,
 )
 from opsctl.errors import ConfigError, GuardRefused, UsageError
-from opsctl.traffic.controller import result_of
 
 if TYPE_CHECKING:
     from opsctl.config import Config
+    from opsctl.traffic.controller import ChangeResult
     from opsctl.traffic.record import ChangeEntry
     from opsctl.traffic.split import Split
 
@@ -77,11 +77,13 @@ class LiveExecutor:
         operation = request.operation_id or None
         try:
             with self.controller.acting_as(term=request.term, operation_id=operation):
-                result = self.traffic.failover(backend, incident, to=receivers, reason=reason, emergency=emergency)
-        except GuardRefused as exc:
-            return Outcome("refused", exc.message, self._result_data(result_of(exc)))
-        except UsageError as exc:  # bounds: a plan the split cannot take
-            return Outcome("refused", exc.message, self._result_data(result_of(exc)))
+                result = self.traffic.failover(backend, incident, to=receivers, reason=reason, emergency=emergency,
+                                               check=False)
+        except (GuardRefused, UsageError) as exc:  # before any attempt: nothing to report but the refusal
+            return Outcome("refused", exc.message)
+        if isinstance(result.error, (GuardRefused, UsageError)):  # a guard, or bounds: a plan the split cannot take
+            return Outcome("refused", result.error.message, self._result_data(result))
+        result.raise_for_outcome()  # a conflict, a fenced write: the episode's retry decides
         data = self._result_data(result)
         if result.outcome == "unchanged":
             # Its own earlier attempt (an answer lost, a replica that died mid-failover) may have written it.
@@ -157,12 +159,16 @@ class LiveExecutor:
         try:
             with self.controller.acting_as(term=request.term, operation_id=operation):
                 result = self.traffic.restore_now(
-                    incident, before, expect=after,
+                    incident, before, expect=after, check=False,
                     reason=f"opsctl serve, policy {request.context.policy}: alert resolved, hold-down passed")
-        except (GuardRefused, UsageError) as exc:
-            if "changed since the failover" in exc.message:
-                return Outcome("skipped", exc.message, self._result_data(result_of(exc)))
-            return Outcome("refused", exc.message, self._result_data(result_of(exc)))
+        except (GuardRefused, UsageError) as exc:  # before any attempt: nothing to report but the refusal
+            return Outcome("refused", exc.message)
+        refused = result.error
+        if isinstance(refused, (GuardRefused, UsageError)):
+            if "changed since the failover" in refused.message:
+                return Outcome("skipped", refused.message, self._result_data(result))
+            return Outcome("refused", refused.message, self._result_data(result))
+        result.raise_for_outcome()  # a conflict, a fenced write: the episode's retry decides
         data = self._result_data(result)
         if result.outcome == "unchanged":
             return Outcome("noop", "the split is already the one saved before the failover", data)
@@ -172,10 +178,8 @@ class LiveExecutor:
     def _describe(self, split: "Split | None") -> str:
         return split.describe(self.order) if split is not None else "unset"
 
-    def _result_data(self, result) -> dict:
-        if result is None:
-            return {}
-        data = {"operation": result.operation_id, "outcome": result.outcome}
+    def _result_data(self, result: "ChangeResult") -> dict[str, object]:
+        data: dict[str, object] = {"operation": result.operation_id, "outcome": result.outcome}
         if result.before is not None:
             data["before"] = result.before.to_dict(self.order)
         if result.after is not None:

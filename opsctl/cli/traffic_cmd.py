@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from typing import TYPE_CHECKING
+
 import click
 
 from opsctl.cli.output import emit, output_option, render_table
@@ -11,6 +13,12 @@ from opsctl.cli.params import IDENTIFIER, LINE
 from opsctl.cli import complete
 from opsctl.cli.source_options import prometheus_url_option
 from opsctl.cli.main import all_services_option
+
+if TYPE_CHECKING:
+    from opsctl.traffic.controller import ChangeResult
+    from opsctl.traffic.ramp import RampOutcome
+    from opsctl.traffic.record import ChangeEntry
+    from opsctl.traffic.split import Split
 
 
 @click.group()
@@ -62,15 +70,12 @@ def _preflight(service, action: str, check, *, reason: str = "", incident: str |
     """Run the command's own checks (flags, reason, confirmation, a running ramp); a refusal there is
     audited like a guard's, with the same exit code."""
     from opsctl.errors import OpsctlError
-    from opsctl.traffic.controller import result_of
 
     try:
         return check()
     except OpsctlError as exc:
-        if result_of(exc) is None:
-            service.controller.refuse(action, exc.message, reason=reason, incident=incident, emergency=emergency,
-                                      hint=exc.hint, error=type(exc))
-        raise
+        service.controller.refuse(action, exc.message, reason=reason, incident=incident, emergency=emergency,
+                                  hint=exc.hint, error=type(exc))
 
 
 def _service(app, dry_run: bool):
@@ -118,98 +123,92 @@ def _confirmer(yes: bool, dry_run: bool, order):
         raise UsageError("this changes live traffic: pass --yes to confirm without a terminal, or --dry-run to preview")
 
     def confirm(what) -> bool:
-        text = what if isinstance(what, str) else _change_text(what.to_dict(order), order)
+        text = what if isinstance(what, str) else _change_text(what, order)
         click.echo(text, err=True)
         return click.confirm("Apply?", default=False, err=True)
 
     return confirm
 
 
-def _run_and_render(call, output: str, order, *, carried_of, render, ramp: bool = False) -> None:
-    """Run a change and render what it returns, or what its error carries (`carried_of`: a refusal
-    still shows its guards; -o json still prints the result); the error then sets the exit code."""
-    from opsctl.errors import OpsctlError
-
-    try:
-        outcome = call()
-    except OpsctlError as exc:
-        carried = carried_of(exc)
-        if carried is not None:
-            render(carried.to_dict(order), output, order, err=output == "table")
-        raise
-    except KeyboardInterrupt:
-        if ramp:
-            click.echo("interrupted: the ramp's state is saved; continue with `opsctl traffic ramp --resume`"
-                       " or return to its start with `opsctl traffic ramp --abort`", err=True)
-        raise
-    render(outcome.to_dict(order), output, order)
+def _render_outcome(outcome, output: str, order, render) -> None:
+    """Render what a change returned (`check=False`: a refusal still shows its guards, -o json still
+    prints the result; a refusal's table goes to stderr), then exit with its error's code."""
+    failed = outcome.error
+    if output != "table":
+        emit(outcome.to_dict(order), output)
+    else:
+        click.echo(render(outcome, order), err=failed is not None)
+    if failed is not None:
+        raise failed
 
 
 def _run_change(app, output: str, call) -> None:
-    from opsctl.traffic.controller import result_of
-
-    _run_and_render(call, output, list(app.config.backends), carried_of=result_of, render=_emit_change)
+    _render_outcome(call(), output, list(app.config.backends), _change_text)
 
 
 def _run_ramp(call, output, order) -> None:
-    from opsctl.traffic.ramp import outcome_of
-
-    _run_and_render(call, output, order, carried_of=outcome_of, render=_emit_ramp, ramp=True)
-
-
-def _emit_change(data: dict, output: str, order, err: bool = False) -> None:
-    if output == "table":
-        click.echo(_change_text(data, order), err=err)
-    else:
-        emit(data, output)
+    try:
+        outcome = call()
+    except KeyboardInterrupt:
+        click.echo("interrupted: the ramp's state is saved; continue with `opsctl traffic ramp --resume`"
+                   " or return to its start with `opsctl traffic ramp --abort`", err=True)
+        raise
+    _render_outcome(outcome, output, order, _ramp_text)
 
 
-def _describe(split: dict | None, order) -> str:
+def _describe(split: "Split | None", order) -> str:
+    """`internal 20 / databricks 80 (shadow internal 5%)`, in the config's backend order."""
     if split is None:
         return "unset"
-    weights = split.get("weights", {})
-    text = " / ".join(f"{b} {weights.get(b, 0)}" for b in order if b in weights or weights.get(b))
-    text = text or " / ".join(f"{b} {w}" for b, w in weights.items())
-    shadow = split.get("shadow") or {}
-    if shadow:
-        text += " (shadow " + ", ".join(f"{b} {p}%" for b, p in shadow.items()) + ")"
-    return text
+    text = " / ".join(f"{b} {split.weight(b)}" for b in order)
+    text = text or " / ".join(f"{b} {split.weight(b)}" for b in split.backends())
+    names = [*order, *(b for b in sorted(split.shadow) if b not in order)]
+    shadow = [f"{b} {split.shadow_of(b)}%" for b in names if split.shadow_of(b)]
+    return text + (" (shadow " + ", ".join(shadow) + ")" if shadow else "")
 
 
-def _change_text(d: dict, order) -> str:
+def _described(split: "dict | None", order) -> str:
+    """`_describe` of a split as a stored document holds it (a ramp's plan, `traffic status`)."""
+    from opsctl.traffic.split import Split
+
+    if split is None:
+        return "unset"
+    present = [b for b in order if b in split["weights"]] or list(split["weights"])
+    return _describe(Split.of(split["weights"], split.get("shadow")), present)
+
+
+def _change_text(r: "ChangeResult", order) -> str:
     lines = [
-        f"{d['outcome']:<9} {d['action']}: {_describe(d['before'], order)} -> {_describe(d['after'], order)}",
-        f"target    {d['target']} (version {d['version_before']}"
-        + (f" -> {d['version']})" if d.get("version") and d["version"] != d["version_before"] else ")"),
+        f"{r.outcome:<9} {r.action}: {_describe(r.before, order)} -> {_describe(r.after, order)}",
+        f"target    {r.target} (version {r.version_before}"
+        + (f" -> {r.version})" if r.version and r.version != r.version_before else ")"),
     ]
-    if d.get("requested"):
-        lines.append(f"asked     {_describe(d['requested'], order)}")
-    if d.get("degradation"):
-        step = d["degradation"]
-        lines.append(f"DEGRADED  {_describe(step['before'], order)} -> {_describe(step['after'], order)}"
-                     f" ({step['outcome']}, change {step.get('change_id') or '-'})")
-    if d.get("partial"):
-        lines.append(f"PARTIAL   {d['partial']['message']}")
-    for backend, s in (d.get("shortfall") or {}).items():
+    if r.requested is not None and r.requested != r.after:
+        lines.append(f"asked     {_describe(r.requested, order)}")
+    step = r.degradation
+    if step is not None:
+        lines.append(f"DEGRADED  {_describe(step.before, order)} -> {_describe(step.after, order)}"
+                     f" ({step.outcome}, change {step.change_id or '-'})")
+    if r.partial is not None:
+        lines.append(f"PARTIAL   {r.partial.message}")
+    for backend, s in r.shortfall.items():
         lines.append(f"SHORT     {backend}: {s['not_moved']} points could not move (capacity carries"
                      f" {s['capacity_share']}%); they stay where they were")
-    if d.get("incident") or d.get("reason"):
-        lines.append(f"why       {d.get('incident') or '-'}: {d.get('reason') or ''}")
-    if d["guards"]:
+    if r.incident or r.reason:
+        lines.append(f"why       {r.incident or '-'}: {r.reason or ''}")
+    if r.guards:
         rows = []
-        for g in d["guards"]:
-            mark = "OVERRIDE" if g.get("overridden") else "skip" if g.get("skipped") else "ok" if g["ok"] else "REFUSED"
-            rows.append([mark, g["name"], g["message"]])
-            if not g["ok"] and g.get("remedy"):
-                rows.append(["", "", f"what to do: {g['remedy']}"])
+        for g in r.guards:
+            mark = "OVERRIDE" if g.overridden else "skip" if g.skipped else "ok" if g.ok else "REFUSED"
+            rows.append([mark, g.name, g.message])
+            if not g.ok and g.remedy:
+                rows.append(["", "", f"what to do: {g.remedy}"])
         lines.append("guards")
         lines.extend("  " + line for line in render_table(["", "GUARD", "RESULT"], rows).splitlines()[2:])
-    for w in d.get("warnings") or []:
-        lines.append(f"WARNING   {w}")
-    for r in d.get("recorded") or []:
-        lines.append(f"recorded  {r}")
-    if d.get("message") and d["outcome"] not in ("refused",):
-        lines.append(f"note      {d['message']}")
+    lines.extend(f"WARNING   {w}" for w in r.warnings)
+    lines.extend(f"recorded  {x}" for x in r.recorded)
+    if r.message and r.outcome != "refused":
+        lines.append(f"note      {r.message}")
     return "\n".join(lines)
 
 
@@ -243,11 +242,7 @@ def status(app, output):
     from opsctl.errors import NoDataError
     from opsctl.traffic.status import traffic_status
 
-    cfg = app.config
-    data = traffic_status(cfg, wall_now())
-    data["metrics"] = {"source": cfg.metrics.source,
-                       "where": cfg.metrics.prometheus.url if cfg.metrics.source == "prometheus"
-                       else str(cfg.state_path / "metrics.sqlite")}
+    data = traffic_status(app.config, wall_now())
     emit(data, output, table=lambda d: _status_text(d, list(app.config.backends)))
     if data["split"] is None:
         raise NoDataError(f"the split is unknown: {data['note']}")
@@ -255,7 +250,7 @@ def status(app, output):
 
 def _status_text(d: dict, order) -> str:
     lines = [
-        f"split       {_describe(d['split'], order)}" + (f"   ({d['note']})" if d.get("note") else ""),
+        f"split       {_described(d['split'], order)}" + (f"   ({d['note']})" if d.get("note") else ""),
         f"actuator    {d['actuator']}: {d['target']} (version {d['version']})",
     ]
     mirror = d.get("shadow_object")
@@ -277,7 +272,7 @@ def _status_text(d: dict, order) -> str:
         lines.append("last change none recorded")
     for f in d.get("open_failovers") or []:
         lines.append(f"FAILOVER    incident {f['incident']} open since {f['since']} by {f['actor']};"
-                     f" restore returns to {_describe(f['saved'], order)}"
+                     f" restore returns to {_described(f['saved'], order)}"
                      f" (opsctl traffic restore --incident {f['incident']})")
     if d["freezes_active"]:
         for f in d["freezes_active"]:
@@ -310,7 +305,7 @@ def _status_text(d: dict, order) -> str:
     if ramp:
         state = "running" if ramp["live"] else "INTERRUPTED (resume: opsctl traffic ramp --resume; or --abort)"
         lines.append(f"ramp        {ramp['id']} {state}: step {ramp['done']}/{ramp['total']} toward"
-                     f" {_describe(ramp['target'], order)}")
+                     f" {_described(ramp['target'], order)}")
     return "\n".join(lines)
 
 
@@ -343,7 +338,7 @@ def set_(app, weights, shadow, dry_run, reason, incident, emergency, yes, output
     assigned, mirrored, confirm = _preflight(service, "set", check, reason=reason, incident=incident,
                                              emergency=emergency)
     _run_change(app, output, lambda: service.set(assigned, mirrored, reason=reason, incident=incident,
-                                                 emergency=emergency, confirm=confirm))
+                                                 emergency=emergency, confirm=confirm, check=False))
 
 
 @traffic.command()
@@ -396,7 +391,7 @@ def ramp(app, weights, to, step, interval, resume, abort, dry_run, reason, incid
 
     _preflight(service, "ramp", flags, reason=reason, incident=incident, emergency=emergency)
     if resume:
-        return _run_ramp(service.resume, output, order)
+        return _run_ramp(lambda: service.resume(check=False), output, order)
     if abort:
         return _run_ramp(lambda: service.abort(reason), output, order)
 
@@ -424,21 +419,18 @@ def ramp(app, weights, to, step, interval, resume, abort, dry_run, reason, incid
         return Split.of(assigned, current.shadow)
 
     return _run_ramp(lambda: service.ramp(target_of, step=step, interval=seconds, reason=reason, incident=incident,
-                                          emergency=emergency, confirm=confirm), output, order)
+                                          emergency=emergency, confirm=confirm, check=False), output, order)
 
 
-def _emit_ramp(data: dict, output: str, order, err: bool = False) -> None:
-    if output != "table":
-        emit(data, output)
-        return
-    ramp = data["ramp"]
-    lines = [f"{data['status']}: {data['message']}"]
-    if ramp.get("steps"):
-        lines.append("plan: " + " -> ".join(_describe(s, order) for s in ramp["steps"]))
-    for step in data["steps"]:
+def _ramp_text(outcome: "RampOutcome", order) -> str:
+    lines = [f"{outcome.status}: {outcome.message}"]
+    plan = outcome.state.get("steps")  # the ramp's stored document (RampState.summary)
+    if plan:
+        lines.append("plan: " + " -> ".join(_described(s, order) for s in plan))
+    for step in outcome.results:
         lines.append("")
         lines.append(_change_text(step, order))
-    click.echo("\n".join(lines), err=err)
+    return "\n".join(lines)
 
 
 @traffic.command()
@@ -463,13 +455,12 @@ def failover(app, source, receivers, dry_run, reason, incident, yes, output):
     service = _service(app, dry_run)
     confirm = _preflight(service, "failover", lambda: _confirmer(yes, dry_run, list(app.config.backends)),
                          reason=reason, incident=incident, emergency=True)
-    done: list = []
-    _run_change(app, output, lambda: done.append(service.failover(source, incident, to=receivers, reason=reason,
-                                                                  confirm=confirm)) or done[0])
-    if done and done[0].exit_code:  # a partial move: what moved is applied and printed; the exit code says the rest
+    result = service.failover(source, incident, to=receivers, reason=reason, confirm=confirm, check=False)
+    _render_outcome(result, output, list(app.config.backends), _change_text)
+    if result.partial is not None:  # a partial move: what moved is applied and printed; the exit code says the rest
         from opsctl.errors import GuardRefused
 
-        raise GuardRefused(done[0].partial.message, hint=done[0].partial.hint)
+        raise GuardRefused(result.partial.message, hint=result.partial.hint)
 
 
 @traffic.command()
@@ -504,7 +495,7 @@ def restore(app, step, interval, dry_run, reason, incident, emergency, yes, outp
 
     seconds, confirm = _preflight(service, "restore", check, reason=reason, incident=incident, emergency=emergency)
     return _run_ramp(lambda: service.restore(incident, step=step, interval=seconds, reason=reason,
-                                             emergency=emergency, confirm=confirm), output, order)
+                                             emergency=emergency, confirm=confirm, check=False), output, order)
 
 
 @traffic.command()
@@ -532,20 +523,26 @@ def history(app, limit, incident, applied, attempts, output):
 
     order = list(app.config.backends)
     service = TrafficService(app.config, hooks=[])
-    if attempts:
-        entries = service.attempts(incident=incident, applied=applied, limit=limit or None)
+    from opsctl.traffic.record import ChangeEntry
+
+    if attempts:  # the local audit log's lines, shown as written; typed once for the table
+        logged = service.attempts(incident=incident, applied=applied, limit=limit or None)
+        entries, shown = [ChangeEntry.parse(e) for e in logged], logged
     else:
-        entries = [e.to_dict() for e in service.history(incident=incident, limit=limit or None)]
+        entries = service.history(incident=incident, limit=limit or None)
+        shown = [e.to_dict() for e in entries]
+    emit(shown, output, table=lambda _: _history_table(entries, order))
+
+
+def _history_table(entries: "list[ChangeEntry]", order) -> str:
     headers = ["TIME (UTC)", "ACTOR", "ACTION", "OUTCOME", f"CHANGE ({'/'.join(order)})", "INCIDENT", "OVERRIDES",
                "REASON"]
-    rows = [[_short_time(e.get("time")), e.get("actor"), e.get("action"), e.get("outcome"),
-             _change_cell(e.get("before"), e.get("after"), order),
-             e.get("incident") or "-", ", ".join(e.get("overrides") or []) or "-", e.get("reason") or ""]
+    rows = [[_short_time(e.time), e.actor, e.action, e.outcome, _change_cell(e.before_split, e.after_split, order),
+             e.incident or "-", ", ".join(e.overrides) or "-", e.reason]
             for e in entries]
     # a column nothing filled in (no incident, no override in these rows) is left out of the table
     keep = [i for i, h in enumerate(headers) if h not in ("INCIDENT", "OVERRIDES") or any(r[i] != "-" for r in rows)]
-    emit(entries, output, table=lambda _: render_table([headers[i] for i in keep],
-                                                       [[r[i] for i in keep] for r in rows]))
+    return render_table([headers[i] for i in keep], [[r[i] for i in keep] for r in rows])
 
 
 def _short_time(text: str | None) -> str:
@@ -555,21 +552,20 @@ def _short_time(text: str | None) -> str:
     return text.split(".")[0].rstrip("Z")
 
 
-def _weights(split: dict | None, order) -> str:
+def _weights(split: "Split | None", order) -> str:
     if split is None:
         return "unset"
-    weights = split.get("weights") or {}
-    return "/".join(str(weights.get(n, 0)) for n in order)
+    return "/".join(str(split.weight(n)) for n in order)
 
 
-def _change_cell(before: dict | None, after: dict | None, order) -> str:
+def _change_cell(before: "Split | None", after: "Split | None", order) -> str:
     """`80/20 -> 50/50` in the header's backend order, shadow changes after: a column a
     100-column terminal holds."""
     if after is None:
         return "-"
     text = f"{_weights(before, order)} -> {_weights(after, order)}"
-    b_s, a_s = (before or {}).get("shadow") or {}, after.get("shadow") or {}
-    for n in [n for n in order if n in b_s or n in a_s]:
-        old, new = b_s.get(n, 0), a_s.get(n, 0)
-        text += f" (shadow {n} {new}%)" if old == new else f" (shadow {n} {old}->{new}%)"
+    for n in order:
+        old, new = before.shadow_of(n) if before is not None else 0, after.shadow_of(n)
+        if old or new:
+            text += f" (shadow {n} {new}%)" if old == new else f" (shadow {n} {old}->{new}%)"
     return text

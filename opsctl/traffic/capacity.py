@@ -27,10 +27,9 @@ and caps a failover toward it at the share that fits.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from opsctl.errors import ConflictError, NoDataError, OpsctlError
+from opsctl.errors import ConflictError, NoDataError, OpsctlError, UsageError
 from opsctl.metrics import schema
 
 if TYPE_CHECKING:
@@ -56,16 +55,35 @@ def token_rate_queries(capacity: "CapacityConfig", scope: str = "") -> list[str]
     return [f"sum(rate({_selector(m, scope)}[{window}s]))" for m in (schema.PROMPT_TOKENS, schema.COMPLETION_TOKENS)]
 
 
-@dataclass
-class VendorReading:
+class _Record:
+    """Equality and repr over `__slots__`. The readings below are plain classes, not @dataclass:
+    `traffic status` imports this module, and generating three dataclasses' methods was its largest
+    opsctl import (#26 item 6)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable records: compare, don't hash
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={getattr(self, k)!r}' for k in self.__slots__)})"
+
+
+class VendorReading(_Record):
     """A vendor endpoint's provisioned throughput against the service's current traffic."""
 
-    backend: str
-    unit: str  # requests | tokens (per second)
-    provisioned: float | None  # None: its query had no data
-    headroom: float
-    total: float | None  # the whole service's current rate in `unit`; None: no data
-    where: str  # "configured" or the query
+    __slots__ = ("backend", "unit", "provisioned", "headroom", "total", "where")
+
+    def __init__(self, backend: str, unit: str, provisioned: float | None, headroom: float, total: float | None,
+                 where: str):
+        self.backend = backend
+        self.unit = unit  # requests | tokens (per second)
+        self.provisioned = provisioned  # None: its query had no data
+        self.headroom = headroom
+        self.total = total  # the whole service's current rate in `unit`; None: no data
+        self.where = where  # "configured" or the query
 
     def needed(self, share: int) -> float | None:
         return None if self.total is None else self.total * share / 100 * (1 + self.headroom)
@@ -94,7 +112,7 @@ class VendorReading:
 def vendor_reading(cfg: "Config", backend: str, source: "MetricSource", at: float) -> VendorReading:
     """The vendor's provisioned throughput (configured, or its query's answer) and the service's
     current traffic in the same unit, from the metric source (None where a query has no data)."""
-    cap = cfg.capacity
+    cap = _settings(cfg)
     vendor = cap.vendors[backend]
     unit = vendor.measure
     scope = cfg.service_matcher
@@ -107,21 +125,26 @@ def vendor_reading(cfg: "Config", backend: str, source: "MetricSource", at: floa
     else:
         provisioned = vendor.requests_per_second if unit == "requests" else vendor.tokens_per_second
         where = "configured"
-    total = None if any(a is None for a in answers) else sum(answers)
+    known = [a for a in answers if a is not None]
+    total = sum(known) if len(known) == len(answers) else None
     return VendorReading(backend, unit, provisioned, vendor.headroom, total, where)
 
 
-@dataclass
-class CapacityReading:
-    backend: str
-    ready: int
-    desired: int
-    max_replicas: int
-    rps_per_replica: float
-    headroom: float
-    total_rps: float | None  # None: no data
-    backend_rps: float | None
-    where: str  # "Deployment llm/vllm" or "static"
+class CapacityReading(_Record):
+    __slots__ = ("backend", "ready", "desired", "max_replicas", "rps_per_replica", "headroom", "total_rps",
+                 "backend_rps", "where")
+
+    def __init__(self, backend: str, ready: int, desired: int, max_replicas: int, rps_per_replica: float,
+                 headroom: float, total_rps: float | None, backend_rps: float | None, where: str):
+        self.backend = backend
+        self.ready = ready
+        self.desired = desired
+        self.max_replicas = max_replicas
+        self.rps_per_replica = rps_per_replica
+        self.headroom = headroom
+        self.total_rps = total_rps  # None: no data
+        self.backend_rps = backend_rps
+        self.where = where  # "Deployment llm/vllm" or "static"
 
     @property
     def capacity_rps(self) -> float:
@@ -163,20 +186,36 @@ class CapacityReading:
         }
 
 
-@dataclass
-class EnsureResult:
-    share: int  # what was asked for
-    fits: int | None  # the share the ready replicas carry (None: no data)
-    reading: CapacityReading
-    scaled_from: int | None = None
-    scaled_to: int | None = None
-    waited: float = 0.0
-    timed_out: bool = False
-    notes: list[str] = field(default_factory=list)
+class EnsureResult(_Record):
+    __slots__ = ("share", "fits", "reading", "scaled_from", "scaled_to", "waited", "timed_out", "notes")
+
+    def __init__(self, share: int, fits: int | None, reading: CapacityReading, scaled_from: int | None = None,
+                 scaled_to: int | None = None, waited: float = 0.0, timed_out: bool = False,
+                 notes: list[str] | None = None):
+        self.share = share  # what was asked for
+        self.fits = fits  # the share the ready replicas carry (None: no data)
+        self.reading = reading
+        self.scaled_from = scaled_from
+        self.scaled_to = scaled_to
+        self.waited = waited
+        self.timed_out = timed_out
+        self.notes: list[str] = [] if notes is None else notes
 
     @property
     def enough(self) -> bool:
         return self.fits is not None and self.fits >= self.share
+
+
+def _settings(cfg: "Config") -> "CapacityConfig":
+    if cfg.capacity is None:
+        raise UsageError("capacity is not configured (no `capacity:` section)")
+    return cfg.capacity
+
+
+def no_source() -> "MetricSource":
+    """The metric source of a Capacity that only counts replicas (a failover's top-ups, releasing
+    the autoscaler's minimum): asked for rates, it has no data."""
+    raise NoDataError("no metric source: this capacity check counts replicas only")
 
 
 class Capacity:
@@ -185,7 +224,7 @@ class Capacity:
         from opsctl.clock import WallClock
 
         self.cfg = cfg
-        self.settings: CapacityConfig = cfg.capacity
+        self.settings: CapacityConfig = _settings(cfg)
         self._source = source
         self._at = at
         self._kube = kube
@@ -211,7 +250,8 @@ class Capacity:
         """(ready, desired) replicas of the Deployment."""
         s = self.settings
         if s.source == "static":
-            return s.replicas, s.replicas
+            replicas = s.replicas or 0  # set: the config refuses source static without replicas
+            return replicas, replicas
         dep = self._deployment()
         ready = (dep.get("status") or {}).get("readyReplicas") or 0
         desired = (dep.get("spec") or {}).get("replicas") or 0

@@ -52,7 +52,7 @@ class ConfigMapActuator:
         return StoredSplit(split, meta.resource_version, record=record)
 
     def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict | None = None) -> WriteResult:
-        body = {
+        body: dict[str, dict[str, object]] = {
             "metadata": {"resourceVersion": expected_version},
             "data": {self.key: json.dumps(split.to_dict(self.backends), sort_keys=True)},
         }

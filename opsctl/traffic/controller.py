@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
 
 from opsctl.audit import AuditLog, current_actor
 from opsctl.model import Model, field as model_field
@@ -154,11 +154,24 @@ class ChangeResult:
     term: str | None = None  # the leader's term the change was written under (None: a person)
     degradation: "ChangeResult | None" = None  # a failover's step sending what could not move to traffic.degradation
     partial: PartialMove | None = None  # a failover the capacity guard let move only in part
+    # Why the attempt ended without its change (refused, conflict, declined, failed), with its exit
+    # code and hint; None when it did what was asked. Never rendered: `message` says it.
+    error: OpsctlError | None = field(default=None, repr=False, compare=False)
 
     @property
     def exit_code(self) -> int:
-        """0, or 4 when the capacity guard refused part of the move (what did move is applied and recorded)."""
+        """The error's code; else 0, or 4 when the capacity guard refused part of the move (what did
+        move is applied and recorded)."""
+        if self.error is not None:
+            return self.error.exit_code
         return 4 if self.partial is not None else 0
+
+    def raise_for_outcome(self) -> "ChangeResult":
+        """Raise the error the attempt ended in (a refusal, a conflict), else return the result:
+        `apply(request)`, the default `check=True`, is `apply(request, check=False).raise_for_outcome()`."""
+        if self.error is not None:
+            raise self.error
+        return self
 
     @property
     def overrides(self) -> tuple[str, ...]:
@@ -204,16 +217,9 @@ class ChangeResult:
         return out
 
 
-def _attach(error: OpsctlError, result: ChangeResult) -> OpsctlError:
-    error.carried = result  # the CLI renders it (e.g. -o json) before exiting with the error's code
-    return error
-
-
-def result_of(error: OpsctlError) -> ChangeResult | None:
-    """The attempt a controller's error carries (its guards, the split it read), or None for an
-    error raised before any attempt (a command's own flag checks)."""
-    carried = error.carried
-    return carried if isinstance(carried, ChangeResult) else None
+def _ended(result: ChangeResult, error: OpsctlError) -> ChangeResult:
+    result.error = error
+    return result
 
 
 class TrafficController:
@@ -274,14 +280,23 @@ class TrafficController:
     def read(self) -> StoredSplit:
         return self.actuator.read()
 
-    def apply(self, request: ChangeRequest) -> ChangeResult:
+    def apply(self, request: ChangeRequest, *, check: bool = True) -> ChangeResult:
+        """Attempt the change. The result says what happened: applied, unchanged, a dry run, or with
+        `error` set, refused, lost to concurrent writers, declined or failed (the guards it met, the
+        split it read). `check=True` (the default, as `subprocess.run(check=True)`) raises that
+        error instead of returning; either way, what has no result (an unknown action, an error
+        outside opsctl) is raised."""
+        result = self._apply(request)
+        return result.raise_for_outcome() if check else result
+
+    def _apply(self, request: ChangeRequest) -> ChangeResult:
         if request.action not in ACTIONS:
             raise UsageError(f"unknown traffic action {request.action!r} (known: {', '.join(ACTIONS)})")
         operation = (request.operation_id or getattr(self._acting, "operation_id", None)
                      or new_operation_id(request.action))
         if request.emergency and not request.incident:
-            self.refuse(request.action, "--emergency needs --incident ID: an override must name the incident it serves",
-                        reason=request.reason, emergency=True, operation_id=operation)
+            return self.refusal(request.action, "--emergency needs --incident ID: an override must name the incident"
+                                " it serves", reason=request.reason, emergency=True, operation_id=operation)
         attempts = self.cfg.traffic.conflict_attempts
         confirmed: list[Split | None] = []  # the split the person confirmed against, once asked
         for attempt in range(1, attempts + 1):
@@ -298,27 +313,35 @@ class TrafficController:
                 if not result.audited:  # e.g. a guard could not be evaluated: still one audited attempt
                     result.outcome, result.message = "failed", exc.message
                     self._audit(result)
-                raise _attach(exc, result)
+                return _ended(result, exc)
             if self.progress:
                 self.progress(f"attempt {attempt}/{attempts} met a concurrent change; re-reading")
-        raise _attach(ConflictError(
+        return _ended(result, ConflictError(
             f"gave up after {attempts} attempts: each write to {self.actuator.target} met a concurrent change"
             f" ({result.message})",
             hint="another operator or controller keeps changing the split; check `opsctl traffic history` and"
                  " `opsctl traffic status`, then run again",
-        ), result)
+        ))
 
-    def refuse(self, action: str, message: str, *, reason: str = "", incident: str | None = None,
-               emergency: bool = False, operation_id: str | None = None, hint: str | None = None,
-               error: type[OpsctlError] = UsageError) -> None:
+    def refusal(self, action: str, message: str, *, reason: str = "", incident: str | None = None,
+                emergency: bool = False, operation_id: str | None = None, hint: str | None = None,
+                error: type[OpsctlError] = UsageError) -> ChangeResult:
         """Refuse an attempt before it reaches the guards (bad flags, a running ramp): still one
-        audited attempt; raises `error` (exit 2 by default)."""
+        audited attempt, returned refused with `error` (exit 2 by default)."""
         result = ChangeResult(action, operation_id or new_operation_id(action), self.actor, self.dry_run,
                               self.actuator.kind, self.actuator.target, reason, incident, emergency)
         result.guards.append(GuardResult("bounds", False, message, hint or ""))
         result.outcome, result.message = "refused", message
         self._audit(result)
-        raise _attach(error(message, hint=hint), result)
+        return _ended(result, error(message, hint=hint))
+
+    def refuse(self, action: str, message: str, *, reason: str = "", incident: str | None = None,
+               emergency: bool = False, hint: str | None = None, error: type[OpsctlError] = UsageError) -> NoReturn:
+        """`refusal(...)`, raised: for a command's own checks, whose refusal is not rendered."""
+        refused = self.refusal(action, message, reason=reason, incident=incident, emergency=emergency, hint=hint,
+                               error=error)
+        assert refused.error is not None  # a refusal always carries its error
+        raise refused.error
 
     def _attempt(self, request: ChangeRequest, result: ChangeResult, confirmed: list, term=None) -> bool:
         """One read-plan-check-write round. True when done; False when the write met a concurrent change."""

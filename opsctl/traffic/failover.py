@@ -99,14 +99,14 @@ def receivers_of(cfg, source: str, to: Sequence[str]) -> list[str]:
 
 
 def failover(ctl: "TrafficController", source: str, incident: str, *, to: Sequence[str] = (), reason: str = "",
-             confirm=None, emergency: bool = True) -> ChangeResult:
+             confirm=None, emergency: bool = True, check: bool = True) -> ChangeResult:
     receivers = receivers_of(ctl.cfg, source, to)
     if not incident:
         raise UsageError("a failover needs --incident ID: it is an emergency tied to an incident")
     return ctl.apply(ChangeRequest(
         "failover", failover_plan(source, receivers, configured_split(ctl.cfg)), reason=reason or f"failover from {source}",
         incident=incident, emergency=emergency, trim=failover_trim(source), confirm=confirm,
-    ))
+    ), check=check)
 
 
 def topup_source(cfg, source: str, receivers: Sequence[str], before: Split | None) -> str:
@@ -130,7 +130,8 @@ def degrade(ctl: "TrafficController", first: ChangeResult, source: str, *, reaso
             emergency: bool = True) -> ChangeResult | None:
     """Send what the failover could not move off `source` to traffic.degradation, as its own change
     (same operation and incident, so the rate guard counts it once and restore returns from it).
-    None when nothing is left on the source or no degradation backend is configured."""
+    None when nothing is left on the source or no degradation backend is configured; a step that
+    failed returns with its `error`."""
     degradation = ctl.cfg.traffic.degradation
     expected = first.after
     if degradation is None or degradation == source or expected is None or expected.weight(source) == 0:
@@ -148,7 +149,7 @@ def degrade(ctl: "TrafficController", first: ChangeResult, source: str, *, reaso
     return ctl.apply(ChangeRequest(
         "failover", plan, reason=f"{reason or 'failover from ' + source} (degradation: {left} points capacity could"
                                  f" not carry go to {degradation}, no suggestions)",
-        incident=first.incident, emergency=emergency, operation_id=first.operation_id))
+        incident=first.incident, emergency=emergency, operation_id=first.operation_id), check=False)
 
 
 def partial_move(cfg, result: ChangeResult, source: str, started: Split | None) -> PartialMove | None:

@@ -16,12 +16,12 @@ heartbeat; a ramp whose owner died stays `running` and blocks new ramps until it
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from opsctl.clock import format_duration
 from opsctl.errors import ConflictError, GuardRefused, NoDataError, OpsctlError, UsageError
-from opsctl.traffic.controller import ChangeRequest, ChangeResult, new_operation_id, result_of
+from opsctl.traffic.controller import ChangeRequest, ChangeResult, new_operation_id
 from opsctl.traffic.rampstate import RampState
 from opsctl.traffic.split import Split, ramp_steps
 
@@ -43,6 +43,18 @@ class RampOutcome:
     results: list[ChangeResult]
     status: str  # completed | aborted | planned (dry run) | unchanged
     message: str = ""
+    # An aborted ramp's error (exit 4, with its hint); None otherwise. Never rendered: `message` says it.
+    error: OpsctlError | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.error is None else self.error.exit_code
+
+    def raise_for_outcome(self) -> "RampOutcome":
+        """Raise an aborted ramp's error, else return the outcome (`check=True` does this)."""
+        if self.error is not None:
+            raise self.error
+        return self
 
     def to_dict(self, order: Sequence[str] | None = None) -> dict:
         return {
@@ -51,12 +63,6 @@ class RampOutcome:
             "message": self.message,
             "steps": [r.to_dict(order) for r in self.results],
         }
-
-
-def outcome_of(error: OpsctlError) -> RampOutcome | None:
-    """The aborted ramp an error carries (its state and the steps taken), or None."""
-    carried = error.carried
-    return carried if isinstance(carried, RampOutcome) else None
 
 
 class RampRunner:
@@ -75,7 +81,15 @@ class RampRunner:
     # -- entry points -----------------------------------------------------------------------------
 
     def start(self, *, action: str, target_of: Callable[[Split], Split], step: int, interval: int, reason: str,
-              incident: str | None, emergency: bool, confirm=None) -> RampOutcome:
+              incident: str | None, emergency: bool, confirm=None, check: bool = True) -> RampOutcome:
+        """Plan and run a ramp. An aborted ramp (a step refused, a burn) returns with `error` set, or
+        with `check=True` (the default) raises it; what leaves no outcome (another ramp running, the
+        split unknown or moved by someone else, a lost write race) is raised."""
+        outcome = self._start(action, target_of, step, interval, reason, incident, emergency, confirm)
+        return outcome.raise_for_outcome() if check else outcome
+
+    def _start(self, action: str, target_of: Callable[[Split], Split], step: int, interval: int, reason: str,
+               incident: str | None, emergency: bool, confirm) -> RampOutcome:
         if not 1 <= step <= 100:
             raise UsageError(f"--step must be between 1 and 100 percentage points, got {step}")
         if emergency and not incident:
@@ -149,10 +163,11 @@ class RampRunner:
         state.take(self.ctl.actor)
         return state
 
-    def resume(self) -> RampOutcome:
+    def resume(self, *, check: bool = True) -> RampOutcome:
         state = self._interrupted("resume")
         self._say(f"resuming ramp {state.data['id']} after step {state.data['done']}/{len(state.data['steps'])}")
-        return self._run(state)
+        outcome = self._run(state)
+        return outcome.raise_for_outcome() if check else outcome
 
     def abort(self, reason: str) -> RampOutcome:
         """Return an interrupted ramp to its start."""
@@ -177,7 +192,7 @@ class RampRunner:
             problem = self._watch(state, receiving, index, total, until=soak.get("until"))
             if problem:
                 self._rollback(state, results, problem)
-                raise self._aborted(state, results, GuardRefused(
+                return self._aborted(state, results, GuardRefused(
                     state.data["message"],
                     hint="find out why the receiving backend burns (opsctl slo report) before ramping again"))
         for index in range(state.data["done"], total):
@@ -194,20 +209,21 @@ class RampRunner:
                     raise SplitMoved(state.data["message"], hint="see `opsctl traffic history`")
                 state.data["pending"] = index
                 state.save()
-                try:
-                    result = self.ctl.apply(self._request(state, expected, wanted, index, total))
-                except GuardRefused as exc:
-                    refused = result_of(exc)
-                    if refused is not None:
-                        results.append(refused)
+                result = self.ctl.apply(self._request(state, expected, wanted, index, total), check=False)
+                exc = result.error
+                if isinstance(exc, GuardRefused):
+                    results.append(result)
                     self._rollback(state, results, f"step {index + 1}/{total} refused: {exc.message}")
-                    raise self._aborted(state, results, GuardRefused(state.data["message"], hint=exc.hint)) from exc
-                except SplitMoved as exc:
+                    aborted = GuardRefused(state.data["message"], hint=exc.hint)
+                    aborted.__cause__ = exc
+                    return self._aborted(state, results, aborted)
+                if isinstance(exc, SplitMoved):
                     self._finish(state, "stopped", f"step {index + 1}/{total}: {exc.message}; stopping without rollback")
-                    raise
-                except ConflictError as exc:  # lost every write race: the ramp stays resumable
+                    raise exc
+                if isinstance(exc, ConflictError):  # lost every write race: the ramp stays resumable
                     exc.hint = "the ramp is paused at this step; continue with `opsctl traffic ramp --resume`"
-                    raise
+                    raise exc
+                result.raise_for_outcome()  # any other failure leaves no outcome
                 results.append(result)
                 self._say(f"step {index + 1}/{total}: {wanted.describe(self.backends)} applied"
                           f" (version {result.version})")
@@ -215,7 +231,7 @@ class RampRunner:
             problem = self._watch(state, receiving, index, total)
             if problem:
                 self._rollback(state, results, problem)
-                raise self._aborted(state, results, GuardRefused(
+                return self._aborted(state, results, GuardRefused(
                     state.data["message"],
                     hint="find out why the receiving backend burns (opsctl slo report) before ramping again"))
         message = f"ramp complete: {target.describe(self.backends)}"
@@ -305,9 +321,8 @@ class RampRunner:
         self._finish(state, "aborted", f"{why}; returned to {start.describe(self.backends)}")
 
     @staticmethod
-    def _aborted(state: RampState, results: list, error: OpsctlError) -> OpsctlError:
-        error.carried = RampOutcome(state.summary(), results, "aborted", state.data["message"])
-        return error
+    def _aborted(state: RampState, results: list, error: OpsctlError) -> RampOutcome:
+        return RampOutcome(state.summary(), results, "aborted", state.data["message"], error=error)
 
     def _finish(self, state: RampState, status: str, message: str) -> None:
         state.data["status"], state.data["message"], state.data["pending"] = status, message, None

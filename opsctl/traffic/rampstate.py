@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from opsctl.errors import ConflictError
@@ -76,12 +75,17 @@ def is_live(data: dict, now: float | None = None, store=None) -> bool:
     return True
 
 
-@dataclass
 class RampState:
-    data: dict
-    store: "StateStore"
-    version: str | None = None  # None: not stored yet
-    _beat: float = 0.0
+    """A plain class, not a @dataclass: `traffic status` loads it, and generating the methods was
+    most of this module's import time (#26 item 6)."""
+
+    __slots__ = ("data", "store", "version", "_beat")
+
+    def __init__(self, data: dict, store: "StateStore", version: str | None = None):
+        self.data = data
+        self.store = store
+        self.version = version  # None: not stored yet
+        self._beat = 0.0
 
     @classmethod
     def load(cls, cfg_or_store) -> "RampState | None":

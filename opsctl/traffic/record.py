@@ -24,10 +24,13 @@ from __future__ import annotations
 import copy
 import json
 import os
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opsctl.errors import NoDataError
 from opsctl.model import Model, field
+
+if TYPE_CHECKING:
+    from opsctl.traffic.split import Split
 
 
 class AppliedChange(Protocol):
@@ -94,6 +97,14 @@ class ChangeEntry(Model):
     shortfall: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def before_split(self) -> "Split | None":
+        return _split_of(self.before)
+
+    @property
+    def after_split(self) -> "Split | None":
+        return _split_of(self.after)
+
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> "ChangeEntry":
         """An entry as stored, old or new; never fails (a value of another type stays in `extra`)."""
@@ -131,6 +142,18 @@ class ChangeEntry(Model):
             out["version"] = self.version
         out.update(self.extra)
         return out
+
+
+def _split_of(stored: dict[str, Any] | None) -> "Split | None":
+    """A split as an entry stores it (Split.to_dict form), typed; None when unset or not a split."""
+    from opsctl.traffic.split import Split
+
+    if not stored:
+        return None
+    try:
+        return Split.of(stored.get("weights") or {}, stored.get("shadow") or {})
+    except (AttributeError, TypeError, ValueError):  # not a mapping of whole numbers: nothing to show
+        return None
 
 
 ANNOTATION = "opsctl.io/traffic-record"

@@ -4,13 +4,19 @@
 actor, clock, audit fields) and runs set, failover, restore and ramps through one path each, and
 reads status and history from the change record stored with the split, so every laptop and replica
 sees the same last change, open failovers and history.
+
+Every change returns its result (`ChangeResult`, a ramp's `RampOutcome`). With `check=True`, the
+default, a result that ended in an error (refused, conflict, an aborted ramp) raises that error
+instead, as `subprocess.run(check=True)` does; `check=False` returns it with `error` set, its exit
+code in `exit_code` (the CLI renders it, then exits with that code; the automation's executor
+reports it). What has no result (a bad flag, an unknown incident) is raised either way.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
-from opsctl.traffic.controller import ChangeRequest, ChangeResult, TrafficController, result_of
+from opsctl.traffic.controller import ChangeRequest, ChangeResult, TrafficController
 
 if TYPE_CHECKING:
     from opsctl.config import Config
@@ -45,7 +51,7 @@ class TrafficService:
         return self.controller.read()
 
     def set(self, weights: Mapping[str, int], shadow: Mapping[str, int] | None = None, *, reason: str = "",
-            incident: str | None = None, emergency: bool = False, confirm=None) -> ChangeResult:
+            incident: str | None = None, emergency: bool = False, confirm=None, check: bool = True) -> ChangeResult:
         from opsctl.traffic.split import Split, check_known
 
         mirrored = dict(shadow or {})
@@ -57,45 +63,50 @@ class TrafficService:
             return Split.of(weights, current_shadow)
 
         return self.controller.apply(ChangeRequest("set", plan, reason=reason, incident=incident,
-                                                   emergency=emergency, confirm=confirm))
+                                                   emergency=emergency, confirm=confirm), check=check)
 
     def failover(self, source: str, incident: str, *, to: Sequence[str] = (), reason: str = "",
-                 emergency: bool = True, confirm=None) -> ChangeResult:
+                 emergency: bool = True, confirm=None, check: bool = True) -> ChangeResult:
         """The one failover path. `emergency=False` (automation outside a freeze) keeps the routine
         guards; the budget guard still never blocks moving away from a backend burning faster.
         What capacity could not carry goes to traffic.degradation when configured; a move that stays
         partial returns with `partial` set (exit 4), never as an error."""
-        from opsctl.errors import GuardRefused, OpsctlError
+        result = self._failover(source, incident, to, reason, emergency, confirm)
+        return result.raise_for_outcome() if check else result
+
+    def _failover(self, source: str, incident: str, to: Sequence[str], reason: str, emergency: bool,
+                  confirm) -> ChangeResult:
+        from opsctl.errors import GuardRefused
         from opsctl.traffic.failover import degrade, failover, partial_move
 
-        refused: GuardRefused | None = None
-        try:
-            result = failover(self.controller, source, incident, to=to, reason=reason, confirm=confirm,
-                              emergency=emergency)
-        except GuardRefused as exc:  # nothing fits on the replicas ready now: degrade, wait for the ones asked for
-            carried = result_of(exc)
-            if carried is None or not carried.shortfall or self.controller.dry_run:
-                raise
-            result = carried
+        result = failover(self.controller, source, incident, to=to, reason=reason, confirm=confirm,
+                          emergency=emergency, check=False)
+        refused = result.error
+        if refused is not None:  # nothing fits on the replicas ready now: degrade, wait for the ones asked for
+            if not isinstance(refused, GuardRefused) or not result.shortfall or self.controller.dry_run:
+                return result
             if not self._can_top_up() and self.cfg.traffic.degradation is None:
-                raise
-            refused = exc
+                return result
             result.after = result.before  # nothing moved yet
         started = result.before
         if result.shortfall and not self.controller.dry_run:
-            try:
-                result.degradation = degrade(self.controller, result, source, reason=reason, emergency=emergency)
-            except OpsctlError as exc:  # what moved stays moved and recorded; the rest is said below
+            step = degrade(self.controller, result, source, reason=reason, emergency=emergency)
+            if step is not None and step.error is not None:  # what moved stays moved and recorded; the rest is said below
                 if refused is not None:
-                    raise
-                result.warnings.append(f"sending the rest to {self.cfg.traffic.degradation} failed: {exc.message}")
-            if result.degradation is not None and result.degradation.outcome == "applied":
-                result.after, result.version = result.degradation.after, result.degradation.version
+                    return step
+                result.warnings.append(f"sending the rest to {self.cfg.traffic.degradation} failed: {step.error.message}")
+                step = None
+            result.degradation = step
+            if step is not None and step.outcome == "applied":
+                result.after, result.version = step.after, step.version
         if result.shortfall and self._can_top_up():
-            self._top_up(result, source, incident, to, reason, emergency)
+            failed = self._top_up(result, source, incident, to, reason, emergency)
+            if failed is not None:
+                return failed
         if refused is not None:
             if not result.topups and result.degradation is None:
-                raise refused
+                return result
+            result.error = None
             result.outcome = "applied"
             result.message = "nothing fitted at first; " + (
                 f"the share went to {self.cfg.traffic.degradation}" if result.degradation else "moved as replicas became Ready")
@@ -107,18 +118,19 @@ class TrafficService:
         return cap is not None and cap.source == "kubernetes" and not self.controller.dry_run
 
     def _top_up(self, first: ChangeResult, source: str, incident: str, to: Sequence[str], reason: str,
-                emergency: bool) -> None:
+                emergency: bool) -> ChangeResult | None:
         """After a failover that moved only what the ready replicas carried, move more each time
         more replicas are Ready, until the whole share moved or capacity.ready_timeout. Each step is
         an applied change of the same operation (recorded, counted once by the rate guard); it stops
-        if anyone else changes the split meanwhile."""
+        if anyone else changes the split meanwhile. Returns a step that failed otherwise (a conflict,
+        a fenced write), which ends the failover, or None."""
         from opsctl.errors import GuardRefused, UsageError
-        from opsctl.traffic.capacity import Capacity
+        from opsctl.traffic.capacity import Capacity, no_source
         from opsctl.traffic.failover import receivers_of, topup_plan, topup_trim
 
-        cap = self.cfg.capacity
         clock = self.controller.clock
-        capacity = Capacity(self.cfg, lambda: None, lambda: clock.now(), clock=clock)
+        capacity = Capacity(self.cfg, no_source, lambda: clock.now(), clock=clock)
+        cap = capacity.settings
         poll = max(cap.poll_interval.seconds, 1)
         deadline = clock.now() + cap.ready_timeout.seconds
         receivers = receivers_of(self.cfg, source, to)
@@ -143,18 +155,19 @@ class TrafficService:
                     raise UsageError("the split changed since the failover's last step; not topping up")
                 return topup_plan(self.cfg, source, receivers)(before)
 
-            try:
-                step = self.controller.apply(ChangeRequest(
-                    "failover", plan, reason=f"{reason or 'failover from ' + source} (top-up: {ready} replicas ready)",
-                    incident=incident, emergency=emergency, operation_id=first.operation_id,
-                    trim=topup_trim(self.cfg, source, receivers)))
-            except GuardRefused:  # none of the rest fits yet: keep waiting, unless no more replicas can come
+            step = self.controller.apply(ChangeRequest(
+                "failover", plan, reason=f"{reason or 'failover from ' + source} (top-up: {ready} replicas ready)",
+                incident=incident, emergency=emergency, operation_id=first.operation_id,
+                trim=topup_trim(self.cfg, source, receivers)), check=False)
+            if isinstance(step.error, GuardRefused):  # none of the rest fits yet: keep waiting, unless no more replicas can come
                 if ready >= cap.max_replicas:
                     break
                 continue
-            except UsageError as exc:
-                first.warnings.append(f"top-up stopped: {exc.message}")
+            if isinstance(step.error, UsageError):
+                first.warnings.append(f"top-up stopped: {step.error.message}")
                 break
+            if step.error is not None:
+                return step
             if step.outcome != "applied":
                 break
             first.topups.append(step)
@@ -163,6 +176,7 @@ class TrafficService:
                 break  # all moved, or at max_replicas: no more replicas are coming
         if first.topups:
             first.after, first.version, first.shortfall = last.after, last.version, last.shortfall
+        return None
 
     def saved_split(self, incident: str) -> "tuple[Split, dict]":
         from opsctl.traffic.failover import saved_split
@@ -170,14 +184,14 @@ class TrafficService:
         return saved_split(self.read().record, self.controller.audit, incident, self.order)
 
     def restore(self, incident: str, *, step: int | None = None, interval: int | None = None, reason: str = "",
-                emergency: bool = False, confirm=None) -> "RampOutcome":
+                emergency: bool = False, confirm=None, check: bool = True) -> "RampOutcome":
         """Ramp back to the split saved when the incident's failover began."""
         saved, found = self.saved_split(incident)
         if self.progress:
             self.progress(f"restoring the split saved by the failover of {found.get('time')}: {saved.describe(self.order)}")
         outcome = self.ramp(lambda current: saved, action="restore", step=step, interval=interval,
                             reason=reason or f"restore after incident {incident}", incident=incident,
-                            emergency=emergency, confirm=confirm)
+                            emergency=emergency, confirm=confirm, check=check)
         if outcome.status in ("completed", "unchanged") and not self.controller.dry_run:
             released = self.release_capacity()
             if released:
@@ -189,13 +203,13 @@ class TrafficService:
         cap = self.cfg.capacity
         if cap is None or cap.autoscaler == "none":
             return None
-        from opsctl.traffic.capacity import Capacity
+        from opsctl.traffic.capacity import Capacity, no_source
 
         clock = self.controller.clock
-        return Capacity(self.cfg, lambda: None, lambda: clock.now(), clock=clock).restore_minimum()
+        return Capacity(self.cfg, no_source, lambda: clock.now(), clock=clock).restore_minimum()
 
     def restore_now(self, incident: str, saved: "Split", *, reason: str, emergency: bool = False,
-                    expect: "Split | None" = None) -> ChangeResult:
+                    expect: "Split | None" = None, check: bool = True) -> ChangeResult:
         """Return to `saved` in one step (automation: the hold-down already waited). With `expect`,
         only from that split: the precondition is checked on every attempt, so a retry after a
         conflict never restores over a change made meanwhile (it is refused by bounds, exit 2)."""
@@ -209,7 +223,7 @@ class TrafficService:
             return saved
 
         result = self.controller.apply(ChangeRequest("restore", plan, incident=incident,
-                                                     emergency=emergency, reason=reason))
+                                                     emergency=emergency, reason=reason), check=check)
         if result.outcome in ("applied", "unchanged") and not self.controller.dry_run:
             released = self.release_capacity()
             if released:
@@ -218,15 +232,15 @@ class TrafficService:
 
     def ramp(self, target_of: Callable[["Split"], "Split"], *, action: str = "ramp", step: int | None = None,
              interval: int | None = None, reason: str = "", incident: str | None = None, emergency: bool = False,
-             confirm=None) -> "RampOutcome":
+             confirm=None, check: bool = True) -> "RampOutcome":
         runner = self.ramp_runner()
         step = step if step is not None else self.cfg.traffic.ramp.step
         interval = interval if interval is not None else self.cfg.traffic.ramp.interval.seconds
         return runner.start(action=action, target_of=target_of, step=step, interval=interval, reason=reason,
-                            incident=incident, emergency=emergency, confirm=confirm)
+                            incident=incident, emergency=emergency, confirm=confirm, check=check)
 
-    def resume(self) -> "RampOutcome":
-        return self.ramp_runner().resume()
+    def resume(self, *, check: bool = True) -> "RampOutcome":
+        return self.ramp_runner().resume(check=check)
 
     def abort(self, reason: str) -> "RampOutcome":
         return self.ramp_runner().abort(reason)

@@ -21,7 +21,7 @@ class Split(Model):
     weights: Mapping[str, int]
     shadow: Mapping[str, int] = field(default_factory=dict)
 
-    __hash__ = None  # mappings inside; compare, don't hash
+    __hash__ = None  # type: ignore[assignment]  # mappings inside: compare, don't hash (Model's is a method)
 
     @classmethod
     def of(cls, weights: Mapping[str, int], shadow: Mapping[str, int] | None = None) -> "Split":
@@ -104,7 +104,7 @@ def split_problems(weights: Mapping[str, object], shadow: Mapping[str, object], 
             elif not 0 <= value <= TOTAL:
                 problems.append(f"{backend}: {kind} {value} is outside 0-100")
     if not problems:
-        total = sum(weights.values())
+        total = sum(v for v in weights.values() if isinstance(v, int))  # all whole numbers by now
         if total != TOTAL:
             problems.append(f"weights must sum to 100, they sum to {total}")
     return problems

@@ -1,6 +1,7 @@
 """`traffic status` as data: the split, where it lives, the last change and open failovers (from the
 change record stored with the split, the same for every reader), freezes, capacity, ramp (from the
-shared state store), and with `traffic.shadow_actuator` the shadow object's mirror share."""
+shared state store), with `traffic.shadow_actuator` the shadow object's mirror share, and where the
+metrics are read."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ def traffic_status(cfg: "Config", now: float) -> dict:
         "capacity": _capacity(cfg, stored.split),
         "ramp": None,
         "shadow_object": _shadow_object(cfg, order),
+        "metrics": {"source": cfg.metrics.source,
+                    "where": cfg.metrics.prometheus.url if cfg.metrics.source == "prometheus"
+                    else str(cfg.state_path / "metrics.sqlite")},
     }
     state = RampState.load(store)
     if state is not None and state.status == "running":

@@ -143,3 +143,21 @@ def test_scaling_gives_up_with_a_conflict_after_the_configured_attempts(make_env
     with pytest.raises(ConflictError, match="2 attempts met concurrent changes"):
         capacity_for(env).ensure(60, dry_run=False, wait=False)
     assert kube_api.get("apps", "deployments", NS, "vllm")["spec"]["replicas"] == 2
+
+
+def test_readings_compare_by_value_and_name_their_fields():
+    """Plain slotted classes since #26 item 6 (no @dataclass on traffic status' path): equal as the
+    dataclasses were, and their repr still says what they hold."""
+    assert reading() == reading() and reading() != reading(ready=9)
+    assert repr(reading(ready=3)).startswith("CapacityReading(backend='internal', ready=3, desired=3,")
+    with pytest.raises(AttributeError):
+        reading().share_now = 20  # a slot per field: a typo is an error, not a new attribute
+
+
+def test_a_capacity_check_without_a_capacity_section_is_a_usage_error(make_env):
+    from opsctl.errors import UsageError
+
+    cfg = load_config_file(make_env(capacity="").config)
+    assert cfg.capacity is None
+    with pytest.raises(UsageError, match="capacity is not configured"):
+        Capacity(cfg, lambda: open_source(cfg), lambda: 0.0)

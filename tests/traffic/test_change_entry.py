@@ -72,3 +72,14 @@ def test_an_entry_that_is_not_an_object_is_dropped_not_fatal():
 
     record = parse({"changes": ["garbage", {"id": "chg-1", "action": "set"}], "operations": {}}, "fixture")
     assert [e.id for e in newest_first(record)] == ["chg-1"]
+
+
+def test_an_entrys_splits_read_back_typed_and_a_malformed_one_is_none():
+    from opsctl.traffic.record import ChangeEntry, parse
+    from opsctl.traffic.split import Split
+
+    failover = parse(BEFORE_TYPED, "test")["changes"][1]
+    assert failover.before_split == Split.of({"databricks": 70, "internal": 30})
+    assert failover.after_split == Split.of({"databricks": 10, "internal": 90})
+    unset = ChangeEntry.parse({"before": None, "after": {"weights": {"internal": "lots"}}})
+    assert unset.before_split is None and unset.after_split is None  # shown as "unset" / "-", never a traceback

@@ -36,7 +36,6 @@ finish it, where it cost a duplicate-check read and three read-modify-writes.
 
 from __future__ import annotations
 
-import copy
 import json
 import threading
 import time
@@ -44,7 +43,7 @@ import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable
 
-from opsctl.automation.idempotency import DEFAULT_LEASE, ClaimedEvent, NewEvent, dead_local_owner
+from opsctl.automation.idempotency import DEFAULT_LEASE, ClaimedEvent, NewEvent, copy_json, dead_local_owner
 from opsctl.errors import ConflictError, OpsctlError
 
 if TYPE_CHECKING:
@@ -216,7 +215,7 @@ class SharedDeliveryLog:
             # Start from the version this replica last saw: one PUT when nobody wrote the piece since.
             # A change that finds nothing to do there re-reads (the piece may have moved), and so
             # does a compare-and-swap that meets a newer version.
-            data = apply(copy.deepcopy(known.data))
+            data = apply(copy_json(known.data))
             if data is not None:
                 try:
                     self._remember(index, self.store.put(piece_name(index), data, version=known.version))

@@ -23,7 +23,6 @@ idle leader reads the document once every REFRESH seconds instead of four times 
 
 from __future__ import annotations
 
-import copy
 import json
 import threading
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING, Callable
 from opsctl.automation.episodes import (
     ActionRecord, Busy, Episode, EpisodeStore, FiringStart, episode_key, mark_failover_started,
 )
-from opsctl.automation.idempotency import DEFAULT_LEASE, dead_local_owner
+from opsctl.automation.idempotency import DEFAULT_LEASE, copy_json, dead_local_owner
 from opsctl.errors import ConflictError
 
 if TYPE_CHECKING:
@@ -136,7 +135,7 @@ class SharedEpisodeStore:
             # is raised as it is: terms only grow, so a newer term seen here is newer still now.
             doc = known[0]
             try:
-                data = apply(copy.deepcopy(doc.data))
+                data = apply(copy_json(doc.data))
             except Busy:
                 data = None
             if data is not None:

@@ -54,6 +54,13 @@ log = logging.getLogger("opsctl.automation")
 
 STATE_FILE = "automation/automation.sqlite"
 BUSY_RETRY = 0.1  # seconds before an event whose episode was busy is tried again
+# An episode held by another thread of this replica (the maintenance thread finishing a restore: its
+# record, end and note) is waited for in the worker, still claimed and in hand, up to
+# HELD_HERE_TRIES x HELD_HERE_WAIT seconds, before the event is handed back as for any busy episode
+# (issue 22: handing it back cost two piece writes, the 0.1 s retry, and the quiet writes held back
+# for it went out in its window).
+HELD_HERE_WAIT = 0.02
+HELD_HERE_TRIES = 25
 RETRY_CAP = 30.0  # seconds: the longest wait between tries of a delivery that could not act yet
 SWEEP_GRACE = 5.0  # an event pending this long with no worker on it is re-queued
 RETENTION = 14 * 86400  # finished events are forgotten after this long
@@ -382,10 +389,7 @@ class AutomationService:
         if claimed is None:
             return
         try:
-            if claimed.source == "alertmanager":
-                taken = self.engine.handle_alert(AlertEvent.from_payload(key, claimed.payload, claimed.received_at))
-            else:
-                taken = self.engine.handle_pagerduty(key, claimed.payload, claimed.received_at)
+            taken = self._handle(key, claimed)
         except Busy:  # another worker or replica holds the episode (e.g. restoring it): try again shortly
             with self._settle():
                 self.deliveries.retry_later(key, BUSY_RETRY, {"busy": True}, count=False)
@@ -418,6 +422,22 @@ class AutomationService:
         with self._settle():
             self.deliveries.finish(key, {"actions": [[t.policy, t.action, t.outcome.status] for t in taken]})
             self.metrics.events.labels("done").inc()
+
+    def _handle(self, key: str, claimed) -> list[Taken]:
+        """Act on a claimed event. Busy (nothing written, nothing done) from another thread of this
+        replica is waited out here, bounded; from another replica, or past the bound, it is raised."""
+        held_here = getattr(self.episodes, "held_here", None)
+        for attempt in range(HELD_HERE_TRIES + 1):
+            try:
+                if claimed.source == "alertmanager":
+                    return self.engine.handle_alert(AlertEvent.from_payload(key, claimed.payload, claimed.received_at))
+                return self.engine.handle_pagerduty(key, claimed.payload, claimed.received_at)
+            except Busy as exc:
+                if attempt >= HELD_HERE_TRIES or held_here is None or not held_here(exc.holder) \
+                        or not self.acting():
+                    raise
+                time.sleep(HELD_HERE_WAIT)  # a sibling thread's bounded steps (record, end, note)
+        raise AssertionError("unreachable")
 
     def _give_back(self, key: str, delay: float, detail: dict, *, count: bool = True) -> None:
         """Hand an event that could not act back to the delivery log (pending again after `delay`)

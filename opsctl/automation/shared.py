@@ -223,8 +223,13 @@ class SharedEpisodeStore:
         now = self.clock()
         me = self._me()
         if e.get("owner") not in (None, me) and (e.get("lease_until") or 0) >= now:
-            raise Busy(f"episode {ident} is being acted on by another worker")
+            raise Busy(f"episode {ident} is being acted on by another worker", holder=e.get("owner"))
         e.update(owner=me, lease_until=now + self.lease_seconds)
+
+    def held_here(self, holder: str | None) -> bool:
+        """Whether `holder` is another thread of this replica (its maintenance thread or a sibling
+        worker), which lets go within this process's own bounded steps."""
+        return bool(holder) and str(holder).startswith(f"{self.owner}:") and holder != self._me()
 
     @staticmethod
     def _open(data: dict, policy: str, target: str) -> tuple[str, dict] | None:

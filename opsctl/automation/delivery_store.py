@@ -177,10 +177,11 @@ class SharedDeliveryLog:
         what tolerates an answer a moment old: the duplicate check, which admit repeats under CAS,
         and the sweep)."""
         with self._flights_lock:
-            flight = self._flights.get(index)
-            leader = flight is None
+            found = self._flights.get(index)
+            leader = found is None
+            flight: Future = Future() if found is None else found
             if leader:
-                flight = self._flights[index] = Future()
+                self._flights[index] = flight
         if leader:
             try:
                 flight.set_result(self._read(index))
@@ -334,9 +335,11 @@ class SharedDeliveryLog:
                         lease_until = self.clock() + self.lease_seconds
                         entry.update(state="running", payload=ev.payload, owner=self.owner, lease_until=lease_until,
                                      attempts=1)
-                        self._stamp(entry)
+                        term = self._term_now()
+                        if term is not None:  # as _stamp does
+                            entry["term"] = term
                         claims[ev.key] = (ClaimedEvent(ev.key, ev.source, ev.payload, 1, w.now, ev.partition),
-                                          lease_until, entry.get("term"))
+                                          lease_until, term)
                     elif ev.needs_action:
                         entry.update(state="pending", payload=ev.payload)
                     else:

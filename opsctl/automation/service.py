@@ -33,7 +33,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, cast
 
 from opsctl.automation.actions import Executor
 from opsctl.automation.episodes import Busy, EpisodeStore
@@ -48,6 +48,8 @@ from opsctl.errors import OpsctlError
 from opsctl.fencing import FencedError
 
 if TYPE_CHECKING:
+    from opsctl.automation.delivery_store import SharedDeliveryLog
+    from opsctl.automation.shared import SharedEpisodeStore
     from opsctl.config import Config
 
 log = logging.getLogger("opsctl.automation")
@@ -83,6 +85,8 @@ class AutomationService:
 
         self.elector = open_elector(cfg, on_change=self._leadership)  # None: the only replica
         self.shared = cfg.state.backend != "local"
+        self.deliveries: DeliveryLog | SharedDeliveryLog
+        self.episodes: EpisodeStore | SharedEpisodeStore
         if self.shared:
             from opsctl.automation.delivery_store import FRESH, SharedDeliveryLog
             from opsctl.automation.shared import SharedEpisodeStore
@@ -161,8 +165,9 @@ class AutomationService:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop acting (finishing what is in hand), then give the Lease up so a successor takes over at once."""
         self._stop.set()
-        if getattr(self, "rollouts", None) is not None:
-            self.rollouts.stop()
+        rollouts = getattr(self, "rollouts", None)
+        if rollouts is not None:
+            rollouts.stop()
         self.queue.stop(timeout)
         if self._maintenance.is_alive():
             self._maintenance.join(timeout)
@@ -304,7 +309,7 @@ class AutomationService:
                     return Answer(503, {"error": "queue full: retry later", "queue_capacity": self.queue.capacity})
                 if self.shared:
                     claim = fast and wanted > 0 and self.acting()
-                    new = self.deliveries.admit(unseen, received_at, claim=claim)
+                    new = self._shared_log.admit(unseen, received_at, claim=claim)
                 else:
                     new = self.deliveries.admit(unseen, received_at)
                 if fast and not new:
@@ -378,7 +383,7 @@ class AutomationService:
             self._worker.key = None
             if self.shared:
                 self._cool([key])
-                self.deliveries.nudge()  # quiet writes held back behind this event look again
+                self._shared_log.nudge()  # quiet writes held back behind this event look again
 
     def _process(self, key: str) -> None:
         if not self.acting():
@@ -423,6 +428,11 @@ class AutomationService:
             self.deliveries.finish(key, {"actions": [[t.policy, t.action, t.outcome.status] for t in taken]})
             self.metrics.events.labels("done").inc()
 
+    @property
+    def _shared_log(self) -> "SharedDeliveryLog":
+        """The delivery log in team mode (self.shared), where the calls only it has are made."""
+        return cast("SharedDeliveryLog", self.deliveries)
+
     def _handle(self, key: str, claimed) -> list[Taken]:
         """Act on a claimed event. Busy (nothing written, nothing done) from another thread of this
         replica is waited out here, bounded; from another replica, or past the bound, it is raised."""
@@ -448,7 +458,7 @@ class AutomationService:
         holder = self.episodes.holder() if hasattr(self.episodes, "holder") else None
         try:
             if holder is not None:
-                self.episodes.let_go(holder)
+                cast("SharedEpisodeStore", self.episodes).let_go(holder)
             self.deliveries.retry_later(key, delay, detail, count=count)
         except OpsctlError as exc:
             log.warning("event %s: could not hand it back yet (retried): %s", key[:12], str(exc).splitlines()[0][:200])
@@ -461,7 +471,7 @@ class AutomationService:
         for key, (holder, delay, detail, count) in owed.items():
             try:
                 if holder is not None:
-                    self.episodes.let_go(holder)
+                    cast("SharedEpisodeStore", self.episodes).let_go(holder)
                 self.deliveries.retry_later(key, delay, detail, count=count)
             except OpsctlError:
                 return  # still away: next round
@@ -475,7 +485,7 @@ class AutomationService:
         key = getattr(self._worker, "key", None)
         if key is not None and self.shared:  # its first action is taken: quiet writes need not wait for the rest
             self._cool([key])
-            self.deliveries.nudge()
+            self._shared_log.nudge()
 
     def _maintain(self) -> None:
         last_sweep = last_prune = 0.0

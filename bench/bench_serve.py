@@ -30,7 +30,7 @@ Measured per round:
 One untimed warm-up round runs first in each mode (its first imports, connections and documents).
 Every round checks that the failover it timed applied (the split is 0/100 and the record says
 applied, no refusal), then the trigger resolves, the policy restores (hold-down 0), and the next
-round starts. `--api-latency S` adds one run of team mode with every API call delayed S seconds
+round starts once that restore has ended (its note recorded, the episode let go). `--api-latency S` adds one run of team mode with every API call delayed S seconds
 (--slow-rounds, each bounded by 60 x S). Writes the section "## serve" in bench/RESULTS.md (others kept).
 
     python bench/bench_serve.py [--rounds 100] [--team-rounds 50] [--api-latency 5] [--no-write]
@@ -141,6 +141,25 @@ def failover_row(workdir: Path, round_no: int) -> dict:
         return None
     received_at, started_at, finished_at = rows[round_no]
     return {"received_at": received_at, "started_at": started_at, "finished_at": finished_at}
+
+
+def restore_finished(workdir: Path, round_no: int) -> bool:
+    """Whether the round's restore has ended: a note recorded after its restore (the restore records
+    its action, closes the episode, then notes it). The next round waits for this, as well as for
+    the split: a trigger arriving while the restore's episode is still leased to the maintenance
+    thread finds it busy and is retried 0.1 s later, which times the tail of the last round's
+    restore, not the failover (in team mode that tail is four writes of the episodes document)."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{workdir / 'state' / 'automation' / 'automation.sqlite'}?mode=ro", uri=True)
+    try:
+        restores = [row[0] for row in conn.execute("SELECT id FROM actions WHERE action = 'restore' ORDER BY id")]
+        if len(restores) <= round_no:
+            return False
+        return conn.execute("SELECT COUNT(*) FROM actions WHERE action = 'note' AND id > ?",
+                            (restores[round_no],)).fetchone()[0] > 0
+    finally:
+        conn.close()
 
 
 def closed_episodes(workdir: Path) -> int:
@@ -329,6 +348,7 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
             assert request(f"{server.url}/v1/alertmanager", json.dumps(resolved).encode(), headers=bearer(),
                            timeout=timeout).status == 202
             wait(lambda: mode.split() == DEFAULT and mode.closed() == r + 1, round_timeout, "the restore")
+            wait(lambda: restore_finished(workdir, r), round_timeout, "the restore's note")
             wait(lambda: server.metrics().get("opsctl_automation_queue_depth") == 0, round_timeout, "an idle queue")
         pool.shutdown()
         for conn in connections:

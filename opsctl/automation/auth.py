@@ -46,12 +46,12 @@ class TokenAuth:
             return Verdict.MISSING
         scheme, _, credentials = authorization.strip().partition(" ")
         scheme = scheme.lower()
-        credentials = credentials.strip().encode("latin-1", "replace")
+        given = credentials.strip().encode("latin-1", "replace")
         if scheme == "bearer":
-            return Verdict.OK if hmac.compare_digest(credentials, self.token) else Verdict.INVALID
+            return Verdict.OK if hmac.compare_digest(given, self.token) else Verdict.INVALID
         if scheme == "basic":
             try:
-                decoded = base64.b64decode(credentials, validate=True)
+                decoded = base64.b64decode(given, validate=True)
             except (binascii.Error, ValueError):
                 return Verdict.INVALID
             user, sep, password = decoded.partition(b":")

@@ -36,7 +36,6 @@ finish it, where it cost a duplicate-check read and three read-modify-writes.
 
 from __future__ import annotations
 
-import copy
 import json
 import threading
 import time
@@ -44,7 +43,7 @@ import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable
 
-from opsctl.automation.idempotency import DEFAULT_LEASE, ClaimedEvent, NewEvent, dead_local_owner
+from opsctl.automation.idempotency import DEFAULT_LEASE, ClaimedEvent, NewEvent, copy_json, dead_local_owner
 from opsctl.errors import ConflictError, OpsctlError
 
 if TYPE_CHECKING:
@@ -178,10 +177,11 @@ class SharedDeliveryLog:
         what tolerates an answer a moment old: the duplicate check, which admit repeats under CAS,
         and the sweep)."""
         with self._flights_lock:
-            flight = self._flights.get(index)
-            leader = flight is None
+            found = self._flights.get(index)
+            leader = found is None
+            flight: Future = Future() if found is None else found
             if leader:
-                flight = self._flights[index] = Future()
+                self._flights[index] = flight
         if leader:
             try:
                 flight.set_result(self._read(index))
@@ -216,7 +216,7 @@ class SharedDeliveryLog:
             # Start from the version this replica last saw: one PUT when nobody wrote the piece since.
             # A change that finds nothing to do there re-reads (the piece may have moved), and so
             # does a compare-and-swap that meets a newer version.
-            data = apply(copy.deepcopy(known.data))
+            data = apply(copy_json(known.data))
             if data is not None:
                 try:
                     self._remember(index, self.store.put(piece_name(index), data, version=known.version))
@@ -335,9 +335,11 @@ class SharedDeliveryLog:
                         lease_until = self.clock() + self.lease_seconds
                         entry.update(state="running", payload=ev.payload, owner=self.owner, lease_until=lease_until,
                                      attempts=1)
-                        self._stamp(entry)
+                        term = self._term_now()
+                        if term is not None:  # as _stamp does
+                            entry["term"] = term
                         claims[ev.key] = (ClaimedEvent(ev.key, ev.source, ev.payload, 1, w.now, ev.partition),
-                                          lease_until, entry.get("term"))
+                                          lease_until, term)
                     elif ev.needs_action:
                         entry.update(state="pending", payload=ev.payload)
                     else:

@@ -168,7 +168,13 @@ class Episode:
 
 
 class Busy(Exception):
-    """Another worker holds the episode's lease; retry the event shortly."""
+    """Another worker holds the episode's lease; retry the event shortly. `holder` names the lease's
+    owner when the store knows it (`<replica owner>:<thread>`), so a worker can tell a sibling thread
+    of its own replica (the maintenance thread finishing a restore) from another replica."""
+
+    def __init__(self, message: str, holder: str | None = None):
+        super().__init__(message)
+        self.holder = holder
 
 
 @dataclass

@@ -46,6 +46,23 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_by_state ON events (state, not_before);
 """
 
+def copy_json(value):
+    """A deep copy of JSON-shaped data (dicts, lists, scalars), as copy.deepcopy but about 3x faster
+    (no memo: JSON has no shared or cyclic parts). The shared documents are copied before every
+    change (issue 22: deepcopy of the delivery pieces and the episodes document was a fifth of the
+    serve process's time under a burst). Anything else is handed to copy.deepcopy."""
+    kind = type(value)
+    if kind is dict:
+        return {k: copy_json(v) for k, v in value.items()}
+    if kind is list:
+        return [copy_json(v) for v in value]
+    if kind in (str, int, float, bool) or value is None:
+        return value
+    import copy
+
+    return copy.deepcopy(value)
+
+
 ADMIT_BUSY_TIMEOUT = 2.0  # seconds an incoming delivery waits for the write lock before it is answered 503
 DEFAULT_LEASE = 300.0  # longer than any bounded action (pager and ticket calls have 30 s deadlines)
 MAX_ATTEMPTS = 3

@@ -429,7 +429,7 @@ def serve(cfg, *, bind: str | None, token_file: str | None, dry_run: bool, log_l
 
     import uvicorn
 
-    from opsctl.automation.actions import DryRunExecutor
+    from opsctl.automation.actions import DryRunExecutor, Executor
     from opsctl.automation.service import AutomationService
     from opsctl.config import _check_bind
     from opsctl.errors import UsageError
@@ -445,6 +445,7 @@ def serve(cfg, *, bind: str | None, token_file: str | None, dry_run: bool, log_l
     token = TokenAuth.of(resolve_token(cfg, token_file), settings.basic_auth_username)
     secrets = [ref.resolve() for ref in settings.pagerduty_secrets]
     pagerduty = PagerDutySignatures.of(secrets) if secrets else None
+    live: Executor
     if settings.dry_run:
         live = DryRunExecutor()
     else:

@@ -33,7 +33,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, cast
 
 from opsctl.automation.actions import Executor
 from opsctl.automation.episodes import Busy, EpisodeStore
@@ -48,12 +48,21 @@ from opsctl.errors import OpsctlError
 from opsctl.fencing import FencedError
 
 if TYPE_CHECKING:
+    from opsctl.automation.delivery_store import SharedDeliveryLog
+    from opsctl.automation.shared import SharedEpisodeStore
     from opsctl.config import Config
 
 log = logging.getLogger("opsctl.automation")
 
 STATE_FILE = "automation/automation.sqlite"
 BUSY_RETRY = 0.1  # seconds before an event whose episode was busy is tried again
+# An episode held by another thread of this replica (the maintenance thread finishing a restore: its
+# record, end and note) is waited for in the worker, still claimed and in hand, up to
+# HELD_HERE_TRIES x HELD_HERE_WAIT seconds, before the event is handed back as for any busy episode
+# (issue 22: handing it back cost two piece writes, the 0.1 s retry, and the quiet writes held back
+# for it went out in its window).
+HELD_HERE_WAIT = 0.02
+HELD_HERE_TRIES = 25
 RETRY_CAP = 30.0  # seconds: the longest wait between tries of a delivery that could not act yet
 SWEEP_GRACE = 5.0  # an event pending this long with no worker on it is re-queued
 RETENTION = 14 * 86400  # finished events are forgotten after this long
@@ -76,6 +85,8 @@ class AutomationService:
 
         self.elector = open_elector(cfg, on_change=self._leadership)  # None: the only replica
         self.shared = cfg.state.backend != "local"
+        self.deliveries: DeliveryLog | SharedDeliveryLog
+        self.episodes: EpisodeStore | SharedEpisodeStore
         if self.shared:
             from opsctl.automation.delivery_store import FRESH, SharedDeliveryLog
             from opsctl.automation.shared import SharedEpisodeStore
@@ -154,8 +165,9 @@ class AutomationService:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop acting (finishing what is in hand), then give the Lease up so a successor takes over at once."""
         self._stop.set()
-        if getattr(self, "rollouts", None) is not None:
-            self.rollouts.stop()
+        rollouts = getattr(self, "rollouts", None)
+        if rollouts is not None:
+            rollouts.stop()
         self.queue.stop(timeout)
         if self._maintenance.is_alive():
             self._maintenance.join(timeout)
@@ -297,7 +309,7 @@ class AutomationService:
                     return Answer(503, {"error": "queue full: retry later", "queue_capacity": self.queue.capacity})
                 if self.shared:
                     claim = fast and wanted > 0 and self.acting()
-                    new = self.deliveries.admit(unseen, received_at, claim=claim)
+                    new = self._shared_log.admit(unseen, received_at, claim=claim)
                 else:
                     new = self.deliveries.admit(unseen, received_at)
                 if fast and not new:
@@ -371,7 +383,7 @@ class AutomationService:
             self._worker.key = None
             if self.shared:
                 self._cool([key])
-                self.deliveries.nudge()  # quiet writes held back behind this event look again
+                self._shared_log.nudge()  # quiet writes held back behind this event look again
 
     def _process(self, key: str) -> None:
         if not self.acting():
@@ -382,10 +394,7 @@ class AutomationService:
         if claimed is None:
             return
         try:
-            if claimed.source == "alertmanager":
-                taken = self.engine.handle_alert(AlertEvent.from_payload(key, claimed.payload, claimed.received_at))
-            else:
-                taken = self.engine.handle_pagerduty(key, claimed.payload, claimed.received_at)
+            taken = self._handle(key, claimed)
         except Busy:  # another worker or replica holds the episode (e.g. restoring it): try again shortly
             with self._settle():
                 self.deliveries.retry_later(key, BUSY_RETRY, {"busy": True}, count=False)
@@ -419,6 +428,27 @@ class AutomationService:
             self.deliveries.finish(key, {"actions": [[t.policy, t.action, t.outcome.status] for t in taken]})
             self.metrics.events.labels("done").inc()
 
+    @property
+    def _shared_log(self) -> "SharedDeliveryLog":
+        """The delivery log in team mode (self.shared), where the calls only it has are made."""
+        return cast("SharedDeliveryLog", self.deliveries)
+
+    def _handle(self, key: str, claimed) -> list[Taken]:
+        """Act on a claimed event. Busy (nothing written, nothing done) from another thread of this
+        replica is waited out here, bounded; from another replica, or past the bound, it is raised."""
+        held_here = getattr(self.episodes, "held_here", None)
+        for attempt in range(HELD_HERE_TRIES + 1):
+            try:
+                if claimed.source == "alertmanager":
+                    return self.engine.handle_alert(AlertEvent.from_payload(key, claimed.payload, claimed.received_at))
+                return self.engine.handle_pagerduty(key, claimed.payload, claimed.received_at)
+            except Busy as exc:
+                if attempt >= HELD_HERE_TRIES or held_here is None or not held_here(exc.holder) \
+                        or not self.acting():
+                    raise
+                time.sleep(HELD_HERE_WAIT)  # a sibling thread's bounded steps (record, end, note)
+        raise AssertionError("unreachable")
+
     def _give_back(self, key: str, delay: float, detail: dict, *, count: bool = True) -> None:
         """Hand an event that could not act back to the delivery log (pending again after `delay`)
         with the episodes this worker still holds (its save may have failed with the API server
@@ -428,7 +458,7 @@ class AutomationService:
         holder = self.episodes.holder() if hasattr(self.episodes, "holder") else None
         try:
             if holder is not None:
-                self.episodes.let_go(holder)
+                cast("SharedEpisodeStore", self.episodes).let_go(holder)
             self.deliveries.retry_later(key, delay, detail, count=count)
         except OpsctlError as exc:
             log.warning("event %s: could not hand it back yet (retried): %s", key[:12], str(exc).splitlines()[0][:200])
@@ -441,7 +471,7 @@ class AutomationService:
         for key, (holder, delay, detail, count) in owed.items():
             try:
                 if holder is not None:
-                    self.episodes.let_go(holder)
+                    cast("SharedEpisodeStore", self.episodes).let_go(holder)
                 self.deliveries.retry_later(key, delay, detail, count=count)
             except OpsctlError:
                 return  # still away: next round
@@ -455,7 +485,7 @@ class AutomationService:
         key = getattr(self._worker, "key", None)
         if key is not None and self.shared:  # its first action is taken: quiet writes need not wait for the rest
             self._cool([key])
-            self.deliveries.nudge()
+            self._shared_log.nudge()
 
     def _maintain(self) -> None:
         last_sweep = last_prune = 0.0

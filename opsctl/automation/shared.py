@@ -23,7 +23,6 @@ idle leader reads the document once every REFRESH seconds instead of four times 
 
 from __future__ import annotations
 
-import copy
 import json
 import threading
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING, Callable
 from opsctl.automation.episodes import (
     ActionRecord, Busy, Episode, EpisodeStore, FiringStart, episode_key, mark_failover_started,
 )
-from opsctl.automation.idempotency import DEFAULT_LEASE, dead_local_owner
+from opsctl.automation.idempotency import DEFAULT_LEASE, copy_json, dead_local_owner
 from opsctl.errors import ConflictError
 
 if TYPE_CHECKING:
@@ -136,7 +135,7 @@ class SharedEpisodeStore:
             # is raised as it is: terms only grow, so a newer term seen here is newer still now.
             doc = known[0]
             try:
-                data = apply(copy.deepcopy(doc.data))
+                data = apply(copy_json(doc.data))
             except Busy:
                 data = None
             if data is not None:
@@ -224,8 +223,13 @@ class SharedEpisodeStore:
         now = self.clock()
         me = self._me()
         if e.get("owner") not in (None, me) and (e.get("lease_until") or 0) >= now:
-            raise Busy(f"episode {ident} is being acted on by another worker")
+            raise Busy(f"episode {ident} is being acted on by another worker", holder=e.get("owner"))
         e.update(owner=me, lease_until=now + self.lease_seconds)
+
+    def held_here(self, holder: str | None) -> bool:
+        """Whether `holder` is another thread of this replica (its maintenance thread or a sibling
+        worker), which lets go within this process's own bounded steps."""
+        return bool(holder) and str(holder).startswith(f"{self.owner}:") and holder != self._me()
 
     @staticmethod
     def _open(data: dict, policy: str, target: str) -> tuple[str, dict] | None:

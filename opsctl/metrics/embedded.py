@@ -11,13 +11,14 @@ rows hold (the proxy did not count it then), so totals stay consistent without a
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from opsctl.errors import NoDataError, UsageError
 from opsctl.metrics import schema
-from opsctl.metrics.promql import parse_range_query
+from opsctl.metrics.promql import RangeQuery, format_selector, parse_range_query
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -39,6 +40,16 @@ def _migrate(conn: sqlite3.Connection) -> None:
             if column not in present:
                 conn.execute(f"ALTER TABLE steps ADD COLUMN {column} REAL NOT NULL DEFAULT 0")
 
+
+
+@functools.lru_cache(maxsize=1024)
+def _range_query(expr: str) -> tuple[RangeQuery, str]:
+    """The parsed query and its selector as text (a cheap key), once per expression: a guard asks
+    the same few expressions on every change, and hashing and comparing the typed Selector cost more
+    than the lookups (issue 22: most of a failover's budget guard). Parsing is pure, so nothing
+    here can go stale; data is always read afresh."""
+    query = parse_range_query(expr)
+    return query, format_selector(query.selector)
 
 class EmbeddedStore:
     def __init__(self, conn: sqlite3.Connection, path: Path, labels: Mapping[str, str] | None = None):
@@ -261,9 +272,8 @@ class EmbeddedStore:
         matched_columns: dict = {}
         present: dict[tuple[str, int], bool] = {}
 
-        def columns(selector) -> list[tuple[str, str]]:
-            key = selector  # frozen, hashable: equal selectors share the match
-            if key not in matched_columns:
+        def columns(selector, key: str) -> list[tuple[str, str]]:
+            if key not in matched_columns:  # equal selectors (by text) share the match
                 series = schema.series_columns(selector.metric) or {}
                 matched_columns[key] = [(backend, column) for backend in backends
                                         for own_labels, column in series.items()
@@ -277,9 +287,9 @@ class EmbeddedStore:
 
         results: list[float | None] = []
         for expr in exprs:
-            query = parse_range_query(expr)
+            query, key = _range_query(expr)
             total, matched = 0.0, False
-            for backend, column in columns(query.selector):
+            for backend, column in columns(query.selector, key):
                 if has_steps(backend, query.window):
                     matched = True
                     total += totals(backend, at)[column] - totals(backend, at - query.window)[column]

@@ -227,7 +227,7 @@ def check_budget(ctx: GuardContext) -> GuardResult:
         return GuardResult("budget", True, "no backend with an error budget gets a bigger share of user traffic",
                            skipped=True)
     before = ctx.before
-    losing = [b for b in (before.weights if before else {}) if ctx.after.weight(b) < before.weight(b)]
+    losing = [] if before is None else [b for b in before.weights if ctx.after.weight(b) < before.weight(b)]
     try:
         results, missing = slo_results(ctx.cfg, ctx.source, ctx.at, receiving + losing)
     except NoDataError as exc:
@@ -239,19 +239,20 @@ def check_budget(ctx: GuardContext) -> GuardResult:
     # block it, a page-level burn or missing data does.
     toward = [r for r in results if r.slo.backend in receiving]
     problems = health_problems(toward, [b for b in missing if b in receiving], budget_spent_counts=ctx.action != "restore")
-    details = {"backends": receiving, "slos": {r.slo.name: r.status.level for r in toward}}
+    details: dict[str, object] = {"backends": receiving, "slos": {r.slo.name: r.status.level for r in toward}}
     if problems and losing and not any(r.status.level == "unknown" for r in toward) and not set(missing) & set(receiving):
         # Moving traffic off a backend that burns faster than the ones receiving it only lowers the
         # burn: a spent budget or a page-level burn on the receiver must not keep users on the worse one.
         away = {b: burn_now(results, b) for b in losing}
         toward_now = {b: burn_now(results, b) for b in receiving}
         fastest_away = max((x for x in away.values() if x is not None), default=None)
-        if fastest_away is not None and None not in toward_now.values() and fastest_away > max(toward_now.values()):
+        toward_known = [x for x in toward_now.values() if x is not None]
+        if fastest_away is not None and len(toward_known) == len(toward_now) and fastest_away > max(toward_known):
             details.update({"burn_now_away": away, "burn_now_toward": toward_now})
             return GuardResult(
                 "budget", True,
                 f"moving away from {', '.join(losing)} (burning {fastest_away:.4g}x now) toward {', '.join(receiving)}"
-                f" (burning {max(toward_now.values()):.4g}x now) lowers the burn; not blocked by: " + "; ".join(problems),
+                f" (burning {max(toward_known):.4g}x now) lowers the burn; not blocked by: " + "; ".join(problems),
                 details=details,
             )
     if problems:
@@ -311,7 +312,7 @@ def _vendor_capacity(ctx: GuardContext, backend: str) -> GuardResult:
         problem = exc.message
     fits = reading.max_share() if reading is not None else None
     details = {**(reading.to_dict() if reading else {"backend": backend}), "share": share, "fits": fits}
-    if fits is None:
+    if fits is None or reading is None:  # fits is None without a reading
         problem = reading.summary(share) if reading is not None else problem
         if ctx.overriding:
             return GuardResult("capacity", True, f"WARNING vendor capacity unverified ({ctx.overriding}): {problem};"
@@ -337,9 +338,9 @@ def _internal_capacity(ctx: GuardContext, growing: list[str]) -> GuardResult:
 
     cap = ctx.cfg.capacity
     unmodelled = [b for b in growing if cap is None or cap.backend != b]
-    if unmodelled:
+    if unmodelled or cap is None:
         return _refuse_or_override(
-            ctx, "capacity", f"no capacity model for internal backend(s) {', '.join(unmodelled)}",
+            ctx, "capacity", f"no capacity model for internal backend(s) {', '.join(unmodelled or growing)}",
             f"configure the `capacity:` section for it, or {EMERGENCY_HINT}",
         )
     backend = cap.backend

@@ -77,6 +77,97 @@ def spawn_opsctl(*args: str, env: dict | None = None, cwd: Path | None = None, i
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
+WORKERS_PER_CORE = 2
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto` (pyproject.toml): two workers per core, since most slow tests wait on a server, a
+    child process or an alert's evaluation rather than compute. PYTEST_XDIST_AUTO_NUM_WORKERS
+    overrides it; `-n N` sets it; `-n 0` runs the tests in this process."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").isdigit():
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    return WORKERS_PER_CORE * max(1, len(os.sched_getaffinity(0)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config, specs) -> None:
+    """Before the workers start: rewrite the test files' asserts once, here, into pytest's pyc cache.
+    Each worker collects every file, and with PYTHONDONTWRITEBYTECODE set (as on the CI machine)
+    pytest rewrites them in each worker again: about 20 s of CPU a worker on a 2-core machine, paid
+    before any test runs. A worker finds the cached file (checked against the source's mtime and
+    size) and rewrites nothing. pytest's own cache functions; if they are not there, the workers
+    rewrite, as before."""
+    try:
+        from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc, _rewrite_test, _write_pyc, get_cache_dir
+        from _pytest.assertion.rewrite import assertstate_key
+    except ImportError:
+        return
+    if config.getoption("assertmode") != "rewrite":
+        return
+    state = config.stash[assertstate_key]
+    for path in _collected_sources(config):
+        cache = get_cache_dir(path)
+        pyc = cache / (path.name[:-3] + PYC_TAIL)
+        if _read_pyc(path, pyc) is not None:
+            continue
+        try:
+            cache.mkdir(exist_ok=True)
+            stat, code = _rewrite_test(path, config)
+        except (OSError, SyntaxError):
+            continue  # collection reports it
+        _write_pyc(state, code, stat, pyc)
+
+
+def _collected_sources(config) -> list[Path]:
+    """The test files and conftests the workers will import: those under the run's paths (the
+    command line's, or testpaths) and the conftests of the directories above them."""
+    found: set[Path] = set()
+    for arg in config.args:
+        path = (config.invocation_params.dir / arg.split("::", 1)[0]).resolve()
+        if path.is_dir():
+            found.update(p for p in path.rglob("*.py") if p.name == "conftest.py" or p.name.startswith("test_"))
+        elif path.suffix == ".py":
+            found.add(path)
+        for parent in path.parents:
+            if (parent / "conftest.py").is_file():
+                found.add(parent / "conftest.py")
+            if parent == REPO:
+                break
+    return sorted(found)
+
+
+# Parallel runs (pytest-xdist, `-n auto --dist loadgroup` in pyproject.toml): a module- or
+# session-scoped fixture is built once per worker that runs a test using it. So every test using a
+# module-scoped fixture is sent to the worker of its file, and those using one of these expensive
+# session fixtures (keyed by the conftest directory that defines them) to one worker for all.
+ONE_WORKER_SESSION_FIXTURES = {("tests/slo", "servers"): "slo-recorded-servers"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its hook appends them to node ids)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        group = _worker_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _worker_group(item) -> str | None:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    session_group = None
+    for name in info.names_closure:
+        for fixturedef in info.name2fixturedefs.get(name, ()):
+            if fixturedef.scope in ("module", "class", "package"):
+                return item.nodeid.split("::", 1)[0]
+            if fixturedef.scope == "session":
+                session_group = session_group or ONE_WORKER_SESSION_FIXTURES.get((fixturedef.baseid, name))
+    return session_group
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _parse_cache(tmp_path_factory):
     """opsctl's parsed-YAML cache (opsctl.config.cache) goes to a directory of this session, not

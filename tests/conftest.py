@@ -152,6 +152,12 @@ def pytest_collection_modifyitems(config, items):
         group = _worker_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    if hasattr(config, "workerinput"):
+        # xdist hands out the groups first (largest first), then single tests in this order: the
+        # slow ones first, so no worker starts a minute-long test while the others finish. (Every
+        # worker sorts alike, as xdist requires; a group's tests keep their order.)
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None
+                   and item.get_closest_marker("xdist_group") is None)
 
 
 def _worker_group(item) -> str | None:
@@ -194,10 +200,16 @@ def opsctl():
 
 
 def write_config(directory: Path, extra: str = "", *, slo_dir: Path | None = None, source: str = "embedded",
-                 prometheus_url: str = "http://127.0.0.1:9090", max_data_age: str = "3650d") -> Path:
-    """A config like the embedded default, with its state under `directory`. Test data sit at fixed
-    past instants, so guards accept old data unless a test passes its own `max_data_age`."""
-    path = directory / "opsctl.yaml"
+                 prometheus_url: str = "http://127.0.0.1:9090", max_data_age: str = "3650d",
+                 base: str | None = None) -> Path:
+    """`directory`/opsctl.yaml: a config like the embedded default, with its state under `directory`,
+    and `extra` (dedented) after it. Test data sit at fixed past instants, so guards accept old data
+    unless a test passes its own `max_data_age`. With `base`, that text instead of the default (the
+    fakes' tests start from a bare one, tests/fakes/fixtures.py): the suite's one config writer."""
+    path = Path(directory) / "opsctl.yaml"
+    if base is not None:
+        path.write_text(base + textwrap.dedent(extra))
+        return path
     path.write_text(textwrap.dedent(f"""\
         service: llm-inference
         backends:

@@ -181,6 +181,31 @@ def _worker_group(item) -> str | None:
     return session_group
 
 
+def budget_area(nodeid: str) -> str:
+    """The README's budget area of a test: its directory under tests/, or tests/ for the top level."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    return "/".join(parts[:2]) if len(parts) > 2 else "tests/ (top level)"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """After the slowest tests, every area's summed durations (set-up, call and tear-down), the
+    figures the README's time budgets are given in."""
+    from collections import Counter
+
+    sums: Counter[str] = Counter()
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) in ("setup", "call", "teardown") and hasattr(report, "duration"):
+                sums[budget_area(report.nodeid)] += report.duration
+    if len(sums) < 2:
+        return
+    terminalreporter.write_sep("=", "summed durations per area (budgets: README, Development)")
+    for area, total in sums.most_common():
+        terminalreporter.write_line(f"{total:8.1f}s {area}")
+    terminalreporter.write_line(f"{sum(sums.values()):8.1f}s in all")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _parse_cache(tmp_path_factory):
     """opsctl's parsed-YAML cache (opsctl.config.cache) goes to a directory of this session, not

@@ -119,11 +119,13 @@ def pytest_xdist_setupnodes(config, specs) -> None:
         if _read_pyc(path, pyc) is not None:
             continue
         try:
-            cache.mkdir(exist_ok=True)
+            cache.mkdir(parents=True, exist_ok=True)
             stat, code = _rewrite_test(path, config)
+            _write_pyc(state, code, stat, pyc)
         except (OSError, SyntaxError):
             continue  # collection reports it
-        _write_pyc(state, code, stat, pyc)
+        except (TypeError, AttributeError):
+            return  # another pytest's private signatures: the workers rewrite, as before
 
 
 def _collected_sources(config) -> list[Path]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -77,6 +78,136 @@ def spawn_opsctl(*args: str, env: dict | None = None, cwd: Path | None = None, i
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
+WORKERS_PER_CORE = 2
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto` (pyproject.toml): two workers per core, since most slow tests wait on a server, a
+    child process or an alert's evaluation rather than compute. PYTEST_XDIST_AUTO_NUM_WORKERS
+    overrides it; `-n N` sets it; `-n 0` runs the tests in this process."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").isdigit():
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    return WORKERS_PER_CORE * max(1, len(os.sched_getaffinity(0)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config, specs) -> None:
+    """Before the workers start: rewrite the test files' asserts once, here, into pytest's pyc cache.
+    Each worker collects every file, and with PYTHONDONTWRITEBYTECODE set (as on the CI machine)
+    pytest rewrites them in each worker again: about 20 s of CPU a worker on a 2-core machine, paid
+    before any test runs. A worker finds the cached file (checked against the source's mtime and
+    size) and rewrites nothing. pytest's own cache functions; if they are not there, the workers
+    rewrite, as before. Likewise opsctl and the tests' helper modules are byte-compiled once
+    (1 s), where each worker and each `python -m opsctl` a test starts would compile what it
+    imports (0.2-0.5 s of CPU each)."""
+    import compileall
+
+    for package in ("opsctl", "tests"):
+        compileall.compile_dir(REPO / package, quiet=2, rx=re.compile(r"(^|/)(test_[^/]*|conftest)\.py$"))
+    try:
+        from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc, _rewrite_test, _write_pyc, get_cache_dir
+        from _pytest.assertion.rewrite import assertstate_key
+    except ImportError:
+        return
+    if config.getoption("assertmode") != "rewrite":
+        return
+    state = config.stash[assertstate_key]
+    for path in _collected_sources(config):
+        cache = get_cache_dir(path)
+        pyc = cache / (path.name[:-3] + PYC_TAIL)
+        if _read_pyc(path, pyc) is not None:
+            continue
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            stat, code = _rewrite_test(path, config)
+            _write_pyc(state, code, stat, pyc)
+        except (OSError, SyntaxError):
+            continue  # collection reports it
+        except (TypeError, AttributeError):
+            return  # another pytest's private signatures: the workers rewrite, as before
+
+
+def _collected_sources(config) -> list[Path]:
+    """The test files and conftests the workers will import: those under the run's paths (the
+    command line's, or testpaths) and the conftests of the directories above them."""
+    found: set[Path] = set()
+    for arg in config.args:
+        path = (config.invocation_params.dir / arg.split("::", 1)[0]).resolve()
+        if path.is_dir():
+            found.update(p for p in path.rglob("*.py") if p.name == "conftest.py" or p.name.startswith("test_"))
+        elif path.suffix == ".py":
+            found.add(path)
+        for parent in path.parents:
+            if (parent / "conftest.py").is_file():
+                found.add(parent / "conftest.py")
+            if parent == REPO:
+                break
+    return sorted(found)
+
+
+# Parallel runs (pytest-xdist, `-n auto --dist loadgroup` in pyproject.toml): a module- or
+# session-scoped fixture is built once per worker that runs a test using it. So every test using a
+# module-scoped fixture is sent to the worker of its file, and those using one of these expensive
+# session fixtures (keyed by the conftest directory that defines them) to one worker for all.
+ONE_WORKER_SESSION_FIXTURES = {("tests/slo", "servers"): "slo-recorded-servers"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its hook appends them to node ids)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        group = _worker_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    if hasattr(config, "workerinput"):
+        # xdist hands out the groups first (largest first), then single tests in this order: the
+        # slow ones first, so no worker starts a minute-long test while the others finish. (Every
+        # worker sorts alike, as xdist requires; a group's tests keep their order.)
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None
+                   and item.get_closest_marker("xdist_group") is None)
+
+
+def _worker_group(item) -> str | None:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    session_group = None
+    for name in info.names_closure:
+        for fixturedef in info.name2fixturedefs.get(name, ()):
+            if fixturedef.scope in ("module", "class", "package"):
+                return item.nodeid.split("::", 1)[0]
+            if fixturedef.scope == "session":
+                session_group = session_group or ONE_WORKER_SESSION_FIXTURES.get((fixturedef.baseid, name))
+    return session_group
+
+
+def budget_area(nodeid: str) -> str:
+    """The README's budget area of a test: its directory under tests/, or tests/ for the top level."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    return "/".join(parts[:2]) if len(parts) > 2 else "tests/ (top level)"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """After the slowest tests, every area's summed durations (set-up, call and tear-down), the
+    figures the README's time budgets are given in."""
+    from collections import Counter
+
+    sums: Counter[str] = Counter()
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) in ("setup", "call", "teardown") and hasattr(report, "duration"):
+                sums[budget_area(report.nodeid)] += report.duration
+    if len(sums) < 2:
+        return
+    terminalreporter.write_sep("=", "summed durations per area (budgets: README, Development)")
+    for area, total in sums.most_common():
+        terminalreporter.write_line(f"{total:8.1f}s {area}")
+    terminalreporter.write_line(f"{sum(sums.values()):8.1f}s in all")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _parse_cache(tmp_path_factory):
     """opsctl's parsed-YAML cache (opsctl.config.cache) goes to a directory of this session, not
@@ -103,10 +234,16 @@ def opsctl():
 
 
 def write_config(directory: Path, extra: str = "", *, slo_dir: Path | None = None, source: str = "embedded",
-                 prometheus_url: str = "http://127.0.0.1:9090", max_data_age: str = "3650d") -> Path:
-    """A config like the embedded default, with its state under `directory`. Test data sit at fixed
-    past instants, so guards accept old data unless a test passes its own `max_data_age`."""
-    path = directory / "opsctl.yaml"
+                 prometheus_url: str = "http://127.0.0.1:9090", max_data_age: str = "3650d",
+                 base: str | None = None) -> Path:
+    """`directory`/opsctl.yaml: a config like the embedded default, with its state under `directory`,
+    and `extra` (dedented) after it. Test data sit at fixed past instants, so guards accept old data
+    unless a test passes its own `max_data_age`. With `base`, that text instead of the default (the
+    fakes' tests start from a bare one, tests/fakes/fixtures.py): the suite's one config writer."""
+    path = Path(directory) / "opsctl.yaml"
+    if base is not None:
+        path.write_text(base + textwrap.dedent(extra))
+        return path
     path.write_text(textwrap.dedent(f"""\
         service: llm-inference
         backends:

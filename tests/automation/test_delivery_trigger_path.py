@@ -186,7 +186,10 @@ def test_the_leader_records_a_trigger_claimed_and_a_copy_of_it_writes_nothing(tm
     a = None
     firing = message(alert(fingerprint="e1", starts_at="2026-11-29T12:00:00.5Z"))
     try:
-        a = Replica(tmp_path / "serve-a", api, healthy_store, "serve-a", hold_down="1h")
+        # The admit's claim is taken without a write within (lease_duration - renew_deadline) / 2 of
+        # the admit, at most 2 s: test_fencing's 4 s lease leaves 0.5 s, which a loaded machine (a
+        # parallel run) overran, and the claim cost the third write. A 7 s lease gives the full 2 s.
+        a = Replica(tmp_path / "serve-a", api, healthy_store, "serve-a", hold_down="1h", lease_duration=7)
         wait_for(a.leads, what="serve-a to lead")
         a.service.deliveries.fresh = 3600.0  # the worker's claim is on time whatever the machine's load
         before = len(api.requests)

@@ -39,7 +39,7 @@ pytestmark = pytest.mark.slow
 
 
 def replica_config(directory: Path, api_url: str, healthy_store: Path, identity: str, *, hold_down: str = "1s",
-                   timeout: int = 60) -> Path:
+                   timeout: int = 60, lease_duration: int = LEASE_DURATION) -> Path:
     (directory / "state").mkdir(parents=True, exist_ok=True)
     shutil.copy(healthy_store, directory / "state" / "metrics.sqlite")
     extra = f"""\
@@ -62,7 +62,7 @@ freezes: []
 """
     automation = f"""\
 hold_down: {hold_down}
-leader_election: {{lease_duration: {LEASE_DURATION}s, renew_deadline: 3s, retry_period: 1s, identity: {identity}}}
+leader_election: {{lease_duration: {lease_duration}s, renew_deadline: 3s, retry_period: 1s, identity: {identity}}}
 """
     return write_serve_config(directory, policies=FAILOVER_POLICY, automation_extra=automation, extra=extra)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -38,9 +37,10 @@ def ca_file(ca, tmp_path):
 
 
 def write_config(directory: Path, extra: str) -> Path:
-    path = Path(directory) / "opsctl.yaml"
-    path.write_text(BASE_CONFIG + textwrap.dedent(extra))
-    return path
+    """BASE_CONFIG and `extra`, written by the suite's one config writer (tests/conftest.py)."""
+    from tests.conftest import write_config as write
+
+    return write(directory, extra, base=BASE_CONFIG)
 
 
 def load(path: Path):

@@ -12,6 +12,8 @@ version is a digest of its bytes, so an emergency `traffic set` can still replac
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 from pathlib import Path
 
@@ -53,7 +55,7 @@ class FileActuator:
             raise OpsctlError(f"{self.path}: cannot read the stored split: {exc.strerror}") from exc
 
     @staticmethod
-    def _parse(raw: bytes) -> tuple[dict | None, str]:
+    def _parse(raw: bytes) -> tuple[dict[str, Any] | None, str]:
         """(the JSON object or None, its version token)."""
         try:
             data = json.loads(raw)
@@ -88,7 +90,7 @@ class FileActuator:
             return StoredSplit(None, version, f"corrupt: {why}; {hint}", record=record, corrupt=why)
         return StoredSplit(split, version, record=record)
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict | None = None) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict[str, Any] | None = None) -> WriteResult:
         with locked(self.path):
             raw = self._raw()
             data, current = self._parse(raw) if raw is not None else ({}, "0")

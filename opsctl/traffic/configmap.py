@@ -8,9 +8,8 @@ same patch as annotation `opsctl.io/traffic-record`, so the split and its record
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
+from typing import Any
 
 from opsctl.errors import UsageError
 from opsctl.traffic import record as records

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from opsctl.traffic.base import Actuator, WriteResult
 
 Planner = Callable[[Split | None], Split]
-Trimmer = Callable[[Split | None, Split, dict[str, Any]], Split]
+Trimmer = Callable[[Split | None, Split, dict[str, int]], Split]  # limit: backend -> share it carries
 
 
 def change_log() -> "logging.Logger":
@@ -476,7 +476,7 @@ class TrafficController:
         raise GuardRefused(text, hint=hint or None)
 
     @staticmethod
-    def _shortfall(requested: Split, after: Split, limit: dict[str, Any]) -> dict[str, Any]:
+    def _shortfall(requested: Split, after: Split, limit: dict[str, int]) -> dict[str, Any]:
         return {
             b: {"asked": requested.weight(b), "moved_to": after.weight(b), "capacity_share": fits,
                 "not_moved": requested.weight(b) - after.weight(b)}

@@ -65,10 +65,10 @@ def failover_plan(source: str, receivers: Sequence[str], fallback: Split | None 
     return plan
 
 
-def failover_trim(source: str) -> Callable[[Split | None, Split, dict[str, Any]], Split]:
+def failover_trim(source: str) -> Callable[[Split | None, Split, dict[str, int]], Split]:
     """Cut each capacity-limited receiver to the share it carries; the rest stays on `source`."""
 
-    def trim(before: Split | None, requested: Split, limit: dict[str, Any]) -> Split:
+    def trim(before: Split | None, requested: Split, limit: dict[str, int]) -> Split:
         weights = dict(requested.weights)
         kept = 0
         for backend, fits in limit.items():
@@ -123,7 +123,8 @@ def topup_plan(cfg: "Config", source: str, receivers: Sequence[str]) -> Callable
     return lambda before: failover_plan(topup_source(cfg, source, receivers, before), receivers)(before)
 
 
-def topup_trim(cfg: "Config", source: str, receivers: Sequence[str]) -> Callable[[Split | None, Split, dict[str, Any]], Split]:
+def topup_trim(cfg: "Config", source: str,
+               receivers: Sequence[str]) -> Callable[[Split | None, Split, dict[str, int]], Split]:
     return lambda before, requested, limit: failover_trim(topup_source(cfg, source, receivers, before))(
         before, requested, limit)
 

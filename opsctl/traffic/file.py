@@ -12,10 +12,9 @@ version is a digest of its bytes, so an emergency `traffic set` can still replac
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 from pathlib import Path
+from typing import Any
 
 from opsctl.errors import ConflictError, UsageError
 from opsctl.statefile import locked, write_json_atomic

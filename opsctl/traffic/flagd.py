@@ -18,10 +18,9 @@ share is refused here (shadow stays with the mesh actuators).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from opsctl.errors import ConflictError, OpsctlError, UsageError
 from opsctl.statefile import locked, write_json_atomic

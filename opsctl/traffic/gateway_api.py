@@ -9,14 +9,16 @@ the whole `spec.rules` list recomputed from the object as read, plus its resourc
 
 from __future__ import annotations
 
-from typing import Any
-
 import copy
+from typing import TYPE_CHECKING, Any
 
 from opsctl.errors import NoDataError, UsageError
 from opsctl.traffic.base import ChangeNotice, StoredSplit, WriteResult
 from opsctl.traffic.kube import CustomObject, Kube
 from opsctl.traffic.split import Split, largest_remainder
+
+if TYPE_CHECKING:
+    from opsctl.config import Destination
 
 GROUP = "gateway.networking.k8s.io"
 PLURAL = "httproutes"
@@ -27,7 +29,7 @@ class GatewayApiActuator:
     kind = "gateway-api"
 
     def __init__(self, kube: Kube, *, namespace: str, name: str, rule: int, api_version: str,
-                 destinations: dict[str, Any], backends: list[str]):
+                 destinations: "dict[str, Destination]", backends: list[str]):
         self.namespace = namespace
         self.rule = rule
         self.destinations = destinations

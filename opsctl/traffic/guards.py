@@ -290,7 +290,7 @@ def check_capacity(ctx: GuardContext) -> GuardResult:
     if len(parts) == 1:
         return parts[0]
     details: dict[str, Any] = {}
-    limit: dict[str, Any] = {}
+    limit: dict[str, int] = {}  # backend -> the share it carries
     for p in parts:
         limit.update(p.details.get("limit") or {})
         details[p.details.get("backend") or p.name] = p.details

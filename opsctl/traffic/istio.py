@@ -7,14 +7,16 @@ read, with its resourceVersion (see kube.CustomObject): other routes and fields 
 
 from __future__ import annotations
 
-from typing import Any
-
 import copy
+from typing import TYPE_CHECKING, Any
 
 from opsctl.errors import NoDataError, UsageError
 from opsctl.traffic.base import ChangeNotice, StoredSplit, WriteResult
 from opsctl.traffic.kube import CustomObject, Kube
 from opsctl.traffic.split import Split
+
+if TYPE_CHECKING:
+    from opsctl.config import Destination
 
 GROUP = "networking.istio.io"
 PLURAL = "virtualservices"
@@ -24,7 +26,7 @@ class IstioActuator:
     kind = "istio"
 
     def __init__(self, kube: Kube, *, namespace: str, name: str, route: str | None, api_version: str,
-                 destinations: dict[str, Any], backends: list[str]):
+                 destinations: "dict[str, Destination]", backends: list[str]):
         self.route_name = route
         self.destinations = destinations  # backend -> config.Destination
         self.backends = backends

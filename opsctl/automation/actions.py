@@ -25,7 +25,7 @@ class Outcome:
     # What the action produced, for the next actions and the record: incident, dedup_key, ticket, split.
     data: Mapping[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"unknown outcome status {self.status!r}")
 
@@ -33,7 +33,7 @@ class Outcome:
     def changed(self) -> bool:
         return self.status == "applied"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "detail": self.detail, **({"data": dict(self.data)} if self.data else {})}
 
 

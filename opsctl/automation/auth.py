@@ -33,7 +33,7 @@ class TokenAuth:
     token: bytes
     username: bytes = b"alertmanager"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if len(self.token) < 16:
             raise ValueError("the webhook token must be at least 16 characters")
 
@@ -73,7 +73,7 @@ class PagerDutySignatures:
 
     secrets: tuple[bytes, ...]
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.secrets:
             raise ValueError("at least one PagerDuty webhook secret is needed")
 

@@ -41,13 +41,13 @@ import threading
 import time
 import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Callable
+from typing import Any, TYPE_CHECKING, Callable, Iterable
 
 from opsctl.automation.idempotency import DEFAULT_LEASE, ClaimedEvent, NewEvent, copy_json, dead_local_owner
 from opsctl.errors import ConflictError, OpsctlError
 
 if TYPE_CHECKING:
-    from opsctl.state.base import Document
+    from opsctl.state.base import Document, StateStore
 
 DELIVERIES = "serve-deliveries"
 SHARDS = 8  # pieces of the delivery log; every replica must agree (a change is a migration)
@@ -88,16 +88,16 @@ def piece_of(key: str) -> int:
     return zlib.crc32(key.encode()) % SHARDS
 
 
-def _size(data: dict) -> int:
+def _size(data: dict[str, Any]) -> int:
     return len(json.dumps(data, separators=(",", ":"), default=str))
 
 
-def _short(result: dict) -> dict:
+def _short(result: dict[str, Any]) -> dict[str, Any]:
     text = json.dumps(result, sort_keys=True, default=str)
     return result if len(text) <= 600 else {"summary": text[:600]}
 
 
-def _waiting(events: dict) -> int:
+def _waiting(events: dict[str, Any]) -> int:
     """Pending again after a try that could not act, or being retried (as DeliveryLog.waiting)."""
     return sum(1 for e in events.values()
                if (e["state"] == "pending" and e.get("attempts", 0) > 0)
@@ -116,7 +116,7 @@ class _Waiter:
 
 
 class SharedDeliveryLog:
-    def __init__(self, store, *, clock: Callable[[], float], owner: str, lease: float = DEFAULT_LEASE,
+    def __init__(self, store: "StateStore", *, clock: Callable[[], float], owner: str, lease: float = DEFAULT_LEASE,
                  term: Callable[[], str | None] = lambda: None, fresh: float = FRESH,
                  acting: Callable[[], bool] = lambda: False, hold_off: float = HOLD_OFF):
         self.store = store
@@ -133,7 +133,7 @@ class SharedDeliveryLog:
         self._waiting: dict[int, list[_Waiter]] = {}
         self._writing: set[int] = set()
         self._flights_lock = threading.Lock()
-        self._flights: dict[int, Future] = {}
+        self._flights: dict[int, Future[dict[str, Any]]] = {}
         self.last_waiting: int | None = None  # events waiting for a retry, as the last sweep read them
         # Each piece as this replica last read or wrote it: the next write starts from it (no read).
         self._known: dict[int, Document] = {}
@@ -150,7 +150,7 @@ class SharedDeliveryLog:
 
     # -- pieces -----------------------------------------------------------------------------------
 
-    def _read(self, index: int) -> dict:
+    def _read(self, index: int) -> dict[str, Any]:
         with self._known_lock:
             generation = self._generation.get(index, 0)
         doc = self.store.get(piece_name(index))
@@ -172,14 +172,14 @@ class SharedDeliveryLog:
             else:
                 self._known[index] = doc
 
-    def _read_shared(self, index: int) -> dict:
+    def _read_shared(self, index: int) -> dict[str, Any]:
         """One piece's events; readers arriving while a read of it is in flight share that read (for
         what tolerates an answer a moment old: the duplicate check, which admit repeats under CAS,
         and the sweep)."""
         with self._flights_lock:
             found = self._flights.get(index)
             leader = found is None
-            flight: Future = Future() if found is None else found
+            flight: Future[dict[str, Any]] = Future() if found is None else found
             if leader:
                 self._flights[index] = flight
         if leader:
@@ -192,21 +192,21 @@ class SharedDeliveryLog:
                     self._flights.pop(index, None)
         return dict(flight.result())
 
-    def _read_all(self, indexes=None) -> dict:
+    def _read_all(self, indexes: Iterable[int] | None = None) -> dict[str, Any]:
         """The events of the given pieces (default: all), read in parallel."""
-        indexes = sorted(set(range(SHARDS) if indexes is None else indexes))
-        if len(indexes) == 1:
-            return self._read_shared(indexes[0])
+        pieces = sorted(set(range(SHARDS) if indexes is None else indexes))
+        if len(pieces) == 1:
+            return self._read_shared(pieces[0])
         if self._pool is None:
             self._pool = ThreadPoolExecutor(SHARDS, thread_name_prefix="opsctl-deliveries")
-        events: dict = {}
-        for part in self._pool.map(self._read_shared, indexes):
+        events: dict[str, Any] = {}
+        for part in self._pool.map(self._read_shared, pieces):
             events.update(part)
         return events
 
-    def _update(self, index: int, change: Callable[[dict], bool]) -> None:
+    def _update(self, index: int, change: Callable[[dict[str, Any]], bool]) -> None:
         """Run change(events) on one piece under compare-and-swap; it returns False to write nothing."""
-        def apply(data):
+        def apply(data: dict[str, Any] | None) -> dict[str, Any] | None:
             data = data or {}
             events = data.setdefault("events", {})
             return data if change(events) else None
@@ -231,7 +231,7 @@ class SharedDeliveryLog:
         term = self.term()
         return None if term is None else str(term)
 
-    def _stamp(self, entry: dict) -> None:
+    def _stamp(self, entry: dict[str, Any]) -> None:
         term = self._term_now()
         if term is not None:
             entry["term"] = term
@@ -320,7 +320,7 @@ class SharedDeliveryLog:
     def _write_batch(self, index: int, batch: list["_Waiter"]) -> None:
         claims: dict[str, tuple[ClaimedEvent, float, str | None]] = {}
 
-        def change(table: dict) -> bool:
+        def change(table: dict[str, Any]) -> bool:
             claims.clear()
             for w in batch:
                 w.added, w.refused = [], 0
@@ -370,7 +370,7 @@ class SharedDeliveryLog:
         for w in batch:
             w.done = True
 
-    def _bound(self, table: dict) -> None:
+    def _bound(self, table: dict[str, Any]) -> None:
         now = self.clock()
         finished = sorted((e.get("done_at") or 0, k) for k, e in table.items() if e["state"] in ("done", "failed"))
         # Keys finished within RECENT stay whatever the bounds: the sender may still be retrying the
@@ -397,7 +397,7 @@ class SharedDeliveryLog:
                 return held  # recorded claimed by this replica, under its current term, moments ago
         claimed: list[ClaimedEvent] = []
 
-        def change(table: dict) -> bool:
+        def change(table: dict[str, Any]) -> bool:
             claimed.clear()
             e = table.get(key)
             now = self.clock()
@@ -432,7 +432,7 @@ class SharedDeliveryLog:
         if mine is None:
             return
 
-        def change(table: dict) -> bool:
+        def change(table: dict[str, Any]) -> bool:
             e = table.get(key)
             if e is None or e["state"] != "running" or e.get("owner") != self.owner or e.get("lease_until") != mine[1]:
                 return False
@@ -442,8 +442,8 @@ class SharedDeliveryLog:
 
         self._update(piece_of(key), change)
 
-    def finish(self, key: str, result: dict, *, failed: bool = False) -> None:
-        def change(table: dict) -> bool:
+    def finish(self, key: str, result: dict[str, Any], *, failed: bool = False) -> None:
+        def change(table: dict[str, Any]) -> bool:
             e = table.get(key)
             if e is None or e.get("owner") != self.owner:
                 return False
@@ -455,8 +455,8 @@ class SharedDeliveryLog:
 
         self._update(piece_of(key), change)
 
-    def retry_later(self, key: str, delay: float, result: dict | None = None, *, count: bool = True) -> None:
-        def change(table: dict) -> bool:
+    def retry_later(self, key: str, delay: float, result: dict[str, Any] | None = None, *, count: bool = True) -> None:
+        def change(table: dict[str, Any]) -> bool:
             e = table.get(key)
             if e is None or e.get("owner") != self.owner:
                 return False
@@ -476,7 +476,7 @@ class SharedDeliveryLog:
         for index in sorted(pieces):
             count = [0]
 
-            def change(table: dict) -> bool:
+            def change(table: dict[str, Any]) -> bool:
                 count[0] = 0
                 for e in table.values():
                     owner = e.get("owner")
@@ -500,7 +500,7 @@ class SharedDeliveryLog:
                 or (e["state"] == "running" and (e.get("lease_until") or 0) < now)]
         return [(k, p) for _, k, p in sorted(rows)[:limit]]
 
-    def state(self, key: str) -> dict | None:
+    def state(self, key: str) -> dict[str, Any] | None:
         e = self._read(piece_of(key)).get(key)
         if e is None:
             return None

@@ -16,12 +16,14 @@ report; tests compare a drill's with serve's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Any, TYPE_CHECKING, Callable
 
 from opsctl.model import Model, field
 
 if TYPE_CHECKING:
     from opsctl.automation.actions import Executor
+    from opsctl.automation.episodes import EpisodeStore
+    from opsctl.automation.shared import SharedEpisodeStore
     from opsctl.automation.policy import PolicyEngine, Taken
     from opsctl.config import Config
 
@@ -50,14 +52,15 @@ class EngineShape(Model):
     fenced: bool  # the live executor is wrapped as serve wraps it (operation ids chosen before the write)
     rate_limit: dict[str, int] = field(default_factory=dict)  # max_changes, window_seconds (traffic guard)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         from opsctl.model import to_dict
 
-        return to_dict(self)
+        shaped: dict[str, Any] = to_dict(self)  # a Model: a dict
+        return shaped
 
 
-def build_engine(cfg: "Config", store, live: "Executor", *, clock: Callable[[], float],
-                 on_action: Callable[["Taken"], None] | None = None) -> "PolicyEngine":
+def build_engine(cfg: "Config", store: "EpisodeStore | SharedEpisodeStore", live: "Executor", *,
+                 clock: Callable[[], float], on_action: Callable[["Taken"], None] | None = None) -> "PolicyEngine":
     """The policy engine for `cfg`: `store` keeps the episodes (EpisodeStore or the shared one),
     `live` acts (already wrapped by the caller's fencing), a DryRunExecutor decides for dry runs."""
     from opsctl.automation.actions import DryRunExecutor

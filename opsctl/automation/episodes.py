@@ -19,7 +19,7 @@ import sqlite3
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from opsctl.automation.idempotency import Database, default_owner, event_key
 from opsctl.model import Model
@@ -138,7 +138,7 @@ class Episode:
     owned: bool
     restore_due: float | None
     restore_refusals: int
-    saved: dict = field(default_factory=dict)
+    saved: dict[str, Any] = field(default_factory=dict)
     key: str = ""
 
     @classmethod
@@ -147,7 +147,7 @@ class Episode:
                    row["ticket"], row["failover"], bool(row["owned"]), row["restore_due"], row["restore_refusals"],
                    json.loads(row["saved"]) if row["saved"] else {}, row["key"] or str(row["id"]))
 
-    def fields(self) -> dict:
+    def fields(self) -> dict[str, Any]:
         """What acting on the episode changes, as saved when the worker lets go of it."""
         return {"incident": self.incident, "ticket": self.ticket, "failover": self.failover,
                 "owned": int(self.owned), "saved": json.dumps(self.saved, sort_keys=True)}
@@ -216,7 +216,8 @@ class EpisodeStore:
 
     # -- alerts -------------------------------------------------------------------------------
 
-    def record_alert(self, conn, policy: str, fingerprint: str, target: str, starts_at: str, status: str) -> str:
+    def record_alert(self, conn: sqlite3.Connection, policy: str, fingerprint: str, target: str, starts_at: str,
+                     status: str) -> str:
         """Store the alert's state; returns 'stale' when a later (or resolved) copy is already recorded."""
         row = conn.execute("SELECT starts_at, status FROM alert_state WHERE policy = ? AND fingerprint = ?",
                            (policy, fingerprint)).fetchone()
@@ -233,23 +234,26 @@ class EpisodeStore:
         )
         return "recorded"
 
-    def firing_count(self, conn, policy: str, target: str) -> int:
-        return conn.execute("SELECT COUNT(*) FROM alert_state WHERE policy = ? AND target = ? AND status = 'firing'",
-                            (policy, target)).fetchone()[0]
+    def firing_count(self, conn: sqlite3.Connection, policy: str, target: str) -> int:
+        count: int = conn.execute(
+            "SELECT COUNT(*) FROM alert_state WHERE policy = ? AND target = ? AND status = 'firing'", (policy, target)
+        ).fetchone()[0]
+        return count
 
     # -- episodes -----------------------------------------------------------------------------
 
-    def open_episode(self, conn, policy: str, target: str) -> Episode | None:
+    def open_episode(self, conn: sqlite3.Connection, policy: str, target: str) -> Episode | None:
         row = conn.execute("SELECT * FROM episodes WHERE policy = ? AND target = ? AND state != 'closed'",
                            (policy, target)).fetchone()
         return Episode.from_row(row) if row else None
 
-    def create_episode(self, conn, policy: str, target: str, key: str | None = None) -> Episode:
+    def create_episode(self, conn: sqlite3.Connection, policy: str, target: str, key: str | None = None) -> Episode:
         cur = conn.execute("INSERT INTO episodes (policy, target, key, state, opened_at) VALUES (?, ?, ?, 'open', ?)",
                            (policy, target, key, self.clock()))
+        assert cur.lastrowid is not None  # an INSERT sets it
         return self.get(cur.lastrowid, conn)
 
-    def get(self, episode_id: int | str, conn=None) -> Episode:
+    def get(self, episode_id: int | str, conn: sqlite3.Connection | None = None) -> Episode:
         conn = conn or self.db.conn
         return Episode.from_row(conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone())
 
@@ -257,7 +261,7 @@ class EpisodeStore:
         """Leases belong to one thread: the restore scheduler and a worker in one process exclude each other."""
         return f"{self.owner}:{threading.get_ident()}"
 
-    def lease(self, conn, episode_id: int | str) -> None:
+    def lease(self, conn: sqlite3.Connection, episode_id: int | str) -> None:
         now = self.clock()
         me = self._me()
         cur = conn.execute(
@@ -268,7 +272,7 @@ class EpisodeStore:
         if cur.rowcount != 1:
             raise Busy(f"episode {episode_id} is being acted on by another worker")
 
-    def update(self, episode_id: int | str, conn=None, **fields) -> None:
+    def update(self, episode_id: int | str, conn: sqlite3.Connection | None = None, **fields: object) -> None:
         if not fields:
             return
         cols = ", ".join(f"{k} = ?" for k in fields)
@@ -278,14 +282,14 @@ class EpisodeStore:
         else:
             self.db.write(sql, args)
 
-    def release(self, episode_id: int | str, **fields) -> None:
-        self.update(episode_id, owner=None, lease_until=None, **fields)
+    def release(self, episode_id: int | str, **fields: object) -> None:
+        self.update(episode_id, None, owner=None, lease_until=None, **fields)
 
-    def close(self, conn, episode_id: int | str, because: str) -> None:
+    def close(self, conn: sqlite3.Connection, episode_id: int | str, because: str) -> None:
         self.update(episode_id, conn, state="closed", closed_at=self.clock(), closed_because=because,
                     restore_due=None, owner=None, lease_until=None)
 
-    def other_moved(self, conn, episode: Episode) -> list[Episode]:
+    def other_moved(self, conn: sqlite3.Connection, episode: Episode) -> list[Episode]:
         """Open episodes on other targets that moved traffic away from their backend."""
         rows = conn.execute(
             "SELECT * FROM episodes WHERE state != 'closed' AND target != ? AND owned = 1"
@@ -327,7 +331,8 @@ class EpisodeStore:
 
     def next_restore_due(self) -> float | None:
         row = self.db.conn.execute("SELECT MIN(restore_due) FROM episodes WHERE state = 'restore_pending'").fetchone()
-        return row[0]
+        due: float | None = row[0]  # NULL without a pending restore
+        return due
 
     def episodes(self, *, open_only: bool = False) -> list[Episode]:
         sql = "SELECT * FROM episodes" + (" WHERE state != 'closed'" if open_only else "") + " ORDER BY id"

@@ -21,7 +21,7 @@ import os
 import socket
 import threading
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from opsctl.automation.actions import (
     FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest, TicketRequest,
@@ -29,7 +29,10 @@ from opsctl.automation.actions import (
 from opsctl.errors import ConfigError, GuardRefused, UsageError
 
 if TYPE_CHECKING:
+    from opsctl.clock import SimClock, WallClock
     from opsctl.config import Config
+    from opsctl.paging.base import Pager
+    from opsctl.tickets.base import TicketProvider
     from opsctl.traffic.controller import ChangeResult
     from opsctl.traffic.record import ChangeEntry
     from opsctl.traffic.split import Split
@@ -44,18 +47,18 @@ def automation_actor() -> str:
 class LiveExecutor:
     name = "live"
 
-    def __init__(self, cfg: "Config", *, clock=None):
+    def __init__(self, cfg: "Config", *, clock: "WallClock | SimClock | None" = None):
         from opsctl.clock import WallClock
         from opsctl.traffic.service import TrafficService
 
         self.cfg = cfg
-        self.clock = clock or WallClock()
+        self.clock: WallClock | SimClock = clock or WallClock()
         self.order = list(cfg.backends)
-        self._pager = None
+        self._pager: Pager | None = None
         # The traffic front door every actor uses (with the pager change hook, like `opsctl traffic`).
         self.traffic = TrafficService(cfg, clock=self.clock, actor=automation_actor())
         self.controller = self.traffic.controller
-        self._desks: dict[str, object] = {}
+        self._desks: dict[str, TicketProvider] = {}
         self._lock = threading.Lock()
 
     # -- traffic ------------------------------------------------------------------------------
@@ -191,7 +194,7 @@ class LiveExecutor:
     # -- paging -------------------------------------------------------------------------------
 
     @property
-    def pager(self):
+    def pager(self) -> "Pager":
         with self._lock:
             if self._pager is None:
                 from opsctl.paging.registry import open_pager
@@ -230,7 +233,7 @@ class LiveExecutor:
 
     # -- tickets ------------------------------------------------------------------------------
 
-    def _desk(self, vendor: str):
+    def _desk(self, vendor: str) -> "TicketProvider":
         with self._lock:
             if vendor not in self._desks:
                 from opsctl.tickets.registry import open_ticket_provider
@@ -296,7 +299,7 @@ REFLAP_WINDOW = 6 * 3600
 REFLAP_MAX_FACTOR = 16
 
 
-def reflap_hold(record: dict, backend: str, hold_down: float, now: float) -> tuple[str, float] | None:
+def reflap_hold(record: dict[str, Any], backend: str, hold_down: float, now: float) -> tuple[str, float] | None:
     """Why a restore of `backend` waits and until when, or None: from the failovers away from it in
     the change record (one per operation) within REFLAP_WINDOW."""
     from opsctl.audit import timestamp

@@ -34,14 +34,19 @@ import functools
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Callable
+from typing import Any, TYPE_CHECKING, Callable, NoReturn
 
 from opsctl.automation.service import Answer, AutomationService
 from opsctl.errors import ConfigError
 
 if TYPE_CHECKING:
+    from types import FrameType
+
+    from prometheus_client.metrics_core import Metric
+    from prometheus_client.samples import Sample
+
     from opsctl.automation.actions import Executor
-    from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent
+    from opsctl.automation.payloads import Alert, AlertmanagerMessage, PagerDutyEvent
     from opsctl.config import Config
 
 log = logging.getLogger("opsctl.automation")
@@ -94,7 +99,7 @@ class FleetMetrics:
     def __init__(self, services: dict[str, AutomationService]):
         from prometheus_client import CollectorRegistry, Counter, disable_created_metrics
 
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
         self.services = services
         self.own = CollectorRegistry(auto_describe=True)
         self._watched: set[str] = set()
@@ -131,10 +136,10 @@ class _Merged:
     def __init__(self, metrics: FleetMetrics):
         self.metrics = metrics
 
-    def describe(self):
+    def describe(self) -> list[Metric]:
         return []
 
-    def collect(self):
+    def collect(self) -> list[Metric]:
         from prometheus_client.metrics_core import Metric
 
         families: dict[str, Metric] = {}
@@ -149,7 +154,7 @@ class _Merged:
         return list(families.values())
 
 
-def _label(sample, service: str | None):
+def _label(sample: Sample, service: str | None) -> Sample:
     if service is None:
         return sample
     return sample._replace(labels={**sample.labels, "service": service})
@@ -208,10 +213,10 @@ class FleetService:
 
     # -- routing ------------------------------------------------------------------------------
 
-    def route(self, message: "AlertmanagerMessage") -> tuple[dict[str, list], list[dict]]:
+    def route(self, message: "AlertmanagerMessage") -> tuple[dict[str, list[Alert]], list[dict[str, Any]]]:
         """The message's alerts by the service they name, and those no service takes (with why)."""
-        parts: dict[str, list] = {}
-        unrouted: list[dict] = []
+        parts: dict[str, list[Alert]] = {}
+        unrouted: list[dict[str, Any]] = []
         for alert in message.alerts:
             value = alert.labels.get(self.label)
             if not value:
@@ -258,7 +263,7 @@ class FleetService:
     def _each(self, calls: dict[str, Callable[[], Answer]]) -> dict[str, Answer]:
         """Each call on its own router thread (one service's slow recording does not hold another's
         back); a single call runs here. An unexpected error is that service's 503."""
-        def safe(name, call):
+        def safe(name: str, call: Callable[[], Answer]) -> Answer:
             try:
                 return call()
             except Exception:  # noqa: BLE001 - the sender retries; the others' parts stand
@@ -272,7 +277,7 @@ class FleetService:
         return {name: f.result() for name, f in futures.items()}
 
 
-def _combined(answers: dict[str, Answer]) -> dict:
+def _combined(answers: dict[str, Answer]) -> dict[str, Any]:
     """One answer for the services' answers: 503 when any was (the sender retries the message, the
     others answer the retry as a duplicate), else 202; `status` accepted when any part was new."""
     worst = 503 if any(a.status >= 500 for a in answers.values()) else max(a.status for a in answers.values())
@@ -313,7 +318,7 @@ def serve_fleet(cfgs: list["Config"], *, bind: str | None, token_file: str | Non
     secrets = [ref.resolve() for ref in settings.pagerduty_secrets]
     pagerduty = PagerDutySignatures.of(secrets) if secrets else None
 
-    def executor(cfg):
+    def executor(cfg: "Config") -> "Executor":
         if cfg.automation.dry_run:
             return DryRunExecutor()
         from opsctl.automation.executors import open_executor
@@ -335,7 +340,7 @@ def serve_fleet(cfgs: list["Config"], *, bind: str | None, token_file: str | Non
              len(cfgs), ", ".join(fleet.services)[:300], fleet.label,
              ": dry run, nothing is changed" if settings.dry_run else "")
 
-    def exit_cleanly(signum, frame):
+    def exit_cleanly(signum: int, frame: "FrameType | None") -> NoReturn:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, exit_cleanly)

@@ -33,7 +33,8 @@ class ServeMetrics:
                  leader: Callable[[], bool] = lambda: True, waiting: Callable[[], int] = lambda: 0):
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
-        disable_created_metrics()  # no *_created series: they double the output and nobody queries them
+        # no *_created series: they double the output and nobody queries them
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
         self.registry = CollectorRegistry(auto_describe=True)
         self._watched: set[str] = set()
         self.deliveries = Counter("opsctl_webhook_deliveries", "Webhook requests by source and answer.",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from opsctl.model import Model, build_into, field
 from opsctl.model.build import JSON
@@ -97,12 +97,16 @@ class _AgentSummary:
         return _short(value.get("summary")) or _short(value.get("id"))
 
 
-def _parse(cls: type, data: Any, what: str):
+M = TypeVar("M")
+
+
+def _parse(cls: type[M], data: Any, what: str) -> M:
     problems: list[str] = []
     built = build_into(cls, data, "", problems, JSON)
     if problems:
         raise PayloadError(what, problems)
-    return built
+    model: M = built  # build_into builds a `cls` when it records no problem
+    return model
 
 
 String = Annotated[str, Text(max_len=MAX_STRING)]
@@ -130,7 +134,8 @@ class Alert(Model):
 
     @property
     def name(self) -> str:
-        return self.labels.get("alertname", "")
+        name: str = self.labels.get("alertname", "")  # labels are checked idents (Labels(idents=True))
+        return name
 
 
 class _Version:

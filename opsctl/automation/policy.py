@@ -30,7 +30,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import Any, TYPE_CHECKING, Callable, Mapping
 
 from opsctl.automation.actions import (
     Context, DryRunExecutor, Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest,
@@ -40,6 +40,7 @@ from opsctl.automation.episodes import ActionRecord, Busy, Episode, EpisodeStore
 from opsctl.slo import conventions as cv
 
 if TYPE_CHECKING:
+    from opsctl.automation.shared import SharedEpisodeStore
     from opsctl.config import AutomationConfig, AutomationPolicy, Backend, RunbookTickets
 
 log = logging.getLogger("opsctl.automation")
@@ -52,7 +53,7 @@ class ActionFailed(Exception):
 @dataclass(frozen=True)
 class CompiledPolicy:
     policy: "AutomationPolicy"
-    patterns: tuple[tuple[str, re.Pattern], ...]
+    patterns: tuple[tuple[str, re.Pattern[str]], ...]
 
     @classmethod
     def of(cls, policy: "AutomationPolicy") -> "CompiledPolicy":
@@ -113,8 +114,8 @@ class AlertEvent:
 
     key: str
     status: str
-    labels: dict
-    annotations: dict
+    labels: dict[str, str]  # Alertmanager labels and annotations: strings (payloads.Labels)
+    annotations: dict[str, str]
     starts_at: str  # canonical RFC 3339
     fingerprint: str
     group_key: str
@@ -122,7 +123,7 @@ class AlertEvent:
     received_at: float = 0.0
 
     @classmethod
-    def from_payload(cls, key: str, data: dict, received_at: float) -> "AlertEvent":
+    def from_payload(cls, key: str, data: dict[str, Any], received_at: float) -> "AlertEvent":
         return cls(key=key, status=data["status"], labels=data["labels"], annotations=data["annotations"],
                    starts_at=data["starts_at"], fingerprint=data["fingerprint"], group_key=data["group_key"],
                    generator_url=data.get("generator_url", ""), received_at=received_at)
@@ -145,7 +146,7 @@ class AlertEvent:
 class PolicyEngine:
     settings: "AutomationConfig"
     backends: Mapping[str, "Backend"]
-    store: EpisodeStore  # or shared.SharedEpisodeStore: the same operations on the shared state
+    store: "EpisodeStore | SharedEpisodeStore"  # the same operations, local or on the shared state
     live: Executor
     dry: Executor = field(default_factory=DryRunExecutor)
     clock: Callable[[], float] = time.time
@@ -153,7 +154,7 @@ class PolicyEngine:
     # runbooks.tickets: the ticket category by cause (None: the defaults, inference for everything)
     tickets: "RunbookTickets | None" = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.policies = [CompiledPolicy.of(p) for p in self.settings.policies]
         self.by_name = {p.name: p for p in self.policies}
 
@@ -233,8 +234,9 @@ class PolicyEngine:
         finally:
             self.store.save(episode)
 
-    def _act_on_firing(self, policy, event, episode: Episode, target, taken, failed, cancelled: bool,
-                       moved_away: set[str], resumed: bool = False) -> None:
+    def _act_on_firing(self, policy: CompiledPolicy, event: AlertEvent, episode: Episode, target: str,
+                       taken: list[Taken], failed: list[str], cancelled: bool, moved_away: set[str],
+                       resumed: bool = False) -> None:
         """Failover first (seconds count at four nines), then the page that asks a human to confirm it,
         the vendor ticket, and the note. The incident key is known before paging (it is the pager's
         dedup key), so the failover already names the incident the page opens."""
@@ -257,9 +259,10 @@ class PolicyEngine:
                 episode.owned = True
                 episode.saved = dict(failover.data)
             done.append(f"failover from {target}: {failover.status} ({failover.detail})")
-        if actions.page is not None and not episode.incident:
+        page = actions.page
+        if page is not None and not episode.incident:
             outcome = self._run(policy, event, episode, "page", dry, lambda: executor.page(PageRequest(
-                context, summary=self._page_summary(policy, event, target, failover), severity=actions.page.severity,
+                context, summary=self._page_summary(policy, event, target, failover), severity=page.severity,
                 dedup_key=incident_key, details={**self._details(event), **(
                     {"failover": failover.to_dict()} if failover else {})},
             )), taken, failed)
@@ -289,9 +292,11 @@ class PolicyEngine:
         incidents = dict.fromkeys(i for i in (episode.incident, self.incident_key(policy, episode.target, episode)) if i)
         return tuple(operation_id("failover", incident, episode.target) for incident in incidents)
 
-    def _failover(self, policy, event, episode, target, executor, context, dry, taken, failed, *,
+    def _failover(self, policy: CompiledPolicy, event: AlertEvent, episode: Episode, target: str, executor: Executor,
+                  context: Context, dry: bool, taken: list[Taken], failed: list[str], *,
                   incident: str, moved_away: set[str], resumed: bool = False) -> Outcome:
         failover = policy.policy.actions.failover
+        assert failover is not None  # called only for a policy with a failover action (_act_on_firing)
         if target not in self.backends:
             outcome = Outcome("skipped", f"{target!r} is not a configured backend (known: {', '.join(sorted(self.backends))})")
             return self._record(policy, event, episode, "failover", outcome, dry, taken)
@@ -306,8 +311,10 @@ class PolicyEngine:
             resumed=resumed,
         )), taken, failed)
 
-    def _ticket(self, policy, event, episode, target, executor, context, dry, taken, failed) -> Outcome:
+    def _ticket(self, policy: CompiledPolicy, event: AlertEvent, episode: Episode, target: str, executor: Executor,
+                context: Context, dry: bool, taken: list[Taken], failed: list[str]) -> Outcome:
         ticket = policy.policy.actions.ticket
+        assert ticket is not None  # called only for a policy with a ticket action (_act_on_firing)
         backend = self.backends.get(target)
         if backend is None or backend.kind != "vendor" or not backend.vendor:
             outcome = Outcome("skipped", f"{target} is not a vendor backend: no vendor to file a ticket with")
@@ -348,7 +355,7 @@ class PolicyEngine:
 
     # -- PagerDuty ----------------------------------------------------------------------------
 
-    def handle_pagerduty(self, key: str, data: dict, received_at: float) -> list[Taken]:
+    def handle_pagerduty(self, key: str, data: dict[str, Any], received_at: float) -> list[Taken]:
         """Record a verified PagerDuty event against the episode whose incident it is about.
 
         Traffic never moves on a PagerDuty event alone: the alert's resolution drives the restore.
@@ -428,7 +435,8 @@ class PolicyEngine:
 
     # -- recording ----------------------------------------------------------------------------
 
-    def _run(self, policy, event, episode, action: str, dry: bool, call: Callable[[], Outcome], taken, failed) -> Outcome:
+    def _run(self, policy: CompiledPolicy, event: AlertEvent | None, episode: Episode, action: str, dry: bool,
+             call: Callable[[], Outcome], taken: list[Taken], failed: list[str]) -> Outcome:
         started = self.clock()
         try:
             outcome = call()
@@ -438,7 +446,8 @@ class PolicyEngine:
             failed.append(f"{action}: {outcome.detail}")
         return self._record(policy, event, episode, action, outcome, dry, taken, started=started)
 
-    def _record(self, policy, event, episode, action: str, outcome: Outcome, dry: bool, taken, *,
+    def _record(self, policy: CompiledPolicy, event: AlertEvent | None, episode: Episode | None, action: str,
+                outcome: Outcome, dry: bool, taken: list[Taken], *,
                 started: float | None = None, received_at: float | None = None) -> Outcome:
         finished = self.clock()
         received = received_at if received_at is not None else (event.received_at if event else finished)
@@ -485,7 +494,7 @@ class PolicyEngine:
         return f"{head}: {tail}"[:1024]
 
     @staticmethod
-    def _details(event: AlertEvent) -> dict:
+    def _details(event: AlertEvent) -> dict[str, Any]:
         return {"labels": dict(event.labels), "annotations": dict(event.annotations), "starts_at": event.starts_at,
                 "generator_url": event.generator_url, "fingerprint": event.fingerprint}
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Any, TYPE_CHECKING, Callable
 
 from opsctl.automation.episodes import (
     ActionRecord, Busy, Episode, EpisodeStore, FiringStart, episode_key, mark_failover_started,
@@ -36,7 +36,7 @@ from opsctl.errors import ConflictError
 
 if TYPE_CHECKING:
     from opsctl.fencing import Term
-    from opsctl.state.base import Document
+    from opsctl.state.base import Document, StateStore
 
 EPISODES = "serve-episodes"
 ATTEMPTS = 10  # compare-and-swap rounds before a write gives up (the sender then gets 503 and retries)
@@ -49,7 +49,7 @@ MAX_BYTES = 384 * 1024  # below the store's 512 KiB document bound: the oldest f
 REFRESH = 2.0
 
 
-def _size(data: dict) -> int:
+def _size(data: dict[str, Any]) -> int:
     return len(json.dumps(data, separators=(",", ":"), default=str))
 
 
@@ -70,7 +70,7 @@ class SharedEpisodeStore:
     holding its lease (its owner). `record_intent` writes the intent an external action (page,
     ticket, note) needs before it may happen."""
 
-    def __init__(self, store, *, local_path: Path, clock: Callable[[], float], owner: str,
+    def __init__(self, store: "StateStore", *, local_path: Path, clock: Callable[[], float], owner: str,
                  lease: float = DEFAULT_LEASE, term: "Callable[[], Term | None] | None" = None):
         self.store = store
         self.clock = clock
@@ -89,13 +89,13 @@ class SharedEpisodeStore:
         return f"{self.owner}:{threading.get_ident()}"
 
     @staticmethod
-    def _shaped(data: dict | None) -> dict:
+    def _shaped(data: dict[str, Any] | None) -> dict[str, Any]:
         data = dict(data or {})
         data.setdefault("alerts", {})
         data.setdefault("episodes", {})
         return data
 
-    def _read(self) -> dict:
+    def _read(self) -> dict[str, Any]:
         doc = self.store.get(EPISODES)
         self._remember(doc)
         return self._shaped(doc.data if doc else None)
@@ -116,8 +116,8 @@ class SharedEpisodeStore:
         with self._known_lock:
             self._known = None
 
-    def _update(self, change: Callable[[dict], bool], *, fenced: bool = True) -> None:
-        def apply(data):
+    def _update(self, change: Callable[[dict[str, Any]], bool], *, fenced: bool = True) -> None:
+        def apply(data: dict[str, Any] | None) -> dict[str, Any] | None:
             data = self._shaped(data)
             kept = self._fence(data) if fenced else data.get("term")
             if not change(data):
@@ -146,7 +146,7 @@ class SharedEpisodeStore:
                     self._forget()
         self._remember(self.store.update(EPISODES, apply, attempts=ATTEMPTS))
 
-    def _fence(self, data: dict) -> str | None:
+    def _fence(self, data: dict[str, Any]) -> str | None:
         if self.term is None:
             return data.get("term")
         from opsctl.fencing import FencedError, fence
@@ -167,7 +167,7 @@ class SharedEpisodeStore:
         me = holder or self._me()
         released = [0]
 
-        def change(data: dict) -> bool:
+        def change(data: dict[str, Any]) -> bool:
             released[0] = 0
             for e in data["episodes"].values():
                 if e.get("owner") == me and e["state"] != "closed":
@@ -187,7 +187,7 @@ class SharedEpisodeStore:
 
     def record_intent(self, action: str, key: str, detail: str = "") -> None:
         """Before an external action: its intent, written under the term (FencedError when stale)."""
-        def change(data: dict) -> bool:
+        def change(data: dict[str, Any]) -> bool:
             intents = data.setdefault("intents", {})
             intents[f"{action}:{key}"[:200]] = {"action": action, "term": data.get("term") if self.term is None
                                                 else str(self.term()), "at": self.clock(), "by": self.owner,
@@ -199,7 +199,7 @@ class SharedEpisodeStore:
 
         self._update(change)
 
-    def _bound(self, data: dict) -> None:
+    def _bound(self, data: dict[str, Any]) -> None:
         closed = [i for _, i in sorted((e.get("closed_at") or 0, i) for i, e in data["episodes"].items()
                                        if e["state"] == "closed")]
         for i in closed[:max(0, len(closed) - MAX_CLOSED)]:
@@ -214,12 +214,12 @@ class SharedEpisodeStore:
             del data["episodes"][closed.pop(0)]
 
     @staticmethod
-    def _episode(i: str, e: dict) -> Episode:
+    def _episode(i: str, e: dict[str, Any]) -> Episode:
         return Episode(i, e["policy"], e["target"], e["state"], e["opened_at"], e.get("incident"), e.get("ticket"),
                        e.get("failover"), bool(e.get("owned")), e.get("restore_due"), e.get("restore_refusals", 0),
                        dict(e.get("saved") or {}), e.get("key") or i)
 
-    def _lease(self, e: dict, ident: str) -> None:
+    def _lease(self, e: dict[str, Any], ident: str) -> None:
         now = self.clock()
         me = self._me()
         if e.get("owner") not in (None, me) and (e.get("lease_until") or 0) >= now:
@@ -232,13 +232,13 @@ class SharedEpisodeStore:
         return bool(holder) and str(holder).startswith(f"{self.owner}:") and holder != self._me()
 
     @staticmethod
-    def _open(data: dict, policy: str, target: str) -> tuple[str, dict] | None:
+    def _open(data: dict[str, Any], policy: str, target: str) -> tuple[str, dict[str, Any]] | None:
         for i, e in data["episodes"].items():
             if e["policy"] == policy and e["target"] == target and e["state"] != "closed":
                 return i, e
         return None
 
-    def _record_alert(self, data: dict, policy: str, fingerprint: str, target: str, starts_at: str,
+    def _record_alert(self, data: dict[str, Any], policy: str, fingerprint: str, target: str, starts_at: str,
                       status: str) -> bool:
         """False for a late copy (see EpisodeStore.record_alert)."""
         key = f"{policy}/{fingerprint}"
@@ -256,7 +256,7 @@ class SharedEpisodeStore:
                      failover: bool = False) -> FiringStart | None:
         result: list[FiringStart] = []
 
-        def change(data: dict) -> bool:
+        def change(data: dict[str, Any]) -> bool:
             result.clear()
             if not self._record_alert(data, policy, fingerprint, target, starts_at, "firing"):
                 return False
@@ -290,7 +290,7 @@ class SharedEpisodeStore:
     def _write_fields(self, episode: Episode, *, release: bool) -> None:
         me = self._me()
 
-        def change(data: dict) -> bool:
+        def change(data: dict[str, Any]) -> bool:
             e = data["episodes"].get(episode.id)
             if e is None or e.get("owner") != me:  # written only by its owner
                 return False
@@ -309,7 +309,7 @@ class SharedEpisodeStore:
                        hold_down: float, because: Callable[[Episode], str]) -> tuple[Episode, str] | None:
         result: list[tuple[Episode, str]] = []
 
-        def change(data: dict) -> bool:
+        def change(data: dict[str, Any]) -> bool:
             result.clear()
             if not self._record_alert(data, policy, fingerprint, target, starts_at, "resolved"):
                 return False
@@ -344,7 +344,7 @@ class SharedEpisodeStore:
     def claim_due_restore(self) -> Episode | None:
         result: list[Episode] = []
 
-        def change(data: dict) -> bool:
+        def change(data: dict[str, Any]) -> bool:
             result.clear()
             now = self.clock()
             due = sorted((e.get("restore_due") or 0, i) for i, e in data["episodes"].items()
@@ -370,7 +370,7 @@ class SharedEpisodeStore:
         return result[0] if result else None
 
     @staticmethod
-    def _restore_due(data: dict, now: float) -> bool:
+    def _restore_due(data: dict[str, Any], now: float) -> bool:
         """Whether an episode's restore is due (its hold-down passed) or its restorer's lease ran out."""
         return any((e["state"] == "restore_pending" and (e.get("restore_due") or 0) <= now)
                    or (e["state"] == "restoring" and (e.get("lease_until") or 0) < now)
@@ -379,7 +379,7 @@ class SharedEpisodeStore:
     def end_restore(self, episode: Episode, *, closed_because: str | None, retry_at: float | None = None) -> None:
         me = self._me()
 
-        def change(data: dict) -> bool:
+        def change(data: dict[str, Any]) -> bool:
             e = data["episodes"].get(episode.id)
             if e is None or e.get("owner") not in (None, me):  # written only by its owner
                 return False
@@ -399,7 +399,7 @@ class SharedEpisodeStore:
     def recover(self, *, all_others: bool = False) -> int:
         released = [0]
 
-        def change(data: dict) -> bool:
+        def change(data: dict[str, Any]) -> bool:
             released[0] = 0
             for e in data["episodes"].values():
                 owner = e.get("owner")
@@ -417,7 +417,7 @@ class SharedEpisodeStore:
     def check(self) -> None:
         self._remember(self.store.get(EPISODES))
 
-    def get(self, episode_id) -> Episode:
+    def get(self, episode_id: str) -> Episode:
         return self._episode(episode_id, self._read()["episodes"][episode_id])
 
     def episodes(self, *, open_only: bool = False) -> list[Episode]:
@@ -431,7 +431,7 @@ class SharedEpisodeStore:
         self.local.record_action(record)
         if record.episode is None:
             return
-        def change(data: dict) -> bool:
+        def change(data: dict[str, Any]) -> bool:
             e = data["episodes"].get(record.episode)
             if e is None:
                 return False

@@ -121,6 +121,7 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
         state = store.read()
         if weights is None:
             split = traffic.read().split
+            assert split is not None  # set at the start of the simulated rollout
             weights, shadow = dict(split.weights), dict(split.shadow)
             if shadow_svc is not None:  # the mirror share lives on the shadow object
                 mirror = shadow_svc.read().split
@@ -168,7 +169,9 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
         shadow_svc.set({plan.baseline: 100}, reason=f"simulated rollout {plan.name}: the mirror's start")
         mirror = shadow_svc.read().split
         objects = object_steps(traffic, shadow_svc, list(cfg.backends))
-    start_rollout(store, plan_data, plan, by="rollout-run", at=start, current=traffic.read().split,
+    current = traffic.read().split
+    assert current is not None  # just set above
+    start_rollout(store, plan_data, plan, by="rollout-run", at=start, current=current,
                   order=list(cfg.backends), mirror=mirror, objects=objects)
 
     def evidence(at: float, the_plan):

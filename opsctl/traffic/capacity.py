@@ -27,12 +27,13 @@ and caps a failover toward it at the share that fits.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable
+from typing import Any, TYPE_CHECKING, Callable
 
 from opsctl.errors import ConflictError, NoDataError, OpsctlError, UsageError
 from opsctl.metrics import schema
 
 if TYPE_CHECKING:
+    from opsctl.clock import SimClock, WallClock
     from opsctl.config import CapacityConfig, Config
     from opsctl.metrics.base import MetricSource
     from opsctl.traffic.kube import Kube
@@ -103,7 +104,7 @@ class VendorReading(_Record):
         return (f"{self.backend} is provisioned for {self.provisioned:g} {unit} ({self.where}); {share}% of"
                 f" {self.total:.1f} {unit} with {self.headroom:.0%} headroom needs {self.needed(share):.1f}")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"backend": self.backend, "unit": self.unit, "provisioned": self.provisioned,
                 "headroom": self.headroom, "current": self.total, "where": self.where,
                 "max_share": self.max_share()}
@@ -169,7 +170,7 @@ class CapacityReading(_Record):
         fits = ready * self.rps_per_replica / (self.total_rps * (1 + self.headroom)) * 100
         return max(0, min(100, math.floor(fits + 1e-9)))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "backend": self.backend,
             "where": self.where,
@@ -218,9 +219,13 @@ def no_source() -> "MetricSource":
     raise NoDataError("no metric source: this capacity check counts replicas only")
 
 
+# (what, get(), patch(body, dry_run), min field, max field, max default) of an autoscaler
+Autoscaler = tuple[str, Callable[[], dict[str, Any]], Callable[[dict[str, Any], bool], None], str, str, int]
+
+
 class Capacity:
     def __init__(self, cfg: "Config", source: Callable[[], "MetricSource"], at: Callable[[], float], *,
-                 kube: "Kube | None" = None, clock=None):
+                 kube: "Kube | None" = None, clock: "WallClock | SimClock | None" = None):
         from opsctl.clock import WallClock
 
         self.cfg = cfg
@@ -228,7 +233,7 @@ class Capacity:
         self._source = source
         self._at = at
         self._kube = kube
-        self.clock = clock or WallClock()
+        self.clock: WallClock | SimClock = clock or WallClock()
         s = self.settings
         self.namespace = s.namespace or cfg.traffic.kubernetes.namespace
         self.where = f"Deployment {self.namespace}/{s.deployment}" if s.source == "kubernetes" else "static replicas"
@@ -257,14 +262,15 @@ class Capacity:
         desired = (dep.get("spec") or {}).get("replicas") or 0
         return int(ready), int(desired)
 
-    def _deployment(self) -> dict:
+    def _deployment(self) -> dict[str, Any]:
         """The Deployment as plain JSON: only replicas and status are needed, so the client's full
         model (strict about every field of the pod template) is not built."""
         import json
 
         response = self.kube.call(f"read {self.where}", self.kube.apps().read_namespaced_deployment_status,
                                   self.settings.deployment, self.namespace, _preload_content=False)
-        return json.loads(response.data)
+        deployment: dict[str, Any] = json.loads(response.data)
+        return deployment
 
     def _rates(self) -> tuple[float | None, float | None]:
         try:
@@ -359,7 +365,7 @@ class Capacity:
 
     SAVED = "opsctl.io/saved-min-replicas"
 
-    def _autoscaler(self):
+    def _autoscaler(self) -> Autoscaler:
         """(what, get(), patch(body), min field, max field, max default) for the configured autoscaler."""
         s = self.settings
         name = s.autoscaler_name or s.deployment
@@ -369,29 +375,31 @@ class Capacity:
             api = AutoscalingV2Api(self.kube.client)
             what = f"HorizontalPodAutoscaler {self.namespace}/{name}"
 
-            def get():
+            def get_hpa() -> dict[str, Any]:
                 import json
 
                 raw = self.kube.call(f"read {what}", api.read_namespaced_horizontal_pod_autoscaler, name, self.namespace,
                                      _preload_content=False)
-                return json.loads(raw.data)
+                hpa: dict[str, Any] = json.loads(raw.data)
+                return hpa
 
-            def patch(body, dry_run):
+            def patch_hpa(body: dict[str, Any], dry_run: bool) -> None:
                 from opsctl.traffic.kube import FIELD_MANAGER, MERGE_PATCH
 
                 self.kube.call(f"patch {what}", api.patch_namespaced_horizontal_pod_autoscaler, name, self.namespace,
                                body, field_manager=FIELD_MANAGER, dry_run="All" if dry_run else None,
                                _content_type=MERGE_PATCH, _preload_content=False)
 
-            return what, get, patch, "minReplicas", "maxReplicas", 1
+            return what, get_hpa, patch_hpa, "minReplicas", "maxReplicas", 1
         custom = self.kube.custom()
         what = f"ScaledObject {self.namespace}/{name}"
 
-        def get():
-            return self.kube.call(f"read {what}", custom.get_namespaced_custom_object, "keda.sh", "v1alpha1",
-                                  self.namespace, "scaledobjects", name)
+        def get() -> dict[str, Any]:
+            scaled: dict[str, Any] = self.kube.call(f"read {what}", custom.get_namespaced_custom_object, "keda.sh",
+                                                    "v1alpha1", self.namespace, "scaledobjects", name)
+            return scaled
 
-        def patch(body, dry_run):
+        def patch(body: dict[str, Any], dry_run: bool) -> None:
             from opsctl.traffic.kube import FIELD_MANAGER, MERGE_PATCH
 
             self.kube.call(f"patch {what}", custom.patch_namespaced_custom_object, "keda.sh", "v1alpha1",
@@ -407,12 +415,12 @@ class Capacity:
         for _ in range(self.cfg.traffic.conflict_attempts):
             obj = get()
             spec, meta = obj.get("spec") or {}, obj.get("metadata") or {}
-            low = spec.get(low_key, 1 if low_key == "minReplicas" else 0)
-            wanted = min(replicas, spec.get(high_key, high_default))
+            low: int = spec.get(low_key, 1 if low_key == "minReplicas" else 0)
+            wanted: int = min(replicas, spec.get(high_key, high_default))
             if low >= wanted:
                 return low  # already at least that high
             annotations = meta.get("annotations") or {}
-            body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": {low_key: wanted}}
+            body: dict[str, Any] = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": {low_key: wanted}}
             if self.SAVED not in annotations:  # the first raise saves the original; later ones keep it
                 body["metadata"]["annotations"] = {self.SAVED: str(low)}
             try:
@@ -462,7 +470,7 @@ class Capacity:
         except OpsctlError:
             pass  # the scale happened; a missing Event is not worth failing a failover over
 
-    def _wait_ready(self, target: int, progress) -> tuple[int, float, bool]:
+    def _wait_ready(self, target: int, progress: Callable[[str], None] | None) -> tuple[int, float, bool]:
         s = self.settings
         timeout = s.ready_timeout.seconds
         poll = max(s.poll_interval.seconds, 0) or 1

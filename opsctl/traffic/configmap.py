@@ -9,6 +9,7 @@ same patch as annotation `opsctl.io/traffic-record`, so the split and its record
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from opsctl.errors import UsageError
 from opsctl.traffic import record as records
@@ -27,7 +28,7 @@ class ConfigMapActuator:
         self.key = key
         self.backends = backends
         self.target = f"ConfigMap {namespace}/{name} key {key}"
-        self._ref: dict | None = None
+        self._ref: dict[str, Any] | None = None
 
     def read(self) -> StoredSplit:
         cm = self.kube.call(f"read {self.target}", self.kube.core().read_namespaced_config_map, self.name, self.namespace)
@@ -51,7 +52,7 @@ class ConfigMapActuator:
                                record=record, corrupt=why)
         return StoredSplit(split, meta.resource_version, record=record)
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict | None = None) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict[str, Any] | None = None) -> WriteResult:
         body: dict[str, dict[str, object]] = {
             "metadata": {"resourceVersion": expected_version},
             "data": {self.key: json.dumps(split.to_dict(self.backends), sort_keys=True)},

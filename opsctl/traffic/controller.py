@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
+from typing import Any, TYPE_CHECKING, Callable, Iterator, NoReturn, Sequence, TextIO
 
 from opsctl.audit import AuditLog, current_actor
 from opsctl.model import Model, field as model_field
@@ -30,28 +30,32 @@ from opsctl.traffic.guards import ACTIONS, CAPACITY_GUARD, POLICY_GUARDS, GuardC
 from opsctl.traffic.split import Split
 
 if TYPE_CHECKING:
+    import logging
+    from contextlib import AbstractContextManager
+
+    from opsctl.clock import SimClock, WallClock
     from opsctl.config import Config
-    from opsctl.traffic.base import Actuator
+    from opsctl.traffic.base import Actuator, WriteResult
 
 Planner = Callable[[Split | None], Split]
-Trimmer = Callable[[Split | None, Split, dict], Split]
+Trimmer = Callable[[Split | None, Split, dict[str, int]], Split]  # limit: backend -> share it carries
 
 
-def change_log():
+def change_log() -> "logging.Logger":
     """The structured change log: one JSON object per line on stderr, for the cluster's log pipeline
     (kubernetes mode only: logging is imported here, off the local CLI's start-up)."""
     import logging
 
-    class CurrentStderr(logging.StreamHandler):
+    class CurrentStderr(logging.StreamHandler[TextIO]):
         """Writes to sys.stderr as it is at each line, not as it was when the logger was first set up
         (a process that redirects stderr later, or runs the CLI in-process, still gets every line)."""
 
         @property
-        def stream(self):
+        def stream(self) -> TextIO:
             return sys.stderr
 
         @stream.setter
-        def stream(self, _value):
+        def stream(self, _value: TextIO) -> None:
             pass
 
     logger = logging.getLogger("opsctl.traffic.changes")
@@ -118,7 +122,7 @@ class PartialMove(Model):
         more = "" if self.degradation else " or name a no-suggestions backend in traffic.degradation"
         return f"{done}; for more, add GPUs or raise capacity.max_replicas{more}, then fail over again"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"version": self.version, "source": self.source, "asked": self.asked, "moved": dict(self.moved),
                 "not_moved": self.not_moved, "capacity_share": dict(self.capacity_share),
                 "degradation": self.degradation, "degraded": self.degraded, "scaled": self.scaled,
@@ -145,7 +149,7 @@ class ChangeResult:
     outcome: str = "planned"  # applied | dry-run | unchanged | refused | conflict | declined | failed
     guards: list[GuardResult] = field(default_factory=list)
     message: str = ""
-    shortfall: dict = field(default_factory=dict)
+    shortfall: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     recorded: list[str] = field(default_factory=list)
     audited: bool = False
@@ -177,8 +181,8 @@ class ChangeResult:
     def overrides(self) -> tuple[str, ...]:
         return tuple(g.name for g in self.guards if g.overridden)
 
-    def to_dict(self, order: Sequence[str] | None = None) -> dict:
-        def split(s):
+    def to_dict(self, order: Sequence[str] | None = None) -> dict[str, Any]:
+        def split(s: Split | None) -> dict[str, Any] | None:
             return None if s is None else s.to_dict(order)
 
         out = {
@@ -223,9 +227,10 @@ def _ended(result: ChangeResult, error: OpsctlError) -> ChangeResult:
 
 
 class TrafficController:
-    def __init__(self, cfg: "Config", *, dry_run: bool = False, actuator: "Actuator | None" = None, clock=None,
+    def __init__(self, cfg: "Config", *, dry_run: bool = False, actuator: "Actuator | None" = None,
+                 clock: "WallClock | SimClock | None" = None,
                  hooks: Sequence[ChangeHook] = (), progress: Callable[[str], None] | None = None,
-                 actor: str | None = None, audit_fields: dict | None = None):
+                 actor: str | None = None, audit_fields: dict[str, Any] | None = None):
         from opsctl.clock import WallClock
 
         if actuator is None:
@@ -235,7 +240,7 @@ class TrafficController:
         self.cfg = cfg
         self.dry_run = dry_run
         self.actuator = actuator
-        self.clock = clock or WallClock()
+        self.clock: WallClock | SimClock = clock or WallClock()
         self.hooks = list(hooks)
         self.progress = progress
         self.actor = actor or current_actor()
@@ -247,14 +252,15 @@ class TrafficController:
 
         self._acting = threading.local()  # per worker thread: the leader's term and the operation id
 
-    def acting_as(self, *, term: "Callable[[], Term | None] | None" = None, operation_id: str | None = None):
+    def acting_as(self, *, term: "Callable[[], Term | None] | None" = None,
+                  operation_id: str | None = None) -> "AbstractContextManager[TrafficController]":
         """Within this block (this thread only), changes are written under the leader's term, read
         afresh before every attempt (None: this replica no longer leads, FencedError), and under
         `operation_id`, chosen by the caller before the write so a retry finds its own change."""
         from contextlib import contextmanager
 
         @contextmanager
-        def block():
+        def block() -> Iterator[TrafficController]:
             saved = getattr(self._acting, "term", None), getattr(self._acting, "operation_id", None)
             self._acting.term, self._acting.operation_id = term, operation_id
             try:
@@ -270,7 +276,7 @@ class TrafficController:
         source = getattr(self._acting, "term", None)
         if source is None:
             return None  # a person: compare-and-swap only
-        term = source()
+        term: Term | None = source()
         if term is None:
             from opsctl.fencing import FencedError
 
@@ -343,7 +349,8 @@ class TrafficController:
         assert refused.error is not None  # a refusal always carries its error
         raise refused.error
 
-    def _attempt(self, request: ChangeRequest, result: ChangeResult, confirmed: list, term=None) -> bool:
+    def _attempt(self, request: ChangeRequest, result: ChangeResult, confirmed: list[Split | None],
+                 term: Term | None = None) -> bool:
         """One read-plan-check-write round. True when done; False when the write met a concurrent change."""
         stored = self.actuator.read()
         result.before, result.version_before = stored.split, stored.version
@@ -419,7 +426,7 @@ class TrafficController:
             self._announce(result)
         return True
 
-    def _own_change(self, change_id: str):
+    def _own_change(self, change_id: str) -> "WriteResult | None":
         """After a failed write: the stored split's version when the record holds this change."""
         from opsctl.traffic.base import WriteResult
 
@@ -432,7 +439,7 @@ class TrafficController:
         return WriteResult(stored.version, False, "applied (recognised in the change record after a lost answer)")
 
     def _confirm(self, confirm: Callable[[ChangeResult], bool], result: ChangeResult, before: Split | None,
-                 confirmed: list) -> None:
+                 confirmed: list[Split | None]) -> None:
         """Ask once. A retry after a conflict may proceed only if the split is still the one confirmed."""
         if not confirmed:
             if not confirm(result):
@@ -469,7 +476,7 @@ class TrafficController:
         raise GuardRefused(text, hint=hint or None)
 
     @staticmethod
-    def _shortfall(requested: Split, after: Split, limit: dict) -> dict:
+    def _shortfall(requested: Split, after: Split, limit: dict[str, int]) -> dict[str, Any]:
         return {
             b: {"asked": requested.weight(b), "moved_to": after.weight(b), "capacity_share": fits,
                 "not_moved": requested.weight(b) - after.weight(b)}

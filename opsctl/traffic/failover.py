@@ -21,7 +21,7 @@ backends (traffic.default_split, else an even split), because an emergency must 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Any, TYPE_CHECKING, Callable, Sequence
 
 from opsctl.errors import NoDataError, UsageError
 from opsctl.traffic.controller import ChangeRequest, ChangeResult, PartialMove
@@ -29,10 +29,11 @@ from opsctl.traffic.split import Split, largest_remainder
 
 if TYPE_CHECKING:
     from opsctl.audit import AuditLog
+    from opsctl.config import Config
     from opsctl.traffic.controller import TrafficController
 
 
-def configured_split(cfg) -> Split:
+def configured_split(cfg: "Config") -> Split:
     """The split the config describes: traffic.default_split, else an even split over the backends."""
     if cfg.traffic.default_split:
         return Split.of(cfg.traffic.default_split)
@@ -64,10 +65,10 @@ def failover_plan(source: str, receivers: Sequence[str], fallback: Split | None 
     return plan
 
 
-def failover_trim(source: str) -> Callable[[Split | None, Split, dict], Split]:
+def failover_trim(source: str) -> Callable[[Split | None, Split, dict[str, int]], Split]:
     """Cut each capacity-limited receiver to the share it carries; the rest stays on `source`."""
 
-    def trim(before: Split | None, requested: Split, limit: dict) -> Split:
+    def trim(before: Split | None, requested: Split, limit: dict[str, int]) -> Split:
         weights = dict(requested.weights)
         kept = 0
         for backend, fits in limit.items():
@@ -82,7 +83,7 @@ def failover_trim(source: str) -> Callable[[Split | None, Split, dict], Split]:
     return trim
 
 
-def receivers_of(cfg, source: str, to: Sequence[str]) -> list[str]:
+def receivers_of(cfg: "Config", source: str, to: Sequence[str]) -> list[str]:
     backends = list(cfg.backends)
     if source not in cfg.backends:
         raise UsageError(f"--from: unknown backend {source!r} (known: {', '.join(backends)})")
@@ -99,7 +100,8 @@ def receivers_of(cfg, source: str, to: Sequence[str]) -> list[str]:
 
 
 def failover(ctl: "TrafficController", source: str, incident: str, *, to: Sequence[str] = (), reason: str = "",
-             confirm=None, emergency: bool = True, check: bool = True) -> ChangeResult:
+             confirm: Callable[[ChangeResult], bool] | None = None, emergency: bool = True,
+             check: bool = True) -> ChangeResult:
     receivers = receivers_of(ctl.cfg, source, to)
     if not incident:
         raise UsageError("a failover needs --incident ID: it is an emergency tied to an incident")
@@ -109,7 +111,7 @@ def failover(ctl: "TrafficController", source: str, incident: str, *, to: Sequen
     ), check=check)
 
 
-def topup_source(cfg, source: str, receivers: Sequence[str], before: Split | None) -> str:
+def topup_source(cfg: "Config", source: str, receivers: Sequence[str], before: Split | None) -> str:
     """Where a top-up takes traffic from: the degradation backend while it holds some, else the source."""
     degradation = cfg.traffic.degradation
     if degradation and degradation not in receivers and before is not None and before.weight(degradation) > 0:
@@ -117,11 +119,12 @@ def topup_source(cfg, source: str, receivers: Sequence[str], before: Split | Non
     return source
 
 
-def topup_plan(cfg, source: str, receivers: Sequence[str]) -> Callable[[Split | None], Split]:
+def topup_plan(cfg: "Config", source: str, receivers: Sequence[str]) -> Callable[[Split | None], Split]:
     return lambda before: failover_plan(topup_source(cfg, source, receivers, before), receivers)(before)
 
 
-def topup_trim(cfg, source: str, receivers: Sequence[str]) -> Callable[[Split | None, Split, dict], Split]:
+def topup_trim(cfg: "Config", source: str,
+               receivers: Sequence[str]) -> Callable[[Split | None, Split, dict[str, int]], Split]:
     return lambda before, requested, limit: failover_trim(topup_source(cfg, source, receivers, before))(
         before, requested, limit)
 
@@ -152,7 +155,7 @@ def degrade(ctl: "TrafficController", first: ChangeResult, source: str, *, reaso
         incident=first.incident, emergency=emergency, operation_id=first.operation_id), check=False)
 
 
-def partial_move(cfg, result: ChangeResult, source: str, started: Split | None) -> PartialMove | None:
+def partial_move(cfg: "Config", result: ChangeResult, source: str, started: Split | None) -> PartialMove | None:
     """The partial move a finished failover made, or None when it moved the whole share (or nothing
     was on the source). Figures come from the splits themselves: before the first step, after the last."""
     after = result.after
@@ -186,7 +189,7 @@ def partial_move(cfg, result: ChangeResult, source: str, started: Split | None) 
                        result.dry_run)
 
 
-def saved_split(record: dict | None, audit: "AuditLog", incident: str, backends: Sequence[str]) -> tuple[Split, dict]:
+def saved_split(record: dict[str, Any] | None, audit: "AuditLog", incident: str, backends: Sequence[str]) -> tuple[Split, dict[str, Any]]:
     """The split before the incident's first applied failover, and where it was found: the shared
     change record's open failover, else (an incident older than the record) this host's audit log."""
     opened = (record or {}).get("failovers", {}).get(incident)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from opsctl.errors import ConflictError, UsageError
 from opsctl.statefile import locked, write_json_atomic
@@ -53,7 +54,7 @@ class FileActuator:
             raise OpsctlError(f"{self.path}: cannot read the stored split: {exc.strerror}") from exc
 
     @staticmethod
-    def _parse(raw: bytes) -> tuple[dict | None, str]:
+    def _parse(raw: bytes) -> tuple[dict[str, Any] | None, str]:
         """(the JSON object or None, its version token)."""
         try:
             data = json.loads(raw)
@@ -88,7 +89,7 @@ class FileActuator:
             return StoredSplit(None, version, f"corrupt: {why}; {hint}", record=record, corrupt=why)
         return StoredSplit(split, version, record=record)
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict | None = None) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict[str, Any] | None = None) -> WriteResult:
         with locked(self.path):
             raw = self._raw()
             data, current = self._parse(raw) if raw is not None else ({}, "0")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from opsctl.errors import ConflictError, OpsctlError, UsageError
 from opsctl.statefile import locked, write_json_atomic
@@ -27,19 +28,22 @@ from opsctl.traffic import record as records
 from opsctl.traffic.base import ChangeNotice, StoredSplit, WriteResult
 from opsctl.traffic.split import Split
 
+if TYPE_CHECKING:
+    from opsctl.traffic.kube import Kube
+
 SCHEMA = "https://flagd.dev/schema/v0/flags.json"
 RECORD_KEY = "opsctl.io/traffic-record"
 VERSION_KEY = "opsctl.io/version"
 
 
-def flag_definition(split: Split, backends: list[str], version: int, record: dict | None) -> dict:
+def flag_definition(split: Split, backends: list[str], version: int, record: dict[str, Any] | None) -> dict[str, Any]:
     """The flagd flag for `split`: variants = backends, fractional on the targeting key, in `backends` order."""
     if any(split.shadow_of(b) for b in backends):
         raise UsageError("the flagd experiment gate assigns users, it cannot mirror: set the shadow share on a"
                          " mesh actuator (istio, gateway-api)")
     weights = [[b, split.weight(b)] for b in backends]
     default = max(backends, key=lambda b: (split.weight(b), -backends.index(b)))
-    metadata: dict = {VERSION_KEY: version}
+    metadata: dict[str, Any] = {VERSION_KEY: version}
     if record is not None:
         metadata[RECORD_KEY] = records.encode(record)
     return {
@@ -52,7 +56,7 @@ def flag_definition(split: Split, backends: list[str], version: int, record: dic
     }
 
 
-def parse_flag(flag: object, backends: list[str], where: str) -> tuple[Split, int, dict]:
+def parse_flag(flag: object, backends: list[str], where: str) -> tuple[Split, int, dict[str, Any]]:
     """(split, version, record) of a stored flag; UsageError when it is not a gate opsctl can read."""
     if not isinstance(flag, dict):
         raise UsageError(f"{where}: the flag is not a JSON object")
@@ -79,12 +83,13 @@ def parse_flag(flag: object, backends: list[str], where: str) -> tuple[Split, in
     return split, version if isinstance(version, int) else 0, record
 
 
-def _flags(document: object) -> dict:
+def _flags(document: object) -> dict[str, Any]:
     if document is None:
         return {}
     if not isinstance(document, dict) or not isinstance(document.get("flags", {}), dict):
         raise UsageError("not a flagd flag definition (a JSON object with `flags`)")
-    return document.get("flags", {})
+    flags: dict[str, Any] = document.get("flags", {})
+    return flags
 
 
 class FlagdFileActuator:
@@ -99,7 +104,7 @@ class FlagdFileActuator:
         self.backends = backends
         self.target = f"flagd flag {flag} in {self.path}"
 
-    def _document(self) -> dict | None:
+    def _document(self) -> dict[str, Any] | None:
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
@@ -111,9 +116,10 @@ class FlagdFileActuator:
         except ValueError:
             raise UsageError(f"{self.path}: the flag definition is not JSON") from None
         _flags(document)
-        return document
+        parsed: dict[str, Any] | None = document  # JSON null or an object: _flags refused anything else
+        return parsed
 
-    def _version(self, document: dict | None) -> str:
+    def _version(self, document: dict[str, Any] | None) -> str:
         flag = _flags(document).get(self.flag)
         if flag is None:
             return "0"
@@ -139,7 +145,7 @@ class FlagdFileActuator:
                                corrupt=exc.message)
         return StoredSplit(split, str(version), record=record)
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict | None = None) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict[str, Any] | None = None) -> WriteResult:
         with locked(self.path):
             try:
                 document = self._document()
@@ -175,7 +181,7 @@ class FlagdConfigMapActuator:
 
     kind = "flagd"
 
-    def __init__(self, kube, *, namespace: str, name: str, key: str, flag: str, default: Split | None,
+    def __init__(self, kube: "Kube", *, namespace: str, name: str, key: str, flag: str, default: Split | None,
                  backends: list[str]):
         self.kube = kube
         self.namespace = namespace
@@ -185,8 +191,8 @@ class FlagdConfigMapActuator:
         self.default = default
         self.backends = backends
         self.target = f"flagd flag {flag} in ConfigMap {namespace}/{name} key {key}"
-        self._ref: dict | None = None
-        self._document: dict | None = None
+        self._ref: dict[str, Any] | None = None
+        self._document: dict[str, Any] | None = None
 
     def read(self) -> StoredSplit:
         cm = self.kube.call(f"read {self.target}", self.kube.core().read_namespaced_config_map, self.name,
@@ -214,7 +220,7 @@ class FlagdConfigMapActuator:
                                corrupt=exc.message)
         return StoredSplit(split, meta.resource_version, record=record)
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict | None = None) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict[str, Any] | None = None) -> WriteResult:
         from opsctl.traffic.kube import FIELD_MANAGER, STRATEGIC_MERGE_PATCH
 
         document = self._document or {}

@@ -10,11 +10,15 @@ the whole `spec.rules` list recomputed from the object as read, plus its resourc
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING, Any
 
 from opsctl.errors import NoDataError, UsageError
 from opsctl.traffic.base import ChangeNotice, StoredSplit, WriteResult
 from opsctl.traffic.kube import CustomObject, Kube
 from opsctl.traffic.split import Split, largest_remainder
+
+if TYPE_CHECKING:
+    from opsctl.config import Destination
 
 GROUP = "gateway.networking.k8s.io"
 PLURAL = "httproutes"
@@ -25,7 +29,7 @@ class GatewayApiActuator:
     kind = "gateway-api"
 
     def __init__(self, kube: Kube, *, namespace: str, name: str, rule: int, api_version: str,
-                 destinations: dict, backends: list[str]):
+                 destinations: "dict[str, Destination]", backends: list[str]):
         self.namespace = namespace
         self.rule = rule
         self.destinations = destinations
@@ -34,7 +38,7 @@ class GatewayApiActuator:
         self.object = CustomObject(kube, group=GROUP, version=api_version, plural=PLURAL, kind="HTTPRoute",
                                    namespace=namespace, name=name, target=self.target)
 
-    def _backend_of(self, ref: dict) -> str | None:
+    def _backend_of(self, ref: dict[str, Any]) -> str | None:
         if ref.get("kind", "Service") != "Service" or ref.get("group", "") not in ("", "core"):
             return None
         for backend, d in self.destinations.items():
@@ -42,20 +46,21 @@ class GatewayApiActuator:
                 return backend
         return None
 
-    def _ref(self, backend: str) -> dict:
+    def _ref(self, backend: str) -> dict[str, Any]:
         d = self.destinations[backend]
-        ref: dict = {"name": d.host}
+        ref: dict[str, Any] = {"name": d.host}
         if d.namespace:
             ref["namespace"] = d.namespace
         if d.port:
             ref["port"] = d.port
         return ref
 
-    def _rules(self, obj: dict) -> list:
+    def _rules(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
         rules = (obj.get("spec") or {}).get("rules") or []
         if self.rule >= len(rules):
             raise UsageError(f"{self.target}: the route has {len(rules)} rule(s)", hint="fix traffic.gateway_api.rule")
-        return rules
+        listed: list[dict[str, Any]] = rules
+        return listed
 
     def read(self) -> StoredSplit:
         obj = self.object.get()
@@ -98,7 +103,7 @@ class GatewayApiActuator:
             return StoredSplit(None, version, f"corrupt: {why}", record=self.object.record(obj), corrupt=why)
         return StoredSplit(split, version, record=self.object.record(obj))
 
-    def _rewrite_rule(self, rule: dict, split: Split) -> dict:
+    def _rewrite_rule(self, rule: dict[str, Any], split: Split) -> dict[str, Any]:
         rule = copy.deepcopy(rule)
         existing = {self._backend_of(r): r for r in rule.get("backendRefs") or []}
         refs = []
@@ -121,7 +126,7 @@ class GatewayApiActuator:
             rule.pop("filters", None)
         return rule
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict | None = None) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict[str, Any] | None = None) -> WriteResult:
         rules = copy.deepcopy(self._rules(self.object.at_version(expected_version)))
         rules[self.rule] = self._rewrite_rule(rules[self.rule], split)
         result = self.object.patch_spec({"rules": rules}, expected_version, dry_run=dry_run, record=record)

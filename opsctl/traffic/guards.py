@@ -21,15 +21,17 @@ provisioned throughput whose load grows; neither at the degradation backend (tra
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import Any, TYPE_CHECKING, Callable, Sequence
 
 from opsctl.errors import NoDataError
 from opsctl.traffic.split import Split, split_problems
 
 if TYPE_CHECKING:
     from opsctl.audit import AuditLog
+    from opsctl.clock import SimClock, WallClock
     from opsctl.config import Config
     from opsctl.metrics.base import MetricSource
+    from opsctl.slo.report import SloResult
 
 ACTIONS = ("set", "ramp", "failover", "restore", "rollback")
 PARTIAL_ACTIONS = ("failover",)  # may move less than asked when capacity is short
@@ -43,9 +45,9 @@ class GuardResult:
     remedy: str = ""
     overridden: bool = False
     skipped: bool = False
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = {"name": self.name, "ok": self.ok, "message": self.message}
         if self.remedy:
             out["remedy"] = self.remedy
@@ -71,12 +73,12 @@ class GuardContext:
     dry_run: bool
     audit: "AuditLog"
     reason: str = ""
-    clock: object = None
+    clock: "WallClock | SimClock | None" = None
     progress: Callable[[str], None] | None = None
     _source: "MetricSource | None" = None
     _at: float | None = None
     data_age: float | None = None  # seconds, once the source is open
-    record: dict = field(default_factory=dict)  # the change record stored with the split, as read
+    record: dict[str, Any] = field(default_factory=dict)  # the change record stored with the split, as read
 
     @property
     def overriding(self) -> str | None:
@@ -107,7 +109,7 @@ class GuardContext:
         return self._at
 
 
-def _refuse_or_override(ctx: GuardContext, name: str, problem: str, remedy: str, details: dict | None = None) -> GuardResult:
+def _refuse_or_override(ctx: GuardContext, name: str, problem: str, remedy: str, details: dict[str, Any] | None = None) -> GuardResult:
     why = ctx.overriding
     if why:
         return GuardResult(name, True, f"overridden ({why}): {problem}", overridden=True, details=details or {})
@@ -177,7 +179,8 @@ def check_rate(ctx: GuardContext) -> GuardResult:
     )
 
 
-def slo_results(cfg: "Config", source: Callable[[], "MetricSource"], at: Callable[[], float], backends: list[str]):
+def slo_results(cfg: "Config", source: Callable[[], "MetricSource"], at: Callable[[], float],
+                backends: list[str]) -> "tuple[list[SloResult], list[str]]":
     """The backends' own SLOs evaluated at the source's evaluation instant (status only, no
     slo-generator cross-check). Returns (results, backends without any SLO). Raises NoDataError
     when the metric source cannot answer."""
@@ -193,7 +196,7 @@ def slo_results(cfg: "Config", source: Callable[[], "MetricSource"], at: Callabl
     return results, missing
 
 
-def health_problems(results, missing: list[str], *, budget_spent_counts: bool) -> list[str]:
+def health_problems(results: "Sequence[SloResult]", missing: list[str], *, budget_spent_counts: bool) -> list[str]:
     problems = [f"{b}: no SLO defined, so its error budget is unknown" for b in missing]
     for r in results:
         level = r.status.level
@@ -209,15 +212,15 @@ def health_problems(results, missing: list[str], *, budget_spent_counts: bool) -
 NOW_WINDOWS = ("5m", "30m", "1h")  # "burns now": the short windows, not the period's spent budget
 
 
-def burn_now(results, backend: str) -> float | None:
+def burn_now(results: "Sequence[SloResult]", backend: str) -> float | None:
     """The backend's fastest burn over the short windows (each SLO's own, scaled with its period),
     across its SLOs; None without data."""
     from opsctl.slo.conventions import scaled_label
 
     rates = [r.burn_rate.get(scaled_label(w, r.period_seconds))
              for r in results if r.slo.backend == backend for w in NOW_WINDOWS]
-    rates = [x for x in rates if x is not None]
-    return max(rates) if rates else None
+    known = [x for x in rates if x is not None]
+    return max(known) if known else None
 
 
 def check_budget(ctx: GuardContext) -> GuardResult:
@@ -286,8 +289,8 @@ def check_capacity(ctx: GuardContext) -> GuardResult:
         parts.append(_vendor_capacity(ctx, backend))
     if len(parts) == 1:
         return parts[0]
-    details: dict = {}
-    limit: dict = {}
+    details: dict[str, Any] = {}
+    limit: dict[str, int] = {}  # backend -> the share it carries
     for p in parts:
         limit.update(p.details.get("limit") or {})
         details[p.details.get("backend") or p.name] = p.details

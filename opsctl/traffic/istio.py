@@ -8,11 +8,15 @@ read, with its resourceVersion (see kube.CustomObject): other routes and fields 
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING, Any
 
 from opsctl.errors import NoDataError, UsageError
 from opsctl.traffic.base import ChangeNotice, StoredSplit, WriteResult
 from opsctl.traffic.kube import CustomObject, Kube
 from opsctl.traffic.split import Split
+
+if TYPE_CHECKING:
+    from opsctl.config import Destination
 
 GROUP = "networking.istio.io"
 PLURAL = "virtualservices"
@@ -22,7 +26,7 @@ class IstioActuator:
     kind = "istio"
 
     def __init__(self, kube: Kube, *, namespace: str, name: str, route: str | None, api_version: str,
-                 destinations: dict, backends: list[str]):
+                 destinations: "dict[str, Destination]", backends: list[str]):
         self.route_name = route
         self.destinations = destinations  # backend -> config.Destination
         self.backends = backends
@@ -32,7 +36,7 @@ class IstioActuator:
 
     # -- mapping between Istio destinations and backends ---------------------------------------
 
-    def _backend_of(self, destination: dict) -> str | None:
+    def _backend_of(self, destination: dict[str, Any]) -> str | None:
         host = destination.get("host")
         subset = destination.get("subset")
         for backend, d in self.destinations.items():
@@ -40,16 +44,16 @@ class IstioActuator:
                 return backend
         return None
 
-    def _destination(self, backend: str) -> dict:
+    def _destination(self, backend: str) -> dict[str, Any]:
         d = self.destinations[backend]
-        out: dict = {"host": d.host}
+        out: dict[str, Any] = {"host": d.host}
         if d.subset:
             out["subset"] = d.subset
         if d.port:
             out["port"] = {"number": d.port}
         return out
 
-    def _route_index(self, obj: dict) -> int:
+    def _route_index(self, obj: dict[str, Any]) -> int:
         http = (obj.get("spec") or {}).get("http") or []
         if not http:
             raise UsageError(f"{self.target}: spec.http has no routes")
@@ -101,7 +105,7 @@ class IstioActuator:
                                record=self.object.record(obj), corrupt=why)
         return StoredSplit(split, obj["metadata"]["resourceVersion"], record=self.object.record(obj))
 
-    def _rewrite_route(self, route: dict, split: Split) -> dict:
+    def _rewrite_route(self, route: dict[str, Any], split: Split) -> dict[str, Any]:
         route = copy.deepcopy(route)
         existing = {}
         present = []
@@ -130,7 +134,7 @@ class IstioActuator:
             ]
         return route
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict | None = None) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict[str, Any] | None = None) -> WriteResult:
         obj = self.object.at_version(expected_version)
         http = copy.deepcopy(obj["spec"]["http"])
         index = self._route_index(obj)

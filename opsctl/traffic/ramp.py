@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Any, TYPE_CHECKING, Callable, Sequence
 
 from opsctl.clock import format_duration
 from opsctl.errors import ConflictError, GuardRefused, NoDataError, OpsctlError, UsageError
@@ -26,6 +26,7 @@ from opsctl.traffic.rampstate import RampState
 from opsctl.traffic.split import Split, ramp_steps
 
 if TYPE_CHECKING:
+    from opsctl.metrics.base import MetricSource
     from opsctl.traffic.controller import TrafficController
 
 
@@ -39,7 +40,7 @@ class SplitMoved(ConflictError):
 
 @dataclass
 class RampOutcome:
-    state: dict
+    state: dict[str, Any]
     results: list[ChangeResult]
     status: str  # completed | aborted | planned (dry run) | unchanged
     message: str = ""
@@ -56,7 +57,7 @@ class RampOutcome:
             raise self.error
         return self
 
-    def to_dict(self, order: Sequence[str] | None = None) -> dict:
+    def to_dict(self, order: Sequence[str] | None = None) -> dict[str, Any]:
         return {
             "ramp": self.state,
             "status": self.status,
@@ -81,7 +82,8 @@ class RampRunner:
     # -- entry points -----------------------------------------------------------------------------
 
     def start(self, *, action: str, target_of: Callable[[Split], Split], step: int, interval: int, reason: str,
-              incident: str | None, emergency: bool, confirm=None, check: bool = True) -> RampOutcome:
+              incident: str | None, emergency: bool, confirm: Callable[[str], bool] | None = None,
+              check: bool = True) -> RampOutcome:
         """Plan and run a ramp. An aborted ramp (a step refused, a burn) returns with `error` set, or
         with `check=True` (the default) raises it; what leaves no outcome (another ramp running, the
         split unknown or moved by someone else, a lost write race) is raised."""
@@ -89,7 +91,7 @@ class RampRunner:
         return outcome.raise_for_outcome() if check else outcome
 
     def _start(self, action: str, target_of: Callable[[Split], Split], step: int, interval: int, reason: str,
-               incident: str | None, emergency: bool, confirm) -> RampOutcome:
+               incident: str | None, emergency: bool, confirm: Callable[[str], bool] | None) -> RampOutcome:
         if not 1 <= step <= 100:
             raise UsageError(f"--step must be between 1 and 100 percentage points, got {step}")
         if emergency and not incident:
@@ -286,9 +288,9 @@ class RampRunner:
         from opsctl.metrics.base import open_source
         from opsctl.traffic.guards import health_problems, slo_results
 
-        cache: dict = {}
+        cache: dict[str, MetricSource] = {}
 
-        def source():
+        def source() -> MetricSource:
             if "source" not in cache:
                 cache["source"] = open_source(self.cfg)
                 cache["source"].check()
@@ -304,7 +306,7 @@ class RampRunner:
         self._say(f"step {index + 1}/{total}: burn check ok for {', '.join(receiving)}")
         return None
 
-    def _rollback(self, state: RampState, results: list, why: str) -> None:
+    def _rollback(self, state: RampState, results: list[ChangeResult], why: str) -> None:
         start = state.split("start", self.backends)
         self._say(f"aborting: {why}; returning to {start.describe(self.backends)}")
         request = ChangeRequest(
@@ -321,7 +323,7 @@ class RampRunner:
         self._finish(state, "aborted", f"{why}; returned to {start.describe(self.backends)}")
 
     @staticmethod
-    def _aborted(state: RampState, results: list, error: OpsctlError) -> RampOutcome:
+    def _aborted(state: RampState, results: list[ChangeResult], error: OpsctlError) -> RampOutcome:
         return RampOutcome(state.summary(), results, "aborted", state.data["message"], error=error)
 
     def _finish(self, state: RampState, status: str, message: str) -> None:
@@ -331,7 +333,8 @@ class RampRunner:
 
     # -- dry run ----------------------------------------------------------------------------------
 
-    def _dry_run(self, action, target_of, step, interval, reason, incident, emergency) -> RampOutcome:
+    def _dry_run(self, action: str, target_of: Callable[[Split], Split], step: int, interval: int, reason: str,
+                 incident: str | None, emergency: bool) -> RampOutcome:
         stored = self.ctl.read()
         if stored.split is None:
             raise NoDataError(f"the current split is unknown ({stored.note})")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING, Iterable, cast
 
 from opsctl.errors import ConflictError
 from opsctl.traffic.split import Split
@@ -47,21 +47,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def store_now(store) -> float:
+def store_now(store: "StateStore | None") -> float:
     """The time heartbeats are written and judged at: the API server's for shared state, else this host's."""
     kube = getattr(store, "kube", None)
     if kube is not None and hasattr(kube, "server_now"):
-        return kube.server_now()
+        now: float = kube.server_now()
+        return now
     from opsctl.clock import wall_now
 
     return wall_now()
 
 
-def me() -> dict:
+def me() -> dict[str, Any]:
     return {"pid": os.getpid(), "host": _host()}
 
 
-def is_live(data: dict, now: float | None = None, store=None) -> bool:
+def is_live(data: dict[str, Any], now: float | None = None, store: "StateStore | None" = None) -> bool:
     """Running, its owner's heartbeat fresh (on the store's clock, `store_now`), and (on this host)
     the owner's process alive."""
     if data.get("status", "running") != "running":
@@ -81,14 +82,14 @@ class RampState:
 
     __slots__ = ("data", "store", "version", "_beat")
 
-    def __init__(self, data: dict, store: "StateStore", version: str | None = None):
+    def __init__(self, data: dict[str, Any], store: "StateStore", version: str | None = None):
         self.data = data
         self.store = store
         self.version = version  # None: not stored yet
         self._beat = 0.0
 
     @classmethod
-    def load(cls, cfg_or_store) -> "RampState | None":
+    def load(cls, cfg_or_store: "Config | StateStore") -> "RampState | None":
         store = _store(cfg_or_store)
         doc = store.get(DOC)
         return None if doc is None else cls(doc.data, store, doc.version)
@@ -122,21 +123,22 @@ class RampState:
         self.data["pid"], self.data["host"] = self.data["owner"]["pid"], self.data["owner"]["host"]
         self.save()
 
-    def split(self, key: str, backends) -> Split:
+    def split(self, key: str, backends: Iterable[str]) -> Split:
         return Split.from_dict(self.data[key], backends, f"ramp state {key}")
 
-    def steps(self, backends) -> list[Split]:
+    def steps(self, backends: Iterable[str]) -> list[Split]:
         return [Split.from_dict(s, backends, f"ramp state step {i + 1}") for i, s in enumerate(self.data["steps"])]
 
     @property
     def status(self) -> str:
-        return self.data.get("status", "running")
+        status: str = self.data.get("status", "running")
+        return status
 
     @property
     def live(self) -> bool:
         return is_live(self.data, store=self.store)
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         keys = ("id", "action", "status", "done", "pending", "interval", "step", "incident", "reason", "actor",
                 "started_at", "updated_at", "message", "pid", "host", "owner", "soak")
         out = {k: self.data.get(k) for k in keys}
@@ -145,15 +147,15 @@ class RampState:
         return out
 
 
-def _store(cfg_or_store) -> "StateStore":
+def _store(cfg_or_store: "Config | StateStore") -> "StateStore":
     if hasattr(cfg_or_store, "get") and hasattr(cfg_or_store, "put"):
-        return cfg_or_store
+        return cast("StateStore", cfg_or_store)  # a Config has neither: this is the store
     from opsctl.state import open_state_store
 
     return open_state_store(cfg_or_store)
 
 
-def running_ramp(cfg: "Config") -> dict | None:
+def running_ramp(cfg: "Config") -> dict[str, Any] | None:
     """The live ramp's owner ({pid, host, actor, id}), or None."""
     state = RampState.load(cfg)
     if state is None or not state.live:

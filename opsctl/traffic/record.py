@@ -30,6 +30,8 @@ from opsctl.errors import NoDataError
 from opsctl.model import Model, field
 
 if TYPE_CHECKING:
+    from opsctl.clock import SimClock, WallClock
+    from opsctl.traffic.base import Actuator
     from opsctl.traffic.split import Split
 
 
@@ -169,7 +171,7 @@ def empty() -> dict[str, Any]:
     return {"changes": [], "operations": {}, "failovers": {}}
 
 
-def now_for(actuator, clock) -> float:
+def now_for(actuator: "Actuator", clock: "WallClock | SimClock") -> float:
     """The time a change is recorded and the rate window measured at: the API server's for an
     actuator on Kubernetes (its `kube`) when the clock is the wall clock; the clock's otherwise (a
     file on one host, or simulated time in drills)."""
@@ -177,7 +179,8 @@ def now_for(actuator, clock) -> float:
 
     kube = getattr(actuator, "kube", None) or getattr(getattr(actuator, "object", None), "kube", None)
     if isinstance(clock, WallClock) and kube is not None and hasattr(kube, "server_now"):
-        return kube.server_now()
+        now: float = kube.server_now()
+        return now
     return clock.now()
 
 
@@ -285,8 +288,8 @@ def with_change(record: dict[str, Any], entry: ChangeEntry, *, history: int, win
     return out
 
 
-def _same(a: dict | None, b: dict | None) -> bool:
-    def canon(s):
+def _same(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    def canon(s: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]] | None:
         if not s:
             return None
         return ({k: v for k, v in (s.get("weights") or {}).items() if v},
@@ -295,7 +298,7 @@ def _same(a: dict | None, b: dict | None) -> bool:
     return canon(a) == canon(b)
 
 
-def operations_since(record: dict, since: float, *, exclude: str | None = None) -> dict[str, float]:
+def operations_since(record: dict[str, Any], since: float, *, exclude: str | None = None) -> dict[str, float]:
     """Operation -> its first applied change, for operations applied at or after `since`."""
     return {op: ts for op, ts in record.get("operations", {}).items()
             if isinstance(ts, (int, float)) and ts >= since and op != exclude}

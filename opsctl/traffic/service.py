@@ -14,29 +14,36 @@ reports it). What has no result (a bad flag, an unknown incident) is raised eith
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import Any, TYPE_CHECKING, Callable, Mapping, Sequence
 
 from opsctl.traffic.controller import ChangeRequest, ChangeResult, TrafficController
 
 if TYPE_CHECKING:
+    from opsctl.clock import SimClock, WallClock
     from opsctl.config import Config
+    from opsctl.paging.change_hook import PagerChangeHook
+    from opsctl.traffic.base import Actuator, ChangeHook, StoredSplit
+    from opsctl.traffic.ramp import RampRunner
     from opsctl.traffic.ramp import RampOutcome
     from opsctl.traffic.record import ChangeEntry
     from opsctl.traffic.split import Split
 
-_DEFAULT = object()
+_DEFAULT: "Sequence[ChangeHook]" = []  # a unique object: hooks not given (never mutated)
+Confirm = Callable[[ChangeResult], bool]  # asked with the change, once
+RampConfirm = Callable[[str], bool]  # asked with the ramp's plan text
 
 
-def _pager_hook(cfg: "Config", clock):
+def _pager_hook(cfg: "Config", clock: "WallClock | SimClock | None") -> "PagerChangeHook":
     from opsctl.paging.change_hook import PagerChangeHook  # not on a dry run's path
 
     return PagerChangeHook(cfg, clock=clock)
 
 
 class TrafficService:
-    def __init__(self, cfg: "Config", *, dry_run: bool = False, clock=None, actor: str | None = None,
-                 hooks=_DEFAULT, progress: Callable[[str], None] | None = None, audit_fields: dict | None = None,
-                 actuator=None):
+    def __init__(self, cfg: "Config", *, dry_run: bool = False, clock: "WallClock | SimClock | None" = None,
+                 actor: str | None = None, hooks: "Sequence[ChangeHook]" = _DEFAULT,
+                 progress: Callable[[str], None] | None = None, audit_fields: dict[str, Any] | None = None,
+                 actuator: "Actuator | None" = None):
         if hooks is _DEFAULT:  # like every actor: an applied change also goes to the pager as a change event
             hooks = [] if dry_run else [_pager_hook(cfg, clock)]
         self.cfg = cfg
@@ -47,11 +54,11 @@ class TrafficService:
 
     # -- changes ----------------------------------------------------------------------------------
 
-    def read(self):
+    def read(self) -> "StoredSplit":
         return self.controller.read()
 
     def set(self, weights: Mapping[str, int], shadow: Mapping[str, int] | None = None, *, reason: str = "",
-            incident: str | None = None, emergency: bool = False, confirm=None, check: bool = True) -> ChangeResult:
+            incident: str | None = None, emergency: bool = False, confirm: Confirm | None = None, check: bool = True) -> ChangeResult:
         from opsctl.traffic.split import Split, check_known
 
         mirrored = dict(shadow or {})
@@ -66,7 +73,7 @@ class TrafficService:
                                                    emergency=emergency, confirm=confirm), check=check)
 
     def failover(self, source: str, incident: str, *, to: Sequence[str] = (), reason: str = "",
-                 emergency: bool = True, confirm=None, check: bool = True) -> ChangeResult:
+                 emergency: bool = True, confirm: Confirm | None = None, check: bool = True) -> ChangeResult:
         """The one failover path. `emergency=False` (automation outside a freeze) keeps the routine
         guards; the budget guard still never blocks moving away from a backend burning faster.
         What capacity could not carry goes to traffic.degradation when configured; a move that stays
@@ -75,7 +82,7 @@ class TrafficService:
         return result.raise_for_outcome() if check else result
 
     def _failover(self, source: str, incident: str, to: Sequence[str], reason: str, emergency: bool,
-                  confirm) -> ChangeResult:
+                  confirm: Confirm | None) -> ChangeResult:
         from opsctl.errors import GuardRefused
         from opsctl.traffic.failover import degrade, failover, partial_move
 
@@ -150,7 +157,7 @@ class TrafficService:
             ready_seen = ready
             expected = last.after
 
-            def plan(before, expected=expected):
+            def plan(before: "Split | None", expected: "Split | None" = expected) -> "Split":
                 if before != expected:
                     raise UsageError("the split changed since the failover's last step; not topping up")
                 return topup_plan(self.cfg, source, receivers)(before)
@@ -178,13 +185,13 @@ class TrafficService:
             first.after, first.version, first.shortfall = last.after, last.version, last.shortfall
         return None
 
-    def saved_split(self, incident: str) -> "tuple[Split, dict]":
+    def saved_split(self, incident: str) -> "tuple[Split, dict[str, Any]]":
         from opsctl.traffic.failover import saved_split
 
         return saved_split(self.read().record, self.controller.audit, incident, self.order)
 
     def restore(self, incident: str, *, step: int | None = None, interval: int | None = None, reason: str = "",
-                emergency: bool = False, confirm=None, check: bool = True) -> "RampOutcome":
+                emergency: bool = False, confirm: RampConfirm | None = None, check: bool = True) -> "RampOutcome":
         """Ramp back to the split saved when the incident's failover began."""
         saved, found = self.saved_split(incident)
         if self.progress:
@@ -232,7 +239,7 @@ class TrafficService:
 
     def ramp(self, target_of: Callable[["Split"], "Split"], *, action: str = "ramp", step: int | None = None,
              interval: int | None = None, reason: str = "", incident: str | None = None, emergency: bool = False,
-             confirm=None, check: bool = True) -> "RampOutcome":
+             confirm: RampConfirm | None = None, check: bool = True) -> "RampOutcome":
         runner = self.ramp_runner()
         step = step if step is not None else self.cfg.traffic.ramp.step
         interval = interval if interval is not None else self.cfg.traffic.ramp.interval.seconds
@@ -245,7 +252,7 @@ class TrafficService:
     def abort(self, reason: str) -> "RampOutcome":
         return self.ramp_runner().abort(reason)
 
-    def ramp_runner(self):
+    def ramp_runner(self) -> "RampRunner":
         from opsctl.traffic.ramp import RampRunner
 
         return RampRunner(self.controller, progress=self.progress)
@@ -260,9 +267,9 @@ class TrafficService:
         entries = [e for e in newest_first(stored.record or {}) if incident is None or e.incident == incident]
         return entries[:limit] if limit else entries
 
-    def attempts(self, *, incident: str | None = None, applied: bool = False, limit: int | None = None) -> list[dict]:
+    def attempts(self, *, incident: str | None = None, applied: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
         """Every attempt this host made, from the local audit log (refusals, conflicts, dry runs too)."""
-        def wanted(e: dict) -> bool:
+        def wanted(e: dict[str, Any]) -> bool:
             return (e.get("kind") == "traffic" and (incident is None or e.get("incident") == incident)
                     and (not applied or (e.get("outcome") == "applied" and not e.get("dry_run"))))
 

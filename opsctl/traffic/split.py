@@ -9,7 +9,7 @@ that route the same way compare equal.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from opsctl.errors import UsageError
 from opsctl.model import Model, field
@@ -56,7 +56,7 @@ class Split(Model):
         merged.update(shadow)
         return Split.of(self.weights, merged)
 
-    def to_dict(self, backends: Iterable[str] | None = None) -> dict:
+    def to_dict(self, backends: Iterable[str] | None = None) -> dict[str, Any]:
         names = list(backends) if backends is not None else self.backends()
         names += [b for b in self.backends() if b not in names]
         return {

@@ -5,15 +5,17 @@ metrics are read."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from opsctl.errors import OpsctlError
 
 if TYPE_CHECKING:
     from opsctl.config import Config
+    from opsctl.metrics.base import MetricSource
+    from opsctl.traffic.split import Split
 
 
-def traffic_status(cfg: "Config", now: float) -> dict:
+def traffic_status(cfg: "Config", now: float) -> dict[str, Any]:
     from opsctl.freeze import FreezeCalendar
     from opsctl.state import open_state_store
     from opsctl.traffic.rampstate import RampState
@@ -56,7 +58,7 @@ def traffic_status(cfg: "Config", now: float) -> dict:
     return status
 
 
-def _shadow_object(cfg: "Config", order: list[str]) -> dict | None:
+def _shadow_object(cfg: "Config", order: list[str]) -> dict[str, Any] | None:
     """The second object of a rollout (`traffic.shadow_actuator`, e.g. the mesh's mirror while the
     flagd gate assigns users): its mirror share per backend, where it lives, its version and last
     change, read through its own actuator. None when unset (the actuator carries the mirror too);
@@ -82,21 +84,21 @@ def _shadow_object(cfg: "Config", order: list[str]) -> dict | None:
             "last_change": _last_change(last[0].to_dict()) if last else None, "error": None}
 
 
-def _last_change(entry: dict) -> dict:
+def _last_change(entry: dict[str, Any]) -> dict[str, Any]:
     keys = ("id", "time", "actor", "action", "operation", "reason", "incident", "emergency", "overrides", "before",
             "after")
     return {k: entry.get(k) for k in keys}
 
 
-def _capacity(cfg: "Config", split) -> dict | None:
+def _capacity(cfg: "Config", split: "Split | None") -> dict[str, Any] | None:
     if cfg.capacity is None:
         return None
     from opsctl.metrics.base import open_source
     from opsctl.traffic.capacity import Capacity
 
-    cache: dict = {}
+    cache: dict[str, MetricSource] = {}
 
-    def source():
+    def source() -> MetricSource:
         if "s" not in cache:
             cache["s"] = open_source(cfg)
             cache["s"].check()

@@ -46,14 +46,12 @@ def is_transient(exc: BaseException) -> bool:
 class Kube:
     """One API client per process and settings; `call()` runs an API method with opsctl's error mapping."""
 
-    def __init__(self, settings: "KubernetesSettings", base_dir: Path | str = ".", *, resend: bool = True,
-                 pool_size: int | None = None):
+    def __init__(self, settings: "KubernetesSettings", base_dir: Path | str = ".", *, resend: bool = True):
         self.settings = settings
         self.base_dir = Path(base_dir)
         # resend: urllib3 sends a request once more after a dropped connection or a read timeout, with
         # the same timeout (so a call may take twice its deadline). The Lease's own client turns it off.
         self.resend = resend
-        self.pool_size = pool_size  # the connection pool's size (None: the client's cpu_count x 5)
         self._client = None
         self._offset: float | None = None  # server time - monotonic time, from the answers' Date headers
         self._offset_lock = threading.Lock()
@@ -72,7 +70,7 @@ class Kube:
     @property
     def client(self):
         if self._client is None:
-            client = _api_client(self.settings, self.base_dir, resend=self.resend, pool_size=self.pool_size)
+            client = _api_client(self.settings, self.base_dir, resend=self.resend)
             send = client.call_api
 
             def call_api(*args, **kwargs):  # every answer, error or not, tells the server's time
@@ -199,13 +197,11 @@ class Kube:
         return f"Event {involved['namespace']}/{event.metadata.name} ({reason})"
 
 
-def _api_client(settings: "KubernetesSettings", base_dir: Path, *, resend: bool = True, pool_size: int | None = None):
+def _api_client(settings: "KubernetesSettings", base_dir: Path, *, resend: bool = True):
     from kubernetes import client
 
     configuration = _configuration(settings, base_dir)
     configuration.retries = 1 if resend else 0
-    if pool_size is not None:
-        configuration.connection_pool_maxsize = pool_size
     return client.ApiClient(configuration)
 
 

@@ -267,3 +267,24 @@ def test_a_renewal_applied_with_its_answer_lost_is_recognised_by_the_read_after_
     clock.t = lost_send + DEADLINE
     assert not a.is_leader
     assert changes == [("serve-a", True)] and lease(api)["spec"]["leaseTransitions"] == 0
+
+
+@pytest.mark.parametrize("resend, sent", [(False, 1), (True, 2)])
+def test_the_leases_own_client_never_re_sends_a_timed_out_write(api, resend, sent):
+    """urllib3 (the client's `retries`) sends a timed-out write once more under the same timeout, so
+    one call took twice its deadline and the copy met 409: the Lease's client (`resend=False`, as
+    open_elector builds it) sends it once; the default client, for the other callers, twice."""
+    from kubernetes.client import CoordinationV1Api
+
+    from opsctl.errors import OpsctlError
+
+    kube = Kube(KubernetesSettings(host=api.url, namespace=NS), resend=resend)
+    leases = CoordinationV1Api(kube.client)
+    body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "opsctl-serve", "namespace": NS}, "spec": {"holderIdentity": "serve-a"}}
+    created = kube.call("create Lease", leases.create_namespaced_lease, NS, body)
+    body["metadata"]["resourceVersion"] = created.metadata.resource_version
+    fault = api.inject(verb="update", resource="leases", delay=1.5, times=2)
+    with pytest.raises(OpsctlError, match="timed out"):  # a PUT: urllib3 re-sends PUT, never POST
+        kube.call("renew Lease", leases.replace_namespaced_lease, "opsctl-serve", NS, body, _deadline=0.6)
+    assert fault.fired == sent

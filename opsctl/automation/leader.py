@@ -31,11 +31,28 @@ A slow API server (issue 22: every call 5 s) must not make a healthy leader stan
 
 Renewals back to back leave at most 2 x latency between two confirmed sends, so the leader keeps
 its Lease while the API's latency stays under renew_deadline / 2 (the default 15 s: 7.5 s).
+
+What made a leader lose its Lease every 10-12 s at 5 s a call (measured, issue 22), and the answers:
+
+  - `on_change` ran on the renewal thread: a new leader's recovery of what its predecessor held
+    (several state reads and writes, 5 s each) kept it from renewing, so it stood down, re-acquired
+    and recovered again, for ever. Callbacks now run in order on a thread of their own (`start()`).
+  - a write's deadline was what was left before the step-down point, so after a 409 (renewal 409,
+    read, write: 15 s at 5 s a call) the write had 0.5 s and was sure to time out, while the server
+    applied it, so the next renewal met 409 too. A write's deadline is now renew_deadline from its own
+    send: an answer that arrives late still counts from the send, and `is_leader` stops the leader at
+    the step-down point meanwhile, whatever is in flight.
+  - urllib3 sent a timed-out renewal once more under the same timeout (the client's `retries`), so
+    a call took twice its deadline and the copy met 409. The Lease has its own client (its own
+    connection pool, never queued behind the state writers) that never re-sends.
+  - a renewal whose answer was lost was applied: the read after the 409 finds this replica's own
+    renewTime and term, and the leader counts from that write's send instead of standing down.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from datetime import datetime, timezone
@@ -79,6 +96,10 @@ class LeaseElector:
         self._written: tuple | None = None  # (resourceVersion, acquireTime) of this replica's last Lease write
         self.call_deadline = renew_deadline / 2  # a follower's call (read, take over), transient retries included
         self.rounds = {"renew": 0, "read": 0}  # single-write renewals and read rounds (for tests)
+        self.write_deadline = renew_deadline  # a write counts from its send: worth waiting for until then
+        self._sent: dict[str, float] = {}  # renewTime -> monotonic send time of this replica's recent writes
+        self._changes: queue.Queue | None = None  # on_change calls, off the renewal thread while it runs
+        self._notifier: threading.Thread | None = None
 
     # -- state --------------------------------------------------------------------------------
 
@@ -109,7 +130,24 @@ class LeaseElector:
             log.info("leader election: %s %s Lease %s/%s", self.identity, "acquired" if leader else "lost",
                      self.namespace, self.name)
             if self.on_change:
-                self.on_change(leader)
+                changes = self._changes
+                if changes is not None:
+                    changes.put(leader)  # the renewal loop never waits on what a change sets off
+                else:
+                    self.on_change(leader)
+
+    def _notify(self) -> None:
+        changes = self._changes
+        assert changes is not None
+        while True:
+            leader = changes.get()
+            if leader is None:
+                return
+            try:
+                if self.on_change:
+                    self.on_change(leader)
+            except Exception:  # a callback's failure must not stop the next ones
+                log.exception("leader election: on_change failed")
 
     # -- one round ------------------------------------------------------------------------------
 
@@ -137,12 +175,26 @@ class LeaseElector:
         return {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, int(round(self.lease_duration))),
                 "acquireTime": _micro(acquire), "renewTime": _micro(now), "leaseTransitions": transitions}
 
-    def _deadline(self) -> float:
-        """How long this round's call may take: a leader's until it must step down, else call_deadline."""
+    def _sending(self, body: dict) -> float:
+        """The send time of a write of `body`, remembered by its renewTime (to recognise it if applied
+        with its answer lost)."""
+        sent = self.monotonic()
         with self._lock:
-            if self._leader and self._renewed_at is not None:
-                return max(0.5, self._renewed_at + self.renew_deadline - self.monotonic())
-        return self.call_deadline
+            self._sent[body["spec"]["renewTime"]] = sent
+            while len(self._sent) > 8:
+                self._sent.pop(next(iter(self._sent)))
+        return sent
+
+    def _own_write(self, spec) -> float | None:
+        """The send time of this replica's write the Lease shows, under its current term, if it is one."""
+        if spec is None or (spec.holder_identity or "") != self.identity:
+            return None
+        with self._lock:
+            if self._epoch is None or (spec.lease_transitions or 0) != self._epoch:
+                return None
+            renew = spec.renew_time
+            key = _micro(renew) if isinstance(renew, datetime) else str(renew)
+            return self._sent.get(key)
 
     def _renew(self, api, what: str) -> bool | None:
         """The leader's renewal: one write carrying the resourceVersion of its own last write.
@@ -156,11 +208,11 @@ class LeaseElector:
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace, "resourceVersion": version},
                 "spec": self._spec(acquire=acquire, transitions=epoch)}
-        sent = self.monotonic()
+        sent = self._sending(body)
         self.rounds["renew"] += 1
         try:
             lease = self.kube.call(f"renew {what}", api.replace_namespaced_lease, self.name, self.namespace, body,
-                                   _deadline=self._deadline())
+                                   _deadline=self.write_deadline)
         except ConflictError:  # written since (a takeover, or our own write whose answer was lost)
             with self._lock:
                 self._written = None
@@ -189,10 +241,10 @@ class LeaseElector:
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": self.namespace},
                     "spec": self._spec(acquire=acquire, transitions=0)}
-            sent = self.monotonic()
+            sent = self._sending(body)
             try:
                 created = self.kube.call(f"create {what}", api.create_namespaced_lease, self.namespace, body,
-                                         _deadline=self._deadline())
+                                         _deadline=self.write_deadline)
             except ConflictError:  # another replica created it first (409 AlreadyExists)
                 return False
             self._wrote(created, acquire)
@@ -204,6 +256,11 @@ class LeaseElector:
         if self._observed is None or record[:2] != self._observed[:2]:
             self._observed, self._observed_at = record, now
         self.holder = holder or None
+        own = self._own_write(spec)
+        if own is not None:  # our own renewal, applied with its answer lost or late: it counts from its send
+            with self._lock:
+                if self._leader and self._renewed_at is not None and own > self._renewed_at:
+                    self._renewed_at = own
         duration = (spec.lease_duration_seconds if spec and spec.lease_duration_seconds else self.lease_duration)
         mine = holder == self.identity
         if holder and not mine and now - self._observed_at < duration:
@@ -215,10 +272,10 @@ class LeaseElector:
                 "metadata": {"name": self.name, "namespace": self.namespace,
                              "resourceVersion": lease.metadata.resource_version},
                 "spec": self._spec(acquire=acquire, transitions=epoch)}
-        sent = self.monotonic()
+        sent = self._sending(body)
         try:
             written = self.kube.call(f"{'renew' if mine else 'take over'} {what}", api.replace_namespaced_lease,
-                                     self.name, self.namespace, body, _deadline=self._deadline())
+                                     self.name, self.namespace, body, _deadline=self.write_deadline)
         except ConflictError:  # somebody else wrote it since we read it
             return False
         self._wrote(written, acquire)
@@ -265,6 +322,10 @@ class LeaseElector:
     # -- the loop -----------------------------------------------------------------------------
 
     def start(self) -> None:
+        if self.on_change is not None:
+            self._changes = queue.Queue()
+            self._notifier = threading.Thread(target=self._notify, name="opsctl-leader-changes", daemon=True)
+            self._notifier.start()
         self._thread = threading.Thread(target=self._run, name="opsctl-leader-election", daemon=True)
         self._thread.start()
 
@@ -272,6 +333,11 @@ class LeaseElector:
         self._stop.set()
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout)
+        changes, notifier = self._changes, self._notifier
+        if changes is not None and notifier is not None:  # the changes so far, then the last ones here
+            changes.put(None)
+            notifier.join(timeout)
+            self._changes = self._notifier = None
         if release:
             self.release()
         else:
@@ -322,12 +388,14 @@ def open_elector(cfg: "Config", on_change: Callable[[bool], None] | None = None)
     """The elector `opsctl serve` runs, or None when it runs as the only replica."""
     if not election_enabled(cfg):
         return None
-    from opsctl.traffic.registry import kube_for
-
     settings = cfg.automation.leader_election
     duration, deadline, retry = settings.seconds
     connection = cfg.state_kubernetes
     namespace = settings.namespace or cfg.state.namespace or connection.namespace
-    return LeaseElector(kube_for(connection, cfg.base_dir), name=settings.lease_name, namespace=namespace,
+    from opsctl.traffic.kube import Kube
+
+    # The Lease's own client and connection pool (never queued behind the state writers), never
+    # re-sending a timed-out write on its own (see the module's docstring).
+    return LeaseElector(Kube(connection, cfg.base_dir, resend=False), name=settings.lease_name, namespace=namespace,
                         identity=identity_for(cfg),
                         lease_duration=duration, renew_deadline=deadline, retry_period=retry, on_change=on_change)

@@ -46,9 +46,12 @@ def is_transient(exc: BaseException) -> bool:
 class Kube:
     """One API client per process and settings; `call()` runs an API method with opsctl's error mapping."""
 
-    def __init__(self, settings: "KubernetesSettings", base_dir: Path | str = "."):
+    def __init__(self, settings: "KubernetesSettings", base_dir: Path | str = ".", *, resend: bool = True):
         self.settings = settings
         self.base_dir = Path(base_dir)
+        # resend: urllib3 sends a request once more after a dropped connection or a read timeout, with
+        # the same timeout (so a call may take twice its deadline). The Lease's own client turns it off.
+        self.resend = resend
         self._client = None
         self._offset: float | None = None  # server time - monotonic time, from the answers' Date headers
         self._offset_lock = threading.Lock()
@@ -67,7 +70,7 @@ class Kube:
     @property
     def client(self):
         if self._client is None:
-            client = _api_client(self.settings, self.base_dir)
+            client = _api_client(self.settings, self.base_dir, resend=self.resend)
             send = client.call_api
 
             def call_api(*args, **kwargs):  # every answer, error or not, tells the server's time
@@ -194,13 +197,19 @@ class Kube:
         return f"Event {involved['namespace']}/{event.metadata.name} ({reason})"
 
 
-def _api_client(settings: "KubernetesSettings", base_dir: Path):
+def _api_client(settings: "KubernetesSettings", base_dir: Path, *, resend: bool = True):
+    from kubernetes import client
+
+    configuration = _configuration(settings, base_dir)
+    configuration.retries = 1 if resend else 0
+    return client.ApiClient(configuration)
+
+
+def _configuration(settings: "KubernetesSettings", base_dir: Path):
     from kubernetes import client, config
 
     if settings.host:
-        configuration = client.Configuration(host=settings.host.rstrip("/"))
-        configuration.retries = 1
-        return client.ApiClient(configuration)
+        return client.Configuration(host=settings.host.rstrip("/"))
     kubeconfig = settings.kubeconfig
     if kubeconfig:
         path = Path(os.path.expanduser(kubeconfig))
@@ -225,8 +234,7 @@ def _api_client(settings: "KubernetesSettings", base_dir: Path):
             )
     except config.ConfigException as exc:
         raise UsageError(f"cannot load Kubernetes credentials ({kubeconfig or 'in-cluster'}): {exc}") from exc
-    configuration.retries = 1
-    return client.ApiClient(configuration)
+    return configuration
 
 
 def status_message(body: str | None) -> str:

@@ -201,3 +201,90 @@ def test_a_leader_keeps_its_lease_while_every_api_call_is_slow(api):
     assert changes == [True, False]  # acquired once; the False is stop()
     assert lease(api)["spec"]["leaseTransitions"] == 0 and lease(api)["spec"]["holderIdentity"] == "serve-a"
     assert a.rounds["read"] == 1  # the acquisition's: never a read round under latency
+
+
+def test_a_slow_on_change_never_holds_up_the_renewals(api):
+    """What a new leader sets off (recovering its predecessor's work: state calls, 5 s each on a slow
+    API server) runs off the renewal thread: the leader keeps renewing while its callback is busy.
+    Before: the callback ran on the renewal thread, which renewed nothing until it returned."""
+    import threading
+
+    from tests.conftest import wait_until
+
+    busy, seen = threading.Event(), []
+
+    def on_change(leader: bool) -> None:
+        seen.append(leader)
+        if leader:
+            busy.wait(30)  # held until the renewals below are counted
+
+    kube = Kube(KubernetesSettings(host=api.url, namespace=NS))
+    a = LeaseElector(kube, name="opsctl-serve", namespace=NS, identity="serve-a", lease_duration=2.0,
+                     renew_deadline=1.5, retry_period=0.2, on_change=on_change)
+    a.start()
+    try:
+        wait_until(lambda: a.rounds["renew"] >= 5, timeout=20, what="5 renewals while on_change is busy")
+        assert seen == [True] and a.is_leader and not busy.is_set()
+    finally:
+        busy.set()
+        a.stop(release=False)
+    assert seen == [True, False]  # in order: the acquisition's, then stop()'s
+    assert lease(api)["spec"]["leaseTransitions"] == 0 and a.rounds["read"] == 1
+
+
+def test_a_renewal_may_take_longer_than_what_is_left_before_the_step_down_point(api):
+    """A renewal counts from its send, so its call may take up to renew_deadline whatever is left:
+    sent 0.6 s before the step-down point and answered 1.5 s later, it renews. Before: its deadline
+    was the 0.6 s left, it timed out (and so did urllib3's copy), and the leader stood down."""
+    clock = Clock()
+    a = elector(api, "serve-a", clock)
+    assert a.try_acquire_or_renew() is True
+    clock.t += DEADLINE - 0.6
+    fault = api.inject(verb="update", resource="leases", delay=1.5, times=2)
+    assert a.try_acquire_or_renew() is True
+    assert fault.fired == 1  # one write, not re-sent
+    assert a.is_leader and a.rounds == {"renew": 1, "read": 1}
+    clock.t += DEADLINE - 0.1  # counted from that renewal's send
+    assert a.is_leader
+
+
+def test_a_renewal_applied_with_its_answer_lost_is_recognised_by_the_read_after_the_409(api):
+    """The answer to a renewal is lost after the server applied it; its retry meets 409, and so does
+    the write after the read. The read found this replica's own renewTime and term, so the leader
+    counts from the lost write's send: still leading where counting from the renewal before would
+    have stood it down. Before: it stood down."""
+    clock, changes = Clock(), []
+    a = elector(api, "serve-a", clock, changes)
+    assert a.try_acquire_or_renew() is True
+    api.inject(verb="update", resource="leases", drop="after", times=1)
+    api.inject(verb="update", resource="leases", status=409, times=2)  # the retry, then the write after the read
+    clock.t += RETRY
+    lost_send = clock.t
+    assert a.try_acquire_or_renew() is False
+    assert a.rounds == {"renew": 1, "read": 2}  # the renewal, then a read round
+    clock.t = lost_send + DEADLINE - 0.5  # past the step-down point of the renewal before (RETRY earlier)
+    assert a.is_leader and a.term is not None
+    clock.t = lost_send + DEADLINE
+    assert not a.is_leader
+    assert changes == [("serve-a", True)] and lease(api)["spec"]["leaseTransitions"] == 0
+
+
+@pytest.mark.parametrize("resend, sent", [(False, 1), (True, 2)])
+def test_the_leases_own_client_never_re_sends_a_timed_out_write(api, resend, sent):
+    """urllib3 (the client's `retries`) sends a timed-out write once more under the same timeout, so
+    one call took twice its deadline and the copy met 409: the Lease's client (`resend=False`, as
+    open_elector builds it) sends it once; the default client, for the other callers, twice."""
+    from kubernetes.client import CoordinationV1Api
+
+    from opsctl.errors import OpsctlError
+
+    kube = Kube(KubernetesSettings(host=api.url, namespace=NS), resend=resend)
+    leases = CoordinationV1Api(kube.client)
+    body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "opsctl-serve", "namespace": NS}, "spec": {"holderIdentity": "serve-a"}}
+    created = kube.call("create Lease", leases.create_namespaced_lease, NS, body)
+    body["metadata"]["resourceVersion"] = created.metadata.resource_version
+    fault = api.inject(verb="update", resource="leases", delay=1.5, times=2)
+    with pytest.raises(OpsctlError, match="timed out"):  # a PUT: urllib3 re-sends PUT, never POST
+        kube.call("renew Lease", leases.replace_namespaced_lease, "opsctl-serve", NS, body, _deadline=0.6)
+    assert fault.fired == sent

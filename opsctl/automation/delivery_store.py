@@ -23,7 +23,7 @@ rest are refused with DeliveryLogFull (the sender gets 503 and retries; what was
 deduplicated and acted on meanwhile, and finishing an event drops its payload, so the retry finds
 room).
 
-`term` (a callable, the leader's term as text, or None) is stamped on the entries this replica
+`term` (a callable: the leader's term, stamped as its text, or None) is stamped on the entries this replica
 claims, finishes or defers.
 
 The trigger path is short (issue 22): `admit(..., claim=True)` (the leader, about to queue what it
@@ -117,7 +117,7 @@ class _Waiter:
 
 class SharedDeliveryLog:
     def __init__(self, store: "StateStore", *, clock: Callable[[], float], owner: str, lease: float = DEFAULT_LEASE,
-                 term: Callable[[], str | None] = lambda: None, fresh: float = FRESH,
+                 term: Callable[[], object] = lambda: None, fresh: float = FRESH,
                  acting: Callable[[], bool] = lambda: False, hold_off: float = HOLD_OFF):
         self.store = store
         self.acting = acting  # whether actionable events are being worked on here (quiet writes wait)

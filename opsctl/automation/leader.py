@@ -56,7 +56,7 @@ import queue
 import threading
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from opsctl.errors import ConflictError, OpsctlError
 from opsctl.fencing import Term
@@ -85,7 +85,7 @@ class LeaseElector:
         self.on_change = on_change
         self.monotonic = monotonic
         self._renewed_at: float | None = None  # monotonic time of our last successful acquire/renew
-        self._observed: tuple | None = None  # (holder, renewTime, resourceVersion) last read
+        self._observed: tuple[str, str, str | None] | None = None  # (holder, renewTime, resourceVersion) last read
         self._observed_at = 0.0
         self._leader = False
         self._lock = threading.Lock()
@@ -93,12 +93,12 @@ class LeaseElector:
         self._thread: threading.Thread | None = None
         self.holder: str | None = None  # who holds the Lease, as last read
         self._epoch: int | None = None  # leaseTransitions right after this replica acquired the Lease
-        self._written: tuple | None = None  # (resourceVersion, acquireTime) of this replica's last Lease write
+        self._written: tuple[str, datetime] | None = None  # (resourceVersion, acquireTime) of this replica's last Lease write
         self.call_deadline = renew_deadline / 2  # a follower's call (read, take over), transient retries included
         self.rounds = {"renew": 0, "read": 0}  # single-write renewals and read rounds (for tests)
         self.write_deadline = renew_deadline  # a write counts from its send: worth waiting for until then
         self._sent: dict[str, float] = {}  # renewTime -> monotonic send time of this replica's recent writes
-        self._changes: queue.Queue | None = None  # on_change calls, off the renewal thread while it runs
+        self._changes: queue.Queue[bool | None] | None = None  # on_change calls, off the renewal thread while it runs
         self._notifier: threading.Thread | None = None
 
     # -- state --------------------------------------------------------------------------------
@@ -151,16 +151,16 @@ class LeaseElector:
 
     # -- one round ------------------------------------------------------------------------------
 
-    def _api(self):
+    def _api(self) -> Any:  # a kubernetes CoordinationV1Api (the client is untyped)
         from kubernetes.client import CoordinationV1Api
 
         return CoordinationV1Api(self.kube.client)
 
-    def _read(self, api, what: str):
+    def _read(self, api: Any, what: str) -> Any:
         """The Lease, or None when there is none (404)."""
         from kubernetes.client.exceptions import ApiException
 
-        def read(**kwargs):
+        def read(**kwargs: Any) -> Any:
             try:
                 return api.read_namespaced_lease(self.name, self.namespace, **kwargs)
             except ApiException as exc:
@@ -170,12 +170,12 @@ class LeaseElector:
 
         return self.kube.call(f"read {what}", read, _deadline=self.call_deadline)
 
-    def _spec(self, *, acquire: datetime, transitions: int) -> dict:
+    def _spec(self, *, acquire: datetime, transitions: int) -> dict[str, Any]:
         now = datetime.now(timezone.utc)
         return {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, int(round(self.lease_duration))),
                 "acquireTime": _micro(acquire), "renewTime": _micro(now), "leaseTransitions": transitions}
 
-    def _sending(self, body: dict) -> float:
+    def _sending(self, body: dict[str, Any]) -> float:
         """The send time of a write of `body`, remembered by its renewTime (to recognise it if applied
         with its answer lost)."""
         sent = self.monotonic()
@@ -185,7 +185,7 @@ class LeaseElector:
                 self._sent.pop(next(iter(self._sent)))
         return sent
 
-    def _own_write(self, spec) -> float | None:
+    def _own_write(self, spec: Any) -> float | None:
         """The send time of this replica's write the Lease shows, under its current term, if it is one."""
         if spec is None or (spec.holder_identity or "") != self.identity:
             return None
@@ -196,7 +196,7 @@ class LeaseElector:
             key = _micro(renew) if isinstance(renew, datetime) else str(renew)
             return self._sent.get(key)
 
-    def _renew(self, api, what: str) -> bool | None:
+    def _renew(self, api: Any, what: str) -> bool | None:
         """The leader's renewal: one write carrying the resourceVersion of its own last write.
         True when renewed, None when it must fall back to a read (somebody else wrote the Lease)."""
         with self._lock:
@@ -222,7 +222,7 @@ class LeaseElector:
         self._won(sent, epoch)
         return True
 
-    def _wrote(self, lease, acquire) -> None:
+    def _wrote(self, lease: Any, acquire: datetime) -> None:
         version = getattr(getattr(lease, "metadata", None), "resource_version", None)
         with self._lock:
             self._written = (version, acquire) if version else None

@@ -42,7 +42,7 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -54,6 +54,7 @@ from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent, Payl
 
 if TYPE_CHECKING:
     from opsctl.automation.service import AutomationService
+    from opsctl.config import Config
 
 log = logging.getLogger("opsctl.automation")
 
@@ -72,8 +73,8 @@ class Readiness:
     queue not full), refreshed by a thread of its own, so /readyz answers at once whatever the API
     server's latency. A check that has not completed for `stale` seconds counts as not ready."""
 
-    def __init__(self, check, *, every: float = READY_EVERY, stale: float = READY_STALE,
-                 clock=time.monotonic):
+    def __init__(self, check: Callable[[], tuple[bool, str]], *, every: float = READY_EVERY,
+                 stale: float = READY_STALE, clock: Callable[[], float] = time.monotonic):
         self.check, self.every, self.stale, self.clock = check, every, stale, clock
         self._lock = threading.Lock()
         self._result: tuple[bool, str] = (False, "starting")
@@ -129,7 +130,7 @@ class Rejected(Exception):
     not an OpsctlError and no exit code (a guard refusing a change is errors.GuardRefused, a drill
     that does not start drills.lifecycle.Refused)."""
 
-    def __init__(self, status: int, result: str, message: str, headers: dict | None = None):
+    def __init__(self, status: int, result: str, message: str, headers: dict[str, str] | None = None):
         self.status, self.result, self.message, self.headers = status, result, message, headers or {}
 
 
@@ -174,7 +175,7 @@ def require_json(request: Request) -> None:
         raise Rejected(415, "unsupported_media_type", "Content-Type must be application/json")
 
 
-def parse_json(body: bytes):
+def parse_json(body: bytes) -> Any:  # a JSON document: the payload models check its shape
     try:
         data = json.loads(body.decode("utf-8"))
     except UnicodeDecodeError:
@@ -188,7 +189,7 @@ def parse_json(body: bytes):
     return data
 
 
-def _depth(value, level: int = 0) -> int:
+def _depth(value: object, level: int = 0) -> int:
     if level > MAX_JSON_DEPTH:
         return level
     if isinstance(value, dict):
@@ -211,7 +212,7 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
     metrics.watch("opsctl_serve_ready", "1 when the last background readiness check passed (shared state"
                   " reachable, queue not full).", lambda: readiness.reachable)
 
-    async def record(lane: str, accept, *args):
+    async def record(lane: str, accept: Callable[..., Any], *args: Any) -> Any:
         """Run `accept` (which records in the delivery log, maybe on the API server) on a thread of
         `lane`: the event loop goes on serving probes and other requests meanwhile."""
         if recording[lane] >= MAX_RECORDING:
@@ -301,7 +302,7 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
         readiness.refresh_soon()
 
     @contextlib.asynccontextmanager
-    async def lifespan(app):
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         starter = threading.Thread(target=start_service, name="opsctl-start", daemon=True)
         starter.start()
         readiness.start()
@@ -346,7 +347,7 @@ class OneLineFormatter(logging.Formatter):
         return super().format(record)
 
 
-def timed_protocol(read_timeout: float):
+def timed_protocol(read_timeout: float) -> type:
     """uvicorn's h11 protocol, closing a connection whose request headers take longer than
     `read_timeout` to arrive (uvicorn itself has no header timeout: slowloris)."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -355,7 +356,7 @@ def timed_protocol(read_timeout: float):
         _deadline = None
         _awaiting = None
 
-        def connection_made(self, transport) -> None:
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's own
             super().connection_made(transport)
             self._arm()
 
@@ -386,7 +387,7 @@ def timed_protocol(read_timeout: float):
             if not self.transport.is_closing():
                 self.transport.close()
 
-        def connection_lost(self, exc) -> None:
+        def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
             super().connection_lost(exc)
 
@@ -394,7 +395,7 @@ def timed_protocol(read_timeout: float):
 
 
 
-def resolve_token(cfg, token_file: str | None) -> str:
+def resolve_token(cfg: Config, token_file: str | None) -> str:
     """--token-file, else automation.token, else $OPSCTL_WEBHOOK_TOKEN; none is an error (fail closed)."""
     import os
     from pathlib import Path
@@ -423,7 +424,7 @@ def resolve_token(cfg, token_file: str | None) -> str:
     return token
 
 
-def serve(cfg, *, bind: str | None, token_file: str | None, dry_run: bool, log_level: str = "info") -> None:
+def serve(cfg: Config, *, bind: str | None, token_file: str | None, dry_run: bool, log_level: str = "info") -> None:
     """Build the service and run it under uvicorn until SIGINT/SIGTERM."""
     import dataclasses
 
@@ -469,7 +470,7 @@ def serve(cfg, *, bind: str | None, token_file: str | None, dry_run: bool, log_l
     # raises the signal again under the handler that was there before: make that a clean exit 0.
     import signal
 
-    def exit_cleanly(signum, frame):
+    def exit_cleanly(signum: int, frame: object) -> None:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, exit_cleanly)

@@ -33,19 +33,21 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
 
-from opsctl.automation.actions import Executor
+from opsctl.automation.actions import (
+    Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest, TicketRequest,
+)
 from opsctl.automation.episodes import Busy, EpisodeStore
 from opsctl.automation.idempotency import (
-    MAX_ATTEMPTS, DeliveryLog, NewEvent, alert_event_key, webhook_event_key,
+    MAX_ATTEMPTS, ClaimedEvent, DeliveryLog, NewEvent, alert_event_key, webhook_event_key,
 )
 from opsctl.automation.metrics import ServeMetrics
 from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent
 from opsctl.automation.policy import ActionFailed, AlertEvent, Taken, matching
 from opsctl.automation.queue import WorkQueue
 from opsctl.errors import OpsctlError
-from opsctl.fencing import FencedError
+from opsctl.fencing import FencedError, Term
 
 if TYPE_CHECKING:
     from opsctl.automation.delivery_store import SharedDeliveryLog
@@ -71,7 +73,7 @@ RETENTION = 14 * 86400  # finished events are forgotten after this long
 @dataclass(frozen=True)
 class Answer:
     status: int
-    body: dict
+    body: dict[str, Any]
 
 
 class AutomationService:
@@ -136,7 +138,7 @@ class AutomationService:
 
         self.engine = build_engine(cfg, self.episodes, live, clock=clock, on_action=self._count)  # as drills build it
         self._accept_lock = threading.Lock()
-        self._owed: dict[str, tuple] = {}  # events (and episode holds) to hand back once the API server answers
+        self._owed: dict[str, tuple[str | None, float, dict[str, Any], bool]] = {}  # events (and episode holds) to hand back once the API server answers
         self._owed_lock = threading.Lock()
         self._stop = threading.Event()
         self._sweep_now = threading.Event()
@@ -175,7 +177,7 @@ class AutomationService:
             self.elector.stop(release=True)
         self.started = False
 
-    def term(self):
+    def term(self) -> Term | None:
         """The term this replica acts under: the elector's (None when not leading), else local@0."""
         from opsctl.fencing import LOCAL_TERM
 
@@ -195,7 +197,7 @@ class AutomationService:
             return self._waiting + len(self._owed) + len(self._handed)
 
     @contextlib.contextmanager
-    def _settle(self):
+    def _settle(self) -> Iterator[None]:
         """A delivery-log write and the counter that tells of it, seen as one by the waiting gauge."""
         with self._settled:
             self._tokens += 1
@@ -348,7 +350,7 @@ class AutomationService:
         self._cool([e.key for e in events])
         return False
 
-    def _cool(self, keys) -> None:
+    def _cool(self, keys: Iterable[str]) -> None:
         with self._hot_lock:
             self._hot.difference_update(keys)
 
@@ -433,7 +435,7 @@ class AutomationService:
         """The delivery log in team mode (self.shared), where the calls only it has are made."""
         return cast("SharedDeliveryLog", self.deliveries)
 
-    def _handle(self, key: str, claimed) -> list[Taken]:
+    def _handle(self, key: str, claimed: ClaimedEvent) -> list[Taken]:
         """Act on a claimed event. Busy (nothing written, nothing done) from another thread of this
         replica is waited out here, bounded; from another replica, or past the bound, it is raised."""
         held_here = getattr(self.episodes, "held_here", None)
@@ -449,7 +451,7 @@ class AutomationService:
                 time.sleep(HELD_HERE_WAIT)  # a sibling thread's bounded steps (record, end, note)
         raise AssertionError("unreachable")
 
-    def _give_back(self, key: str, delay: float, detail: dict, *, count: bool = True) -> None:
+    def _give_back(self, key: str, delay: float, detail: dict[str, Any], *, count: bool = True) -> None:
         """Hand an event that could not act back to the delivery log (pending again after `delay`)
         with the episodes this worker still holds (its save may have failed with the API server
         away). Both are owner-checked, so nothing a successor took is touched. When the API server
@@ -538,17 +540,18 @@ class FencedExecutor:
         self.intent = intent or (lambda action, key, detail: None)
         self.owns = owns  # whether this worker still holds the episode (by key), re-read before every write
 
-    def _writer(self, incident: str | None):
+    def _writer(self, incident: str | None) -> Callable[[], object] | None:
         """What the controller reads before every write attempt (the first, and each retry after a
         409): the term, once this worker still owns the episode (its key ends the incident key)."""
-        if self.term is None:
+        current = self.term
+        if current is None:
             return None
         key = (incident or "").rsplit("-", 1)[-1]
 
-        def term():
+        def term() -> object:
             if self.owns is not None and key and not self.owns(key):
                 raise FencedError(f"episode {key}: no longer held by this worker; it does not write")
-            return self.term()
+            return current()
 
         return term
 
@@ -562,31 +565,31 @@ class FencedExecutor:
 
         return operation_id(action, incident, backend)
 
-    def failover(self, request):
+    def failover(self, request: FailoverRequest) -> Outcome:
         from dataclasses import replace
 
         self._leading("failover")
         return self.inner.failover(replace(request, term=self._writer(request.incident), operation_id=request.operation_id or self.operation(
             "failover", request.incident, request.backend)))
 
-    def restore(self, request):
+    def restore(self, request: RestoreRequest) -> Outcome:
         from dataclasses import replace
 
         self._leading("restore")
         return self.inner.restore(replace(request, term=self._writer(request.incident), operation_id=request.operation_id or self.operation(
             "restore", request.incident, request.backend)))
 
-    def page(self, request):
+    def page(self, request: PageRequest) -> Outcome:
         self._leading("page")
         self.intent("page", request.dedup_key, request.summary)
         return self.inner.page(request)
 
-    def file_ticket(self, request):
+    def file_ticket(self, request: TicketRequest) -> Outcome:
         self._leading("ticket")
         self.intent("ticket", request.idempotency_key, request.summary)
         return self.inner.file_ticket(request)
 
-    def note(self, request):
+    def note(self, request: NoteRequest) -> Outcome:
         import hashlib
 
         self._leading("note")

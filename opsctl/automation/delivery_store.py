@@ -23,7 +23,7 @@ rest are refused with DeliveryLogFull (the sender gets 503 and retries; what was
 deduplicated and acted on meanwhile, and finishing an event drops its payload, so the retry finds
 room).
 
-`term` (a callable: the leader's term, stamped as its text, or None) is stamped on the entries this replica
+`term` (a callable: the leader's term, or None) is stamped, as text, on the entries this replica
 claims, finishes or defers.
 
 The trigger path is short (issue 22): `admit(..., claim=True)` (the leader, about to queue what it

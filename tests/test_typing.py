@@ -42,12 +42,8 @@ def test_design_md_counts_the_mypy_ratchet():
     assert int(found.group(1)) == len(ratchet())
 
 
-STRICT_CORE = ("opsctl.model.*", "opsctl.config.*", "opsctl.state.*", "opsctl.slo.*")
-# Packages strict module by module (issue 26 item 2): every module is listed in the strict override
-# by name, except these, left at default settings while they are being rewritten elsewhere.
-STRICT_BY_MODULE = ("opsctl.traffic", "opsctl.automation")
-NOT_YET_STRICT = {"opsctl.traffic.kube", "opsctl.automation.leader", "opsctl.automation.server",
-                  "opsctl.automation.service"}
+STRICT_CORE = ("opsctl.model.*", "opsctl.config.*", "opsctl.state.*", "opsctl.slo.*", "opsctl.traffic.*",
+               "opsctl.automation.*")
 STRICT_FLAGS = ("disallow_untyped_defs", "disallow_incomplete_defs", "check_untyped_defs", "disallow_any_generics",
                 "disallow_untyped_calls", "warn_return_any", "no_implicit_reexport", "strict_equality")
 
@@ -66,19 +62,3 @@ def test_no_module_is_on_the_ratchet():
     tickets/, cli/, slo/, freeze, rollout/, traffic/ and automation/) were fixed in issue 26 item 2.
     A module that fails again is fixed, not listed."""
     assert ratchet() == []
-
-
-def _modules(package: str) -> set[str]:
-    root = REPO / Path(*package.split("."))
-    return {package} | {f"{package}.{p.stem}" for p in root.glob("*.py") if p.stem != "__init__"}
-
-
-def test_the_packages_strict_by_module_list_every_module_but_the_named_few():
-    config = tomllib.loads((REPO / "pyproject.toml").read_text())
-    strict = [o for o in config["tool"]["mypy"]["overrides"] if all(o.get(flag) is True for flag in STRICT_FLAGS)]
-    listed = set(strict[0]["module"])
-    assert NOT_YET_STRICT <= set().union(*(_modules(p) for p in STRICT_BY_MODULE)), "each exemption is a module"
-    for package in STRICT_BY_MODULE:
-        modules = _modules(package)
-        assert sorted(modules - NOT_YET_STRICT - listed) == [], "a module of a strict package is not strict"
-        assert sorted(NOT_YET_STRICT & listed) == [], "a module named not-yet-strict is listed as strict"

@@ -68,12 +68,12 @@ class Kube:
         return "the Kubernetes API"
 
     @property
-    def client(self):
+    def client(self) -> Any:  # a kubernetes ApiClient (the client is untyped)
         if self._client is None:
             client = _api_client(self.settings, self.base_dir, resend=self.resend)
             send = client.call_api
 
-            def call_api(*args, **kwargs):  # every answer, error or not, tells the server's time
+            def call_api(*args: Any, **kwargs: Any) -> Any:  # every answer, error or not, tells the server's time
                 response = send(*args, **kwargs)
                 self._saw_date(response.getheader("Date"))
                 return response
@@ -114,27 +114,28 @@ class Kube:
             return wall_now()
         return time.monotonic() + self._offset
 
-    def _version(self, **kwargs):
+    def _version(self, **kwargs: Any) -> Any:
         from kubernetes.client import VersionApi
 
         return VersionApi(self.client).get_code(**kwargs)
 
-    def core(self):
+    def core(self) -> Any:
         from kubernetes.client import CoreV1Api
 
         return CoreV1Api(self.client)
 
-    def apps(self):
+    def apps(self) -> Any:
         from kubernetes.client import AppsV1Api
 
         return AppsV1Api(self.client)
 
-    def custom(self):
+    def custom(self) -> Any:
         from kubernetes.client import CustomObjectsApi
 
         return CustomObjectsApi(self.client)
 
-    def call(self, what: str, method: Callable, *args, _deadline: float | None = None, **kwargs) -> Any:
+    def call(self, what: str, method: Callable[..., Any], *args: Any, _deadline: float | None = None,
+             **kwargs: Any) -> Any:
         """Run `method`, retrying transient failures with capped backoff until `_deadline` seconds
         (default `retry_deadline`) have passed; 409, 404 and the rest raise at once."""
         deadline = time.monotonic() + (self.retry_deadline if _deadline is None else _deadline)
@@ -151,7 +152,8 @@ class Kube:
                 time.sleep(wait)  # backoff between tries of a remote call
         raise AssertionError("unreachable")
 
-    def _call_once(self, what: str, method: Callable, args: tuple, kwargs: dict, deadline: float) -> Any:
+    def _call_once(self, what: str, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                   deadline: float) -> Any:
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
@@ -169,7 +171,7 @@ class Kube:
             error.unreachable = True
             raise error from exc
 
-    def record_event(self, *, involved: dict, reason: str, message: str, warning: bool = False,
+    def record_event(self, *, involved: dict[str, Any], reason: str, message: str, warning: bool = False,
                      action: str = "Update") -> str:
         """Create a core/v1 Event on `involved` (apiVersion, kind, name, namespace, uid)."""
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -197,7 +199,7 @@ class Kube:
         return f"Event {involved['namespace']}/{event.metadata.name} ({reason})"
 
 
-def _api_client(settings: "KubernetesSettings", base_dir: Path, *, resend: bool = True):
+def _api_client(settings: "KubernetesSettings", base_dir: Path, *, resend: bool = True) -> Any:
     from kubernetes import client
 
     configuration = _configuration(settings, base_dir)
@@ -205,7 +207,7 @@ def _api_client(settings: "KubernetesSettings", base_dir: Path, *, resend: bool 
     return client.ApiClient(configuration)
 
 
-def _configuration(settings: "KubernetesSettings", base_dir: Path):
+def _configuration(settings: "KubernetesSettings", base_dir: Path) -> Any:
     from kubernetes import client, config
 
     if settings.host:
@@ -223,10 +225,10 @@ def _configuration(settings: "KubernetesSettings", base_dir: Path):
         if kubeconfig:
             configuration = client.Configuration()
             config.load_kube_config(config_file=kubeconfig, context=settings.context,
-                                    client_configuration=configuration, persist_config=False)
+                                    client_configuration=configuration, persist_config=False)  # type: ignore[no-untyped-call]  # kubernetes.config is untyped
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
             configuration = client.Configuration()
-            config.load_incluster_config(client_configuration=configuration)
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]  # untyped
         else:
             raise UsageError(
                 "no Kubernetes access: no kubeconfig found and not running in a cluster",
@@ -250,14 +252,14 @@ def status_message(body: str | None) -> str:
     return body.strip()[:300]
 
 
-def api_error(exc, what: str) -> OpsctlError:
+def api_error(exc: Any, what: str) -> OpsctlError:  # exc: a kubernetes ApiException
     """The opsctl error for an ApiException; `.status` keeps the HTTP status for callers that branch on it."""
     error = _api_error(exc, what)
     error.status = exc.status
     return error
 
 
-def _api_error(exc, what: str) -> OpsctlError:
+def _api_error(exc: Any, what: str) -> OpsctlError:
     message = status_message(exc.body) or (exc.reason or "")
     status = exc.status
     if status == 409:
@@ -290,16 +292,17 @@ class CustomObject:
         self.kube = kube
         self.group, self.version, self.plural, self.kind = group, version, plural, kind
         self.namespace, self.name, self.target = namespace, name, target
-        self.last: dict | None = None  # the object as last read or written
+        self.last: dict[str, Any] | None = None  # the object as last read or written
 
-    def get(self) -> dict:
-        self.last = self.kube.call(
+    def get(self) -> dict[str, Any]:
+        last: dict[str, Any] = self.kube.call(
             f"read {self.target}", self.kube.custom().get_namespaced_custom_object,
             self.group, self.version, self.namespace, self.plural, self.name,
         )
-        return self.last
+        self.last = last
+        return last
 
-    def at_version(self, version: str) -> dict:
+    def at_version(self, version: str) -> dict[str, Any]:
         """The object as read at `version`; ConflictError if it has moved on since."""
         obj = self.last if self.last is not None and self.last["metadata"]["resourceVersion"] == version else self.get()
         if obj["metadata"]["resourceVersion"] != version:
@@ -307,7 +310,7 @@ class CustomObject:
                                 f" -> {obj['metadata']['resourceVersion']})")
         return obj
 
-    def record(self, obj: dict) -> dict:
+    def record(self, obj: dict[str, Any]) -> dict[str, Any]:
         """The change record in the object's annotation (an empty one when absent or damaged)."""
         from opsctl.traffic import record as records
 
@@ -317,13 +320,14 @@ class CustomObject:
         except OpsctlError:
             return records.empty()
 
-    def patch_spec(self, spec: dict, version: str, *, dry_run: bool, record: dict | None = None) -> dict:
-        body = {"metadata": {"resourceVersion": version}, "spec": spec}
+    def patch_spec(self, spec: dict[str, Any], version: str, *, dry_run: bool,
+                   record: dict[str, Any] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"metadata": {"resourceVersion": version}, "spec": spec}
         if record is not None:  # the record rides in the same write as the split
             from opsctl.traffic import record as records
 
             body["metadata"]["annotations"] = {records.ANNOTATION: records.encode(record)}
-        result = self.kube.call(
+        result: dict[str, Any] = self.kube.call(
             f"patch {self.target}", self.kube.custom().patch_namespaced_custom_object,
             self.group, self.version, self.namespace, self.plural, self.name, body,
             field_manager=FIELD_MANAGER, dry_run="All" if dry_run else None, _content_type=MERGE_PATCH,
@@ -341,7 +345,7 @@ class CustomObject:
         )
 
 
-def object_ref(obj: dict, api_version: str, kind: str) -> dict:
+def object_ref(obj: dict[str, Any], api_version: str, kind: str) -> dict[str, Any]:
     """An ObjectReference for an Event, from an object as a dict."""
     meta = obj.get("metadata") or {}
     return {

@@ -52,8 +52,8 @@ def normalised(text: str, kind: str, root: Path, started: str | None, finished: 
     for wall, fixed in ((started, "2000-01-01T00:00:00Z"), (finished, "2000-01-01T00:00:09Z")):
         if wall:
             text = text.replace(wall, fixed)
-    text = text.replace(os.path.relpath(REPO, root), "<RELREPO>").replace(str(REPO), "<REPO>")
-    text = text.replace(str(root), "<ROOT>")
+    text = text.replace(os.path.relpath(REPO, root), "_RELREPO_").replace(str(REPO), "/_REPO_")
+    text = text.replace(str(root), "/_ROOT_")
     return RUN_ID.sub(r"20000101T000000Z-\1-0000", text)
 
 
@@ -145,8 +145,52 @@ def chain_report() -> dict:
 
 def test_a_chain_drills_report_files_are_what_the_code_before_the_model_wrote(tmp_path):
     from opsctl.drills.render import write_reports
+    from opsctl.drills.report_model import DrillReport
 
-    write_reports(tmp_path, chain_report())
+    write_reports(tmp_path, DrillReport.parse(chain_report()))
     for kind in ("md", "html"):
         check_pinned("chain", kind, (tmp_path / f"report.{kind}").read_text())
-    check_pinned("chain", "json", (tmp_path / "report.json").read_text().replace(str(tmp_path), "<RUN>"))
+    check_pinned("chain", "json", (tmp_path / "report.json").read_text().replace(str(tmp_path), "/_RUN_"))
+
+
+PINNED = ("vendor-outage", "freeze-incident", "aborted", "refused", "interrupted", "chain")
+
+
+@pytest.mark.parametrize("name", PINNED)
+def test_a_report_the_code_before_wrote_reads_back_to_the_same_values_and_re_renders_the_same(name):
+    from opsctl.drills.render import render_html, render_markdown
+    from opsctl.drills.report_model import DrillReport
+
+    text = (PINS / f"{name}.json").read_text()
+    report = DrillReport.parse(json.loads(text))
+    assert report.version == 1 and "version" not in report.to_dict()  # version 1 is the format without the key
+    assert report.to_dict() == json.loads(text)
+    assert report.json_text() == text
+    assert render_markdown(report) == (PINS / f"{name}.md").read_text()
+    assert render_html(report) == (PINS / f"{name}.html").read_text()
+
+
+def test_the_typed_report_holds_what_the_stored_file_says():
+    from opsctl.drills.report_model import DrillReport
+
+    raw = json.loads((PINS / "vendor-outage.json").read_text())
+    report = DrillReport.parse(raw)
+    assert (report.outcome, report.exit_code, report.mode) == ("passed", 0, "embedded")
+    assert report.scenario.name == "vendor-outage" and report.scenario.tags == tuple(raw["scenario"]["tags"])
+    assert report.measurements is not None
+    assert report.measurements.time_to_detect == raw["measurements"]["time_to_detect"]
+    assert [v.name for v in report.expectations] == [v["name"] for v in raw["expectations"]]
+    assert [(v.mark, v.within_seconds) for v in report.expectations] == [
+        ("PASS" if v["result"] == "pass" else "FAIL", v["within_seconds"]) for v in raw["expectations"]]
+    assert [(e.kind, e.offset) for e in report.timeline] == [(e["kind"], e["offset"]) for e in raw["timeline"]]
+    assert report.budget is not None and [(r.slo, r.spent) for r in report.budget.slos] == [
+        (r["slo"], r["spent"]) for r in raw["budget"]["slos"]]
+    assert report.chart is not None and len(report.chart.points) == len(raw["chart"]["points"])
+    assert report.prediction is not None and report.prediction.response is not None
+    assert report.prediction.response.ticket_category == raw["prediction"]["response"]["ticket_category"]
+    assert report.sim is not None and report.sim.simulated_seconds == raw["sim"]["simulated_seconds"]
+    assert report.action_items == tuple(raw["action_items"])
+    interrupted = DrillReport.parse(json.loads((PINS / "interrupted.json").read_text()))
+    assert interrupted.measurements is None and interrupted.prediction is None and interrupted.budget is None
+    chain = DrillReport.parse(chain_report())
+    assert chain.chain and [h.hop for h in chain.hops] == [h["hop"] for h in chain_report()["hops"]]

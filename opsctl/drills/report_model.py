@@ -1,0 +1,576 @@
+"""A drill report as typed records: `DrillReport` and its parts (docs/design.md, "Shapes" 6).
+
+A report is built once (`drills.report` for embedded and live runs and an interrupted run's state;
+a chain drill's data is read in by `DrillReport.parse` where the lifecycle receives it), rendered
+from its fields (`drills.render`) and read back from a stored report.json by the same model
+(`drill report`, `drill history`).
+
+Version 1 is the document every opsctl so far wrote, and is written without a `version` key (a
+later format writes its number). Each part writes its keys in the order they were read or, built
+in code, in its fields' order (`shape`), and keeps what it holds beyond its fields (`extra`), so a
+stored report reads back and re-encodes to the same bytes (tests/drills/test_report_pins.py).
+Numbers are `int | float`: an integer stays an integer, as JSON had it.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from opsctl.errors import NoDataError
+from opsctl.model import Model, field
+
+Number = int | float
+P = TypeVar("P", bound="Part")
+
+VERSION = 1
+
+
+class ReportUnreadable(NoDataError):
+    """A stored report.json that is not a drill report this opsctl reads (exit 3: the run's report
+    is unknown, as when it has none)."""
+
+
+class Part(Model):
+    """A record of the report: typed fields, plus the key order it is written in (`shape`, None: the
+    fields in their order, those in `OPTIONAL` only when set) and what it holds beyond its fields."""
+
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def parse(cls: type[P], raw: Any, where: str = "") -> P:
+        """A part as stored; a value of the wrong type raises ReportUnreadable naming its key path."""
+        problems: list[str] = []
+        built = _part(cls, raw, where, problems)
+        if problems or built is None:
+            raise ReportUnreadable(problems[0] if problems else f"{where or 'report'}: not a JSON object")
+        return built
+
+    def keys(self) -> tuple[str, ...]:
+        shape: tuple[str, ...] | None = getattr(self, "shape")
+        if shape is not None:
+            return shape
+        return tuple(n for n in _fields(type(self)) if n not in self.OPTIONAL or getattr(self, n) is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        extra: dict[str, Any] = getattr(self, "extra")
+        fields = _fields(type(self))
+        return {k: _plain(getattr(self, k) if k in fields else extra.get(k)) for k in self.keys()}
+
+
+def _fields(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(n for n in cls.__dataclass_fields__ if n not in ("shape", "extra"))
+    return names
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Part):
+        return value.to_dict()
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _part(cls: type[P], raw: Any, path: str, problems: list[str]) -> P | None:
+    if not isinstance(raw, dict):
+        problems.append(f"{path or 'report'}: expected a JSON object, got {type(raw).__name__}")
+        return None
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    names = _fields(cls)
+    values: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in names:
+            values[key] = _value(hints[key], value, f"{path}.{key}" if path else key, problems)
+        else:
+            extra[key] = value
+    return cls(**values, shape=tuple(raw), extra=extra)
+
+
+def _value(tp: Any, value: Any, path: str, problems: list[str]) -> Any:
+    from opsctl.model.build import JSON, build_into
+
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        if value is None:
+            return None
+        rest = [a for a in args if a is not type(None)]
+        tp = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if isinstance(tp, type) and issubclass(tp, Part):
+        return _part(tp, value, path, problems)
+    if origin is tuple:
+        if not isinstance(value, list):
+            problems.append(f"{path}: expected an array, got {type(value).__name__}")
+            return ()
+        return tuple(_value(args[0], v, f"{path}[{i}]", problems) for i, v in enumerate(value))
+    return build_into(tp, value, path, problems, JSON)
+
+
+# ---------------------------------------------------------------------------------------------
+# The parts
+
+
+class ScenarioRef(Part):
+    title: str = ""
+    name: str = ""
+    path: str = ""
+    digest: str | None = None
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Check(Part):
+    """A preflight check as reported (`status` missing in reports older than "skipped")."""
+
+    OPTIONAL = frozenset({"status"})
+    name: str = ""
+    ok: bool = False
+    status: str | None = None
+    message: str = ""
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def shown(self) -> str:
+        """ok | skipped | REFUSED."""
+        return self.status or ("ok" if self.ok else "REFUSED")
+
+
+class Probe(Part):
+    name: str = ""
+    probe: str = ""
+    tolerance: Any = None
+    observed: Any = None
+    ok: bool = False
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Hypothesis(Part):
+    title: str = ""
+    probes: tuple[Probe, ...] = ()
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Event(Part):
+    """A timeline row: when (RFC 3339 and seconds from the fault), the phase, its kind, the message."""
+
+    at: str | None = None
+    offset: Number | None = None
+    phase: str = ""
+    kind: str = ""
+    message: str = ""
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Measurements(Part):
+    """Seconds from the fault to each response step (None: it never happened)."""
+
+    time_to_detect: Number | None = None
+    time_to_page: Number | None = None
+    time_to_acknowledge: Number | None = None
+    time_to_mitigate: Number | None = None
+    time_to_vendor_routing: Number | None = None
+    time_to_vendor_response: Number | None = None
+    time_to_recover: Number | None = None
+    acknowledged_by: str | None = None
+    escalated_after: Number | None = None
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def seconds(self, key: str) -> Number | None:
+        """One of the `time_to_*` measures by name (report.MEASURES, TARGETS)."""
+        value = getattr(self, key) if key in _fields(Measurements) else self.extra.get(key)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+class AutomationAction(Part):
+    at: str | None = None
+    policy: str = ""
+    action: str = ""
+    status: str = ""
+    detail: str = ""
+    dry_run: bool = False
+    offset: Number | None = None
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Unmatched(Part):
+    at: str | None = None
+    alert: str = ""
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Automation(Part):
+    """What serve's policy engine did in the drill, and the engine's shape (engine_factory.shape)."""
+
+    actions: tuple[AutomationAction, ...] = ()
+    unmatched: tuple[Unmatched, ...] = ()
+    engine: dict[str, Any] | None = None
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Verdict(Part):
+    """An expectation's verdict (`result` missing in reports older than "not evaluated", and in a
+    chain drill's hop verdicts)."""
+
+    OPTIONAL = frozenset({"result"})
+    name: str = ""
+    expect: str = ""
+    passed: bool = False
+    result: str | None = None
+    within_seconds: Number | None = None
+    at: str | None = None
+    seconds: Number | None = None
+    detail: str = ""
+    reason: str = ""
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def mark(self) -> str:
+        """PASS | FAIL | not evaluated."""
+        return {"pass": "PASS", "fail": "FAIL"}.get(self.result or ("pass" if self.passed else "fail"), "not evaluated")
+
+
+class Hop(Part):
+    """A chain drill's hop as its component showed it."""
+
+    hop: str = ""
+    component: str = ""
+    title: str = ""
+    required: bool = False
+    passed: bool = False
+    at: Number | None = None
+    seconds: Number | None = None
+    evidence: str = ""
+    last_evidence: str = ""
+    failed: str | None = None
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Attribution(Part):
+    fault: str = ""
+    kind: str = ""
+    backend: str = ""
+    hop: str = ""
+    seen: str = ""
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Shortened(Part):
+    where: str = ""
+    was: Any = None
+    now: Any = None
+    why: str = ""
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class RollbackResult(Part):
+    action: str = ""
+    status: str = ""
+    message: str = ""
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class BudgetRow(Part):
+    slo: str = ""
+    spent: Number | None = None
+    peak_burn_1h: Number | None = None
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Budget(Part):
+    basis: str = ""
+    period_days: int | None = None
+    slos: tuple[BudgetRow, ...] = ()
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ChartPoint(Part):
+    offset: Number = 0
+    values: dict[str, dict[str, Any]] = field(default_factory=dict)  # slo -> burn_5m, burn_1h, spent...
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def value(self, slo: str, key: str) -> Number | None:
+        v = self.values.get(slo, {}).get(key) if isinstance(self.values.get(slo), dict) else None
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+class Marker(Part):
+    offset: Number = 0
+    label: str = ""
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Threshold(Part):
+    window: str = ""
+    factor: Number = 0
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Stop(Part):
+    slo: str | None = None
+    label: str = ""
+    above: Number = 0
+    name: str = ""
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Chart(Part):
+    """The burn chart's data (svg.burn_chart draws from it alone)."""
+
+    slos: tuple[str, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
+    points: tuple[ChartPoint, ...] = ()
+    markers: tuple[Marker, ...] = ()
+    page_factor: Number | None = None
+    thresholds: tuple[Threshold, ...] = ()
+    stops: tuple[Stop, ...] = ()
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Sim(Part):
+    start: str | None = None
+    end: str | None = None
+    simulated_seconds: Number = 0
+    resimulations: int | None = None
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Phase(Part):
+    phase: str = ""
+    status: str = ""
+    seconds: Number = 0
+    detail: str = ""
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Tier(Part):
+    """A page tier's predicted time to fire (prediction.predict)."""
+
+    OPTIONAL = frozenset({"keep_firing_seconds"})
+    alert: str = ""
+    tier: str = ""
+    long: str = ""
+    short: str = ""
+    factor: Number = 0
+    for_seconds: Number = 0
+    interval_seconds: Number | None = None
+    keep_firing_seconds: Number | None = None
+    predicted_seconds: Number | None = None
+    why: str = ""
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class PredictedHop(Part):
+    """A hop's measured time beside its prediction (embedded: and the budget spent by then)."""
+
+    OPTIONAL = frozenset({"predicted_seconds", "why"})
+    hop: str = ""
+    seconds: Number | None = None
+    budget_spent: Number | None = None
+    predicted_seconds: Number | None = None
+    why: str | None = None
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Response(Part):
+    """The hops after detection, predicted from the config and the policy (prediction.response_hops)."""
+
+    alert: str = ""
+    tier: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    cause: str = ""
+    page_wait_seconds: Number = 0
+    delivery_wait_seconds: Number = 0
+    policies: tuple[str, ...] = ()
+    ticket_category: str | None = None
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class PredictedSlo(Part):
+    slo: str = ""
+    burn: Number | None = None
+    bad_share: Number | None = None
+    predicted_seconds: Number | None = None
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Prediction(Part):
+    """The burn-rate maths beside what happened (drills/prediction.py): embedded and live from the
+    fault's measured burn, a chain drill from the fault (`group_wait_seconds`, `slos`, `no_page`)."""
+
+    OPTIONAL = frozenset({"bad_share", "group_wait_seconds", "predicted_page_seconds", "slos", "response",
+                          "no_page", "note"})
+    slo: str = ""
+    burn: Number | None = None
+    bad_share: Number | None = None
+    burn_basis: str = ""
+    tiers: tuple[Tier, ...] = ()
+    group_wait_seconds: Number | None = None
+    predicted_detection_seconds: Number | None = None
+    predicted_page_seconds: Number | None = None
+    measured_detection_seconds: Number | None = None
+    slos: tuple[PredictedSlo, ...] | None = None
+    hops: tuple[PredictedHop, ...] = ()
+    response: Response | None = None
+    no_page: str | None = None
+    note: str | None = None
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# The report
+
+
+# The keys each kind of report holds, in the order written (a stored report keeps its own).
+RUN_KEYS = ("run_id", "mode", "outcome", "exit_code", "scenario", "started_at", "finished_at", "wall_seconds", "t0",
+            "refusal", "abort_reason", "crash", "late_signals", "preflight", "hypothesis", "environment", "timeline",
+            "measurements", "automation", "expectations", "rollbacks", "leftovers", "clean", "budget", "chart",
+            "runbook")
+INTERRUPTED_KEYS = ("run_id", "mode", "outcome", "exit_code", "scenario", "started_at", "finished_at",
+                    "wall_seconds", "t0", "refusal", "abort_reason", "crash", "late_signals", "preflight",
+                    "hypothesis", "environment", "timeline", "measurements", "expectations", "rollbacks",
+                    "leftovers", "clean", "budget", "chart", "note")
+# Written as {} when None (no measurement, budget, chart or prediction), as the dict was.
+EMPTY_AS_NONE = frozenset({"measurements", "budget", "chart", "prediction"})
+
+
+class DrillReport(Part):
+    """One drill's report: what ran, what was measured and judged, what was rolled back."""
+
+    version: int = VERSION
+    run_id: str = ""
+    mode: str = ""
+    outcome: str = ""
+    exit_code: int = 0
+    scenario: ScenarioRef = field(default_factory=ScenarioRef)
+    started_at: str | None = None
+    finished_at: str | None = None
+    wall_seconds: Number | None = None
+    t0: str | None = None
+    refusal: str | None = None
+    abort_reason: str | None = None
+    crash: str | None = None
+    late_signals: tuple[str, ...] = ()
+    preflight: tuple[Check, ...] = ()
+    hypothesis: Hypothesis = field(default_factory=Hypothesis)
+    environment: dict[str, Any] = field(default_factory=dict)  # the world's facts (the store, binaries, URLs)
+    timeline: tuple[Event, ...] = ()
+    measurements: Measurements | None = None
+    automation: Automation | None = None
+    expectations: tuple[Verdict, ...] = ()
+    hops: tuple[Hop, ...] = ()
+    broken_hop: str | None = None
+    attribution: tuple[Attribution, ...] = ()
+    shortened: tuple[Shortened, ...] = ()
+    rollbacks: tuple[RollbackResult, ...] = ()
+    leftovers: tuple[str, ...] = ()
+    clean: bool = True
+    budget: Budget | None = None
+    chart: Chart | None = None
+    runbook: str | None = None
+    sim: Sim | None = None
+    window: Any = None
+    note: str | None = None
+    prediction: Prediction | None = None
+    action_items: tuple[str, ...] = ()
+    phases: tuple[Phase, ...] = ()
+    reports: dict[str, str] | None = None
+    shape: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, raw: Any, where: str = "") -> "DrillReport":
+        if isinstance(raw, dict):
+            version = raw.get("version", VERSION)
+            if version != VERSION:
+                raise ReportUnreadable(f"{where or 'report'}: report version {version!r} is not one this opsctl reads")
+            raw = {k: ({} if v is None and k in EMPTY_AS_NONE else v) for k, v in raw.items()}
+        report = super().parse(raw, "")
+        return report.replace(**{k: None for k in EMPTY_AS_NONE if _empty(getattr(report, k))})
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        for key in EMPTY_AS_NONE:
+            if key in out and out[key] is None:
+                out[key] = {}
+        return out
+
+    def replace(self, **changes: Any) -> "DrillReport":
+        """A copy with `changes`, each new key written after the ones it has (as `dict.update` does)."""
+        import dataclasses
+
+        keys = self.keys()
+        return dataclasses.replace(self, **changes, shape=keys + tuple(k for k in changes if k not in keys))
+
+    def with_keys(self, *keys: str) -> "DrillReport":
+        import dataclasses
+
+        return dataclasses.replace(self, shape=tuple(keys))
+
+    def json_text(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, default=str) + "\n"
+
+    @property
+    def chain(self) -> bool:
+        return bool(self.hops)
+
+
+def _empty(part: Any) -> bool:
+    return isinstance(part, Part) and part.keys() == ()
+
+
+def read_report(path: Path) -> DrillReport:
+    """A stored report.json, typed; one line naming the file and the problem when it is not a drill
+    report (ReportUnreadable, exit 3)."""
+    try:
+        raw = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ReportUnreadable(f"{path}: cannot read the report: {exc.strerror}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        line = f" (line {exc.lineno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise ReportUnreadable(f"{path}: not a drill report: not valid JSON{line}") from exc
+    try:
+        return DrillReport.parse(raw, str(path))
+    except ReportUnreadable as exc:
+        raise ReportUnreadable(f"{path}: not a drill report: {exc.message}") from exc
+

@@ -37,6 +37,10 @@ def _md(text: Any) -> str:
     return str(text if text is not None else "-").replace("|", "\\|").replace("\n", " ")
 
 
+def _burn(rate: Number | None) -> str:
+    return "-" if rate is None else rate_text(rate)
+
+
 def _spent(share: Number | None) -> str:
     return "-" if share is None else format(share, ".2%")
 
@@ -97,7 +101,7 @@ def render_markdown(d: DrillReport) -> str:
                   "|---|---|---|"]
         for row in budget.slos:
             spent = "-" if row.spent is None else f"{row.spent * 100:.1f}%"
-            lines.append(f"| {row.slo} | {spent} | {rate_text(row.peak_burn_1h)} |")
+            lines.append(f"| {row.slo} | {spent} | {_burn(row.peak_burn_1h)} |")
         lines.append("")
     timeline = d.timeline
     key = key_events(timeline)
@@ -263,7 +267,7 @@ def render_html(d: DrillReport) -> str:
     if budget and budget.slos:
         parts.append(f"<p>{e(budget.basis)}.</p>")
         parts.append(table(["SLO", "spent by the drill", "peak burn (1h)"], [
-            [r.slo, "-" if r.spent is None else f"{r.spent * 100:.1f}%", rate_text(r.peak_burn_1h)]
+            [r.slo, "-" if r.spent is None else f"{r.spent * 100:.1f}%", _burn(r.peak_burn_1h)]
             for r in budget.slos]))
     timeline = d.timeline
     key_rows = key_events(timeline)

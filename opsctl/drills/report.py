@@ -72,7 +72,7 @@ def build_report_data(run, results: Results, outcome: str, exit_code: int, wall_
     rollback = results.rollback or Rollback()
     obs = seen.obs
     t0 = obs.t0
-    keys = RUN_KEYS
+    keys: tuple[str, ...] = RUN_KEYS
     sim = None
     if run.mode == "embedded" and run.env_open and getattr(run.env, "start", None) is not None:
         sim = Sim(start=_fmt(run.env.start), end=_fmt(run.env.clock.now()),

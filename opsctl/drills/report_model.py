@@ -64,7 +64,7 @@ class Part(Model):
 def _fields(cls: type) -> tuple[str, ...]:
     names = _FIELDS.get(cls)
     if names is None:
-        names = _FIELDS[cls] = tuple(n for n in cls.__dataclass_fields__ if n not in ("shape", "extra"))
+        names = _FIELDS[cls] = tuple(n for n in getattr(cls, "__dataclass_fields__") if n not in ("shape", "extra"))
     return names
 
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from opsctl.drills.chain.exporter import ProxyExporter
     from opsctl.drills.chain.hops import Collector, Targets
     from opsctl.drills.chain.pdsink import PagerDutySink
+    from opsctl.drills.report_model import DrillReport
     from opsctl.drills.state import RunState
     from opsctl.tickets.base import TicketProvider
 
@@ -186,7 +187,7 @@ class ChainDrill:
                                window={"start": self.t0, "end": self._fault_end()})
         return chain_report(self, results, outcome.outcome, outcome.exit_code, wall_seconds)
 
-    def finish(self, outcome: Outcome, data: dict, paths: dict) -> None:
+    def finish(self, outcome: Outcome, data: DrillReport, paths: dict) -> None:
         self.state.data["report"] = {k: str(v) for k, v in paths.items()}
         self.state.data["phase"] = "done"
         self.state.save()

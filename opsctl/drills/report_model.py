@@ -523,7 +523,8 @@ class DrillReport(Part):
         if isinstance(raw, dict):
             version = raw.get("version", VERSION)
             if version != VERSION:
-                raise ReportUnreadable(f"{where or 'report'}: report version {version!r} is not one this opsctl reads")
+                raise ReportUnreadable(f"{where + ': ' if where else ''}report version {version!r} is not one this"
+                                       " opsctl reads")
             raw = {k: ({} if v is None and k in EMPTY_AS_NONE else v) for k, v in raw.items()}
         report = super().parse(raw, "")
         return report.replace(**{k: None for k in EMPTY_AS_NONE if _empty(getattr(report, k))})
@@ -570,7 +571,7 @@ def read_report(path: Path) -> DrillReport:
         line = f" (line {exc.lineno})" if isinstance(exc, json.JSONDecodeError) else ""
         raise ReportUnreadable(f"{path}: not a drill report: not valid JSON{line}") from exc
     try:
-        return DrillReport.parse(raw, str(path))
+        return DrillReport.parse(raw)
     except ReportUnreadable as exc:
         raise ReportUnreadable(f"{path}: not a drill report: {exc.message}") from exc
 

@@ -194,3 +194,29 @@ def test_the_typed_report_holds_what_the_stored_file_says():
     assert interrupted.measurements is None and interrupted.prediction is None and interrupted.budget is None
     chain = DrillReport.parse(chain_report())
     assert chain.chain and [h.hop for h in chain.hops] == [h["hop"] for h in chain_report()["hops"]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text, problem", [
+    ("{\"run_id\": ", "not a drill report: not valid JSON (line 1)"),
+    ("[1, 2]", "not a drill report: report: expected a JSON object, got list"),
+    ("{\"run_id\": \"x\", \"expectations\": [{\"name\": 3}]}", "not a drill report: expectations[0].name: expected a string"),
+    ("{\"run_id\": \"x\", \"measurements\": {\"time_to_detect\": \"soon\"}}",
+     "not a drill report: measurements.time_to_detect: expected int or float"),
+    ("{\"version\": 2, \"run_id\": \"x\"}", "not a drill report: report version 2 is not one this opsctl reads"),
+])
+def test_a_malformed_stored_report_is_one_line_and_exit_3_never_a_traceback(drills, tmp_path, text, problem):
+    import shutil
+
+    source, _ = drills["vendor-outage"]
+    env = DrillEnv(tmp_path)
+    run = env.state / "drills" / source.run_dir().name
+    shutil.copytree(source.run_dir(), run)
+    (run / "report.json").write_text(text)
+    for output in ("table", "json"):
+        result = env.run("drill", "report", "-o", output)
+        assert result.exit_code == 3, (result.stdout, result.stderr)
+        assert result.stdout == ""
+        [line] = result.stderr.strip().splitlines()
+        assert line.startswith("error: ") and f"{run / 'report.json'}: {problem}" in line, line
+        assert "Traceback" not in result.stderr

@@ -7,8 +7,9 @@ Markdown and a self-contained HTML page.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opsctl.clock import format_rfc3339
 from opsctl.drills.phases import Facts, Observed, Results, Rollback
@@ -39,6 +40,34 @@ from opsctl.drills.report_model import (
 )
 from opsctl.drills.text import duration_text
 
+if TYPE_CHECKING:
+    from opsctl.drills.expectations import Observations
+    from opsctl.drills.scenario import Scenario
+    from opsctl.drills.state import RunState
+
+
+
+class ReportedRun(Protocol):
+    """What the report reads of a drill's run (context.DrillRun; a protocol, since the lifecycle that
+    the run's module imports writes the report)."""
+
+    scenario: Scenario
+    state: RunState
+    mode: str
+    env: Any
+    late_signals: list[str]
+    timeline: list[dict[str, Any]]
+    user_cfg: Any
+
+    @property
+    def env_open(self) -> bool: ...
+
+    def slo_name(self, name: str) -> str: ...
+
+
+__all__ = ["DETECTION_SLACK", "KEY_KINDS", "MEASURES", "SPENT_WARNING", "TARGETS", "action_items", "build_report_data",
+           "duration_text", "key_events", "measured_items", "report_from_state"]
+
 SPENT_WARNING = 0.5  # an action item when one response would spend more than this share of a period's budget
 
 MEASURES = (
@@ -60,7 +89,7 @@ def _fmt(ts: float | None) -> str | None:
 # Data
 
 
-def build_report_data(run, results: Results, outcome: str, exit_code: int, wall_seconds: float) -> DrillReport:
+def build_report_data(run: ReportedRun, results: Results, outcome: str, exit_code: int, wall_seconds: float) -> DrillReport:
     """The embedded and live drill's report, from the phases' results (lifecycle.Results): the
     preflight's facts, the steady state's probes, the method's `Observed`, the judgement's
     verdicts and the rollbacks; `run` gives the scenario, the config and the timeline."""
@@ -74,10 +103,11 @@ def build_report_data(run, results: Results, outcome: str, exit_code: int, wall_
     t0 = obs.t0
     keys: tuple[str, ...] = RUN_KEYS
     sim = None
-    if run.mode == "embedded" and run.env_open and getattr(run.env, "start", None) is not None:
-        sim = Sim(start=_fmt(run.env.start), end=_fmt(run.env.clock.now()),
-                  simulated_seconds=round(run.env.clock.now() - run.env.start, 1),
-                  resimulations=getattr(run.env.world, "simulations", None))
+    start: float | None = getattr(run.env, "start", None)  # the embedded world's simulated start
+    if run.mode == "embedded" and run.env_open and start is not None:
+        sim = Sim(start=_fmt(start), end=_fmt(run.env.clock.now()),
+                  simulated_seconds=round(run.env.clock.now() - start, 1),
+                  resimulations=getattr(getattr(run.env, "world", None), "simulations", None))
         keys += ("sim",)
     measurements = _measurements(obs)
     predicted = prediction(run, seen, Measurements() if measurements is None else measurements)
@@ -115,7 +145,8 @@ def build_report_data(run, results: Results, outcome: str, exit_code: int, wall_
     return report.replace(action_items=tuple(action_items(report)))
 
 
-def report_from_state(state, *, reason: str, rollbacks: list[dict], leftovers: list[str]) -> DrillReport:
+def report_from_state(state: RunState, *, reason: str, rollbacks: list[dict[str, Any]],
+                      leftovers: list[str]) -> DrillReport:
     """The report of an interrupted drill, from what its state file holds."""
     d = state.data
     t0 = d.get("t0")
@@ -133,7 +164,7 @@ def report_from_state(state, *, reason: str, rollbacks: list[dict], leftovers: l
     return report.replace(action_items=tuple(action_items(report)))
 
 
-def _base(state, sc, outcome, exit_code) -> dict[str, Any]:
+def _base(state: RunState, sc: Scenario, outcome: str, exit_code: int) -> dict[str, Any]:
     return {
         "run_id": state.run_id, "mode": state.mode, "outcome": outcome, "exit_code": exit_code,
         "scenario": ScenarioRef(title=sc.title, name=sc.name, path=sc.path, digest=sc.digest,
@@ -142,10 +173,10 @@ def _base(state, sc, outcome, exit_code) -> dict[str, Any]:
     }
 
 
-def _runbook(run) -> str | None:
+def _runbook(run: ReportedRun) -> str | None:
     """The generated runbook this drill rehearses (runbooks/scenario-<name>.md), when there is one."""
     cfg = run.user_cfg
-    path = cfg.path(cfg.runbooks.dir) / f"scenario-{run.scenario.runbook or run.scenario.name}.md"
+    path: Path = cfg.path(cfg.runbooks.dir) / f"scenario-{run.scenario.runbook or run.scenario.name}.md"
     if not path.is_file():
         return None
     try:
@@ -170,12 +201,12 @@ def _timeline(events: list[dict[str, Any]], t0: float | None) -> tuple[Event, ..
                        kind=e["kind"], message=e["message"]) for e in events)
 
 
-def _measurements(obs) -> Measurements | None:
+def _measurements(obs: Observations) -> Measurements | None:
     t0 = obs.t0
     if t0 is None:
         return None
 
-    def since(ts):
+    def since(ts: float | None) -> float | None:
         return None if ts is None else round(ts - t0, 3)
 
     detect = [at for (slo, sev, pair), (at, a) in obs.first_firing.items() if sev == "page" and at >= t0]
@@ -195,7 +226,7 @@ def _measurements(obs) -> Measurements | None:
     )
 
 
-def _charted(run, seen) -> list[str]:
+def _charted(run: ReportedRun, seen: Observed) -> list[str]:
     fired = []
     for (slo, sev, pair), _ in sorted(seen.obs.first_firing.items(), key=lambda kv: kv[1][0]):
         if slo not in fired:
@@ -207,7 +238,7 @@ def _charted(run, seen) -> list[str]:
     return list(dict.fromkeys(order))[:4]
 
 
-def _chart(run, observed) -> Chart | None:
+def _chart(run: ReportedRun, observed: Observed) -> Chart | None:
     t0 = observed.obs.t0
     if t0 is None or not observed.samples:
         return None
@@ -246,7 +277,7 @@ def _chart(run, observed) -> Chart | None:
                  stops=tuple(stops))
 
 
-def _budget(seen) -> Budget | None:
+def _budget(seen: Observed) -> Budget | None:
     meter = seen.meter
     if meter is None or not seen.samples:
         return None

@@ -39,6 +39,8 @@ class Part(Model):
     fields in their order, those in `OPTIONAL` only when set) and what it holds beyond its fields."""
 
     OPTIONAL: ClassVar[frozenset[str]] = frozenset()
+    shape: tuple[str, ...] | None = None  # the keys as written, in order (None: the fields)
+    extra: dict[str, Any] = field(default_factory=dict)  # keys beyond the fields, kept as read
 
     @classmethod
     def parse(cls: type[P], raw: Any, where: str = "") -> P:
@@ -50,15 +52,13 @@ class Part(Model):
         return built
 
     def keys(self) -> tuple[str, ...]:
-        shape: tuple[str, ...] | None = getattr(self, "shape")
-        if shape is not None:
-            return shape
+        if self.shape is not None:
+            return self.shape
         return tuple(n for n in _fields(type(self)) if n not in self.OPTIONAL or getattr(self, n) is not None)
 
     def to_dict(self) -> dict[str, Any]:
-        extra: dict[str, Any] = getattr(self, "extra")
         fields = _fields(type(self))
-        return {k: _plain(getattr(self, k) if k in fields else extra.get(k)) for k in self.keys()}
+        return {k: _plain(getattr(self, k) if k in fields else self.extra.get(k)) for k in self.keys()}
 
 
 def _fields(cls: type) -> tuple[str, ...]:
@@ -129,8 +129,6 @@ class ScenarioRef(Part):
     digest: str | None = None
     description: str = ""
     tags: tuple[str, ...] = ()
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Check(Part):
@@ -141,8 +139,6 @@ class Check(Part):
     ok: bool = False
     status: str | None = None
     message: str = ""
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def shown(self) -> str:
@@ -156,15 +152,11 @@ class Probe(Part):
     tolerance: Any = None
     observed: Any = None
     ok: bool = False
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Hypothesis(Part):
     title: str = ""
     probes: tuple[Probe, ...] = ()
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Event(Part):
@@ -175,8 +167,6 @@ class Event(Part):
     phase: str = ""
     kind: str = ""
     message: str = ""
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Measurements(Part):
@@ -191,8 +181,6 @@ class Measurements(Part):
     time_to_recover: Number | None = None
     acknowledged_by: str | None = None
     escalated_after: Number | None = None
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def seconds(self, key: str) -> Number | None:
         """One of the `time_to_*` measures by name (report.MEASURES, TARGETS)."""
@@ -208,15 +196,11 @@ class AutomationAction(Part):
     detail: str = ""
     dry_run: bool = False
     offset: Number | None = None
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Unmatched(Part):
     at: str | None = None
     alert: str = ""
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Automation(Part):
@@ -225,8 +209,6 @@ class Automation(Part):
     actions: tuple[AutomationAction, ...] = ()
     unmatched: tuple[Unmatched, ...] = ()
     engine: dict[str, Any] | None = None
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Verdict(Part):
@@ -243,8 +225,6 @@ class Verdict(Part):
     seconds: Number | None = None
     detail: str = ""
     reason: str = ""
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def mark(self) -> str:
@@ -265,8 +245,6 @@ class Hop(Part):
     evidence: str = ""
     last_evidence: str = ""
     failed: str | None = None
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Attribution(Part):
@@ -275,8 +253,6 @@ class Attribution(Part):
     backend: str = ""
     hop: str = ""
     seen: str = ""
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Shortened(Part):
@@ -284,39 +260,29 @@ class Shortened(Part):
     was: Any = None
     now: Any = None
     why: str = ""
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class RollbackResult(Part):
     action: str = ""
     status: str = ""
     message: str = ""
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class BudgetRow(Part):
     slo: str = ""
     spent: Number | None = None
     peak_burn_1h: Number | None = None
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Budget(Part):
     basis: str = ""
     period_days: int | None = None
     slos: tuple[BudgetRow, ...] = ()
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class ChartPoint(Part):
     offset: Number = 0
     values: dict[str, dict[str, Any]] = field(default_factory=dict)  # slo -> burn_5m, burn_1h, spent...
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def value(self, slo: str, key: str) -> Number | None:
         v = self.values.get(slo, {}).get(key) if isinstance(self.values.get(slo), dict) else None
@@ -326,15 +292,11 @@ class ChartPoint(Part):
 class Marker(Part):
     offset: Number = 0
     label: str = ""
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Threshold(Part):
     window: str = ""
     factor: Number = 0
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Stop(Part):
@@ -342,8 +304,6 @@ class Stop(Part):
     label: str = ""
     above: Number = 0
     name: str = ""
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Chart(Part):
@@ -356,8 +316,6 @@ class Chart(Part):
     page_factor: Number | None = None
     thresholds: tuple[Threshold, ...] = ()
     stops: tuple[Stop, ...] = ()
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Sim(Part):
@@ -365,8 +323,6 @@ class Sim(Part):
     end: str | None = None
     simulated_seconds: Number = 0
     resimulations: int | None = None
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Phase(Part):
@@ -374,8 +330,6 @@ class Phase(Part):
     status: str = ""
     seconds: Number = 0
     detail: str = ""
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Tier(Part):
@@ -392,8 +346,6 @@ class Tier(Part):
     keep_firing_seconds: Number | None = None
     predicted_seconds: Number | None = None
     why: str = ""
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class PredictedHop(Part):
@@ -405,8 +357,6 @@ class PredictedHop(Part):
     budget_spent: Number | None = None
     predicted_seconds: Number | None = None
     why: str | None = None
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Response(Part):
@@ -420,8 +370,6 @@ class Response(Part):
     delivery_wait_seconds: Number = 0
     policies: tuple[str, ...] = ()
     ticket_category: str | None = None
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class PredictedSlo(Part):
@@ -429,8 +377,6 @@ class PredictedSlo(Part):
     burn: Number | None = None
     bad_share: Number | None = None
     predicted_seconds: Number | None = None
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Prediction(Part):
@@ -453,8 +399,6 @@ class Prediction(Part):
     response: Response | None = None
     no_page: str | None = None
     note: str | None = None
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -515,8 +459,6 @@ class DrillReport(Part):
     action_items: tuple[str, ...] = ()
     phases: tuple[Phase, ...] = ()
     reports: dict[str, str] | None = None
-    shape: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: Any, where: str = "") -> "DrillReport":

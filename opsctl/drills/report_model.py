@@ -15,107 +15,27 @@ Numbers are `int | float`: an integer stays an integer, as JSON had it.
 from __future__ import annotations
 
 import json
-import types
-import typing
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any
 
-from opsctl.errors import NoDataError
-from opsctl.model import Model, field
-
-Number = int | float
-P = TypeVar("P", bound="Part")
+from opsctl.drills.report_burn import (
+    Budget,
+    BudgetRow,
+    Chart,
+    ChartPoint,
+    Marker,
+    PredictedHop,
+    PredictedSlo,
+    Prediction,
+    Response,
+    Stop,
+    Threshold,
+    Tier,
+)
+from opsctl.drills.report_part import Number, Part, ReportUnreadable, _fields
+from opsctl.model import field
 
 VERSION = 1
-
-
-class ReportUnreadable(NoDataError):
-    """A stored report.json that is not a drill report this opsctl reads (exit 3: the run's report
-    is unknown, as when it has none)."""
-
-
-class Part(Model):
-    """A record of the report: typed fields, plus the key order it is written in (`shape`, None: the
-    fields in their order, those in `OPTIONAL` only when set) and what it holds beyond its fields."""
-
-    OPTIONAL: ClassVar[frozenset[str]] = frozenset()
-    shape: tuple[str, ...] | None = None  # the keys as written, in order (None: the fields)
-    extra: dict[str, Any] = field(default_factory=dict)  # keys beyond the fields, kept as read
-
-    @classmethod
-    def parse(cls: type[P], raw: Any, where: str = "") -> P:
-        """A part as stored; a value of the wrong type raises ReportUnreadable naming its key path."""
-        problems: list[str] = []
-        built = _part(cls, raw, where, problems)
-        if problems or built is None:
-            raise ReportUnreadable(problems[0] if problems else f"{where or 'report'}: not a JSON object")
-        return built
-
-    def keys(self) -> tuple[str, ...]:
-        if self.shape is not None:
-            return self.shape
-        return tuple(n for n in _fields(type(self)) if n not in self.OPTIONAL or getattr(self, n) is not None)
-
-    def to_dict(self) -> dict[str, Any]:
-        fields = _fields(type(self))
-        return {k: _plain(getattr(self, k) if k in fields else self.extra.get(k)) for k in self.keys()}
-
-
-def _fields(cls: type) -> tuple[str, ...]:
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = tuple(n for n in getattr(cls, "__dataclass_fields__") if n not in ("shape", "extra"))
-    return names
-
-
-_FIELDS: dict[type, tuple[str, ...]] = {}
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Part):
-        return value.to_dict()
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _part(cls: type[P], raw: Any, path: str, problems: list[str]) -> P | None:
-    if not isinstance(raw, dict):
-        problems.append(f"{path or 'report'}: expected a JSON object, got {type(raw).__name__}")
-        return None
-    hints = _HINTS.get(cls)
-    if hints is None:
-        hints = _HINTS[cls] = typing.get_type_hints(cls)
-    names = _fields(cls)
-    values: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key in names:
-            values[key] = _value(hints[key], value, f"{path}.{key}" if path else key, problems)
-        else:
-            extra[key] = value
-    return cls(**values, shape=tuple(raw), extra=extra)
-
-
-def _value(tp: Any, value: Any, path: str, problems: list[str]) -> Any:
-    from opsctl.model.build import JSON, build_into
-
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType) and type(None) in args:
-        if value is None:
-            return None
-        rest = [a for a in args if a is not type(None)]
-        tp = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]
-        origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if isinstance(tp, type) and issubclass(tp, Part):
-        return _part(tp, value, path, problems)
-    if origin is tuple:
-        if not isinstance(value, list):
-            problems.append(f"{path}: expected an array, got {type(value).__name__}")
-            return ()
-        return tuple(_value(args[0], v, f"{path}[{i}]", problems) for i, v in enumerate(value))
-    return build_into(tp, value, path, problems, JSON)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,56 +188,6 @@ class RollbackResult(Part):
     message: str = ""
 
 
-class BudgetRow(Part):
-    slo: str = ""
-    spent: Number | None = None
-    peak_burn_1h: Number | None = None
-
-
-class Budget(Part):
-    basis: str = ""
-    period_days: int | None = None
-    slos: tuple[BudgetRow, ...] = ()
-
-
-class ChartPoint(Part):
-    offset: Number = 0
-    values: dict[str, dict[str, Any]] = field(default_factory=dict)  # slo -> burn_5m, burn_1h, spent...
-
-    def value(self, slo: str, key: str) -> Number | None:
-        v = self.values.get(slo, {}).get(key) if isinstance(self.values.get(slo), dict) else None
-        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-class Marker(Part):
-    offset: Number = 0
-    label: str = ""
-
-
-class Threshold(Part):
-    window: str = ""
-    factor: Number = 0
-
-
-class Stop(Part):
-    slo: str | None = None
-    label: str = ""
-    above: Number = 0
-    name: str = ""
-
-
-class Chart(Part):
-    """The burn chart's data (svg.burn_chart draws from it alone)."""
-
-    slos: tuple[str, ...] = ()
-    labels: dict[str, str] = field(default_factory=dict)
-    points: tuple[ChartPoint, ...] = ()
-    markers: tuple[Marker, ...] = ()
-    page_factor: Number | None = None
-    thresholds: tuple[Threshold, ...] = ()
-    stops: tuple[Stop, ...] = ()
-
-
 class Sim(Part):
     start: str | None = None
     end: str | None = None
@@ -330,75 +200,6 @@ class Phase(Part):
     status: str = ""
     seconds: Number = 0
     detail: str = ""
-
-
-class Tier(Part):
-    """A page tier's predicted time to fire (prediction.predict)."""
-
-    OPTIONAL = frozenset({"keep_firing_seconds"})
-    alert: str = ""
-    tier: str = ""
-    long: str = ""
-    short: str = ""
-    factor: Number = 0
-    for_seconds: Number = 0
-    interval_seconds: Number | None = None
-    keep_firing_seconds: Number | None = None
-    predicted_seconds: Number | None = None
-    why: str = ""
-
-
-class PredictedHop(Part):
-    """A hop's measured time beside its prediction (embedded: and the budget spent by then)."""
-
-    OPTIONAL = frozenset({"predicted_seconds", "why"})
-    hop: str = ""
-    seconds: Number | None = None
-    budget_spent: Number | None = None
-    predicted_seconds: Number | None = None
-    why: str | None = None
-
-
-class Response(Part):
-    """The hops after detection, predicted from the config and the policy (prediction.response_hops)."""
-
-    alert: str = ""
-    tier: str = ""
-    labels: dict[str, str] = field(default_factory=dict)
-    cause: str = ""
-    page_wait_seconds: Number = 0
-    delivery_wait_seconds: Number = 0
-    policies: tuple[str, ...] = ()
-    ticket_category: str | None = None
-
-
-class PredictedSlo(Part):
-    slo: str = ""
-    burn: Number | None = None
-    bad_share: Number | None = None
-    predicted_seconds: Number | None = None
-
-
-class Prediction(Part):
-    """The burn-rate maths beside what happened (drills/prediction.py): embedded and live from the
-    fault's measured burn, a chain drill from the fault (`group_wait_seconds`, `slos`, `no_page`)."""
-
-    OPTIONAL = frozenset({"bad_share", "group_wait_seconds", "predicted_page_seconds", "slos", "response",
-                          "no_page", "note"})
-    slo: str = ""
-    burn: Number | None = None
-    bad_share: Number | None = None
-    burn_basis: str = ""
-    tiers: tuple[Tier, ...] = ()
-    group_wait_seconds: Number | None = None
-    predicted_detection_seconds: Number | None = None
-    predicted_page_seconds: Number | None = None
-    measured_detection_seconds: Number | None = None
-    slos: tuple[PredictedSlo, ...] | None = None
-    hops: tuple[PredictedHop, ...] = ()
-    response: Response | None = None
-    no_page: str | None = None
-    note: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -517,3 +318,9 @@ def read_report(path: Path) -> DrillReport:
     except ReportUnreadable as exc:
         raise ReportUnreadable(f"{path}: not a drill report: {exc.message}") from exc
 
+
+__all__ = ["Attribution", "Automation", "AutomationAction", "Budget", "BudgetRow", "Chart", "ChartPoint", "Check",
+           "DrillReport", "EMPTY_AS_NONE", "Event", "Hop", "Hypothesis", "INTERRUPTED_KEYS", "Marker", "Measurements",
+           "Number", "Part", "Phase", "PredictedHop", "PredictedSlo", "Prediction", "Probe", "RUN_KEYS", "ReportUnreadable",
+           "Response", "RollbackResult", "ScenarioRef", "Shortened", "Sim", "Stop", "Threshold", "Tier", "Unmatched",
+           "VERSION", "Verdict", "read_report"]

@@ -25,7 +25,7 @@ def traffic_status(cfg: "Config", now: float) -> dict[str, Any]:
     order = list(cfg.backends)
     actuator = open_actuator(cfg)
     stored = actuator.read()
-    last = newest_first(stored.record or {})[:1]
+    last = newest_first(stored.record)[:1]
     store = open_state_store(cfg)
     calendar = FreezeCalendar(cfg.freezes)
     active = calendar.active(now)
@@ -38,9 +38,9 @@ def traffic_status(cfg: "Config", now: float) -> dict[str, Any]:
         "note": stored.note,
         "corrupt": stored.corrupt or None,
         "last_change": _last_change(last[0].to_dict()) if last else None,
-        "open_failovers": [{"incident": incident, "saved": f.get("saved"), "since": f.get("opened_at"),
-                            "actor": f.get("actor"), "after": f.get("after")}
-                           for incident, f in sorted((stored.record or {}).get("failovers", {}).items())],
+        "open_failovers": [{"incident": incident, "saved": f.saved, "since": f.opened_at, "actor": f.actor,
+                            "after": f.after}
+                           for incident, f in sorted(stored.record.failovers.items() if stored.record else ())],
         "state_backend": store.backend,
         "freezes_active": [s.to_dict() for s in active],
         "next_freeze": upcoming[0].to_dict() if upcoming else None,
@@ -77,7 +77,7 @@ def _shadow_object(cfg: "Config", order: list[str]) -> dict[str, Any] | None:
         return {"actuator": cfg.traffic.shadow_actuator, "target": None, "version": None, "mirror": None,
                 "split": None, "note": None, "corrupt": None, "last_change": None, "error": exc.message}
     split = stored.split
-    last = newest_first(stored.record or {})[:1]
+    last = newest_first(stored.record)[:1]
     return {"actuator": actuator.kind, "target": actuator.target, "version": stored.version,
             "mirror": {b: split.shadow_of(b) for b in order if split.shadow_of(b)} if split else None,
             "split": split.to_dict(order) if split else None, "note": stored.note, "corrupt": stored.corrupt or None,

@@ -309,8 +309,8 @@ def reflap_hold(record: "ChangeRecord | None", backend: str, hold_down: float, n
         return None
     failovers: dict[str, float] = {}
     for entry in newest_first(record):
-        moved_away = (entry.before or {}).get("weights", {}).get(backend, 0) > (entry.after or {}).get(
-            "weights", {}).get(backend, 0)
+        before, after = entry.before_split, entry.after_split
+        moved_away = (before.weight(backend) if before else 0) > (after.weight(backend) if after else 0)
         if entry.action == "failover" and entry.outcome == "applied" and moved_away and entry.ts >= now - REFLAP_WINDOW:
             failovers.setdefault(entry.operation or entry.id, entry.ts)
     earlier = len(failovers) - 1

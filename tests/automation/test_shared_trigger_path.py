@@ -68,7 +68,7 @@ def test_the_trigger_episode_path_is_one_put_per_write_and_one_owner_read(kube_a
     a.record_intent("page", "opsctl-automation-availability-databricks", "failed over")
     a.record_action(ActionRecord(action="page", status="applied", detail="inc-1", **common))
     episode = start.episode
-    episode.failover, episode.owned, episode.incident = "applied", True, "inc-1"
+    episode = episode.changed(failover="applied", owned=True, incident="inc-1")
     a.save(episode)
 
     # Before: five read-modify-writes (GET, PUT each) and the owner read, 11 requests; now 6.
@@ -88,8 +88,8 @@ def test_an_idle_minute_of_restore_checks_reads_the_document_once_every_refresh(
     a = leader(kube_api, tmp_path, clock)
     if pending:  # a restore waits out an hour's hold-down: nothing is due within the minute
         a.begin_firing("availability", "f1", "databricks", STARTS, failover=True)
-        episode = a.get(next(iter(a._read()["episodes"])))
-        episode.failover, episode.owned = "applied", True
+        episode = a.get(next(iter(a._read().episodes)))
+        episode = episode.changed(failover="applied", owned=True)
         a.save(episode)
         assert a.begin_resolved("availability", "f1", "databricks", STARTS, restores=True, hold_down=3600,
                                 because=lambda e: "resolved")[1] == "restore_pending"
@@ -113,7 +113,7 @@ def test_a_restore_another_replica_made_pending_is_claimed_within_refresh(kube_a
     b = leader(kube_api, tmp_path, clock, owner="serve-b", term=2)  # the leader before a
     assert a.claim_due_restore() is None  # a's fresh read: nothing pending
     start = b.begin_firing("availability", "f1", "databricks", STARTS, failover=True)
-    start.episode.failover, start.episode.owned = "applied", True
+    start.episode = start.episode.changed(failover="applied", owned=True)
     b.save(start.episode)
     b.begin_resolved("availability", "f1", "databricks", STARTS, restores=True, hold_down=0,
                      because=lambda e: "resolved")

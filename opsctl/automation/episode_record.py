@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any, Callable, Mapping
+from dataclasses import MISSING
+from typing import Any, Callable, Mapping, TypeVar
 
 from opsctl.errors import NoDataError
 from opsctl.model import Model, field
@@ -35,23 +36,23 @@ class MalformedEpisode(NoDataError):
 
 
 # -- the typed checks of a stored value (one home, so every record reads alike) -----------------------
+# A key's check is the set of JSON types its value may have (by exact type: a bool is no number);
+# the whole document is read on every read of it, so this stays a set lookup per key.
+
+Spec = tuple[frozenset[type], str]
+TEXT: Spec = (frozenset((str,)), "a string")
+NUMBER: Spec = (frozenset((int, float)), "a number")
+OPT_TEXT: Spec = (frozenset((str, type(None))), "a string or null")
+OPT_NUMBER: Spec = (frozenset((int, float, type(None))), "a number or null")
+INTEGER: Spec = (frozenset((int,)), "an integer")
+BOOL: Spec = (frozenset((bool,)), "true or false")
+OBJECT: Spec = (frozenset((dict,)), "an object")
+ARRAY: Spec = (frozenset((list,)), "an array")
 
 
-def _text(value: Any) -> bool:
-    return type(value) is str
-
-
-def _number(value: Any) -> bool:
-    return type(value) in (int, float)
-
-
-def _opt(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
-    return lambda value: value is None or check(value)
-
-
-def _read(raw: Any, what: str, keys: Mapping[str, tuple[Callable[[Any], bool], str]],
-          required: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any], frozenset[str]]:
-    """(known values, extra keys, absent optional keys) of one stored entry; MalformedEpisode otherwise."""
+def _read(raw: Any, what: str, keys: Mapping[str, Spec],
+          required: frozenset[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(known values, extra keys) of one stored entry; MalformedEpisode otherwise."""
     if type(raw) is not dict:
         raise MalformedEpisode(f"{what}: expected an object, got {type(raw).__name__}")
     values: dict[str, Any] = {}
@@ -61,28 +62,52 @@ def _read(raw: Any, what: str, keys: Mapping[str, tuple[Callable[[Any], bool], s
         if spec is None:
             if key == "version":
                 if type(value) is not int:
-                    raise MalformedEpisode(f"{what}: version: expected an integer")
+                    raise MalformedEpisode(f"{what}: version: expected an integer, got {type(value).__name__}")
                 values["version"] = value
             else:
                 extra[key] = value
-            continue
-        check, expected = spec
-        if not check(value):
-            raise MalformedEpisode(f"{what}: {key}: expected {expected}, got {type(value).__name__}")
-        values[key] = value
-    missing = [k for k in required if k not in values]
-    if missing:
+        elif type(value) in spec[0]:
+            values[key] = value
+        else:
+            raise MalformedEpisode(f"{what}: {key}: expected {spec[1]}, got {type(value).__name__}")
+    if not required.issubset(values):
+        missing = [k for k in keys if k in required and k not in values]
         raise MalformedEpisode(f"{what}: {', '.join(missing)}: required, missing")
-    return values, extra, frozenset(k for k in keys if k not in raw)
+    return values, extra
+
+
+R = TypeVar("R", bound=Model)
+
+
+def _made(cls: type[R], values: dict[str, Any]) -> R:
+    """A record from values `_read` checked, without Model.__init__'s generic loop over the fields
+    (the document is read whole, on every read): the defaults, then the values (these records
+    have no coercion and no __post_init__; a field with a default factory is given, or made here)."""
+    record = object.__new__(cls)
+    state = record.__dict__
+    defaults = _DEFAULTS.get(cls)
+    if defaults is None:
+        defaults = _DEFAULTS[cls] = {n: f.default for n, f in cls.__dataclass_fields__.items()
+                                     if f.default is not MISSING}
+    state.update(defaults)
+    state.update(values)
+    if len(state) < len(cls.__dataclass_fields__):
+        for name, f in cls.__dataclass_fields__.items():
+            if name not in state:
+                if f.default_factory is MISSING:
+                    raise TypeError(f"{cls.__name__}: {name} is required")
+                state[name] = f.default_factory()
+    return record
+
+
+_DEFAULTS: dict[type, dict[str, Any]] = {}
 
 
 # -- an action's entry on its episode ------------------------------------------------------------------
 
 
-_ENTRY_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "at": (_number, "a number"), "action": (_text, "a string"), "status": (_text, "a string"),
-    "by": (_text, "a string"), "detail": (_text, "a string"),
-}
+_ENTRY_KEYS: dict[str, Spec] = {"at": NUMBER, "action": TEXT, "status": TEXT, "by": TEXT, "detail": TEXT}
+_ENTRY_REQUIRED = frozenset(_ENTRY_KEYS)
 
 
 class ActionEntry(Model):
@@ -100,8 +125,9 @@ class ActionEntry(Model):
 
     @classmethod
     def from_stored(cls, raw: Any, what: str = "action entry") -> "ActionEntry":
-        values, extra, _ = _read(raw, what, _ENTRY_KEYS, tuple(_ENTRY_KEYS))
-        return cls(**values, extra=extra)
+        values, extra = _read(raw, what, _ENTRY_KEYS, _ENTRY_REQUIRED)
+        values["extra"] = extra
+        return _made(cls, values)
 
     def stored(self) -> dict[str, Any]:
         out: dict[str, Any] = {"at": self.at, "action": self.action, "status": self.status, "by": self.by,
@@ -116,37 +142,18 @@ class ActionEntry(Model):
 
 
 def _state(value: Any) -> bool:
-    return value in STATES and type(value) is str
+    return type(value) is str and value in STATES
 
 
-def _saved(value: Any) -> bool:
-    return type(value) is dict
-
-
-def _actions(value: Any) -> bool:
-    return type(value) is list
-
-
-def _bool(value: Any) -> bool:
-    return type(value) is bool
-
-
-def _int(value: Any) -> bool:
-    return type(value) is int
-
-
-_OPT_TEXT = (_opt(_text), "a string or null")
-_OPT_NUMBER = (_opt(_number), "a number or null")
 # The keys of an episode's entry in the shared document (its id is the entry's name), with their checks.
-_STORED_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "policy": (_text, "a string"), "target": (_text, "a string"), "key": (_text, "a string"),
-    "state": (_state, f"one of {', '.join(STATES)}"), "opened_at": (_number, "a number"),
-    "incident": _OPT_TEXT, "ticket": _OPT_TEXT, "failover": _OPT_TEXT, "owned": (_bool, "true or false"),
-    "saved": (_saved, "an object"), "restore_due": _OPT_NUMBER, "restore_refusals": (_int, "an integer"),
-    "owner": _OPT_TEXT, "lease_until": _OPT_NUMBER, "closed_at": _OPT_NUMBER, "closed_because": _OPT_TEXT,
-    "actions": (_actions, "an array"),
+_STORED_KEYS: dict[str, Spec] = {
+    "policy": TEXT, "target": TEXT, "key": TEXT, "state": TEXT, "opened_at": NUMBER, "incident": OPT_TEXT,
+    "ticket": OPT_TEXT, "failover": OPT_TEXT, "owned": BOOL, "saved": OBJECT, "restore_due": OPT_NUMBER,
+    "restore_refusals": INTEGER, "owner": OPT_TEXT, "lease_until": OPT_NUMBER, "closed_at": OPT_NUMBER,
+    "closed_because": OPT_TEXT, "actions": ARRAY,
 }
-_REQUIRED = ("policy", "target", "state", "opened_at")
+_OPTIONAL = frozenset(_STORED_KEYS)
+_REQUIRED = frozenset(("policy", "target", "state", "opened_at"))
 # The SQLite `episodes` table's columns (but `id`), as `columns()` gives them back.
 COLUMNS = ("policy", "target", "key", "state", "opened_at", "incident", "ticket", "failover", "owned", "saved",
            "restore_due", "restore_refusals", "owner", "lease_until", "closed_at", "closed_because")
@@ -187,10 +194,15 @@ class Episode(Model):
 
     def changed(self, **fields: Any) -> "Episode":
         """This episode with `fields` set (each now written, as the dict's update wrote it)."""
-        from dataclasses import replace
-
-        unset = self.unset - fields.keys() if self.unset else self.unset
-        return replace(self, **fields, unset=unset)
+        if not _EPISODE_FIELDS.issuperset(fields):
+            raise TypeError(f"Episode has no field {next(k for k in fields if k not in _EPISODE_FIELDS)!r}")
+        changed = object.__new__(Episode)
+        state = changed.__dict__
+        state.update(self.__dict__)
+        state.update(fields)  # the fields are the model's own (no coercion, no __post_init__)
+        if self.unset:
+            state["unset"] = self.unset.difference(fields)
+        return changed
 
     @property
     def traffic_moved(self) -> bool:
@@ -216,13 +228,17 @@ class Episode(Model):
     def from_stored(cls, ident: str, raw: Any) -> "Episode":
         """The entry `ident` of `serve-episodes` as stored; MalformedEpisode (one line) when it does not read."""
         what = f"episode {ident}"
-        values, extra, unset = _read(raw, what, _STORED_KEYS, _REQUIRED)
-        actions = values.pop("actions", None)
+        values, extra = _read(raw, what, _STORED_KEYS, _REQUIRED)
+        if not _state(values["state"]):
+            raise MalformedEpisode(f"{what}: state: expected one of {', '.join(STATES)}, got {str(values['state'])[:40]!r}")
+        actions = values.get("actions")
         if actions is not None:
             values["actions"] = tuple(ActionEntry.from_stored(a, f"{what}: actions[{i}]") for i, a in enumerate(actions))
         if "key" not in values:
             values["key"] = ident  # an entry from before episode keys is named by its id
-        return cls(id=ident, **values, unset=unset, extra=extra)
+        unset = _OPTIONAL.difference(raw)
+        values.update(id=ident, unset=unset, extra=extra)
+        return _made(cls, values)
 
     def stored(self) -> dict[str, Any]:
         """The entry as the shared document keeps it (its id is the entry's name)."""
@@ -281,13 +297,14 @@ class Episode(Model):
                 "owned": int(self.owned), "saved": json.dumps(self.saved, sort_keys=True)}
 
 
+_EPISODE_FIELDS = frozenset(Episode.__dataclass_fields__)
+
+
 # -- what the shared document holds beside the episodes --------------------------------------------------
 
 
-_ALERT_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "policy": (_text, "a string"), "target": (_text, "a string"), "starts_at": (_text, "a string"),
-    "status": (_text, "a string"), "updated_at": (_number, "a number"),
-}
+_ALERT_KEYS: dict[str, Spec] = {"policy": TEXT, "target": TEXT, "starts_at": TEXT, "status": TEXT, "updated_at": NUMBER}
+_ALERT_REQUIRED = frozenset(_ALERT_KEYS)
 
 
 class AlertState(Model):
@@ -304,8 +321,9 @@ class AlertState(Model):
 
     @classmethod
     def from_stored(cls, raw: Any, what: str = "alert") -> "AlertState":
-        values, extra, _ = _read(raw, what, _ALERT_KEYS, tuple(_ALERT_KEYS))
-        return cls(**values, extra=extra)
+        values, extra = _read(raw, what, _ALERT_KEYS, _ALERT_REQUIRED)
+        values["extra"] = extra
+        return _made(cls, values)
 
     def stored(self) -> dict[str, Any]:
         out: dict[str, Any] = {"policy": self.policy, "target": self.target, "starts_at": self.starts_at,
@@ -316,10 +334,8 @@ class AlertState(Model):
         return out
 
 
-_INTENT_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "action": (_text, "a string"), "term": _OPT_TEXT, "at": (_number, "a number"), "by": (_text, "a string"),
-    "detail": (_text, "a string"),
-}
+_INTENT_KEYS: dict[str, Spec] = {"action": TEXT, "term": OPT_TEXT, "at": NUMBER, "by": TEXT, "detail": TEXT}
+_INTENT_REQUIRED = frozenset(("action", "at", "by", "detail"))
 
 
 class Intent(Model):
@@ -335,9 +351,9 @@ class Intent(Model):
 
     @classmethod
     def from_stored(cls, raw: Any, what: str = "intent") -> "Intent":
-        values, extra, _ = _read(raw, what, _INTENT_KEYS, ("action", "at", "by", "detail"))
-        values.setdefault("term", None)
-        return cls(**values, extra=extra)
+        values, extra = _read(raw, what, _INTENT_KEYS, _INTENT_REQUIRED)
+        values["extra"] = extra
+        return _made(cls, values)
 
     def stored(self) -> dict[str, Any]:
         out: dict[str, Any] = {"action": self.action, "term": self.term, "at": self.at, "by": self.by,
@@ -395,7 +411,7 @@ class EpisodesDocument(Model):
         for key, raw in data.items():
             reader = _READERS.get(key)
             if reader is None:
-                if key == "term" and _opt(_text)(raw):
+                if key == "term" and type(raw) in OPT_TEXT[0]:
                     values["term"] = raw
                 elif key == "version" and type(raw) is int:
                     values["version"] = raw

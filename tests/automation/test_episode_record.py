@@ -155,7 +155,7 @@ def test_what_a_newer_writer_added_is_kept_and_its_version_written_back():
 
 
 @pytest.mark.parametrize("field, value, problem", [
-    ("state", "halfway", "state: expected one of open, restore_pending, restoring, closed, got str"),
+    ("state", "halfway", "state: expected one of open, restore_pending, restoring, closed, got 'halfway'"),
     ("opened_at", "yesterday", "opened_at: expected a number, got str"),
     ("owned", 1, "owned: expected true or false, got int"),
     ("saved", [80, 20], "saved: expected an object, got list"),
@@ -282,4 +282,6 @@ def test_an_episode_is_frozen_and_a_change_is_a_new_record():
         episode.incident = "inc-1"  # type: ignore[misc]
     changed = episode.changed(incident="inc-1")
     assert (episode.incident, changed.incident) == (None, "inc-1")
+    with pytest.raises(TypeError):
+        episode.changed(incidnet="inc-1")
     assert changed.unset == {"ticket"} and "incident" in changed.stored() and "ticket" not in changed.stored()

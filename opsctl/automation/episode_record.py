@@ -55,6 +55,11 @@ def _read(raw: Any, what: str, keys: Mapping[str, Spec],
     """(known values, extra keys) of one stored entry; MalformedEpisode otherwise."""
     if type(raw) is not dict:
         raise MalformedEpisode(f"{what}: expected an object, got {type(raw).__name__}")
+    if raw.keys() == keys.keys():  # as this code writes it: every key known, none missing
+        for key, value in raw.items():
+            if type(value) not in keys[key][0]:
+                raise MalformedEpisode(f"{what}: {key}: expected {keys[key][1]}, got {type(value).__name__}")
+        return dict(raw), {}
     values: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for key, value in raw.items():

@@ -253,16 +253,19 @@ class EpisodeStore:
         """Leases belong to one thread: the restore scheduler and a worker in one process exclude each other."""
         return f"{self.owner}:{threading.get_ident()}"
 
-    def lease(self, conn: sqlite3.Connection, episode_id: int | str) -> None:
+    def lease(self, conn: sqlite3.Connection, episode_id: int | str) -> tuple[str, float]:
+        """Take the episode's lease for this worker; returns (owner, until) as written."""
         now = self.clock()
         me = self._me()
+        until = now + self.lease_seconds
         cur = conn.execute(
             "UPDATE episodes SET owner = ?, lease_until = ? WHERE id = ?"
             " AND (owner IS NULL OR owner = ? OR lease_until IS NULL OR lease_until < ?)",
-            (me, now + self.lease_seconds, episode_id, me, now),
+            (me, until, episode_id, me, now),
         )
         if cur.rowcount != 1:
             raise Busy(f"episode {episode_id} is being acted on by another worker")
+        return me, until
 
     def update(self, episode_id: int | str, conn: sqlite3.Connection | None = None, **fields: object) -> None:
         if not fields:
@@ -349,7 +352,8 @@ class EpisodeStore:
                 return None
             episode = self.open_episode(conn, policy, target) or self.create_episode(
                 conn, policy, target, episode_key(policy, target, fingerprint, starts_at))
-            self.lease(conn, episode.id)
+            owner, until = self.lease(conn, episode.id)
+            episode = episode.changed(owner=owner, lease_until=until)
             cancelled = episode.state == "restore_pending"
             if cancelled:
                 self.update(episode.id, conn, state="open", restore_due=None)

@@ -218,3 +218,17 @@ def test_actions_are_recorded_and_filtered_with_long_details_bounded(store):
     first = store.actions()[0]
     assert len(first.detail) == 2000 and first.finished_at == 3.0 and first.dry_run is False
     store.check()
+
+
+def test_the_local_store_never_says_a_busy_episode_is_held_here(store):
+    """One process keeps the SQLite episodes and its Busy names no holder, so a worker never waits
+    for a sibling here (service._handle asks every store the same question)."""
+    held = store.begin_firing("p", "fp1", "databricks", T0).episode
+    import threading
+
+    other = threading.Thread(target=lambda: pytest.raises(Busy, store.begin_firing, "p", "fp2", "databricks", T0))
+    other.start()
+    other.join(10)
+    assert held.owner == f"replica-a:1:{threading.get_ident()}"
+    assert store.held_here(held.owner) is False and store.held_here(None) is False
+    assert store.held_here("replica-a:1:12345") is False

@@ -22,7 +22,8 @@ The trigger path is short (issue 22): every write starts from the document as th
 read or wrote it (one PUT, no read first), re-reading only when the compare-and-swap says it moved
 (a 409) or the change finds nothing to do on what it remembers; the fence, the term stamp and the
 owner checks run on whatever the write starts from, and the compare-and-swap makes that the stored
-version. The maintenance thread's restore check (`claim_due_restore`, every 0.25 s) answers from
+version; a read that finds the version this replica holds keeps its typed document (nothing is
+parsed again). The maintenance thread's restore check (`claim_due_restore`, every 0.25 s) answers from
 what this replica last saw while that is younger than REFRESH seconds and shows nothing due, so an
 idle leader reads the document once every REFRESH seconds instead of four times a second.
 """
@@ -116,7 +117,11 @@ class SharedEpisodeStore:
 
     def _read(self) -> EpisodesDocument:
         doc = self.store.get(EPISODES)
-        typed = self._parse(doc.data if doc else None)
+        known = self._known
+        if doc is not None and known is not None and doc.version == known[0]:
+            typed = known[1]  # the version this replica last read or wrote: the same document, typed already
+        else:
+            typed = self._parse(doc.data if doc else None)
         self._remember(doc, typed)
         return typed
 

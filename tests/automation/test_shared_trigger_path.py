@@ -168,3 +168,21 @@ def test_a_lease_seen_held_in_a_stale_version_is_read_again_before_busy(kube_api
     again = a.begin_firing("availability", "f2", "databricks", STARTS)
     assert again is not None and again.episode.id == start.episode.id
     assert kube_store(kube_api).get(EPISODES).data["episodes"][start.episode.id]["owner"] == a.holder()
+
+
+def test_a_read_finding_the_version_this_replica_last_wrote_keeps_its_typed_document(kube_api, tmp_path):
+    """The owner check right after begin_firing reads the document this replica just wrote: the
+    same version, so the typed document it holds answers (one GET, nothing parsed again); a version
+    another replica wrote is read afresh."""
+    seeded(kube_api)
+    clock = SimClock(1000)
+    a = leader(kube_api, tmp_path, clock)
+    start = a.begin_firing("availability", "f1", "databricks", STARTS, failover=True)
+    kept = a._read()
+    before = len(kube_api.requests)
+    assert a._read() is kept and a.owns(start.episode.key)
+    assert on_episodes(kube_api, before) == ["GET", "GET"]
+    other = leader(kube_api, tmp_path, clock, owner="serve-b", term=3)
+    other.record_intent("ticket", "t-9")  # another writer: a new version
+    fresh = a._read()
+    assert fresh is not kept and "ticket:t-9" in fresh.intents and start.episode.id in fresh.episodes

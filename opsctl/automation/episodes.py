@@ -14,15 +14,19 @@ event from an earlier firing never reopens or resolves a later one.
 
 from __future__ import annotations
 
-import json
+import logging
 import sqlite3
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable, Protocol
 
+from opsctl.automation.episode_record import OPEN_STATES, ActionEntry, Episode, MalformedEpisode
 from opsctl.automation.idempotency import Database, default_owner, event_key
+from opsctl.errors import NoDataError
 from opsctl.model import Model
+
+log = logging.getLogger("opsctl.automation")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS alert_state (
@@ -72,7 +76,6 @@ CREATE TABLE IF NOT EXISTS actions (
 CREATE INDEX IF NOT EXISTS actions_by_policy ON actions (policy, action);
 """
 
-OPEN_STATES = ("open", "restore_pending", "restoring")
 DETAIL_STORED = 2000  # characters of an action's detail the local record keeps
 DETAIL_SHARED = 160  # characters of it an episode's entry in the shared document keeps
 
@@ -113,58 +116,16 @@ class ActionRecord(Model):
                    dry_run=bool(row["dry_run"]), started_at=row["started_at"], finished_at=row["finished_at"],
                    event_key=row["event_key"], episode=row["episode"], received_at=row["received_at"])
 
-    def episode_entry(self, by: str) -> dict[str, object]:
+    def episode_entry(self, by: str) -> ActionEntry:
         """The entry its episode keeps in the shared document: when, what, how it ended, who."""
-        return {"at": self.finished_at, "action": self.action, "status": self.status, "by": by,
-                "detail": self.detail[:DETAIL_SHARED]}
+        return ActionEntry(at=self.finished_at, action=self.action, status=self.status, by=by,
+                           detail=self.detail[:DETAIL_SHARED])
 
 
 def episode_key(policy: str, target: str, fingerprint: str, starts_at: str) -> str:
     """An episode's name from the alert that opened it, the same on every replica (never a counter):
     pager dedup keys and ticket idempotency keys derive from it."""
     return event_key("episode", policy, target, fingerprint, starts_at)[:20]
-
-
-@dataclass
-class Episode:
-    id: int | str
-    policy: str
-    target: str
-    state: str
-    opened_at: float
-    incident: str | None
-    ticket: str | None
-    failover: str | None
-    owned: bool
-    restore_due: float | None
-    restore_refusals: int
-    saved: dict[str, Any] = field(default_factory=dict)
-    key: str = ""
-
-    @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "Episode":
-        return cls(row["id"], row["policy"], row["target"], row["state"], row["opened_at"], row["incident"],
-                   row["ticket"], row["failover"], bool(row["owned"]), row["restore_due"], row["restore_refusals"],
-                   json.loads(row["saved"]) if row["saved"] else {}, row["key"] or str(row["id"]))
-
-    def fields(self) -> dict[str, Any]:
-        """What acting on the episode changes, as saved when the worker lets go of it."""
-        return {"incident": self.incident, "ticket": self.ticket, "failover": self.failover,
-                "owned": int(self.owned), "saved": json.dumps(self.saved, sort_keys=True)}
-
-    @property
-    def traffic_moved(self) -> bool:
-        return self.failover in ("applied", "dry_run") and self.owned
-
-    @property
-    def failover_unrecorded(self) -> bool:
-        """Its failover was started but its result never saved (the worker was fenced or died between
-        the split write and the episode save): the traffic may have moved; the change record knows."""
-        return self.failover == "started"
-
-    @property
-    def may_have_moved_traffic(self) -> bool:
-        return self.traffic_moved or self.failover_unrecorded
 
 
 class Busy(Exception):
@@ -191,14 +152,38 @@ class FiringStart:
 FAILOVER_DONE = ("applied", "noop", "dry_run")
 
 
-def mark_failover_started(episode: Episode) -> bool:
+def mark_failover_started(episode: Episode) -> tuple[Episode, bool]:
     """Before acting: the episode says its failover is under way (so a successor knows it was started).
-    Returns whether an earlier attempt had started it already."""
+    Returns it so, and whether an earlier attempt had started it already."""
     if episode.failover in FAILOVER_DONE:
-        return False
-    resumed = episode.failover == "started"
-    episode.failover = "started"
-    return resumed
+        return episode, False
+    return episode.changed(failover="started"), episode.failover == "started"
+
+
+class Episodes(Protocol):
+    """The episode store as the policy engine and the service use it: `EpisodeStore` (SQLite, one
+    process) or `shared.SharedEpisodeStore` (the shared document, team mode). Episodes come back
+    typed (`Episode`) and go back typed."""
+
+    def begin_firing(self, policy: str, fingerprint: str, target: str, starts_at: str, *,
+                     failover: bool = False) -> FiringStart | None: ...
+    def save(self, episode: Episode) -> None: ...
+    def begin_resolved(self, policy: str, fingerprint: str, target: str, starts_at: str, *, restores: bool,
+                       hold_down: float, because: Callable[[Episode], str]) -> tuple[Episode, str] | None: ...
+    def by_incident(self, keys: list[str]) -> Episode | None: ...
+    def claim_due_restore(self) -> Episode | None: ...
+    def end_restore(self, episode: Episode, *, closed_because: str | None, retry_at: float | None = None) -> None: ...
+    def close_episode(self, episode: Episode, because: str) -> None: ...
+    def episodes(self, *, open_only: bool = False) -> list[Episode]: ...
+    def record_action(self, record: ActionRecord) -> None: ...
+    def actions(self, *, policy: str | None = None, action: str | None = None) -> list[ActionRecord]: ...
+    def recover(self, *, all_others: bool = False) -> int: ...
+    def check(self) -> None: ...
+
+    def held_here(self, holder: str | None) -> bool:
+        """Whether a Busy episode's `holder` is another thread of this replica, which lets go within
+        this process's own bounded steps (so a worker may wait for it rather than hand its event back)."""
+        ...
 
 
 class EpisodeStore:
@@ -255,22 +240,32 @@ class EpisodeStore:
 
     def get(self, episode_id: int | str, conn: sqlite3.Connection | None = None) -> Episode:
         conn = conn or self.db.conn
-        return Episode.from_row(conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone())
+        row = conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+        if row is None:
+            raise NoDataError(f"episode {episode_id}: no such episode")
+        return Episode.from_row(row)
+
+    def held_here(self, holder: str | None) -> bool:
+        """Never: one process keeps these episodes, and a Busy here does not name its holder."""
+        return False
 
     def _me(self) -> str:
         """Leases belong to one thread: the restore scheduler and a worker in one process exclude each other."""
         return f"{self.owner}:{threading.get_ident()}"
 
-    def lease(self, conn: sqlite3.Connection, episode_id: int | str) -> None:
+    def lease(self, conn: sqlite3.Connection, episode_id: int | str) -> tuple[str, float]:
+        """Take the episode's lease for this worker; returns (owner, until) as written."""
         now = self.clock()
         me = self._me()
+        until = now + self.lease_seconds
         cur = conn.execute(
             "UPDATE episodes SET owner = ?, lease_until = ? WHERE id = ?"
             " AND (owner IS NULL OR owner = ? OR lease_until IS NULL OR lease_until < ?)",
-            (me, now + self.lease_seconds, episode_id, me, now),
+            (me, until, episode_id, me, now),
         )
         if cur.rowcount != 1:
             raise Busy(f"episode {episode_id} is being acted on by another worker")
+        return me, until
 
     def update(self, episode_id: int | str, conn: sqlite3.Connection | None = None, **fields: object) -> None:
         if not fields:
@@ -335,8 +330,16 @@ class EpisodeStore:
         return due
 
     def episodes(self, *, open_only: bool = False) -> list[Episode]:
+        """Every episode (or the open ones), oldest first; a row that does not read is left out, its
+        problem logged in one line (MalformedEpisode), so one bad row never stops the others."""
         sql = "SELECT * FROM episodes" + (" WHERE state != 'closed'" if open_only else "") + " ORDER BY id"
-        return [Episode.from_row(r) for r in self.db.conn.execute(sql).fetchall()]
+        out = []
+        for row in self.db.conn.execute(sql).fetchall():
+            try:
+                out.append(Episode.from_row(row))
+            except MalformedEpisode as exc:
+                log.warning("episodes: %s (left out)", exc.message)
+        return out
 
     # -- what the policy engine does, each in one transaction ----------------------------------
 
@@ -349,12 +352,15 @@ class EpisodeStore:
                 return None
             episode = self.open_episode(conn, policy, target) or self.create_episode(
                 conn, policy, target, episode_key(policy, target, fingerprint, starts_at))
-            self.lease(conn, episode.id)
+            owner, until = self.lease(conn, episode.id)
+            episode = episode.changed(owner=owner, lease_until=until)
             cancelled = episode.state == "restore_pending"
             if cancelled:
                 self.update(episode.id, conn, state="open", restore_due=None)
-                episode.state = "open"
-            resumed = failover and mark_failover_started(episode)
+                episode = episode.changed(state="open", restore_due=None)
+            resumed = False
+            if failover:
+                episode, resumed = mark_failover_started(episode)
             if failover and episode.failover == "started":
                 self.update(episode.id, conn, failover="started")
             return FiringStart(episode, cancelled, {e.target for e in self.other_moved(conn, episode)}, resumed)
@@ -421,3 +427,7 @@ class EpisodeStore:
         if action:
             sql, args = sql + " AND action = ?", [*args, action]
         return [ActionRecord.from_row(r) for r in self.db.conn.execute(sql + " ORDER BY id", args).fetchall()]
+
+
+__all__ = ["OPEN_STATES", "ActionRecord", "Busy", "Episode", "EpisodeStore", "Episodes", "FiringStart", "MalformedEpisode",
+           "episode_key", "mark_failover_started"]

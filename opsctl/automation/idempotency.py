@@ -26,7 +26,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, Protocol, TypeVar, cast
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -49,16 +49,15 @@ CREATE INDEX IF NOT EXISTS events_by_state ON events (state, not_before);
 J = TypeVar("J")
 
 
-def copy_json(value: J) -> J:
+class _CopyJson(Protocol):
+    def __call__(self, value: J, /) -> J: ...
+
+
+def _copy(value: Any) -> Any:
     """A deep copy of JSON-shaped data (dicts, lists, scalars), as copy.deepcopy but about 3x faster
     (no memo: JSON has no shared or cyclic parts). The shared documents are copied before every
     change (issue 22: deepcopy of the delivery pieces and the episodes document was a fifth of the
     serve process's time under a burst). Anything else is handed to copy.deepcopy."""
-    copied: J = _copy(value)  # the same shape: a dict for a dict, a list for a list
-    return copied
-
-
-def _copy(value: Any) -> Any:
     kind = type(value)
     if kind is dict:
         return {k: _copy(v) for k, v in value.items()}
@@ -69,6 +68,10 @@ def _copy(value: Any) -> Any:
     import copy
 
     return copy.deepcopy(value)
+
+
+# The same copy typed as returning the shape it is given (a dict for a dict, a list for a list).
+copy_json = cast(_CopyJson, _copy)
 
 
 ADMIT_BUSY_TIMEOUT = 2.0  # seconds an incoming delivery waits for the write lock before it is answered 503

@@ -36,11 +36,10 @@ from opsctl.automation.actions import (
     Context, DryRunExecutor, Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest,
     TicketRequest, operation_id,
 )
-from opsctl.automation.episodes import ActionRecord, Busy, Episode, EpisodeStore, episode_key
+from opsctl.automation.episodes import ActionRecord, Busy, Episode, Episodes, episode_key
 from opsctl.slo import conventions as cv
 
 if TYPE_CHECKING:
-    from opsctl.automation.shared import SharedEpisodeStore
     from opsctl.config import AutomationConfig, AutomationPolicy, Backend, RunbookTickets
 
 log = logging.getLogger("opsctl.automation")
@@ -142,11 +141,25 @@ class AlertEvent:
         return f"{what} {self.status} ({about})" + (f": {text}" if text else "")
 
 
+class Held:
+    """The episode a worker holds while it acts, as its actions change it (each change a new frozen
+    `Episode`), saved when the worker lets go whatever happened in between (`_firing`'s finally)."""
+
+    __slots__ = ("episode",)
+
+    def __init__(self, episode: Episode):
+        self.episode = episode
+
+    def change(self, **fields: Any) -> Episode:
+        self.episode = self.episode.changed(**fields)
+        return self.episode
+
+
 @dataclass
 class PolicyEngine:
     settings: "AutomationConfig"
     backends: Mapping[str, "Backend"]
-    store: "EpisodeStore | SharedEpisodeStore"  # the same operations, local or on the shared state
+    store: Episodes  # the same operations, local (episodes.EpisodeStore) or on the shared state (shared.py)
     live: Executor
     dry: Executor = field(default_factory=DryRunExecutor)
     clock: Callable[[], float] = time.time
@@ -223,18 +236,19 @@ class PolicyEngine:
         if start is None:
             log.info("policy %s: ignoring a late firing copy of %s", policy.name, event.fingerprint)
             return
+        held = Held(start.episode)
         episode = start.episode
         if flipped:  # the same alert, the same episode: the cause it opened with stays the episode's
             self._record(policy, event, episode, "cause", Outcome(
                 "noop", f"cause now {event.cause} (the episode opened with one of {', '.join(sorted(policy.causes))});"
                         " same episode"), self.executor_for(policy)[1], taken)
         try:
-            self._act_on_firing(policy, event, episode, target, taken, failed, start.cancelled, start.moved_away,
+            self._act_on_firing(policy, event, held, target, taken, failed, start.cancelled, start.moved_away,
                                 start.resumed)
         finally:
-            self.store.save(episode)
+            self.store.save(held.episode)
 
-    def _act_on_firing(self, policy: CompiledPolicy, event: AlertEvent, episode: Episode, target: str,
+    def _act_on_firing(self, policy: CompiledPolicy, event: AlertEvent, held: "Held", target: str,
                        taken: list[Taken], failed: list[str], cancelled: bool, moved_away: set[str],
                        resumed: bool = False) -> None:
         """Failover first (seconds count at four nines), then the page that asks a human to confirm it,
@@ -243,6 +257,7 @@ class PolicyEngine:
         actions = policy.policy.actions
         executor, dry = self.executor_for(policy)
         context = self._context(policy, event)
+        episode = held.episode
         incident_key = self.incident_key(policy.name, target, episode)
         done: list[str] = []
         if cancelled:
@@ -254,10 +269,10 @@ class PolicyEngine:
             failover = self._failover(policy, event, episode, target, executor, context, dry, taken, failed,
                                       incident=episode.incident or incident_key, moved_away=moved_away,
                                       resumed=resumed)
-            episode.failover = failover.status
             if failover.status in ("applied", "dry_run"):
-                episode.owned = True
-                episode.saved = dict(failover.data)
+                episode = held.change(failover=failover.status, owned=True, saved=dict(failover.data))
+            else:
+                episode = held.change(failover=failover.status)
             done.append(f"failover from {target}: {failover.status} ({failover.detail})")
         page = actions.page
         if page is not None and not episode.incident:
@@ -267,11 +282,11 @@ class PolicyEngine:
                     {"failover": failover.to_dict()} if failover else {})},
             )), taken, failed)
             if outcome.status in ("applied", "noop", "dry_run"):
-                episode.incident = str(outcome.data.get("incident") or incident_key)
+                episode = held.change(incident=str(outcome.data.get("incident") or incident_key))
         if actions.ticket is not None and not episode.ticket:
             outcome = self._ticket(policy, event, episode, target, executor, context, dry, taken, failed)
             if outcome.status in ("applied", "noop", "dry_run", "skipped"):
-                episode.ticket = str(outcome.data.get("ticket") or outcome.status)
+                episode = held.change(ticket=str(outcome.data.get("ticket") or outcome.status))
             done.append(f"vendor ticket: {outcome.status} ({outcome.detail})")
         incident = episode.incident
         if actions.note and incident and done:

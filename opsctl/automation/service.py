@@ -438,15 +438,14 @@ class AutomationService:
     def _handle(self, key: str, claimed: ClaimedEvent) -> list[Taken]:
         """Act on a claimed event. Busy (nothing written, nothing done) from another thread of this
         replica is waited out here, bounded; from another replica, or past the bound, it is raised."""
-        held_here = getattr(self.episodes, "held_here", None)
+        held_here = self.episodes.held_here  # never, for the local store: one process
         for attempt in range(HELD_HERE_TRIES + 1):
             try:
                 if claimed.source == "alertmanager":
                     return self.engine.handle_alert(AlertEvent.from_payload(key, claimed.payload, claimed.received_at))
                 return self.engine.handle_pagerduty(key, claimed.payload, claimed.received_at)
             except Busy as exc:
-                if attempt >= HELD_HERE_TRIES or held_here is None or not held_here(exc.holder) \
-                        or not self.acting():
+                if attempt >= HELD_HERE_TRIES or not held_here(exc.holder) or not self.acting():
                     raise
                 time.sleep(HELD_HERE_WAIT)  # a sibling thread's bounded steps (record, end, note)
         raise AssertionError("unreachable")

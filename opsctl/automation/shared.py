@@ -8,6 +8,12 @@ each operation one compare-and-swap read-modify-write:
                         "episodes": {id: {policy, target, key, state, incident, ticket, failover,
                         owned, saved, restore_due, ..., owner, lease_until, actions: [...]}}}
 
+The document is typed once where it is read (`episode_record.EpisodesDocument`: its episodes,
+alerts and intents are frozen records) and encoded where it is written; a write changes a draft of
+it and writes back every entry it left alone as the object it was read as. A stored entry that
+does not read is kept as it is and never acted on (one line logged; `get` of it raises
+MalformedEpisode, exit 3).
+
 The document is bounded: closed episodes are kept MAX_CLOSED deep; each episode keeps its last
 MAX_EPISODE_ACTIONS actions; past MAX_BYTES the oldest closed entries go first. The full record of
 actions stays in each replica's local SQLite and in its log.
@@ -16,7 +22,8 @@ The trigger path is short (issue 22): every write starts from the document as th
 read or wrote it (one PUT, no read first), re-reading only when the compare-and-swap says it moved
 (a 409) or the change finds nothing to do on what it remembers; the fence, the term stamp and the
 owner checks run on whatever the write starts from, and the compare-and-swap makes that the stored
-version. The maintenance thread's restore check (`claim_due_restore`, every 0.25 s) answers from
+version; a read that finds the version this replica holds keeps its typed document (nothing is
+parsed again). The maintenance thread's restore check (`claim_due_restore`, every 0.25 s) answers from
 what this replica last saw while that is younger than REFRESH seconds and shows nothing due, so an
 idle leader reads the document once every REFRESH seconds instead of four times a second.
 """
@@ -24,19 +31,21 @@ idle leader reads the document once every REFRESH seconds instead of four times 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from pathlib import Path
-from typing import Any, TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable
 
-from opsctl.automation.episodes import (
-    ActionRecord, Busy, Episode, EpisodeStore, FiringStart, episode_key, mark_failover_started,
-)
-from opsctl.automation.idempotency import DEFAULT_LEASE, copy_json, dead_local_owner
-from opsctl.errors import ConflictError
+from opsctl.automation.episode_record import Episode, EpisodesDocument, MalformedEpisode, AlertState, Intent
+from opsctl.automation.episodes import ActionRecord, Busy, FiringStart, EpisodeStore, episode_key, mark_failover_started
+from opsctl.automation.idempotency import DEFAULT_LEASE, dead_local_owner
+from opsctl.errors import ConflictError, NoDataError
 
 if TYPE_CHECKING:
     from opsctl.fencing import Term
     from opsctl.state.base import Document, StateStore
+
+log = logging.getLogger("opsctl.automation")
 
 EPISODES = "serve-episodes"
 ATTEMPTS = 10  # compare-and-swap rounds before a write gives up (the sender then gets 503 and retries)
@@ -47,17 +56,26 @@ MAX_BYTES = 384 * 1024  # below the store's 512 KiB document bound: the oldest f
 # Seconds what this replica last read or wrote of the document answers the restore check without a
 # read, when it shows nothing due: another replica's write (a leader before this one) is seen within it.
 REFRESH = 2.0
+MAX_INTENTS = 200  # intents kept (the newest): each external action's, by its idempotency key
+# The fields an episode's entry gains when it opens (its lease and failover mark come in the same
+# write); the others are written from the first change that sets them, as the dict code wrote them.
+_UNSET_AT_OPENING = frozenset(("incident", "ticket", "failover", "restore_due", "owner", "lease_until", "closed_at",
+                               "closed_because", "actions"))
 
 
-def _size(data: dict[str, Any]) -> int:
+def _size(data: dict[str, object]) -> int:
     return len(json.dumps(data, separators=(",", ":"), default=str))
 
 
-_FIELDS = ("policy", "target", "key", "state", "opened_at", "incident", "ticket", "failover", "owned", "saved",
-           "restore_due", "restore_refusals", "owner", "lease_until", "closed_at", "closed_because")
+def _restore_due(e: Episode, now: float) -> bool:
+    """Whether the episode's restore is due (its hold-down passed) or its restorer's lease ran out."""
+    return ((e.state == "restore_pending" and (e.restore_due or 0) <= now)
+            or (e.state == "restoring" and (e.lease_until or 0) < now))
 
 
-MAX_INTENTS = 200  # intents kept (the newest): each external action's, by its idempotency key
+def _released(e: Episode) -> Episode:
+    """The episode let go of: no owner, and a restore under way is pending again."""
+    return e.changed(owner=None, lease_until=None, state="restore_pending" if e.state == "restoring" else e.state)
 
 
 class SharedEpisodeStore:
@@ -78,54 +96,62 @@ class SharedEpisodeStore:
         self.lease_seconds = lease
         self.term = term  # None: unfenced (one replica); else the elector's term, read at every write
         self.local = EpisodeStore(local_path, clock=clock, owner=owner)  # its actions table only
-        # The document as this replica last read or wrote it, and when (self.clock): the next
-        # write starts from it, and the restore check answers from it while it is fresh.
-        self._known: tuple[Document, float] | None = None
+        # The document as this replica last read or wrote it (its version, typed) and when
+        # (self.clock): the next write starts from it, and the restore check answers from it while it is fresh.
+        self._known: tuple[str, EpisodesDocument, float] | None = None
         self._known_lock = threading.Lock()
+        self._told: set[str] = set()  # problems of stored entries already logged (each once)
 
     # -- plumbing -----------------------------------------------------------------------------
 
     def _me(self) -> str:
         return f"{self.owner}:{threading.get_ident()}"
 
-    @staticmethod
-    def _shaped(data: dict[str, Any] | None) -> dict[str, Any]:
-        data = dict(data or {})
-        data.setdefault("alerts", {})
-        data.setdefault("episodes", {})
-        return data
+    def _parse(self, data: dict[str, object] | None) -> EpisodesDocument:
+        typed = EpisodesDocument.parse(data, EPISODES)
+        for problem in typed.problems:
+            if problem not in self._told and len(self._told) < 1000:
+                self._told.add(problem)
+                log.warning("%s (kept as stored, not acted on)", problem)
+        return typed
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> EpisodesDocument:
         doc = self.store.get(EPISODES)
-        self._remember(doc)
-        return self._shaped(doc.data if doc else None)
+        known = self._known
+        if doc is not None and known is not None and doc.version == known[0]:
+            typed = known[1]  # the version this replica last read or wrote: the same document, typed already
+        else:
+            typed = self._parse(doc.data if doc else None)
+        self._remember(doc, typed)
+        return typed
 
-    def _remember(self, doc: Document | None) -> None:
+    def _remember(self, doc: "Document | None", typed: EpisodesDocument | None) -> None:
         with self._known_lock:
-            if doc is None:
+            if doc is None or typed is None:
                 self._known = None
                 return
-            old = self._known[0].version if self._known else None
+            old = self._known[0] if self._known else None
             # Two workers' answers may come back out of order: keep the newer (versions the API
             # server hands out are increasing numbers; anything else is taken as it comes).
             if old is not None and old.isdigit() and doc.version.isdigit() and int(doc.version) < int(old):
                 return
-            self._known = (doc, self.clock())
+            self._known = (doc.version, typed, self.clock())
 
     def _forget(self) -> None:
         with self._known_lock:
             self._known = None
 
-    def _update(self, change: Callable[[dict[str, Any]], bool], *, fenced: bool = True) -> None:
-        def apply(data: dict[str, Any] | None) -> dict[str, Any] | None:
-            data = self._shaped(data)
-            kept = self._fence(data) if fenced else data.get("term")
-            if not change(data):
+    def _update(self, change: Callable[[EpisodesDocument], bool], *, fenced: bool = True) -> None:
+        """One compare-and-swap write of `change`, made on a draft of the document (False: nothing to write)."""
+        def apply(base: EpisodesDocument) -> tuple[EpisodesDocument, dict[str, object]] | None:
+            kept = self._fence(base) if fenced else base.term
+            draft = base.draft()
+            if not change(draft):
                 return None
             if kept is not None:
-                data["term"] = kept
-            self._bound(data)
-            return data
+                draft = draft.changed_term(kept)
+            data = self._bound(draft)
+            return draft, data
 
         known = self._known
         if known is not None:
@@ -133,28 +159,44 @@ class SharedEpisodeStore:
             # that finds nothing to do there, or someone else's lease (Busy), re-reads (the document
             # may have moved), and so does a compare-and-swap that meets a newer version. FencedError
             # is raised as it is: terms only grow, so a newer term seen here is newer still now.
-            doc = known[0]
+            version, typed, _ = known
             try:
-                data = apply(copy_json(doc.data))
+                made = apply(typed)
             except Busy:
-                data = None
-            if data is not None:
+                made = None
+            if made is not None:
+                draft, data = made
                 try:
-                    self._remember(self.store.put(EPISODES, data, version=doc.version))
-                    return
+                    doc = self.store.put(EPISODES, data, version=version)
                 except ConflictError:
                     self._forget()
-        self._remember(self.store.update(EPISODES, apply, attempts=ATTEMPTS))
+                else:
+                    self._remember(doc, draft.written(data))
+                    return
+        written: list[EpisodesDocument] = []
 
-    def _fence(self, data: dict[str, Any]) -> str | None:
+        def raw_change(data: dict[str, object] | None) -> dict[str, object] | None:
+            written.clear()
+            base = self._parse(data)
+            made = apply(base)
+            if made is None:
+                written.append(base)
+                return None
+            written.append(made[0].written(made[1]))
+            return made[1]
+
+        stored = self.store.update(EPISODES, raw_change, attempts=ATTEMPTS)
+        self._remember(stored, written[-1] if written else None)
+
+    def _fence(self, data: EpisodesDocument) -> str | None:
         if self.term is None:
-            return data.get("term")
+            return data.term
         from opsctl.fencing import FencedError, fence
 
         term = self.term()
         if term is None:
             raise FencedError(f"{EPISODES}: this replica no longer leads; it does not write")
-        return fence(term, data.get("term"), EPISODES)
+        return fence(term, data.term, EPISODES)
 
     def holder(self) -> str:
         """This worker's name on the episodes it leases."""
@@ -167,12 +209,11 @@ class SharedEpisodeStore:
         me = holder or self._me()
         released = [0]
 
-        def change(data: dict[str, Any]) -> bool:
+        def change(doc: EpisodesDocument) -> bool:
             released[0] = 0
-            for e in data["episodes"].values():
-                if e.get("owner") == me and e["state"] != "closed":
-                    e.update(owner=None, lease_until=None,
-                             state="restore_pending" if e["state"] == "restoring" else e["state"])
+            for i, e in doc.episodes.items():
+                if e.owner == me and e.state != "closed":
+                    doc.episodes[i] = _released(e)
                     released[0] += 1
             return bool(released[0])
 
@@ -182,72 +223,64 @@ class SharedEpisodeStore:
     def owns(self, key: str) -> bool:
         """Whether this worker holds the lease of the open episode named `key` (read afresh); True
         when no episode has that key (nothing to tell by)."""
-        named = [e for e in self._read()["episodes"].values() if e.get("key") == key]
-        return not named or any(e.get("owner") == self._me() and e["state"] != "closed" for e in named)
+        named = [e for e in self._read().episodes.values() if e.key == key]
+        return not named or any(e.owner == self._me() and e.state != "closed" for e in named)
 
     def record_intent(self, action: str, key: str, detail: str = "") -> None:
         """Before an external action: its intent, written under the term (FencedError when stale)."""
-        def change(data: dict[str, Any]) -> bool:
-            intents = data.setdefault("intents", {})
-            intents[f"{action}:{key}"[:200]] = {"action": action, "term": data.get("term") if self.term is None
-                                                else str(self.term()), "at": self.clock(), "by": self.owner,
-                                                "detail": detail[:120]}
+        def change(doc: EpisodesDocument) -> bool:
+            intents = doc.intents
+            intents[f"{action}:{key}"[:200]] = Intent(action=action, term=doc.term if self.term is None
+                                                      else str(self.term()), at=self.clock(), by=self.owner,
+                                                      detail=detail[:120])
             if len(intents) > MAX_INTENTS:
-                for k in sorted(intents, key=lambda k: intents[k].get("at") or 0)[:len(intents) - MAX_INTENTS]:
+                for k in sorted(intents, key=lambda k: intents[k].at or 0)[:len(intents) - MAX_INTENTS]:
                     del intents[k]
             return True
 
         self._update(change)
 
-    def _bound(self, data: dict[str, Any]) -> None:
-        closed = [i for _, i in sorted((e.get("closed_at") or 0, i) for i, e in data["episodes"].items()
-                                       if e["state"] == "closed")]
+    def _bound(self, doc: EpisodesDocument) -> dict[str, object]:
+        """Drop what the bounds say from the draft `doc` and encode it (what is written)."""
+        episodes = doc.episodes
+        closed = [i for _, i in sorted((e.closed_at or 0, i) for i, e in episodes.items() if e.state == "closed")]
         for i in closed[:max(0, len(closed) - MAX_CLOSED)]:
-            del data["episodes"][i]
+            del episodes[i]
         closed = closed[max(0, len(closed) - MAX_CLOSED):]
-        alerts = data["alerts"]
+        alerts = doc.alerts
         if len(alerts) > MAX_ALERTS:
-            resolved = sorted((a["updated_at"], k) for k, a in alerts.items() if a["status"] == "resolved")
+            resolved = sorted((a.updated_at, k) for k, a in alerts.items() if a.status == "resolved")
             for _, k in resolved[:len(alerts) - MAX_ALERTS]:
                 del alerts[k]
+        data = doc.encode()
+        written = data["episodes"]
+        assert isinstance(written, dict)  # encode() writes the section as an object
         while closed and _size(data) > MAX_BYTES:
-            del data["episodes"][closed.pop(0)]
+            i = closed.pop(0)
+            del episodes[i], written[i]
+        return data
 
-    @staticmethod
-    def _episode(i: str, e: dict[str, Any]) -> Episode:
-        return Episode(i, e["policy"], e["target"], e["state"], e["opened_at"], e.get("incident"), e.get("ticket"),
-                       e.get("failover"), bool(e.get("owned")), e.get("restore_due"), e.get("restore_refusals", 0),
-                       dict(e.get("saved") or {}), e.get("key") or i)
-
-    def _lease(self, e: dict[str, Any], ident: str) -> None:
+    def _lease(self, e: Episode) -> Episode:
         now = self.clock()
         me = self._me()
-        if e.get("owner") not in (None, me) and (e.get("lease_until") or 0) >= now:
-            raise Busy(f"episode {ident} is being acted on by another worker", holder=e.get("owner"))
-        e.update(owner=me, lease_until=now + self.lease_seconds)
+        if e.owner not in (None, me) and (e.lease_until or 0) >= now:
+            raise Busy(f"episode {e.id} is being acted on by another worker", holder=e.owner)
+        return e.changed(owner=me, lease_until=now + self.lease_seconds)
 
     def held_here(self, holder: str | None) -> bool:
         """Whether `holder` is another thread of this replica (its maintenance thread or a sibling
         worker), which lets go within this process's own bounded steps."""
         return bool(holder) and str(holder).startswith(f"{self.owner}:") and holder != self._me()
 
-    @staticmethod
-    def _open(data: dict[str, Any], policy: str, target: str) -> tuple[str, dict[str, Any]] | None:
-        for i, e in data["episodes"].items():
-            if e["policy"] == policy and e["target"] == target and e["state"] != "closed":
-                return i, e
-        return None
-
-    def _record_alert(self, data: dict[str, Any], policy: str, fingerprint: str, target: str, starts_at: str,
+    def _record_alert(self, doc: EpisodesDocument, policy: str, fingerprint: str, target: str, starts_at: str,
                       status: str) -> bool:
         """False for a late copy (see EpisodeStore.record_alert)."""
         key = f"{policy}/{fingerprint}"
-        row = data["alerts"].get(key)
-        if row is not None and (row["starts_at"] > starts_at
-                                or (row["starts_at"] == starts_at and row["status"] == "resolved")):
+        row = doc.alerts.get(key)
+        if row is not None and (row.starts_at > starts_at or (row.starts_at == starts_at and row.status == "resolved")):
             return False
-        data["alerts"][key] = {"policy": policy, "target": target, "starts_at": starts_at, "status": status,
-                               "updated_at": self.clock()}
+        doc.alerts[key] = AlertState(policy=policy, target=target, starts_at=starts_at, status=status,
+                                     updated_at=self.clock())
         return True
 
     # -- the engine's operations ----------------------------------------------------------------
@@ -256,32 +289,31 @@ class SharedEpisodeStore:
                      failover: bool = False) -> FiringStart | None:
         result: list[FiringStart] = []
 
-        def change(data: dict[str, Any]) -> bool:
+        def change(doc: EpisodesDocument) -> bool:
             result.clear()
-            if not self._record_alert(data, policy, fingerprint, target, starts_at, "firing"):
+            if not self._record_alert(doc, policy, fingerprint, target, starts_at, "firing"):
                 return False
-            found = self._open(data, policy, target)
-            if found is None:
+            e = doc.open_episode(policy, target)
+            if e is None:
                 ident = base = episode_key(policy, target, fingerprint, starts_at)
                 n = 1
-                while ident in data["episodes"]:
+                while ident in doc.episodes or ident in doc.rejected.get("episodes", {}):
                     n += 1
                     ident = f"{base}-{n}"
-                found = ident, {"policy": policy, "target": target, "key": ident, "state": "open",
-                                "opened_at": self.clock(), "owned": False, "saved": {}, "restore_refusals": 0}
-                data["episodes"][ident] = found[1]
-            ident, e = found
-            self._lease(e, ident)
-            cancelled = e["state"] == "restore_pending"
+                e = Episode(id=ident, policy=policy, target=target, key=ident, state="open", opened_at=self.clock(),
+                            unset=_UNSET_AT_OPENING)
+            e = self._lease(e)
+            cancelled = e.state == "restore_pending"
             if cancelled:
-                e.update(state="open", restore_due=None)
-            moved = {o["target"] for o in data["episodes"].values()
-                     if o["state"] != "closed" and o["target"] != target and o.get("owned")
-                     and o.get("failover") in ("applied", "dry_run")}
-            episode = self._episode(ident, e)
-            resumed = failover and mark_failover_started(episode)
-            e["failover"] = episode.failover
-            result.append(FiringStart(episode, cancelled, moved, resumed))
+                e = e.changed(state="open", restore_due=None)
+            moved = {o.target for o in doc.episodes.values()
+                     if o.state != "closed" and o.target != target and o.owned and o.failover in ("applied", "dry_run")}
+            resumed = False
+            if failover:
+                e, resumed = mark_failover_started(e)
+            e = e.changed(failover=e.failover)
+            doc.episodes[str(e.id)] = e
+            result.append(FiringStart(e, cancelled, moved, resumed))
             return True
 
         self._update(change)
@@ -289,15 +321,15 @@ class SharedEpisodeStore:
 
     def _write_fields(self, episode: Episode, *, release: bool) -> None:
         me = self._me()
+        ident = str(episode.id)
 
-        def change(data: dict[str, Any]) -> bool:
-            e = data["episodes"].get(episode.id)
-            if e is None or e.get("owner") != me:  # written only by its owner
+        def change(doc: EpisodesDocument) -> bool:
+            e = doc.episodes.get(ident)
+            if e is None or e.owner != me:  # written only by its owner
                 return False
-            e.update(incident=episode.incident, ticket=episode.ticket, failover=episode.failover,
-                     owned=bool(episode.owned), saved=dict(episode.saved))
-            if release:
-                e.update(owner=None, lease_until=None)
+            e = e.changed(incident=episode.incident, ticket=episode.ticket, failover=episode.failover,
+                          owned=bool(episode.owned), saved=episode.saved)
+            doc.episodes[ident] = e.changed(owner=None, lease_until=None) if release else e
             return True
 
         self._update(change)
@@ -309,86 +341,76 @@ class SharedEpisodeStore:
                        hold_down: float, because: Callable[[Episode], str]) -> tuple[Episode, str] | None:
         result: list[tuple[Episode, str]] = []
 
-        def change(data: dict[str, Any]) -> bool:
+        def change(doc: EpisodesDocument) -> bool:
             result.clear()
-            if not self._record_alert(data, policy, fingerprint, target, starts_at, "resolved"):
+            if not self._record_alert(doc, policy, fingerprint, target, starts_at, "resolved"):
                 return False
-            found = self._open(data, policy, target)
-            firing = any(a["policy"] == policy and a["target"] == target and a["status"] == "firing"
-                         for a in data["alerts"].values())
-            if found is None or found[1]["state"] != "open" or firing:
+            found = doc.open_episode(policy, target)
+            firing = any(a.policy == policy and a.target == target and a.status == "firing"
+                         for a in doc.alerts.values())
+            if found is None or found.state != "open" or firing:
                 return True  # the alert's state is recorded
-            ident, e = found
-            self._lease(e, ident)
-            episode = self._episode(ident, e)
-            if restores and episode.may_have_moved_traffic:
-                e.update(state="restore_pending", restore_due=self.clock() + hold_down, owner=None, lease_until=None,
-                         restore_refusals=0)  # a new restore step: its first unsuccessful try is noted
-                result.append((episode, "restore_pending"))
+            leased = self._lease(found)
+            if restores and leased.may_have_moved_traffic:
+                doc.episodes[str(found.id)] = leased.changed(
+                    state="restore_pending", restore_due=self.clock() + hold_down, owner=None, lease_until=None,
+                    restore_refusals=0)  # a new restore step: its first unsuccessful try is noted
+                result.append((leased, "restore_pending"))
             else:
-                e.update(state="closed", closed_at=self.clock(), closed_because=because(episode), restore_due=None,
-                         owner=None, lease_until=None)
-                result.append((episode, "closed"))
+                doc.episodes[str(found.id)] = leased.changed(
+                    state="closed", closed_at=self.clock(), closed_because=because(leased), restore_due=None,
+                    owner=None, lease_until=None)
+                result.append((leased, "closed"))
             return True
 
         self._update(change)
         return result[0] if result else None
 
     def by_incident(self, keys: list[str]) -> Episode | None:
-        found = [(e["opened_at"], i, e) for i, e in self._read()["episodes"].items() if e.get("incident") in keys]
-        if not found:
-            return None
-        _, i, e = max(found)
-        return self._episode(i, e)
+        found = [e for e in self._read().episodes.values() if e.incident in keys]
+        return max(found, key=lambda e: (e.opened_at, str(e.id))) if found else None
 
     def claim_due_restore(self) -> Episode | None:
         result: list[Episode] = []
 
-        def change(data: dict[str, Any]) -> bool:
+        def change(doc: EpisodesDocument) -> bool:
             result.clear()
             now = self.clock()
-            due = sorted((e.get("restore_due") or 0, i) for i, e in data["episodes"].items()
-                         if (e["state"] == "restore_pending" and (e.get("restore_due") or 0) <= now)
-                         or (e["state"] == "restoring" and (e.get("lease_until") or 0) < now))
+            due = sorted((e.restore_due or 0, i) for i, e in doc.episodes.items() if _restore_due(e, now))
             if not due:
                 return False
             ident = due[0][1]
-            e = data["episodes"][ident]
-            e.update(state="restoring", owner=self._me(), lease_until=now + self.lease_seconds)
-            result.append(self._episode(ident, e))
+            e = doc.episodes[ident] = doc.episodes[ident].changed(state="restoring", owner=self._me(),
+                                                                  lease_until=now + self.lease_seconds)
+            result.append(e)
             return True
 
         known = self._known
         now = self.clock()
-        if known is not None and 0 <= now - known[1] <= REFRESH:
-            data = self._shaped(known[0].data)  # fresh: no read (another replica's write is seen within REFRESH)
+        if known is not None and 0 <= now - known[2] <= REFRESH:
+            typed = known[1]  # fresh: no read (another replica's write is seen within REFRESH)
         else:
-            data = self._read()
-        if not self._restore_due(data, now):
+            typed = self._read()
+        if not any(_restore_due(e, now) for e in typed.episodes.values()):
             return None  # the common case: no write, and at most one read every REFRESH seconds
         self._update(change)
         return result[0] if result else None
 
-    @staticmethod
-    def _restore_due(data: dict[str, Any], now: float) -> bool:
-        """Whether an episode's restore is due (its hold-down passed) or its restorer's lease ran out."""
-        return any((e["state"] == "restore_pending" and (e.get("restore_due") or 0) <= now)
-                   or (e["state"] == "restoring" and (e.get("lease_until") or 0) < now)
-                   for e in data["episodes"].values())
-
     def end_restore(self, episode: Episode, *, closed_because: str | None, retry_at: float | None = None) -> None:
         me = self._me()
+        ident = str(episode.id)
 
-        def change(data: dict[str, Any]) -> bool:
-            e = data["episodes"].get(episode.id)
-            if e is None or e.get("owner") not in (None, me):  # written only by its owner
+        def change(doc: EpisodesDocument) -> bool:
+            e = doc.episodes.get(ident)
+            if e is None or e.owner not in (None, me):  # written only by its owner
                 return False
             if closed_because is not None:
-                e.update(state="closed", closed_at=self.clock(), closed_because=closed_because[:500],
-                         restore_due=None, owner=None, lease_until=None)
+                doc.episodes[ident] = e.changed(state="closed", closed_at=self.clock(),
+                                                closed_because=closed_because[:500], restore_due=None, owner=None,
+                                                lease_until=None)
             else:
-                e.update(state="restore_pending", owner=None, lease_until=None, restore_due=retry_at,
-                         restore_refusals=episode.restore_refusals + 1)
+                doc.episodes[ident] = e.changed(state="restore_pending", owner=None, lease_until=None,
+                                                restore_due=retry_at, restore_refusals=episode.restore_refusals + 1)
             return True
 
         self._update(change)
@@ -399,15 +421,14 @@ class SharedEpisodeStore:
     def recover(self, *, all_others: bool = False) -> int:
         released = [0]
 
-        def change(data: dict[str, Any]) -> bool:
+        def change(doc: EpisodesDocument) -> bool:
             released[0] = 0
-            for e in data["episodes"].values():
-                owner = e.get("owner")
-                if not owner or e["state"] == "closed" or owner.startswith(f"{self.owner}:"):
+            for i, e in doc.episodes.items():
+                owner = e.owner
+                if not owner or e.state == "closed" or owner.startswith(f"{self.owner}:"):
                     continue
                 if all_others or dead_local_owner(owner):
-                    e.update(owner=None, lease_until=None,
-                             state="restore_pending" if e["state"] == "restoring" else e["state"])
+                    doc.episodes[i] = _released(e)
                     released[0] += 1
             return bool(released[0])
 
@@ -415,14 +436,22 @@ class SharedEpisodeStore:
         return released[0]
 
     def check(self) -> None:
-        self._remember(self.store.get(EPISODES))
+        doc = self.store.get(EPISODES)
+        self._remember(doc, self._parse(doc.data) if doc else None)
 
     def get(self, episode_id: str) -> Episode:
-        return self._episode(episode_id, self._read()["episodes"][episode_id])
+        doc = self._read()
+        episode = doc.episodes.get(episode_id)
+        if episode is None:
+            problem = next((p for p in doc.problems if f" episode {episode_id}:" in p), None)
+            if problem is not None:
+                raise MalformedEpisode(problem)
+            raise NoDataError(f"{EPISODES}: episode {episode_id}: no such episode")
+        return episode
 
     def episodes(self, *, open_only: bool = False) -> list[Episode]:
-        rows = sorted(self._read()["episodes"].items(), key=lambda item: item[1]["opened_at"])
-        return [self._episode(i, e) for i, e in rows if not open_only or e["state"] != "closed"]
+        rows = sorted(self._read().episodes.values(), key=lambda e: e.opened_at)
+        return [e for e in rows if not open_only or e.state != "closed"]
 
     # -- the record of actions ----------------------------------------------------------------
 
@@ -431,11 +460,14 @@ class SharedEpisodeStore:
         self.local.record_action(record)
         if record.episode is None:
             return
-        def change(data: dict[str, Any]) -> bool:
-            e = data["episodes"].get(record.episode)
+        ident = str(record.episode)
+        entry = record.episode_entry(self.owner)
+
+        def change(doc: EpisodesDocument) -> bool:
+            e = doc.episodes.get(ident)
             if e is None:
                 return False
-            e["actions"] = (e.get("actions") or [])[-(MAX_EPISODE_ACTIONS - 1):] + [record.episode_entry(self.owner)]
+            doc.episodes[ident] = e.changed(actions=(*e.actions[-(MAX_EPISODE_ACTIONS - 1):], entry))
             return True
 
         self._update(change)

@@ -87,8 +87,8 @@ def test_the_episode_waits_for_its_last_firing_alert_then_closes_when_nothing_mo
 def test_an_owned_failover_waits_out_the_hold_down_and_a_new_firing_cancels_the_restore(store, clock):
     start = store.begin_firing("p", "fp1", "databricks", T0, failover=True)
     assert start.episode.failover == "started"
-    start.episode.failover, start.episode.owned, start.episode.incident = "applied", True, "INC-1"
-    start.episode.saved = {"before": {"databricks": 80, "internal": 20}}
+    start.episode = start.episode.changed(failover="applied", owned=True, incident="INC-1")
+    start.episode = start.episode.changed(saved={"before": {"databricks": 80, "internal": 20}})
     store.save(start.episode)
     assert store.by_incident(["nope", "INC-1"]).id == start.episode.id
 
@@ -104,7 +104,7 @@ def test_an_owned_failover_waits_out_the_hold_down_and_a_new_firing_cancels_the_
 
 def test_a_due_restore_is_claimed_once_and_a_refused_one_waits_again(store, clock):
     start = store.begin_firing("p", "fp1", "databricks", T0, failover=True)
-    start.episode.failover, start.episode.owned = "applied", True
+    start.episode = start.episode.changed(failover="applied", owned=True)
     store.save(start.episode)
     store.begin_resolved("p", "fp1", "databricks", T0, restores=True, hold_down=300, because=lambda e: "x")
     clock.advance(300)
@@ -123,7 +123,7 @@ def test_a_due_restore_is_claimed_once_and_a_refused_one_waits_again(store, cloc
 
 def test_a_restorer_that_died_leaves_a_restore_that_is_due_again_after_its_lease(store, clock):
     start = store.begin_firing("p", "fp1", "databricks", T0, failover=True)
-    start.episode.failover, start.episode.owned = "applied", True
+    start.episode = start.episode.changed(failover="applied", owned=True)
     store.save(start.episode)
     store.begin_resolved("p", "fp1", "databricks", T0, restores=True, hold_down=0, because=lambda e: "x")
     assert store.claim_due_restore().state == "restoring"
@@ -133,10 +133,10 @@ def test_a_restorer_that_died_leaves_a_restore_that_is_due_again_after_its_lease
 
 def test_other_targets_whose_traffic_moved_are_reported(store):
     a = store.begin_firing("p", "fa", "databricks", T0, failover=True)
-    a.episode.failover, a.episode.owned = "applied", True
+    a.episode = a.episode.changed(failover="applied", owned=True)
     store.save(a.episode)
     b = store.begin_firing("p", "fb", "openai", T0, failover=True)
-    b.episode.failover, b.episode.owned = "noop", False  # nothing moved for this one
+    b.episode = b.episode.changed(failover="noop", owned=False)  # nothing moved for this one
     store.save(b.episode)
     c = store.begin_firing("p", "fc", "internal", T0)
     assert c.moved_away == {"databricks"}
@@ -153,11 +153,11 @@ def test_a_failover_started_by_a_worker_that_died_is_resumed(tmp_path, store, cl
 
 def test_mark_failover_started_on_a_finished_failover_changes_nothing(store):
     ep = store.begin_firing("p", "fp1", "databricks", T0).episode
-    ep.failover = "applied"
-    assert mark_failover_started(ep) is False and ep.failover == "applied"
-    ep.failover = None
-    assert mark_failover_started(ep) is False and ep.failover == "started"
-    assert mark_failover_started(ep) is True
+    done = ep.changed(failover="applied")
+    assert mark_failover_started(done) == (done, False)
+    started, resumed = mark_failover_started(ep.changed(failover=None))
+    assert (started.failover, resumed) == ("started", False)
+    assert mark_failover_started(started) == (started, True)
 
 
 def test_recover_releases_leases_of_a_gone_process_on_this_host_and_requeues_its_restore(tmp_path, clock):
@@ -167,7 +167,7 @@ def test_recover_releases_leases_of_a_gone_process_on_this_host_and_requeues_its
     old = EpisodeStore(tmp_path / "serve.sqlite", clock=clock.now, owner=owner, lease=600)
     held = old.begin_firing("p", "fp1", "databricks", T0).episode  # leased, never saved
     other = old.begin_firing("p", "fp2", "internal", T0, failover=True).episode
-    other.failover, other.owned = "applied", True
+    other = other.changed(failover="applied", owned=True)
     old.save(other)
     old.begin_resolved("p", "fp2", "internal", T0, restores=True, hold_down=0, because=lambda e: "x")
     assert old.claim_due_restore().id == other.id  # restoring, leased
@@ -218,3 +218,17 @@ def test_actions_are_recorded_and_filtered_with_long_details_bounded(store):
     first = store.actions()[0]
     assert len(first.detail) == 2000 and first.finished_at == 3.0 and first.dry_run is False
     store.check()
+
+
+def test_the_local_store_never_says_a_busy_episode_is_held_here(store):
+    """One process keeps the SQLite episodes and its Busy names no holder, so a worker never waits
+    for a sibling here (service._handle asks every store the same question)."""
+    held = store.begin_firing("p", "fp1", "databricks", T0).episode
+    import threading
+
+    other = threading.Thread(target=lambda: pytest.raises(Busy, store.begin_firing, "p", "fp2", "databricks", T0))
+    other.start()
+    other.join(10)
+    assert held.owner == f"replica-a:1:{threading.get_ident()}"
+    assert store.held_here(held.owner) is False and store.held_here(None) is False
+    assert store.held_here("replica-a:1:12345") is False

@@ -79,3 +79,16 @@ def test_concurrent_replicas_sharing_the_state_claim_an_event_exactly_once(tmp_p
     for p in procs:
         p.join(30)
     assert sorted(won for _, won in outcomes) == [False] * 5 + [True]
+
+
+def test_copy_json_is_a_deep_copy_of_json_data_and_leaves_the_original_alone():
+    from opsctl.automation.idempotency import copy_json
+
+    original = {"episodes": {"e1": {"saved": {"before": {"databricks": 80}}, "actions": [{"at": 1.5}]}}, "n": None,
+                "ok": True}
+    copied = copy_json(original)
+    assert copied == original
+    copied["episodes"]["e1"]["saved"]["before"]["databricks"] = 0
+    copied["episodes"]["e1"]["actions"].append({"at": 2.0})
+    assert original == {"episodes": {"e1": {"saved": {"before": {"databricks": 80}}, "actions": [{"at": 1.5}]}},
+                        "n": None, "ok": True}

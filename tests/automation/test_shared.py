@@ -27,7 +27,7 @@ def test_two_replicas_open_one_episode_and_a_held_one_is_busy_until_released(sto
     with pytest.raises(Busy):
         b.begin_firing("availability", "f2", "databricks", "2026-11-29T12:00:01.000000000Z")
     episode = start.episode
-    episode.failover, episode.owned, episode.incident = "applied", True, "inc-1"
+    episode = episode.changed(failover="applied", owned=True, incident="inc-1")
     a.save(episode)
     again = b.begin_firing("availability", "f2", "databricks", "2026-11-29T12:00:01.000000000Z")
     assert again.episode.id == episode.id and again.episode.incident == "inc-1"
@@ -93,7 +93,7 @@ def test_once_a_newer_term_wrote_the_episodes_a_stale_leaders_writes_and_intents
     assert store.get(shared.EPISODES).data["term"] == "serve-b@1"
     with pytest.raises(FencedError):
         a.record_intent("ticket", "ticket-1")  # the stale leader's intent: its ticket never happens
-    start.episode.failover = "applied"
+    start.episode = start.episode.changed(failover="applied")
     with pytest.raises(FencedError):
         a.save(start.episode)
     data = store.get(shared.EPISODES).data
@@ -112,7 +112,7 @@ def test_a_replica_that_no_longer_leads_writes_no_episode_and_only_the_owner_sav
     b = SharedEpisodeStore(store, local_path=tmp_path / "b.sqlite", clock=clock.now, owner="serve-b:1",
                            term=Leading("serve-a@0"))  # same term, another worker: not the episode's owner
     start = a.begin_firing("p", "fp", "databricks", "2026-11-29T12:00:00Z", failover=True)
-    start.episode.failover = "applied"
+    start.episode = start.episode.changed(failover="applied")
     b.save(start.episode)  # not its owner: nothing written
     assert next(iter(store.get(shared.EPISODES).data["episodes"].values()))["failover"] == "started"
     term.set(None)  # A lost the Lease (could not renew within renew_deadline)

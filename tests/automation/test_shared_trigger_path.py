@@ -68,7 +68,7 @@ def test_the_trigger_episode_path_is_one_put_per_write_and_one_owner_read(kube_a
     a.record_intent("page", "opsctl-automation-availability-databricks", "failed over")
     a.record_action(ActionRecord(action="page", status="applied", detail="inc-1", **common))
     episode = start.episode
-    episode.failover, episode.owned, episode.incident = "applied", True, "inc-1"
+    episode = episode.changed(failover="applied", owned=True, incident="inc-1")
     a.save(episode)
 
     # Before: five read-modify-writes (GET, PUT each) and the owner read, 11 requests; now 6.
@@ -88,8 +88,8 @@ def test_an_idle_minute_of_restore_checks_reads_the_document_once_every_refresh(
     a = leader(kube_api, tmp_path, clock)
     if pending:  # a restore waits out an hour's hold-down: nothing is due within the minute
         a.begin_firing("availability", "f1", "databricks", STARTS, failover=True)
-        episode = a.get(next(iter(a._read()["episodes"])))
-        episode.failover, episode.owned = "applied", True
+        episode = a.get(next(iter(a._read().episodes)))
+        episode = episode.changed(failover="applied", owned=True)
         a.save(episode)
         assert a.begin_resolved("availability", "f1", "databricks", STARTS, restores=True, hold_down=3600,
                                 because=lambda e: "resolved")[1] == "restore_pending"
@@ -113,7 +113,7 @@ def test_a_restore_another_replica_made_pending_is_claimed_within_refresh(kube_a
     b = leader(kube_api, tmp_path, clock, owner="serve-b", term=2)  # the leader before a
     assert a.claim_due_restore() is None  # a's fresh read: nothing pending
     start = b.begin_firing("availability", "f1", "databricks", STARTS, failover=True)
-    start.episode.failover, start.episode.owned = "applied", True
+    start.episode = start.episode.changed(failover="applied", owned=True)
     b.save(start.episode)
     b.begin_resolved("availability", "f1", "databricks", STARTS, restores=True, hold_down=0,
                      because=lambda e: "resolved")
@@ -168,3 +168,21 @@ def test_a_lease_seen_held_in_a_stale_version_is_read_again_before_busy(kube_api
     again = a.begin_firing("availability", "f2", "databricks", STARTS)
     assert again is not None and again.episode.id == start.episode.id
     assert kube_store(kube_api).get(EPISODES).data["episodes"][start.episode.id]["owner"] == a.holder()
+
+
+def test_a_read_finding_the_version_this_replica_last_wrote_keeps_its_typed_document(kube_api, tmp_path):
+    """The owner check right after begin_firing reads the document this replica just wrote: the
+    same version, so the typed document it holds answers (one GET, nothing parsed again); a version
+    another replica wrote is read afresh."""
+    seeded(kube_api)
+    clock = SimClock(1000)
+    a = leader(kube_api, tmp_path, clock)
+    start = a.begin_firing("availability", "f1", "databricks", STARTS, failover=True)
+    kept = a._read()
+    before = len(kube_api.requests)
+    assert a._read() is kept and a.owns(start.episode.key)
+    assert on_episodes(kube_api, before) == ["GET", "GET"]
+    other = leader(kube_api, tmp_path, clock, owner="serve-b", term=3)
+    other.record_intent("ticket", "t-9")  # another writer: a new version
+    fresh = a._read()
+    assert fresh is not kept and "ticket:t-9" in fresh.intents and start.episode.id in fresh.episodes

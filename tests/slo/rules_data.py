@@ -142,7 +142,9 @@ def run_promtool_test(workdir: Path, rules_file: Path, series: list[dict], alert
         }],
     }
     path = workdir / f"{rules_file.stem}.test.yaml"
-    path.write_text(yaml.safe_dump(test, sort_keys=False, width=1000))
+    # libyaml's emitter where PyYAML has it: every minute's expected alerts are megabytes of YAML
+    # (4.6 s of pure-Python CPU for the equivalence test's, 0.8 s so), the same document either way.
+    path.write_text(yaml.dump(test, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False, width=1000))
     return subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=600)
 
 

@@ -194,3 +194,28 @@ def test_the_store_tells_the_api_servers_time_not_this_hosts(kube_api, monkeypat
                                  namespace=NS, service="llm-inference")
     store.get("anything")
     assert abs(store.now() - time.time()) < 5  # the fake API server runs on the real clock
+
+
+def test_a_document_handed_over_is_returned_as_it_is_and_stored_as_encoded(store):
+    """put(owned=True) keeps the caller's dict (no parse of the answer) and put(encoded=...) stores
+    the text it is given (not encoded twice); a fresh read gives the same values (issue 22)."""
+    from opsctl.state.base import encode
+
+    data = {"events": {"k": {"state": "done", "at": 1.5, "tags": ["a", "b"], "none": None}}}
+    text = encode("pieces", data)
+    doc = store.put("pieces", data, version=None, encoded=text, owned=True)
+    assert doc.data is data
+    again = store.get("pieces")
+    assert again.data == data and again.version == doc.version
+    later = {"events": {}}
+    assert store.put("pieces", later, version=doc.version).data is not later  # not handed over: parsed back
+
+
+def test_kubernetes_the_text_given_is_the_text_stored(kube_api):
+    store = KubernetesStateStore(Kube(KubernetesSettings(host=kube_api.url, namespace=NS, timeout=5)),
+                                 namespace=NS, service="llm-inference")
+    from opsctl.state.base import encode
+
+    data = {"b": 1, "a": [1, 2]}
+    store.put("traffic", data, version=None, encoded=encode("traffic", data), owned=True)
+    assert kube_api.get("", "configmaps", NS, "opsctl-llm-inference-traffic")["data"][KEY] == '{"a":[1,2],"b":1}'

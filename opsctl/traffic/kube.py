@@ -46,8 +46,12 @@ def is_transient(exc: BaseException) -> bool:
 class Kube:
     """One API client per process and settings; `call()` runs an API method with opsctl's error mapping."""
 
-    def __init__(self, settings: "KubernetesSettings", base_dir: Path | str = ".", *, resend: bool = True):
+    def __init__(self, settings: "KubernetesSettings", base_dir: Path | str = ".", *, resend: bool = True,
+                 pool: int | None = None):
         self.settings = settings
+        # pool: connections kept open for reuse (the client's default, 10, when None); size it to the
+        # threads that call at once, or urllib3 logs "Connection pool is full" and drops the spare ones.
+        self.pool = pool
         self.base_dir = Path(base_dir)
         # resend: urllib3 sends a request once more after a dropped connection or a read timeout, with
         # the same timeout (so a call may take twice its deadline). The Lease's own client turns it off.
@@ -70,7 +74,7 @@ class Kube:
     @property
     def client(self) -> Any:  # a kubernetes ApiClient (the client is untyped)
         if self._client is None:
-            client = _api_client(self.settings, self.base_dir, resend=self.resend)
+            client = _api_client(self.settings, self.base_dir, resend=self.resend, pool=self.pool)
             send = client.call_api
 
             def call_api(*args: Any, **kwargs: Any) -> Any:  # every answer, error or not, tells the server's time
@@ -199,11 +203,14 @@ class Kube:
         return f"Event {involved['namespace']}/{event.metadata.name} ({reason})"
 
 
-def _api_client(settings: "KubernetesSettings", base_dir: Path, *, resend: bool = True) -> Any:
+def _api_client(settings: "KubernetesSettings", base_dir: Path, *, resend: bool = True,
+                pool: int | None = None) -> Any:
     from kubernetes import client
 
     configuration = _configuration(settings, base_dir)
     configuration.retries = 1 if resend else 0
+    if pool is not None:
+        configuration.connection_pool_maxsize = pool
     return client.ApiClient(configuration)
 
 

@@ -21,17 +21,12 @@ def _local(cfg: "Config") -> StateStore:
     return LocalStateStore(cfg.state_path / "state")
 
 
-# Connections the state store's client keeps: `opsctl serve` calls it from 20 recorder threads (16
-# quiet, 4 urgent), its workers, maintenance and readiness, and the delivery log's 8 parallel reads.
-POOL = 40
-
-
 def _kubernetes(cfg: "Config") -> StateStore:
     from opsctl.state.kubernetes import KubernetesStateStore
-    from opsctl.traffic.kube import Kube
+    from opsctl.traffic.registry import kube_for
 
     settings = cfg.state_kubernetes
-    return KubernetesStateStore(Kube(settings, cfg.base_dir, pool=POOL), namespace=cfg.state.namespace or settings.namespace,
+    return KubernetesStateStore(kube_for(settings, cfg.base_dir), namespace=cfg.state.namespace or settings.namespace,
                                 service=cfg.service)
 
 

@@ -36,6 +36,11 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 TRANSIENT = (429, 500, 502, 503, 504)
 RETRY_DEADLINE = 30.0  # the most seconds a call keeps retrying transient failures
 RETRY_BASE, RETRY_CAP = 0.1, 2.0  # backoff: full jitter under base * 2^n, capped
+# Connections a client keeps for reuse (the kubernetes client's own default is 10). `opsctl serve`
+# shares one client (registry.kube_for) between the state store and the actuator, and calls it from
+# about 30 threads at once: 20 recorders (16 quiet, 4 urgent), workers, maintenance, readiness and
+# the delivery log's 8 parallel reads. Only connections in use are ever opened.
+POOL = 40
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -49,9 +54,9 @@ class Kube:
     def __init__(self, settings: "KubernetesSettings", base_dir: Path | str = ".", *, resend: bool = True,
                  pool: int | None = None):
         self.settings = settings
-        # pool: connections kept open for reuse (the client's default, 10, when None); size it to the
-        # threads that call at once, or urllib3 logs "Connection pool is full" and drops the spare ones.
-        self.pool = pool
+        # pool: connections kept open for reuse (POOL when None); sized to the threads that call at once,
+        # or urllib3 logs "Connection pool is full" and drops the spare ones.
+        self.pool = POOL if pool is None else pool
         self.base_dir = Path(base_dir)
         # resend: urllib3 sends a request once more after a dropped connection or a read timeout, with
         # the same timeout (so a call may take twice its deadline). The Lease's own client turns it off.

@@ -45,6 +45,7 @@ from typing import Any, TYPE_CHECKING, Callable, Iterable
 
 from opsctl.automation.idempotency import DEFAULT_LEASE, ClaimedEvent, NewEvent, copy_json, dead_local_owner
 from opsctl.errors import ConflictError, OpsctlError
+from opsctl.state.base import encode
 
 if TYPE_CHECKING:
     from opsctl.state.base import Document, StateStore
@@ -92,9 +93,26 @@ def _size(data: dict[str, Any]) -> int:
     return len(json.dumps(data, separators=(",", ":"), default=str))
 
 
+def _entry_size(key: str, entry: dict[str, Any]) -> int:
+    """What adding `entry` under `key` adds to a piece's encoding, at most: the key, its entry and
+    a separator (the store's encoding is ASCII: escaped, so characters are bytes)."""
+    return len(json.dumps(key)) + len(json.dumps(entry, separators=(",", ":"), default=str)) + 2
+
+
 def _short(result: dict[str, Any]) -> dict[str, Any]:
+    """The result as plain JSON (what a re-read gives), or its first 600 characters."""
     text = json.dumps(result, sort_keys=True, default=str)
-    return result if len(text) <= 600 else {"summary": text[:600]}
+    return json.loads(text) if len(text) <= 600 else {"summary": text[:600]}
+
+
+def _own(table: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """The entry under `key`, as a copy of its own in `table`, to change: entries are shared with the
+    version of the piece this replica last read or wrote, which is never changed (copy on write)."""
+    e = table.get(key)
+    if e is None:
+        return None
+    table[key] = e = dict(e)
+    return e
 
 
 def _waiting(events: dict[str, Any]) -> int:
@@ -137,6 +155,8 @@ class SharedDeliveryLog:
         self.last_waiting: int | None = None  # events waiting for a retry, as the last sweep read them
         # Each piece as this replica last read or wrote it: the next write starts from it (no read).
         self._known: dict[int, Document] = {}
+        # The encoded size of a known piece, when this replica wrote it (the document it belongs to).
+        self._known_size: dict[int, tuple[Document, int]] = {}
         self._generation: dict[int, int] = {}  # per piece: writes answered (reads older than one are not kept)
         self._known_lock = threading.Lock()
         # Events admitted already claimed by this replica: key -> (the claim, its lease end, its term).
@@ -159,9 +179,11 @@ class SharedDeliveryLog:
         self._remember(index, doc, since=generation)
         return dict(doc.data.get("events", {})) if doc else {}
 
-    def _remember(self, index: int, doc: Document | None, *, since: int | None = None) -> None:
-        """Keep `doc` as the piece's last known version. A write's answer always replaces it (and
-        counts a generation); a read's only when no write of the piece was answered since it began."""
+    def _remember(self, index: int, doc: Document | None, *, since: int | None = None,
+                  size: int | None = None) -> None:
+        """Keep `doc` as the piece's last known version (`size`: its encoded size, when known). A
+        write's answer always replaces it (and counts a generation); a read's only when no write of
+        the piece was answered since it began."""
         with self._known_lock:
             if since is not None and self._generation.get(index, 0) != since:
                 return
@@ -171,6 +193,10 @@ class SharedDeliveryLog:
                 self._known.pop(index, None)
             else:
                 self._known[index] = doc
+            if doc is not None and size is not None:
+                self._known_size[index] = (doc, size)
+            else:
+                self._known_size.pop(index, None)
 
     def _read_shared(self, index: int) -> dict[str, Any]:
         """One piece's events; readers arriving while a read of it is in flight share that read (for
@@ -204,27 +230,44 @@ class SharedDeliveryLog:
             events.update(part)
         return events
 
-    def _update(self, index: int, change: Callable[[dict[str, Any]], bool]) -> None:
-        """Run change(events) on one piece under compare-and-swap; it returns False to write nothing."""
+    def _update(self, index: int, change: Callable[[dict[str, Any]], bool],
+                base: list[int | None] | None = None) -> None:
+        """Run change(events) on one piece under compare-and-swap; it returns False to write nothing.
+        A change changes an existing entry only through `_own` (copy on write). `base`, when given,
+        is set to the encoded size of the piece the change starts from, if known, before it runs."""
         def apply(data: dict[str, Any] | None) -> dict[str, Any] | None:
             data = data or {}
             events = data.setdefault("events", {})
             return data if change(events) else None
 
-        known = self._known.get(index)
+        with self._known_lock:
+            known = self._known.get(index)
+            sized = self._known_size.get(index)
         if known is not None:
             # Start from the version this replica last saw: one PUT when nobody wrote the piece since.
             # A change that finds nothing to do there re-reads (the piece may have moved), and so
-            # does a compare-and-swap that meets a newer version.
-            data = apply(copy_json(known.data))
+            # does a compare-and-swap that meets a newer version. The change works on a shallow copy
+            # (entries are copied as they change, `_own`), and the document written is handed over
+            # to the store as it is (encoded once here, no parse of the answer): issue 22.
+            if base is not None:
+                base[0] = sized[1] if sized is not None and sized[0] is known else None
+            start = dict(known.data)
+            start["events"] = dict(start.get("events") or {})
+            data = apply(start)
             if data is not None:
+                name = piece_name(index)
+                text = encode(name, data)
                 try:
-                    self._remember(index, self.store.put(piece_name(index), data, version=known.version))
-                    return
+                    doc = self.store.put(name, data, version=known.version, encoded=text, owned=True)
                 except ConflictError:
                     with self._known_lock:
                         if self._known.get(index) is known:
                             self._known.pop(index, None)
+                else:
+                    self._remember(index, doc, size=len(text))
+                    return
+        if base is not None:
+            base[0] = None
         self._remember(index, self.store.update(piece_name(index), apply, attempts=ATTEMPTS))
 
     def _term_now(self) -> str | None:
@@ -319,9 +362,13 @@ class SharedDeliveryLog:
 
     def _write_batch(self, index: int, batch: list["_Waiter"]) -> None:
         claims: dict[str, tuple[ClaimedEvent, float, str | None]] = {}
+        base: list[int | None] = [None]  # the encoded size of the piece the change starts from, if known
 
         def change(table: dict[str, Any]) -> bool:
             claims.clear()
+            # An upper bound of the piece's size with the new events (the known size plus theirs;
+            # bounding only removes): the whole piece is measured only when it may be past MAX_BYTES.
+            bound = base[0]
             for w in batch:
                 w.added, w.refused = [], 0
             order: list[tuple[_Waiter, NewEvent]] = []
@@ -338,19 +385,22 @@ class SharedDeliveryLog:
                         term = self._term_now()
                         if term is not None:  # as _stamp does
                             entry["term"] = term
-                        claims[ev.key] = (ClaimedEvent(ev.key, ev.source, ev.payload, 1, w.now, ev.partition),
-                                          lease_until, term)
+                        claims[ev.key] = (ClaimedEvent(ev.key, ev.source, copy_json(ev.payload), 1, w.now,
+                                                       ev.partition), lease_until, term)
                     elif ev.needs_action:
                         entry.update(state="pending", payload=ev.payload)
                     else:
                         entry.update(state="done", done_at=w.now, result={"actions": [], "policies": []})
                     table[ev.key] = entry
+                    if bound is not None:
+                        bound += _entry_size(ev.key, entry)
                     w.added.append(ev)
                     order.append((w, ev))
             if not order:
                 return False
-            self._bound(table)
-            while order and _size(table) > MAX_BYTES:  # the new events alone past the bound: the latest wait
+            fits = bound is not None and bound <= MAX_BYTES
+            self._bound(table, fits)
+            while order and not fits and _size(table) > MAX_BYTES:  # the new events alone past the bound: the latest wait
                 w, ev = order.pop()
                 table.pop(ev.key)
                 w.added.remove(ev)
@@ -359,7 +409,7 @@ class SharedDeliveryLog:
             return bool(order)
 
         try:
-            self._update(index, change)
+            self._update(index, change, base)
         except Exception as exc:  # every delivery of the batch gets the error (503: the sender retries)
             claims.clear()
             for w in batch:
@@ -370,7 +420,9 @@ class SharedDeliveryLog:
         for w in batch:
             w.done = True
 
-    def _bound(self, table: dict[str, Any]) -> None:
+    def _bound(self, table: dict[str, Any], fits: bool = False) -> None:
+        """Drop finished entries past RETENTION or past the count; past MAX_BYTES (measured unless
+        `fits`: known below it) the oldest of the rest not finished within RECENT."""
         now = self.clock()
         finished = sorted((e.get("done_at") or 0, k) for k, e in table.items() if e["state"] in ("done", "failed"))
         # Keys finished within RECENT stay whatever the bounds: the sender may still be retrying the
@@ -382,7 +434,7 @@ class SharedDeliveryLog:
         for k in drop:
             table.pop(k, None)
         oldest = [k for k in evictable if k not in drop]
-        while oldest and _size(table) > MAX_BYTES:  # large payloads pending: keep fewer finished keys
+        while oldest and not fits and _size(table) > MAX_BYTES:  # large payloads pending: keep fewer finished keys
             for k in oldest[:100]:
                 table.pop(k, None)
             oldest = oldest[100:]
@@ -408,16 +460,18 @@ class SharedDeliveryLog:
             if e is None or not (own or (e["state"] == "pending" and e.get("not_before", 0) <= now)
                                  or (e["state"] == "running" and (e.get("lease_until") or 0) < now)):
                 return False
+            e = _own(table, key)
+            assert e is not None
             if own:
                 e.update(lease_until=now + self.lease_seconds)
                 self._stamp(e)
-                claimed.append(ClaimedEvent(key, e["source"], e.get("payload") or {}, e["attempts"],
+                claimed.append(ClaimedEvent(key, e["source"], copy_json(e.get("payload") or {}), e["attempts"],
                                             e["received_at"], e["partition"]))
                 return True
             e.update(state="running", owner=self.owner, lease_until=now + self.lease_seconds,
                      attempts=e.get("attempts", 0) + 1)
             self._stamp(e)
-            claimed.append(ClaimedEvent(key, e["source"], e.get("payload") or {}, e["attempts"], e["received_at"],
+            claimed.append(ClaimedEvent(key, e["source"], copy_json(e.get("payload") or {}), e["attempts"], e["received_at"],
                                         e["partition"]))
             return True
 
@@ -436,6 +490,8 @@ class SharedDeliveryLog:
             e = table.get(key)
             if e is None or e["state"] != "running" or e.get("owner") != self.owner or e.get("lease_until") != mine[1]:
                 return False
+            e = _own(table, key)
+            assert e is not None
             e.update(state="pending", owner=None, lease_until=None, not_before=0, attempts=e.get("attempts", 1) - 1)
             self._stamp(e)
             return True
@@ -447,6 +503,8 @@ class SharedDeliveryLog:
             e = table.get(key)
             if e is None or e.get("owner") != self.owner:
                 return False
+            e = _own(table, key)
+            assert e is not None
             e.update(state="failed" if failed else "done", done_at=self.clock(), result=_short(result),
                      lease_until=None)
             e.pop("payload", None)
@@ -460,6 +518,8 @@ class SharedDeliveryLog:
             e = table.get(key)
             if e is None or e.get("owner") != self.owner:
                 return False
+            e = _own(table, key)
+            assert e is not None
             e.update(state="pending", not_before=self.clock() + delay, lease_until=None, result=_short(result or {}),
                      attempts=e.get("attempts", 0) - (0 if count else 1))
             self._stamp(e)
@@ -478,9 +538,11 @@ class SharedDeliveryLog:
 
             def change(table: dict[str, Any]) -> bool:
                 count[0] = 0
-                for e in table.values():
+                for key, e in list(table.items()):
                     owner = e.get("owner")
                     if e["state"] == "running" and owner != self.owner and (all_others or dead_local_owner(owner)):
+                        e = _own(table, key)
+                        assert e is not None
                         e.update(state="pending", lease_until=None, not_before=0)
                         count[0] += 1
                 return bool(count[0])

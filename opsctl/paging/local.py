@@ -3,13 +3,18 @@
 Triggering a dedup key whose incident is still open adds to that incident instead of opening a
 second one; after it is resolved the same key opens a new incident. Level 1 on-call is "notified"
 at trigger time so responder times can be measured in drills. Times come from the injected clock
-(drills on the embedded environment run in simulated time). Writes are atomic and locked.
+(drills on the embedded environment run in simulated time). Writes are atomic and locked; the
+ledger is written compact (one line, keys sorted): JSON's C encoder, where an indented file took the
+pure-Python one, about 3x as long, on every page event of a growing ledger (issue 22).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
 from pathlib import Path
+from typing import Any, Iterator
 
 from opsctl.clock import WallClock, format_rfc3339
 from opsctl.errors import NoDataError, UsageError
@@ -24,7 +29,7 @@ from opsctl.paging.base import (
     prepared,
     prepared_change,
 )
-from opsctl.statefile import read_json, updating
+from opsctl.statefile import locked, read_json, write_text_atomic
 
 EMPTY = {"version": 1, "next_id": 1, "incidents": [], "changes": [], "maintenance_windows": []}
 
@@ -174,7 +179,7 @@ class LocalPager:
         """Locked read-modify-write of the ledger; a dry run works on a copy and writes nothing."""
         if self.dry_run:
             return _DryRunLedger(read_json(self.path, copy.deepcopy(EMPTY)))
-        return updating(self.path, copy.deepcopy(EMPTY))
+        return _updating(self.path, copy.deepcopy(EMPTY))
 
     def _need_open(self, data: dict, dedup_key: str) -> dict:
         incident = _open_incident(data, dedup_key)
@@ -186,6 +191,16 @@ class LocalPager:
     def _result(self, action: str, at: float, request: dict, **kw) -> PageResult:
         return PageResult(action=action, provider=self.name, at=at, dry_run=self.dry_run,
                           requests=(_readable(request),) if self.dry_run else (), **kw)
+
+
+@contextlib.contextmanager
+def _updating(path: Path, default: Any) -> Iterator[Any]:
+    """statefile.updating, written compact: lock, read, let the block change the data in place,
+    write atomically. An error writes nothing."""
+    with locked(path):
+        data = read_json(path, default)
+        yield data
+        write_text_atomic(path, json.dumps(data, sort_keys=True, separators=(",", ":"), default=str) + "\n")
 
 
 class _DryRunLedger:

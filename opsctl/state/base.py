@@ -32,8 +32,13 @@ class StateStore(Protocol):
 
     def get(self, name: str) -> Document | None: ...
 
-    def put(self, name: str, data: dict[str, Any], *, version: str | None) -> Document:
-        """version=None creates (ConflictError if it exists); otherwise CAS (ConflictError, exit 5, if moved)."""
+    def put(self, name: str, data: dict[str, Any], *, version: str | None, encoded: str | None = None,
+            owned: bool = False) -> Document:
+        """version=None creates (ConflictError if it exists); otherwise CAS (ConflictError, exit 5, if moved).
+        `encoded`: encode(name, data), when the caller has it already (the document is not encoded
+        twice). `owned`: `data` is plain JSON (dicts with text keys, lists, text, numbers, booleans,
+        None) handed over, never changed after; the Document returned holds it as it is, instead of
+        a parse of what the store answered (the same values: the store keeps the text as sent)."""
         ...
 
     def update(self, name: str, change: Callable[[dict[str, Any] | None], dict[str, Any] | None], *, attempts: int = 5) -> Document | None:

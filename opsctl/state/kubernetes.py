@@ -80,8 +80,9 @@ class KubernetesStateStore:
             raise
         return self._document(name, cm)
 
-    def put(self, name: str, data: dict[str, Any], *, version: str | None) -> Document:
-        text = encode(name, data)
+    def put(self, name: str, data: dict[str, Any], *, version: str | None, encoded: str | None = None,
+            owned: bool = False) -> Document:
+        text = encode(name, data) if encoded is None else encoded
         obj = self._object(name)
         labels = {**APP_LABELS, "opsctl.io/service": safe_service(self.service), "opsctl.io/document": name}
         import os
@@ -109,6 +110,8 @@ class KubernetesStateStore:
             if getattr(exc, "status", None) == 404:  # deleted since it was read: a concurrent change
                 raise ConflictError(f"{what}: the document was deleted since it was read") from exc
             raise
+        if owned:  # the API server stores the text as sent: no parse of its echo (issue 22)
+            return Document(name, data, cm.metadata.resource_version)
         return self._document(name, cm)
 
     def _own_write(self, name: str, write_id: str) -> Document | None:

@@ -38,8 +38,9 @@ class LocalStateStore:
     def get(self, name: str) -> Document | None:
         return self._read(name)
 
-    def put(self, name: str, data: dict[str, Any], *, version: str | None) -> Document:
-        text = encode(name, data)
+    def put(self, name: str, data: dict[str, Any], *, version: str | None, encoded: str | None = None,
+            owned: bool = False) -> Document:
+        text = encode(name, data) if encoded is None else encoded
         path = self._path(name)
         with locked(path):
             current = self._read(name)
@@ -50,6 +51,8 @@ class LocalStateStore:
                                     f" (version {version} -> {current.version if current else 'deleted'})")
             new = str(int(current.version) + 1 if current else 1)
             write_text_atomic(path, f'{{"version":{new},"data":{text}}}\n')
+        if owned:
+            return Document(name, data, new)
         import json
 
         return Document(name, json.loads(text), new)

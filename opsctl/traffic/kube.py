@@ -37,6 +37,11 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 TRANSIENT = (429, 500, 502, 503, 504)
 RETRY_DEADLINE = 30.0  # the most seconds a call keeps retrying transient failures
 RETRY_BASE, RETRY_CAP = 0.1, 2.0  # backoff: full jitter under base * 2^n, capped
+# Connections a client keeps for reuse (the kubernetes client's own default is 10). `opsctl serve`
+# shares one client (registry.kube_for) between the state store and the actuator, and calls it from
+# about 30 threads at once: 20 recorders (16 quiet, 4 urgent), workers, maintenance, readiness and
+# the delivery log's 8 parallel reads. Only connections in use are ever opened.
+POOL = 40
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -47,8 +52,12 @@ def is_transient(exc: BaseException) -> bool:
 class Kube:
     """One API client per process and settings; `call()` runs an API method with opsctl's error mapping."""
 
-    def __init__(self, settings: "KubernetesSettings", base_dir: Path | str = ".", *, resend: bool = True):
+    def __init__(self, settings: "KubernetesSettings", base_dir: Path | str = ".", *, resend: bool = True,
+                 pool: int | None = None):
         self.settings = settings
+        # pool: connections kept open for reuse (POOL when None); sized to the threads that call at once,
+        # or urllib3 logs "Connection pool is full" and drops the spare ones.
+        self.pool = POOL if pool is None else pool
         self.base_dir = Path(base_dir)
         # resend: urllib3 sends a request once more after a dropped connection or a read timeout, with
         # the same timeout (so a call may take twice its deadline). The Lease's own client turns it off.
@@ -71,7 +80,7 @@ class Kube:
     @property
     def client(self) -> Any:  # a kubernetes ApiClient (the client is untyped)
         if self._client is None:
-            client = _api_client(self.settings, self.base_dir, resend=self.resend)
+            client = _api_client(self.settings, self.base_dir, resend=self.resend, pool=self.pool)
             send = client.call_api
 
             def call_api(*args: Any, **kwargs: Any) -> Any:  # every answer, error or not, tells the server's time
@@ -200,11 +209,14 @@ class Kube:
         return f"Event {involved['namespace']}/{event.metadata.name} ({reason})"
 
 
-def _api_client(settings: "KubernetesSettings", base_dir: Path, *, resend: bool = True) -> Any:
+def _api_client(settings: "KubernetesSettings", base_dir: Path, *, resend: bool = True,
+                pool: int | None = None) -> Any:
     from kubernetes import client
 
     configuration = _configuration(settings, base_dir)
     configuration.retries = 1 if resend else 0
+    if pool is not None:
+        configuration.connection_pool_maxsize = pool
     return client.ApiClient(configuration)
 
 

@@ -110,3 +110,18 @@ def test_an_unknown_pager_name_is_an_error_not_a_fallback(cfg):
 
     with pytest.raises(ConfigError, match=r"unknown pager 'opsgenie' \(known: local, pagerduty\)"):
         open_pager(cfg, provider="opsgenie")
+
+
+def test_the_ledger_is_written_compact_and_reads_back_whole(tmp_path):
+    """One line, keys sorted, no indentation (JSON's C encoder: an indented ledger took the
+    pure-Python encoder on every page event, issue 22); the incidents read back as written."""
+    pager = LocalPager(tmp_path / "ledger.json", service="svc", oncall=("a", "b"), clock=SimClock(1000))
+    pager.trigger(PageEvent(summary="page 1", source="test", dedup_key="k1"))
+    pager.resolve("k1")
+    pager.trigger(PageEvent(summary="page 2", source="test", dedup_key="k2"))
+    text = (tmp_path / "ledger.json").read_text()
+    assert text.count("\n") == 1 and text.endswith("\n") and "  " not in text
+    data = json.loads(text)
+    assert text == json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n"
+    assert [(i["dedup_key"], i["status"]) for i in data["incidents"]] == [("k1", "resolved"), ("k2", "triggered")]
+    assert [i.status for i in pager.incidents()] == ["resolved", "triggered"]

@@ -194,3 +194,56 @@ def test_the_store_tells_the_api_servers_time_not_this_hosts(kube_api, monkeypat
                                  namespace=NS, service="llm-inference")
     store.get("anything")
     assert abs(store.now() - time.time()) < 5  # the fake API server runs on the real clock
+
+
+def test_a_document_handed_over_is_returned_as_it_is_and_stored_as_encoded(store):
+    """put(owned=True) keeps the caller's dict (no parse of the answer) and put(encoded=...) stores
+    the text it is given (not encoded twice); a fresh read gives the same values (issue 22)."""
+    from opsctl.state.base import encode
+
+    data = {"events": {"k": {"state": "done", "at": 1.5, "tags": ["a", "b"], "none": None}}}
+    text = encode("pieces", data)
+    doc = store.put("pieces", data, version=None, encoded=text, owned=True)
+    assert doc.data is data
+    again = store.get("pieces")
+    assert again.data == data and again.version == doc.version
+    later = {"events": {}}
+    assert store.put("pieces", later, version=doc.version).data is not later  # not handed over: parsed back
+
+
+def test_kubernetes_the_text_given_is_the_text_stored(kube_api):
+    store = KubernetesStateStore(Kube(KubernetesSettings(host=kube_api.url, namespace=NS, timeout=5)),
+                                 namespace=NS, service="llm-inference")
+    from opsctl.state.base import encode
+
+    data = {"b": 1, "a": [1, 2]}
+    store.put("traffic", data, version=None, encoded=encode("traffic", data), owned=True)
+    assert kube_api.get("", "configmaps", NS, "opsctl-llm-inference-traffic")["data"][KEY] == '{"a":[1,2],"b":1}'
+
+
+def test_the_state_stores_client_keeps_a_connection_for_each_of_serves_threads(tmp_path, kube_api, caplog):
+    """As many reads in flight at once as serve's 20 recorder threads: each connection goes back to
+    the pool, none is dropped as "Connection pool is full" (the client's default pool is 10)."""
+    import dataclasses
+    import logging
+
+    from opsctl.config import StateConfig, load_config
+    from opsctl.state import open_state_store
+    from tests.conftest import wait_until, write_config
+
+    cfg = load_config(str(write_config(tmp_path)))
+    cfg = dataclasses.replace(cfg, state=StateConfig(backend="kubernetes", namespace=NS,
+                                                     kubernetes=KubernetesSettings(host=kube_api.url, timeout=20)))
+    store = open_state_store(cfg)
+    store.put("traffic", {"a": 1}, version=None)
+    kube_api.inject(verb="get", resource="configmaps", hold=True)
+    readers = [threading.Thread(target=store.get, args=("traffic",)) for _ in range(20)]
+    with caplog.at_level(logging.WARNING, logger="urllib3.connectionpool"):
+        for t in readers:
+            t.start()
+        wait_until(lambda: kube_api.held() == 20, what="20 reads in flight at once")
+        kube_api.clear_faults()
+        for t in readers:
+            t.join(timeout=30)
+    assert not [t for t in readers if t.is_alive()]
+    assert not [r for r in caplog.records if "Connection pool is full" in r.getMessage()]

@@ -58,7 +58,7 @@ def test_the_shipped_single_config_runbook_queries_have_no_service_matcher():
 
 
 def test_chain_drill_hop_queries_carry_the_service(shared_prometheus):
-    from opsctl.drills.chain.hops import BURN_RECORDS, burn_query, outcomes_query, recorded_service_matcher
+    from opsctl.drills.chain.readings import BURN_RECORDS, burn_query, outcomes_query, recorded_service_matcher
     from opsctl.metrics.base import open_source
     from opsctl.metrics.promql import selectors_in
 

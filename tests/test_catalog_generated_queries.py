@@ -36,7 +36,7 @@ def _queries_in(value, out: list[str]) -> list[str]:
 def test_every_runbook_query_of_a_catalog_service_carries_its_service(tmp_path):
     from opsctl.runbooks.generator import plan_runbooks
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import RuleSettings, plan_rules
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
 
     directory = write_catalog(tmp_path, ["chat", "search"])
     for cfg in Catalog(directory).load_all():

@@ -281,8 +281,8 @@ def rules(app, paths, fmt, out):
       opsctl slo rules slos/ --format prometheusrule --out deploy/slo-prometheusrule.yaml
     """
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import (RuleSettings, count_rules, header, plan_rules, render_yaml, rules_document,
-                                  write_atomic)
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
+    from opsctl.slo.rules import count_rules, header, render_yaml, rules_document, write_atomic
 
     cfg = app.config
     settings = RuleSettings.from_config(cfg)
@@ -322,7 +322,7 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
     from opsctl.slo.alerts import evaluate_plans
     from opsctl.slo.loading import load_slos
     from opsctl.slo.report import source_notes, why_no_data
-    from opsctl.slo.rules import RuleSettings, plan_rules
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
 
     cfg = app.config
     settings = RuleSettings.from_config(cfg)
@@ -420,7 +420,8 @@ def dashboard(app, paths, out, out_dir, uid, all_services, service_configs, dril
     from opsctl.slo.dashboard import ServiceSlos
     from opsctl.slo.dashboard_check import checked_boards
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import RuleSettings, plan_rules, write_atomic
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
+    from opsctl.slo.rules import write_atomic
 
     if out and out_dir:
         raise UsageError("--out and --out-dir exclude each other")

@@ -16,7 +16,7 @@ class ChainAnalysis(ChainProgress):
         """What the burn-rate maths predicts from the first fault, on the drill's own rules ({} if nothing)."""
         from opsctl.drills.prediction import chain_prediction
         from opsctl.slo.loading import load_slos
-        from opsctl.slo.rules import RuleSettings, plan_rules
+        from opsctl.slo.rule_plan import RuleSettings, plan_rules
 
         step = next(s for s in self.scenario.method if s.action == "inject-fault")
         try:
@@ -53,7 +53,8 @@ class ChainAnalysis(ChainProgress):
 
         from opsctl.drills.chain.routes import receivers_for
         from opsctl.drills.prediction import response_hops
-        from opsctl.slo.rules import RuleSettings, alert_labels
+        from opsctl.slo.rule_exprs import alert_labels
+        from opsctl.slo.rule_plan import RuleSettings
 
         plan = next((p for p in plans if p.slo.name == pred.get("slo")), None)
         firing = [t for t in pred.get("tiers") or [] if t["predicted_seconds"] is not None]

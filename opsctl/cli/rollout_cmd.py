@@ -269,7 +269,7 @@ def ab(app, plan_file, window, prometheus_url, source_kind, at, output):
 
 
 def _store(app):
-    from opsctl.rollout.controller import RolloutStore
+    from opsctl.rollout.document import RolloutStore
     from opsctl.state import open_state_store
 
     return RolloutStore(open_state_store(app.config))  # a person's writes: compare-and-swap, no term
@@ -314,14 +314,15 @@ def start(app, plan_file, dry_run, yes, output):
     from pathlib import Path
 
     from opsctl.config.loading import parse_yaml, read_text
-    from opsctl.rollout.controller import start_rollout, starting_point
+    from opsctl.rollout.document import start_rollout
+    from opsctl.rollout.steps import starting_point
     from opsctl.rollout.plan import build_plan
     from opsctl.clock import wall_now
 
     cfg = app.config
     data = parse_yaml(read_text(Path(plan_file), "rollout plan"), Path(plan_file))
     the_plan = build_plan(data, plan_file, backends=list(cfg.backends))
-    from opsctl.rollout.controller import plan_steps
+    from opsctl.rollout.steps import plan_steps
     from opsctl.rollout.simrun import refuse_unmirrored
 
     refuse_unmirrored(cfg, plan_steps(the_plan))  # a gate that cannot mirror and no shadow object: exit 2
@@ -361,7 +362,7 @@ def _intent_command(action: str, doc: str):
     @click.pass_obj
     def command(app, reason, dry_run, yes, output):
         from opsctl.clock import wall_now
-        from opsctl.rollout.controller import new_intent
+        from opsctl.rollout.document import new_intent
 
         if dry_run:
             emit({"action": action, "reason": reason, "dry_run": True}, output,

@@ -30,7 +30,7 @@ from opsctl.errors import NoDataError
 from opsctl.model import Model, field
 
 if TYPE_CHECKING:
-    from opsctl.clock import SimClock, WallClock
+    from opsctl.clock import Clock
     from opsctl.traffic.base import Actuator
     from opsctl.traffic.split import Split
 
@@ -171,7 +171,7 @@ def empty() -> dict[str, Any]:
     return {"changes": [], "operations": {}, "failovers": {}}
 
 
-def now_for(actuator: "Actuator", clock: "WallClock | SimClock") -> float:
+def now_for(actuator: "Actuator", clock: "Clock") -> float:
     """The time a change is recorded and the rate window measured at: the API server's for an
     actuator on Kubernetes (its `kube`) when the clock is the wall clock; the clock's otherwise (a
     file on one host, or simulated time in drills)."""

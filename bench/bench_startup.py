@@ -16,7 +16,11 @@ Bytecode is cached as an installed package has it (PYTHONDONTWRITEBYTECODE is re
 command runs once before timing); so is the parsed-YAML cache (opsctl.config.cache, in a fresh
 XDG_CACHE_HOME under the temp dir, filled by that first run), as on any second run of a user.
 
-    python bench/bench_startup.py [--runs 31] [--no-write]
+`--baseline DIR` adds `opsctl traffic status` run from another checkout (its own PYTHONPATH and
+parse cache) to the same interleaved loop, so a change is read against the code before it on the
+same load, not against a figure from another hour.
+
+    python bench/bench_startup.py [--runs 31] [--no-write] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -79,12 +83,17 @@ def commands(root: Path) -> dict[str, list[str]]:
     }
 
 
-def measure(runs: int, cmds: dict[str, list[str]], env: dict, root: Path) -> dict[str, list[tuple[float, float]]]:
+def measure(runs: int, cmds: dict[str, list[str]], env: dict, root: Path,
+            envs: dict[str, dict] | None = None) -> dict[str, list[tuple[float, float]]]:
+    """Each command `runs` times, interleaved; `envs` overrides the environment of some."""
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in cmds}
     for _ in range(runs):
         for name, cmd in cmds.items():
-            times[name].append(timed(cmd, env, root))
+            times[name].append(timed(cmd, (envs or {}).get(name, env), root))
     return times
+
+
+BASELINE = "baseline: opsctl traffic status"
 
 
 _LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \| (\s*)(\S+)$")
@@ -174,6 +183,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=31)
     parser.add_argument("--profile-runs", type=int, default=7)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--baseline", metavar="DIR", type=Path,
+                        help="also run `traffic status` from this checkout in the same loop")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -183,10 +194,15 @@ def main() -> None:
         env["XDG_CACHE_HOME"] = str(root / "cache")
         env["XDG_STATE_HOME"] = str(root / "state")
         cmds = commands(root)
-        measure(1, cmds, env, root)  # warm-up: writes the .pyc files an install would have
-        rows = summary(measure(args.runs, cmds, env, root))
+        envs = {}
+        if args.baseline is not None:
+            cmds[BASELINE] = cmds["opsctl traffic status"]
+            envs[BASELINE] = {**env, "PYTHONPATH": str(args.baseline.resolve()),
+                              "XDG_CACHE_HOME": str(root / "cache-baseline")}
+        measure(1, cmds, env, root, envs)  # warm-up: writes the .pyc files an install would have
+        rows = summary(measure(args.runs, cmds, env, root, envs))
         profiles = {name: import_profile(cmd, env, root, args.profile_runs)
-                    for name, cmd in cmds.items() if name.startswith("opsctl")}
+                    for name, cmd in cmds.items() if name.startswith("opsctl")}  # not the baseline
         config_import, config_build = config_cost(env, root, args.profile_runs)
     config_ms = config_import + config_build
     load = os.getloadavg()[0]
@@ -205,6 +221,8 @@ def main() -> None:
         "",
         render(rows),
         "",
+        *([f"`{BASELINE}` is the same command run from {args.baseline} in the same loop (its own parse cache).",
+           ""] if args.baseline is not None else []),
         f"Verdict (median ratio against the hello-world of the same run): {verdict}."
         " Best-run ratios: " + ", ".join(f"`{n}` {rows[n]['best_ratio']:.2f}x" for n in TARGETS) + "."
         " CPU time ratios: " + ", ".join(f"`{n}` {rows[n]['cpu_ratio']:.2f}x" for n in TARGETS) + ".",

@@ -21,7 +21,7 @@ import os
 import socket
 import threading
 from dataclasses import replace
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from opsctl.automation.actions import (
     FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest, TicketRequest,
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from opsctl.paging.base import Pager
     from opsctl.tickets.base import TicketProvider
     from opsctl.traffic.controller import ChangeResult
-    from opsctl.traffic.record import ChangeEntry
+    from opsctl.traffic.record import ChangeEntry, ChangeRecord
     from opsctl.traffic.split import Split
 
 SOURCE = "opsctl serve"
@@ -112,7 +112,7 @@ class LiveExecutor:
 
         record = self.traffic.read().record
         if operation and find_change(record, operation=operation, action="failover") is not None:
-            steps = [e for e in newest_first(record or {}) if e.operation == operation and e.action == "failover"]
+            steps = [e for e in newest_first(record) if e.operation == operation and e.action == "failover"]
             # Its first step saved the split before; its last (top-ups as replicas became Ready) wrote the split now.
             if steps[-1].before and steps[0].after:
                 return replace(steps[0], before=steps[-1].before)
@@ -142,7 +142,7 @@ class LiveExecutor:
         current = stored.split
         operation = request.operation_id or None
         now = now_for(self.controller.actuator, self.clock)
-        held = reflap_hold(stored.record or {}, request.backend, request.hold_down, now)
+        held = reflap_hold(stored.record, request.backend, request.hold_down, now)
         if held is not None and current == after:
             reason, until = held
             return Outcome("refused", reason, {"retry_in": max(1.0, until - now)})
@@ -299,7 +299,7 @@ REFLAP_WINDOW = 6 * 3600
 REFLAP_MAX_FACTOR = 16
 
 
-def reflap_hold(record: dict[str, Any], backend: str, hold_down: float, now: float) -> tuple[str, float] | None:
+def reflap_hold(record: "ChangeRecord | None", backend: str, hold_down: float, now: float) -> tuple[str, float] | None:
     """Why a restore of `backend` waits and until when, or None: from the failovers away from it in
     the change record (one per operation) within REFLAP_WINDOW."""
     from opsctl.audit import timestamp
@@ -309,8 +309,8 @@ def reflap_hold(record: dict[str, Any], backend: str, hold_down: float, now: flo
         return None
     failovers: dict[str, float] = {}
     for entry in newest_first(record):
-        moved_away = (entry.before or {}).get("weights", {}).get(backend, 0) > (entry.after or {}).get(
-            "weights", {}).get(backend, 0)
+        before, after = entry.before_split, entry.after_split
+        moved_away = (before.weight(backend) if before else 0) > (after.weight(backend) if after else 0)
         if entry.action == "failover" and entry.outcome == "applied" and moved_away and entry.ts >= now - REFLAP_WINDOW:
             failovers.setdefault(entry.operation or entry.id, entry.ts)
     earlier = len(failovers) - 1

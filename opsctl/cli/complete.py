@@ -67,8 +67,8 @@ def _incidents(cfg) -> list[str]:
     from opsctl.traffic.service import TrafficService
 
     service = TrafficService(cfg, hooks=[])
-    record = service.read().record or {}
-    found = list(record.get("failovers") or {})
+    record = service.read().record
+    found = list(record.failovers) if record is not None else []
     for entry in service.history(incident=None, limit=None):
         if entry.incident and entry.incident not in found:
             found.append(entry.incident)
@@ -81,7 +81,8 @@ incidents = _safe(_incidents)
 def _open_failovers(cfg) -> list[str]:
     from opsctl.traffic.service import TrafficService
 
-    return list((TrafficService(cfg, hooks=[]).read().record or {}).get("failovers") or {})
+    record = TrafficService(cfg, hooks=[]).read().record
+    return list(record.failovers) if record is not None else []
 
 
 open_failovers = _safe(_open_failovers)

@@ -228,35 +228,35 @@ def _finish(result, output: str) -> None:
     """A finished drill (embedded, live or chain): its summary, where the report is, its exit code."""
     from opsctl.errors import GuardRefused, OpsctlError
 
-    emit(result.report, output, table=lambda d: _summary_text(d, result.paths))
+    emit(result.report.to_dict(), output, table=lambda _: _summary_text(result.report, result.paths))
     if output != "table":
         click.echo(f"report: {_rel(result.paths['md'])} (also .json, .html)", err=True)
     if result.exit_code == 4:
-        raise GuardRefused(f"drill refused: {result.report.get('refusal')}")
+        raise GuardRefused(f"drill refused: {result.report.refusal}")
     if result.exit_code:
         raise OpsctlError(f"drill {result.outcome}: " + "; ".join(result.failures[:5]),
                           hint=f"see the report: {_rel(result.paths['md'])}")
 
 
-def _summary_text(d: dict, paths: dict) -> str:
-    from opsctl.drills.expectations import verdict_mark
+def _summary_text(d, paths: dict) -> str:
+    """A run's summary from its typed report (drills.report_model.DrillReport)."""
     from opsctl.drills.report import MEASURES, duration_text
 
-    lines = [f"drill {d['run_id']}: {d['outcome'].upper()} ({d['scenario']['title']})"]
-    if d.get("wall_seconds") is not None:
-        sim = d.get("sim")
-        lines[0] += f" in {d['wall_seconds']:.1f} s wall" + (
-            f", {duration_text(sim['simulated_seconds'])} simulated" if sim else "")
-    m = d.get("measurements") or {}
+    lines = [f"drill {d.run_id}: {d.outcome.upper()} ({d.scenario.title})"]
+    if d.wall_seconds is not None:
+        sim = d.sim
+        lines[0] += f" in {d.wall_seconds:.1f} s wall" + (
+            f", {duration_text(sim.simulated_seconds)} simulated" if sim else "")
+    m = d.measurements
     if m:
-        lines.append("  " + "  ".join(f"{label}: {duration_text(m.get(key))}" for key, label, _ in MEASURES
-                                      if m.get(key) is not None))
-    for v in d.get("expectations", []):
-        lines.append(f"  {verdict_mark(v)}  {v['name']}" + ("" if v["passed"] else f": {v['reason']}"))
-    for r in d.get("rollbacks", []):
-        if r["status"] != "done":
-            lines.append(f"  rollback {r['action']} {r['status']}: {r['message']}")
-    for item in d.get("leftovers", []):
+        lines.append("  " + "  ".join(f"{label}: {duration_text(m.seconds(key))}" for key, label, _ in MEASURES
+                                      if m.seconds(key) is not None))
+    for v in d.expectations:
+        lines.append(f"  {v.mark}  {v.name}" + ("" if v.passed else f": {v.reason}"))
+    for r in d.rollbacks:
+        if r.status != "done":
+            lines.append(f"  rollback {r.action} {r.status}: {r.message}")
+    for item in d.leftovers:
         lines.append(f"  LEFT BEHIND: {item}")
     lines.append(f"report: {_rel(paths['md'])}")
     lines.append(f"        {_rel(paths['html'])}")
@@ -298,8 +298,7 @@ def report(app, run_id, fmt, path_only, output):
       opsctl drill report latest -o html --path
       opsctl drill report -o md | less
     """
-    import json
-
+    from opsctl.drills.report_model import read_report
     from opsctl.drills.state import find_run
     from opsctl.errors import NoDataError, UsageError
 
@@ -320,9 +319,9 @@ def report(app, run_id, fmt, path_only, output):
     if fmt:
         click.echo(path.read_text().rstrip("\n"))
         return
-    data = json.loads(state.report_path("json").read_text())
+    stored = read_report(state.report_path("json"))  # one line, exit 3, when it is not a drill report
     paths = {k: str(state.report_path(k)) for k in ("md", "json", "html")}
-    emit(data, output, table=lambda d: _summary_text(d, paths))
+    emit(stored.to_dict(), output, table=lambda _: _summary_text(stored, paths))
 
 
 @drill.command()

@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import sys
 
-from typing import TYPE_CHECKING
-
 import click
 
-from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.output import emit, output_option
 from opsctl.cli.params import IDENTIFIER, LINE
 from opsctl.cli import complete
 from opsctl.cli.source_options import prometheus_url_option
 from opsctl.cli.main import all_services_option
-
-if TYPE_CHECKING:
-    from opsctl.traffic.controller import ChangeResult
-    from opsctl.traffic.ramp import RampOutcome
-    from opsctl.traffic.record import ChangeEntry
-    from opsctl.traffic.split import Split
-
+from opsctl.cli.traffic_render import render_outcome, run_change, run_ramp
 
 @click.group()
 def traffic():
@@ -123,93 +115,13 @@ def _confirmer(yes: bool, dry_run: bool, order):
         raise UsageError("this changes live traffic: pass --yes to confirm without a terminal, or --dry-run to preview")
 
     def confirm(what) -> bool:
-        text = what if isinstance(what, str) else _change_text(what, order)
+        from opsctl.cli.traffic_render import change_text
+
+        text = what if isinstance(what, str) else change_text(what, order)
         click.echo(text, err=True)
         return click.confirm("Apply?", default=False, err=True)
 
     return confirm
-
-
-def _render_outcome(outcome, output: str, order, render) -> None:
-    """Render what a change returned (`check=False`: a refusal still shows its guards, -o json still
-    prints the result; a refusal's table goes to stderr), then exit with its error's code."""
-    failed = outcome.error
-    if output != "table":
-        emit(outcome.to_dict(order), output)
-    else:
-        click.echo(render(outcome, order), err=failed is not None)
-    if failed is not None:
-        raise failed
-
-
-def _run_change(app, output: str, call) -> None:
-    _render_outcome(call(), output, list(app.config.backends), _change_text)
-
-
-def _run_ramp(call, output, order) -> None:
-    try:
-        outcome = call()
-    except KeyboardInterrupt:
-        click.echo("interrupted: the ramp's state is saved; continue with `opsctl traffic ramp --resume`"
-                   " or return to its start with `opsctl traffic ramp --abort`", err=True)
-        raise
-    _render_outcome(outcome, output, order, _ramp_text)
-
-
-def _describe(split: "Split | None", order) -> str:
-    """`internal 20 / databricks 80 (shadow internal 5%)`, in the config's backend order."""
-    if split is None:
-        return "unset"
-    text = " / ".join(f"{b} {split.weight(b)}" for b in order)
-    text = text or " / ".join(f"{b} {split.weight(b)}" for b in split.backends())
-    names = [*order, *(b for b in sorted(split.shadow) if b not in order)]
-    shadow = [f"{b} {split.shadow_of(b)}%" for b in names if split.shadow_of(b)]
-    return text + (" (shadow " + ", ".join(shadow) + ")" if shadow else "")
-
-
-def _described(split: "dict | None", order) -> str:
-    """`_describe` of a split as a stored document holds it (a ramp's plan, `traffic status`)."""
-    from opsctl.traffic.split import Split
-
-    if split is None:
-        return "unset"
-    present = [b for b in order if b in split["weights"]] or list(split["weights"])
-    return _describe(Split.of(split["weights"], split.get("shadow")), present)
-
-
-def _change_text(r: "ChangeResult", order) -> str:
-    lines = [
-        f"{r.outcome:<9} {r.action}: {_describe(r.before, order)} -> {_describe(r.after, order)}",
-        f"target    {r.target} (version {r.version_before}"
-        + (f" -> {r.version})" if r.version and r.version != r.version_before else ")"),
-    ]
-    if r.requested is not None and r.requested != r.after:
-        lines.append(f"asked     {_describe(r.requested, order)}")
-    step = r.degradation
-    if step is not None:
-        lines.append(f"DEGRADED  {_describe(step.before, order)} -> {_describe(step.after, order)}"
-                     f" ({step.outcome}, change {step.change_id or '-'})")
-    if r.partial is not None:
-        lines.append(f"PARTIAL   {r.partial.message}")
-    for backend, s in r.shortfall.items():
-        lines.append(f"SHORT     {backend}: {s['not_moved']} points could not move (capacity carries"
-                     f" {s['capacity_share']}%); they stay where they were")
-    if r.incident or r.reason:
-        lines.append(f"why       {r.incident or '-'}: {r.reason or ''}")
-    if r.guards:
-        rows = []
-        for g in r.guards:
-            mark = "OVERRIDE" if g.overridden else "skip" if g.skipped else "ok" if g.ok else "REFUSED"
-            rows.append([mark, g.name, g.message])
-            if not g.ok and g.remedy:
-                rows.append(["", "", f"what to do: {g.remedy}"])
-        lines.append("guards")
-        lines.extend("  " + line for line in render_table(["", "GUARD", "RESULT"], rows).splitlines()[2:])
-    lines.extend(f"WARNING   {w}" for w in r.warnings)
-    lines.extend(f"recorded  {x}" for x in r.recorded)
-    if r.message and r.outcome != "refused":
-        lines.append(f"note      {r.message}")
-    return "\n".join(lines)
 
 
 def _running_ramp_blocks(app, emergency: bool) -> None:
@@ -238,75 +150,16 @@ def status(app, output):
 
     Exit 3 when the split is unknown (e.g. nothing stored yet and no default configured).
     """
+    from opsctl.cli.traffic_render import status_text
     from opsctl.clock import wall_now
     from opsctl.errors import NoDataError
     from opsctl.traffic.status import traffic_status
 
-    data = traffic_status(app.config, wall_now())
-    emit(data, output, table=lambda d: _status_text(d, list(app.config.backends)))
-    if data["split"] is None:
-        raise NoDataError(f"the split is unknown: {data['note']}")
-
-
-def _status_text(d: dict, order) -> str:
-    lines = [
-        f"split       {_described(d['split'], order)}" + (f"   ({d['note']})" if d.get("note") else ""),
-        f"actuator    {d['actuator']}: {d['target']} (version {d['version']})",
-    ]
-    mirror = d.get("shadow_object")
-    if mirror is not None:
-        if mirror.get("error"):
-            lines.append(f"shadow      {mirror['actuator']}: unknown ({mirror['error']})")
-        else:
-            shares = ", ".join(f"{b} {p}%" for b, p in (mirror["mirror"] or {}).items()) or "none"
-            lines.append(f"shadow      {mirror['actuator']}: {mirror['target']} (version {mirror['version']}):"
-                         f" mirrors {shares}" + (f"   ({mirror['note']})" if mirror.get("note") else ""))
-    if d.get("metrics"):
-        lines.append(f"metrics     {d['metrics']['source']}: {d['metrics']['where']}")
-    last = d.get("last_change")
-    if last:
-        why = " ".join(x for x in (last.get("incident") or "", last.get("reason") or "") if x)
-        lines.append(f"last change {last['time']} {last['action']} by {last['actor']}" + (f": {why}" if why else "")
-                     + (f" [overrode {', '.join(last['overrides'])}]" if last.get("overrides") else ""))
-    else:
-        lines.append("last change none recorded")
-    for f in d.get("open_failovers") or []:
-        lines.append(f"FAILOVER    incident {f['incident']} open since {f['since']} by {f['actor']};"
-                     f" restore returns to {_described(f['saved'], order)}"
-                     f" (opsctl traffic restore --incident {f['incident']})")
-    if d["freezes_active"]:
-        for f in d["freezes_active"]:
-            lines.append(f"FREEZE      {f['name']} until {f['end_local']}: routine changes refused"
-                         " (emergencies: --emergency --incident ID)")
-    else:
-        nxt = d.get("next_freeze")
-        lines.append("freeze      none in force" + (f"; next: {nxt['name']} from {nxt['start_local']}" if nxt else ""))
-    cap = d.get("capacity")
-    if cap is None:
-        lines.append("capacity    not configured")
-    elif cap.get("error"):
-        lines.append(f"capacity    {cap['backend']}: unknown ({cap['error']})")
-    elif cap.get("current_rps") is None:
-        lines.append(f"capacity    {cap['backend']}: {cap['ready_replicas']} ready x {cap['rps_per_replica']:g} rps"
-                     f" = {cap['capacity_rps']:g} rps; headroom unknown: no request-rate data")
-    else:
-        lines.append(
-            f"capacity    {cap['backend']}: {cap['ready_replicas']} ready x {cap['rps_per_replica']:g} rps ="
-            f" {cap['capacity_rps']:g} rps for {cap['current_rps']:.1f} rps total; carries up to {cap['max_share']}%"
-            f" with {cap['headroom']:.0%} headroom (now {cap['share_now']}%; {cap['max_share_at_max_replicas']}%"
-            f" at {cap['max_replicas']} replicas)")
-    for name, v in ((cap or {}).get("vendors") or {}).items():
-        unit = "requests/s" if v.get("unit") == "requests" else "tokens/s"
-        lines.append(f"capacity    {name}: unknown ({v['error']})" if v.get("error") else
-                     f"capacity    {name}: provisioned {v['provisioned']:g} {unit}, carries up to {v['max_share']}%"
-                     f" with {v['headroom']:.0%} headroom (now {v['share_now']}%)" if v.get("max_share") is not None else
-                     f"capacity    {name}: provisioned throughput or current {unit} unknown (no data)")
-    ramp = d.get("ramp")
-    if ramp:
-        state = "running" if ramp["live"] else "INTERRUPTED (resume: opsctl traffic ramp --resume; or --abort)"
-        lines.append(f"ramp        {ramp['id']} {state}: step {ramp['done']}/{ramp['total']} toward"
-                     f" {_described(ramp['target'], order)}")
-    return "\n".join(lines)
+    order = list(app.config.backends)
+    shown = traffic_status(app.config, wall_now())
+    emit(shown.to_dict(order), output, table=lambda _: status_text(shown, order))
+    if shown.split is None:
+        raise NoDataError(f"the split is unknown: {shown.note}")
 
 
 @traffic.command(name="set")
@@ -337,7 +190,7 @@ def set_(app, weights, shadow, dry_run, reason, incident, emergency, yes, output
 
     assigned, mirrored, confirm = _preflight(service, "set", check, reason=reason, incident=incident,
                                              emergency=emergency)
-    _run_change(app, output, lambda: service.set(assigned, mirrored, reason=reason, incident=incident,
+    run_change(app, output, lambda: service.set(assigned, mirrored, reason=reason, incident=incident,
                                                  emergency=emergency, confirm=confirm, check=False))
 
 
@@ -391,9 +244,9 @@ def ramp(app, weights, to, step, interval, resume, abort, dry_run, reason, incid
 
     _preflight(service, "ramp", flags, reason=reason, incident=incident, emergency=emergency)
     if resume:
-        return _run_ramp(lambda: service.resume(check=False), output, order)
+        return run_ramp(lambda: service.resume(check=False), output, order)
     if abort:
-        return _run_ramp(lambda: service.abort(reason), output, order)
+        return run_ramp(lambda: service.abort(reason), output, order)
 
     def check():
         if not to:
@@ -418,19 +271,8 @@ def ramp(app, weights, to, step, interval, resume, abort, dry_run, reason, incid
             return Split.of(fill_remainder(assigned, current, order), current.shadow)
         return Split.of(assigned, current.shadow)
 
-    return _run_ramp(lambda: service.ramp(target_of, step=step, interval=seconds, reason=reason, incident=incident,
+    return run_ramp(lambda: service.ramp(target_of, step=step, interval=seconds, reason=reason, incident=incident,
                                           emergency=emergency, confirm=confirm, check=False), output, order)
-
-
-def _ramp_text(outcome: "RampOutcome", order) -> str:
-    lines = [f"{outcome.status}: {outcome.message}"]
-    plan = outcome.state.get("steps")  # the ramp's stored document (RampState.summary)
-    if plan:
-        lines.append("plan: " + " -> ".join(_described(s, order) for s in plan))
-    for step in outcome.results:
-        lines.append("")
-        lines.append(_change_text(step, order))
-    return "\n".join(lines)
 
 
 @traffic.command()
@@ -456,7 +298,9 @@ def failover(app, source, receivers, dry_run, reason, incident, yes, output):
     confirm = _preflight(service, "failover", lambda: _confirmer(yes, dry_run, list(app.config.backends)),
                          reason=reason, incident=incident, emergency=True)
     result = service.failover(source, incident, to=receivers, reason=reason, confirm=confirm, check=False)
-    _render_outcome(result, output, list(app.config.backends), _change_text)
+    from opsctl.cli.traffic_render import change_text
+
+    render_outcome(result, output, list(app.config.backends), change_text)
     if result.partial is not None:  # a partial move: what moved is applied and printed; the exit code says the rest
         from opsctl.errors import GuardRefused
 
@@ -494,7 +338,7 @@ def restore(app, step, interval, dry_run, reason, incident, emergency, yes, outp
         return seconds, _confirmer(yes, dry_run, order)
 
     seconds, confirm = _preflight(service, "restore", check, reason=reason, incident=incident, emergency=emergency)
-    return _run_ramp(lambda: service.restore(incident, step=step, interval=seconds, reason=reason,
+    return run_ramp(lambda: service.restore(incident, step=step, interval=seconds, reason=reason,
                                              emergency=emergency, confirm=confirm, check=False), output, order)
 
 
@@ -531,41 +375,6 @@ def history(app, limit, incident, applied, attempts, output):
     else:
         entries = service.history(incident=incident, limit=limit or None)
         shown = [e.to_dict() for e in entries]
-    emit(shown, output, table=lambda _: _history_table(entries, order))
+    from opsctl.cli.traffic_render import history_table
 
-
-def _history_table(entries: "list[ChangeEntry]", order) -> str:
-    headers = ["TIME (UTC)", "ACTOR", "ACTION", "OUTCOME", f"CHANGE ({'/'.join(order)})", "INCIDENT", "OVERRIDES",
-               "REASON"]
-    rows = [[_short_time(e.time), e.actor, e.action, e.outcome, _change_cell(e.before_split, e.after_split, order),
-             e.incident or "-", ", ".join(e.overrides) or "-", e.reason]
-            for e in entries]
-    # a column nothing filled in (no incident, no override in these rows) is left out of the table
-    keep = [i for i, h in enumerate(headers) if h not in ("INCIDENT", "OVERRIDES") or any(r[i] != "-" for r in rows)]
-    return render_table([headers[i] for i in keep], [[r[i] for i in keep] for r in rows])
-
-
-def _short_time(text: str | None) -> str:
-    """2026-12-01T09:51:37.733Z -> 2026-12-01T09:51:37: the header says UTC."""
-    if not text:
-        return "-"
-    return text.split(".")[0].rstrip("Z")
-
-
-def _weights(split: "Split | None", order) -> str:
-    if split is None:
-        return "unset"
-    return "/".join(str(split.weight(n)) for n in order)
-
-
-def _change_cell(before: "Split | None", after: "Split | None", order) -> str:
-    """`80/20 -> 50/50` in the header's backend order, shadow changes after: a column a
-    100-column terminal holds."""
-    if after is None:
-        return "-"
-    text = f"{_weights(before, order)} -> {_weights(after, order)}"
-    for n in order:
-        old, new = before.shadow_of(n) if before is not None else 0, after.shadow_of(n)
-        if old or new:
-            text += f" (shadow {n} {new}%)" if old == new else f" (shadow {n} {old}->{new}%)"
-    return text
+    emit(shown, output, table=lambda _: history_table(entries, order))

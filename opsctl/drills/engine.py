@@ -38,6 +38,7 @@ from opsctl.drills.loop import MethodLoop
 from opsctl.drills.observe import Observer
 from opsctl.drills.phases import Facts, Instrumented, Judgement, Observed, Results, Rollback, Signals, Steady
 from opsctl.drills.preflight import Preflight
+from opsctl.drills.report_model import DrillReport
 from opsctl.drills.responders import Responders
 from opsctl.drills.scenario import Scenario, check_against_config
 from opsctl.errors import ConfigError
@@ -50,18 +51,18 @@ class DrillResult:
     run_id: str
     outcome: str  # passed | failed | aborted | refused
     exit_code: int
-    report: dict
+    report: DrillReport
     paths: dict[str, str] = field(default_factory=dict)
 
     @property
     def failures(self) -> list[str]:
-        out = [f"{v['name']}: {v['reason']}" for v in self.report.get("expectations", [])
-               if not v["passed"] and v.get("result") != NOT_EVALUATED]
-        if self.report.get("abort_reason"):
-            out.insert(0, f"aborted: {self.report['abort_reason']}")
-        if self.report.get("refusal"):
-            out.insert(0, f"refused: {self.report['refusal']}")
-        out.extend(f"left behind: {p}" for p in self.report.get("leftovers", []))
+        out = [f"{v.name}: {v.reason}" for v in self.report.expectations
+               if not v.passed and v.result != NOT_EVALUATED]
+        if self.report.abort_reason:
+            out.insert(0, f"aborted: {self.report.abort_reason}")
+        if self.report.refusal:
+            out.insert(0, f"refused: {self.report.refusal}")
+        out.extend(f"left behind: {p}" for p in self.report.leftovers)
         return out
 
 
@@ -142,7 +143,7 @@ class Engine:
         self.observer.judge_all(final=True, stopped=stopped)
         return self.observer.judgement()
 
-    def report(self, outcome: Outcome, results: Results, wall_seconds: float) -> dict:
+    def report(self, outcome: Outcome, results: Results, wall_seconds: float) -> DrillReport:
         from opsctl.drills.report import build_report_data
 
         run = self.run_state
@@ -150,10 +151,10 @@ class Engine:
                               finished_at=time.time())
         return build_report_data(run, results, outcome.outcome, outcome.exit_code, wall_seconds)
 
-    def finish(self, outcome: Outcome, data: dict, paths: dict) -> None:
+    def finish(self, outcome: Outcome, data: DrillReport, paths: dict) -> None:
         run = self.run_state
-        if data.get("refusal") is None:
-            run.audit("drill-finished", outcome=outcome.outcome, abort_reason=data.get("abort_reason"),
+        if data.refusal is None:
+            run.audit("drill-finished", outcome=outcome.outcome, abort_reason=data.abort_reason,
                       report=str(paths["md"]))
         run.state.data["report"] = {k: str(v) for k, v in paths.items()}
         run.state.data["phase"] = "done"

@@ -83,12 +83,6 @@ class Verdict:
 NOT_EVALUATED = "not evaluated"
 
 
-def verdict_mark(v: dict) -> str:
-    """PASS | FAIL | not evaluated for a verdict as saved in a report (older reports have no result)."""
-    return {"pass": "PASS", "fail": "FAIL"}.get(v.get("result") or ("pass" if v["passed"] else "fail"),
-                                                 NOT_EVALUATED)
-
-
 def title_problem(title: str | None, e: Expectation) -> str | None:
     """What is wrong with a page's title for a `paged` expectation's `mentions` and `not-mentions`
     (None: nothing). The embedded and the chain drill judge the title the same way."""

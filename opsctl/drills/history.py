@@ -9,12 +9,12 @@ table (`-o table|json|yaml`) and as a self-contained HTML page with one SVG tren
 
 from __future__ import annotations
 
-import json
 from html import escape
 from pathlib import Path
 from statistics import median
 
 from opsctl.clock import format_rfc3339, parse_rfc3339
+from opsctl.drills.report_model import DrillReport, ReportUnreadable, read_report
 from opsctl.drills.text import duration_text
 from opsctl.model import Model
 
@@ -46,20 +46,19 @@ class HistoryRun(Model):
                 "action_items": self.action_items}
 
 
-def _run(report: dict) -> HistoryRun | None:
+def _run(report: DrillReport) -> HistoryRun | None:
     try:
-        started = parse_rfc3339(report["started_at"])
-    except (KeyError, TypeError, ValueError):
+        started = parse_rfc3339(report.started_at or "")
+    except (TypeError, ValueError):
         return None
-    m = report.get("measurements") or {}
-    spent = [(r["spent"], r["slo"]) for r in (report.get("budget") or {}).get("slos", []) if r.get("spent") is not None]
-    top = max(spent, default=(None, None))
-    sc = report.get("scenario") or {}
-    return HistoryRun(run_id=str(report.get("run_id")), scenario=str(sc.get("name") or "?"),
-                      title=str(sc.get("title") or ""), mode=str(report.get("mode") or "?"), started_at=started,
-                      outcome=str(report.get("outcome") or "?"), detect=m.get("time_to_detect"),
-                      mitigate=m.get("time_to_mitigate"), budget_spent=top[0], budget_slo=top[1],
-                      action_items=len(report.get("action_items") or []))
+    m = report.measurements
+    spent = [(r.spent, r.slo) for r in (report.budget.slos if report.budget else ()) if r.spent is not None]
+    top: tuple[float | None, str | None] = max(spent, default=(None, None))
+    sc = report.scenario
+    return HistoryRun(run_id=report.run_id, scenario=sc.name or "?", title=sc.title, mode=report.mode or "?",
+                      started_at=started, outcome=report.outcome or "?",
+                      detect=m.time_to_detect if m else None, mitigate=m.time_to_mitigate if m else None,
+                      budget_spent=top[0], budget_slo=top[1], action_items=len(report.action_items))
 
 
 def load_history(root: Path, scenario: str | None = None, mode: str | None = None) -> dict[str, list[HistoryRun]]:
@@ -77,8 +76,8 @@ def load_history(root: Path, scenario: str | None = None, mode: str | None = Non
         if not (run_dir.is_dir() and RUN_ID.match(run_dir.name) and path.is_file()):
             continue
         try:
-            run = _run(json.loads(path.read_text()))
-        except (OSError, ValueError):
+            run = _run(read_report(path))
+        except ReportUnreadable:
             continue
         if run is None or (wanted and run.scenario != wanted) or (mode and run.mode != mode):
             continue

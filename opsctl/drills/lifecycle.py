@@ -24,10 +24,11 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol, TypeVar
+from typing import Any, Callable, Protocol, TypeVar
 
 from opsctl.drills.phases import (Facts, Judgement, PhaseResult, ProbeResult, Results, Rollback, Signals,  # noqa: F401
                                   Steady)
+from opsctl.drills.report_model import DrillReport, Phase
 from opsctl.model import Model
 
 R = TypeVar("R")
@@ -137,11 +138,11 @@ class World(Protocol):
 
     def roll_back(self, order: list[str]) -> Rollback: ...
 
-    def report(self, outcome: Outcome, results: Results, wall_seconds: float) -> dict:
-        """The report's data, from the phases' results; the lifecycle writes it."""
+    def report(self, outcome: Outcome, results: Results, wall_seconds: float) -> DrillReport | dict[str, Any]:
+        """The report, from the phases' results (a chain drill's as data, typed here); the lifecycle writes it."""
         ...
 
-    def finish(self, outcome: Outcome, data: dict, paths: dict) -> None:
+    def finish(self, outcome: Outcome, data: DrillReport, paths: dict) -> None:
         """Record the outcome in the run's state (after the report is written)."""
         ...
 
@@ -181,7 +182,7 @@ class Lifecycle:
     def _ok(self) -> bool:
         return all(p.status == "ok" for p in self.phases)
 
-    def run(self, wall_start: float) -> tuple[Outcome, dict, dict]:
+    def run(self, wall_start: float) -> tuple[Outcome, DrillReport, dict]:
         """Every phase in order, each handed the one before's result; rollbacks always; then the
         report from every result. Returns the outcome, the report's data and the paths written."""
         from opsctl.drills.render import write_reports
@@ -202,8 +203,9 @@ class Lifecycle:
         self.results = results = Results(phases=tuple(self.phases), prepared=prepared, steady=steady,
                                          signals=signals, judgement=judgement, rollback=rollback, crash=self.crash)
         outcome = decide(self.phases, Evidence.of(results))
-        data = w.report(outcome, results, time.monotonic() - wall_start)
-        data["phases"] = [p.to_dict() for p in self.phases]
+        made = w.report(outcome, results, time.monotonic() - wall_start)
+        data = made if isinstance(made, DrillReport) else DrillReport.parse(made, "the drill's report")
+        data = data.replace(phases=tuple(Phase.parse(p.to_dict()) for p in self.phases))
         paths = write_reports(w.run_dir, data)
         w.finish(outcome, data, paths)
         return outcome, data, paths

@@ -90,7 +90,7 @@ class Observer:
             if key not in self._last_firing:
                 run.say("alert", f"FIRING {alert.describe()}" if hasattr(alert, "describe") else
                         f"FIRING {alert.alertname} {alert.slo} {key[2]}: {burn_over_threshold(alert)}")
-        for key in self._last_firing - set(firing):
+        for key in sorted(self._last_firing - set(firing)):  # in one order whatever the hash seed
             run.say("alert", f"resolved {key[1]} {key[0]} {key[2]}")
         self._last_firing = set(firing)
         return evaluation, quality

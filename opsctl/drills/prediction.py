@@ -30,8 +30,12 @@ by drawing; B is that share over (1 - goal), then the same `predict()`.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from opsctl.errors import OpsctlError
+
+if TYPE_CHECKING:
+    from opsctl.drills.report_model import Measurements
 
 HOPS = (("detect", "time_to_detect"), ("page", "time_to_page"), ("mitigate", "time_to_mitigate"),
         ("ticket", "time_to_vendor_routing"))
@@ -77,7 +81,7 @@ def predict(plan, burn: float, tick: int | None) -> list[dict]:
     return out
 
 
-def prediction(run, seen, measurements: dict) -> dict:
+def prediction(run, seen, measurements: Measurements) -> dict:
     """The report's `prediction` section, from the method's result (`seen`: observe.Observed); {}
     when the drill detected nothing to predict against."""
     t0 = seen.obs.t0
@@ -89,7 +93,7 @@ def prediction(run, seen, measurements: dict) -> dict:
     if not any(p.name == slo for p in seen.plans):  # a quality rule: no burn-rate maths to set beside it
         return {"slo": slo, "burn": None, "burn_basis": "a quality rule, not a burn-rate alert: no prediction",
                 "tiers": [], "predicted_detection_seconds": None,
-                "measured_detection_seconds": measurements.get("time_to_detect"),
+                "measured_detection_seconds": measurements.time_to_detect,
                 "hops": _hops(seen, slo, measurements)}
     plan = next((p for p in seen.plans if p.name == slo), None)
     burn, basis = fault_burn(seen.obs, slo)
@@ -99,19 +103,19 @@ def prediction(run, seen, measurements: dict) -> dict:
     response = _response(run, plan, tiers) if plan is not None else {}
     out = {"slo": slo, "burn": burn, "burn_basis": basis, "tiers": tiers,
            "predicted_detection_seconds": min(times) if times else None,
-           "measured_detection_seconds": measurements.get("time_to_detect"),
+           "measured_detection_seconds": measurements.time_to_detect,
            "hops": _hops(seen, slo, measurements, response.get("hops"))}
     if response:
         out["response"] = {k: v for k, v in response.items() if k != "hops"}
     return out
 
 
-def _hops(seen, slo: str, measurements: dict, predicted: dict | None = None) -> list[dict]:
+def _hops(seen, slo: str, measurements: Measurements, predicted: dict | None = None) -> list[dict]:
     """Each hop's measured time and the budget spent by then; with `predicted` (hop -> (seconds,
     why), from response_hops) the prediction beside it."""
     out = []
     for hop, key in HOPS:
-        seconds = measurements.get(key)
+        seconds = measurements.seconds(key)
         row = {"hop": hop, "seconds": seconds,
                "budget_spent": None if seconds is None else _spent_by(seen, slo, seen.obs.t0 + seconds)}
         if predicted is not None:

@@ -1,17 +1,17 @@
 """A drill report's files: report.json, report.md and report.html, written atomically from the
-report's data (`drills.report`); the renderers read only the data. The HTML page has inline CSS and
+typed report (`drills.report_model.DrillReport`, built by `drills.report`); the renderers read only
+its fields. The HTML page has inline CSS and
 an inline SVG chart: no scripts, no external assets, so it can be mailed or attached.
 """
 
 from __future__ import annotations
 
-import json
 from html import escape
 from pathlib import Path
+from typing import Any
 
-from opsctl.drills.expectations import verdict_mark
 from opsctl.drills.report import MEASURES, key_events
-from opsctl.drills.safety import check_status
+from opsctl.drills.report_model import DrillReport, Number, Prediction
 from opsctl.drills.text import duration_text, rate_text, tolerance_text
 from opsctl.statefile import write_text_atomic
 
@@ -19,177 +19,186 @@ REPORT_MODE = 0o644  # reports are read by people and attached to postmortems; t
 
 
 
-def write_reports(run_dir: Path, data: dict) -> dict[str, Path]:
+def write_reports(run_dir: Path, report: DrillReport) -> dict[str, Path]:
     run_dir = Path(run_dir)
     paths = {"md": run_dir / "report.md", "json": run_dir / "report.json", "html": run_dir / "report.html"}
-    data = dict(data, reports={k: str(v) for k, v in paths.items()})
-    for kind, text in (("json", json.dumps(data, indent=2, default=str) + "\n"), ("md", render_markdown(data)),
-                       ("html", render_html(data))):
+    report = report.replace(reports={k: str(v) for k, v in paths.items()})
+    for kind, text in (("json", report.json_text()), ("md", render_markdown(report)), ("html", render_html(report))):
         write_text_atomic(paths[kind], text, mode=REPORT_MODE)
     return paths
 
 
-def _keep_text(seconds) -> str:
+def _keep_text(seconds: Number | None) -> str:
     """The rule's `keep_firing_for` (the fast tier's, so its own failover does not resolve it), or '-'."""
     return f"{seconds}s after its condition ends" if seconds else "-"
 
 
-def _md(text) -> str:
+def _md(text: Any) -> str:
     return str(text if text is not None else "-").replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(d: dict) -> str:
-    sc = d["scenario"]
-    lines = [f"# Drill report: {sc['title']}", "",
-             f"**Outcome: {d['outcome'].upper()}** (exit {d['exit_code']}) · run `{d['run_id']}` · {d['mode']}"
-             + (" (simulated time)" if d["mode"] == "embedded" else " (wall clock)")
-             + (f" · {d['wall_seconds']:.1f} s of wall time" if d.get("wall_seconds") is not None else ""), ""]
-    if d.get("refusal"):
-        lines += [f"> **Refused:** {d['refusal']}", ""]
-    if d.get("abort_reason"):
-        lines += [f"> **Aborted:** {d['abort_reason']}", ""]
-    if d.get("note"):
-        lines += [f"> {d['note']}", ""]
-    lines += ["## Scenario", "", sc.get("description") or "", "",
-              f"- file: `{sc['path']}` (sha256 {sc.get('digest') or '-'})"]
-    if d.get("runbook"):
-        lines.append(f"- runbook it rehearses: `{d['runbook']}`")
-    lines.append(f"- started {d.get('started_at')}, fault (t0) at {d.get('t0') or '-'}")
-    if d.get("sim"):
-        s = d["sim"]
-        lines.append(f"- simulated {s['start']} to {s['end']} ({duration_text(s['simulated_seconds'])})")
-    if sc.get("tags"):
-        lines.append(f"- tags: {', '.join(sc['tags'])}")
+def _burn(rate: Number | None) -> str:
+    return "-" if rate is None else rate_text(rate)
+
+
+def _spent(share: Number | None) -> str:
+    return "-" if share is None else format(share, ".2%")
+
+
+def render_markdown(d: DrillReport) -> str:
+    sc = d.scenario
+    lines = [f"# Drill report: {sc.title}", "",
+             f"**Outcome: {d.outcome.upper()}** (exit {d.exit_code}) · run `{d.run_id}` · {d.mode}"
+             + (" (simulated time)" if d.mode == "embedded" else " (wall clock)")
+             + (f" · {d.wall_seconds:.1f} s of wall time" if d.wall_seconds is not None else ""), ""]
+    if d.refusal:
+        lines += [f"> **Refused:** {d.refusal}", ""]
+    if d.abort_reason:
+        lines += [f"> **Aborted:** {d.abort_reason}", ""]
+    if d.note:
+        lines += [f"> {d.note}", ""]
+    lines += ["## Scenario", "", sc.description or "", "",
+              f"- file: `{sc.path}` (sha256 {sc.digest or '-'})"]
+    if d.runbook:
+        lines.append(f"- runbook it rehearses: `{d.runbook}`")
+    lines.append(f"- started {d.started_at}, fault (t0) at {d.t0 or '-'}")
+    if d.sim:
+        s = d.sim
+        lines.append(f"- simulated {s.start} to {s.end} ({duration_text(s.simulated_seconds)})")
+    if sc.tags:
+        lines.append(f"- tags: {', '.join(sc.tags)}")
     lines.append("")
-    if d.get("preflight"):
+    if d.preflight:
         lines += ["### Preflight", "", "| check | result |", "|---|---|"]
-        lines += [f"| {_md(c['name'])} | {check_status(c)}: {_md(c['message'])} |" for c in d["preflight"]]
+        lines += [f"| {_md(c.name)} | {c.shown}: {_md(c.message)} |" for c in d.preflight]
         lines.append("")
-    hyp = d.get("hypothesis") or {}
-    if hyp.get("probes"):
-        lines += [f"### Steady-state hypothesis: {hyp.get('title') or ''}", "",
+    hyp = d.hypothesis
+    if hyp.probes:
+        lines += [f"### Steady-state hypothesis: {hyp.title or ''}", "",
                   "| probe | tolerance | observed | result |", "|---|---|---|---|"]
-        lines += [f"| {_md(p['name'])} | {_md(tolerance_text(p['tolerance']))} | {_md(p['observed'])} | {'ok' if p['ok'] else 'DEVIATES'} |"
-                  for p in hyp["probes"]]
+        lines += [f"| {_md(p.name)} | {_md(tolerance_text(p.tolerance))} | {_md(p.observed)} | {'ok' if p.ok else 'DEVIATES'} |"
+                  for p in hyp.probes]
         lines.append("")
-    m = d.get("measurements") or {}
+    m = d.measurements
     if m:
         lines += ["## Response times (from the fault)", "", "| step | time | what |", "|---|---|---|"]
-        lines += [f"| {label} | {duration_text(m.get(key))} | {what} |" for key, label, what in MEASURES]
+        lines += [f"| {label} | {duration_text(m.seconds(key))} | {what} |" for key, label, what in MEASURES]
         lines.append("")
-    pred = d.get("prediction") or {}
+    pred = d.prediction
     if pred:
-        burn = f"{pred['burn']:.1f}x" if pred.get("burn") is not None else "unknown"
-        lines += ["## The burn-rate maths' prediction, and what each hop cost", "",
-                  f"{pred['slo']}: the fault burns {burn} ({pred.get('burn_basis')}); predicted detection"
-                  f" {duration_text(pred.get('predicted_detection_seconds'))}, measured"
-                  f" {duration_text(pred.get('measured_detection_seconds'))}.", "",
-                  "| alert | windows | factor | for | keeps firing | predicted | how |", "|---|---|---|---|---|---|---|"]
-        lines += [f"| {t['alert']} ({t['tier']}) | {t['long']}/{t['short']} | {t['factor']:g}x | {t['for_seconds']}s |"
-                  f" {_keep_text(t.get('keep_firing_seconds'))} | {duration_text(t['predicted_seconds'])} | {_md(t['why'])} |"
-                  for t in pred["tiers"]]
-        response = pred.get("response")
-        if response and "group_wait_seconds" not in pred:  # embedded and live: the response hops predicted
-            policies = ", ".join(response["policies"]) or "none"
-            lines += ["", f"After detection: {response['alert']} ({response['tier']}, cause {response['cause']}) pages"
-                      f" after {response['page_wait_seconds']:g}s and reaches serve after"
-                      f" {response['delivery_wait_seconds']:g}s; the policies it matches ({policies}) act as it"
-                      f" arrives" + (f", the ticket in {response['ticket_category']!r}" if response["ticket_category"]
-                                     else "") + ".", "",
-                      "| hop | predicted | from the fault | budget spent by then | how |", "|---|---|---|---|---|"]
-            lines += [f"| {h['hop']} | {duration_text(h.get('predicted_seconds'))} | {duration_text(h['seconds'])} |"
-                      f" {'-' if h['budget_spent'] is None else format(h['budget_spent'], '.2%')} | {_md(h.get('why', ''))} |"
-                      for h in pred["hops"]]
-        elif any("predicted_seconds" in h for h in pred["hops"]):  # the chain drill: predicted from the fault
-            follow = (f" mitigation and the ticket: detection + the opsctl route's group_wait"
-                      f" {response['delivery_wait_seconds']:g}s to serve, where {', '.join(response['policies']) or 'no policy'}"
-                      " acts as it arrives" + (f" (the ticket in {response['ticket_category']!r})"
-                                              if response.get("ticket_category") else "") + "."
-                      if response else " mitigation and the ticket follow the notification to serve (not predicted).")
-            lines += ["", f"Predicted page: detection + Alertmanager's group_wait {pred.get('group_wait_seconds', 0):g}s;"
-                      + follow, "",
-                      "| hop | predicted | measured |", "|---|---|---|"]
-            lines += [f"| {h['hop']} | {duration_text(h['predicted_seconds'])} | {duration_text(h['seconds'])} |"
-                      for h in pred["hops"]]
-        else:
-            lines += ["", "| hop | from the fault | budget spent by then |", "|---|---|---|"]
-            lines += [f"| {h['hop']} | {duration_text(h['seconds'])} |"
-                      f" {'-' if h['budget_spent'] is None else format(h['budget_spent'], '.2%')} |" for h in pred["hops"]]
-        lines.append("")
-    if d.get("expectations"):
+        lines += _prediction_markdown(pred)
+    if d.expectations:
         lines += ["## Expectations", "", "| | expectation | deadline | met at | observed / reason |", "|---|---|---|---|---|"]
-        for v in d["expectations"]:
-            mark = verdict_mark(v)
-            text = v["detail"] if v["passed"] else v["reason"]
-            lines.append(f"| {mark} | {_md(v['name'])} | {duration_text(v['within_seconds'])} |"
-                         f" {duration_text(v['seconds'])} | {_md(text)} |")
+        for v in d.expectations:
+            text = v.detail if v.passed else v.reason
+            lines.append(f"| {v.mark} | {_md(v.name)} | {duration_text(v.within_seconds)} |"
+                         f" {duration_text(v.seconds)} | {_md(text)} |")
         lines.append("")
     lines += _chain_markdown(d)
-    budget = d.get("budget") or {}
-    if budget.get("slos"):
-        lines += ["## Error budget", "", f"{budget['basis']}.", "", "| SLO | spent by the drill | peak burn (1h) |",
+    budget = d.budget
+    if budget and budget.slos:
+        lines += ["## Error budget", "", f"{budget.basis}.", "", "| SLO | spent by the drill | peak burn (1h) |",
                   "|---|---|---|"]
-        for row in budget["slos"]:
-            spent = "-" if row["spent"] is None else f"{row['spent'] * 100:.1f}%"
-            lines.append(f"| {row['slo']} | {spent} | {rate_text(row['peak_burn_1h'])} |")
+        for row in budget.slos:
+            spent = "-" if row.spent is None else f"{row.spent * 100:.1f}%"
+            lines.append(f"| {row.slo} | {spent} | {_burn(row.peak_burn_1h)} |")
         lines.append("")
-    timeline = d.get("timeline", [])
+    timeline = d.timeline
     key = key_events(timeline)
     lines += ["## Timeline", "", "| time | since fault | event | |", "|---|---|---|---|"]
     for e in key:
-        lines.append(f"| {e['at']} | {duration_text(e['offset'])} | {e['kind']} | {_md(e['message'])} |")
+        lines.append(f"| {e.at} | {duration_text(e.offset)} | {e.kind} | {_md(e.message)} |")
     if len(key) < len(timeline):
         lines += ["", f"<details><summary>All {len(timeline)} events (checks, probes, the automation's"
                   " bookkeeping, verdicts)</summary>", "",
                   "| time | since fault | phase | event | |", "|---|---|---|---|---|"]
         for e in timeline:
-            lines.append(f"| {e['at']} | {duration_text(e['offset'])} | {e['phase']} | {e['kind']} | {_md(e['message'])} |")
+            lines.append(f"| {e.at} | {duration_text(e.offset)} | {e.phase} | {e.kind} | {_md(e.message)} |")
         lines += ["", "</details>"]
     lines += ["", "## Rollbacks", ""]
-    if d.get("rollbacks"):
+    if d.rollbacks:
         lines += ["| action | status | |", "|---|---|---|"]
-        lines += [f"| {r['action']} | {r['status']} | {_md(r['message'])} |" for r in d["rollbacks"]]
+        lines += [f"| {r.action} | {r.status} | {_md(r.message)} |" for r in d.rollbacks]
         lines.append("")
-    lines.append("Nothing left behind." if d.get("clean") else
-                 "**Left behind:** " + "; ".join(d.get("leftovers") or ["a rollback failed"]))
+    lines.append("Nothing left behind." if d.clean else
+                 "**Left behind:** " + "; ".join(d.leftovers or ["a rollback failed"]))
     lines += ["", "## Action items", ""]
-    lines += [f"- {item}" for item in d.get("action_items") or []] or ["- none: every expectation and response target was met"]
+    lines += [f"- {item}" for item in d.action_items] or ["- none: every expectation and response target was met"]
     lines.append("")
     return "\n".join(lines)
 
 
-def _chain_markdown(d: dict) -> list[str]:
+def _prediction_markdown(pred: Prediction) -> list[str]:
+    burn = f"{pred.burn:.1f}x" if pred.burn is not None else "unknown"
+    lines = ["## The burn-rate maths' prediction, and what each hop cost", "",
+             f"{pred.slo}: the fault burns {burn} ({pred.burn_basis}); predicted detection"
+             f" {duration_text(pred.predicted_detection_seconds)}, measured"
+             f" {duration_text(pred.measured_detection_seconds)}.", "",
+             "| alert | windows | factor | for | keeps firing | predicted | how |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {t.alert} ({t.tier}) | {t.long}/{t.short} | {t.factor:g}x | {t.for_seconds}s |"
+              f" {_keep_text(t.keep_firing_seconds)} | {duration_text(t.predicted_seconds)} | {_md(t.why)} |"
+              for t in pred.tiers]
+    response = pred.response
+    if response and "group_wait_seconds" not in pred.keys():  # embedded and live: the response hops predicted
+        policies = ", ".join(response.policies) or "none"
+        lines += ["", f"After detection: {response.alert} ({response.tier}, cause {response.cause}) pages"
+                  f" after {response.page_wait_seconds:g}s and reaches serve after"
+                  f" {response.delivery_wait_seconds:g}s; the policies it matches ({policies}) act as it"
+                  f" arrives" + (f", the ticket in {response.ticket_category!r}" if response.ticket_category
+                                 else "") + ".", "",
+                  "| hop | predicted | from the fault | budget spent by then | how |", "|---|---|---|---|---|"]
+        lines += [f"| {h.hop} | {duration_text(h.predicted_seconds)} | {duration_text(h.seconds)} |"
+                  f" {_spent(h.budget_spent)} | {_md(h.why if 'why' in h.keys() else '')} |" for h in pred.hops]
+    elif any("predicted_seconds" in h.keys() for h in pred.hops):  # the chain drill: predicted from the fault
+        follow = (f" mitigation and the ticket: detection + the opsctl route's group_wait"
+                  f" {response.delivery_wait_seconds:g}s to serve, where {', '.join(response.policies) or 'no policy'}"
+                  " acts as it arrives" + (f" (the ticket in {response.ticket_category!r})"
+                                          if response.ticket_category else "") + "."
+                  if response else " mitigation and the ticket follow the notification to serve (not predicted).")
+        lines += ["", f"Predicted page: detection + Alertmanager's group_wait {pred.group_wait_seconds or 0:g}s;"
+                  + follow, "",
+                  "| hop | predicted | measured |", "|---|---|---|"]
+        lines += [f"| {h.hop} | {duration_text(h.predicted_seconds)} | {duration_text(h.seconds)} |"
+                  for h in pred.hops]
+    else:
+        lines += ["", "| hop | from the fault | budget spent by then |", "|---|---|---|"]
+        lines += [f"| {h.hop} | {duration_text(h.seconds)} | {_spent(h.budget_spent)} |" for h in pred.hops]
+    lines.append("")
+    return lines
+
+
+def _chain_markdown(d: DrillReport) -> list[str]:
     """A chain drill's extras: what each fault broke and what was seen, and the shortened timings."""
     lines = []
-    if d.get("hops"):
+    if d.hops:
         lines += ["## Hops from the fault", "", "| hop | component | from the fault | |", "|---|---|---|---|"]
-        for h in d["hops"]:
-            state = "ok" if h.get("passed") else ("never happened" if h.get("seconds") is None else "FAILED")
-            if not h.get("required") and h.get("seconds") is None:
+        for h in d.hops:
+            state = "ok" if h.passed else ("never happened" if h.seconds is None else "FAILED")
+            if not h.required and h.seconds is None:
                 state = "not required"
-            lines.append(f"| {_md(h['title'])} | {_md(h['component'])} | {duration_text(h.get('seconds'))} |"
-                         f" {_md(state + (': ' + h['failed'] if h.get('failed') else ''))} |")
+            lines.append(f"| {_md(h.title)} | {_md(h.component)} | {duration_text(h.seconds)} |"
+                         f" {_md(state + (': ' + h.failed if h.failed else ''))} |")
         lines.append("")
-    if d.get("attribution"):
-        lines += ["## What the faults broke", ""] + [f"- **{a['hop']}**: {a['seen']}" for a in d["attribution"]] + [""]
-    if d.get("shortened"):
+    if d.attribution:
+        lines += ["## What the faults broke", ""] + [f"- **{a.hop}**: {a.seen}" for a in d.attribution] + [""]
+    if d.shortened:
         lines += ["## Timings shortened for the drill", "", "| setting | configured | in the drill | why |",
                   "|---|---|---|---|"]
-        lines += [f"| {_md(s['where'])} | {s['was']} | {s['now']} | {_md(s['why'])} |" for s in d["shortened"]]
+        lines += [f"| {_md(s.where)} | {s.was} | {s.now} | {_md(s.why)} |" for s in d.shortened]
         lines.append("")
     return lines
 
 
-def _chain_html(d: dict) -> list[str]:
+def _chain_html(d: DrillReport) -> list[str]:
     parts = []
-    if d.get("attribution"):
+    if d.attribution:
         parts.append("<h2>What the faults broke</h2><ul>")
-        parts += [f"<li><b>{escape(a['hop'])}</b>: {escape(a['seen'])}</li>" for a in d["attribution"]]
+        parts += [f"<li><b>{escape(a.hop)}</b>: {escape(a.seen)}</li>" for a in d.attribution]
         parts.append("</ul>")
-    if d.get("shortened"):
+    if d.shortened:
         parts.append("<h2>Timings shortened for the drill</h2>")
         parts.append(table(["setting", "configured", "in the drill", "why"],
-                            [[s["where"], s["was"], s["now"], s["why"]] for s in d["shortened"]]))
+                            [[s.where, s.was, s.now, s.why] for s in d.shortened]))
     return parts
 
 
@@ -207,78 +216,78 @@ code{background:#f4f4f4;padding:1px 4px}
 """
 
 
-def render_html(d: dict) -> str:
+def render_html(d: DrillReport) -> str:
     from opsctl.drills.svg import burn_chart, hop_waterfall
 
     e = escape
-    sc = d["scenario"]
+    sc = d.scenario
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>Drill report: {e(sc['title'])}</title>", f"<style>{CSS}</style></head><body>",
-        f"<h1>Drill report: {e(sc['title'])}</h1>",
-        f'<p><span class="badge {e(d["outcome"])}">{e(d["outcome"].upper())}</span> exit {d["exit_code"]} ·'
-        f' run <code>{e(d["run_id"])}</code> · {e(d["mode"])}'
-        + (f" · {d['wall_seconds']:.1f} s wall time" if d.get("wall_seconds") is not None else "") + "</p>",
+        f"<title>Drill report: {e(sc.title)}</title>", f"<style>{CSS}</style></head><body>",
+        f"<h1>Drill report: {e(sc.title)}</h1>",
+        f'<p><span class="badge {e(d.outcome)}">{e(d.outcome.upper())}</span> exit {d.exit_code} ·'
+        f' run <code>{e(d.run_id)}</code> · {e(d.mode)}'
+        + (f" · {d.wall_seconds:.1f} s wall time" if d.wall_seconds is not None else "") + "</p>",
     ]
-    for key, label in (("refusal", "Refused"), ("abort_reason", "Aborted"), ("note", "Note")):
-        if d.get(key):
-            parts.append(f'<p class="note"><b>{label}:</b> {e(str(d[key]))}</p>')
-    parts += ["<h2>Scenario</h2>", f"<p>{e(sc.get('description') or '')}</p>",
-              f"<p>File <code>{e(sc['path'])}</code>; started {e(str(d.get('started_at')))};"
-              f" fault (t0) at {e(str(d.get('t0') or '-'))}."
-              + (f" Runbook it rehearses: <code>{e(d['runbook'])}</code>." if d.get("runbook") else "") + "</p>"]
-    if d.get("preflight"):
+    for value, label in ((d.refusal, "Refused"), (d.abort_reason, "Aborted"), (d.note, "Note")):
+        if value:
+            parts.append(f'<p class="note"><b>{label}:</b> {e(str(value))}</p>')
+    parts += ["<h2>Scenario</h2>", f"<p>{e(sc.description or '')}</p>",
+              f"<p>File <code>{e(sc.path)}</code>; started {e(str(d.started_at))};"
+              f" fault (t0) at {e(str(d.t0 or '-'))}."
+              + (f" Runbook it rehearses: <code>{e(d.runbook)}</code>." if d.runbook else "") + "</p>"]
+    if d.preflight:
         parts.append("<h3>Preflight</h3>")
         parts.append(table(["check", "result", ""], [
-            [c["name"], (check_status(c), _CLASS[check_status(c)]), c["message"]] for c in d["preflight"]]))
-    hyp = d.get("hypothesis") or {}
-    if hyp.get("probes"):
-        parts.append(f"<h3>Steady-state hypothesis: {e(hyp.get('title') or '')}</h3>")
+            [c.name, (c.shown, _CLASS[c.shown]), c.message] for c in d.preflight]))
+    hyp = d.hypothesis
+    if hyp.probes:
+        parts.append(f"<h3>Steady-state hypothesis: {e(hyp.title or '')}</h3>")
         parts.append(table(["probe", "tolerance", "observed", "result"],
-                            [[p["name"], tolerance_text(p["tolerance"]), p["observed"],
-                              ("ok", "pass") if p["ok"] else ("DEVIATES", "fail")] for p in hyp["probes"]]))
-    m = d.get("measurements") or {}
+                            [[p.name, tolerance_text(p.tolerance), p.observed,
+                              ("ok", "pass") if p.ok else ("DEVIATES", "fail")] for p in hyp.probes]))
+    m = d.measurements
     if m:
         parts.append("<h2>Response times (from the fault)</h2>")
-        parts.append(table(["step", "time", "what"], [[label, duration_text(m.get(key)), what]
+        parts.append(table(["step", "time", "what"], [[label, duration_text(m.seconds(key)), what]
                                                        for key, label, what in MEASURES]))
-    if d.get("expectations"):
+    if d.expectations:
         parts.append("<h2>Expectations</h2>")
         parts.append(table(["", "expectation", "deadline", "met at", "observed / reason"], [
-            [(verdict_mark(v), _CLASS[verdict_mark(v)]), v["name"], duration_text(v["within_seconds"]),
-             duration_text(v["seconds"]), v["detail"] if v["passed"] else v["reason"]] for v in d["expectations"]]))
+            [(v.mark, _CLASS[v.mark]), v.name, duration_text(v.within_seconds),
+             duration_text(v.seconds), v.detail if v.passed else v.reason] for v in d.expectations]))
     parts += _chain_html(d)
-    if d.get("hops"):
+    if d.hops:
         parts.append('<h2 id="hop-waterfall">Hops from the fault</h2>')
-        parts.append(hop_waterfall(d["hops"]))
-    if d.get("chart") or not d.get("hops"):
+        parts.append(hop_waterfall(d.hops))
+    if d.chart or not d.hops:
         parts.append('<h2 id="burn-chart">Error budget burn</h2>')
-        parts.append(burn_chart(d.get("chart") or {}))
-    budget = d.get("budget") or {}
-    if budget.get("slos"):
-        parts.append(f"<p>{e(budget['basis'])}.</p>")
+        parts.append(burn_chart(d.chart))
+    budget = d.budget
+    if budget and budget.slos:
+        parts.append(f"<p>{e(budget.basis)}.</p>")
         parts.append(table(["SLO", "spent by the drill", "peak burn (1h)"], [
-            [r["slo"], "-" if r["spent"] is None else f"{r['spent'] * 100:.1f}%", rate_text(r['peak_burn_1h'])]
-            for r in budget["slos"]]))
-    timeline = d.get("timeline", [])
+            [r.slo, "-" if r.spent is None else f"{r.spent * 100:.1f}%", _burn(r.peak_burn_1h)]
+            for r in budget.slos]))
+    timeline = d.timeline
     key_rows = key_events(timeline)
     parts.append('<h2 id="timeline">Timeline</h2>')
     parts.append(table(["time", "since fault", "event", ""], [
-        [(t["at"], "nowrap"), (duration_text(t["offset"]), "nowrap"), t["kind"], t["message"]] for t in key_rows]))
+        [(t.at, "nowrap"), (duration_text(t.offset), "nowrap"), t.kind, t.message] for t in key_rows]))
     if len(key_rows) < len(timeline):
         parts.append(f'<details id="all-events"><summary>All {len(timeline)} events (checks, probes, the'
                      " automation's bookkeeping, verdicts)</summary>")
         parts.append(table(["time", "since fault", "phase", "event", ""], [
-            [(t["at"], "nowrap"), (duration_text(t["offset"]), "nowrap"), t["phase"], t["kind"], t["message"]]
+            [(t.at, "nowrap"), (duration_text(t.offset), "nowrap"), t.phase, t.kind, t.message]
             for t in timeline]))
         parts.append("</details>")
     parts.append("<h2>Rollbacks</h2>")
-    if d.get("rollbacks"):
-        parts.append(table(["action", "status", ""], [[r["action"], r["status"], r["message"]] for r in d["rollbacks"]]))
-    parts.append("<p>Nothing left behind.</p>" if d.get("clean") else
-                 f'<p class="fail">Left behind: {e("; ".join(d.get("leftovers") or ["a rollback failed"]))}</p>')
+    if d.rollbacks:
+        parts.append(table(["action", "status", ""], [[r.action, r.status, r.message] for r in d.rollbacks]))
+    parts.append("<p>Nothing left behind.</p>" if d.clean else
+                 f'<p class="fail">Left behind: {e("; ".join(d.leftovers or ["a rollback failed"]))}</p>')
     parts.append("<h2>Action items</h2><ul>")
-    parts += [f"<li>{e(item)}</li>" for item in d.get("action_items") or []] or ["<li>none: every expectation and response target was met</li>"]
+    parts += [f"<li>{e(item)}</li>" for item in d.action_items] or ["<li>none: every expectation and response target was met</li>"]
     parts.append("</ul></body></html>")
     return "\n".join(parts) + "\n"
 
@@ -286,7 +295,7 @@ def render_html(d: dict) -> str:
 _CLASS = {"ok": "pass", "PASS": "pass", "REFUSED": "fail", "FAIL": "fail", "skipped": "skip", "not evaluated": "skip"}
 
 
-def table(headers: list[str], rows: list[list]) -> str:
+def table(headers: list[str], rows: list[list[Any]]) -> str:
     out = ["<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in headers) + "</tr>"]
     for row in rows:
         cells = []

@@ -1,16 +1,72 @@
-"""Drill reports: one data structure (report.json), built from a finished run (`build_report_data`)
-or, for a drill whose process died, from its persisted state (`report_from_state`), with the action
-items read from it. `drills.render` writes it as JSON, Markdown and a self-contained HTML page.
+"""Drill reports: one typed record (`report_model.DrillReport`, written as report.json), built from a
+finished run (`build_report_data`) or, for a drill whose process died, from its persisted state
+(`report_from_state`), with the action items read from it. `drills.render` writes it as JSON,
+Markdown and a self-contained HTML page.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opsctl.clock import format_rfc3339
-from opsctl.drills.expectations import verdict_mark
 from opsctl.drills.phases import Facts, Observed, Results, Rollback
+from opsctl.drills.report_model import (
+    INTERRUPTED_KEYS,
+    RUN_KEYS,
+    Automation,
+    AutomationAction,
+    Budget,
+    BudgetRow,
+    Chart,
+    ChartPoint,
+    Check,
+    DrillReport,
+    Event,
+    Hypothesis,
+    Marker,
+    Measurements,
+    Prediction,
+    Probe,
+    RollbackResult,
+    ScenarioRef,
+    Sim,
+    Stop,
+    Threshold,
+    Unmatched,
+    Verdict,
+)
 from opsctl.drills.text import duration_text
+
+if TYPE_CHECKING:
+    from opsctl.drills.expectations import Observations
+    from opsctl.drills.scenario import Scenario
+    from opsctl.drills.state import RunState
+
+
+
+class ReportedRun(Protocol):
+    """What the report reads of a drill's run (context.DrillRun; a protocol, since the lifecycle that
+    the run's module imports writes the report)."""
+
+    scenario: Scenario
+    state: RunState
+    mode: str
+    env: Any
+    late_signals: list[str]
+    timeline: list[dict[str, Any]]
+    user_cfg: Any
+
+    @property
+    def env_open(self) -> bool: ...
+
+    def slo_name(self, name: str) -> str: ...
+
+
+__all__ = ["DETECTION_SLACK", "KEY_KINDS", "MEASURES", "SPENT_WARNING", "TARGETS", "action_items", "build_report_data",
+           "duration_text", "key_events", "measured_items", "report_from_state"]
 
 SPENT_WARNING = 0.5  # an action item when one response would spend more than this share of a period's budget
 
@@ -33,86 +89,94 @@ def _fmt(ts: float | None) -> str | None:
 # Data
 
 
-def build_report_data(run, results: Results, outcome: str, exit_code: int, wall_seconds: float) -> dict:
+def build_report_data(run: ReportedRun, results: Results, outcome: str, exit_code: int, wall_seconds: float) -> DrillReport:
     """The embedded and live drill's report, from the phases' results (lifecycle.Results): the
     preflight's facts, the steady state's probes, the method's `Observed`, the judgement's
     verdicts and the rollbacks; `run` gives the scenario, the config and the timeline."""
+    from opsctl.drills.prediction import prediction
+
     sc, state = run.scenario, run.state
     prepared = results.prepared or Facts()
     seen = results.signals if isinstance(results.signals, Observed) else Observed()
     rollback = results.rollback or Rollback()
     obs = seen.obs
     t0 = obs.t0
-    data = _base(state, sc, outcome, exit_code)
-    data.update(
+    keys: tuple[str, ...] = RUN_KEYS
+    sim = None
+    start: float | None = getattr(run.env, "start", None)  # the embedded world's simulated start
+    if run.mode == "embedded" and run.env_open and start is not None:
+        sim = Sim(start=_fmt(start), end=_fmt(run.env.clock.now()),
+                  simulated_seconds=round(run.env.clock.now() - start, 1),
+                  resimulations=getattr(getattr(run.env, "world", None), "simulations", None))
+        keys += ("sim",)
+    measurements = _measurements(obs)
+    predicted = prediction(run, seen, Measurements() if measurements is None else measurements)
+    report = DrillReport(
+        **_base(state, sc, outcome, exit_code),
         wall_seconds=round(wall_seconds, 3),
         t0=_fmt(t0),
         refusal=results.refusal,
         abort_reason=results.abort_reason,
         crash=results.crash,
-        late_signals=run.late_signals,
-        preflight=[c.to_dict() for c in prepared.checks],
-        hypothesis={"title": sc.hypothesis_title, "probes": [p.to_dict() for p in
-                                                              (results.steady.probes if results.steady else ())]},
+        late_signals=tuple(run.late_signals),
+        preflight=tuple(Check.parse(c.to_dict()) for c in prepared.checks),
+        hypothesis=Hypothesis(title=sc.hypothesis_title, probes=tuple(
+            Probe.parse(p.to_dict()) for p in (results.steady.probes if results.steady else ()))),
         environment=prepared.facts,
         timeline=_timeline(run.timeline, t0),
-        measurements=_measurements(obs),
-        automation={"actions": [{**a, "at": _fmt(a["at"]), "offset": None if t0 is None else round(a["at"] - t0, 3)}
-                                for a in obs.automation],
-                    "unmatched": [{"at": _fmt(at), "alert": what} for at, what in obs.unmatched],
-                    "engine": obs.engine},
-        expectations=[v.to_dict(_fmt) for v in (results.judgement.verdicts if results.judgement else ())],
-        rollbacks=list(rollback.actions),
-        leftovers=list(rollback.leftovers),
+        measurements=measurements,
+        automation=Automation(
+            actions=tuple(AutomationAction.parse({**a, "at": _fmt(a["at"]),
+                                                  "offset": None if t0 is None else round(a["at"] - t0, 3)})
+                          for a in obs.automation),
+            unmatched=tuple(Unmatched(at=_fmt(at), alert=what) for at, what in obs.unmatched),
+            engine=obs.engine),
+        expectations=tuple(Verdict.parse(v.to_dict(_fmt)) for v in
+                           (results.judgement.verdicts if results.judgement else ())),
+        rollbacks=tuple(RollbackResult.parse(r) for r in rollback.actions),
+        leftovers=tuple(rollback.leftovers),
         clean=not rollback.leftovers and not rollback.failed,
         budget=_budget(seen),
         chart=_chart(run, seen),
         runbook=_runbook(run),
-    )
-    if run.mode == "embedded" and run.env_open and getattr(run.env, "start", None) is not None:
-        data["sim"] = {"start": _fmt(run.env.start), "end": _fmt(run.env.clock.now()),
-                       "simulated_seconds": round(run.env.clock.now() - run.env.start, 1),
-                       "resimulations": getattr(run.env.world, "simulations", None)}
-    from opsctl.drills.prediction import prediction
-
-    data["prediction"] = prediction(run, seen, data["measurements"])
-    data["action_items"] = action_items(data)
-    return data
+        sim=sim,
+        prediction=Prediction.parse(predicted, "prediction") if predicted else None,
+    ).with_keys(*keys, "prediction")
+    return report.replace(action_items=tuple(action_items(report)))
 
 
-def report_from_state(state, *, reason: str, rollbacks: list[dict], leftovers: list[str]) -> dict:
+def report_from_state(state: RunState, *, reason: str, rollbacks: list[dict[str, Any]],
+                      leftovers: list[str]) -> DrillReport:
     """The report of an interrupted drill, from what its state file holds."""
     d = state.data
     t0 = d.get("t0")
-    scenario = {"title": d["scenario"]["title"], "name": d["scenario"]["name"], "path": d["scenario"]["path"],
-                "digest": d["scenario"].get("digest"), "description": "", "tags": []}
-    data = {
-        "run_id": d["run_id"], "mode": d["mode"], "outcome": "aborted", "exit_code": 1, "scenario": scenario,
-        "started_at": _fmt(d["started_at"]), "finished_at": _fmt(d.get("finished_at")), "wall_seconds": None,
-        "t0": _fmt(t0), "refusal": None, "abort_reason": reason, "crash": None, "late_signals": [],
-        "preflight": [], "hypothesis": {"title": "", "probes": []}, "environment": {},
-        "timeline": _timeline(d.get("timeline") or [], t0),
-        "measurements": {}, "expectations": [], "rollbacks": rollbacks, "leftovers": leftovers,
-        "clean": not leftovers and not any(r["status"] == "failed" for r in rollbacks),
-        "budget": {}, "chart": {}, "note": "the drill was interrupted: expectations were not judged",
-    }
-    data["action_items"] = action_items(data)
-    return data
+    scenario = ScenarioRef(title=d["scenario"]["title"], name=d["scenario"]["name"], path=d["scenario"]["path"],
+                           digest=d["scenario"].get("digest"))
+    results = tuple(RollbackResult.parse(r) for r in rollbacks)
+    report = DrillReport(
+        run_id=d["run_id"], mode=d["mode"], outcome="aborted", exit_code=1, scenario=scenario,
+        started_at=_fmt(d["started_at"]), finished_at=_fmt(d.get("finished_at")), wall_seconds=None,
+        t0=_fmt(t0), abort_reason=reason, timeline=_timeline(d.get("timeline") or [], t0),
+        rollbacks=results, leftovers=tuple(leftovers),
+        clean=not leftovers and not any(r.status == "failed" for r in results),
+        note="the drill was interrupted: expectations were not judged",
+    ).with_keys(*INTERRUPTED_KEYS)
+    return report.replace(action_items=tuple(action_items(report)))
 
 
-def _base(state, sc, outcome, exit_code) -> dict:
+def _base(state: RunState, sc: Scenario, outcome: str, exit_code: int) -> dict[str, Any]:
     return {
         "run_id": state.run_id, "mode": state.mode, "outcome": outcome, "exit_code": exit_code,
-        "scenario": {"title": sc.title, "name": sc.name, "path": sc.path, "digest": sc.digest,
-                     "description": sc.description, "tags": list(sc.tags)},
+        "scenario": ScenarioRef(title=sc.title, name=sc.name, path=sc.path, digest=sc.digest,
+                                description=sc.description, tags=tuple(sc.tags)),
         "started_at": _fmt(state.data["started_at"]), "finished_at": _fmt(state.data.get("finished_at")),
     }
 
 
-def _runbook(run) -> str | None:
+def _runbook(run: ReportedRun) -> str | None:
     """The generated runbook this drill rehearses (runbooks/scenario-<name>.md), when there is one."""
     cfg = run.user_cfg
-    path = cfg.path(cfg.runbooks.dir) / f"scenario-{run.scenario.runbook or run.scenario.name}.md"
+    path: Path = cfg.path(cfg.runbooks.dir) / f"scenario-{run.scenario.runbook or run.scenario.name}.md"
     if not path.is_file():
         return None
     try:
@@ -128,41 +192,41 @@ KEY_KINDS = frozenset({"fault", "alert", "page", "ack", "escalate", "failover", 
                        "rollback", "recovered", "refused", "abort", "deadline", "leftover", "budget"})
 
 
-def key_events(timeline: list[dict]) -> list[dict]:
-    return [t for t in timeline if t["kind"] in KEY_KINDS]
+def key_events(timeline: tuple[Event, ...]) -> list[Event]:
+    return [t for t in timeline if t.kind in KEY_KINDS]
 
 
-def _timeline(events: list[dict], t0: float | None) -> list[dict]:
-    return [{"at": _fmt(e["at"]), "offset": None if t0 is None else round(e["at"] - t0, 3), "phase": e["phase"],
-             "kind": e["kind"], "message": e["message"]} for e in events]
+def _timeline(events: list[dict[str, Any]], t0: float | None) -> tuple[Event, ...]:
+    return tuple(Event(at=_fmt(e["at"]), offset=None if t0 is None else round(e["at"] - t0, 3), phase=e["phase"],
+                       kind=e["kind"], message=e["message"]) for e in events)
 
 
-def _measurements(obs) -> dict:
+def _measurements(obs: Observations) -> Measurements | None:
     t0 = obs.t0
     if t0 is None:
-        return {}
+        return None
 
-    def since(ts):
+    def since(ts: float | None) -> float | None:
         return None if ts is None else round(ts - t0, 3)
 
     detect = [at for (slo, sev, pair), (at, a) in obs.first_firing.items() if sev == "page" and at >= t0]
     mitigated = [e["ts"] for e in obs.failovers]
     routed = [t.filed_at for t in obs.tickets if t.filed_at is not None and t.routed_value is not None]
     responded = [t.first_response_at for t in obs.tickets if t.first_response_at is not None]
-    return {
-        "time_to_detect": since(min(detect)) if detect else None,
-        "time_to_page": since(obs.paged_at),
-        "time_to_acknowledge": since(obs.acknowledged_at),
-        "time_to_mitigate": since(min(mitigated)) if mitigated else None,
-        "time_to_vendor_routing": since(min(routed)) if routed else None,
-        "time_to_vendor_response": since(min(responded)) if responded else None,
-        "time_to_recover": since(min(obs.recovered_at.values())) if obs.recovered_at else None,
-        "acknowledged_by": obs.acknowledged_by,
-        "escalated_after": since(obs.escalated_at),
-    }
+    return Measurements(
+        time_to_detect=since(min(detect)) if detect else None,
+        time_to_page=since(obs.paged_at),
+        time_to_acknowledge=since(obs.acknowledged_at),
+        time_to_mitigate=since(min(mitigated)) if mitigated else None,
+        time_to_vendor_routing=since(min(routed)) if routed else None,
+        time_to_vendor_response=since(min(responded)) if responded else None,
+        time_to_recover=since(min(obs.recovered_at.values())) if obs.recovered_at else None,
+        acknowledged_by=obs.acknowledged_by,
+        escalated_after=since(obs.escalated_at),
+    )
 
 
-def _charted(run, seen) -> list[str]:
+def _charted(run: ReportedRun, seen: Observed) -> list[str]:
     fired = []
     for (slo, sev, pair), _ in sorted(seen.obs.first_firing.items(), key=lambda kv: kv[1][0]):
         if slo not in fired:
@@ -174,13 +238,13 @@ def _charted(run, seen) -> list[str]:
     return list(dict.fromkeys(order))[:4]
 
 
-def _chart(run, observed) -> dict:
+def _chart(run: ReportedRun, observed: Observed) -> Chart | None:
     t0 = observed.obs.t0
     if t0 is None or not observed.samples:
-        return {}
+        return None
     slos = _charted(run, observed)
-    points = [{"offset": round(row["at"] - t0, 3),
-               "values": {s: row["slos"][s] for s in slos if s in row["slos"]}} for row in observed.samples]
+    points = tuple(ChartPoint(offset=round(row["at"] - t0, 3), values={s: row["slos"][s] for s in slos if s in row["slos"]})
+                   for row in observed.samples)
     factor = None
     thresholds: dict[str, float] = {}
     for plan in observed.plans:
@@ -194,8 +258,7 @@ def _chart(run, observed) -> dict:
     for cond in run.scenario.stop_conditions:
         if cond.condition == "budget-spent" and cond.above is not None:
             slo = run.slo_name(cond.slo) if cond.slo else None
-            stops.append({"slo": slo, "label": (slo or "").removeprefix(prefix), "above": cond.above,
-                          "name": cond.name})
+            stops.append(Stop(slo=slo, label=(slo or "").removeprefix(prefix), above=cond.above, name=cond.name))
     markers = []
     kinds = {"fault": "fault", "page": "paged", "ack": "ack", "failover": "failover", "ticket": "ticket",
              "vendor": "vendor", "recovered": "recovered", "escalate": "escalated"}
@@ -204,26 +267,26 @@ def _chart(run, observed) -> dict:
         label = kinds.get(e["kind"])
         if label and label not in seen and not e["message"].startswith("FAILED") and e["at"] >= t0 - 3600:
             seen.add(label)
-            markers.append({"offset": round(e["at"] - t0, 3), "label": label})
+            markers.append(Marker(offset=round(e["at"] - t0, 3), label=label))
     detect = [at for (slo, sev, pair), (at, a) in observed.obs.first_firing.items() if sev == "page"]
     if detect:
-        markers.append({"offset": round(min(detect) - t0, 3), "label": "detected"})
-    return {"slos": slos, "labels": {s: s.removeprefix(prefix) for s in slos}, "points": points,
-            "markers": sorted(markers, key=lambda m: m["offset"]), "page_factor": factor,
-            "thresholds": [{"window": w, "factor": thresholds[w]} for w in ("5m", "1h") if w in thresholds],
-            "stops": stops}
+        markers.append(Marker(offset=round(min(detect) - t0, 3), label="detected"))
+    return Chart(slos=tuple(slos), labels={s: s.removeprefix(prefix) for s in slos}, points=points,
+                 markers=tuple(sorted(markers, key=lambda m: m.offset)), page_factor=factor,
+                 thresholds=tuple(Threshold(window=w, factor=thresholds[w]) for w in ("5m", "1h") if w in thresholds),
+                 stops=tuple(stops))
 
 
-def _budget(seen) -> dict:
+def _budget(seen: Observed) -> Budget | None:
     meter = seen.meter
     if meter is None or not seen.samples:
-        return {}
+        return None
     last = seen.samples[-1]["slos"]
     rows = []
     for slo in sorted(meter.slos):
         peak = max((row["slos"].get(slo, {}).get("burn_1h") or 0.0 for row in seen.samples), default=0.0)
-        rows.append({"slo": slo, "spent": (last.get(slo) or {}).get("spent"), "peak_burn_1h": peak})
-    return {"basis": meter.basis, "period_days": meter.period_seconds // 86400, "slos": rows}
+        rows.append(BudgetRow(slo=slo, spent=(last.get(slo) or {}).get("spent"), peak_burn_1h=peak))
+    return Budget(basis=meter.basis, period_days=meter.period_seconds // 86400, slos=tuple(rows))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,20 +321,21 @@ TARGETS = (
 DETECTION_SLACK = 60  # detection later than the burn-rate maths' prediction by more than this is an item
 
 
-def measured_items(data: dict) -> list[str]:
+def measured_items(report: DrillReport) -> list[str]:
     """Action items from what the drill measured against its targets, each target named."""
-    m = data.get("measurements") or {}
-    failed = {v.get("expect") for v in data.get("expectations", []) if verdict_mark(v) == "FAIL"}
+    m = report.measurements or Measurements()
+    failed = {v.expect for v in report.expectations if v.mark == "FAIL"}
     items = []
-    pred = data.get("prediction") or {}
-    predicted, measured = pred.get("predicted_detection_seconds"), m.get("time_to_detect")
-    if predicted is not None and measured is not None and measured > predicted + DETECTION_SLACK \
+    pred = report.prediction
+    predicted = pred.predicted_detection_seconds if pred else None
+    measured = m.time_to_detect
+    if pred and predicted is not None and measured is not None and measured > predicted + DETECTION_SLACK \
             and "detected" not in failed:
         items.append(f"Detection: detected {duration_text(measured)} after the fault, slower than the burn-rate"
-                     f" prediction of {duration_text(predicted)} ({pred.get('slo')}). Check the rules' evaluation"
+                     f" prediction of {duration_text(predicted)} ({pred.slo}). Check the rules' evaluation"
                      " interval, `for:` and the scrape interval against the prediction's assumptions.")
     for key, start, target, text, kind in TARGETS:
-        end, begin = m.get(key), m.get(start)
+        end, begin = m.seconds(key), m.seconds(start)
         if end is None or begin is None or kind in failed:
             continue
         took = end - begin
@@ -280,26 +344,26 @@ def measured_items(data: dict) -> list[str]:
     return items
 
 
-def action_items(data: dict) -> list[str]:
+def action_items(report: DrillReport) -> list[str]:
     items = []
-    if data.get("refusal"):
-        items.append(f"The drill did not start: {data['refusal']}. Resolve it and run the drill again.")
-    if data.get("abort_reason"):
-        items.append(f"The drill was aborted: {data['abort_reason']}. Find out why, then run it again.")
-    for v in data.get("expectations", []):
-        if verdict_mark(v) == "FAIL":
-            template = _ITEMS.get(v["expect"], "{reason}.")
-            items.append(f"[{v['name']}] " + template.format(reason=v["reason"].rstrip(".")))
-    for r in data.get("rollbacks", []):
-        if r["status"] in ("failed", "skipped"):
-            items.append(f"Rollback {r['action']} {r['status']}: {r['message']}. Check it by hand.")
-    for problem in data.get("leftovers", []):
+    if report.refusal:
+        items.append(f"The drill did not start: {report.refusal}. Resolve it and run the drill again.")
+    if report.abort_reason:
+        items.append(f"The drill was aborted: {report.abort_reason}. Find out why, then run it again.")
+    for v in report.expectations:
+        if v.mark == "FAIL":
+            template = _ITEMS.get(v.expect, "{reason}.")
+            items.append(f"[{v.name}] " + template.format(reason=v.reason.rstrip(".")))
+    for r in report.rollbacks:
+        if r.status in ("failed", "skipped"):
+            items.append(f"Rollback {r.action} {r.status}: {r.message}. Check it by hand.")
+    for problem in report.leftovers:
         items.append(f"Left behind: {problem}. Undo it by hand (`opsctl drill cleanup` retries).")
-    items += measured_items(data)
-    budget = data.get("budget") or {}
-    for row in budget.get("slos", []):
-        if row.get("spent") is not None and row["spent"] > SPENT_WARNING:
-            items.append(f"{row['slo']}: this response would spend {row['spent']:.0%} of the"
-                         f" {budget.get('period_days')}-day error budget. Shorten the path to mitigation"
-                         " (an automated failover, a faster page, a shorter acknowledgement target).")
+    items += measured_items(report)
+    budget = report.budget
+    for row in budget.slos if budget else ():
+        if row.spent is not None and row.spent > SPENT_WARNING:
+            items.append(f"{row.slo}: this response would spend {row.spent:.0%} of the"
+                         f" {budget.period_days if budget else None}-day error budget. Shorten the path to"
+                         " mitigation (an automated failover, a faster page, a shorter acknowledgement target).")
     return items

@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable
 from html import escape
 
+from opsctl.drills.report_model import Chart, Hop, Threshold
 from opsctl.drills.text import duration_text, threshold_text
 
 WIDTH = 900
@@ -118,31 +119,31 @@ def percent_text(share: float) -> str:
     return f"{pct:.3g}%"
 
 
-def burn_chart(chart: dict) -> str:
-    """`chart`: {"slos": [...], "labels": {slo: short}, "points": [{"offset", "values": {slo:
-    {"burn_5m", "burn_1h", "spent"}}}], "markers": [{"offset", "label"}], "page_factor": float,
-    "thresholds": [{"window", "factor"}], "stops": [{"slo", "label", "above", "name"}]}."""
-    points = chart.get("points") or []
-    slos = chart.get("slos") or []
-    if not points or not slos:
+def burn_chart(chart: Chart | None) -> str:
+    """The report's `Chart` (None: nothing to chart): the SLOs drawn with their short labels, each
+    point's burn_5m, burn_1h and spent per SLO, the event markers, the page thresholds (or the
+    1h page factor) and the budget-spent stop conditions."""
+    points = chart.points if chart else ()
+    slos = chart.slos if chart else ()
+    if chart is None or not points or not slos:
         return _empty("no samples to chart")
-    labels = chart.get("labels") or {}
-    markers = chart.get("markers") or []
-    xs = [p["offset"] for p in points]
-    x_min, x_max = min(xs + [m["offset"] for m in markers]), max(xs + [m["offset"] for m in markers])
+    labels = chart.labels
+    markers = chart.markers
+    xs = [p.offset for p in points]
+    x_min, x_max = min(xs + [m.offset for m in markers]), max(xs + [m.offset for m in markers])
     if x_max <= x_min:
         x_max = x_min + 60
 
     def x(offset: float) -> float:
         return LEFT + (offset - x_min) / (x_max - x_min) * (PLOT_RIGHT - LEFT)
 
-    thresholds = list(chart.get("thresholds") or [])
-    if not thresholds and chart.get("page_factor"):
-        thresholds = [{"window": "1h", "factor": chart["page_factor"]}]
-    stops = chart.get("stops") or []
+    thresholds = list(chart.thresholds)
+    if not thresholds and chart.page_factor:
+        thresholds = [Threshold(window="1h", factor=chart.page_factor)]
+    stops = chart.stops
 
     # event labels in a lane above the panels
-    placed = place_labels([(x(m["offset"]), m["label"]) for m in markers], LEFT, PLOT_RIGHT)
+    placed = place_labels([(x(m.offset), m.label) for m in markers], LEFT, PLOT_RIGHT)
     lane_rows = max([row for _, _, row, _ in placed], default=-1) + 1
     lane_top = 34
     burn_top = lane_top + lane_rows * LANE_ROW + 8
@@ -150,9 +151,9 @@ def burn_chart(chart: dict) -> str:
     spent_top = burn_bottom + 52
     spent_bottom = spent_top + SPENT_HEIGHT
 
-    burns = [v.get(k) for p in points for s, v in p["values"].items() if s in slos for k in ("burn_5m", "burn_1h")]
-    burns = [b for b in burns if b is not None and b > 0]
-    top = max(burns + [t["factor"] for t in thresholds] + [1.0])
+    burns = [p.value(s, k) for p in points for s in p.values if s in slos for k in ("burn_5m", "burn_1h")]
+    positive = [b for b in burns if b is not None and b > 0]
+    top = max(positive + [t.factor for t in thresholds] + [1.0])
     lo_exp, hi_exp = -2, max(1, math.ceil(math.log10(top * 1.5)))
 
     def y_burn(value: float) -> float:
@@ -160,8 +161,8 @@ def burn_chart(chart: dict) -> str:
         frac = (math.log10(v) - lo_exp) / (hi_exp - lo_exp)
         return burn_bottom - frac * (burn_bottom - burn_top)
 
-    spent = [v.get("spent") for p in points for s, v in p["values"].items() if s in slos]
-    top_spent = max([s for s in spent if s is not None] + [st["above"] for st in stops] + [0.0])
+    spent = [p.value(s, "spent") for p in points for s in p.values if s in slos]
+    top_spent = max([s for s in spent if s is not None] + [st.above for st in stops] + [0.0])
     spent_max, spent_step = nice_ceiling(top_spent * 1.02)
 
     def y_spent(value: float) -> float:
@@ -173,8 +174,8 @@ def burn_chart(chart: dict) -> str:
     entries: list[tuple[str, str, str | None]] = [(COLORS[n % len(COLORS)], _short(labels.get(slo, slo)), None)
                                                   for n, slo in enumerate(slos)]
     entries += [("#555555", "1h window", None), ("#555555", "5m window", "3 2")]
-    entries += [("#e65100", f"stop condition: {st.get('label') or st.get('slo') or 'budget'} at"
-                 f" {percent_text(st['above'])} spent", "6 4") for st in stops]
+    entries += [("#e65100", f"stop condition: {st.label or st.slo or 'budget'} at"
+                 f" {percent_text(st.above)} spent", "6 4") for st in stops]
     for color, label, dash in entries:
         w = 22 + text_width(label) + 18
         if lx + w > WIDTH - 10 and lx > LEFT:
@@ -218,15 +219,15 @@ def burn_chart(chart: dict) -> str:
     # thresholds and stops: dashed lines, labels in the right margin (apart from each other)
     margin = []
     for th in thresholds:
-        yy = y_burn(th["factor"])
+        yy = y_burn(th.factor)
         out.append(f'<line x1="{LEFT}" y1="{yy:.1f}" x2="{PLOT_RIGHT}" y2="{yy:.1f}" stroke="#d62728"'
                    ' stroke-dasharray="6 4"/>')
-        margin.append((yy, f"page {th['window']} {threshold_text(th['factor'])}", "#d62728", burn_top, burn_bottom))
+        margin.append((yy, f"page {th.window} {threshold_text(th.factor)}", "#d62728", burn_top, burn_bottom))
     for st in stops:
-        yy = y_spent(st["above"])
+        yy = y_spent(st.above)
         out.append(f'<line x1="{LEFT}" y1="{yy:.1f}" x2="{PLOT_RIGHT}" y2="{yy:.1f}" stroke="#e65100"'
-                   f' stroke-dasharray="6 4"><title>{escape(st.get("name") or "")}</title></line>')
-        margin.append((yy, f"stop {percent_text(st['above'])}", "#e65100", spent_top, spent_bottom))
+                   f' stroke-dasharray="6 4"><title>{escape(st.name or "")}</title></line>')
+        margin.append((yy, f"stop {percent_text(st.above)}", "#e65100", spent_top, spent_bottom))
     for yy, label, color, _, _ in _spread(margin):
         out.append(f'<text x="{PLOT_RIGHT + 6}" y="{yy + 4:.1f}" fill="{color}">{escape(_fit(label, RIGHT - 10))}</text>')
     # event markers: a dotted line from the label's row down through both panels (not through the titles)
@@ -234,14 +235,14 @@ def burn_chart(chart: dict) -> str:
         base = lane_top + row * LANE_ROW + 10
         out.append(f'<path class="event" d="M{xx:.1f},{base - 9} V{burn_bottom} M{xx:.1f},{spent_top} V{spent_bottom}"'
                    ' stroke="#888" stroke-dasharray="2 3" fill="none"/>')
-        out.append(f'<text x="{x0:.1f}" y="{base}" fill="#444">{escape(m["label"])}</text>')
+        out.append(f'<text x="{x0:.1f}" y="{base}" fill="#444">{escape(m.label)}</text>')
     # series
     for n, slo in enumerate(slos):
         color = COLORS[n % len(COLORS)]
         for key, width, dash in (("burn_1h", 2, None), ("burn_5m", 1.5, "3 2")):
-            pts = [(x(p["offset"]), y_burn(v)) for p in points if (v := (p["values"].get(slo) or {}).get(key)) is not None]
+            pts = [(x(p.offset), y_burn(v)) for p in points if (v := p.value(slo, key)) is not None]
             out.append(_polyline(pts, color, width, dash))
-        pts = [(x(p["offset"]), y_spent(v)) for p in points if (v := (p["values"].get(slo) or {}).get("spent")) is not None]
+        pts = [(x(p.offset), y_spent(v)) for p in points if (v := p.value(slo, "spent")) is not None]
         out.append(_polyline(pts, color, 2, None))
     for lx, ly, color, label, dash in legend:
         d = f' stroke-dasharray="{dash}"' if dash else ""
@@ -291,15 +292,15 @@ def _short(slo: str) -> str:
 # A chain drill's hops
 
 
-def hop_waterfall(hops: list[dict]) -> str:
+def hop_waterfall(hops: tuple[Hop, ...] | list[Hop]) -> str:
     """One row per hop, a bar from the fault (0) to when the hop happened, its time at the bar's
     end; a hop that never happened is named so in red (required) or grey (optional)."""
     if not hops:
         return _empty("no hops to chart")
-    label_w = min(420, max(text_width(f"{h['title']} ({h['component']})") for h in hops) + 10)
+    label_w = min(420, max(text_width(f"{h.title} ({h.component})") for h in hops) + 10)
     left, right_pad, row_h, top = label_w + 10, 90, 24, 40
     plot_right = WIDTH - right_pad
-    times = [h["seconds"] for h in hops if h.get("seconds") is not None]
+    times = [h.seconds for h in hops if h.seconds is not None]
     span = max(times + [1.0])
     step = _round_step(span)
     axis_max = math.ceil(span / step) * step
@@ -324,19 +325,19 @@ def hop_waterfall(hops: list[dict]) -> str:
     out.append(f'<text x="{(left + plot_right) / 2}" y="{bottom + 34}" text-anchor="middle">time since the fault</text>')
     for i, h in enumerate(hops):
         y = top + i * row_h
-        name = _fit(f"{h['title']} ({h['component']})", label_w)
+        name = _fit(f"{h.title} ({h.component})", label_w)
         out.append(f'<text x="{left - 8}" y="{y + 15}" text-anchor="end">{escape(name)}</text>')
-        if h.get("seconds") is None:
-            color = "#c62828" if h.get("required") else "#757575"
+        if h.seconds is None:
+            color = "#c62828" if h.required else "#757575"
             out.append(f'<text class="missing" x="{left + 6}" y="{y + 15}" fill="{color}">never happened'
-                       + (f": {escape(_fit(h.get('failed') or '', plot_right - left - 110))}" if h.get("failed") else "")
+                       + (f": {escape(_fit(h.failed, plot_right - left - 110))}" if h.failed else "")
                        + "</text>")
             continue
-        color = "#2e7d32" if h.get("passed") else "#c62828"
-        x1 = x(h["seconds"])
+        color = "#2e7d32" if h.passed else "#c62828"
+        x1 = x(h.seconds)
         out.append(f'<rect class="hop" x="{left}" y="{y + 5}" width="{max(x1 - left, 2):.1f}" height="{row_h - 10}"'
-                   f' fill="{color}"><title>{escape(h["hop"])}: {duration_text(h["seconds"])}</title></rect>')
-        out.append(f'<text x="{max(x1, left + 2) + 5:.1f}" y="{y + 15}">{duration_text(h["seconds"])}</text>')
+                   f' fill="{color}"><title>{escape(h.hop)}: {duration_text(h.seconds)}</title></rect>')
+        out.append(f'<text x="{max(x1, left + 2) + 5:.1f}" y="{y + 15}">{duration_text(h.seconds)}</text>')
     out.append("</svg>")
     return "\n".join(out)
 

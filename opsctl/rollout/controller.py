@@ -197,7 +197,7 @@ class RolloutController:
 
     def _incident(self) -> str | None:
         stored = self.traffic.read()
-        failovers = (stored.record or {}).get("failovers") or {}
+        failovers = stored.record.failovers if stored.record is not None else {}
         return sorted(failovers)[0] if failovers else None
 
     def _intent(self, state: RolloutState, intent: Intent, now: float) -> str:

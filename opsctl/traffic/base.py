@@ -11,17 +11,20 @@ emergency change can still repair it.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from opsctl.model import Model
 from opsctl.traffic.split import Split
+
+if TYPE_CHECKING:
+    from opsctl.traffic.record import ChangeRecord
 
 
 class StoredSplit(Model):
     split: Split | None  # None: the target holds no split yet (unknown state)
     version: str
     note: str = ""  # e.g. "not written yet: the configured default"
-    record: dict[str, Any] | None = None  # the change record stored with the split (record.parse form)
+    record: "ChangeRecord | None" = None  # the change record stored with the split, typed (record.parse)
     corrupt: str = ""  # why the stored split cannot be used (weights summing to 120, a truncated file)
 
 
@@ -61,7 +64,7 @@ class Actuator(Protocol):
 
     def read(self) -> StoredSplit: ...
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict[str, Any] | None = None) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: "ChangeRecord | None" = None) -> WriteResult:
         """Store `split` and, in the same write, `record` (None keeps the stored record)."""
         ...
 

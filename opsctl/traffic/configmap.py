@@ -52,13 +52,13 @@ class ConfigMapActuator:
                                record=record, corrupt=why)
         return StoredSplit(split, meta.resource_version, record=record)
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict[str, Any] | None = None) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: records.ChangeRecord | None = None) -> WriteResult:
         body: dict[str, dict[str, object]] = {
             "metadata": {"resourceVersion": expected_version},
             "data": {self.key: json.dumps(split.to_dict(self.backends), sort_keys=True)},
         }
         if record is not None:
-            body["metadata"]["annotations"] = {records.ANNOTATION: records.encode(record)}
+            body["metadata"]["annotations"] = {records.ANNOTATION: record.encode()}
         cm = self.kube.call(
             f"patch {self.target}", self.kube.core().patch_namespaced_config_map, self.name, self.namespace, body,
             field_manager=FIELD_MANAGER, dry_run="All" if dry_run else None, _content_type=STRATEGIC_MERGE_PATCH,

@@ -373,7 +373,7 @@ class TrafficController:
         record = stored.record if stored.record is not None else records.empty()
         from opsctl.fencing import fence
 
-        kept_term = fence(term, record.get("term"), self.actuator.target)  # FencedError: a newer leader
+        kept_term = fence(term, record.term, self.actuator.target)  # FencedError: a newer leader
         if result.requested == stored.split:
             result.outcome, result.message = "unchanged", "the split is already as asked"
             self._audit(result)
@@ -398,10 +398,10 @@ class TrafficController:
                 self._audit(result)
                 raise GuardRefused(result.message, hint="add GPUs or raise capacity.max_replicas")
         entry = records.entry_of(result, self.order, now, self.audit_fields)
-        new_record = records.with_change(record, entry, history=self.cfg.state.history,
-                                         window=self.cfg.traffic.rate_limit.window_seconds, now=now)
+        new_record = record.with_change(entry, history=self.cfg.state.history,
+                                        window=self.cfg.traffic.rate_limit.window_seconds, now=now)
         if kept_term is not None:
-            new_record["term"] = kept_term
+            new_record = new_record.with_term(kept_term)
         try:
             written = self.actuator.write(result.after, stored.version, dry_run=self.dry_run, record=new_record)
         except OpsctlError as exc:

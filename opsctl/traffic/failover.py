@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from opsctl.audit import AuditLog
     from opsctl.config import Config
     from opsctl.traffic.controller import TrafficController
+    from opsctl.traffic.record import ChangeRecord
 
 
 def configured_split(cfg: "Config") -> Split:
@@ -189,16 +190,16 @@ def partial_move(cfg: "Config", result: ChangeResult, source: str, started: Spli
                        result.dry_run)
 
 
-def saved_split(record: dict[str, Any] | None, audit: "AuditLog", incident: str, backends: Sequence[str]) -> tuple[Split, dict[str, Any]]:
+def saved_split(record: "ChangeRecord | None", audit: "AuditLog", incident: str, backends: Sequence[str]) -> tuple[Split, dict[str, Any]]:
     """The split before the incident's first applied failover, and where it was found: the shared
     change record's open failover, else (an incident older than the record) this host's audit log."""
-    opened = (record or {}).get("failovers", {}).get(incident)
+    opened = record.failovers.get(incident) if record is not None else None
     if opened is not None:
-        if opened.get("saved") is None:
+        if opened.saved is None:
             raise NoDataError(f"the failover for incident {incident!r} started from an unknown split; nothing to restore",
                               hint="set the split with `opsctl traffic set`")
-        return Split.from_dict(opened["saved"], backends, f"the change record's failover of {incident}"), {
-            "time": opened.get("opened_at"), "source": "record", **opened}
+        return Split.from_dict(opened.saved, backends, f"the change record's failover of {incident}"), {
+            "time": opened.opened_at, "source": "record", **opened.to_dict()}
     entries = audit.find(lambda e: e.get("kind") == "traffic" and e.get("action") == "failover"
                          and e.get("outcome") == "applied" and e.get("incident") == incident)
     if not entries:

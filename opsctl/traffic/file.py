@@ -89,7 +89,7 @@ class FileActuator:
             return StoredSplit(None, version, f"corrupt: {why}; {hint}", record=record, corrupt=why)
         return StoredSplit(split, version, record=record)
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict[str, Any] | None = None) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: records.ChangeRecord | None = None) -> WriteResult:
         with locked(self.path):
             raw = self._raw()
             data, current = self._parse(raw) if raw is not None else ({}, "0")
@@ -103,7 +103,7 @@ class FileActuator:
             kept = (data or {}).get(records.FILE_KEY)  # as stored, when no new record is given
             body = {"version": version, **split.to_dict(self.backends)}
             if record is not None:
-                body[records.FILE_KEY] = records.stored(record)
+                body[records.FILE_KEY] = record.stored()
             elif kept is not None:
                 body[records.FILE_KEY] = kept
             write_json_atomic(self.path, body)

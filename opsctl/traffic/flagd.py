@@ -36,7 +36,7 @@ RECORD_KEY = "opsctl.io/traffic-record"
 VERSION_KEY = "opsctl.io/version"
 
 
-def flag_definition(split: Split, backends: list[str], version: int, record: dict[str, Any] | None) -> dict[str, Any]:
+def flag_definition(split: Split, backends: list[str], version: int, record: records.ChangeRecord | None) -> dict[str, Any]:
     """The flagd flag for `split`: variants = backends, fractional on the targeting key, in `backends` order."""
     if any(split.shadow_of(b) for b in backends):
         raise UsageError("the flagd experiment gate assigns users, it cannot mirror: set the shadow share on a"
@@ -45,7 +45,7 @@ def flag_definition(split: Split, backends: list[str], version: int, record: dic
     default = max(backends, key=lambda b: (split.weight(b), -backends.index(b)))
     metadata: dict[str, Any] = {VERSION_KEY: version}
     if record is not None:
-        metadata[RECORD_KEY] = records.encode(record)
+        metadata[RECORD_KEY] = record.encode()
     return {
         "state": "ENABLED",
         "variants": {b: b for b in backends},
@@ -56,7 +56,7 @@ def flag_definition(split: Split, backends: list[str], version: int, record: dic
     }
 
 
-def parse_flag(flag: object, backends: list[str], where: str) -> tuple[Split, int, dict[str, Any]]:
+def parse_flag(flag: object, backends: list[str], where: str) -> "tuple[Split, int, records.ChangeRecord]":
     """(split, version, record) of a stored flag; UsageError when it is not a gate opsctl can read."""
     if not isinstance(flag, dict):
         raise UsageError(f"{where}: the flag is not a JSON object")
@@ -145,7 +145,7 @@ class FlagdFileActuator:
                                corrupt=exc.message)
         return StoredSplit(split, str(version), record=record)
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict[str, Any] | None = None) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: records.ChangeRecord | None = None) -> WriteResult:
         with locked(self.path):
             try:
                 document = self._document()
@@ -220,7 +220,7 @@ class FlagdConfigMapActuator:
                                corrupt=exc.message)
         return StoredSplit(split, meta.resource_version, record=record)
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict[str, Any] | None = None) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: records.ChangeRecord | None = None) -> WriteResult:
         from opsctl.traffic.kube import FIELD_MANAGER, STRATEGIC_MERGE_PATCH
 
         document = self._document or {}

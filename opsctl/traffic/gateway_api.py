@@ -18,6 +18,7 @@ from opsctl.traffic.kube import CustomObject, Kube
 from opsctl.traffic.split import Split, largest_remainder
 
 if TYPE_CHECKING:
+    from opsctl.traffic.record import ChangeRecord
     from opsctl.config import Destination
 
 GROUP = "gateway.networking.k8s.io"
@@ -126,7 +127,7 @@ class GatewayApiActuator:
             rule.pop("filters", None)
         return rule
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict[str, Any] | None = None) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: ChangeRecord | None = None) -> WriteResult:
         rules = copy.deepcopy(self._rules(self.object.at_version(expected_version)))
         rules[self.rule] = self._rewrite_rule(rules[self.rule], split)
         result = self.object.patch_spec({"rules": rules}, expected_version, dry_run=dry_run, record=record)

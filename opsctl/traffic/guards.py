@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from opsctl.config import Config
     from opsctl.metrics.base import MetricSource
     from opsctl.slo.report import SloResult
+    from opsctl.traffic.record import ChangeRecord
 
 ACTIONS = ("set", "ramp", "failover", "restore", "rollback")
 PARTIAL_ACTIONS = ("failover",)  # may move less than asked when capacity is short
@@ -78,7 +79,7 @@ class GuardContext:
     _source: "MetricSource | None" = None
     _at: float | None = None
     data_age: float | None = None  # seconds, once the source is open
-    record: dict[str, Any] = field(default_factory=dict)  # the change record stored with the split, as read
+    record: "ChangeRecord | None" = None  # the change record stored with the split, as read
 
     @property
     def overriding(self) -> str | None:

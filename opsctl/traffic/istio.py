@@ -16,6 +16,7 @@ from opsctl.traffic.kube import CustomObject, Kube
 from opsctl.traffic.split import Split
 
 if TYPE_CHECKING:
+    from opsctl.traffic.record import ChangeRecord
     from opsctl.config import Destination
 
 GROUP = "networking.istio.io"
@@ -134,7 +135,7 @@ class IstioActuator:
             ]
         return route
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: dict[str, Any] | None = None) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool, record: ChangeRecord | None = None) -> WriteResult:
         obj = self.object.at_version(expected_version)
         http = copy.deepcopy(obj["spec"]["http"])
         index = self._route_index(obj)

@@ -29,6 +29,7 @@ from opsctl.errors import ConflictError, OpsctlError, UsageError
 
 if TYPE_CHECKING:
     from opsctl.config import KubernetesSettings
+    from opsctl.traffic.record import ChangeRecord
 
 FIELD_MANAGER = "opsctl"
 MERGE_PATCH = "application/merge-patch+json"
@@ -310,7 +311,7 @@ class CustomObject:
                                 f" -> {obj['metadata']['resourceVersion']})")
         return obj
 
-    def record(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def record(self, obj: dict[str, Any]) -> "ChangeRecord":
         """The change record in the object's annotation (an empty one when absent or damaged)."""
         from opsctl.traffic import record as records
 
@@ -321,12 +322,12 @@ class CustomObject:
             return records.empty()
 
     def patch_spec(self, spec: dict[str, Any], version: str, *, dry_run: bool,
-                   record: dict[str, Any] | None = None) -> dict[str, Any]:
+                   record: "ChangeRecord | None" = None) -> dict[str, Any]:
         body: dict[str, Any] = {"metadata": {"resourceVersion": version}, "spec": spec}
         if record is not None:  # the record rides in the same write as the split
             from opsctl.traffic import record as records
 
-            body["metadata"]["annotations"] = {records.ANNOTATION: records.encode(record)}
+            body["metadata"]["annotations"] = {records.ANNOTATION: record.encode()}
         result: dict[str, Any] = self.kube.call(
             f"patch {self.target}", self.kube.custom().patch_namespaced_custom_object,
             self.group, self.version, self.namespace, self.plural, self.name, body,

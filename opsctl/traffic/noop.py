@@ -6,11 +6,14 @@ check still runs, so a dry run reports a conflict exactly where the real write w
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from opsctl.errors import ConflictError
 from opsctl.traffic.base import Actuator, ChangeNotice, StoredSplit, WriteResult
 from opsctl.traffic.split import Split
+
+if TYPE_CHECKING:
+    from opsctl.traffic.record import ChangeRecord
 
 
 class DryRunActuator:
@@ -23,7 +26,7 @@ class DryRunActuator:
     def read(self) -> StoredSplit:
         return self.inner.read()
 
-    def write(self, split: Split, expected_version: str, *, dry_run: bool = True, record: dict[str, Any] | None = None) -> WriteResult:
+    def write(self, split: Split, expected_version: str, *, dry_run: bool = True, record: ChangeRecord | None = None) -> WriteResult:
         current = self.inner.read().version
         if current != expected_version:
             raise ConflictError(f"{self.inner.target}: the split changed while this change was planned")

@@ -264,7 +264,7 @@ class TrafficService:
         from opsctl.traffic.record import newest_first
 
         stored = self.read()
-        entries = [e for e in newest_first(stored.record or {}) if incident is None or e.incident == incident]
+        entries = [e for e in newest_first(stored.record) if incident is None or e.incident == incident]
         return entries[:limit] if limit else entries
 
     def attempts(self, *, incident: str | None = None, applied: bool = False, limit: int | None = None) -> list[dict[str, Any]]:

@@ -42,14 +42,15 @@ def test_each_phase_of_an_embedded_drill_returns_its_typed_result_and_the_report
     env, engine, result = outage
     assert result.exit_code == 0, result.failures
     results = engine.lifecycle.results
+    report = result.report.to_dict()  # the report as written (the typed DrillReport's fields, encoded)
     assert [p.phase for p in results.phases] == ["preflight", "steady-state", "method", "rollbacks"]
     assert all(p.status == "ok" for p in results.phases)
 
     # preflight -> Facts: the two safety checks of an embedded drill, and the seeded store's facts
     assert isinstance(results.prepared, Facts)
-    assert [c.name for c in results.prepared.checks] == [c["name"] for c in result.report["preflight"]]
+    assert [c.name for c in results.prepared.checks] == [c["name"] for c in report["preflight"]]
     assert len(results.prepared.checks) == 2 and all(c.ok for c in results.prepared.checks)
-    assert results.prepared.facts == result.report["environment"] and results.prepared.facts
+    assert results.prepared.facts == report["environment"] and results.prepared.facts
 
     # steady state -> the scenario's three probes, each a ProbeResult, and the instruments
     steady = results.steady
@@ -57,7 +58,7 @@ def test_each_phase_of_an_embedded_drill_returns_its_typed_result_and_the_report
     assert all(isinstance(p, ProbeResult) for p in steady.probes)
     assert [p.name for p in steady.probes] == ["availability SLOs are ok", "no page-level burn-rate alert is firing",
                                                "traffic split as configured"]
-    assert [p.to_dict() for p in steady.probes] == result.report["hypothesis"]["probes"]
+    assert [p.to_dict() for p in steady.probes] == report["hypothesis"]["probes"]
     assert steady.meter is not None and any(p.name.endswith("databricks-availability") for p in steady.plans)
 
     # method -> Observed: the observations the report's measurements come from
@@ -67,19 +68,19 @@ def test_each_phase_of_an_embedded_drill_returns_its_typed_result_and_the_report
     assert seen.t0 == t0 == seen.obs.t0
     failovers = [e for e in audit(env.run_dir()) if e.get("action") == "failover" and e.get("outcome") == "applied"]
     assert [e["ts"] for e in seen.obs.failovers] == [e["ts"] for e in failovers] and failovers
-    assert round(failovers[0]["ts"] - t0, 3) == result.report["measurements"]["time_to_mitigate"]
-    assert len(seen.samples) == len(result.report["chart"]["points"]) > 0
+    assert round(failovers[0]["ts"] - t0, 3) == report["measurements"]["time_to_mitigate"]
+    assert len(seen.samples) == len(report["chart"]["points"]) > 0
 
     # judge -> one Verdict per expectation, in the scenario's order, the report's expectations
     assert isinstance(results.judgement, Judgement)
     assert all(isinstance(v, Verdict) for v in results.judgement.verdicts)
-    assert [v.name for v in results.judgement.verdicts] == [e["name"] for e in result.report["expectations"]]
+    assert [v.name for v in results.judgement.verdicts] == [e["name"] for e in report["expectations"]]
     assert len(results.judgement.verdicts) == 7 and results.judgement.failed == ()
 
     # rollbacks -> Rollback, in the lifecycle's order
     assert isinstance(results.rollback, Rollback)
     assert [a["action"] for a in results.rollback.actions] == ["remove-faults", "restore-traffic", "resolve-pages"]
-    assert list(results.rollback.actions) == result.report["rollbacks"] and results.rollback.leftovers == ()
+    assert list(results.rollback.actions) == report["rollbacks"] and results.rollback.leftovers == ()
 
 
 def test_the_drill_run_keeps_only_the_shared_inputs_not_what_the_phases_found():

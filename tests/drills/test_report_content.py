@@ -98,22 +98,26 @@ def _data(**measurements):
     return {"measurements": measurements, "expectations": [], "rollbacks": [], "leftovers": []}
 
 
-def test_measured_steps_within_their_targets_make_no_action_item():
+def _items(data: dict) -> list[str]:
+    """report.action_items of the data read as a stored report (drills.report_model.DrillReport)."""
     from opsctl.drills.report import action_items
+    from opsctl.drills.report_model import DrillReport
 
+    return action_items(DrillReport.parse(data))
+
+
+def test_measured_steps_within_their_targets_make_no_action_item():
     data = _data(time_to_detect=120, time_to_page=125, time_to_acknowledge=125 + 120, time_to_mitigate=120 + 300,
                  time_to_vendor_routing=121)
     data["prediction"] = {"slo": "x", "predicted_detection_seconds": 120}
-    assert action_items(data) == []
+    assert _items(data) == []
 
 
 def test_detection_slower_than_the_burn_rate_prediction_and_a_late_ticket_are_action_items():
-    from opsctl.drills.report import action_items
-
     data = _data(time_to_detect=300, time_to_page=305, time_to_acknowledge=330, time_to_mitigate=320,
                  time_to_vendor_routing=300 + 420)
     data["prediction"] = {"slo": "llm-inference-databricks-availability", "predicted_detection_seconds": 120}
-    items = action_items(data)
+    items = _items(data)
     assert any(i.startswith("Detection: detected 5m00s after the fault, slower than the burn-rate prediction of"
                             " 2m00s (llm-inference-databricks-availability)") for i in items), items
     assert any(i.startswith("Vendor ticket: filed 7m00s after detection, against a target of 5m00s") for i in items)
@@ -121,17 +125,16 @@ def test_detection_slower_than_the_burn_rate_prediction_and_a_late_ticket_are_ac
 
 
 def test_a_step_whose_expectation_failed_is_not_reported_twice():
-    from opsctl.drills.report import action_items
-
     data = _data(time_to_page=100, time_to_acknowledge=700)
     data["expectations"] = [{"name": "page acknowledged", "expect": "acknowledged", "passed": False,
                              "result": "fail", "reason": "met after 11m40s, past its deadline of 10m00s"}]
-    items = action_items(data)
+    items = _items(data)
     assert len([i for i in items if "cknowledge" in i]) == 1
 
 
 def test_a_chain_drill_report_draws_its_hop_waterfall_instead_of_no_samples(vendor):
     from opsctl.drills.render import render_html, render_markdown
+    from opsctl.drills.report_model import DrillReport
 
     _, _, data = vendor
     hops = [{"hop": "fault", "component": "exporter", "title": "fault switched on", "required": True,
@@ -140,7 +143,7 @@ def test_a_chain_drill_report_draws_its_hop_waterfall_instead_of_no_samples(vend
              "passed": True, "seconds": 63.8, "failed": None},
             {"hop": "pagerduty", "component": "pagerduty", "title": "PagerDuty incident opened", "required": True,
              "passed": False, "seconds": None, "failed": "no route to the pager"}]
-    chain = dict(data, mode="chain", chart={}, hops=hops)  # a chain drill's report has hops and no samples
+    chain = DrillReport.parse(dict(data, mode="chain", chart={}, hops=hops))  # hops and no samples
     html = render_html(chain)
     assert '<h2 id="hop-waterfall">Hops from the fault</h2>' in html
     assert "no samples to chart" not in html

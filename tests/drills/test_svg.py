@@ -13,7 +13,17 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from opsctl.drills.svg import burn_chart, hop_waterfall
+from opsctl.drills import svg
+from opsctl.drills.report_model import Chart, Hop
+
+
+def burn_chart(data: dict) -> str:
+    """svg.burn_chart of the report's typed chart, read from the data as a stored report holds it."""
+    return svg.burn_chart(Chart.parse(data) if data else None)
+
+
+def hop_waterfall(hops: list[dict]) -> str:
+    return svg.hop_waterfall([Hop.parse(h) for h in hops])
 
 NS = "{http://www.w3.org/2000/svg}"
 SLO = "llm-inference-databricks-availability"

@@ -78,7 +78,7 @@ def test_an_entrys_splits_read_back_typed_and_a_malformed_one_is_none():
     from opsctl.traffic.record import ChangeEntry, parse
     from opsctl.traffic.split import Split
 
-    failover = parse(BEFORE_TYPED, "test")["changes"][1]
+    failover = parse(BEFORE_TYPED, "test").changes[1]
     assert failover.before_split == Split.of({"databricks": 70, "internal": 30})
     assert failover.after_split == Split.of({"databricks": 10, "internal": 90})
     unset = ChangeEntry.parse({"before": None, "after": {"weights": {"internal": "lots"}}})

@@ -90,9 +90,9 @@ def test_the_record_keeps_history_entries_and_only_the_rate_windows_operations()
 
     rec = record.empty()
     for n in range(1, 31):
-        rec = record.with_change(rec, _entry(n), history=10, window=5, now=float(n))
-    assert [c.id for c in rec["changes"]] == [f"chg-{n}" for n in range(21, 31)]
-    assert sorted(rec["operations"]) == sorted(f"op-{n}" for n in range(25, 31))  # ts >= now - window
+        rec = rec.with_change(_entry(n), history=10, window=5, now=float(n))
+    assert [c.id for c in rec.changes] == [f"chg-{n}" for n in range(21, 31)]
+    assert sorted(rec.operations) == sorted(f"op-{n}" for n in range(25, 31))  # ts >= now - window
     assert record.operations_since(rec, 28.0, exclude="op-30") == {"op-28": 28.0, "op-29": 29.0}
 
 
@@ -102,14 +102,15 @@ def test_the_record_opens_a_failover_once_and_closes_it_when_a_restore_reaches_t
     normal = {"weights": {"databricks": 80, "internal": 20}, "shadow": {}}
     half = {"weights": {"databricks": 50, "internal": 50}, "shadow": {}}
     away = {"weights": {"internal": 100}, "shadow": {}}
-    rec = record.with_change(record.empty(), _entry(1, "failover", "I-1", normal, half), history=50, window=60, now=1)
-    rec = record.with_change(rec, _entry(2, "failover", "I-1", half, away), history=50, window=60, now=2)
-    assert rec["failovers"]["I-1"]["saved"] == normal and rec["failovers"]["I-1"]["after"] == away
-    rec = record.with_change(rec, _entry(3, "restore", "I-1", away, half), history=50, window=60, now=3)
-    assert "I-1" in rec["failovers"], "half way back is still open"
-    rec = record.with_change(rec, _entry(4, "restore", "I-1", half, {"weights": {"databricks": 80, "internal": 20,
-                                                                                "spare": 0}}), history=50, window=60, now=4)
-    assert rec["failovers"] == {}
+    rec = record.empty().with_change(_entry(1, "failover", "I-1", normal, half), history=50, window=60, now=1)
+    rec = rec.with_change(_entry(2, "failover", "I-1", half, away), history=50, window=60, now=2)
+    assert rec.failovers["I-1"].saved == normal and rec.failovers["I-1"].after == away
+    assert (rec.failovers["I-1"].opened_ts, rec.failovers["I-1"].operation) == (1.0, "op-1")  # opened by the first
+    rec = rec.with_change(_entry(3, "restore", "I-1", away, half), history=50, window=60, now=3)
+    assert "I-1" in rec.failovers, "half way back is still open"
+    rec = rec.with_change(_entry(4, "restore", "I-1", half, {"weights": {"databricks": 80, "internal": 20,
+                                                                        "spare": 0}}), history=50, window=60, now=4)
+    assert rec.failovers == {}
 
 
 def test_the_record_stays_within_its_byte_bound_and_open_failover_cap():
@@ -118,6 +119,6 @@ def test_the_record_stays_within_its_byte_bound_and_open_failover_cap():
     rec = record.empty()
     for n in range(1, 400):
         entry = _entry(n, "failover", f"I-{n}", {"weights": {"databricks": 100}, "shadow": {}}, reason="x" * 300)
-        rec = record.with_change(rec, entry, history=200, window=10, now=float(n))
+        rec = rec.with_change(entry, history=200, window=10, now=float(n))
     assert len(record.encode(rec).encode()) <= record.MAX_BYTES
-    assert len(rec["failovers"]) == record.MAX_FAILOVERS and "I-399" in rec["failovers"]
+    assert len(rec.failovers) == record.MAX_FAILOVERS and "I-399" in rec.failovers

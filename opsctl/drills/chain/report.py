@@ -10,6 +10,7 @@ from __future__ import annotations
 from opsctl.clock import format_rfc3339
 from opsctl.drills.expectations import title_problem
 from opsctl.drills.report import action_items, duration_text
+from opsctl.drills.report_model import DrillReport
 
 # scenario expectation -> the hop that measures it
 EXPECT_HOP = {"detected": "rule-firing", "paged": "pagerduty", "acknowledged": "acknowledged",
@@ -135,5 +136,5 @@ def chain_report(drill, results, outcome: str, exit_code: int, wall_seconds: flo
         "note": " · ".join(notes) or None,
     }
     data["prediction"] = chain_prediction_measured(signals.prediction, m)
-    data["action_items"] = action_items(data)
+    data["action_items"] = action_items(DrillReport.parse(data, "the chain drill's report"))
     return data

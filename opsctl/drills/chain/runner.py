@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from typing import TYPE_CHECKING
 
 from opsctl.drills.chain.polling import ChainPolling
 from opsctl.drills.chain.startup import ChainStartup
@@ -26,6 +27,9 @@ from opsctl.drills.engine import DrillResult
 from opsctl.drills.lifecycle import Aborted, Lifecycle, Outcome
 from opsctl.drills.phases import Facts, HopSignals, Judgement, Results, Rollback, Signals, Steady
 from opsctl.errors import ConfigError, OpsctlError
+
+if TYPE_CHECKING:
+    from opsctl.drills.report_model import DrillReport
 
 
 class ChainDrill(ChainStartup, ChainPolling):
@@ -128,7 +132,7 @@ class ChainDrill(ChainStartup, ChainPolling):
                                window={"start": self.t0, "end": self._fault_end()})
         return chain_report(self, results, outcome.outcome, outcome.exit_code, wall_seconds)
 
-    def finish(self, outcome: Outcome, data: dict, paths: dict) -> None:
+    def finish(self, outcome: Outcome, data: DrillReport, paths: dict) -> None:
         self.state.data["report"] = {k: str(v) for k, v in paths.items()}
         self.state.data["phase"] = "done"
         self.state.save()

@@ -62,8 +62,9 @@ from opsctl.slo import conventions as cv  # noqa: E402
 from opsctl.slo.loading import load_slos  # noqa: E402
 from opsctl.slo.recorded import coverage_selector  # noqa: E402
 from opsctl.slo.report import build_report  # noqa: E402
-from opsctl.slo.rules import (RuleSettings, base_increase_exprs, derived_error_ratio_expr,  # noqa: E402
-                              error_ratio_expr, plan_rules, rule_groups)
+from opsctl.slo.rule_exprs import base_increase_exprs, derived_error_ratio_expr, error_ratio_expr  # noqa: E402
+from opsctl.slo.rule_plan import RuleSettings, plan_rules  # noqa: E402
+from opsctl.slo.rules import rule_groups  # noqa: E402
 from tests.conftest import PrometheusServer, write_config  # noqa: E402
 
 STEP = 300  # seconds between samples (production: 10)

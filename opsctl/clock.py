@@ -1,10 +1,26 @@
-"""Wall clock and simulated clock: drills on the embedded environment run in simulated time."""
+"""Wall clock and simulated clock: drills on the embedded environment run in simulated time.
+
+`Clock` is what both offer (`now()`, `sleep()`): code that takes either is typed `Clock`; only a
+caller that moves simulated time itself (`advance()`) names `SimClock`."""
 
 from __future__ import annotations
 
 import os
 import time
 from datetime import datetime, timezone
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """What `WallClock` and `SimClock` both offer."""
+
+    def now(self) -> float:
+        """Seconds since the epoch, as this clock reads them."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Wait `seconds` (a simulated clock moves on at once)."""
+        ...
 
 
 def clock_offset() -> float:

@@ -36,7 +36,7 @@ def _queries_in(value, out: list[str]) -> list[str]:
 def test_every_runbook_query_of_a_catalog_service_carries_its_service(tmp_path):
     from opsctl.runbooks.generator import plan_runbooks
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import RuleSettings, plan_rules
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
 
     directory = write_catalog(tmp_path, ["chat", "search"])
     for cfg in Catalog(directory).load_all():
@@ -58,7 +58,7 @@ def test_the_shipped_single_config_runbook_queries_have_no_service_matcher():
 
 
 def test_chain_drill_hop_queries_carry_the_service(shared_prometheus):
-    from opsctl.drills.chain.hops import BURN_RECORDS, burn_query, outcomes_query, recorded_service_matcher
+    from opsctl.drills.chain.readings import BURN_RECORDS, burn_query, outcomes_query, recorded_service_matcher
     from opsctl.metrics.base import open_source
     from opsctl.metrics.promql import selectors_in
 

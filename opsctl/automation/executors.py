@@ -29,7 +29,7 @@ from opsctl.automation.actions import (
 from opsctl.errors import ConfigError, GuardRefused, UsageError
 
 if TYPE_CHECKING:
-    from opsctl.clock import SimClock, WallClock
+    from opsctl.clock import Clock
     from opsctl.config import Config
     from opsctl.paging.base import Pager
     from opsctl.tickets.base import TicketProvider
@@ -47,12 +47,12 @@ def automation_actor() -> str:
 class LiveExecutor:
     name = "live"
 
-    def __init__(self, cfg: "Config", *, clock: "WallClock | SimClock | None" = None):
+    def __init__(self, cfg: "Config", *, clock: "Clock | None" = None):
         from opsctl.clock import WallClock
         from opsctl.traffic.service import TrafficService
 
         self.cfg = cfg
-        self.clock: WallClock | SimClock = clock or WallClock()
+        self.clock: Clock = clock or WallClock()
         self.order = list(cfg.backends)
         self._pager: Pager | None = None
         # The traffic front door every actor uses (with the pager change hook, like `opsctl traffic`).

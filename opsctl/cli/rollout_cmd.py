@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.output import emit, output_option
+from opsctl.cli.rollout_render import ab_table, plan_table, run_table, state_text
 from opsctl.cli.params import TIME
 from opsctl.cli.source_options import source_options
 
@@ -24,12 +25,6 @@ def rollout():
       opsctl rollout pause --reason "look first"             # resume | promote | abort
       opsctl rollout run rollouts/migration-drill.yaml --journey chaos/migration/journey.yaml --run completes
     """
-
-
-def _local(ts: float) -> str:
-    from datetime import datetime, timezone
-
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
 @rollout.command()
@@ -77,26 +72,7 @@ def plan(app, plan_file, start, html_out, output):
         with atomic_file(Path(html_out), mode=0o644) as fh:
             fh.write(html(result))
 
-    def table(d):
-        from opsctl.clock import format_duration
-
-        rows = []
-        for s in result.steps:
-            note = f"moved after freeze {', '.join(s.moved_after)}" if s.moved_after else ""
-            rows.append([s.index, s.stage, s.label, _local(s.start), _local(s.end), format_duration(s.seconds), note])
-        lines = [render_table(["#", "STAGE", "STEP", "START (UTC)", "END (UTC)", "LASTS", "NOTE"], rows), ""]
-        for f in result.freezes:
-            lines.append(f"freeze {f.name}: {f.local(f.start)} until {f.local(f.end)}"
-                         + (f" ({f.reason})" if f.reason else ""))
-        for s in d["sample_sizes"]:
-            lines.append(f"A/B {s['metric']}: {s['per_arm']} trials per arm ({s['days']:.1f} days at"
-                         f" {s['daily_trials']}/day, {s['share']:.0%} share; {s['variance']})")
-        lines.append(f"earliest completion: {_local(result.end)} UTC")
-        if html_out:
-            lines.append(f"timeline written to {html_out}")
-        return "\n".join(lines)
-
-    emit(data, output, table=table)
+    emit(data, output, table=lambda d: plan_table(result, d, html_out))
 
 
 @rollout.command(name="sample-size")
@@ -247,17 +223,7 @@ def ab(app, plan_file, window, prometheus_url, source_kind, at, output):
                         "daily_trials": per_day.trials if per_day else None,
                         "daily_basis": per_day.basis if per_day else None})
 
-    def days_text(r) -> str:
-        if r["days"] is None:
-            return ""
-        return f"; the horizon takes {r['days']:g} days at {r['daily_trials']:,} trials a day ({r['daily_basis']})"
-
-    def table(rows):
-        return "\n".join(f"{r['metric']}: {r['verdict']} ({r['outcome']}): {r['reason']}"
-                         + (f"; difference {r['difference'] * 100:+.2f} points" if r["difference"] is not None else "")
-                         + days_text(r) for r in rows)
-
-    emit(results, output, table=table)
+    emit(results, output, table=ab_table)
     kinds = {r["verdict"] for r in results}
     if "different" in kinds:
         raise OpsctlError("an A/B metric differs beyond its margin")
@@ -269,7 +235,7 @@ def ab(app, plan_file, window, prometheus_url, source_kind, at, output):
 
 
 def _store(app):
-    from opsctl.rollout.controller import RolloutStore
+    from opsctl.rollout.document import RolloutStore
     from opsctl.state import open_state_store
 
     return RolloutStore(open_state_store(app.config))  # a person's writes: compare-and-swap, no term
@@ -279,26 +245,6 @@ def _actor() -> str:
     from opsctl.audit import current_actor
 
     return current_actor()
-
-
-def _state_text(d: dict) -> str:
-    from opsctl.clock import format_rfc3339
-
-    lines = [f"rollout {d['id']}: {d['status']} at step {d['step'] + 1} ({d['phase']})"
-             + (f"; paused: {d['paused_because']}" if d.get("paused_because") else "")
-             + (f"; held by incident {d['incident']}" if d.get("incident") else "")]
-    if d.get("term"):
-        lines.append(f"written under term {d['term']}")
-    for o in d.get("objects", []):
-        lines.append(f"  {o['role']:<10}  {o['actuator']:<11}  at step {o['step']}  {o['split']}"
-                     f"  ({'last written during step ' + str(o['written_step']) if o['written_step'] else 'not written'})"
-                     f"  {o['target']}")
-    for e in d.get("history", [])[-10:]:
-        lines.append(f"  {format_rfc3339(e['at'])}  step {e['step']}  {e['what']}: {e['detail']}")
-    pending = [i for i in d.get("intents", []) if i["id"] not in d.get("handled", [])]
-    for i in pending:
-        lines.append(f"  pending: {i['action']} by {i['by']}")
-    return "\n".join(lines)
 
 
 @rollout.command()
@@ -314,14 +260,15 @@ def start(app, plan_file, dry_run, yes, output):
     from pathlib import Path
 
     from opsctl.config.loading import parse_yaml, read_text
-    from opsctl.rollout.controller import start_rollout, starting_point
+    from opsctl.rollout.document import start_rollout
+    from opsctl.rollout.steps import starting_point
     from opsctl.rollout.plan import build_plan
     from opsctl.clock import wall_now
 
     cfg = app.config
     data = parse_yaml(read_text(Path(plan_file), "rollout plan"), Path(plan_file))
     the_plan = build_plan(data, plan_file, backends=list(cfg.backends))
-    from opsctl.rollout.controller import plan_steps
+    from opsctl.rollout.steps import plan_steps
     from opsctl.rollout.simrun import refuse_unmirrored
 
     refuse_unmirrored(cfg, plan_steps(the_plan))  # a gate that cannot mirror and no shadow object: exit 2
@@ -336,7 +283,7 @@ def start(app, plan_file, dry_run, yes, output):
         return
     state = start_rollout(_store(app), data, the_plan, by=_actor(), at=wall_now(), current=current,
                           order=list(cfg.backends), mirror=mirror, objects=objects)
-    emit(state.to_dict(), output, table=_state_text)
+    emit(state.to_dict(), output, table=state_text)
 
 
 @rollout.command()
@@ -349,7 +296,7 @@ def status(app, output):
     state = _store(app).read()
     if state is None:
         raise NoDataError("no rollout recorded", hint="start one with `opsctl rollout start PLAN`")
-    emit(state.to_dict(), output, table=_state_text)
+    emit(state.to_dict(), output, table=state_text)
 
 
 def _intent_command(action: str, doc: str):
@@ -361,7 +308,7 @@ def _intent_command(action: str, doc: str):
     @click.pass_obj
     def command(app, reason, dry_run, yes, output):
         from opsctl.clock import wall_now
-        from opsctl.rollout.controller import new_intent
+        from opsctl.rollout.document import new_intent
 
         if dry_run:
             emit({"action": action, "reason": reason, "dry_run": True}, output,
@@ -441,16 +388,6 @@ def run_cmd(app, plan_file, start, journey_file, run_name, out_dir, output):
         out["expected"] = to_dict(expected)
         out["as_expected"] = not problems
 
-    def table(d):
-        from opsctl.clock import format_rfc3339
-
-        lines = [f"  {e['at']}  step {e['step']:>2}  {e['what']}: {e['detail']}" for e in d["history"]]
-        lines.append(f"{d['status']} at step {d['step']} on {format_rfc3339(d['end'])} (simulated; started"
-                     f" {format_rfc3339(d['start'])}); {d['measurements']} windows simulated in {d['wall_seconds']:.1f} s")
-        if problems:
-            lines.append("not as the journey expects: " + "; ".join(problems))
-        return "\n".join(lines)
-
-    emit(out, output, table=table)
+    emit(out, output, table=lambda d: run_table(d, problems))
     if problems:
         raise OpsctlError(f"run {run_name}: " + "; ".join(problems))

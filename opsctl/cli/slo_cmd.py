@@ -1,13 +1,18 @@
-"""`opsctl slo report|validate|rules|alerts|dashboard|convert`."""
+"""`opsctl slo report|validate|rules|alerts|dashboard|convert`: each body parses, calls the core
+(`opsctl.slo`) and renders (`slo_render.py`, or the document as JSON/YAML).
+
+Over 400 lines for its six commands' --help: their docstrings with examples and the options'
+help are about 140 of them (the help text is the command's documentation, kept beside it)."""
 
 from __future__ import annotations
 
 import click
 
-from opsctl.cli.output import emit, output_option, render_table
+from opsctl.cli.output import emit, output_option
 from opsctl.cli.params import TIME, choice
 from opsctl.cli.source_options import open_checked_source, source_options
 from opsctl.cli.main import all_services_option
+from opsctl.cli.slo_render import alerts_table, report_table, validate_table
 
 
 @click.group()
@@ -76,7 +81,9 @@ def validate(app, paths, prometheus_url, at, output):
 
     slos = load_slos(_slo_paths(app, paths), app.config.backends, config=app.config)
     if app.config.requires_service_matcher:
-        _check_service_matchers(slos, app.config)
+        from opsctl.slo.service_matcher import check_service_matchers
+
+        check_service_matchers(slos, app.config)
     if prometheus_url:
         from opsctl.errors import ConfigError
         from opsctl.slo.report import series_problems
@@ -88,45 +95,9 @@ def validate(app, paths, prometheus_url, at, output):
     data = [{"file": str(s.file), "name": s.name, "kind": s.kind, "goal": s.goal, "backend": s.backend,
              "format": getattr(s, "source_format", None), "notes": list(s.notes)} for s in slos]
 
-    def table(rows):
-        lines = []
-        for r in rows:
-            lines.append(f"ok  {r['file']}  {r['name']} ({r['kind']}, goal {r['goal']:g}, backend {r['backend'] or '-'})")
-            lines.extend(f"    note: {note}" for note in r["notes"])
-        return "\n".join(lines)
-
-    emit(data, output, table=table)
+    emit(data, output, table=validate_table)
 
 
-def service_matcher_problems(slos, cfg) -> list[str]:
-    """Per SLO and role (filter_good, filter_valid, filter_bad, expression), every selector that
-    lacks `<metrics.service_label>="<service>"` (opsctl sends user PromQL as written, so a selector
-    without it sums every service's series in a shared Prometheus)."""
-    from opsctl.metrics.promql import format_selector, selectors_in
-
-    label, service = cfg.service_label, cfg.service
-    problems = []
-    for slo in slos:
-        for role in ("filter_good", "filter_valid", "filter_bad", "expression"):
-            text = getattr(slo, role, None)
-            if not text:
-                continue
-            for selector in selectors_in(text):
-                if not any(m.label == label and m.op == "=" and m.value == service for m in selector.matchers):
-                    problems.append(f"{slo.file}: {slo.name}: {role}: {format_selector(selector)} lacks"
-                                    f' {label}="{service}"')
-    return problems
-
-
-def _check_service_matchers(slos, cfg) -> None:
-    from opsctl.errors import ConfigError
-
-    problems = service_matcher_problems(slos, cfg)
-    if problems:
-        why = "a catalog's service" if cfg.catalog else "slos.require_service_matcher"
-        raise ConfigError(f"{len(problems)} SLO selector(s) lack the service matcher ({why})", problems=problems,
-                          hint=f'add {cfg.service_label}="{cfg.service}" to every selector (the proxy'
-                               " labels its series with the service), or set slos.require_service_matcher: false")
 
 
 @slo.command()
@@ -190,7 +161,7 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
         from opsctl.drills.spend import with_drill_spend
 
         rows = with_drill_spend(cfg, results, rows, source, when)
-    emit(rows, output, table=_table)
+    emit(rows, output, table=report_table)
     if cross_check:  # check_sli raised on any disagreement: reaching here means every window agreed
         click.echo(f"cross-check: ok, slo-generator's SLI agrees with opsctl's on every window with data"
                    f" of {len(results)} SLO(s)", err=True)
@@ -222,41 +193,6 @@ def _aligned(source, when: float, at, cfg) -> tuple[float, str | None]:
     return align_at(source, when, at is not None, scope=cfg.service_matcher)
 
 
-def _pct(value, digits=4):
-    return "-" if value is None else f"{value * 100:.{digits}f}%"
-
-
-def _why(row) -> str:
-    if row["status"] == "ok":
-        return ""
-    if row["alerts"]:
-        more = len(row["alerts"]) - 1
-        return row["alerts"][0] + (f" (+{more} more)" if more else "")
-    return row["reason"]
-
-
-def _table(rows):
-    table_rows = []
-    for r in rows:
-        rated = {w: v for w, v in r["burn_rate"].items() if v is not None}
-        worst = max(rated.items(), key=lambda kv: kv[1]) if rated else None
-        table_rows.append([
-            r["name"],
-            r["backend"] or "-",
-            f"{r['goal'] * 100:g}%",
-            _pct(r["sli"]),
-            _pct(r["error_budget_remaining"], 1),
-            f"{worst[1]:.2f}x ({worst[0]})" if worst else "-",
-            r["status"].upper() if r["status"] != "ok" else "ok",
-            _why(r),
-        ])
-    headers = ["SLO", "BACKEND", "GOAL", "SLI", "BUDGET LEFT", "WORST BURN", "STATUS", "WHY"]
-    if rows and "drill_budget_spent" in rows[0]:  # --exclude-drills
-        headers[5:5] = ["DRILLS SPENT", "LEFT WITHOUT DRILLS"]
-        for row, r in zip(table_rows, rows):
-            row[5:5] = [_pct(r["drill_budget_spent"], 1), _pct(r["error_budget_remaining_excluding_drills"], 1)]
-    notes = list(dict.fromkeys(n for r in rows for n in r.get("notes", [])))
-    return render_table(headers, table_rows) + "".join(f"\nnote: {n}" for n in notes)
 
 
 @slo.command()
@@ -281,8 +217,8 @@ def rules(app, paths, fmt, out):
       opsctl slo rules slos/ --format prometheusrule --out deploy/slo-prometheusrule.yaml
     """
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import (RuleSettings, count_rules, header, plan_rules, render_yaml, rules_document,
-                                  write_atomic)
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
+    from opsctl.slo.rules import count_rules, header, render_yaml, rules_document, write_atomic
 
     cfg = app.config
     settings = RuleSettings.from_config(cfg)
@@ -322,7 +258,7 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
     from opsctl.slo.alerts import evaluate_plans
     from opsctl.slo.loading import load_slos
     from opsctl.slo.report import source_notes, why_no_data
-    from opsctl.slo.rules import RuleSettings, plan_rules
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
 
     cfg = app.config
     settings = RuleSettings.from_config(cfg)
@@ -335,7 +271,7 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
     quality = _quality_alerts(cfg, source, when)
     if quality is not None:  # the live quality rules at the same instant (opsctl quality alerts)
         data["quality"] = quality.to_dict()
-    emit(data, output, table=_alerts_table)
+    emit(data, output, table=alerts_table)
     if result.unknown:
         raise NoDataError(f"no data for {len(result.unknown)} SLO(s): {', '.join(result.unknown)}{why_no_data(source)}")
     if fail_on:
@@ -353,31 +289,6 @@ def _quality_alerts(cfg, source, when):
     plan = plan_quality(cfg)
     return None if plan is None else evaluate_quality(plan, source, when)
 
-
-def _alerts_table(data):
-    from opsctl.slo.conventions import format_factor
-
-    lines = [f"alerts at {data['at']}: {len(data['firing'])} firing"]
-    if data["firing"]:
-        rows = [
-            [a["alertname"], a["severity"], a["slo"], a["backend"], f"{a['long_window']}/{a['short_window']}",
-             f"{a['burn_rate']:.2f}x / {a['short_burn_rate']:.2f}x", f"{format_factor(a['factor'])}x", f"{a['request_rate']:.4g}/s" if a['request_rate'] is not None else "-",
-             a.get("cause") or "-"]
-            for a in data["firing"]
-        ]
-        lines.append(render_table(["ALERT", "SEVERITY", "SLO", "BACKEND", "WINDOWS", "BURN (LONG / SHORT)", "ABOVE", "TRAFFIC", "CAUSE"], rows))
-    for a in data.get("absent", []):
-        lines.append(f"absent   {a['slo']}: {a['alertname']} ({a['severity']}): no sample of {a['selector']}")
-    quality = data.get("quality")
-    if quality:
-        lines.append(f"quality alerts: {len(quality['firing'])} firing")
-        lines += [f"firing   {q['alertname']} ({q['severity']}) {q['backend']}: {q['annotations']['summary']}"
-                  for q in quality["firing"]]
-        lines += [f"suppressed  {q['alertname']} {q['backend']}: {q['reason']}" for q in quality["suppressed"]]
-    for u in data["unknown"]:
-        lines.append(f"unknown  {u['slo']}: {u['reason']}")
-    lines.extend(f"note: {n}" for n in data.get("notes", []))
-    return "\n".join(lines)
 
 
 @slo.command()
@@ -420,7 +331,8 @@ def dashboard(app, paths, out, out_dir, uid, all_services, service_configs, dril
     from opsctl.slo.dashboard import ServiceSlos
     from opsctl.slo.dashboard_check import checked_boards
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import RuleSettings, plan_rules, write_atomic
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
+    from opsctl.slo.rules import write_atomic
 
     if out and out_dir:
         raise UsageError("--out and --out-dir exclude each other")

@@ -187,7 +187,8 @@ class DrillAutomation:
         labels are not the burn-rate plans')."""
         from opsctl.automation.policy import matching
         from opsctl.drills.scenario import default_backend
-        from opsctl.slo.rules import RuleSettings, alert_labels
+        from opsctl.slo.rule_exprs import alert_labels
+        from opsctl.slo.rule_plan import RuleSettings
 
         run = self.run
         sc, cfg = run.scenario, run.env.cfg

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from opsctl.quality.live import QualityEvaluator
     from opsctl.quality.rules import QualityPlan
     from opsctl.slo.alerts import AlertEvaluator
-    from opsctl.slo.rules import RuleSettings, SloRulePlan
+    from opsctl.slo.rule_plan import RuleSettings, SloRulePlan
 
 
 class Observer:
@@ -51,7 +51,7 @@ class Observer:
     def plan_alerts(self, source) -> None:
         from opsctl.quality.rules import plan_quality  # the live quality rules run beside the burn-rate alerts
         from opsctl.slo.alerts import AlertEvaluator
-        from opsctl.slo.rules import RuleSettings, plan_rules
+        from opsctl.slo.rule_plan import RuleSettings, plan_rules
 
         run = self.run
         self.settings = settings = RuleSettings.from_config(run.env.cfg)

@@ -163,7 +163,8 @@ def response_hops(cfg, paging, plan, tiers: list[dict], *, fault_kind: str | Non
     reaches, by its labels and its cause as serve matches them, takes its failover and files its
     ticket as the delivery arrives. {} when no tier fires."""
     from opsctl.automation.policy import CompiledPolicy, matching
-    from opsctl.slo.rules import RuleSettings, alert_labels
+    from opsctl.slo.rule_exprs import alert_labels
+    from opsctl.slo.rule_plan import RuleSettings
 
     firing = [t for t in tiers if t["predicted_seconds"] is not None]
     if not firing:

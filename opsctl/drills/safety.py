@@ -68,7 +68,7 @@ def check_real_alerts(user_cfg, *, strict: bool) -> Check:
     from opsctl.metrics.base import open_source
     from opsctl.slo.alerts import evaluate_alerts
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import RuleSettings
+    from opsctl.slo.rule_plan import RuleSettings
 
     name = "no burn-rate alert firing"
     try:

@@ -15,10 +15,11 @@ from opsctl.errors import ConfigError
 from opsctl.paging.base import Pager
 
 if TYPE_CHECKING:
+    from opsctl.clock import Clock
     from opsctl.paging.local import LocalPager
 
 
-def local_pager(cfg, *, dry_run: bool = False, clock=None) -> "LocalPager":
+def local_pager(cfg, *, dry_run: bool = False, clock: Clock | None = None) -> "LocalPager":
     """The local pager's ledger under the state dir, as the `local` provider opens it."""
     from opsctl.paging.local import LocalPager
 
@@ -26,11 +27,11 @@ def local_pager(cfg, *, dry_run: bool = False, clock=None) -> "LocalPager":
                       oncall=cfg.paging.local.oncall, clock=clock, dry_run=dry_run)
 
 
-def _local(cfg, *, dry_run: bool, clock, on_retry) -> Pager:
+def _local(cfg, *, dry_run: bool, clock: Clock | None, on_retry) -> Pager:
     return local_pager(cfg, dry_run=dry_run, clock=clock)
 
 
-def _pagerduty(cfg, *, dry_run: bool, clock, on_retry) -> Pager:
+def _pagerduty(cfg, *, dry_run: bool, clock: Clock | None, on_retry) -> Pager:
     from opsctl.paging.pagerduty import PagerDutyPager
 
     settings = cfg.paging.pagerduty
@@ -42,7 +43,7 @@ def _pagerduty(cfg, *, dry_run: bool, clock, on_retry) -> Pager:
 PAGERS: dict[str, Callable[..., Pager]] = {"local": _local, "pagerduty": _pagerduty}
 
 
-def open_pager(cfg, *, dry_run: bool = False, provider: str | None = None, clock=None,
+def open_pager(cfg, *, dry_run: bool = False, provider: str | None = None, clock: Clock | None = None,
                on_retry: Callable | None = None) -> Pager:
     """The configured pager (or `provider`), recording what it sends under the state dir."""
     from opsctl.paging.records import RecordedPager

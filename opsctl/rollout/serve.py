@@ -37,7 +37,8 @@ class RolloutRunner:
         if self._controller is None:
             from opsctl.clock import WallClock
             from opsctl.rollout.analyses import Evidence
-            from opsctl.rollout.controller import RolloutController, RolloutStore
+            from opsctl.rollout.controller import RolloutController
+            from opsctl.rollout.document import RolloutStore
             from opsctl.state import open_state_store
             from opsctl.traffic.service import TrafficService
 

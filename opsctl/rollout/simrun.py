@@ -25,7 +25,7 @@ from opsctl.errors import UsageError
 from opsctl.model import Model, field
 
 if TYPE_CHECKING:
-    from opsctl.rollout.controller import RolloutState
+    from opsctl.rollout.document import RolloutState
 
 
 class SimIncident(Model):
@@ -83,8 +83,9 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
     from opsctl.metrics.embedded import EmbeddedStore
     from opsctl.metrics.sim_arms import write_arm_counters
     from opsctl.rollout.analyses import Evidence
-    from opsctl.rollout.controller import (FINISHED, ONCE_AT_END, RolloutController, RolloutStore, object_steps,
-                                           plan_steps, start_rollout)
+    from opsctl.rollout.controller import RolloutController
+    from opsctl.rollout.document import FINISHED, RolloutStore, start_rollout
+    from opsctl.rollout.steps import ONCE_AT_END, object_steps, plan_steps
     from opsctl.state.local import LocalStateStore
     from opsctl.traffic.service import TrafficService
 

@@ -12,7 +12,7 @@ from opsctl.slo import conventions as cv
 
 if TYPE_CHECKING:
     from opsctl.slo.model import SloDefinition
-    from opsctl.slo.rules import BurnAlert
+    from opsctl.slo.rule_plan import BurnAlert
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from opsctl.slo import conventions as cv
 
 if TYPE_CHECKING:
     from opsctl.config import Config
-    from opsctl.slo.rules import SloRulePlan
+    from opsctl.slo.rule_plan import SloRulePlan
 
 INDEX_FILE = "README.md"
 
@@ -338,6 +338,6 @@ def generate(cfg: "Config", plans: Sequence["SloRulePlan"], *, templates_dir: Pa
 def load_plans(cfg: "Config") -> list["SloRulePlan"]:
     """The SLOs of the config and their alert plans, exactly as `opsctl slo rules` plans them."""
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import RuleSettings, plan_rules
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
 
     return plan_rules(load_slos([cfg.slo_dir], cfg.backends, config=cfg), RuleSettings.from_config(cfg))

@@ -10,7 +10,7 @@ from opsctl.metrics import schema
 from opsctl.slo import conventions as cv
 
 if TYPE_CHECKING:
-    from opsctl.slo.rules import SloRulePlan
+    from opsctl.slo.rule_plan import SloRulePlan
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class Query:
 
 def slo_queries(plan: "SloRulePlan", severity: str) -> list[Query]:
     """The recording rules of one SLO's alert, and the same figures from the raw selectors."""
-    from opsctl.slo.rules import error_ratio_expr, number, own_matchers
+    from opsctl.slo.rule_exprs import error_ratio_expr, number, own_matchers
 
     slo = plan.slo
     own = own_matchers(plan)  # slo and service: SLO names may repeat across services

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Sequence
 
 from opsctl.slo import conventions as cv
 from opsctl.slo.dashboard_events import DRILL_SERIES
-from opsctl.slo.rules import RuleSettings, SloRulePlan
+from opsctl.slo.rule_plan import RuleSettings, SloRulePlan
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 UID_PREFIX = "opsctl-slo-"

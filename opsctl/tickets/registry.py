@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from opsctl.clock import WallClock
+from opsctl.clock import Clock, WallClock
 from opsctl.errors import ConfigError
 from opsctl.retry import RetryPolicy
 from opsctl.tickets.base import TicketProvider
@@ -22,35 +22,35 @@ def _ca(cfg, settings):
     return cfg.path(settings.ca_file) if settings.ca_file else None
 
 
-def _local(cfg, vendor, vendor_cfg, clock):
+def _local(cfg, vendor, vendor_cfg, clock: Clock):
     from opsctl.tickets.local import LocalTicketProvider
 
     return LocalTicketProvider(cfg.state_path / "tickets" / "ledger.json", vendor, vendor_cfg, service=cfg.service,
                                group=cfg.tickets.local.group, clock=clock)
 
 
-def _zendesk(cfg, vendor, vendor_cfg, clock):
+def _zendesk(cfg, vendor, vendor_cfg, clock: Clock):
     from opsctl.tickets.zendesk import ZendeskProvider
 
     s = cfg.tickets.zendesk
     return ZendeskProvider(s, vendor, vendor_cfg, service=cfg.service, ca_file=_ca(cfg, s), clock=clock)
 
 
-def _jira(cfg, vendor, vendor_cfg, clock):
+def _jira(cfg, vendor, vendor_cfg, clock: Clock):
     from opsctl.tickets.jira import JiraProvider
 
     s = cfg.tickets.jira
     return JiraProvider(s, vendor, vendor_cfg, service=cfg.service, ca_file=_ca(cfg, s), clock=clock)
 
 
-def _email(cfg, vendor, vendor_cfg, clock):
+def _email(cfg, vendor, vendor_cfg, clock: Clock):
     from opsctl.tickets.email import EmailProvider
 
     s = cfg.tickets.email
     return EmailProvider(s, vendor, vendor_cfg, service=cfg.service, ca_file=_ca(cfg, s), clock=clock)
 
 
-def _webhook(cfg, vendor, vendor_cfg, clock):
+def _webhook(cfg, vendor, vendor_cfg, clock: Clock):
     from opsctl.tickets.webhook import WebhookProvider
 
     s = cfg.tickets.webhook
@@ -61,8 +61,8 @@ PROVIDERS: dict[str, Callable] = {"local": _local, "zendesk": _zendesk, "jira": 
                                   "webhook": _webhook}
 
 
-def open_ticket_provider(cfg, vendor: str, *, dry_run: bool = False, resend: bool = False, clock=None,
-                         on_retry: Callable | None = None) -> TicketProvider:
+def open_ticket_provider(cfg, vendor: str, *, dry_run: bool = False, resend: bool = False,
+                         clock: Clock | None = None, on_retry: Callable | None = None) -> TicketProvider:
     """The vendor's ticket channel, wrapped in retries and the idempotency record (or a dry run)."""
     vendor_cfg = cfg.tickets.vendor(vendor)
     name = vendor_cfg.provider or cfg.tickets.provider

@@ -33,7 +33,7 @@ from opsctl.errors import ConflictError, NoDataError, OpsctlError, UsageError
 from opsctl.metrics import schema
 
 if TYPE_CHECKING:
-    from opsctl.clock import SimClock, WallClock
+    from opsctl.clock import Clock
     from opsctl.config import CapacityConfig, Config
     from opsctl.metrics.base import MetricSource
     from opsctl.traffic.kube import Kube
@@ -225,7 +225,7 @@ Autoscaler = tuple[str, Callable[[], dict[str, Any]], Callable[[dict[str, Any], 
 
 class Capacity:
     def __init__(self, cfg: "Config", source: Callable[[], "MetricSource"], at: Callable[[], float], *,
-                 kube: "Kube | None" = None, clock: "WallClock | SimClock | None" = None):
+                 kube: "Kube | None" = None, clock: "Clock | None" = None):
         from opsctl.clock import WallClock
 
         self.cfg = cfg
@@ -233,7 +233,7 @@ class Capacity:
         self._source = source
         self._at = at
         self._kube = kube
-        self.clock: WallClock | SimClock = clock or WallClock()
+        self.clock: Clock = clock or WallClock()
         s = self.settings
         self.namespace = s.namespace or cfg.traffic.kubernetes.namespace
         self.where = f"Deployment {self.namespace}/{s.deployment}" if s.source == "kubernetes" else "static replicas"

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import logging
     from contextlib import AbstractContextManager
 
-    from opsctl.clock import SimClock, WallClock
+    from opsctl.clock import Clock
     from opsctl.config import Config
     from opsctl.traffic.base import Actuator, WriteResult
 
@@ -228,7 +228,7 @@ def _ended(result: ChangeResult, error: OpsctlError) -> ChangeResult:
 
 class TrafficController:
     def __init__(self, cfg: "Config", *, dry_run: bool = False, actuator: "Actuator | None" = None,
-                 clock: "WallClock | SimClock | None" = None,
+                 clock: "Clock | None" = None,
                  hooks: Sequence[ChangeHook] = (), progress: Callable[[str], None] | None = None,
                  actor: str | None = None, audit_fields: dict[str, Any] | None = None):
         from opsctl.clock import WallClock
@@ -240,7 +240,7 @@ class TrafficController:
         self.cfg = cfg
         self.dry_run = dry_run
         self.actuator = actuator
-        self.clock: WallClock | SimClock = clock or WallClock()
+        self.clock: Clock = clock or WallClock()
         self.hooks = list(hooks)
         self.progress = progress
         self.actor = actor or current_actor()

@@ -28,7 +28,7 @@ from opsctl.traffic.split import Split, split_problems
 
 if TYPE_CHECKING:
     from opsctl.audit import AuditLog
-    from opsctl.clock import SimClock, WallClock
+    from opsctl.clock import Clock
     from opsctl.config import Config
     from opsctl.metrics.base import MetricSource
     from opsctl.slo.report import SloResult
@@ -74,7 +74,7 @@ class GuardContext:
     dry_run: bool
     audit: "AuditLog"
     reason: str = ""
-    clock: "WallClock | SimClock | None" = None
+    clock: "Clock | None" = None
     progress: Callable[[str], None] | None = None
     _source: "MetricSource | None" = None
     _at: float | None = None

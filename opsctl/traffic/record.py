@@ -30,7 +30,7 @@ from opsctl.errors import NoDataError
 from opsctl.model import Model, field
 
 if TYPE_CHECKING:
-    from opsctl.clock import SimClock, WallClock
+    from opsctl.clock import Clock
     from opsctl.traffic.split import Split
 
 
@@ -333,7 +333,7 @@ def empty() -> ChangeRecord:
     return ChangeRecord()
 
 
-def now_for(actuator: object, clock: "WallClock | SimClock") -> float:
+def now_for(actuator: object, clock: "Clock") -> float:
     """The time a change is recorded and the rate window measured at: the API server's for an
     actuator on Kubernetes (its `kube`) when the clock is the wall clock; the clock's otherwise (a
     file on one host, or simulated time in drills)."""

@@ -19,7 +19,7 @@ from typing import Any, TYPE_CHECKING, Callable, Mapping, Sequence
 from opsctl.traffic.controller import ChangeRequest, ChangeResult, TrafficController
 
 if TYPE_CHECKING:
-    from opsctl.clock import SimClock, WallClock
+    from opsctl.clock import Clock
     from opsctl.config import Config
     from opsctl.paging.change_hook import PagerChangeHook
     from opsctl.traffic.base import Actuator, ChangeHook, StoredSplit
@@ -33,14 +33,14 @@ Confirm = Callable[[ChangeResult], bool]  # asked with the change, once
 RampConfirm = Callable[[str], bool]  # asked with the ramp's plan text
 
 
-def _pager_hook(cfg: "Config", clock: "WallClock | SimClock | None") -> "PagerChangeHook":
+def _pager_hook(cfg: "Config", clock: "Clock | None") -> "PagerChangeHook":
     from opsctl.paging.change_hook import PagerChangeHook  # not on a dry run's path
 
     return PagerChangeHook(cfg, clock=clock)
 
 
 class TrafficService:
-    def __init__(self, cfg: "Config", *, dry_run: bool = False, clock: "WallClock | SimClock | None" = None,
+    def __init__(self, cfg: "Config", *, dry_run: bool = False, clock: "Clock | None" = None,
                  actor: str | None = None, hooks: "Sequence[ChangeHook]" = _DEFAULT,
                  progress: Callable[[str], None] | None = None, audit_fields: dict[str, Any] | None = None,
                  actuator: "Actuator | None" = None):

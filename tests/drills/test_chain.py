@@ -228,7 +228,8 @@ def test_the_pagerduty_endpoint_answers_as_events_api_v2_does():
 def test_the_pagerduty_hop_is_the_faulted_backends_page_not_an_earlier_service_wide_one():
     """The service-wide SLO pages too when the vendor fails, and its incident can open before the vendor's own
     rule fires: the hop must not be credited to it (that would put the page before the rule)."""
-    from opsctl.drills.chain.hops import Collector, Targets
+    from opsctl.drills.chain.collector import Collector
+    from opsctl.drills.chain.hops import Targets
     from opsctl.drills.chain.pdsink import PagerDutySink
 
     now = [1000.0]

@@ -33,7 +33,8 @@ class ServeMetricsEndpoint(LoopbackServer):
 
 
 def collector_for(serve_url: str, log, policies):
-    from opsctl.drills.chain.hops import Collector, Targets
+    from opsctl.drills.chain.collector import Collector
+    from opsctl.drills.chain.hops import Targets
 
     targets = Targets(prometheus="", alertmanager="", serve=serve_url, serve_log=log, backend="databricks",
                       expect_failover=True, ticket_vendor="databricks", ticket_category="inference",

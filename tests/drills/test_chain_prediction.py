@@ -12,12 +12,12 @@ import yaml
 
 from opsctl.config import load_config_file
 from opsctl.drills.chain.report import chain_prediction_measured
-from opsctl.drills.chain.runner import _longest_group_wait
+from opsctl.drills.chain.startup import _longest_group_wait
 from opsctl.drills.chain.setup import Shortened, drill_config, drill_routing
 from opsctl.drills.prediction import CHAIN_MARGIN, chain_prediction, derived_timeout, fault_burns
 from opsctl.drills.scenario import load_scenario
 from opsctl.slo.loading import load_slos
-from opsctl.slo.rules import RuleSettings, plan_rules
+from opsctl.slo.rule_plan import RuleSettings, plan_rules
 from tests.cli.inprocess import invoke
 from tests.conftest import REPO
 from tests.drills.conftest import CHAOS

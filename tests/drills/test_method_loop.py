@@ -69,7 +69,7 @@ def test_the_loop_is_bounded_in_steps():
 
 
 def test_the_embedded_and_the_chain_method_are_steppers_of_the_one_loop():
-    from opsctl.drills.chain.runner import HopPolling
+    from opsctl.drills.chain.polling import HopPolling
     from opsctl.drills.loop import MethodLoop
 
     wanted = {"check_stop", "settled", "next_at", "advance", "observe"}

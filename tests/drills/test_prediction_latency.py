@@ -22,7 +22,7 @@ from opsctl.drills.chain.setup import Shortened, drill_config
 from opsctl.drills.prediction import CHAIN_MARGIN, chain_prediction, derived_timeout, latency_burns
 from opsctl.drills.scenario import load_scenario
 from opsctl.slo.loading import load_slos
-from opsctl.slo.rules import RuleSettings, plan_rules
+from opsctl.slo.rule_plan import RuleSettings, plan_rules
 from tests.conftest import REPO
 from tests.drills.conftest import CHAOS
 

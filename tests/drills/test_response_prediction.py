@@ -132,7 +132,7 @@ def _shipped():
     from opsctl.config import load_config_file
     from opsctl.drills.scenario import load_scenario
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import RuleSettings, plan_rules
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
 
     cfg = load_config_file(REPO / "opsctl.yaml")
     plans = plan_rules(load_slos([cfg.slo_dir], cfg.backends, config=cfg), RuleSettings.from_config(cfg))

@@ -55,7 +55,7 @@ class World:
         return TrafficService(self.cfg, clock=self.clock)
 
     def store(self, term=None):
-        from opsctl.rollout.controller import RolloutStore
+        from opsctl.rollout.document import RolloutStore
         from opsctl.state import open_state_store
 
         return RolloutStore(open_state_store(self.cfg), term=term)
@@ -68,7 +68,7 @@ class World:
                                  evidence=lambda at, plan: Evidence(self.cfg, plan, END))
 
     def start(self, data: dict):
-        from opsctl.rollout.controller import start_rollout
+        from opsctl.rollout.document import start_rollout
         from opsctl.rollout.plan import build_plan
 
         svc = self.traffic()
@@ -121,7 +121,7 @@ def test_a_failed_analysis_beyond_its_limit_aborts_back_to_the_start(world):
 
 
 def test_an_inconclusive_step_pauses_and_resume_measures_again(world):
-    from opsctl.rollout.controller import new_intent
+    from opsctl.rollout.document import new_intent
 
     checks = [{"check": "burn-rate", "success": "result.max_burn > 100", "failure": "result.max_burn > 1000"}]
     state = world.start(plan_data(weights=(20,), checks=checks))
@@ -133,7 +133,7 @@ def test_an_inconclusive_step_pauses_and_resume_measures_again(world):
 
 
 def test_pause_and_abort_intents_from_a_laptop(world):
-    from opsctl.rollout.controller import new_intent
+    from opsctl.rollout.document import new_intent
 
     state = world.start(plan_data())
     ctl = world.controller()

@@ -50,7 +50,8 @@ class Replica:
     def __init__(self, root, api, healthy_store, identity, clock, mono):
         from opsctl.automation.leader import LeaseElector
         from opsctl.rollout.analyses import Evidence
-        from opsctl.rollout.controller import RolloutController, RolloutStore
+        from opsctl.rollout.controller import RolloutController
+        from opsctl.rollout.document import RolloutStore
         from opsctl.state import open_state_store
         from opsctl.traffic.registry import kube_for
         from opsctl.traffic.service import TrafficService
@@ -75,7 +76,8 @@ def api(kube_api):
 def test_a_leader_killed_mid_step_the_new_leader_completes_each_step_once(tmp_path, api, healthy_store):
     from opsctl.errors import OpsctlError
     from opsctl.fencing import FencedError
-    from opsctl.rollout.controller import RolloutStore, run_until, start_rollout
+    from opsctl.rollout.controller import run_until
+    from opsctl.rollout.document import RolloutStore, start_rollout
     from opsctl.rollout.plan import build_plan
     from opsctl.state import open_state_store
 

@@ -56,7 +56,7 @@ def test_with_no_rollout_the_leader_backs_off_its_reads_and_finds_a_new_one(tmp_
     import json
 
     from opsctl.fencing import Term
-    from opsctl.rollout.controller import RolloutStore, start_rollout
+    from opsctl.rollout.document import RolloutStore, start_rollout
     from opsctl.rollout.plan import build_plan
     from opsctl.rollout.serve import RolloutRunner
     from opsctl.state import open_state_store

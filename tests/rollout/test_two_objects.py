@@ -93,7 +93,7 @@ class World:
         return TrafficService(self.cfg, clock=self.clock)
 
     def store(self):
-        from opsctl.rollout.controller import RolloutStore
+        from opsctl.rollout.document import RolloutStore
         from opsctl.state import open_state_store
 
         return RolloutStore(open_state_store(self.cfg))
@@ -106,7 +106,8 @@ class World:
                                  evidence=lambda at, plan: Evidence(self.cfg, plan, END))
 
     def start(self):
-        from opsctl.rollout.controller import start_rollout, starting_point
+        from opsctl.rollout.document import start_rollout
+        from opsctl.rollout.steps import starting_point
         from opsctl.rollout.plan import build_plan
 
         self.traffic().set({"internal": 100}, reason="before the rollout")
@@ -161,7 +162,7 @@ def api():
 def test_shadow_then_ab_then_ramp_each_step_writes_only_the_object_it_changes_and_abort_restores_both(
         tmp_path, api, healthy_store):
     from opsctl.clock import wall_now
-    from opsctl.rollout.controller import new_intent
+    from opsctl.rollout.document import new_intent
 
     w = World(tmp_path, api, healthy_store)
     state = w.start()

@@ -165,7 +165,7 @@ def test_firing_alerts_function_for_drills(tmp_path):
     from opsctl.config import load_config_file
     from opsctl.slo.alerts import firing_alerts
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import RuleSettings
+    from opsctl.slo.rule_plan import RuleSettings
 
     cfg = load_config_file(write_config(tmp_path, r.ALERTING_CONFIG))
     store = EmbeddedStore.open(tmp_path / "m.sqlite", create=True)

@@ -155,7 +155,7 @@ def test_absent_metrics_alert_after_the_lookback_and_its_for(tmp_path):
 
 def _settings(tmp_path):
     from opsctl.config import load_config_file
-    from opsctl.slo.rules import RuleSettings
+    from opsctl.slo.rule_plan import RuleSettings
 
     return RuleSettings.from_config(load_config_file(write_config(tmp_path, r.ALERTING_CONFIG)))
 

@@ -73,7 +73,7 @@ def test_the_fast_tier_holds_its_alert_in_process_on_the_worst_minute_of_clean_t
     from opsctl.metrics.embedded import EmbeddedStore
     from opsctl.slo.alerts import evaluate_alerts
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import RuleSettings
+    from opsctl.slo.rule_plan import RuleSettings
 
     cfg, _ = shipped()
     result = sim.simulate(END - 86400, END, seed=7)
@@ -135,7 +135,7 @@ def test_a_simulated_hard_vendor_outage_fires_the_fast_tier_in_process_within_th
     from opsctl.metrics.embedded import EmbeddedStore
     from opsctl.slo.alerts import AlertEvaluator
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import RuleSettings, plan_rules
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
 
     cfg, group_wait = shipped()
     onset = END - 3600

@@ -165,7 +165,7 @@ def test_the_keep_scales_with_the_slower_page_for_and_its_evaluation(tmp_path, p
 
     from opsctl.config import load_config_file
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import RuleSettings, plan_rules
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
 
     text = r.ALERTING_CONFIG.replace("page: {for_duration: 2m", f"page: {{for_duration: {page_for}").replace(
         "evaluation_interval: 1m", f"evaluation_interval: {interval}")
@@ -235,7 +235,7 @@ def _in_process(source, cfg_path, t: d.Traffic) -> dict[int, tuple[float, str, s
     from opsctl.config import load_config_file
     from opsctl.slo.alerts import AlertEvaluator
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import RuleSettings, plan_rules
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
 
     settings = RuleSettings.from_config(load_config_file(cfg_path))
     plans = plan_rules(load_slos([REPO / "slos" / "databricks-availability.yaml"], {"databricks", "internal"}),
@@ -270,7 +270,7 @@ def test_in_process_keeps_the_fast_page_firing_at_the_same_evaluations(generated
     from opsctl.metrics.embedded import EmbeddedStore
     from opsctl.slo.alerts import evaluate_alerts
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import RuleSettings
+    from opsctl.slo.rule_plan import RuleSettings
     from opsctl.config import load_config_file
 
     _, cfg_path, _, _ = generated

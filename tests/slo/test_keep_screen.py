@@ -43,7 +43,7 @@ def served(tmp_path_factory):
     from opsctl.config import load_config_file
     from opsctl.metrics.prometheus import PrometheusSource
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import RuleSettings, plan_rules
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
     from tests.conftest import PrometheusServer
 
     work = tmp_path_factory.mktemp("screen")

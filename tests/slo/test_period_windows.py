@@ -182,7 +182,7 @@ def test_in_process_alerts_of_an_openslo_7_day_slo_fire_at_the_same_minutes(tmp_
     from opsctl.metrics.embedded import EmbeddedStore
     from opsctl.slo.alerts import AlertEvaluator
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import RuleSettings, plan_rules
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
     from tests.slo import data as d
 
     slos = tmp_path / "slos"

@@ -104,8 +104,9 @@ def test_slo_alerts_read_each_services_own_recorded_1d_and_3d(twins):
     recorded sums (the error ratios the alerts divide by the budget and compare to their factors).
     No raw series are loaded, so the short windows have no data and nothing fires: the long
     windows' counts are read as the evaluator reads them (`_recorded_at`, `_counts_at`)."""
-    from opsctl.slo.alerts import AlertEvaluator, _counts_at, error_ratio
-    from opsctl.slo.rules import RuleSettings, plan_rules
+    from opsctl.slo.alert_counts import _counts_at, error_ratio
+    from opsctl.slo.alerts import AlertEvaluator
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
 
     server, catalog, expected = twins
     source = _source(server.url)

@@ -25,7 +25,7 @@ from opsctl.metrics import simulator as sim
 from opsctl.metrics.embedded import EmbeddedStore
 from opsctl.slo.alerts import AlertEvaluator, evaluate_plans
 from opsctl.slo.loading import load_slos
-from opsctl.slo.rules import RuleSettings, plan_rules
+from opsctl.slo.rule_plan import RuleSettings, plan_rules
 from tests.conftest import REPO, run_opsctl, write_config
 from tests.slo import rules_data as r
 

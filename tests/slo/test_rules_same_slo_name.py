@@ -119,7 +119,7 @@ def test_every_recorded_and_alerts_selector_of_the_runbooks_carries_its_service(
     from opsctl.config.catalog import Catalog
     from opsctl.runbooks.generator import plan_runbooks
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.rules import RuleSettings, plan_rules
+    from opsctl.slo.rule_plan import RuleSettings, plan_rules
     from tests.test_catalog_generated_queries import _queries_in
 
     _, directory, _, _ = fleet

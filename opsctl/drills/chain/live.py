@@ -18,8 +18,10 @@ import time
 from typing import TYPE_CHECKING
 
 from opsctl.drills.chain.components import http_get
-from opsctl.drills.chain.hops import Collector, _sum, outcomes_query, parse_metrics
-from opsctl.drills.chain.runner import ChainDrill, _Stop
+from opsctl.drills.chain.collector import Collector
+from opsctl.drills.chain.progress import _Stop
+from opsctl.drills.chain.readings import _sum, outcomes_query, parse_metrics
+from opsctl.drills.chain.runner import ChainDrill
 from opsctl.drills.engine import Refused
 from opsctl.drills.preflight import take_live_lock
 from opsctl.errors import OpsctlError

@@ -55,7 +55,7 @@ def local_checks() -> list[Check]:
 
 def chain_plan(scenario, cfg, *, live: bool, routing: Path, timeout: int | None) -> dict:
     from opsctl.drills.chain.faults import broken_hop
-    from opsctl.drills.chain.runner import ACK_CAP, DEFAULT_HISTORY, PAUSE_CAP
+    from opsctl.drills.chain.progress import ACK_CAP, DEFAULT_HISTORY, PAUSE_CAP
     from opsctl.drills.chain.setup import AM_GROUP_WAIT, DRILL_EVALUATION, SCRAPE_INTERVAL
 
     from opsctl.drills.scenario import check_against_config

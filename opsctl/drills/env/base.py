@@ -12,7 +12,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Callable, Protocol
 
 if TYPE_CHECKING:
-    from opsctl.clock import SimClock, WallClock
+    from opsctl.clock import Clock
     from opsctl.config import Config
     from opsctl.paging.base import Pager
     from opsctl.tickets.base import TicketProvider
@@ -25,7 +25,7 @@ class DrillEnvironment(Protocol):
     tick: int  # seconds between evaluations (alerts, stop conditions, expectations)
 
     @property
-    def clock(self) -> SimClock | WallClock: ...
+    def clock(self) -> Clock: ...
 
     def prepare(self, progress: Callable[[str], None]) -> dict:
         """Make the environment ready (the embedded store seeded); returns facts for the report."""
@@ -64,7 +64,7 @@ class DrillActors:
     `cfg`, `clock`, `run_id`, `_pager = None`, `_desks = {}` and `_traffic = None`."""
 
     cfg: Config
-    clock: object  # SimClock | WallClock
+    clock: Clock  # SimClock or WallClock
     run_id: str
     _pager: Pager | None
     _desks: dict[str, TicketProvider]

@@ -1,0 +1,81 @@
+"""The tables of `opsctl rollout plan|ab|start|status|run` (rollout_cmd.py parses, calls the core
+and renders with these; JSON and YAML are the documents themselves)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from opsctl.cli.output import render_table
+
+if TYPE_CHECKING:
+    from opsctl.rollout.calendar import Schedule
+
+
+def local_minute(ts: float) -> str:
+    """A time as the tables show it: UTC, to the minute."""
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def plan_table(result: Schedule, d: dict, html_out: str | None) -> str:
+    from opsctl.clock import format_duration
+
+    rows = []
+    for s in result.steps:
+        note = f"moved after freeze {', '.join(s.moved_after)}" if s.moved_after else ""
+        rows.append([s.index, s.stage, s.label, local_minute(s.start), local_minute(s.end), format_duration(s.seconds), note])
+    lines = [render_table(["#", "STAGE", "STEP", "START (UTC)", "END (UTC)", "LASTS", "NOTE"], rows), ""]
+    for f in result.freezes:
+        lines.append(f"freeze {f.name}: {f.local(f.start)} until {f.local(f.end)}"
+                     + (f" ({f.reason})" if f.reason else ""))
+    for s in d["sample_sizes"]:
+        lines.append(f"A/B {s['metric']}: {s['per_arm']} trials per arm ({s['days']:.1f} days at"
+                     f" {s['daily_trials']}/day, {s['share']:.0%} share; {s['variance']})")
+    lines.append(f"earliest completion: {local_minute(result.end)} UTC")
+    if html_out:
+        lines.append(f"timeline written to {html_out}")
+    return "\n".join(lines)
+
+
+def _days_text(r: dict) -> str:
+    if r["days"] is None:
+        return ""
+    return f"; the horizon takes {r['days']:g} days at {r['daily_trials']:,} trials a day ({r['daily_basis']})"
+
+
+def ab_table(rows: list[dict]) -> str:
+    return "\n".join(f"{r['metric']}: {r['verdict']} ({r['outcome']}): {r['reason']}"
+                     + (f"; difference {r['difference'] * 100:+.2f} points" if r["difference"] is not None else "")
+                     + _days_text(r) for r in rows)
+
+
+def state_text(d: dict) -> str:
+    from opsctl.clock import format_rfc3339
+
+    lines = [f"rollout {d['id']}: {d['status']} at step {d['step'] + 1} ({d['phase']})"
+             + (f"; paused: {d['paused_because']}" if d.get("paused_because") else "")
+             + (f"; held by incident {d['incident']}" if d.get("incident") else "")]
+    if d.get("term"):
+        lines.append(f"written under term {d['term']}")
+    for o in d.get("objects", []):
+        lines.append(f"  {o['role']:<10}  {o['actuator']:<11}  at step {o['step']}  {o['split']}"
+                     f"  ({'last written during step ' + str(o['written_step']) if o['written_step'] else 'not written'})"
+                     f"  {o['target']}")
+    for e in d.get("history", [])[-10:]:
+        lines.append(f"  {format_rfc3339(e['at'])}  step {e['step']}  {e['what']}: {e['detail']}")
+    pending = [i for i in d.get("intents", []) if i["id"] not in d.get("handled", [])]
+    for i in pending:
+        lines.append(f"  pending: {i['action']} by {i['by']}")
+    return "\n".join(lines)
+
+
+def run_table(d: dict, problems: list[str]) -> str:
+    from opsctl.clock import format_rfc3339
+
+    lines = [f"  {e['at']}  step {e['step']:>2}  {e['what']}: {e['detail']}" for e in d["history"]]
+    lines.append(f"{d['status']} at step {d['step']} on {format_rfc3339(d['end'])} (simulated; started"
+                 f" {format_rfc3339(d['start'])}); {d['measurements']} windows simulated in {d['wall_seconds']:.1f} s")
+    if problems:
+        lines.append("not as the journey expects: " + "; ".join(problems))
+    return "\n".join(lines)

@@ -1,0 +1,203 @@
+"""A chain drill's steady state and method: Prometheus scrapes and the rules evaluate, then the
+faults switch on and every second each component is asked what happened (hops.py, collector.py),
+the simulated on-call acknowledging the page."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING
+
+from opsctl.drills.chain.analysis import ChainAnalysis
+from opsctl.drills.chain.progress import ACK_CAP, DEFAULT_TIMEOUT, PAUSE_CAP, POLL, STEADY_TIMEOUT, _Stop
+from opsctl.errors import ConfigError, OpsctlError
+
+if TYPE_CHECKING:
+    from opsctl.drills.chain.collector import Collector
+    from opsctl.drills.chain.hops import Targets
+    from opsctl.tickets.base import TicketProvider
+
+
+class ChainPolling(ChainAnalysis):
+    def _query(self, expr: str) -> list:
+        from urllib.parse import quote
+
+        from opsctl.drills.chain.components import http_get
+
+        body = json.loads(http_get(f"{self.urls['prometheus']}/api/v1/query?query={quote(expr)}"))
+        return body.get("data", {}).get("result", [])
+
+    def _steady(self) -> None:
+        from opsctl.drills.chain.components import http_get
+
+        self._set_phase("steady")
+        deadline = time.monotonic() + STEADY_TIMEOUT
+        scraped = evaluated = False
+        while time.monotonic() < deadline:
+            self._check_stop()
+            try:
+                scraped = any(r["value"][1] == "1" for r in self._query('up{job="llm-proxy"}'))
+                evaluated = bool(self._query("slo:sli_error:ratio_rate5m"))
+            except (OSError, ValueError):
+                pass
+            if scraped and evaluated:
+                break
+            time.sleep(0.5)
+        if not scraped:
+            raise OpsctlError("Prometheus never scraped the exporter", hint=f"see {self.dir / 'prometheus.log'}")
+        if not evaluated:
+            raise OpsctlError("the generated recording rules produced no slo:sli_error:ratio_rate5m series",
+                              hint="check the SLOs' selectors against the proxy's metrics (`opsctl slo rules`)")
+        alerts = json.loads(http_get(f"{self.urls['prometheus']}/api/v1/alerts"))["data"]["alerts"]
+        paging = [a for a in alerts if a["labels"].get("severity") == "page"]
+        if paging:
+            names = ", ".join(f"{a['labels'].get('slo')} {a['state']}" for a in paging[:3])
+            raise _Stop(f"steady state not met: page-level alerts already {names} before the fault")
+        self._say("probe", "ok: Prometheus scrapes the exporter, the rules evaluate, no page-level alert")
+
+    def _method(self) -> None:
+        from opsctl.drills.chain.faults import broken_hop
+        from opsctl.automation.policy import CompiledPolicy
+        from opsctl.drills.chain.hops import Targets
+        from opsctl.drills.chain.readings import recorded_service_matcher
+        from opsctl.drills.scenario import default_backend
+
+        self._set_phase("method")
+        faults: list[dict] = []
+        for step in self.scenario.method:
+            self._check_stop()
+            pause = min(step.pause_before, PAUSE_CAP)
+            if pause:
+                self._sleep(pause)
+            if step.action == "inject-fault":
+                fault = step.fault
+                backend = fault.backend or default_backend(fault.kind, self.cfg)
+                if backend is None:  # check_against_config names it first
+                    raise ConfigError(f"{self.scenario.path}: {step.name}: no backend to inject {fault.kind} into")
+                record = self._fault_on(f"f{len(faults) + 1}", fault, backend)
+                record.update(name=step.name, hop=broken_hop(fault.kind), duration=fault.duration)
+                faults.append(record)
+                self.fault_records = faults
+                if self.t0 is None:
+                    self.t0 = record["on_at"]
+                    self.state.data["t0"] = self.t0
+                self._say("fault", f"{step.name}: {fault.kind} on {backend} {fault.params} (breaks the hop:"
+                                   f" {record['hop']})", at=record["on_at"])
+            elif step.action == "wait":
+                self._sleep(min(step.duration, PAUSE_CAP))
+            else:
+                self._say("skipped", f"{step.name}: {step.action} is done by the chain itself in a chain drill")
+        first = faults[0]
+        expect = {e.expect: e for e in self.scenario.expectations}
+        ticket = expect.get("vendor-ticket")
+        vendor_backend = self.cfg.backends[first["backend"]]
+        targets = Targets(
+            prometheus=self.urls["prometheus"], alertmanager=self.urls["alertmanager"], serve=self.urls["serve"],
+            serve_log=self.dir / "serve.log", backend=first["backend"],
+            expect_failover="failover-applied" in expect,
+            ticket_vendor=(ticket.vendor if ticket else vendor_backend.vendor),
+            ticket_category=ticket.category if ticket else None,
+            pagerduty_receivers=getattr(self, "pagerduty_receivers", None),
+            policies=tuple(CompiledPolicy.of(p) for p in self.cfg.automation.policies),
+            scope=self.cfg.service_matcher, recorded_scope=recorded_service_matcher(self.cfg))
+        self.collector = collector = self._make_collector(targets)
+        collector.hops["fault"].reach(first["on_at"], f"exporter: {first['kind']} on {first['backend']} switched on")
+        oc = self.scenario.on_call
+        ack_after = None
+        if oc.acknowledge_after is not None and self.mode == "chain":
+            ack_after = min(oc.acknowledge_after, ACK_CAP)
+            if ack_after != oc.acknowledge_after:
+                self.shortened.add("responders.on-call.acknowledge-after", f"{oc.acknowledge_after}s", f"{ack_after}s",
+                                   "the simulated on-call acknowledges sooner so the drill takes minutes")
+        self.prediction = self._predict(first)
+        if self.timeout is None:  # --chain-timeout not given: from the prediction (drill run --help)
+            from opsctl.drills.prediction import derived_timeout
+
+            self.timeout, why = derived_timeout(self.prediction, DEFAULT_TIMEOUT)
+            self._say("deadline", f"every hop within {self.timeout}s of the fault ({why})")
+        t0 = self.t0
+        if t0 is None:  # set by the first fault, above
+            raise RuntimeError("the chain drill injected no fault")
+        deadline = t0 + self.timeout
+        from opsctl.drills import method
+
+        stepper = HopPolling(self, collector, ack_after, oc.name, deadline)
+        if method.run(stepper, deadline, max_steps=2 * int(self.timeout / POLL) + 100) == method.SETTLED:
+            self._say("settled", "every required hop happened" if not collector.broken() else
+                      "every required hop happened or can no longer happen")
+        else:
+            self._say("deadline", f"{self.timeout}s after the fault: not every hop happened")
+        self._attribute()
+        self._measure_budget(t0)
+
+    def _fault_on(self, fault_id: str, fault, backend: str) -> dict:
+        record = self.exporter.fault_on(fault_id, fault.kind, backend, fault.params)
+        self.state.data["faults"].append({**record, "injector": "chain-exporter", "removed_at": None,
+                                          "start": record["on_at"], "end": record["on_at"] + fault.duration})
+        self.state.save()
+        return record
+
+    def _make_collector(self, targets: Targets) -> Collector:
+        from opsctl.audit import AuditLog
+        from opsctl.drills.chain.collector import Collector
+
+        return Collector(targets, self.sink, self._desk, AuditLog(self.cfg.audit_path),
+                         lambda at, kind, message: self._say(kind, message, at=at))
+
+    def _stop_conditions(self) -> None:
+        """A local chain touches nothing real: its only stop is Ctrl-C (checked every poll)."""
+
+    def _desk(self, vendor: str):
+        if not hasattr(self, "_desks"):
+            self._desks: dict[str, TicketProvider] = {}
+        if vendor not in self._desks:
+            from opsctl.tickets.registry import open_ticket_provider
+
+            self._desks[vendor] = open_ticket_provider(self.cfg, vendor)
+        return self._desks[vendor]
+
+
+
+class HopPolling:
+    """The chain's Stepper for the method loop (method.py): on the wall clock, every POLL seconds
+    (and once more at the deadline), ask each component what happened (collector.Collector.poll), then
+    acknowledge as the simulated on-call once the page is `ack_after` old (polling again at once),
+    then the stop conditions. Settled once every required hop happened or is known never to (a
+    delivery no policy matched: the hops after it cannot happen)."""
+
+    def __init__(self, drill: ChainPolling, collector: Collector, ack_after: float | None, who: str, deadline: float):
+        self.drill = drill
+        self.collector = collector
+        self.ack_after = ack_after
+        self.who = who
+        self.deadline = deadline
+        self._poll_now = True  # the first poll, and the one right after an acknowledgement
+
+    def check_stop(self) -> None:
+        self.drill._check_stop()
+
+    def settled(self) -> bool:
+        return self.collector.settled()
+
+    def next_at(self) -> float:
+        now = time.time()
+        return now if self._poll_now else min(now + POLL, max(now, self.deadline))
+
+    def advance(self, until: float) -> None:
+        wait = until - time.time()
+        if wait > 0:
+            self.drill._sleep(wait)
+
+    def observe(self, at: float) -> None:
+        collector = self.collector
+        collector.poll()
+        pd = collector.hops["pagerduty"]
+        self._poll_now = False
+        if self.ack_after is not None and pd.at is not None and collector.hops["acknowledged"].at is None \
+                and time.time() >= pd.at + self.ack_after:
+            for incident in self.drill.sink.snapshot()[1]:
+                if incident["status"] == "triggered":
+                    self.drill.sink.acknowledge(incident["dedup_key"], by=self.who)
+            self._poll_now = True  # see the acknowledgement at once
+            return
+        self.drill._stop_conditions()

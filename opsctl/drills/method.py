@@ -5,7 +5,7 @@ A world's method gives the loop a `Stepper`: the embedded and live worlds' (loop
 next scheduled action or evaluation tick; `advance` moves the SimClock, or waits on the wall
 clock live, and runs the actions due; `observe` is the tick: alerts to the policy engine, the
 pager, the audit log, the tickets, stop conditions, the expectations) and the chain's
-(chain.runner: every second; `advance` waits on the wall clock; `observe` asks each component what
+(chain.polling: every second; `advance` waits on the wall clock; `observe` asks each component what
 happened and acknowledges as on-call). `settled` is true once every expectation or required hop is
 decided, including a hop known never to happen (the chain's "no policy matched"), so the loop
 ends at once then rather than waiting for the deadline.

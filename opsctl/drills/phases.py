@@ -69,7 +69,7 @@ class Steady(Model):
 class Signals(Model):
     """method -> what the world observed while the faults ran: the onset t0 and the world's own record
     (embedded: `observe.Observed`, the observations, burn samples and alert plans; chain:
-    `chain.runner.HopSignals`, the hops, the prediction, the attribution and the budget)."""
+    `phases.HopSignals`, the hops, the prediction, the attribution and the budget)."""
 
     t0: float | None = None
 

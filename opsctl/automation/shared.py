@@ -40,7 +40,6 @@ from opsctl.automation.episode_record import Episode, EpisodesDocument, Malforme
 from opsctl.automation.episodes import ActionRecord, Busy, FiringStart, EpisodeStore, episode_key, mark_failover_started
 from opsctl.automation.idempotency import DEFAULT_LEASE, dead_local_owner
 from opsctl.errors import ConflictError, NoDataError
-from opsctl.state.base import MAX_DOCUMENT_BYTES, encode
 
 if TYPE_CHECKING:
     from opsctl.fencing import Term
@@ -64,10 +63,8 @@ _UNSET_AT_OPENING = frozenset(("incident", "ticket", "failover", "restore_due", 
                                "closed_because", "actions"))
 
 
-def _encoded(data: dict[str, object]) -> str:
-    """The document's text exactly as the store encodes it (`state.base.encode`): its length is the
-    size bounded, and the same text is what is written (encoded once, not for the check and again)."""
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+def _size(data: dict[str, object]) -> int:
+    return len(json.dumps(data, separators=(",", ":"), default=str))
 
 
 def _restore_due(e: Episode, now: float) -> bool:
@@ -146,15 +143,15 @@ class SharedEpisodeStore:
 
     def _update(self, change: Callable[[EpisodesDocument], bool], *, fenced: bool = True) -> None:
         """One compare-and-swap write of `change`, made on a draft of the document (False: nothing to write)."""
-        def apply(base: EpisodesDocument) -> tuple[EpisodesDocument, dict[str, object], str] | None:
+        def apply(base: EpisodesDocument) -> tuple[EpisodesDocument, dict[str, object]] | None:
             kept = self._fence(base) if fenced else base.term
             draft = base.draft()
             if not change(draft):
                 return None
             if kept is not None:
                 draft = draft.changed_term(kept)
-            data, text = self._bound(draft)
-            return draft, data, text
+            data = self._bound(draft)
+            return draft, data
 
         known = self._known
         if known is not None:
@@ -168,11 +165,9 @@ class SharedEpisodeStore:
             except Busy:
                 made = None
             if made is not None:
-                draft, data, text = made
+                draft, data = made
                 try:
-                    # `owned`: the Document's data is not read again (the typed draft is what is
-                    # kept), so the API server's echo of the text is not parsed (issue 22)
-                    doc = self.store.put(EPISODES, data, version=version, encoded=text, owned=True)
+                    doc = self.store.put(EPISODES, data, version=version)
                 except ConflictError:
                     self._forget()
                 else:
@@ -245,9 +240,8 @@ class SharedEpisodeStore:
 
         self._update(change)
 
-    def _bound(self, doc: EpisodesDocument) -> tuple[dict[str, object], str]:
-        """Drop what the bounds say from the draft `doc` and encode it: what is written, as data
-        and as the store's text."""
+    def _bound(self, doc: EpisodesDocument) -> dict[str, object]:
+        """Drop what the bounds say from the draft `doc` and encode it (what is written)."""
         episodes = doc.episodes
         closed = [i for _, i in sorted((e.closed_at or 0, i) for i, e in episodes.items() if e.state == "closed")]
         for i in closed[:max(0, len(closed) - MAX_CLOSED)]:
@@ -261,14 +255,10 @@ class SharedEpisodeStore:
         data = doc.encode()
         written = data["episodes"]
         assert isinstance(written, dict)  # encode() writes the section as an object
-        text = _encoded(data)
-        while closed and len(text) > MAX_BYTES:
+        while closed and _size(data) > MAX_BYTES:
             i = closed.pop(0)
             del episodes[i], written[i]
-            text = _encoded(data)
-        if len(text) > MAX_DOCUMENT_BYTES:  # open episodes alone past the store's bound: its own error
-            encode(EPISODES, data)
-        return data, text
+        return data
 
     def _lease(self, e: Episode) -> Episode:
         now = self.clock()

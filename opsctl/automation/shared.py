@@ -30,6 +30,7 @@ idle leader reads the document once every REFRESH seconds instead of four times 
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -100,6 +101,10 @@ class SharedEpisodeStore:
         # (self.clock): the next write starts from it, and the restore check answers from it while it is fresh.
         self._known: tuple[str, EpisodesDocument, float] | None = None
         self._known_lock = threading.Lock()
+        # Answers are ordered by when their request was sent (this replica's own sequence, taken
+        # before each read or write), never by their resourceVersions, which are opaque.
+        self._sent = itertools.count(1)
+        self._known_sent = 0  # the sequence number of the request whose answer `_known` holds (or dropped)
         self._told: set[str] = set()  # problems of stored entries already logged (each once)
 
     # -- plumbing -----------------------------------------------------------------------------
@@ -115,30 +120,38 @@ class SharedEpisodeStore:
                 log.warning("%s (kept as stored, not acted on)", problem)
         return typed
 
+    def _send(self) -> int:
+        """The sequence number of a request about to be sent (this replica's own order)."""
+        return next(self._sent)
+
     def _read(self) -> EpisodesDocument:
+        sent = self._send()
         doc = self.store.get(EPISODES)
         known = self._known
         if doc is not None and known is not None and doc.version == known[0]:
             typed = known[1]  # the version this replica last read or wrote: the same document, typed already
         else:
             typed = self._parse(doc.data if doc else None)
-        self._remember(doc, typed)
+        self._remember(doc, typed, sent)
         return typed
 
-    def _remember(self, doc: "Document | None", typed: EpisodesDocument | None) -> None:
+    def _remember(self, doc: "Document | None", typed: EpisodesDocument | None, sent: int) -> None:
+        """Keep the answer to the request sent as `sent`, unless a later-sent request's answer (or
+        conflict) came back first: two workers' answers may come back out of order, and the one sent
+        later is the newer. resourceVersions are opaque and never compared for order."""
         with self._known_lock:
+            if sent < self._known_sent:
+                return
+            self._known_sent = sent
             if doc is None or typed is None:
                 self._known = None
                 return
-            old = self._known[0] if self._known else None
-            # Two workers' answers may come back out of order: keep the newer (versions the API
-            # server hands out are increasing numbers; anything else is taken as it comes).
-            if old is not None and old.isdigit() and doc.version.isdigit() and int(doc.version) < int(old):
-                return
             self._known = (doc.version, typed, self.clock())
 
-    def _forget(self) -> None:
+    def _forget(self, sent: int) -> None:
+        """The request sent as `sent` met a newer version: what this replica knows is stale."""
         with self._known_lock:
+            self._known_sent = max(self._known_sent, sent)
             self._known = None
 
     def _update(self, change: Callable[[EpisodesDocument], bool], *, fenced: bool = True) -> None:
@@ -166,12 +179,13 @@ class SharedEpisodeStore:
                 made = None
             if made is not None:
                 draft, data = made
+                sent = self._send()
                 try:
                     doc = self.store.put(EPISODES, data, version=version)
                 except ConflictError:
-                    self._forget()
+                    self._forget(sent)
                 else:
-                    self._remember(doc, draft.written(data))
+                    self._remember(doc, draft.written(data), sent)
                     return
         written: list[EpisodesDocument] = []
 
@@ -185,8 +199,9 @@ class SharedEpisodeStore:
             written.append(made[0].written(made[1]))
             return made[1]
 
+        sent = self._send()
         stored = self.store.update(EPISODES, raw_change, attempts=ATTEMPTS)
-        self._remember(stored, written[-1] if written else None)
+        self._remember(stored, written[-1] if written else None, sent)
 
     def _fence(self, data: EpisodesDocument) -> str | None:
         if self.term is None:
@@ -436,8 +451,9 @@ class SharedEpisodeStore:
         return released[0]
 
     def check(self) -> None:
+        sent = self._send()
         doc = self.store.get(EPISODES)
-        self._remember(doc, self._parse(doc.data) if doc else None)
+        self._remember(doc, self._parse(doc.data) if doc else None, sent)
 
     def get(self, episode_id: str) -> Episode:
         doc = self._read()

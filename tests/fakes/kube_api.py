@@ -5,7 +5,8 @@ What it implements, as the real server does for these resources:
   coordination.k8s.io/v1 Leases; autoscaling/v2 HorizontalPodAutoscalers; KEDA keda.sh/v1alpha1
   ScaledObjects, networking.istio.io VirtualServices and gateway.networking.k8s.io HTTPRoutes
   (custom resources). GET (one, list), POST (create, generateName), PUT (replace), PATCH, DELETE.
-  - resourceVersion: one cluster-wide counter; every write bumps it. On every kind, a PUT or PATCH
+  - resourceVersion: one cluster-wide counter; every write bumps it (`versions`, a test hook, turns
+    the counter into opaque text: clients must never order versions). On every kind, a PUT or PATCH
     whose body carries metadata.resourceVersion different from the stored one is 409 Conflict (a
     Status body saying "the object has been modified"), and so is a DELETE whose DeleteOptions carry
     preconditions.resourceVersion (or uid) that no longer match; custom resources require
@@ -59,6 +60,7 @@ import socket
 import threading
 import time
 import uuid
+from typing import Callable
 from dataclasses import asdict, dataclass, field
 from email.utils import formatdate
 from pathlib import Path
@@ -378,6 +380,9 @@ class FakeKubeAPI:
         self.faults: list[Fault] = list(faults or [])
         self.rng = random.Random(fault_seed)
         self.clock_offset = clock_offset  # seconds added to the Date header's clock
+        # The text of the resourceVersion a write hands out, from the counter (None: the counter as is).
+        # A real API server's versions are opaque: a test sets e.g. a decreasing or non-numeric one.
+        self.versions: Callable[[int], str] | None = None
         self.port = 0
         self._released = threading.Condition(self.lock)
         self._release_generation = 0
@@ -656,7 +661,7 @@ class FakeKubeAPI:
 
     def _next_rv(self) -> str:
         self.rv += 1
-        return str(self.rv)
+        return self.versions(self.rv) if self.versions is not None else str(self.rv)
 
     def seed(self, obj: dict) -> dict:
         """Store an object as if created (uid, resourceVersion, creationTimestamp assigned)."""

@@ -35,6 +35,23 @@ class MalformedEpisode(NoDataError):
     """A stored episode (or an entry beside it) that does not read as its record: one line, exit 3."""
 
 
+class EpisodeBlocked(MalformedEpisode):
+    """A firing alert's policy and target have a stored episode that does not read and may be open
+    (its state is not "closed"): it may hold this very incident (its failover, its page), so no
+    second episode is opened beside it. `ident` names the entry, `problem` says why it does not
+    read, `hint` what to do; the engine tells a human and retries the event until it reads again
+    or is removed."""
+
+    def __init__(self, where: str, ident: str, problem: str):
+        super().__init__(
+            f"{where}: episode {ident} of this policy and target does not read ({problem});"
+            " no second episode is opened beside it",
+            hint=f"repair or delete episode {ident} in {where}; until then the alert is retried and not acted on")
+        self.where = where
+        self.ident = ident
+        self.problem = problem
+
+
 # -- the typed checks of a stored value (one home, so every record reads alike) -----------------------
 # A key's check is the set of JSON types its value may have (by exact type: a bool is no number);
 # the whole document is read on every read of it, so this stays a set lookup per key.
@@ -494,6 +511,19 @@ class EpisodesDocument(Model):
                 return e
         return None
 
+    def unreadable_open(self, policy: str, target: str) -> tuple[str, str] | None:
+        """(id, problem) of a stored episode of `policy` and `target` that does not read and whose
+        state is not "closed" (so it may be open), else None. An entry whose policy or target does
+        not read names no policy: it blocks nothing (its problem is logged as any other)."""
+        for ident, raw in self.rejected.get("episodes", {}).items():
+            if (type(raw) is dict and raw.get("policy") == policy and raw.get("target") == target
+                    and raw.get("state") != "closed"):
+                problem = next((p.split(f" episode {ident}: ", 1)[1] for p in self.problems
+                                if f" episode {ident}: " in p), "does not read")
+                return ident, problem
+        return None
 
-__all__ = ["ActionEntry", "AlertState", "COLUMNS", "Episode", "EpisodesDocument", "Intent", "MalformedEpisode",
+
+__all__ = ["ActionEntry", "AlertState", "COLUMNS", "Episode", "EpisodeBlocked", "EpisodesDocument", "Intent",
+           "MalformedEpisode",
            "OPEN_STATES", "STATES"]

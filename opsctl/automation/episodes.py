@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
-from opsctl.automation.episode_record import OPEN_STATES, ActionEntry, Episode, MalformedEpisode
+from opsctl.automation.episode_record import OPEN_STATES, ActionEntry, Episode, EpisodeBlocked, MalformedEpisode
 from opsctl.automation.idempotency import Database, default_owner, event_key
 from opsctl.errors import NoDataError
 from opsctl.model import Model
@@ -228,9 +228,17 @@ class EpisodeStore:
     # -- episodes -----------------------------------------------------------------------------
 
     def open_episode(self, conn: sqlite3.Connection, policy: str, target: str) -> Episode | None:
+        """The open episode of `policy` and `target`; EpisodeBlocked when the row does not read (it may
+        hold this incident, and the unique index keeps a second one from opening beside it)."""
         row = conn.execute("SELECT * FROM episodes WHERE policy = ? AND target = ? AND state != 'closed'",
                            (policy, target)).fetchone()
-        return Episode.from_row(row) if row else None
+        if row is None:
+            return None
+        try:
+            return Episode.from_row(row)
+        except MalformedEpisode as exc:
+            raise EpisodeBlocked("the local episodes table", str(row["id"]),
+                                 exc.message.split(": ", 1)[-1]) from None
 
     def create_episode(self, conn: sqlite3.Connection, policy: str, target: str, key: str | None = None) -> Episode:
         cur = conn.execute("INSERT INTO episodes (policy, target, key, state, opened_at) VALUES (?, ?, ?, 'open', ?)",

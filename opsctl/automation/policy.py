@@ -22,6 +22,8 @@ When every matching alert of the episode resolved, a policy with `restore` waits
 and then returns the traffic (`run_due_restores`); an alert firing again inside the hold-down
 cancels the restore. Traffic someone else moved is never "restored" by the automation. A policy in
 dry run (or the global dry run) goes through the same steps with an executor that changes nothing.
+A stored episode of the policy and target that does not read (and is not closed) blocks a second
+one: the refusal is recorded, a human is paged with what to do, and the event is retried.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from opsctl.automation.actions import (
     Context, DryRunExecutor, Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest,
     TicketRequest, operation_id,
 )
+from opsctl.automation.episode_record import EpisodeBlocked
 from opsctl.automation.episodes import ActionRecord, Busy, Episode, Episodes, episode_key
 from opsctl.slo import conventions as cv
 
@@ -231,8 +234,12 @@ class PolicyEngine:
     def _firing(self, policy: CompiledPolicy, event: AlertEvent, taken: list[Taken], failed: list[str], *,
                 flipped: bool = False) -> None:
         target = policy.target(event.labels)
-        start = self.store.begin_firing(policy.name, event.fingerprint, target, event.starts_at,
-                                        failover=policy.policy.actions.failover is not None)
+        try:
+            start = self.store.begin_firing(policy.name, event.fingerprint, target, event.starts_at,
+                                            failover=policy.policy.actions.failover is not None)
+        except EpisodeBlocked as blocked:
+            self._blocked(policy, event, target, blocked, taken, failed)
+            return
         if start is None:
             log.info("policy %s: ignoring a late firing copy of %s", policy.name, event.fingerprint)
             return
@@ -293,6 +300,28 @@ class PolicyEngine:
             text = f"opsctl automation, policy {policy.name}: {event.summary()}. " + "; ".join(done)
             self._run(policy, event, episode, "note", dry, lambda: executor.note(
                 NoteRequest(context, incident=incident, text=text)), taken, failed)
+
+    def _blocked(self, policy: CompiledPolicy, event: AlertEvent, target: str, blocked: EpisodeBlocked,
+                 taken: list[Taken], failed: list[str]) -> None:
+        """The policy's episode for `target` is stored but does not read: it may hold this very
+        incident (its failover, its page), so no second episode opens beside it and nothing is done
+        twice. Never silent either: the refusal is recorded and counted (action "episode", refused),
+        a human is paged with what to do when the policy pages (one incident per entry: its dedup
+        key names it), and the event is retried (ActionFailed) until the entry reads or is removed."""
+        executor, dry = self.executor_for(policy)
+        what = f"{blocked.message}; {blocked.hint}"
+        log.error("policy %s: %s", policy.name, what)
+        self._record(policy, event, None, "episode", Outcome("refused", what), dry, taken)
+        page = policy.policy.actions.page
+        if page is not None:
+            head = self._page_summary(policy, event, target, None)
+            summary = (f"{head}: automation BLOCKED for {target}: stored episode {blocked.ident} does not read;"
+                       f" repair or delete it; act now")
+            self._run(policy, event, None, "page", dry, lambda: executor.page(PageRequest(
+                self._context(policy, event), summary=summary[:1024], severity=page.severity,
+                dedup_key=f"opsctl-automation-{policy.name}-{target}-unreadable-{blocked.ident}",
+                details={**self._details(event), "blocked": what})), taken, failed)
+        failed.append(f"episode: {what}")
 
     @staticmethod
     def incident_key(policy: str, target: str, episode: Episode) -> str:
@@ -450,7 +479,7 @@ class PolicyEngine:
 
     # -- recording ----------------------------------------------------------------------------
 
-    def _run(self, policy: CompiledPolicy, event: AlertEvent | None, episode: Episode, action: str, dry: bool,
+    def _run(self, policy: CompiledPolicy, event: AlertEvent | None, episode: Episode | None, action: str, dry: bool,
              call: Callable[[], Outcome], taken: list[Taken], failed: list[str]) -> Outcome:
         started = self.clock()
         try:

@@ -12,7 +12,8 @@ The document is typed once where it is read (`episode_record.EpisodesDocument`: 
 alerts and intents are frozen records) and encoded where it is written; a write changes a draft of
 it and writes back every entry it left alone as the object it was read as. A stored entry that
 does not read is kept as it is and never acted on (one line logged; `get` of it raises
-MalformedEpisode, exit 3).
+MalformedEpisode, exit 3); while its state is not "closed", a firing alert of its policy and target
+opens no second episode beside it (EpisodeBlocked: the engine tells a human and retries).
 
 The document is bounded: closed episodes are kept MAX_CLOSED deep; each episode keeps its last
 MAX_EPISODE_ACTIONS actions; past MAX_BYTES the oldest closed entries go first. The full record of
@@ -37,7 +38,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from opsctl.automation.episode_record import Episode, EpisodesDocument, MalformedEpisode, AlertState, Intent
+from opsctl.automation.episode_record import (
+    AlertState, Episode, EpisodeBlocked, EpisodesDocument, Intent, MalformedEpisode,
+)
 from opsctl.automation.episodes import ActionRecord, Busy, FiringStart, EpisodeStore, episode_key, mark_failover_started
 from opsctl.automation.idempotency import DEFAULT_LEASE, dead_local_owner
 from opsctl.errors import ConflictError, NoDataError
@@ -175,7 +178,7 @@ class SharedEpisodeStore:
             version, typed, _ = known
             try:
                 made = apply(typed)
-            except Busy:
+            except (Busy, EpisodeBlocked):  # decided on what is stored now, not on what this replica remembers
                 made = None
             if made is not None:
                 draft, data = made
@@ -310,6 +313,9 @@ class SharedEpisodeStore:
                 return False
             e = doc.open_episode(policy, target)
             if e is None:
+                unreadable = doc.unreadable_open(policy, target)
+                if unreadable is not None:  # it may hold this incident: never a second episode beside it
+                    raise EpisodeBlocked(EPISODES, *unreadable)
                 ident = base = episode_key(policy, target, fingerprint, starts_at)
                 n = 1
                 while ident in doc.episodes or ident in doc.rejected.get("episodes", {}):

@@ -185,6 +185,15 @@ class Episodes(Protocol):
         this process's own bounded steps (so a worker may wait for it rather than hand its event back)."""
         ...
 
+    def holder(self) -> str | None:
+        """The name this worker holds episodes under, for a hand-back after it failed or was fenced
+        (`let_go`, maybe later from another thread); None: nothing to hand back."""
+        ...
+
+    def let_go(self, holder: str | None = None) -> int:
+        """Release the open episodes `holder` (default: this worker) holds, owner-checked; how many."""
+        ...
+
 
 class EpisodeStore:
     def __init__(self, path: Path, *, clock: Callable[[], float], owner: str | None = None, lease: float = 300.0):
@@ -256,6 +265,23 @@ class EpisodeStore:
     def held_here(self, holder: str | None) -> bool:
         """Never: one process keeps these episodes, and a Busy here does not name its holder."""
         return False
+
+    def holder(self) -> None:
+        """None: nothing to hand back. One process keeps these episodes: a worker's save releases
+        its episode (`PolicyEngine._firing`'s finally), and a lease left by a dead process is
+        released at start-up (`recover`)."""
+        return None
+
+    def let_go(self, holder: str | None = None) -> int:
+        """Release the open episodes `holder` (default: this worker) holds; a restore it was running
+        is pending again. Owner-checked: an episode someone else holds is left alone."""
+        me = holder or self._me()
+        with self.db.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE episodes SET owner = NULL, lease_until = NULL,"
+                " state = CASE state WHEN 'restoring' THEN 'restore_pending' ELSE state END"
+                " WHERE owner = ? AND state != 'closed'", (me,))
+            return cur.rowcount
 
     def _me(self) -> str:
         """Leases belong to one thread: the restore scheduler and a worker in one process exclude each other."""

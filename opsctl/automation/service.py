@@ -456,10 +456,10 @@ class AutomationService:
         away). Both are owner-checked, so nothing a successor took is touched. When the API server
         cannot be reached even for that, the maintenance thread keeps trying every round, so the
         event waits for the outage, never for its 300 s claim lease."""
-        holder = self.episodes.holder() if hasattr(self.episodes, "holder") else None
+        holder = self.episodes.holder()  # None: nothing to hand back (the local store)
         try:
             if holder is not None:
-                cast("SharedEpisodeStore", self.episodes).let_go(holder)
+                self.episodes.let_go(holder)
             self.deliveries.retry_later(key, delay, detail, count=count)
         except OpsctlError as exc:
             log.warning("event %s: could not hand it back yet (retried): %s", key[:12], str(exc).splitlines()[0][:200])
@@ -472,7 +472,7 @@ class AutomationService:
         for key, (holder, delay, detail, count) in owed.items():
             try:
                 if holder is not None:
-                    cast("SharedEpisodeStore", self.episodes).let_go(holder)
+                    self.episodes.let_go(holder)
                 self.deliveries.retry_later(key, delay, detail, count=count)
             except OpsctlError:
                 return  # still away: next round

@@ -232,3 +232,36 @@ def test_the_local_store_never_says_a_busy_episode_is_held_here(store):
     assert held.owner == f"replica-a:1:{threading.get_ident()}"
     assert store.held_here(held.owner) is False and store.held_here(None) is False
     assert store.held_here("replica-a:1:12345") is False
+
+
+def test_both_stores_answer_every_question_of_the_episodes_protocol_with_its_parameters():
+    """service.py asks the store it has (`Episodes`), never probes it with hasattr: the hand-back
+    after a failure (`holder`, `let_go`) is on the protocol, as `held_here` is."""
+    import inspect
+
+    from opsctl.automation.episodes import Episodes
+    from opsctl.automation.shared import SharedEpisodeStore
+
+    asked = {n for n, v in vars(Episodes).items() if callable(v) and not n.startswith("_")}
+    assert {"holder", "let_go", "held_here"} <= asked
+    for store_class in (EpisodeStore, SharedEpisodeStore):
+        for name in asked:
+            want = list(inspect.signature(getattr(Episodes, name)).parameters)
+            assert list(inspect.signature(getattr(store_class, name)).parameters) == want, (store_class, name)
+
+
+def test_the_local_store_hands_nothing_back_and_lets_go_only_of_its_own_episodes(store, clock):
+    """Locally a worker's save releases its episode, so `holder()` is None and service._give_back
+    writes nothing more; `let_go` itself is owner-checked (a restore under way is pending again)."""
+    import threading
+
+    assert store.holder() is None
+    mine = store.begin_firing("p", "fp1", "databricks", T0).episode
+    theirs: list = []
+    other = threading.Thread(target=lambda: theirs.append(store.begin_firing("p", "fp2", "internal", T0).episode))
+    other.start()
+    other.join(10)
+    assert store.let_go() == 1
+    assert store.get(mine.id).owner is None and store.get(theirs[0].id).owner == theirs[0].owner
+    assert store.let_go(theirs[0].owner) == 1 and store.get(theirs[0].id).owner is None
+    assert store.let_go() == 0

@@ -135,7 +135,7 @@ _ENTRY_REQUIRED = frozenset(_ENTRY_KEYS)
 class ActionEntry(Model):
     """The short entry the shared document keeps on an episode for each action (its last
     MAX_EPISODE_ACTIONS): when it ended, what, how, which replica. The whole record
-    (`episodes.ActionRecord`) stays in each replica's SQLite."""
+    (`action_record.ActionRecord`) stays in each replica's SQLite."""
 
     at: float
     action: str
@@ -197,7 +197,7 @@ class Episode(Model):
     target: str
     state: str  # open | restore_pending | restoring | closed
     opened_at: float
-    key: str = ""  # from the opening alert (episodes.episode_key); a row from before keys: its id
+    key: str = ""  # from the opening alert (episode_protocol.episode_key); a row from before keys: its id
     incident: str | None = None  # what page() returned: dedup key or incident id
     ticket: str | None = None
     failover: str | None = None  # the failover's outcome status ("started" while under way); None before one

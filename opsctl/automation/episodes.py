@@ -17,14 +17,14 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable
 
-from opsctl.automation.episode_record import OPEN_STATES, ActionEntry, Episode, EpisodeBlocked, MalformedEpisode
-from opsctl.automation.idempotency import Database, default_owner, event_key
+from opsctl.automation.action_record import _ACTION_COLUMNS, ActionRecord
+from opsctl.automation.episode_protocol import FiringStart, episode_key, mark_failover_started
+from opsctl.automation.episode_record import Episode, EpisodeBlocked, MalformedEpisode
+from opsctl.automation.idempotency import Database, default_owner
 from opsctl.errors import NoDataError
-from opsctl.model import Model
 
 log = logging.getLogger("opsctl.automation")
 
@@ -76,57 +76,6 @@ CREATE TABLE IF NOT EXISTS actions (
 CREATE INDEX IF NOT EXISTS actions_by_policy ON actions (policy, action);
 """
 
-DETAIL_STORED = 2000  # characters of an action's detail the local record keeps
-DETAIL_SHARED = 160  # characters of it an episode's entry in the shared document keeps
-
-# The actions table's columns as written, in order (`at` is when the action finished).
-_ACTION_COLUMNS = ("at", "event_key", "policy", "episode", "action", "status", "detail", "dry_run", "received_at",
-                   "started_at", "finished_at")
-
-
-class ActionRecord(Model):
-    """One action the policy engine took (page, failover, ticket, note, restore) and how it ended,
-    written by `EpisodeStore.record_action` (the SQLite `actions` row) and, by the shared store, also
-    as a short entry on its episode in `serve-episodes` (`episode_entry`).
-
-    Version 1 is the format every opsctl so far wrote: the row has no version column and the
-    episode entry no version key, so what is stored does not change; `from_row` reads a stored row
-    back into the same record."""
-
-    policy: str
-    action: str  # page | failover | ticket | note | restore
-    status: str  # applied | noop | refused | skipped | failed | dry_run
-    detail: str
-    dry_run: bool
-    started_at: float
-    finished_at: float
-    event_key: str | None = None  # the delivery that caused it (None: a restore's sweep)
-    episode: int | str | None = None
-    received_at: float | None = None  # when that delivery arrived
-    version: int = 1
-
-    def row(self) -> tuple[object, ...]:
-        """The `actions` row's values, in `_ACTION_COLUMNS` order (the detail bounded)."""
-        return (self.finished_at, self.event_key, self.policy, self.episode, self.action, self.status,
-                self.detail[:DETAIL_STORED], int(self.dry_run), self.received_at, self.started_at, self.finished_at)
-
-    @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "ActionRecord":
-        return cls(policy=row["policy"], action=row["action"], status=row["status"], detail=row["detail"],
-                   dry_run=bool(row["dry_run"]), started_at=row["started_at"], finished_at=row["finished_at"],
-                   event_key=row["event_key"], episode=row["episode"], received_at=row["received_at"])
-
-    def episode_entry(self, by: str) -> ActionEntry:
-        """The entry its episode keeps in the shared document: when, what, how it ended, who."""
-        return ActionEntry(at=self.finished_at, action=self.action, status=self.status, by=by,
-                           detail=self.detail[:DETAIL_SHARED])
-
-
-def episode_key(policy: str, target: str, fingerprint: str, starts_at: str) -> str:
-    """An episode's name from the alert that opened it, the same on every replica (never a counter):
-    pager dedup keys and ticket idempotency keys derive from it."""
-    return event_key("episode", policy, target, fingerprint, starts_at)[:20]
-
 
 class Busy(Exception):
     """Another worker holds the episode's lease; retry the event shortly. `holder` names the lease's
@@ -136,63 +85,6 @@ class Busy(Exception):
     def __init__(self, message: str, holder: str | None = None):
         super().__init__(message)
         self.holder = holder
-
-
-@dataclass
-class FiringStart:
-    """A firing alert taken into its episode: the episode (leased to this worker), whether it
-    cancelled a pending restore, and the targets other open episodes moved traffic away from."""
-
-    episode: Episode
-    cancelled: bool
-    moved_away: set[str]
-    resumed: bool = False  # its failover was started by a worker or replica that died before finishing it
-
-
-FAILOVER_DONE = ("applied", "noop", "dry_run")
-
-
-def mark_failover_started(episode: Episode) -> tuple[Episode, bool]:
-    """Before acting: the episode says its failover is under way (so a successor knows it was started).
-    Returns it so, and whether an earlier attempt had started it already."""
-    if episode.failover in FAILOVER_DONE:
-        return episode, False
-    return episode.changed(failover="started"), episode.failover == "started"
-
-
-class Episodes(Protocol):
-    """The episode store as the policy engine and the service use it: `EpisodeStore` (SQLite, one
-    process) or `shared.SharedEpisodeStore` (the shared document, team mode). Episodes come back
-    typed (`Episode`) and go back typed."""
-
-    def begin_firing(self, policy: str, fingerprint: str, target: str, starts_at: str, *,
-                     failover: bool = False) -> FiringStart | None: ...
-    def save(self, episode: Episode) -> None: ...
-    def begin_resolved(self, policy: str, fingerprint: str, target: str, starts_at: str, *, restores: bool,
-                       hold_down: float, because: Callable[[Episode], str]) -> tuple[Episode, str] | None: ...
-    def by_incident(self, keys: list[str]) -> Episode | None: ...
-    def claim_due_restore(self) -> Episode | None: ...
-    def end_restore(self, episode: Episode, *, closed_because: str | None, retry_at: float | None = None) -> None: ...
-    def close_episode(self, episode: Episode, because: str) -> None: ...
-    def episodes(self, *, open_only: bool = False) -> list[Episode]: ...
-    def record_action(self, record: ActionRecord) -> None: ...
-    def actions(self, *, policy: str | None = None, action: str | None = None) -> list[ActionRecord]: ...
-    def recover(self, *, all_others: bool = False) -> int: ...
-    def check(self) -> None: ...
-
-    def held_here(self, holder: str | None) -> bool:
-        """Whether a Busy episode's `holder` is another thread of this replica, which lets go within
-        this process's own bounded steps (so a worker may wait for it rather than hand its event back)."""
-        ...
-
-    def holder(self) -> str | None:
-        """The name this worker holds episodes under, for a hand-back after it failed or was fenced
-        (`let_go`, maybe later from another thread); None: nothing to hand back."""
-        ...
-
-    def let_go(self, holder: str | None = None) -> int:
-        """Release the open episodes `holder` (default: this worker) holds, owner-checked; how many."""
-        ...
 
 
 class EpisodeStore:
@@ -463,5 +355,4 @@ class EpisodeStore:
         return [ActionRecord.from_row(r) for r in self.db.conn.execute(sql + " ORDER BY id", args).fetchall()]
 
 
-__all__ = ["OPEN_STATES", "ActionRecord", "Busy", "Episode", "EpisodeStore", "Episodes", "FiringStart", "MalformedEpisode",
-           "episode_key", "mark_failover_started"]
+__all__ = ["Busy", "EpisodeStore"]

@@ -38,8 +38,10 @@ from opsctl.automation.actions import (
     Context, DryRunExecutor, Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest,
     TicketRequest, operation_id,
 )
-from opsctl.automation.episode_record import EpisodeBlocked
-from opsctl.automation.episodes import ActionRecord, Busy, Episode, Episodes, episode_key
+from opsctl.automation.action_record import ActionRecord
+from opsctl.automation.episode_protocol import Episodes, episode_key
+from opsctl.automation.episode_record import Episode, EpisodeBlocked
+from opsctl.automation.episodes import Busy
 from opsctl.slo import conventions as cv
 
 if TYPE_CHECKING:

@@ -41,7 +41,9 @@ from typing import TYPE_CHECKING, Callable
 from opsctl.automation.episode_record import (
     AlertState, Episode, EpisodeBlocked, EpisodesDocument, Intent, MalformedEpisode,
 )
-from opsctl.automation.episodes import ActionRecord, Busy, FiringStart, EpisodeStore, episode_key, mark_failover_started
+from opsctl.automation.action_record import ActionRecord
+from opsctl.automation.episode_protocol import FiringStart, episode_key, mark_failover_started
+from opsctl.automation.episodes import Busy, EpisodeStore
 from opsctl.automation.idempotency import DEFAULT_LEASE, dead_local_owner
 from opsctl.errors import ConflictError, NoDataError
 

@@ -1,4 +1,4 @@
-"""opsctl.automation.episodes.ActionRecord: the one typed record of an action, written by both
+"""opsctl.automation.action_record.ActionRecord: the one typed record of an action, written by both
 stores (issue 26 item 4: `record_action` was written twice with ten parameters). What is stored
 does not change: a row the code before the record wrote reads back into the record and re-encodes
 to the same values, and the shared document's episode entry keeps its old keys and bounds."""
@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from opsctl.automation.episodes import ActionRecord, EpisodeStore
+from opsctl.automation.action_record import ActionRecord
+from opsctl.automation.episodes import EpisodeStore
 from opsctl.automation.shared import EPISODES, SharedEpisodeStore
 from opsctl.clock import SimClock
 from opsctl.fencing import Term

@@ -17,7 +17,8 @@ import threading
 import pytest
 
 from opsctl.automation.episode_record import ActionEntry, AlertState, Episode, EpisodesDocument, Intent, MalformedEpisode
-from opsctl.automation.episodes import ActionRecord, EpisodeStore
+from opsctl.automation.action_record import ActionRecord
+from opsctl.automation.episodes import EpisodeStore
 from opsctl.automation.shared import EPISODES, SharedEpisodeStore
 from opsctl.clock import SimClock
 from opsctl.errors import NoDataError

@@ -10,7 +10,9 @@ import sqlite3
 
 import pytest
 
-from opsctl.automation.episodes import ActionRecord, Busy, EpisodeStore, mark_failover_started
+from opsctl.automation.action_record import ActionRecord
+from opsctl.automation.episode_protocol import mark_failover_started
+from opsctl.automation.episodes import Busy, EpisodeStore
 from opsctl.clock import SimClock
 
 T0 = "2026-11-18T10:00:00.000000000Z"
@@ -239,7 +241,7 @@ def test_both_stores_answer_every_question_of_the_episodes_protocol_with_its_par
     after a failure (`holder`, `let_go`) is on the protocol, as `held_here` is."""
     import inspect
 
-    from opsctl.automation.episodes import Episodes
+    from opsctl.automation.episode_protocol import Episodes
     from opsctl.automation.shared import SharedEpisodeStore
 
     asked = {n for n, v in vars(Episodes).items() if callable(v) and not n.startswith("_")}

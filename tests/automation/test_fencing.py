@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from opsctl.automation.episodes import ActionRecord
+from opsctl.automation.action_record import ActionRecord
 from tests.automation.fault_proxy import FaultProxy, writes_to
 from tests.automation.helpers import FAILOVER_POLICY, alert, incident_key, message, wait_for, write_serve_config
 from tests.fakes.kube_api import FakeKubeAPI

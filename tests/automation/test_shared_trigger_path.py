@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 
 from opsctl.automation import shared
-from opsctl.automation.episodes import ActionRecord, Busy
+from opsctl.automation.action_record import ActionRecord
+from opsctl.automation.episodes import Busy
 from opsctl.automation.shared import EPISODES, SharedEpisodeStore
 from opsctl.clock import SimClock
 from opsctl.fencing import FencedError, Term

@@ -22,7 +22,8 @@ from typing import Callable
 
 from opsctl.automation.action_record import _ACTION_COLUMNS, ActionRecord
 from opsctl.automation.episode_protocol import FiringStart, episode_key, mark_failover_started
-from opsctl.automation.episode_record import Episode, EpisodeBlocked, MalformedEpisode
+from opsctl.automation.episode_record import Episode, EpisodeBlocked
+from opsctl.automation.stored_entry import MalformedEpisode
 from opsctl.automation.idempotency import Database, default_owner
 from opsctl.errors import NoDataError
 

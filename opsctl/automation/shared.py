@@ -8,7 +8,7 @@ each operation one compare-and-swap read-modify-write:
                         "episodes": {id: {policy, target, key, state, incident, ticket, failover,
                         owned, saved, restore_due, ..., owner, lease_until, actions: [...]}}}
 
-The document is typed once where it is read (`episode_record.EpisodesDocument`: its episodes,
+The document is typed once where it is read (`episodes_document.EpisodesDocument`: its episodes,
 alerts and intents are frozen records) and encoded where it is written; a write changes a draft of
 it and writes back every entry it left alone as the object it was read as. A stored entry that
 does not read is kept as it is and never acted on (one line logged; `get` of it raises
@@ -38,9 +38,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from opsctl.automation.episode_record import (
-    AlertState, Episode, EpisodeBlocked, EpisodesDocument, Intent, MalformedEpisode,
-)
+from opsctl.automation.episode_record import Episode, EpisodeBlocked
+from opsctl.automation.episodes_document import AlertState, EpisodesDocument, Intent
+from opsctl.automation.stored_entry import MalformedEpisode
 from opsctl.automation.action_record import ActionRecord
 from opsctl.automation.episode_protocol import FiringStart, episode_key, mark_failover_started
 from opsctl.automation.episodes import Busy, EpisodeStore

@@ -16,7 +16,9 @@ import threading
 
 import pytest
 
-from opsctl.automation.episode_record import ActionEntry, AlertState, Episode, EpisodesDocument, Intent, MalformedEpisode
+from opsctl.automation.episode_record import ActionEntry, Episode
+from opsctl.automation.episodes_document import AlertState, EpisodesDocument, Intent
+from opsctl.automation.stored_entry import MalformedEpisode
 from opsctl.automation.action_record import ActionRecord
 from opsctl.automation.episodes import EpisodeStore
 from opsctl.automation.shared import EPISODES, SharedEpisodeStore

@@ -24,7 +24,7 @@ import sqlite3
 from typing import Any
 
 from opsctl.automation.stored_entry import (
-    ARRAY, BOOL, INTEGER, NUMBER, OBJECT, OPT_NUMBER, OPT_TEXT, TEXT, MalformedEpisode, Spec, _made, _read,
+    ARRAY, BOOL, INTEGER, NUMBER, OBJECT, OPT_NUMBER, OPT_TEXT, TEXT, MalformedEpisode, Spec, StoredEntry, _made, _read,
 )
 from opsctl.model import Model, field
 
@@ -56,10 +56,14 @@ _ENTRY_KEYS: dict[str, Spec] = {"at": NUMBER, "action": TEXT, "status": TEXT, "b
 _ENTRY_REQUIRED = frozenset(_ENTRY_KEYS)
 
 
-class ActionEntry(Model):
+class ActionEntry(StoredEntry):
     """The short entry the shared document keeps on an episode for each action (its last
     MAX_EPISODE_ACTIONS): when it ended, what, how, which replica. The whole record
     (`action_record.ActionRecord`) stays in each replica's SQLite."""
+
+    KEYS = _ENTRY_KEYS
+    REQUIRED = _ENTRY_REQUIRED
+    WHAT = "action entry"
 
     at: float
     action: str
@@ -68,20 +72,6 @@ class ActionEntry(Model):
     detail: str
     version: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_stored(cls, raw: Any, what: str = "action entry") -> "ActionEntry":
-        values, extra = _read(raw, what, _ENTRY_KEYS, _ENTRY_REQUIRED)
-        values["extra"] = extra
-        return _made(cls, values)
-
-    def stored(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"at": self.at, "action": self.action, "status": self.status, "by": self.by,
-                               "detail": self.detail}
-        if self.version != 1:
-            out["version"] = self.version
-        out.update(self.extra)
-        return out
 
 
 # -- the episode -----------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from opsctl.automation.episode_record import Episode
-from opsctl.automation.stored_entry import NUMBER, OPT_TEXT, TEXT, MalformedEpisode, Spec, _made, _read
+from opsctl.automation.stored_entry import NUMBER, OPT_TEXT, TEXT, MalformedEpisode, Spec, StoredEntry
 from opsctl.model import Model, field
 
 
@@ -21,9 +21,13 @@ _ALERT_KEYS: dict[str, Spec] = {"policy": TEXT, "target": TEXT, "starts_at": TEX
 _ALERT_REQUIRED = frozenset(_ALERT_KEYS)
 
 
-class AlertState(Model):
+class AlertState(StoredEntry):
     """An alert's state per policy and fingerprint (`alerts["policy/fingerprint"]`), with its startsAt,
     so a late or replayed copy of an earlier firing never reopens or resolves a later one."""
+
+    KEYS = _ALERT_KEYS
+    REQUIRED = _ALERT_REQUIRED
+    WHAT = "alert"
 
     policy: str
     target: str
@@ -33,27 +37,17 @@ class AlertState(Model):
     version: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def from_stored(cls, raw: Any, what: str = "alert") -> "AlertState":
-        values, extra = _read(raw, what, _ALERT_KEYS, _ALERT_REQUIRED)
-        values["extra"] = extra
-        return _made(cls, values)
-
-    def stored(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"policy": self.policy, "target": self.target, "starts_at": self.starts_at,
-                               "status": self.status, "updated_at": self.updated_at}
-        if self.version != 1:
-            out["version"] = self.version
-        out.update(self.extra)
-        return out
-
 
 _INTENT_KEYS: dict[str, Spec] = {"action": TEXT, "term": OPT_TEXT, "at": NUMBER, "by": TEXT, "detail": TEXT}
 _INTENT_REQUIRED = frozenset(("action", "at", "by", "detail"))
 
 
-class Intent(Model):
+class Intent(StoredEntry):
     """An external action's intent (page, ticket, note), written under the term before it happens."""
+
+    KEYS = _INTENT_KEYS
+    REQUIRED = _INTENT_REQUIRED
+    WHAT = "intent"
 
     action: str
     at: float
@@ -62,20 +56,6 @@ class Intent(Model):
     term: str | None = None
     version: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_stored(cls, raw: Any, what: str = "intent") -> "Intent":
-        values, extra = _read(raw, what, _INTENT_KEYS, _INTENT_REQUIRED)
-        values["extra"] = extra
-        return _made(cls, values)
-
-    def stored(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"action": self.action, "term": self.term, "at": self.at, "by": self.by,
-                               "detail": self.detail}
-        if self.version != 1:
-            out["version"] = self.version
-        out.update(self.extra)
-        return out
 
 
 # -- the document -------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ the one error a stored entry that does not read raises (`MalformedEpisode`, one 
 from __future__ import annotations
 
 from dataclasses import MISSING
-from typing import Any, Mapping, TypeVar
+from typing import Any, ClassVar, Mapping, Self, TypeVar
 
 from opsctl.errors import NoDataError
 from opsctl.model import Model
@@ -91,4 +91,32 @@ def _made(cls: type[R], values: dict[str, Any]) -> R:
 _DEFAULTS: dict[type, dict[str, Any]] = {}
 
 
-__all__ = ["ARRAY", "BOOL", "INTEGER", "NUMBER", "OBJECT", "OPT_NUMBER", "OPT_TEXT", "TEXT", "MalformedEpisode", "Spec"]
+class StoredEntry(Model):
+    """A small record of the shared document, stored as one object: its `KEYS` in the order they are
+    written (each with its check; `REQUIRED` of them must be there), then `version` when it is not
+    1, then `extra` (the keys beyond these a newer writer added, kept as they were). A subclass
+    declares the fields `KEYS` names and `version: int = 1`, `extra: dict[str, Any]` after them."""
+
+    KEYS: ClassVar[Mapping[str, Spec]]
+    REQUIRED: ClassVar[frozenset[str]]
+    WHAT: ClassVar[str]  # what a problem names the entry when the caller does not say
+
+    @classmethod
+    def from_stored(cls, raw: Any, what: str | None = None) -> Self:
+        """The entry as stored; MalformedEpisode (one line) when it does not read."""
+        values, extra = _read(raw, cls.WHAT if what is None else what, cls.KEYS, cls.REQUIRED)
+        values["extra"] = extra
+        return _made(cls, values)
+
+    def stored(self) -> dict[str, Any]:
+        """The entry as the shared document keeps it."""
+        out: dict[str, Any] = {k: getattr(self, k) for k in self.KEYS}
+        version: int = getattr(self, "version")
+        if version != 1:
+            out["version"] = version
+        out.update(getattr(self, "extra"))
+        return out
+
+
+__all__ = ["ARRAY", "BOOL", "INTEGER", "NUMBER", "OBJECT", "OPT_NUMBER", "OPT_TEXT", "TEXT", "MalformedEpisode", "Spec",
+           "StoredEntry"]

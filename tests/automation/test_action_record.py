@@ -10,7 +10,8 @@ import sqlite3
 
 from opsctl.automation.action_record import ActionRecord
 from opsctl.automation.episodes import EpisodeStore
-from opsctl.automation.shared import EPISODES, SharedEpisodeStore
+from opsctl.automation.shared import SharedEpisodeStore
+from opsctl.automation.shared_access import EPISODES
 from opsctl.clock import SimClock
 from opsctl.fencing import Term
 

@@ -21,7 +21,8 @@ from opsctl.automation.episodes_document import AlertState, EpisodesDocument, In
 from opsctl.automation.stored_entry import MalformedEpisode
 from opsctl.automation.action_record import ActionRecord
 from opsctl.automation.episodes import EpisodeStore
-from opsctl.automation.shared import EPISODES, SharedEpisodeStore
+from opsctl.automation.shared import SharedEpisodeStore
+from opsctl.automation.shared_access import EPISODES
 from opsctl.clock import SimClock
 from opsctl.errors import NoDataError
 from opsctl.fencing import Term

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from opsctl.automation import shared
+from opsctl.automation import shared_access
 from opsctl.automation.episodes import Busy
 from opsctl.automation.shared import SharedEpisodeStore
 from opsctl.clock import SimClock
@@ -87,20 +87,20 @@ def test_once_a_newer_term_wrote_the_episodes_a_stale_leaders_writes_and_intents
     b = SharedEpisodeStore(store, local_path=tmp_path / "b.sqlite", clock=clock.now, owner="serve-b:1", term=new)
     start = a.begin_firing("p", "fp", "databricks", "2026-11-29T12:00:00Z", failover=True)
     a.record_intent("page", "dedup-1")
-    assert store.get(shared.EPISODES).data["term"] == "serve-a@0"
+    assert store.get(shared_access.EPISODES).data["term"] == "serve-a@0"
     # B takes over (it releases what A held) and writes under its newer term.
     assert b.recover(all_others=True) == 1
-    assert store.get(shared.EPISODES).data["term"] == "serve-b@1"
+    assert store.get(shared_access.EPISODES).data["term"] == "serve-b@1"
     with pytest.raises(FencedError):
         a.record_intent("ticket", "ticket-1")  # the stale leader's intent: its ticket never happens
     start.episode = start.episode.changed(failover="applied")
     with pytest.raises(FencedError):
         a.save(start.episode)
-    data = store.get(shared.EPISODES).data
+    data = store.get(shared_access.EPISODES).data
     assert list(data["intents"]) == ["page:dedup-1"]
     assert next(iter(data["episodes"].values()))["failover"] == "started"
     b.record_intent("ticket", "ticket-1")
-    assert store.get(shared.EPISODES).data["intents"]["ticket:ticket-1"]["term"] == "serve-b@1"
+    assert store.get(shared_access.EPISODES).data["intents"]["ticket:ticket-1"]["term"] == "serve-b@1"
 
 
 def test_a_replica_that_no_longer_leads_writes_no_episode_and_only_the_owner_saves_one(store, tmp_path):
@@ -114,13 +114,13 @@ def test_a_replica_that_no_longer_leads_writes_no_episode_and_only_the_owner_sav
     start = a.begin_firing("p", "fp", "databricks", "2026-11-29T12:00:00Z", failover=True)
     start.episode = start.episode.changed(failover="applied")
     b.save(start.episode)  # not its owner: nothing written
-    assert next(iter(store.get(shared.EPISODES).data["episodes"].values()))["failover"] == "started"
+    assert next(iter(store.get(shared_access.EPISODES).data["episodes"].values()))["failover"] == "started"
     term.set(None)  # A lost the Lease (could not renew within renew_deadline)
     with pytest.raises(FencedError):
         a.save(start.episode)
     term.set("serve-a@0")
     a.save(start.episode)
-    assert next(iter(store.get(shared.EPISODES).data["episodes"].values()))["failover"] == "applied"
+    assert next(iter(store.get(shared_access.EPISODES).data["episodes"].values()))["failover"] == "applied"
 
 
 def test_only_the_worker_holding_an_episode_owns_it(store, tmp_path):

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from opsctl.automation import shared
+from opsctl.automation import shared_access
 from opsctl.automation.action_record import ActionRecord
 from opsctl.automation.episodes import Busy
-from opsctl.automation.shared import EPISODES, SharedEpisodeStore
+from opsctl.automation.shared import SharedEpisodeStore
+from opsctl.automation.shared_access import EPISODES
 from opsctl.clock import SimClock
 from opsctl.fencing import FencedError, Term
 
@@ -102,7 +103,7 @@ def test_an_idle_minute_of_restore_checks_reads_the_document_once_every_refresh(
         assert a.claim_due_restore() is None
     # One read answers the check then and for as long as it is fresh: REFRESH / TICK more ticks.
     # 240 ticks in groups of 9 (2.0 / 0.25 + 1): 27 reads. Before: 240 (480 with a restore pending).
-    per_read = int(shared.REFRESH / TICK) + 1
+    per_read = int(shared_access.REFRESH / TICK) + 1
     assert on_episodes(kube_api, before) == ["GET"] * -(-ticks // per_read) == ["GET"] * 27
     assert len(kube_api.requests) - before == 27
 
@@ -119,7 +120,7 @@ def test_a_restore_another_replica_made_pending_is_claimed_within_refresh(kube_a
     b.begin_resolved("availability", "f1", "databricks", STARTS, restores=True, hold_down=0,
                      because=lambda e: "resolved")
     assert a.claim_due_restore() is None  # a's read is fresh and showed nothing: no read yet
-    clock.advance(shared.REFRESH + TICK)
+    clock.advance(shared_access.REFRESH + TICK)
     before = len(kube_api.requests)
     claimed = a.claim_due_restore()
     assert claimed is not None and claimed.id == start.episode.id and claimed.state == "restoring"

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import threading
 
-from opsctl.automation.shared import EPISODES, SharedEpisodeStore
+from opsctl.automation.shared import SharedEpisodeStore
+from opsctl.automation.shared_access import EPISODES
 from opsctl.clock import SimClock
 from opsctl.fencing import Term
 from tests.automation.test_shared_trigger_path import DOC, STARTS, kube_store, on_episodes, seeded

@@ -18,7 +18,8 @@ from opsctl.automation.actions import DryRunExecutor
 from opsctl.automation.episode_record import EpisodeBlocked
 from opsctl.automation.episodes import EpisodeStore
 from opsctl.automation.policy import ActionFailed, AlertEvent, PolicyEngine
-from opsctl.automation.shared import EPISODES, SharedEpisodeStore
+from opsctl.automation.shared import SharedEpisodeStore
+from opsctl.automation.shared_access import EPISODES
 from opsctl.clock import SimClock
 from opsctl.fencing import Term
 from opsctl.state.local import LocalStateStore

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from opsctl.automation.actions import Executor
     from opsctl.automation.episodes import EpisodeStore
     from opsctl.automation.shared import SharedEpisodeStore
-    from opsctl.automation.policy import PolicyEngine, Taken
+    from opsctl.automation.policy import Taken
+    from opsctl.automation.policy_engine import PolicyEngine
     from opsctl.config import Config
 
 
@@ -64,7 +65,7 @@ def build_engine(cfg: "Config", store: "EpisodeStore | SharedEpisodeStore", live
     """The policy engine for `cfg`: `store` keeps the episodes (EpisodeStore or the shared one),
     `live` acts (already wrapped by the caller's fencing), a DryRunExecutor decides for dry runs."""
     from opsctl.automation.actions import DryRunExecutor
-    from opsctl.automation.policy import PolicyEngine
+    from opsctl.automation.policy_engine import PolicyEngine
 
     return PolicyEngine(cfg.automation, cfg.backends, store, live, DryRunExecutor(), clock,
                         on_action=on_action, tickets=cfg.runbooks.tickets)

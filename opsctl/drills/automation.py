@@ -24,7 +24,8 @@ from opsctl.drills.context import DrillRun
 
 if TYPE_CHECKING:
     from opsctl.automation.actions import FailoverRequest, PageRequest, RestoreRequest, TicketRequest
-    from opsctl.automation.policy import PolicyEngine, Taken
+    from opsctl.automation.policy import Taken
+    from opsctl.automation.policy_engine import PolicyEngine
 
 ROUTED_SEVERITIES = ("page", "ticket")  # deploy/alertmanager.yml: the opsctl route's matcher
 RETRIES = 3  # a delivery whose action failed is retried on the next ticks, as serve retries it (bounded)

@@ -53,7 +53,7 @@ def test_the_serve_deployment_ships_the_same_policies_as_the_embedded_default():
 def _engine(tmp_path):
     from opsctl.automation.actions import DryRunExecutor
     from opsctl.automation.episodes import EpisodeStore
-    from opsctl.automation.policy import PolicyEngine
+    from opsctl.automation.policy_engine import PolicyEngine
     from opsctl.config import BUILTIN_CONFIG, load_config_file
 
     cfg = load_config_file(BUILTIN_CONFIG)
@@ -130,7 +130,7 @@ def test_a_cause_that_flips_while_the_alert_fires_stays_in_the_episode_it_opened
 def test_a_policy_naming_a_category_keeps_it_whatever_the_cause(tmp_path):
     from opsctl.automation.actions import DryRunExecutor
     from opsctl.automation.episodes import EpisodeStore
-    from opsctl.automation.policy import PolicyEngine
+    from opsctl.automation.policy_engine import PolicyEngine
     from opsctl.config import load_config_file
 
     config = write_serve_config(tmp_path, policies=FAILOVER_POLICY.replace("ticket: {}", "ticket: {category: account}"))

@@ -17,7 +17,8 @@ import pytest
 from opsctl.automation.actions import DryRunExecutor
 from opsctl.automation.episode_record import EpisodeBlocked
 from opsctl.automation.episodes import EpisodeStore
-from opsctl.automation.policy import ActionFailed, AlertEvent, PolicyEngine
+from opsctl.automation.policy import ActionFailed, AlertEvent
+from opsctl.automation.policy_engine import PolicyEngine
 from opsctl.automation.shared import SharedEpisodeStore
 from opsctl.automation.shared_access import EPISODES
 from opsctl.clock import SimClock

@@ -1,0 +1,345 @@
+"""What each policy does about an alert (`PolicyEngine`); which policies an alert matches is policy.py,
+what the engine acts with and how an action is recorded policy_actions.py.
+
+For a firing alert, a policy's episode (see episodes.py) takes its actions once, in
+this order:
+
+    failover  move all user traffic away from the backend, through the traffic guards; during a
+              freeze it is an emergency tied to the incident only where the policy says so
+    page      open the incident that asks a human to confirm (or act, when the failover was
+              refused); its dedup key is stable per policy and target and names the incident the
+              failover already recorded, so repeated alerts fold into the open incident
+    ticket    file the support ticket with the backend's vendor
+    note      add what was done to the incident
+
+When every matching alert of the episode resolved, a policy with `restore` waits out the hold-down
+and then returns the traffic (`run_due_restores`); an alert firing again inside the hold-down
+cancels the restore. Traffic someone else moved is never "restored" by the automation. A policy in
+dry run (or the global dry run) goes through the same steps with an executor that changes nothing.
+A stored episode of the policy and target that does not read (and is not closed) blocks a second
+one: the refusal is recorded, a human is paged with what to do, and the event is retried.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from opsctl.automation.actions import (
+    Context, Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest, TicketRequest,
+)
+from opsctl.automation.episode_protocol import episode_key
+from opsctl.automation.episode_record import Episode, EpisodeBlocked
+from opsctl.automation.policy import ActionFailed, AlertEvent, CompiledPolicy, Taken, matching
+from opsctl.automation.policy_actions import PolicyActions, _describe
+
+log = logging.getLogger("opsctl.automation")
+
+
+class Held:
+    """The episode a worker holds while it acts, as its actions change it (each change a new frozen
+    `Episode`), saved when the worker lets go whatever happened in between (`_firing`'s finally)."""
+
+    __slots__ = ("episode",)
+
+    def __init__(self, episode: Episode):
+        self.episode = episode
+
+    def change(self, **fields: Any) -> Episode:
+        self.episode = self.episode.changed(**fields)
+        return self.episode
+
+
+@dataclass
+class PolicyEngine(PolicyActions):
+    """Acts on alerts (firing: failover, page, ticket, note; resolved: the restore's hold-down) and
+    PagerDuty events, and restores what is due; raises Busy or ActionFailed for a retry."""
+
+    def _by_cause(self, candidates: list[CompiledPolicy], event: "AlertEvent") -> tuple[list[CompiledPolicy], set[str]]:
+        """Narrow the label-matching policies by the alert's cause. A policy with `causes` takes the
+        alert when the cause is one of them, unless another such policy's open episode was opened
+        by this very alert (its cause at opening decides); and keeps an alert whose episode it
+        opened though the cause has flipped since. Returns the policies and those kept by opening."""
+        narrowed = [p for p in candidates if p.causes]
+        if not narrowed or event.status != "firing":
+            return candidates, set()
+        opened = self._opened_by(narrowed, event)
+        cause = event.cause
+        if opened:
+            chosen = [p for p in candidates if not p.causes or p.name in opened]
+        else:
+            chosen = [p for p in candidates if not p.causes or cause in p.causes]
+        return chosen, {p.name for p in chosen if p.causes and cause not in p.causes}
+
+    def _opened_by(self, policies: list[CompiledPolicy], event: "AlertEvent") -> set[str]:
+        """The policies whose open episode this alert (fingerprint and startsAt) opened."""
+        keys = {episode_key(p.name, p.target(event.labels), event.fingerprint, event.starts_at): p.name
+                for p in policies}
+        return {keys[e.key] for e in self.store.episodes(open_only=True) if e.key in keys}
+
+    # -- alerts -------------------------------------------------------------------------------
+
+    def handle_alert(self, event: AlertEvent) -> list[Taken]:
+        """Act on one alert event. Raises Busy (retry soon) or ActionFailed (retry, bounded)."""
+        taken: list[Taken] = []
+        failed: list[str] = []
+        chosen, flipped = self._by_cause(matching(self.policies, event.labels), event)
+        for policy in chosen:
+            if event.status == "firing":
+                self._firing(policy, event, taken, failed, flipped=policy.name in flipped)
+            else:
+                self._resolved(policy, event, taken)
+        if failed:
+            raise ActionFailed("; ".join(failed))
+        return taken
+
+    def _firing(self, policy: CompiledPolicy, event: AlertEvent, taken: list[Taken], failed: list[str], *,
+                flipped: bool = False) -> None:
+        target = policy.target(event.labels)
+        try:
+            start = self.store.begin_firing(policy.name, event.fingerprint, target, event.starts_at,
+                                            failover=policy.policy.actions.failover is not None)
+        except EpisodeBlocked as blocked:
+            self._blocked(policy, event, target, blocked, taken, failed)
+            return
+        if start is None:
+            log.info("policy %s: ignoring a late firing copy of %s", policy.name, event.fingerprint)
+            return
+        held = Held(start.episode)
+        episode = start.episode
+        if flipped:  # the same alert, the same episode: the cause it opened with stays the episode's
+            self._record(policy, event, episode, "cause", Outcome(
+                "noop", f"cause now {event.cause} (the episode opened with one of {', '.join(sorted(policy.causes))});"
+                        " same episode"), self.executor_for(policy)[1], taken)
+        try:
+            self._act_on_firing(policy, event, held, target, taken, failed, start.cancelled, start.moved_away,
+                                start.resumed)
+        finally:
+            self.store.save(held.episode)
+
+    def _act_on_firing(self, policy: CompiledPolicy, event: AlertEvent, held: "Held", target: str,
+                       taken: list[Taken], failed: list[str], cancelled: bool, moved_away: set[str],
+                       resumed: bool = False) -> None:
+        """Failover first (seconds count at four nines), then the page that asks a human to confirm it,
+        the vendor ticket, and the note. The incident key is known before paging (it is the pager's
+        dedup key), so the failover already names the incident the page opens."""
+        actions = policy.policy.actions
+        executor, dry = self.executor_for(policy)
+        context = self._context(policy, event)
+        episode = held.episode
+        incident_key = self.incident_key(policy.name, target, episode)
+        done: list[str] = []
+        if cancelled:
+            done.append("restore cancelled: the alert fired again inside the hold-down")
+        failover: Outcome | None = None
+        if actions.failover is not None and episode.failover == "started":
+            # Marked when the episode was taken (begin_firing): a replica taking over from one killed
+            # mid-failover knows it was started, and adopts what it wrote.
+            failover = self._failover(policy, event, episode, target, executor, context, dry, taken, failed,
+                                      incident=episode.incident or incident_key, moved_away=moved_away,
+                                      resumed=resumed)
+            if failover.status in ("applied", "dry_run"):
+                episode = held.change(failover=failover.status, owned=True, saved=dict(failover.data))
+            else:
+                episode = held.change(failover=failover.status)
+            done.append(f"failover from {target}: {failover.status} ({failover.detail})")
+        page = actions.page
+        if page is not None and not episode.incident:
+            outcome = self._run(policy, event, episode, "page", dry, lambda: executor.page(PageRequest(
+                context, summary=self._page_summary(policy, event, target, failover), severity=page.severity,
+                dedup_key=incident_key, details={**self._details(event), **(
+                    {"failover": failover.to_dict()} if failover else {})},
+            )), taken, failed)
+            if outcome.status in ("applied", "noop", "dry_run"):
+                episode = held.change(incident=str(outcome.data.get("incident") or incident_key))
+        if actions.ticket is not None and not episode.ticket:
+            outcome = self._ticket(policy, event, episode, target, executor, context, dry, taken, failed)
+            if outcome.status in ("applied", "noop", "dry_run", "skipped"):
+                episode = held.change(ticket=str(outcome.data.get("ticket") or outcome.status))
+            done.append(f"vendor ticket: {outcome.status} ({outcome.detail})")
+        incident = episode.incident
+        if actions.note and incident and done:
+            text = f"opsctl automation, policy {policy.name}: {event.summary()}. " + "; ".join(done)
+            self._run(policy, event, episode, "note", dry, lambda: executor.note(
+                NoteRequest(context, incident=incident, text=text)), taken, failed)
+
+    def _blocked(self, policy: CompiledPolicy, event: AlertEvent, target: str, blocked: EpisodeBlocked,
+                 taken: list[Taken], failed: list[str]) -> None:
+        """The policy's episode for `target` is stored but does not read: it may hold this very
+        incident (its failover, its page), so no second episode opens beside it and nothing is done
+        twice. Never silent either: the refusal is recorded and counted (action "episode", refused),
+        a human is paged with what to do when the policy pages (one incident per entry: its dedup
+        key names it), and the event is retried (ActionFailed) until the entry reads or is removed."""
+        executor, dry = self.executor_for(policy)
+        what = f"{blocked.message}; {blocked.hint}"
+        log.error("policy %s: %s", policy.name, what)
+        self._record(policy, event, None, "episode", Outcome("refused", what), dry, taken)
+        page = policy.policy.actions.page
+        if page is not None:
+            head = self._page_summary(policy, event, target, None)
+            summary = (f"{head}: automation BLOCKED for {target}: stored episode {blocked.ident} does not read;"
+                       f" repair or delete it; act now")
+            self._run(policy, event, None, "page", dry, lambda: executor.page(PageRequest(
+                self._context(policy, event), summary=summary[:1024], severity=page.severity,
+                dedup_key=f"opsctl-automation-{policy.name}-{target}-unreadable-{blocked.ident}",
+                details={**self._details(event), "blocked": what})), taken, failed)
+        failed.append(f"episode: {what}")
+
+
+    def _failover(self, policy: CompiledPolicy, event: AlertEvent, episode: Episode, target: str, executor: Executor,
+                  context: Context, dry: bool, taken: list[Taken], failed: list[str], *,
+                  incident: str, moved_away: set[str], resumed: bool = False) -> Outcome:
+        failover = policy.policy.actions.failover
+        assert failover is not None  # called only for a policy with a failover action (_act_on_firing)
+        if target not in self.backends:
+            outcome = Outcome("skipped", f"{target!r} is not a configured backend (known: {', '.join(sorted(self.backends))})")
+            return self._record(policy, event, episode, "failover", outcome, dry, taken)
+        receivers = set(self.backends) - {target}
+        if receivers and receivers <= moved_away:
+            away = ", ".join(sorted(moved_away))
+            outcome = Outcome("refused", f"traffic is already failed over away from {away}; failing over from"
+                                         f" {target} too would leave no healthy backend: a human decides")
+            return self._record(policy, event, episode, "failover", outcome, dry, taken)
+        return self._run(policy, event, episode, "failover", dry, lambda: executor.failover(FailoverRequest(
+            context, backend=target, emergency_in_freeze=failover.emergency_in_freeze, incident=incident,
+            resumed=resumed,
+        )), taken, failed)
+
+    def _ticket(self, policy: CompiledPolicy, event: AlertEvent, episode: Episode, target: str, executor: Executor,
+                context: Context, dry: bool, taken: list[Taken], failed: list[str]) -> Outcome:
+        ticket = policy.policy.actions.ticket
+        assert ticket is not None  # called only for a policy with a ticket action (_act_on_firing)
+        backend = self.backends.get(target)
+        if backend is None or backend.kind != "vendor" or not backend.vendor:
+            outcome = Outcome("skipped", f"{target} is not a vendor backend: no vendor to file a ticket with")
+            return self._record(policy, event, episode, "ticket", outcome, dry, taken)
+        description = "\n".join([
+            event.summary(),
+            f"Alert: {event.labels.get('alertname', '')} since {event.starts_at}",
+            *(f"{k}: {v}" for k, v in sorted(event.labels.items())),
+            *([f"Source: {event.generator_url}"] if event.generator_url else []),
+            *([f"Incident: {episode.incident}"] if episode.incident else []),
+        ])
+        return self._run(policy, event, episode, "ticket", dry, lambda: executor.file_ticket(TicketRequest(
+            context, backend=target, category=self.ticket_category(policy, event.cause), severity=ticket.severity,
+            summary=self._ticket_summary(backend.description or target, event),
+            description=description, incident=episode.incident,
+            idempotency_key=f"opsctl-automation-{policy.name}-{target}-{episode.key}",
+        )), taken, failed)
+
+    def _resolved(self, policy: CompiledPolicy, event: AlertEvent, taken: list[Taken]) -> None:
+        target = policy.target(event.labels)
+        restores = bool(policy.policy.actions.restore)
+        why = "traffic was not moved by this automation" if restores else "the policy does not restore"
+        ended = self.store.begin_resolved(policy.name, event.fingerprint, target, event.starts_at, restores=restores,
+                                          hold_down=self.hold_down(policy), because=lambda _: f"alerts resolved; {why}")
+        if ended is None:
+            return
+        episode, state = ended
+        if state == "restore_pending":
+            text = f"every matching alert resolved; traffic returns to {target} after the hold-down ({self.hold_down(policy)}s)"
+        else:
+            text = f"every matching alert resolved; episode closed ({why})"
+        executor, dry = self.executor_for(policy)
+        incident = episode.incident
+        if policy.policy.actions.note and incident:
+            self._run(policy, event, episode, "note", dry, lambda: executor.note(NoteRequest(
+                self._context(policy, event), incident=incident,
+                text=f"opsctl automation, policy {policy.name}: {event.summary()}. {text}")), taken, [])
+
+    # -- PagerDuty ----------------------------------------------------------------------------
+
+    def handle_pagerduty(self, key: str, data: dict[str, Any], received_at: float) -> list[Taken]:
+        """Record a verified PagerDuty event against the episode whose incident it is about.
+
+        Traffic never moves on a PagerDuty event alone: the alert's resolution drives the restore.
+        An acknowledgement is the human confirming the automated failover, and shows in the record."""
+        taken: list[Taken] = []
+        keys = [k for k in (data.get("incident_key"), data.get("data_id")) if k]
+        if not keys:
+            return taken
+        episode = self.store.by_incident(keys)
+        if episode is None:
+            return taken
+        policy = self.by_name.get(episode.policy)
+        if policy is None:
+            return taken
+        who = f" by {data['agent']}" if data.get("agent") else ""
+        outcome = Outcome("noop", f"PagerDuty {data.get('event_type')}{who} on incident {data.get('data_id') or keys[0]}"
+                                  f" (episode {episode.id}, {episode.state})")
+        event = AlertEvent(key=key, status="pagerduty", labels={}, annotations={}, starts_at="", fingerprint="",
+                           group_key="", received_at=received_at)
+        self._record(policy, event, episode, "pagerduty", outcome, self.executor_for(policy)[1], taken)
+        return taken
+
+    # -- restores -----------------------------------------------------------------------------
+
+    def run_due_restores(self, limit: int = 10) -> list[Taken]:
+        """Restore every episode whose hold-down has passed; a refused restore is retried later."""
+        taken: list[Taken] = []
+        for _ in range(limit):
+            episode = self.store.claim_due_restore()
+            if episode is None:
+                break
+            self._restore(episode, taken)
+        return taken
+
+    def _restore(self, episode: Episode, taken: list[Taken]) -> None:
+        policy = self.by_name.get(episode.policy)
+        store = self.store
+        if policy is None:
+            store.close_episode(episode, "policy no longer configured; restore left to a human")
+            log.warning("episode %s: policy %s is gone; traffic left as it is", episode.id, episode.policy)
+            return
+        executor, dry = self.executor_for(policy)
+        context = Context(policy.name, "", {"backend": episode.target}, f"restore {episode.target} after hold-down",
+                          f"restore-{episode.id}")
+        started = self.clock()
+        retry: float = self.settings.restore_retry_seconds
+        try:
+            outcome = executor.restore(RestoreRequest(
+                context, backend=episode.target, incident=episode.incident, saved=episode.saved,
+                failover_operations=self._unrecorded_failover(policy.name, episode),
+                hold_down=float(self.hold_down(policy))))
+        except Exception as exc:  # a failed restore is retried after restore_retry
+            log.exception("episode %s: restore failed", episode.id)
+            outcome = Outcome("failed", _describe(exc))
+            if _passing(exc):  # a conflict or a transient API failure: worth another try soon, not in a minute
+                retry = min(retry, TRANSIENT_RESTORE_RETRY)
+        held_for = outcome.data.get("retry_in") if outcome.status == "refused" else None
+        if isinstance(held_for, (int, float)):  # held until a known instant (the re-failover backoff)
+            retry = min(retry, float(held_for))
+        self._record(policy, None, episode, "restore", outcome, dry, taken, started=started,
+                     received_at=episode.restore_due)
+        if outcome.status in ("applied", "noop", "dry_run", "skipped"):
+            store.end_restore(episode, closed_because=f"restore {outcome.status}: {outcome.detail}")
+        else:
+            store.end_restore(episode, closed_because=None, retry_at=self.clock() + retry)
+        # One note per restore step: its first unsuccessful try (refused or failed, retried after)
+        # and its end; the retries between add none (under chaos they would multiply).
+        unsuccessful = outcome.status in ("refused", "failed")
+        incident = episode.incident
+        if policy.policy.actions.note and incident and (not unsuccessful or not episode.restore_refusals):
+            text = f"opsctl automation, policy {policy.name}: restore traffic to {episode.target}: {outcome.status} ({outcome.detail})"
+            if outcome.status in ("refused", "failed"):
+                text += (f"; retrying every {self.settings.restore_retry}" if retry == self.settings.restore_retry_seconds
+                         else f"; retrying in {retry:.0f}s")
+            self._run(policy, None, episode, "note", dry, lambda: executor.note(
+                NoteRequest(context, incident=incident, text=text)), taken, [])
+
+
+TRANSIENT_RESTORE_RETRY = 5  # seconds: a restore that met a conflict or a transient API failure tries again soon
+
+
+def _passing(exc: BaseException) -> bool:
+    """A failure that says nothing about the restore itself: a concurrent change (409) or a transient
+    API failure (429, 5xx, no answer). A fenced write is neither: this replica no longer leads."""
+    from opsctl.errors import ConflictError
+    from opsctl.fencing import FencedError
+    from opsctl.traffic.kube import is_transient
+
+    return not isinstance(exc, FencedError) and (isinstance(exc, ConflictError) or is_transient(exc))
+
+
+__all__ = ["PolicyEngine", "TRANSIENT_RESTORE_RETRY"]

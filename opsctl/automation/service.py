@@ -12,6 +12,8 @@ Lease (leader.py). There every replica records deliveries, and only the leader c
 them; a replica that becomes leader releases what the previous leader held and sweeps what is due.
 
 server.py puts HTTP in front of it; tests and the benchmark drive it through that real server.
+Receiving deliveries (`accept_*`, `Answer`) is admission.py, the base of AutomationService; the
+executor under the leader's term is fenced.py.
 
 Team mode survives its own faults (issue 22): every action runs under the leader's term
 (`FencedExecutor`: the term is re-read before each action; a page, ticket or note is preceded by an
@@ -31,20 +33,16 @@ import os
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from opsctl.automation.actions import (
-    Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest, TicketRequest,
-)
+from opsctl.automation.actions import Executor
+from opsctl.automation.admission import Admission
 from opsctl.automation.episodes import Busy, EpisodeStore
-from opsctl.automation.idempotency import (
-    MAX_ATTEMPTS, ClaimedEvent, DeliveryLog, NewEvent, alert_event_key, webhook_event_key,
-)
+from opsctl.automation.fenced import FencedExecutor
+from opsctl.automation.idempotency import MAX_ATTEMPTS, ClaimedEvent, DeliveryLog, NewEvent
 from opsctl.automation.metrics import ServeMetrics
-from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent
-from opsctl.automation.policy import ActionFailed, AlertEvent, Taken, matching
+from opsctl.automation.policy import ActionFailed, AlertEvent, Taken
 from opsctl.automation.queue import WorkQueue
 from opsctl.errors import OpsctlError
 from opsctl.fencing import FencedError, Term
@@ -70,13 +68,7 @@ SWEEP_GRACE = 5.0  # an event pending this long with no worker on it is re-queue
 RETENTION = 14 * 86400  # finished events are forgotten after this long
 
 
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    body: dict[str, Any]
-
-
-class AutomationService:
+class AutomationService(Admission):
     def __init__(self, cfg: "Config", live: Executor, *, clock: Callable[[], float] = time.time,
                  state_file: Path | None = None):
         settings = cfg.automation
@@ -250,128 +242,6 @@ class AutomationService:
             return True, f"ready, {role}"
         return True, "ready"
 
-    # -- deliveries ---------------------------------------------------------------------------
-
-    def urgent(self, message: AlertmanagerMessage) -> bool:
-        """Whether some policy matches an alert of the notification (no I/O: the server asks on
-        receipt, to record it on the urgent lane, never behind alerts nothing acts on)."""
-        return any(matching(self.engine.policies, alert.labels) for alert in message.alerts)
-
-    def accept_alertmanager(self, message: AlertmanagerMessage, received_at: float) -> Answer:
-        events = []
-        for alert in message.alerts:
-            key = alert_event_key(alert.fingerprint, alert.starts_at.canonical, alert.status)
-            payload = {
-                "status": alert.status, "labels": dict(alert.labels), "annotations": dict(alert.annotations),
-                "starts_at": alert.starts_at.canonical, "fingerprint": alert.fingerprint,
-                "group_key": message.group_key, "generator_url": alert.generator_url,
-            }
-            # An alert no policy matches is recorded (for dedupe and the record) but never queued.
-            acts = bool(matching(self.engine.policies, alert.labels))
-            events.append(NewEvent(key, "alertmanager", alert.labels.get("backend") or alert.fingerprint, payload,
-                                   needs_action=acts))
-        return self._admit("alertmanager", events, received_at)
-
-    def accept_pagerduty(self, event: PagerDutyEvent, webhook_id: str, received_at: float) -> Answer:
-        payload = {
-            "event_id": event.id, "event_type": event.event_type, "resource_type": event.resource_type,
-            "occurred_at": event.occurred_at.canonical, "agent": event.agent, "data_id": event.data_id,
-            "incident_key": event.incident_key, "status": event.status, "title": event.title,
-        }
-        # Keyed on the signed event id: a replay under a new X-Webhook-Id is the same event.
-        return self._admit("pagerduty", [NewEvent(webhook_event_key(event.id), "pagerduty",
-                                                  event.data_id or event.id, payload)], received_at)
-
-    def _admit(self, source: str, events: list[NewEvent], received_at: float) -> Answer:
-        if self.shared:  # every replica stamps arrivals on one clock: the API server's
-            try:
-                received_at = self.clock()
-            except OpsctlError:
-                pass
-        # Shared: deliveries are recorded concurrently (the delivery log group-commits them); local:
-        # one at a time, as SQLite writes are.
-        with (self._accept_lock if not self.shared else contextlib.nullcontext()):
-            claim = False
-            try:
-                unseen = events
-                # Shared: when the queue has room for the whole delivery, the admit's own
-                # compare-and-swap is the duplicate check (no read before it), and the leader, which
-                # queues what it records at once, records it claimed (the worker's claim writes nothing).
-                fast = self.shared and self.queue.room() >= sum(1 for e in events if e.needs_action)
-                if not fast:
-                    unseen = self.deliveries.unseen(events)
-                    if not unseen:
-                        self.metrics.delivery(source, "duplicate")
-                        return Answer(202, {"status": "duplicate", "events": len(events), "new": 0})
-                room, wanted = self.queue.room(), sum(1 for e in unseen if e.needs_action)
-                # A delivery larger than the whole queue is taken when the queue is idle (the sweep
-                # queues what did not fit); otherwise it could never be accepted at all.
-                if room < wanted and room < self.queue.capacity:
-                    self.metrics.delivery(source, "queue_full")
-                    return Answer(503, {"error": "queue full: retry later", "queue_capacity": self.queue.capacity})
-                if self.shared:
-                    claim = fast and wanted > 0 and self.acting()
-                    new = self._shared_log.admit(unseen, received_at, claim=claim)
-                else:
-                    new = self.deliveries.admit(unseen, received_at)
-                if fast and not new:
-                    self.metrics.delivery(source, "duplicate")
-                    return Answer(202, {"status": "duplicate", "events": len(events), "new": 0})
-                idle = sum(1 for e in new if not e.needs_action)
-                new = [e for e in new if e.needs_action]
-            except (sqlite3.OperationalError, OpsctlError) as exc:  # locked, unreachable, or CAS gave up: retry
-                log.warning("delivery log unavailable: %s", str(exc).splitlines()[0][:300])
-                self.metrics.delivery(source, "unavailable")
-                return Answer(503, {"error": "state unavailable: retry later"})
-            if not self.acting():
-                left = new  # recorded in the shared state: the leader's sweep queues it there
-                new = []
-            elif new and not self._offer_hot(new):
-                left = [e for e in new if not self.queue.offer([(e.partition, e.key)])]
-                log.warning("queue full: %d of %d events queued, the sweep queues the rest", len(new) - len(left),
-                            len(new))
-            else:
-                left = []
-            if new and left:
-                self._cool([e.key for e in left])
-            if claim and left:
-                self._release(left)
-        if idle:
-            self.metrics.events.labels("no_policy").inc(idle)
-        self.metrics.delivery(source, "accepted")
-        return Answer(202, {"status": "accepted", "events": len(events), "new": len(new) + idle, "queued": len(new)})
-
-    def _offer_hot(self, events: list[NewEvent]) -> bool:
-        """Queue the admitted events, marked in hand until their first action (or their end)."""
-        with self._hot_lock:
-            self._hot.update(e.key for e in events)
-        if self.queue.offer([(e.partition, e.key) for e in events]):
-            return True
-        self._cool([e.key for e in events])
-        return False
-
-    def _cool(self, keys: Iterable[str]) -> None:
-        with self._hot_lock:
-            self._hot.difference_update(keys)
-
-    def _in_hand(self) -> bool:
-        """Whether actionable events queued or in hand here have taken no action yet: the delivery
-        log holds quiet writes back meanwhile (bounded). A key left over from an event the queue
-        never ran does not count once the queue is empty."""
-        with self._hot_lock:
-            hot = bool(self._hot)
-        return hot and self.queue.depth > 0
-
-    def _release(self, events: list[NewEvent]) -> None:
-        """Hand back events admitted claimed that this replica will not work on (pending again at
-        once, for the sweep of whoever leads); if the API server cannot be reached, the claim's
-        lease (or a new leader's take-over) frees them."""
-        for e in events:
-            try:
-                self.deliveries.release(e.key)
-            except OpsctlError as exc:
-                log.warning("event %s: could not hand it back: %s", e.key[:12], str(exc).splitlines()[0][:200])
-
     # -- acting -------------------------------------------------------------------------------
 
     def process(self, key: str) -> None:
@@ -429,11 +299,6 @@ class AutomationService:
         with self._settle():
             self.deliveries.finish(key, {"actions": [[t.policy, t.action, t.outcome.status] for t in taken]})
             self.metrics.events.labels("done").inc()
-
-    @property
-    def _shared_log(self) -> "SharedDeliveryLog":
-        """The delivery log in team mode (self.shared), where the calls only it has are made."""
-        return cast("SharedDeliveryLog", self.deliveries)
 
     def _handle(self, key: str, claimed: ClaimedEvent) -> list[Taken]:
         """Act on a claimed event. Busy (nothing written, nothing done) from another thread of this
@@ -521,77 +386,3 @@ class AutomationService:
                 self._stop.wait(2.0)
             except Exception:  # keep maintaining; the error is logged and the next round retries
                 log.exception("maintenance round failed")
-
-
-class FencedExecutor:
-    """The live executor under the leader's term (team mode): the term is read before every action
-    (not leading: FencedError, nothing happens); failover and restore carry it to the traffic
-    controller (every write attempt re-reads it and is refused once a newer term is recorded) with
-    an operation id chosen from the episode before the write; a page, ticket or note happens only
-    after its intent, keyed by the action's idempotency key from the event, was written under the
-    term in the shared episodes document (a stale leader's intent write is refused)."""
-
-    def __init__(self, inner: Executor, term: Callable[[], object] | None = None,
-                 intent: Callable[[str, str, str], None] | None = None, owns: Callable[[str], bool] | None = None):
-        self.inner = inner
-        self.name = inner.name
-        self.term = term  # None: one replica, nothing to fence (operation ids still chosen before the write)
-        self.intent = intent or (lambda action, key, detail: None)
-        self.owns = owns  # whether this worker still holds the episode (by key), re-read before every write
-
-    def _writer(self, incident: str | None) -> Callable[[], object] | None:
-        """What the controller reads before every write attempt (the first, and each retry after a
-        409): the term, once this worker still owns the episode (its key ends the incident key)."""
-        current = self.term
-        if current is None:
-            return None
-        key = (incident or "").rsplit("-", 1)[-1]
-
-        def term() -> object:
-            if self.owns is not None and key and not self.owns(key):
-                raise FencedError(f"episode {key}: no longer held by this worker; it does not write")
-            return current()
-
-        return term
-
-    def _leading(self, what: str) -> None:
-        if self.term is not None and self.term() is None:
-            raise FencedError(f"{what}: this replica no longer leads; it does not act")
-
-    @staticmethod
-    def operation(action: str, incident: str | None, backend: str) -> str:
-        from opsctl.automation.actions import operation_id
-
-        return operation_id(action, incident, backend)
-
-    def failover(self, request: FailoverRequest) -> Outcome:
-        from dataclasses import replace
-
-        self._leading("failover")
-        return self.inner.failover(replace(request, term=self._writer(request.incident), operation_id=request.operation_id or self.operation(
-            "failover", request.incident, request.backend)))
-
-    def restore(self, request: RestoreRequest) -> Outcome:
-        from dataclasses import replace
-
-        self._leading("restore")
-        return self.inner.restore(replace(request, term=self._writer(request.incident), operation_id=request.operation_id or self.operation(
-            "restore", request.incident, request.backend)))
-
-    def page(self, request: PageRequest) -> Outcome:
-        self._leading("page")
-        self.intent("page", request.dedup_key, request.summary)
-        return self.inner.page(request)
-
-    def file_ticket(self, request: TicketRequest) -> Outcome:
-        self._leading("ticket")
-        self.intent("ticket", request.idempotency_key, request.summary)
-        return self.inner.file_ticket(request)
-
-    def note(self, request: NoteRequest) -> Outcome:
-        import hashlib
-
-        self._leading("note")
-        self.intent("note", hashlib.sha256(f"{request.incident}|{request.text}".encode()).hexdigest()[:24],
-                    request.text)
-        return self.inner.note(request)

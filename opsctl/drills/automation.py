@@ -105,7 +105,7 @@ class DrillAutomation:
     def _start(self) -> PolicyEngine:
         from opsctl.automation.engine_factory import build_engine, shape
         from opsctl.automation.episodes import EpisodeStore
-        from opsctl.automation.service import FencedExecutor
+        from opsctl.automation.fenced import FencedExecutor
 
         run = self.run
         clock = run.env.clock.now

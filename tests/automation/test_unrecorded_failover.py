@@ -26,7 +26,7 @@ def setup(tmp_path, healthy_store):
     from opsctl.automation.engine_factory import build_engine
     from opsctl.automation.episodes import EpisodeStore
     from opsctl.automation.executors import LiveExecutor
-    from opsctl.automation.service import FencedExecutor
+    from opsctl.automation.fenced import FencedExecutor
     from opsctl.clock import SimClock
     from opsctl.config.loading import load_config_file
 

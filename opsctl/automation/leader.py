@@ -62,7 +62,6 @@ from opsctl.errors import ConflictError, OpsctlError
 from opsctl.fencing import Term
 
 if TYPE_CHECKING:
-    from opsctl.config import Config
     from opsctl.traffic.kube import Kube
 
 log = logging.getLogger("opsctl.automation")
@@ -362,40 +361,3 @@ class LeaseElector:
                     self._set_leader(False)
             # retry_period from this round's start: a round slowed by the API server is followed at once.
             self._stop.wait(max(0.0, self.retry_period - (self.monotonic() - started)))
-
-
-def identity_for(cfg: "Config") -> str:
-    import os
-    import socket
-
-    configured = cfg.automation.leader_election.identity
-    return configured or os.environ.get("POD_NAME", "").strip() or socket.gethostname()
-
-
-def election_enabled(cfg: "Config") -> bool:
-    """On with shared state (unless turned off); never with local state, which replicas cannot share."""
-    from opsctl.errors import ConfigError
-
-    setting = cfg.automation.leader_election.enabled
-    shared = cfg.state.backend == "kubernetes"
-    if setting and not shared:
-        raise ConfigError(f"{cfg.source_path}: automation.leader_election.enabled needs state.backend: kubernetes"
-                          " (replicas elect a leader to act on deliveries they all record in the shared state)")
-    return shared if setting is None else setting
-
-
-def open_elector(cfg: "Config", on_change: Callable[[bool], None] | None = None) -> LeaseElector | None:
-    """The elector `opsctl serve` runs, or None when it runs as the only replica."""
-    if not election_enabled(cfg):
-        return None
-    settings = cfg.automation.leader_election
-    duration, deadline, retry = settings.seconds
-    connection = cfg.state_kubernetes
-    namespace = settings.namespace or cfg.state.namespace or connection.namespace
-    from opsctl.traffic.kube import Kube
-
-    # The Lease's own client and connection pool (never queued behind the state writers), never
-    # re-sending a timed-out write on its own (see the module's docstring).
-    return LeaseElector(Kube(connection, cfg.base_dir, resend=False), name=settings.lease_name, namespace=namespace,
-                        identity=identity_for(cfg),
-                        lease_duration=duration, renew_deadline=deadline, retry_period=retry, on_change=on_change)

@@ -75,7 +75,7 @@ class AutomationService(Admission):
         self.cfg = cfg
         self.clock = clock
         path = state_file or cfg.state_path / STATE_FILE
-        from opsctl.automation.leader import identity_for, open_elector
+        from opsctl.automation.election import identity_for, open_elector
 
         self.elector = open_elector(cfg, on_change=self._leadership)  # None: the only replica
         self.shared = cfg.state.backend != "local"

@@ -98,7 +98,7 @@ def test_the_role_bindings_bind_the_service_account_of_the_deployment():
 
 def test_replicas_elect_a_leader_named_after_their_pod():
     cfg = _config()
-    from opsctl.automation.leader import election_enabled
+    from opsctl.automation.election import election_enabled
 
     assert election_enabled(cfg)
     (container,) = _one("Deployment")["spec"]["template"]["spec"]["containers"]

@@ -132,3 +132,18 @@ def _ticket_text(a, cfg, live: bool, where) -> str:
     routed = repr(value) if value is not None else "NOT MAPPED (the drill will report it)"
     channel = f"the local ticket ledger in {where}" if not live else (vendor_cfg.provider or cfg.tickets.provider)
     return f"file a [DRILL] {a.severity} ticket with {a.vendor} via {channel}, category {a.category} -> {routed}"
+
+
+def plan_text(p: dict) -> str:
+    """A dry run's plan as text (`drill run --dry-run`)."""
+    from opsctl.drills.safety import check_status
+
+    lines = [f"dry run of {p['file']} ({p['mode']}): {p['scenario']}", "preflight:"]
+    lines += [f"  {check_status(c)}  {c['name']}: {c['message']}" for c in p["preflight"]]
+    if p.get("freeze"):
+        lines.append(f"freeze: a drill freeze {p['freeze']!r} is in force for the whole drill")
+    for section in ("method", "responders", "stop_conditions", "expectations", "rollbacks"):
+        lines.append(section.replace("_", " ") + ":")
+        lines += [f"  - {item}" for item in p[section]] or ["  - none"]
+    lines.append(f"bounded by max-duration {p['max_duration']}; nothing was changed")
+    return "\n".join(lines)

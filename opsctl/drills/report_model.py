@@ -280,11 +280,8 @@ class DrillReport(Part):
         return out
 
     def replace(self, **changes: Any) -> "DrillReport":
-        """A copy with `changes`, each new key written after the ones it has (as `dict.update` does)."""
-        import dataclasses
-
-        keys = self.keys()
-        return dataclasses.replace(self, **changes, shape=keys + tuple(k for k in changes if k not in keys))
+        """A copy with `changes`, each new key written after the ones it has (Part.update)."""
+        return self.update(**changes)
 
     def with_keys(self, *keys: str) -> "DrillReport":
         import dataclasses

@@ -10,6 +10,7 @@ from __future__ import annotations
 from opsctl.clock import format_rfc3339
 from opsctl.drills.expectations import title_problem
 from opsctl.drills.report import action_items, duration_text
+from opsctl.drills.report_burn import Prediction
 from opsctl.drills.report_model import DrillReport
 
 # scenario expectation -> the hop that measures it
@@ -65,15 +66,15 @@ def scenario_verdicts(scenario, hops: dict, t0: float | None) -> tuple[list[dict
     return judged, not_rehearsed
 
 
-def chain_prediction_measured(pred: dict, m: dict) -> dict:
+def chain_prediction_measured(pred: Prediction | None, m: dict) -> dict:
     """The prediction made from the fault (drills/prediction.py), with each hop's measured time beside it."""
-    if not pred:
+    if pred is None:
         return {}
     from opsctl.drills.prediction import HOPS
 
     measured = {hop: m.get(key) for hop, key in HOPS}
-    return {**pred, "measured_detection_seconds": m.get("time_to_detect"),
-            "hops": [{**h, "seconds": measured.get(h["hop"])} for h in pred["hops"]]}
+    return pred.update(measured_detection_seconds=m.get("time_to_detect"),
+                       hops=tuple(h.update(seconds=measured.get(h.hop)) for h in pred.hops)).to_dict()
 
 
 def chain_report(drill, results, outcome: str, exit_code: int, wall_seconds: float) -> dict:
@@ -110,7 +111,8 @@ def chain_report(drill, results, outcome: str, exit_code: int, wall_seconds: flo
     if not_rehearsed:
         notes.append("not rehearsed by a chain drill (judged by the embedded drill): " + "; ".join(not_rehearsed))
     predicted = signals.prediction
-    notes += [predicted[k] for k in ("no_page", "note") if predicted.get(k)]  # what the maths expects not to page
+    if predicted is not None:  # what the maths expects not to page
+        notes += [text for text in (predicted.no_page, predicted.note) if text]
     data = {
         "run_id": state.run_id, "mode": drill.mode, "outcome": outcome, "exit_code": exit_code,
         "scenario": {"title": sc.title, "name": sc.name, "path": sc.path, "digest": sc.digest,

@@ -111,7 +111,7 @@ class ChainDrill(ChainStartup, ChainPolling):
 
     def _hop_signals(self) -> HopSignals:
         return HopSignals(t0=self.t0, hops=dict(self.collector.hops) if self.collector else {},
-                          prediction=dict(self.prediction), attribution=tuple(self.attribution),
+                          prediction=self.prediction, attribution=tuple(self.attribution),
                           budget=dict(self.budget))
 
     def judge(self, signals: Signals | None, stopped: str | None) -> Judgement:

@@ -61,3 +61,18 @@ def test_drill_list_and_validate_print_what_the_code_before_printed(tmp_path, ou
         result = env.run(*args, "-o", output)
         assert result.exit_code == code, result.stderr
         check_pinned(f"{name}.{output}", result.stdout, env)
+
+
+@pytest.mark.parametrize("output", ["json", "table"])
+@pytest.mark.parametrize("name, args, code", [
+    ("chain", ("--routing", str(REPO / "deploy" / "alertmanager.yml")), 0),
+    ("chain-timeout", ("--routing", str(REPO / "deploy" / "alertmanager.yml"), "--chain-timeout", "5m"), 0),
+    ("chain-no-routing", (), 4),  # deploy/alertmanager.yml next to the config: not there, so refused
+])
+def test_a_chain_dry_runs_plan_is_what_the_code_before_printed(tmp_path, name, args, code, output):
+    """The chain's plan (drills/chain/plan.py) goes through the same rendering in the CLI."""
+    env = DrillEnv(tmp_path)
+    result = env.run("drill", "run", "vendor-outage", "--chain", "--dry-run", *args, "-o", output)
+    assert result.exit_code == code, result.stderr
+    check_pinned(f"{name}.{output}", result.stdout, env)
+    assert not env.runs()

@@ -155,32 +155,29 @@ def run(app, scenario, live, dry_run, quiet, chain, routing, chain_timeout, outp
         launched = launch_chain(sc, cfg, live=live, dry_run=dry_run, routing=routing, timeout=chain_timeout,
                                 progress=None if quiet else _progress)
         if launched.drill is None:
-            from opsctl.drills.chain.plan import plan_text
-
-            _show_plan(launched.plan, output, plan_text)
+            _show_plan(launched.plan, output)
         else:
             _finish(launched.drill.run(), output)
         return
     if dry_run:
-        from opsctl.drills.plan import dry_run_plan, plan_text
+        from opsctl.drills.plan import dry_run_plan
         from opsctl.drills.scenario import check_against_config, raise_problems
         from opsctl.slo.loading import load_slos
 
         raise_problems(check_against_config(sc, cfg, [s.name for s in load_slos([cfg.slo_dir], cfg.backends, config=cfg)],
                                             live=live), f"{scenario}: the scenario does not fit the config")
-        _show_plan(dry_run_plan(sc, cfg, live=live), output, plan_text)
+        _show_plan(dry_run_plan(sc, cfg, live=live), output)
         return
     _finish(Engine(sc, cfg, live=live, progress=None if quiet else _progress).run(), output)
 
 
-def _show_plan(plan: dict, output: str, text) -> None:
-    """A dry run's plan; exit 4 when its preflight would refuse the drill."""
+def _show_plan(plan, output: str) -> None:
+    """A dry run's plan (drills.plan.Plan); exit 4 when its preflight would refuse the drill."""
     from opsctl.errors import GuardRefused
 
-    emit(plan, output, table=text)
-    if plan["would_refuse"]:
-        raise GuardRefused("preflight would refuse this drill: " + "; ".join(
-            c["message"] for c in plan["preflight"] if not c["ok"]))
+    emit(plan.to_dict(), output, table=lambda _: plan.text())
+    if plan.would_refuse:
+        raise GuardRefused("preflight would refuse this drill: " + "; ".join(plan.refusals()))
 
 
 def _finish(result, output: str) -> None:

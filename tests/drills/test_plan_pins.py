@@ -76,3 +76,26 @@ def test_a_chain_dry_runs_plan_is_what_the_code_before_printed(tmp_path, name, a
     assert result.exit_code == code, result.stderr
     check_pinned(f"{name}.{output}", result.stdout, env)
     assert not env.runs()
+
+
+def test_the_dry_run_plan_is_a_typed_record_that_says_what_it_would_refuse(tmp_path):
+    """drills/plan.py builds a `DryRunPlan` (the CLI renders its to_dict() and text()): its preflight
+    is typed checks, and a refused plan names each refusal (the exit 4 message)."""
+    from opsctl.config import load_config_file
+    from opsctl.drills.plan import DryRunPlan, dry_run_plan
+    from opsctl.drills.scenario import load_scenario
+
+    env = DrillEnv(tmp_path)
+    assert env.run("page", "trigger", "-s", "vendor errors (real)", "--source", "oncall").exit_code == 0
+    previous = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        plan = dry_run_plan(load_scenario(REPO / "chaos" / "vendor-outage.yaml"), load_config_file(env.config),
+                            live=False)
+    finally:
+        os.chdir(previous)
+    assert isinstance(plan, DryRunPlan) and plan.mode == "embedded" and plan.would_refuse
+    assert [(c.name, c.ok) for c in plan.preflight] == [("no real incident open", False),
+                                                          ("no burn-rate alert firing", True)]
+    assert plan.refusals() == ["1 real incident(s) open: LP00001 'vendor errors (real)' (triggered)"]
+    assert plan.to_dict()["would_refuse"] is True and plan.text().splitlines()[2].startswith("  REFUSED  ")

@@ -21,7 +21,7 @@ from opsctl.drills.expectations import Observations
 from opsctl.model import Model, field
 
 if TYPE_CHECKING:
-    from opsctl.drills.report_burn import Prediction
+    from opsctl.drills.report_burn import Budget, Prediction
 
 __all__ = ["Facts", "HopSignals", "Instrumented", "Judgement", "Observations", "Observed", "PhaseResult",
            "ProbeResult", "Results", "Rollback", "Signals", "Steady"]
@@ -153,4 +153,4 @@ class HopSignals(Signals):
     hops: dict = field(default_factory=dict)  # key -> hops.Hop
     prediction: Prediction | None = None
     attribution: tuple[dict, ...] = ()
-    budget: dict = field(default_factory=dict)
+    budget: Budget | None = None

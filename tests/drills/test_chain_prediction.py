@@ -16,6 +16,7 @@ from opsctl.drills.chain.startup import _longest_group_wait
 from opsctl.drills.chain.setup import Shortened, drill_config, drill_routing
 from opsctl.drills.fault_model import fault_burns
 from opsctl.drills.prediction import CHAIN_MARGIN, chain_prediction, derived_timeout
+from opsctl.drills.report_model import Measurements
 from opsctl.drills.scenario import load_scenario
 from opsctl.slo.loading import load_slos
 from opsctl.slo.rule_plan import RuleSettings, plan_rules
@@ -109,9 +110,9 @@ def test_the_report_sets_each_hops_prediction_beside_its_measured_time(chain):
     pred = chain_prediction(plans, fault.kind, dict(fault.params), "databricks", SPLIT,
                             slo="llm-inference-databricks-availability", group_wait=2)
     measured = {"time_to_detect": 63.2, "time_to_page": 66.0, "time_to_mitigate": 64.1, "time_to_vendor_routing": 64.5}
-    section = chain_prediction_measured(pred, measured)
-    assert section["measured_detection_seconds"] == 63.2
-    assert [(h["hop"], h["predicted_seconds"], h["seconds"]) for h in section["hops"]] == \
+    section = chain_prediction_measured(pred, Measurements(**measured))
+    assert section is not None and section.measured_detection_seconds == 63.2
+    assert [(h.hop, h.predicted_seconds, h.seconds) for h in section.hops] == \
         [("detect", 70, 63.2), ("page", 72, 66.0), ("mitigate", None, 64.1), ("ticket", None, 64.5)]
 
 

@@ -21,6 +21,7 @@ from opsctl.config import load_config_file
 from opsctl.drills.chain.report import chain_prediction_measured
 from opsctl.drills.chain.setup import Shortened, drill_config, drill_routing
 from opsctl.drills.prediction import chain_prediction
+from opsctl.drills.report_model import Measurements
 from opsctl.drills.scenario import default_backend, load_scenario
 from opsctl.slo.loading import load_slos
 from opsctl.slo.rule_plan import RuleSettings, plan_rules
@@ -77,7 +78,8 @@ def test_the_chain_runners_prediction_is_what_the_code_before_wrote(chain, name,
     assert drill.serve_receivers  # the routing reaches serve: the response hops are predicted
     backend = step.fault.backend or default_backend(step.fault.kind, cfg)
     pred = drill._predict({"backend": backend, "on_at": ONSET})
-    check_pinned(f"{name}.{mode}", chain_prediction_measured(pred, MEASURED))
+    section = chain_prediction_measured(pred, Measurements(**MEASURED))
+    check_pinned(f"{name}.{mode}", section.to_dict() if section is not None else {})
 
 
 def test_a_note_and_a_no_page_are_written_as_before(chain):
@@ -88,4 +90,5 @@ def test_a_note_and_a_no_page_are_written_as_before(chain):
         pred = chain_prediction(plans, step.fault.kind, dict(step.fault.params), "databricks", SPLIT,
                                 slo="llm-inference-databricks-latency-1s", group_wait=2, kinds=KINDS, load=0.6,
                                 peak_rps=rps)
-        check_pinned(name, chain_prediction_measured(pred, MEASURED))
+        section = chain_prediction_measured(pred, Measurements(**MEASURED))
+        check_pinned(name, section.to_dict() if section is not None else {})

@@ -18,7 +18,7 @@ import pytest
 
 from opsctl.drills.chain.hops import ORDER, Hop
 from opsctl.drills.phases import Facts, HopSignals, PhaseResult, ProbeResult, Results, Rollback, Steady
-from opsctl.drills.report_burn import Prediction
+from opsctl.drills.report_burn import Budget, BudgetRow, Prediction
 from opsctl.drills.safety import Check
 from opsctl.drills.scenario import load_scenario
 from tests.conftest import REPO
@@ -65,7 +65,7 @@ def _hops(broken: str | None) -> dict:
     return hops
 
 
-def _results(broken: str | None, prediction: Prediction | None, budget: dict) -> Results:
+def _results(broken: str | None, prediction: Prediction | None, budget: Budget | None) -> Results:
     phases = (PhaseResult(phase="preflight", status="ok", started=T0 - 60, ended=T0 - 50),
               PhaseResult(phase="method", status="ok", started=T0 - 50, ended=T0 + 300))
     checks = (Check("promtool on PATH", True, "/usr/bin/promtool"), Check("routing file", True, "alertmanager.yml"))
@@ -90,17 +90,17 @@ def _prediction() -> Prediction:
 
 
 @pytest.mark.parametrize("name, broken, predicted, budget, outcome", [
-    ("every-hop", None, True, {"basis": "measured", "period_days": 28, "slos": [
-        {"slo": "llm-inference-databricks-availability", "spent": 0.0123, "peak_burn_1h": 950.5}]}, "passed"),
-    ("broken-at-pagerduty", "pagerduty", False, {}, "failed"),
+    ("every-hop", None, True, Budget(basis="measured", period_days=28, slos=(
+        BudgetRow(slo="llm-inference-databricks-availability", spent=0.0123, peak_burn_1h=950.5),)), "passed"),
+    ("broken-at-pagerduty", "pagerduty", False, None, "failed"),
 ])
 def test_the_chain_report_is_what_the_code_before_wrote(tmp_path, name, broken, predicted, budget, outcome):
     from opsctl.drills.chain.report import chain_report
     from opsctl.drills.render import render_markdown
     from opsctl.drills.report_model import DrillReport
 
-    made = chain_report(_drill("vendor-outage"), _results(broken, _prediction() if predicted else None, budget),
-                        outcome, 0 if outcome == "passed" else 1, 461.25)
-    report = made if isinstance(made, DrillReport) else DrillReport.parse(made, "the chain drill's report")
+    report = chain_report(_drill("vendor-outage"), _results(broken, _prediction() if predicted else None, budget),
+                          outcome, 0 if outcome == "passed" else 1, 461.25)
+    assert isinstance(report, DrillReport)  # built typed, not a dict parsed afterwards
     check_pinned(f"{name}.json", report.json_text())
     check_pinned(f"{name}.md", render_markdown(report))

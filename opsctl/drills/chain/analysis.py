@@ -122,9 +122,11 @@ class ChainAnalysis(ChainProgress):
         if self.history:
             meter.basis = (f"period budget estimated from {self.history / 3600:g}h of backfilled baseline traffic"
                            f" scaled to the {meter.period_seconds // 86400}d period")
-        rows = [{"slo": name, "spent": meter.spent(name, s), "peak_burn_1h": s.burn.get(3600) or 0.0}
-                for name, s in sorted(samples.items())]
-        self.budget = {"basis": meter.basis, "period_days": meter.period_seconds // 86400, "slos": rows}
+        from opsctl.drills.report_burn import Budget, BudgetRow
+
+        rows = tuple(BudgetRow(slo=name, spent=meter.spent(name, s), peak_burn_1h=s.burn.get(3600) or 0.0)
+                     for name, s in sorted(samples.items()))
+        self.budget = Budget(basis=meter.basis, period_days=meter.period_seconds // 86400, slos=rows)
 
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from opsctl.drills.chain.collector import Collector
     from opsctl.drills.chain.pdsink import PagerDutySink
     from opsctl.drills.chain.setup import Shortened
-    from opsctl.drills.report_burn import Prediction
+    from opsctl.drills.report_burn import Budget, Prediction
     from opsctl.drills.state import RunState
     from opsctl.slo.model import SloDefinition
 
@@ -74,7 +74,7 @@ class ChainProgress:
         self.routing: dict | None = None  # the drill's Alertmanager config, once written (setup)
         self.serve_receivers: frozenset = frozenset()  # its receivers whose webhook is serve's
         self.attribution: list[dict] = []
-        self.budget: dict = {}
+        self.budget: Budget | None = None
         self.fault_records: list[dict] = []
 
 

@@ -8,6 +8,9 @@ same measurements; the timeline is what the components said, in time order.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
 from opsctl.clock import format_rfc3339
 from opsctl.drills.expectations import title_problem
 from opsctl.drills.report import action_items, duration_text
@@ -32,11 +35,29 @@ EXPECT_HOP = {"detected": "rule-firing", "paged": "pagerduty", "acknowledged": "
               "failover-applied": "actuator", "vendor-ticket": "ticket"}
 
 
-def _fmt(ts):
+if TYPE_CHECKING:
+    from opsctl.drills.chain.hops import Hop as ChainHop
+    from opsctl.drills.phases import Results
+    from opsctl.drills.scenario import Scenario
+    from opsctl.drills.state import RunState
+
+
+class ReportedChain(Protocol):
+    """What the chain report reads of its drill (chain.runner.ChainDrill): the scenario, the run
+    state, the mode, the onset and the timeline."""
+
+    scenario: Scenario
+    state: RunState
+    mode: str
+    t0: float | None
+    timeline: list[dict[str, Any]]
+
+
+def _fmt(ts: float | None) -> str | None:
     return None if ts is None else format_rfc3339(ts)
 
 
-def hop_verdicts(hops: dict, t0: float | None) -> list[Verdict]:
+def hop_verdicts(hops: Mapping[str, ChainHop], t0: float | None) -> list[Verdict]:
     out = []
     for hop in hops.values():
         if not hop.required and hop.at is None:
@@ -53,7 +74,8 @@ def hop_verdicts(hops: dict, t0: float | None) -> list[Verdict]:
     return out
 
 
-def scenario_verdicts(scenario, hops: dict, t0: float | None) -> tuple[list[Verdict], list[str]]:
+def scenario_verdicts(scenario: Scenario, hops: Mapping[str, ChainHop], t0: float | None) -> tuple[list[Verdict],
+                                                                                                      list[str]]:
     judged, not_rehearsed = [], []
     for e in scenario.expectations:
         key = EXPECT_HOP.get(e.expect)
@@ -93,7 +115,8 @@ def chain_prediction_measured(pred: Prediction | None, m: Measurements | None) -
                                   for h in pred.hops))
 
 
-def chain_report(drill, results, outcome: str, exit_code: int, wall_seconds: float) -> DrillReport:
+def chain_report(drill: ReportedChain, results: Results, outcome: str, exit_code: int,
+                 wall_seconds: float) -> DrillReport:
     """The report from the phases' results (lifecycle.Results: the preflight's facts, the method's
     `HopSignals`, the rollbacks); `drill` gives the scenario, the run state and the timeline."""
     from opsctl.drills.phases import Facts, HopSignals, Rollback
@@ -109,7 +132,7 @@ def chain_report(drill, results, outcome: str, exit_code: int, wall_seconds: flo
     timeline = sorted(drill.timeline, key=lambda e: e["at"])
     m = None
     if t0 is not None and hops:
-        def since(key):
+        def since(key: str) -> float | None:
             at = hops[key].at
             return None if at is None else round(at - t0, 3)
 

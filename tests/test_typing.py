@@ -44,7 +44,9 @@ def test_design_md_counts_the_mypy_ratchet():
 
 STRICT_CORE = ("opsctl.model.*", "opsctl.config.*", "opsctl.state.*", "opsctl.slo.*", "opsctl.traffic.*",
                "opsctl.automation.*", "opsctl.drills.report", "opsctl.drills.report_model",
-               "opsctl.drills.report_part", "opsctl.drills.report_burn", "opsctl.drills.render")
+               "opsctl.drills.report_part", "opsctl.drills.report_burn", "opsctl.drills.render",
+               "opsctl.drills.prediction", "opsctl.drills.fault_model", "opsctl.drills.plan", "opsctl.drills.chain.plan",
+               "opsctl.drills.chain.report")
 STRICT_FLAGS = ("disallow_untyped_defs", "disallow_incomplete_defs", "check_untyped_defs", "disallow_any_generics",
                 "disallow_untyped_calls", "warn_return_any", "no_implicit_reexport", "strict_equality")
 

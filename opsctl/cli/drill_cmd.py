@@ -39,18 +39,6 @@ def _scenario_paths(app, paths) -> list:
     return scenario_paths(list(paths), app.config)
 
 
-def _rel(path) -> str:
-    """A path as short as it can be said: relative to the working directory when under it."""
-    import os
-
-    text = str(path)
-    try:
-        relative = os.path.relpath(text)
-    except ValueError:
-        return text
-    return relative if not relative.startswith("..") else text
-
-
 def _progress(line: str) -> None:
     click.echo(line, err=True)
 
@@ -69,41 +57,23 @@ def list_(app, paths, runs, output):
       opsctl drill list --runs -o json
       opsctl drill history vendor-outage   # the trend across a scenario's runs
     """
-    from opsctl.clock import format_rfc3339
-    from opsctl.drills.scenario import load_scenario
-    from opsctl.drills.state import iter_runs
-    from opsctl.errors import ConfigError
+    from opsctl.drills.state import run_rows
 
     if runs:
-        rows = []
-        for state in iter_runs(app.config.drills_path):
-            s = state.summary()
-            s["started_at"] = format_rfc3339(s["started_at"])
-            if not state.finished and not s["running"]:
-                s["outcome"] = "interrupted (run `opsctl drill cleanup`)"
-            rows.append(s)
+        rows = run_rows(app.config.drills_path)
         emit(rows, output, table=lambda data: render_table(
             ["RUN", "MODE", "OUTCOME", "STARTED", "SCENARIO"],
             [[r["run_id"], r["mode"], "running" if r["running"] else r["outcome"] or r["phase"], r["started_at"],
               r["title"]] for r in data]) + "\n(the trend across a scenario's runs: opsctl drill history SCENARIO)"
             if data else "no drill runs yet")
         return
-    from opsctl.drills.catalog import catalog
+    from opsctl.drills.catalog import catalog, scenario_rows
 
     if paths:
         found = [(p.stem, p, "given") for p in _scenario_paths(app, paths)]
     else:
         found = catalog(app.config)
-    rows = []
-    for name, path, origin in found:
-        row = {"name": name, "file": _rel(path), "origin": origin}
-        try:
-            sc = load_scenario(path)
-        except ConfigError as exc:
-            rows.append({**row, "title": None, "valid": False, "problems": exc.problems})
-            continue
-        rows.append({**row, "title": sc.title, "valid": True, "tags": list(sc.tags),
-                     "faults": [f.kind for f in sc.faults], "expectations": len(sc.expectations)})
+    rows = scenario_rows(found)
     emit(rows, output, table=lambda data: render_table(
         ["NAME", "FILE", "FAULTS", "EXPECT", "TITLE"],
         [[r["name"], r["file"], ",".join(r.get("faults") or []) or "-", r.get("expectations", "-"),
@@ -125,21 +95,10 @@ def validate(app, paths, live, output):
       opsctl drill validate
       opsctl drill validate chaos/vendor-outage.yaml --live
     """
-    from opsctl.drills.scenario import check_against_config, load_scenario
+    from opsctl.drills.catalog import validate_rows
     from opsctl.errors import ConfigError
-    from opsctl.slo.loading import load_slos
 
-    cfg = app.config
-    slo_names = [s.name for s in load_slos([cfg.slo_dir], cfg.backends, config=cfg)]
-    rows, problems = [], []
-    for path in _scenario_paths(app, paths):
-        try:
-            sc = load_scenario(path)
-            found = check_against_config(sc, cfg, slo_names, live=live)
-        except ConfigError as exc:
-            found = exc.problems
-        rows.append({"file": _rel(path), "valid": not found, "problems": found})
-        problems.extend(found)
+    rows, problems = validate_rows(_scenario_paths(app, paths), app.config, live=live)
     emit(rows, output, table=lambda data: "\n".join(
         f"{'ok     ' if r['valid'] else 'INVALID'} {r['file']}" + "".join(f"\n  - {p}" for p in r["problems"])
         for r in data))
@@ -196,9 +155,7 @@ def run(app, scenario, live, dry_run, quiet, chain, routing, chain_timeout, outp
         launched = launch_chain(sc, cfg, live=live, dry_run=dry_run, routing=routing, timeout=chain_timeout,
                                 progress=None if quiet else _progress)
         if launched.drill is None:
-            from opsctl.drills.chain.plan import plan_text
-
-            _show_plan(launched.plan, output, plan_text)
+            _show_plan(launched.plan, output)
         else:
             _finish(launched.drill.run(), output)
         return
@@ -209,73 +166,34 @@ def run(app, scenario, live, dry_run, quiet, chain, routing, chain_timeout, outp
 
         raise_problems(check_against_config(sc, cfg, [s.name for s in load_slos([cfg.slo_dir], cfg.backends, config=cfg)],
                                             live=live), f"{scenario}: the scenario does not fit the config")
-        _show_plan(dry_run_plan(sc, cfg, live=live), output, _plan_text)
+        _show_plan(dry_run_plan(sc, cfg, live=live), output)
         return
     _finish(Engine(sc, cfg, live=live, progress=None if quiet else _progress).run(), output)
 
 
-def _show_plan(plan: dict, output: str, text) -> None:
-    """A dry run's plan; exit 4 when its preflight would refuse the drill."""
+def _show_plan(plan, output: str) -> None:
+    """A dry run's plan (drills.plan.Plan); exit 4 when its preflight would refuse the drill."""
     from opsctl.errors import GuardRefused
 
-    emit(plan, output, table=text)
-    if plan["would_refuse"]:
-        raise GuardRefused("preflight would refuse this drill: " + "; ".join(
-            c["message"] for c in plan["preflight"] if not c["ok"]))
+    emit(plan.to_dict(), output, table=lambda _: plan.text())
+    if plan.would_refuse:
+        raise GuardRefused("preflight would refuse this drill: " + "; ".join(plan.refusals()))
 
 
 def _finish(result, output: str) -> None:
     """A finished drill (embedded, live or chain): its summary, where the report is, its exit code."""
+    from opsctl.drills.render import summary_text
+    from opsctl.drills.text import rel_path
     from opsctl.errors import GuardRefused, OpsctlError
 
-    emit(result.report.to_dict(), output, table=lambda _: _summary_text(result.report, result.paths))
+    emit(result.report.to_dict(), output, table=lambda _: summary_text(result.report, result.paths))
     if output != "table":
-        click.echo(f"report: {_rel(result.paths['md'])} (also .json, .html)", err=True)
+        click.echo(f"report: {rel_path(result.paths['md'])} (also .json, .html)", err=True)
     if result.exit_code == 4:
         raise GuardRefused(f"drill refused: {result.report.refusal}")
     if result.exit_code:
         raise OpsctlError(f"drill {result.outcome}: " + "; ".join(result.failures[:5]),
-                          hint=f"see the report: {_rel(result.paths['md'])}")
-
-
-def _summary_text(d, paths: dict) -> str:
-    """A run's summary from its typed report (drills.report_model.DrillReport)."""
-    from opsctl.drills.report import MEASURES, duration_text
-
-    lines = [f"drill {d.run_id}: {d.outcome.upper()} ({d.scenario.title})"]
-    if d.wall_seconds is not None:
-        sim = d.sim
-        lines[0] += f" in {d.wall_seconds:.1f} s wall" + (
-            f", {duration_text(sim.simulated_seconds)} simulated" if sim else "")
-    m = d.measurements
-    if m:
-        lines.append("  " + "  ".join(f"{label}: {duration_text(m.seconds(key))}" for key, label, _ in MEASURES
-                                      if m.seconds(key) is not None))
-    for v in d.expectations:
-        lines.append(f"  {v.mark}  {v.name}" + ("" if v.passed else f": {v.reason}"))
-    for r in d.rollbacks:
-        if r.status != "done":
-            lines.append(f"  rollback {r.action} {r.status}: {r.message}")
-    for item in d.leftovers:
-        lines.append(f"  LEFT BEHIND: {item}")
-    lines.append(f"report: {_rel(paths['md'])}")
-    lines.append(f"        {_rel(paths['html'])}")
-    lines.append(f"        {_rel(paths['json'])}")
-    return "\n".join(lines)
-
-
-def _plan_text(p: dict) -> str:
-    from opsctl.drills.safety import check_status
-
-    lines = [f"dry run of {p['file']} ({p['mode']}): {p['scenario']}", "preflight:"]
-    lines += [f"  {check_status(c)}  {c['name']}: {c['message']}" for c in p["preflight"]]
-    if p.get("freeze"):
-        lines.append(f"freeze: a drill freeze {p['freeze']!r} is in force for the whole drill")
-    for section in ("method", "responders", "stop_conditions", "expectations", "rollbacks"):
-        lines.append(section.replace("_", " ") + ":")
-        lines += [f"  - {item}" for item in p[section]] or ["  - none"]
-    lines.append(f"bounded by max-duration {p['max_duration']}; nothing was changed")
-    return "\n".join(lines)
+                          hint=f"see the report: {rel_path(result.paths['md'])}")
 
 
 @drill.command()
@@ -298,6 +216,7 @@ def report(app, run_id, fmt, path_only, output):
       opsctl drill report latest -o html --path
       opsctl drill report -o md | less
     """
+    from opsctl.drills.render import summary_text
     from opsctl.drills.report_model import read_report
     from opsctl.drills.state import find_run
     from opsctl.errors import NoDataError, UsageError
@@ -321,7 +240,7 @@ def report(app, run_id, fmt, path_only, output):
         return
     stored = read_report(state.report_path("json"))  # one line, exit 3, when it is not a drill report
     paths = {k: str(state.report_path(k)) for k in ("md", "json", "html")}
-    emit(stored.to_dict(), output, table=lambda _: _summary_text(stored, paths))
+    emit(stored.to_dict(), output, table=lambda _: summary_text(stored, paths))
 
 
 @drill.command()
@@ -349,6 +268,7 @@ def history(app, scenario, mode, html_file, output):
     from pathlib import Path
 
     from opsctl.drills.history import history_data, load_history, render_html, trend_text, value_text
+    from opsctl.drills.text import rel_path
     from opsctl.errors import NoDataError, UsageError
     from opsctl.statefile import atomic_file
 
@@ -377,12 +297,12 @@ def history(app, scenario, mode, html_file, output):
             out.append(f"trend: {trend_text(g['trend'])}")
             out.append("")
         if html_file:
-            out.append(f"chart: {_rel(html_file)}")
+            out.append(f"chart: {rel_path(html_file)}")
         return "\n".join(out).rstrip("\n")
 
     emit(data, output, table=table)
     if html_file and output != "table":
-        click.echo(f"chart: {_rel(html_file)}", err=True)
+        click.echo(f"chart: {rel_path(html_file)}", err=True)
 
 
 @drill.command()

@@ -11,6 +11,7 @@ directory and then in the scenarios shipped inside the package (opsctl/defaults/
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from opsctl.config import DEFAULTS_DIR
 from opsctl.errors import ConfigError
@@ -87,3 +88,42 @@ def scenario_paths(args, cfg) -> list[Path]:
         else:
             resolved.append(path)  # yaml_files names it: no such scenario file or directory
     return yaml_files(resolved, "scenario")
+
+
+def scenario_rows(found: list[tuple[str, Path, str]]) -> list[dict]:
+    """`drill list`: a row per scenario file (name, file, origin), with its title, tags, faults and
+    number of expectations, or its problems when it does not load."""
+    from opsctl.drills.scenario import load_scenario
+    from opsctl.drills.text import rel_path
+
+    rows: list[dict[str, Any]] = []
+    for name, path, origin in found:
+        row = {"name": name, "file": rel_path(path), "origin": origin}
+        try:
+            sc = load_scenario(path)
+        except ConfigError as exc:
+            rows.append({**row, "title": None, "valid": False, "problems": exc.problems})
+            continue
+        rows.append({**row, "title": sc.title, "valid": True, "tags": list(sc.tags),
+                     "faults": [f.kind for f in sc.faults], "expectations": len(sc.expectations)})
+    return rows
+
+
+def validate_rows(paths: list[Path], cfg, *, live: bool) -> tuple[list[dict], list[str]]:
+    """`drill validate`: a row per scenario file (its format and the config's names checked; with
+    `live`, what a live run needs), and every problem found."""
+    from opsctl.drills.scenario import check_against_config, load_scenario
+    from opsctl.drills.text import rel_path
+    from opsctl.slo.loading import load_slos
+
+    slo_names = [s.name for s in load_slos([cfg.slo_dir], cfg.backends, config=cfg)]
+    rows, problems = [], []
+    for path in paths:
+        try:
+            sc = load_scenario(path)
+            found = check_against_config(sc, cfg, slo_names, live=live)
+        except ConfigError as exc:
+            found = exc.problems
+        rows.append({"file": rel_path(path), "valid": not found, "problems": found})
+        problems.extend(found)
+    return rows, problems

@@ -140,7 +140,7 @@ def history_data(groups: dict[str, list[HistoryRun]]) -> list[dict]:
 
 def render_html(groups: dict[str, list[HistoryRun]]) -> str:
     from opsctl.drills.render import CSS, table
-    from opsctl.drills.svg import trend_chart
+    from opsctl.drills.svg_trend import trend_chart
 
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"><title>Drill history</title>',
              f"<style>{CSS}</style></head><body>", "<h1>Drill history</h1>"]

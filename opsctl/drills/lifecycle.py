@@ -24,7 +24,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Callable, Protocol, TypeVar
 
 from opsctl.drills.phases import (Facts, Judgement, PhaseResult, ProbeResult, Results, Rollback, Signals,  # noqa: F401
                                   Steady)
@@ -138,8 +138,8 @@ class World(Protocol):
 
     def roll_back(self, order: list[str]) -> Rollback: ...
 
-    def report(self, outcome: Outcome, results: Results, wall_seconds: float) -> DrillReport | dict[str, Any]:
-        """The report, from the phases' results (a chain drill's as data, typed here); the lifecycle writes it."""
+    def report(self, outcome: Outcome, results: Results, wall_seconds: float) -> DrillReport:
+        """The report, from the phases' results; the lifecycle writes it."""
         ...
 
     def finish(self, outcome: Outcome, data: DrillReport, paths: dict) -> None:
@@ -203,8 +203,7 @@ class Lifecycle:
         self.results = results = Results(phases=tuple(self.phases), prepared=prepared, steady=steady,
                                          signals=signals, judgement=judgement, rollback=rollback, crash=self.crash)
         outcome = decide(self.phases, Evidence.of(results))
-        made = w.report(outcome, results, time.monotonic() - wall_start)
-        data = made if isinstance(made, DrillReport) else DrillReport.parse(made, "the drill's report")
+        data = w.report(outcome, results, time.monotonic() - wall_start)
         data = data.replace(phases=tuple(Phase.parse(p.to_dict()) for p in self.phases))
         paths = write_reports(w.run_dir, data)
         w.finish(outcome, data, paths)

@@ -15,10 +15,13 @@ crashed) gives what it had gathered (`World.partial`); one that never ran gives 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opsctl.drills.expectations import Observations
 from opsctl.model import Model, field
+
+if TYPE_CHECKING:
+    from opsctl.drills.report_burn import Budget, Prediction
 
 __all__ = ["Facts", "HopSignals", "Instrumented", "Judgement", "Observations", "Observed", "PhaseResult",
            "ProbeResult", "Results", "Rollback", "Signals", "Steady"]
@@ -148,6 +151,6 @@ class HopSignals(Signals):
     outcomes, and the budget the run spent."""
 
     hops: dict = field(default_factory=dict)  # key -> hops.Hop
-    prediction: dict = field(default_factory=dict)
+    prediction: Prediction | None = None
     attribution: tuple[dict, ...] = ()
-    budget: dict = field(default_factory=dict)
+    budget: Budget | None = None

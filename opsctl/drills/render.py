@@ -6,6 +6,7 @@ an inline SVG chart: no scripts, no external assets, so it can be mailed or atta
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -307,3 +308,29 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</table>")
     return "\n".join(out)
+
+
+def summary_text(d: DrillReport, paths: Mapping[str, str | Path]) -> str:
+    """A run's summary from its typed report (drills.report_model.DrillReport)."""
+    from opsctl.drills.text import rel_path
+
+    lines = [f"drill {d.run_id}: {d.outcome.upper()} ({d.scenario.title})"]
+    if d.wall_seconds is not None:
+        sim = d.sim
+        lines[0] += f" in {d.wall_seconds:.1f} s wall" + (
+            f", {duration_text(sim.simulated_seconds)} simulated" if sim else "")
+    m = d.measurements
+    if m:
+        lines.append("  " + "  ".join(f"{label}: {duration_text(m.seconds(key))}" for key, label, _ in MEASURES
+                                      if m.seconds(key) is not None))
+    for v in d.expectations:
+        lines.append(f"  {v.mark}  {v.name}" + ("" if v.passed else f": {v.reason}"))
+    for r in d.rollbacks:
+        if r.status != "done":
+            lines.append(f"  rollback {r.action} {r.status}: {r.message}")
+    for item in d.leftovers:
+        lines.append(f"  LEFT BEHIND: {item}")
+    lines.append(f"report: {rel_path(paths['md'])}")
+    lines.append(f"        {rel_path(paths['html'])}")
+    lines.append(f"        {rel_path(paths['json'])}")
+    return "\n".join(lines)

@@ -28,7 +28,6 @@ from opsctl.drills.report_model import (
     Hypothesis,
     Marker,
     Measurements,
-    Prediction,
     Probe,
     RollbackResult,
     ScenarioRef,
@@ -140,7 +139,7 @@ def build_report_data(run: ReportedRun, results: Results, outcome: str, exit_cod
         chart=_chart(run, seen),
         runbook=_runbook(run),
         sim=sim,
-        prediction=Prediction.parse(predicted, "prediction") if predicted else None,
+        prediction=predicted,
     ).with_keys(*keys, "prediction")
     return report.replace(action_items=tuple(action_items(report)))
 

@@ -1,7 +1,7 @@
 """A drill report as typed records: `DrillReport` and its parts (docs/design.md, "Shapes" 6).
 
 A report is built once (`drills.report` for embedded and live runs and an interrupted run's state;
-a chain drill's data is read in by `DrillReport.parse` where the lifecycle receives it), rendered
+`drills.chain.report` for a chain drill, written with CHAIN_KEYS), rendered
 from its fields (`drills.render`) and read back from a stored report.json by the same model
 (`drill report`, `drill history`).
 
@@ -215,6 +215,10 @@ INTERRUPTED_KEYS = ("run_id", "mode", "outcome", "exit_code", "scenario", "start
                     "wall_seconds", "t0", "refusal", "abort_reason", "crash", "late_signals", "preflight",
                     "hypothesis", "environment", "timeline", "measurements", "expectations", "rollbacks",
                     "leftovers", "clean", "budget", "chart", "note")
+CHAIN_KEYS = ("run_id", "mode", "outcome", "exit_code", "scenario", "started_at", "finished_at", "wall_seconds", "t0",
+              "refusal", "abort_reason", "crash", "late_signals", "preflight", "hypothesis", "environment", "timeline",
+              "measurements", "expectations", "hops", "broken_hop", "attribution", "shortened", "rollbacks",
+              "leftovers", "clean", "budget", "chart", "runbook", "window", "note", "prediction")
 # Written as {} when None (no measurement, budget, chart or prediction), as the dict was.
 EMPTY_AS_NONE = frozenset({"measurements", "budget", "chart", "prediction"})
 
@@ -280,11 +284,8 @@ class DrillReport(Part):
         return out
 
     def replace(self, **changes: Any) -> "DrillReport":
-        """A copy with `changes`, each new key written after the ones it has (as `dict.update` does)."""
-        import dataclasses
-
-        keys = self.keys()
-        return dataclasses.replace(self, **changes, shape=keys + tuple(k for k in changes if k not in keys))
+        """A copy with `changes`, each new key written after the ones it has (Part.update)."""
+        return self.update(**changes)
 
     def with_keys(self, *keys: str) -> "DrillReport":
         import dataclasses
@@ -319,7 +320,8 @@ def read_report(path: Path) -> DrillReport:
         raise ReportUnreadable(f"{path}: not a drill report: {exc.message}") from exc
 
 
-__all__ = ["Attribution", "Automation", "AutomationAction", "Budget", "BudgetRow", "Chart", "ChartPoint", "Check",
+__all__ = ["Attribution", "Automation", "AutomationAction", "Budget", "BudgetRow", "CHAIN_KEYS", "Chart", "ChartPoint",
+           "Check",
            "DrillReport", "EMPTY_AS_NONE", "Event", "Hop", "Hypothesis", "INTERRUPTED_KEYS", "Marker", "Measurements",
            "Number", "Part", "Phase", "PredictedHop", "PredictedSlo", "Prediction", "Probe", "RUN_KEYS", "ReportUnreadable",
            "Response", "RollbackResult", "ScenarioRef", "Shortened", "Sim", "Stop", "Threshold", "Tier", "Unmatched",

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any, ClassVar, TypeVar
+import dataclasses
+from typing import Any, ClassVar, Self, TypeVar
 
 from opsctl.errors import NoDataError
 from opsctl.model import Model, field
@@ -48,6 +49,24 @@ class Part(Model):
     def to_dict(self) -> dict[str, Any]:
         fields = _fields(type(self))
         return {k: _plain(getattr(self, k) if k in fields else self.extra.get(k)) for k in self.keys()}
+
+    def update(self, **changes: Any) -> Self:
+        """A copy with `changes`, each new key written after the ones it has (as `dict.update` does)."""
+        keys = self.keys()
+        return dataclasses.replace(self, **changes, shape=keys + tuple(k for k in changes if k not in keys))
+
+    def written_as(self, *keys: str) -> Self:
+        """A copy written with exactly `keys`, in that order (a part built as a dict of them was)."""
+        return dataclasses.replace(self, shape=keys)
+
+    def without(self, *keys: str) -> Self:
+        """A copy that does not write `keys`."""
+        return dataclasses.replace(self, shape=tuple(k for k in self.keys() if k not in keys))
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """The part's fields, in their order."""
+        return _fields(cls)
 
 
 def _fields(cls: type) -> tuple[str, ...]:

@@ -32,11 +32,6 @@ class Check:
         return {"name": self.name, "ok": self.ok, "status": self.status, "message": self.message}
 
 
-def check_status(check: dict) -> str:
-    """ok | skipped | REFUSED for a check as saved in a report (older reports have no status)."""
-    return check.get("status") or ("ok" if check["ok"] else "REFUSED")
-
-
 def is_drill_incident(incident) -> bool:
     return (incident.dedup_key or "").startswith("opsctl-drill-") or (incident.title or "").startswith(DRILL_PREFIX)
 

@@ -200,3 +200,18 @@ def find_run(root: Path, run_id: str | None) -> RunState:
     if len(matches) > 1:
         raise UsageError(f"run id {run_id!r} is ambiguous: {', '.join(r.run_id for r in matches[:5])}")
     return matches[0]
+
+
+def run_rows(root: Path) -> list[dict]:
+    """`drill list --runs`: each run's summary (newest first), its start as RFC 3339, a run that
+    stopped unfinished named interrupted."""
+    from opsctl.clock import format_rfc3339
+
+    rows = []
+    for state in iter_runs(root):
+        s = state.summary()
+        s["started_at"] = format_rfc3339(s["started_at"])
+        if not state.finished and not s["running"]:
+            s["outcome"] = "interrupted (run `opsctl drill cleanup`)"
+        rows.append(s)
+    return rows

@@ -52,3 +52,15 @@ def tolerance_text(value) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def rel_path(path: object) -> str:
+    """A path as short as it can be said: relative to the working directory when under it."""
+    import os
+
+    text = str(path)
+    try:
+        relative = os.path.relpath(text)
+    except ValueError:
+        return text
+    return relative if not relative.startswith("..") else text

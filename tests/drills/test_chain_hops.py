@@ -114,10 +114,10 @@ def test_the_chains_paged_verdict_checks_the_title_names_the_cause(title, passed
     hops["pagerduty"].reach(160.0, f"PagerDuty endpoint: incident P1 {title!r}")
     hops["pagerduty"].title_seen = title
     judged, _ = scenario_verdicts(_scenario(["auth"]), hops, 100.0)
-    [paged] = [v for v in judged if v["expect"] == "paged"]
-    assert paged["passed"] is passed
+    [paged] = [v for v in judged if v.expect == "paged"]
+    assert paged.passed is passed
     if not passed:
-        assert paged["reason"] == f"the page does not name auth: {title!r}"
+        assert paged.reason == f"the page does not name auth: {title!r}"
 
 
 def test_a_quality_scenario_is_refused_by_the_chain_with_the_reason(drill_env):

@@ -19,7 +19,8 @@ import yaml
 
 from opsctl.config import load_config_file
 from opsctl.drills.chain.setup import Shortened, drill_config
-from opsctl.drills.prediction import CHAIN_MARGIN, chain_prediction, derived_timeout, latency_burns
+from opsctl.drills.fault_model import latency_burns
+from opsctl.drills.prediction import CHAIN_MARGIN, chain_prediction, derived_timeout
 from opsctl.drills.scenario import load_scenario
 from opsctl.slo.loading import load_slos
 from opsctl.slo.rule_plan import RuleSettings, plan_rules
@@ -129,12 +130,12 @@ def test_vendor_latency_bad_share_and_burn_on_every_latency_slo(plans):
     }
     # the tail's median is 1.5 s x e^(0.08 x 0.6) at 10x: about 88% of the tail is over 1 s
     assert 0.085 < expected_bad["databricks-latency-1s"] < 0.092
-    got = {_short(b["slo"]): b for b in latency_burns(plans, fault.kind, dict(fault.params), "databricks", SPLIT,
+    got = {_short(b.slo): b for b in latency_burns(plans, fault.kind, dict(fault.params), "databricks", SPLIT,
                                                       KINDS, LOAD)}
     assert set(got) == set(expected_bad)  # internal's own latency SLOs see nothing of a vendor fault
     for slo, bad in expected_bad.items():
-        assert got[slo]["bad_share"] == pytest.approx(bad, rel=1e-5), slo
-        assert got[slo]["burn"] == pytest.approx(bad / (1 - _goal(slo)), rel=1e-5), slo
+        assert got[slo].bad_share == pytest.approx(bad, rel=1e-5), slo
+        assert got[slo].burn == pytest.approx(bad / (1 - _goal(slo)), rel=1e-5), slo
 
 
 def test_vendor_latency_predicted_page_and_timeout_on_the_chain_drills_rules(plans):
@@ -143,15 +144,15 @@ def test_vendor_latency_predicted_page_and_timeout_on_the_chain_drills_rules(pla
                             slo="llm-inference-databricks-latency-1s", group_wait=2, kinds=KINDS, load=LOAD,
                             peak_rps=200)
     burn = _slow("vendor", 1.0, tail=0.1, tail_factor=10.0) / (1 - _goal("databricks-latency-1s"))
-    assert pred["slo"] == "llm-inference-databricks-latency-1s" and pred["burn"] == pytest.approx(burn, rel=1e-5)
+    assert pred.slo == "llm-inference-databricks-latency-1s" and pred.burn == pytest.approx(burn, rel=1e-5)
     # no fast tier on a latency SLO; each pair at F x L / B on the 10 s grid, + for 20 s
     expected = {pair: _fires(f, long, burn) for pair, (f, long) in PAIRS.items()}
     assert expected[("1h", "5m")] == 570  # 13.44 x 3600 / ~88.5 = ~547 s -> 550 s, + 20 s
-    got = {(t["long"], t["short"]): t["predicted_seconds"] for t in pred["tiers"]}
+    got = {(t.long, t.short): t.predicted_seconds for t in pred.tiers}
     assert got == expected
     page = expected[("1h", "5m")] + 2
-    assert pred["predicted_detection_seconds"] == expected[("1h", "5m")] and pred["predicted_page_seconds"] == page
-    assert {h["hop"]: h["predicted_seconds"] for h in pred["hops"]} == \
+    assert pred.predicted_detection_seconds == expected[("1h", "5m")] and pred.predicted_page_seconds == page
+    assert {h.hop: h.predicted_seconds for h in pred.hops} == \
         {"detect": page - 2, "page": page, "mitigate": None, "ticket": None}
     assert derived_timeout(pred, 240) == (page + CHAIN_MARGIN, f"predicted page {page}s + margin {CHAIN_MARGIN}s")
 
@@ -164,24 +165,24 @@ def test_internal_capacity_loss_sheds_its_rate_and_queues_the_rest(plans):
                             peak_rps=200)
     # shed: 0.3 of internal's requests fail (0.24 time out, 0.06 get a 503), against 1e-4
     budget = 1 - _goal("internal-availability")
-    burns = {_short(r["slo"]): r for r in pred["slos"]}
-    assert burns["internal-availability"]["burn"] == pytest.approx(0.3 / budget)
-    assert burns["service-availability"]["burn"] == pytest.approx(0.3 * 0.2 / budget)
+    burns = {_short(r.slo): r for r in pred.slos}
+    assert burns["internal-availability"].burn == pytest.approx(0.3 / budget)
+    assert burns["service-availability"].burn == pytest.approx(0.3 * 0.2 / budget)
     # queued: the answered rest twice as slow, every timeout over any bound
     lost = {"log_factor": math.log(2), "timeout": 0.24, "server": 0.06}
     for slo, bad in {"internal-latency-1s": _slow("internal", 1.0, **lost),
                      "internal-latency-500ms": _slow("internal", 0.5, **lost),
                      "service-latency-1s": 0.2 * _slow("internal", 1.0, **lost) + 0.8 * _slow("vendor", 1.0),
                      "service-latency-500ms": 0.2 * _slow("internal", 0.5, **lost) + 0.8 * _slow("vendor", 0.5)}.items():
-        assert burns[slo]["bad_share"] == pytest.approx(bad, rel=1e-5), slo
-        assert burns[slo]["burn"] == pytest.approx(bad / (1 - _goal(slo)), rel=1e-5), slo
-    assert not any(_short(r["slo"]).startswith("databricks") for r in pred["slos"])
+        assert burns[slo].bad_share == pytest.approx(bad, rel=1e-5), slo
+        assert burns[slo].burn == pytest.approx(bad / (1 - _goal(slo)), rel=1e-5), slo
+    assert not any(_short(r.slo).startswith("databricks") for r in pred.slos)
     burn = 0.3 / budget  # 3000x: the fast tier 300 x 5m / 3000 = 30 s, for 0
     expected = {pair: _fires(f, long, burn) for pair, (f, long) in PAIRS.items()}
     expected |= {pair: _fires(f, long, burn, 0) for pair, (f, long) in FAST.items()}
     assert expected == {("1h", "5m"): 40, ("6h", "30m"): 70, ("5m", "1m"): 30}
-    assert {(t["long"], t["short"]): t["predicted_seconds"] for t in pred["tiers"]} == expected
-    assert pred["predicted_page_seconds"] == 32
+    assert {(t.long, t.short): t.predicted_seconds for t in pred.tiers} == expected
+    assert pred.predicted_page_seconds == 32
     assert derived_timeout(pred, 240) == (32 + CHAIN_MARGIN, f"predicted page 32s + margin {CHAIN_MARGIN}s")
 
 
@@ -191,9 +192,9 @@ def test_a_capacity_loss_below_every_factor_predicts_no_page_and_only_the_margin
     params = {"rate": 0.0005, "factor": 1.1}
     pred = chain_prediction(plans, "gpu-capacity-loss", params, "internal", SPLIT, slo=None, group_wait=2,
                             kinds=KINDS, load=LOAD, peak_rps=200)
-    assert max(r["burn"] for r in pred["slos"]) == pytest.approx(0.0005 / 1e-4)
-    assert all(r["predicted_seconds"] is None for r in pred["slos"])
-    assert pred["predicted_page_seconds"] is None and pred["no_page"].startswith("no page predicted")
+    assert max(r.burn for r in pred.slos) == pytest.approx(0.0005 / 1e-4)
+    assert all(r.predicted_seconds is None for r in pred.slos)
+    assert pred.predicted_page_seconds is None and pred.no_page.startswith("no page predicted")
     seconds, why = derived_timeout(pred, 240)
     assert seconds == CHAIN_MARGIN and "no page predicted" in why and f"the margin {CHAIN_MARGIN}s alone" in why
 
@@ -205,9 +206,9 @@ def test_traffic_under_the_minimum_guard_never_pages_whatever_the_burn(plans):
     pred = chain_prediction(plans, fault.kind, dict(fault.params), "databricks", SPLIT,
                             slo="llm-inference-databricks-latency-1s", group_wait=2, kinds=KINDS, load=LOAD,
                             peak_rps=1.5)
-    assert all(t["predicted_seconds"] is None and "minimum-traffic guard" in t["why"] for t in pred["tiers"])
-    assert all(r["predicted_seconds"] is None for r in pred["slos"])
-    assert pred["no_page"].startswith("no page predicted")
+    assert all(t.predicted_seconds is None and "minimum-traffic guard" in t.why for t in pred.tiers)
+    assert all(r.predicted_seconds is None for r in pred.slos)
+    assert pred.no_page.startswith("no page predicted")
 
 
 def test_when_the_named_slo_is_guarded_the_page_comes_from_the_one_that_fires(plans):
@@ -218,22 +219,22 @@ def test_when_the_named_slo_is_guarded_the_page_comes_from_the_one_that_fires(pl
                             peak_rps=2)
     burn = (0.8 * _slow("vendor", 1.0, tail=0.1, tail_factor=10.0) + 0.2 * _slow("internal", 1.0)) \
         / (1 - _goal("service-latency-1s"))
-    assert pred["slo"] == "llm-inference-service-latency-1s"
-    assert pred["predicted_detection_seconds"] == _fires(*PAIRS[("1h", "5m")], burn)
-    assert "is not predicted to page" in pred["note"]
+    assert pred.slo == "llm-inference-service-latency-1s"
+    assert pred.predicted_detection_seconds == _fires(*PAIRS[("1h", "5m")], burn)
+    assert "is not predicted to page" in pred.note
 
 
 def test_a_uniform_latency_spike_moves_every_answer(plans):
     # latency-spike at the parser's default factor 3 on databricks: the 500 ms SLO burns fastest
-    got = {_short(b["slo"]): b for b in latency_burns(plans, "latency-spike", {"factor": 3.0}, "databricks", SPLIT,
+    got = {_short(b.slo): b for b in latency_burns(plans, "latency-spike", {"factor": 3.0}, "databricks", SPLIT,
                                                       KINDS, LOAD)}
     bad = _slow("vendor", 0.5, log_factor=math.log(3))
-    assert got["databricks-latency-500ms"]["bad_share"] == pytest.approx(bad, rel=1e-5)
+    assert got["databricks-latency-500ms"].bad_share == pytest.approx(bad, rel=1e-5)
     pred = chain_prediction(plans, "latency-spike", {"factor": 3.0}, "databricks", SPLIT, slo=None, group_wait=2,
                             kinds=KINDS, load=LOAD, peak_rps=200)
     burn = bad / (1 - _goal("databricks-latency-500ms"))
-    assert pred["slo"] == "llm-inference-databricks-latency-500ms"
-    assert pred["predicted_detection_seconds"] == _fires(*PAIRS[("1h", "5m")], burn)
+    assert pred.slo == "llm-inference-databricks-latency-500ms"
+    assert pred.predicted_detection_seconds == _fires(*PAIRS[("1h", "5m")], burn)
 
 
 def test_the_chain_runner_predicts_a_latency_fault_at_the_load_of_its_onset(chain_cfg):
@@ -249,9 +250,9 @@ def test_the_chain_runner_predicts_a_latency_fault_at_the_load_of_its_onset(chai
     pred = drill._predict({"backend": "databricks", "on_at": onset})
     load = 1.0 - 0.01 * 5 / 3600
     burn = _slow("vendor", 1.0, tail=0.1, tail_factor=10.0, load=load) / (1 - _goal("databricks-latency-1s"))
-    assert pred["slo"] == "llm-inference-databricks-latency-1s"
-    assert pred["burn"] == pytest.approx(burn, rel=1e-5)
-    assert pred["predicted_page_seconds"] == _fires(*PAIRS[("1h", "5m")], burn) + 2
+    assert pred.slo == "llm-inference-databricks-latency-1s"
+    assert pred.burn == pytest.approx(burn, rel=1e-5)
+    assert pred.predicted_page_seconds == _fires(*PAIRS[("1h", "5m")], burn) + 2
 
 
 def test_a_live_chain_drill_does_not_predict_latency_or_capacity_faults_from_the_simulator(chain_cfg):
@@ -262,8 +263,8 @@ def test_a_live_chain_drill_does_not_predict_latency_or_capacity_faults_from_the
     drill = ChainDrill(load_scenario(CHAOS / "vendor-latency.yaml"), user, routing=None, timeout=None)
     drill.cfg, drill.group_wait, drill.mode = cfg, 2.0, "live-chain"  # the mode LiveChainDrill runs in
     pred = drill._predict({"backend": "databricks", "on_at": parse_rfc3339("2026-11-18T19:00:00Z")})
-    assert pred == {}
+    assert pred is None
     assert derived_timeout(pred, 240) == (240, "no prediction for this fault: the default 240s")
     capacity = ChainDrill(load_scenario(CHAOS / "internal-capacity-loss.yaml"), user, routing=None, timeout=None)
     capacity.cfg, capacity.group_wait, capacity.mode = cfg, 2.0, "live-chain"
-    assert capacity._predict({"backend": "internal", "on_at": parse_rfc3339("2026-11-18T19:00:00Z")}) == {}
+    assert capacity._predict({"backend": "internal", "on_at": parse_rfc3339("2026-11-18T19:00:00Z")}) is None

@@ -148,18 +148,18 @@ def test_a_dry_run_or_a_policy_without_the_action_predicts_no_mitigation_and_say
     cfg, plan, scenario = _shipped()
     tiers = predict(plan, 200.0, 60)
     args = dict(fault_kind="vendor-5xx", params={"rate": 0.1}, backend_kind="vendor")
-    live = response_hops(cfg, scenario.paging, plan, tiers, **args)["hops"]
+    live = response_hops(cfg, scenario.paging, plan, tiers, **args).hops
     assert live["mitigate"][0] is not None
 
     dry = dataclasses.replace(cfg, automation=dataclasses.replace(cfg.automation, dry_run=True))
-    hops = response_hops(dry, scenario.paging, plan, tiers, **args)["hops"]
+    hops = response_hops(dry, scenario.paging, plan, tiers, **args).hops
     assert hops["mitigate"] == (None, "policy failover-on-availability-page is a dry run: it decides, changes nothing")
     assert hops["ticket"][0] is None and hops["page"] == live["page"]
 
     # Only the page-only absent-metrics policy left: nothing matches an availability page.
     absent = [p for p in cfg.automation.policies if p.name == "page-on-absent-metrics"]
     none = dataclasses.replace(cfg, automation=dataclasses.replace(cfg.automation, policies=absent))
-    hops = response_hops(none, scenario.paging, plan, tiers, **args)["hops"]
+    hops = response_hops(none, scenario.paging, plan, tiers, **args).hops
     assert hops["mitigate"][0] is None and hops["mitigate"][1].startswith("no policy matches SloBurnRatePage")
     assert "serve does nothing" in hops["ticket"][1]
 

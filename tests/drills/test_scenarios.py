@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -276,3 +278,22 @@ def test_every_policy_action_is_taken_once_per_episode_and_each_note_says_someth
     if (run / "paging" / "ledger.json").exists():
         texts = [c["summary"] for c in ledger(run)["changes"] if c["summary"].startswith("opsctl automation, policy")]
         assert len(texts) == sum(notes.values()) and len(set(texts)) == len(texts), texts
+
+
+PREDICTION_PINS = Path(__file__).with_name("prediction_pins")
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_each_shipped_scenarios_prediction_section_is_what_the_code_before_the_typed_prediction_wrote(
+        shipped_runs, name):
+    """The report's `prediction` (the burn-rate maths, the hops, the response predicted from the
+    config), byte for byte as drills/prediction.py wrote it as a dict (commit 696bbb1, before it
+    built the typed report_burn.Prediction): every shipped scenario, the quality rule's and the
+    faultless escalation's included. OPSCTL_PIN_WRITE=1 writes them again (only for a deliberate change)."""
+    _, _, report, _, _ = shipped_runs[name]
+    text = json.dumps(report.get("prediction"), indent=2) + "\n"
+    path = PREDICTION_PINS / f"{name}.json"
+    if os.environ.get("OPSCTL_PIN_WRITE") == "1":
+        PREDICTION_PINS.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{path.name} differs from what the code wrote before"

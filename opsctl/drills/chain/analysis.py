@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TYPE_CHECKING
 
 from opsctl.drills.chain.progress import ChainProgress
 from opsctl.errors import OpsctlError
 
+if TYPE_CHECKING:
+    from opsctl.drills.report_burn import Prediction
+
 
 class ChainAnalysis(ChainProgress):
-    def _predict(self, first: dict) -> dict:
-        """What the burn-rate maths predicts from the first fault, on the drill's own rules ({} if nothing)."""
+    def _predict(self, first: dict) -> Prediction | None:
+        """What the burn-rate maths predicts from the first fault, on the drill's own rules (None if nothing)."""
         from opsctl.drills.prediction import chain_prediction
         from opsctl.slo.loading import load_slos
         from opsctl.slo.rule_plan import RuleSettings, plan_rules
@@ -24,20 +28,20 @@ class ChainAnalysis(ChainProgress):
                                RuleSettings.from_config(self.cfg))
         except OpsctlError as exc:
             self._say("prediction", f"none: {exc.message}")
-            return {}
+            return None
         from opsctl.drills.scenario import resolve_slo
 
         detected = next((e.slo for e in self.scenario.expectations if e.expect == "detected" and e.slo), None)
         if detected is not None:
             detected = resolve_slo(detected, [p.slo.name for p in plans], self.cfg.service) or detected
-        from opsctl.drills.prediction import LATENCY_FAULTS
+        from opsctl.drills.fault_model import LATENCY_FAULTS
 
         if self.mode != "chain":  # live: real backends and traffic, not the simulator's latency model or rate
             if step.fault.kind in LATENCY_FAULTS:  # a delay or a scaled-down Deployment: not the simulator's
-                return {}
+                return None
             return chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], self._split(),
                                     slo=detected, group_wait=self.group_wait)
-        from opsctl.drills.prediction import traffic_load
+        from opsctl.drills.fault_model import traffic_load
 
         pred = chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], self._split(),
                                 slo=detected, group_wait=self.group_wait,
@@ -45,7 +49,7 @@ class ChainAnalysis(ChainProgress):
                                 load=traffic_load(first["on_at"]), peak_rps=self.scenario.embedded.peak_rps)
         return self._predict_response(pred, plans, step.fault, first["backend"])
 
-    def _predict_response(self, pred: dict, plans, fault, backend: str) -> dict:
+    def _predict_response(self, pred: Prediction | None, plans, fault, backend: str) -> Prediction | None:
         """The mitigate and ticket hops (prediction.response_hops): the first tier's alert walked
         down the drill's routing tree to serve's receiver (its group_wait, as shortened), then the
         policy it reaches. The page keeps the prediction's own (the longest group_wait)."""
@@ -56,31 +60,30 @@ class ChainAnalysis(ChainProgress):
         from opsctl.slo.rule_exprs import alert_labels
         from opsctl.slo.rule_plan import RuleSettings
 
-        plan = next((p for p in plans if p.slo.name == pred.get("slo")), None)
-        firing = [t for t in pred.get("tiers") or [] if t["predicted_seconds"] is not None]
+        if pred is None:
+            return pred
+        plan = next((p for p in plans if p.slo.name == pred.slo), None)
+        firing = [(t.predicted_seconds, t) for t in pred.tiers if t.predicted_seconds is not None]
         if plan is None or not firing or self.routing is None:
             return pred
-        first = min(firing, key=lambda t: t["predicted_seconds"])
-        alert = next(a for a in plan.alerts if (a.alertname, a.long, a.short) == (first["alert"], first["long"],
-                                                                                   first["short"]))
+        _, first = min(firing, key=lambda f: f[0])
+        alert = next(a for a in plan.alerts if (a.alertname, a.long, a.short) == (first.alert, first.long, first.short))
         labels = alert_labels(plan, alert, RuleSettings.from_config(self.cfg))
         waits = [w for r, w in receivers_for(self.routing["route"], labels) if r in self.serve_receivers]
         if not waits:
-            for h in pred["hops"]:
-                if h["hop"] in ("mitigate", "ticket"):
-                    h["why"] = f"the drill's routing sends {first['alert']} to no opsctl serve receiver"
-            return pred
+            why = f"the drill's routing sends {first.alert} to no opsctl serve receiver"
+            return pred.update(hops=tuple(h.update(why=why) if h.hop in ("mitigate", "ticket") else h
+                                          for h in pred.hops))
         wait = int(math.ceil(min(waits)))
         paging = dataclasses.replace(self.scenario.paging, automation_group_wait=wait, fast_automation_group_wait=wait)
-        response = response_hops(self.cfg, paging, plan, pred["tiers"], fault_kind=fault.kind,
+        response = response_hops(self.cfg, paging, plan, pred.tiers, fault_kind=fault.kind,
                                  params=dict(fault.params), backend_kind=self.cfg.backends[backend].kind)
-        hops = response.pop("hops")
-        for h in pred["hops"]:
-            if h["hop"] in ("mitigate", "ticket"):
-                h["predicted_seconds"], h["why"] = hops[h["hop"]]
-        response.pop("page_wait_seconds", None)  # the chain's page: the prediction's group_wait
-        pred["response"] = response
-        return pred
+        if response is None:  # no tier fires: not reached, `firing` above is the same test
+            return pred
+        hops = tuple(h.update(predicted_seconds=response.hops[h.hop][0], why=response.hops[h.hop][1])
+                     if h.hop in ("mitigate", "ticket") else h for h in pred.hops)
+        # the chain's page: the prediction's group_wait
+        return pred.update(hops=hops, response=response.response.without("page_wait_seconds"))
 
     # -- what the faults did --------------------------------------------------------------------
 
@@ -119,9 +122,11 @@ class ChainAnalysis(ChainProgress):
         if self.history:
             meter.basis = (f"period budget estimated from {self.history / 3600:g}h of backfilled baseline traffic"
                            f" scaled to the {meter.period_seconds // 86400}d period")
-        rows = [{"slo": name, "spent": meter.spent(name, s), "peak_burn_1h": s.burn.get(3600) or 0.0}
-                for name, s in sorted(samples.items())]
-        self.budget = {"basis": meter.basis, "period_days": meter.period_seconds // 86400, "slos": rows}
+        from opsctl.drills.report_burn import Budget, BudgetRow
+
+        rows = tuple(BudgetRow(slo=name, spent=meter.spent(name, s), peak_burn_1h=s.burn.get(3600) or 0.0)
+                     for name, s in sorted(samples.items()))
+        self.budget = Budget(basis=meter.basis, period_days=meter.period_seconds // 86400, slos=rows)
 
 
 

@@ -22,6 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from opsctl.drills.report_model import Hop as ReportHop
 
 ORDER = ("fault", "rule-pending", "rule-firing", "alertmanager", "pagerduty", "serve", "policy", "actuator",
          "acknowledged", "ticket")
@@ -66,11 +70,14 @@ class Hop:
             return True
         return False
 
-    def to_dict(self, t0: float | None) -> dict:
-        return {"hop": self.key, "component": self.component, "title": self.title, "required": self.required,
-                "passed": self.passed, "at": self.at,
-                "seconds": None if self.at is None or t0 is None else round(self.at - t0, 3),
-                "evidence": self.evidence, "last_evidence": self.last, "failed": self.failed}
+    def report(self, t0: float | None) -> ReportHop:
+        """The hop as the report holds it (report_model.Hop)."""
+        from opsctl.drills.report_model import Hop as ReportHop
+
+        return ReportHop(hop=self.key, component=self.component, title=self.title, required=self.required,
+                         passed=self.passed, at=self.at,
+                         seconds=None if self.at is None or t0 is None else round(self.at - t0, 3),
+                         evidence=self.evidence, last_evidence=self.last, failed=self.failed)
 
 
 

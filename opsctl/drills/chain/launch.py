@@ -5,12 +5,13 @@ and ends as every drill does."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from opsctl.config import Config
+    from opsctl.drills.chain.plan import ChainPlan
     from opsctl.drills.chain.runner import ChainDrill
     from opsctl.drills.scenario import Scenario
 
@@ -41,9 +42,9 @@ def chain_timeout(text: str | None) -> int | None:
 
 @dataclass
 class ChainLaunch:
-    """A dry run's `plan` (rendered by opsctl.drills.chain.plan.plan_text), or the `drill` to run."""
+    """A dry run's `plan` (its `text()` and `to_dict()` rendered by the CLI), or the `drill` to run."""
 
-    plan: dict[str, Any] = field(default_factory=dict)
+    plan: ChainPlan | None = None
     drill: ChainDrill | None = None
 
 

@@ -7,10 +7,46 @@ component answering); nothing is started, injected, paged or filed.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from opsctl.drills.plan import Plan
 from opsctl.drills.report import duration_text
 from opsctl.drills.safety import Check, check_real_alerts, check_real_incidents
 from opsctl.drills.scenario import default_backend
+
+if TYPE_CHECKING:
+    from opsctl.config import Config
+    from opsctl.drills.scenario import Scenario
+
+
+class ChainPlan(Plan):
+    """`drill run --chain --dry-run` (mode chain or live-chain): what the drill sets up, each step,
+    each hop it watches, its verdict and rollbacks, as sentences."""
+
+    setup: tuple[str, ...]
+    method: tuple[str, ...]
+    hops: tuple[str, ...]
+    verdict: str
+    rollbacks: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario, "file": self.file, "mode": self.mode, "dry_run": True,
+            "preflight": [c.to_dict() for c in self.preflight], "would_refuse": self.would_refuse,
+            "setup": list(self.setup), "method": list(self.method), "hops": list(self.hops),
+            "verdict": self.verdict, "rollbacks": list(self.rollbacks),
+        }
+
+    def text(self) -> str:
+        lines = [f"dry run of {self.file} ({self.mode}): {self.scenario}", "preflight:"]
+        lines += [f"  {'ok' if c.ok else 'REFUSED'}  {c.name}: {c.message}" for c in self.preflight]
+        for section in ("setup", "method", "hops", "rollbacks"):
+            lines.append(section + ":")
+            items: tuple[str, ...] = getattr(self, section)
+            lines += [f"  - {item}" for item in items] or ["  - none"]
+        lines.append(f"verdict: {self.verdict}")
+        lines.append("nothing was started or changed")
+        return "\n".join(lines)
 
 
 def reachable(name: str, url: str | None, path: str) -> Check:
@@ -29,7 +65,7 @@ def reachable(name: str, url: str | None, path: str) -> Check:
     return Check(f"{name} answers", True, f"{url}{path} ok")
 
 
-def live_checks(cfg) -> list[Check]:
+def live_checks(cfg: Config) -> list[Check]:
     from opsctl.drills.cleanup import interrupted_runs
     from opsctl.drills.plan import interrupted_check
 
@@ -53,7 +89,7 @@ def local_checks() -> list[Check]:
     return out
 
 
-def chain_plan(scenario, cfg, *, live: bool, routing: Path, timeout: int | None) -> dict:
+def chain_plan(scenario: Scenario, cfg: Config, *, live: bool, routing: Path, timeout: int | None) -> ChainPlan:
     from opsctl.drills.chain.faults import broken_hop
     from opsctl.drills.chain.progress import ACK_CAP, DEFAULT_HISTORY, PAUSE_CAP
     from opsctl.drills.chain.setup import AM_GROUP_WAIT, DRILL_EVALUATION, SCRAPE_INTERVAL
@@ -107,25 +143,13 @@ def chain_plan(scenario, cfg, *, live: bool, routing: Path, timeout: int | None)
             "opsctl serve: the delivery accepted, the policy's actions (its /metrics" + (")" if live else " and log)"),
             "the traffic controller: the failover applied (audit log, the split)",
             "the ticket channel: the vendor ticket and its category"]
-    return {
-        "scenario": scenario.title, "file": scenario.path, "mode": "live-chain" if live else "chain", "dry_run": True,
-        "preflight": [c.to_dict() for c in checks], "would_refuse": any(not c.ok for c in checks),
-        "setup": setup, "method": steps, "hops": hops,
-        "verdict": ("every required hop within " + (duration_text(timeout) if timeout is not None else
-                    "the predicted page time + a 3m margin") + " of the fault, else the drill fails naming"
-                   " the first broken hop and its last evidence"),
-        "rollbacks": ["switch the faults off", "resolve the drill's incidents" if not live else
-                      "the alert resolves once the fault is off (serve restores traffic after its hold-down)",
-                      "stop every process the drill started" if not live else "report what is left for a human"],
-    }
-
-
-def plan_text(p: dict) -> str:
-    lines = [f"dry run of {p['file']} ({p['mode']}): {p['scenario']}", "preflight:"]
-    lines += [f"  {'ok' if c['ok'] else 'REFUSED'}  {c['name']}: {c['message']}" for c in p["preflight"]]
-    for section in ("setup", "method", "hops", "rollbacks"):
-        lines.append(section + ":")
-        lines += [f"  - {item}" for item in p[section]] or ["  - none"]
-    lines.append(f"verdict: {p['verdict']}")
-    lines.append("nothing was started or changed")
-    return "\n".join(lines)
+    return ChainPlan(
+        scenario=scenario.title, file=scenario.path, mode="live-chain" if live else "chain", preflight=tuple(checks),
+        setup=tuple(setup), method=tuple(steps), hops=tuple(hops),
+        verdict=("every required hop within " + (duration_text(timeout) if timeout is not None else
+                 "the predicted page time + a 3m margin") + " of the fault, else the drill fails naming"
+                " the first broken hop and its last evidence"),
+        rollbacks=("switch the faults off", "resolve the drill's incidents" if not live else
+                   "the alert resolves once the fault is off (serve restores traffic after its hold-down)",
+                   "stop every process the drill started" if not live else "report what is left for a human"),
+    )

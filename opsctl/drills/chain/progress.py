@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from opsctl.drills.chain.collector import Collector
     from opsctl.drills.chain.pdsink import PagerDutySink
     from opsctl.drills.chain.setup import Shortened
+    from opsctl.drills.report_burn import Budget, Prediction
     from opsctl.drills.state import RunState
     from opsctl.slo.model import SloDefinition
 
@@ -68,12 +69,12 @@ class ChainProgress:
         self.checks: list = []  # the preflight checks that ran (a live chain drill's)
         self.facts: dict = {}
         self.rollbacks: list[dict] = []
-        self.prediction: dict = {}
+        self.prediction: Prediction | None = None
         self.group_wait = 0.0  # the drill's Alertmanager routes' longest group_wait (0: not known)
         self.routing: dict | None = None  # the drill's Alertmanager config, once written (setup)
         self.serve_receivers: frozenset = frozenset()  # its receivers whose webhook is serve's
         self.attribution: list[dict] = []
-        self.budget: dict = {}
+        self.budget: Budget | None = None
         self.fault_records: list[dict] = []
 
 

@@ -1,4 +1,5 @@
-"""The chain drill's report data, for the drill report writers (Markdown, JSON, HTML).
+"""The chain drill's report (`report_model.DrillReport`, built typed once, as the embedded drill's is),
+for the drill report writers (Markdown, JSON, HTML).
 
 Hops become the report's expectations (one per hop, with the component's evidence, or the last
 evidence seen on the way when it never happened); the scenario's own deadlines are judged on the
@@ -7,21 +8,56 @@ same measurements; the timeline is what the components said, in time order.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
 from opsctl.clock import format_rfc3339
 from opsctl.drills.expectations import title_problem
 from opsctl.drills.report import action_items, duration_text
-from opsctl.drills.report_model import DrillReport
+from opsctl.drills.report_burn import Prediction
+from opsctl.drills.report_model import (
+    CHAIN_KEYS,
+    Attribution,
+    Check,
+    DrillReport,
+    Event,
+    Hypothesis,
+    Measurements,
+    Probe,
+    RollbackResult,
+    ScenarioRef,
+    Shortened,
+    Verdict,
+)
 
 # scenario expectation -> the hop that measures it
 EXPECT_HOP = {"detected": "rule-firing", "paged": "pagerduty", "acknowledged": "acknowledged",
               "failover-applied": "actuator", "vendor-ticket": "ticket"}
 
 
-def _fmt(ts):
+if TYPE_CHECKING:
+    from opsctl.drills.chain.hops import Hop as ChainHop
+    from opsctl.drills.phases import Results
+    from opsctl.drills.scenario import Scenario
+    from opsctl.drills.state import RunState
+
+
+class ReportedChain(Protocol):
+    """What the chain report reads of its drill (chain.runner.ChainDrill): the scenario, the run
+    state, the mode, the onset and the timeline."""
+
+    scenario: Scenario
+    state: RunState
+    mode: str
+    t0: float | None
+    timeline: list[dict[str, Any]]
+
+
+def _fmt(ts: float | None) -> str | None:
     return None if ts is None else format_rfc3339(ts)
 
 
-def hop_verdicts(hops: dict, t0: float | None) -> list[dict]:
+def hop_verdicts(hops: Mapping[str, ChainHop], t0: float | None) -> list[Verdict]:
     out = []
     for hop in hops.values():
         if not hop.required and hop.at is None:
@@ -32,13 +68,14 @@ def hop_verdicts(hops: dict, t0: float | None) -> list[dict]:
                 f"; last evidence: {hop.last}"
         else:
             reason = hop.failed or ""
-        out.append({"name": f"hop {hop.key}: {hop.title} ({hop.component})", "expect": f"hop-{hop.key}",
-                    "passed": hop.passed or not hop.required, "within_seconds": None, "at": _fmt(hop.at),
-                    "seconds": seconds, "detail": hop.evidence, "reason": reason})
+        out.append(Verdict(name=f"hop {hop.key}: {hop.title} ({hop.component})", expect=f"hop-{hop.key}",
+                           passed=hop.passed or not hop.required, within_seconds=None, at=_fmt(hop.at),
+                           seconds=seconds, detail=hop.evidence, reason=reason))
     return out
 
 
-def scenario_verdicts(scenario, hops: dict, t0: float | None) -> tuple[list[dict], list[str]]:
+def scenario_verdicts(scenario: Scenario, hops: Mapping[str, ChainHop], t0: float | None) -> tuple[list[Verdict],
+                                                                                                      list[str]]:
     judged, not_rehearsed = [], []
     for e in scenario.expectations:
         key = EXPECT_HOP.get(e.expect)
@@ -60,23 +97,26 @@ def scenario_verdicts(scenario, hops: dict, t0: float | None) -> tuple[list[dict
             reason = f"met after {duration_text(seconds)}, past its deadline of {duration_text(e.within)}"
         else:
             reason = ""
-        judged.append({"name": e.name, "expect": e.expect, "passed": passed, "within_seconds": e.within,
-                       "at": _fmt(hop.at), "seconds": seconds, "detail": hop.evidence, "reason": reason})
+        judged.append(Verdict(name=e.name, expect=e.expect, passed=passed, within_seconds=e.within,
+                              at=_fmt(hop.at), seconds=seconds, detail=hop.evidence, reason=reason))
     return judged, not_rehearsed
 
 
-def chain_prediction_measured(pred: dict, m: dict) -> dict:
+def chain_prediction_measured(pred: Prediction | None, m: Measurements | None) -> Prediction | None:
     """The prediction made from the fault (drills/prediction.py), with each hop's measured time beside it."""
-    if not pred:
-        return {}
+    if pred is None:
+        return None
     from opsctl.drills.prediction import HOPS
 
-    measured = {hop: m.get(key) for hop, key in HOPS}
-    return {**pred, "measured_detection_seconds": m.get("time_to_detect"),
-            "hops": [{**h, "seconds": measured.get(h["hop"])} for h in pred["hops"]]}
+    measured = m or Measurements()
+    keys = dict(HOPS)
+    return pred.update(measured_detection_seconds=measured.time_to_detect,
+                       hops=tuple(h.update(seconds=measured.seconds(keys[h.hop]) if h.hop in keys else None)
+                                  for h in pred.hops))
 
 
-def chain_report(drill, results, outcome: str, exit_code: int, wall_seconds: float) -> dict:
+def chain_report(drill: ReportedChain, results: Results, outcome: str, exit_code: int,
+                 wall_seconds: float) -> DrillReport:
     """The report from the phases' results (lifecycle.Results: the preflight's facts, the method's
     `HopSignals`, the rollbacks); `drill` gives the scenario, the run state and the timeline."""
     from opsctl.drills.phases import Facts, HopSignals, Rollback
@@ -90,17 +130,17 @@ def chain_report(drill, results, outcome: str, exit_code: int, wall_seconds: flo
     judged, not_rehearsed = scenario_verdicts(sc, hops, t0) if hops else ([], [])
     broken = [h for h in hops.values() if h.required and not h.passed]
     timeline = sorted(drill.timeline, key=lambda e: e["at"])
-    m = {}
+    m = None
     if t0 is not None and hops:
-        def since(key):
+        def since(key: str) -> float | None:
             at = hops[key].at
             return None if at is None else round(at - t0, 3)
 
-        m = {"time_to_detect": since("rule-firing"), "time_to_page": since("pagerduty"),
-             "time_to_acknowledge": since("acknowledged"), "time_to_mitigate": since("actuator"),
-             "time_to_vendor_routing": since("ticket") if hops["ticket"].passed else None,
-             "time_to_vendor_response": None, "time_to_recover": None,
-             "acknowledged_by": sc.on_call.name if hops["acknowledged"].at else None, "escalated_after": None}
+        m = Measurements(time_to_detect=since("rule-firing"), time_to_page=since("pagerduty"),
+                         time_to_acknowledge=since("acknowledged"), time_to_mitigate=since("actuator"),
+                         time_to_vendor_routing=since("ticket") if hops["ticket"].passed else None,
+                         time_to_vendor_response=None, time_to_recover=None,
+                         acknowledged_by=sc.on_call.name if hops["acknowledged"].at else None, escalated_after=None)
     notes = []
     if broken:
         first = broken[0]
@@ -110,31 +150,33 @@ def chain_report(drill, results, outcome: str, exit_code: int, wall_seconds: flo
     if not_rehearsed:
         notes.append("not rehearsed by a chain drill (judged by the embedded drill): " + "; ".join(not_rehearsed))
     predicted = signals.prediction
-    notes += [predicted[k] for k in ("no_page", "note") if predicted.get(k)]  # what the maths expects not to page
-    data = {
-        "run_id": state.run_id, "mode": drill.mode, "outcome": outcome, "exit_code": exit_code,
-        "scenario": {"title": sc.title, "name": sc.name, "path": sc.path, "digest": sc.digest,
-                     "description": sc.description, "tags": list(sc.tags)},
-        "started_at": _fmt(state.data["started_at"]), "finished_at": _fmt(state.data.get("finished_at")),
-        "wall_seconds": round(wall_seconds, 3), "t0": _fmt(t0), "refusal": results.refusal,
-        "abort_reason": results.abort_reason, "crash": results.crash, "late_signals": [],
-        "preflight": [c.to_dict() for c in prepared.checks],
-        "hypothesis": {"title": sc.hypothesis_title, "probes": [p.to_dict() for p in
-                                                              (results.steady.probes if results.steady else ())]},
-        "environment": prepared.facts,
-        "timeline": [{"at": _fmt(e["at"]), "offset": None if t0 is None else round(e["at"] - t0, 3),
-                      "phase": e["phase"], "kind": e["kind"], "message": e["message"]} for e in timeline],
-        "measurements": m,
-        "expectations": verdicts + judged,
-        "hops": [h.to_dict(t0) for h in hops.values()],
-        "broken_hop": broken[0].key if broken else None,
-        "attribution": [{k: v for k, v in a.items() if k not in ("during", "before")} for a in signals.attribution],
-        "shortened": prepared.facts.get("shortened", []),
-        "rollbacks": list(rollback.actions), "leftovers": list(rollback.leftovers), "clean": not rollback.failed,
-        "budget": signals.budget, "chart": {}, "runbook": None,
-        "window": state.data.get("window"),
-        "note": " · ".join(notes) or None,
-    }
-    data["prediction"] = chain_prediction_measured(signals.prediction, m)
-    data["action_items"] = action_items(DrillReport.parse(data, "the chain drill's report"))
-    return data
+    if predicted is not None:  # what the maths expects not to page
+        notes += [text for text in (predicted.no_page, predicted.note) if text]
+    report = DrillReport(
+        run_id=state.run_id, mode=drill.mode, outcome=outcome, exit_code=exit_code,
+        scenario=ScenarioRef(title=sc.title, name=sc.name, path=sc.path, digest=sc.digest,
+                             description=sc.description, tags=tuple(sc.tags)),
+        started_at=_fmt(state.data["started_at"]), finished_at=_fmt(state.data.get("finished_at")),
+        wall_seconds=round(wall_seconds, 3), t0=_fmt(t0), refusal=results.refusal,
+        abort_reason=results.abort_reason, crash=results.crash, late_signals=(),
+        preflight=tuple(Check.parse(c.to_dict()) for c in prepared.checks),
+        hypothesis=Hypothesis(title=sc.hypothesis_title, probes=tuple(
+            Probe.parse(p.to_dict()) for p in (results.steady.probes if results.steady else ()))),
+        environment=prepared.facts,
+        timeline=tuple(Event(at=_fmt(e["at"]), offset=None if t0 is None else round(e["at"] - t0, 3),
+                             phase=e["phase"], kind=e["kind"], message=e["message"]) for e in timeline),
+        measurements=m,
+        expectations=tuple(verdicts + judged),
+        hops=tuple(h.report(t0) for h in hops.values()),
+        broken_hop=broken[0].key if broken else None,
+        attribution=tuple(Attribution(fault=a["fault"], kind=a["kind"], backend=a["backend"], hop=a["hop"],
+                                      seen=a["seen"]) for a in signals.attribution),
+        shortened=tuple(Shortened.parse(s) for s in prepared.facts.get("shortened", [])),
+        rollbacks=tuple(RollbackResult.parse(r) for r in rollback.actions), leftovers=tuple(rollback.leftovers),
+        clean=not rollback.failed,
+        budget=signals.budget, chart=None, runbook=None,
+        window=state.data.get("window"),
+        note=" · ".join(notes) or None,
+        prediction=chain_prediction_measured(signals.prediction, m),
+    ).with_keys(*CHAIN_KEYS)
+    return report.replace(action_items=tuple(action_items(report)))

@@ -111,8 +111,8 @@ class ChainDrill(ChainStartup, ChainPolling):
 
     def _hop_signals(self) -> HopSignals:
         return HopSignals(t0=self.t0, hops=dict(self.collector.hops) if self.collector else {},
-                          prediction=dict(self.prediction), attribution=tuple(self.attribution),
-                          budget=dict(self.budget))
+                          prediction=self.prediction, attribution=tuple(self.attribution),
+                          budget=self.budget)
 
     def judge(self, signals: Signals | None, stopped: str | None) -> Judgement:
         """A required hop that did not happen (or happened wrong) fails the drill; the report judges
@@ -124,7 +124,7 @@ class ChainDrill(ChainStartup, ChainPolling):
         self._rollbacks(order)
         return Rollback(actions=tuple(self.rollbacks))
 
-    def report(self, outcome: Outcome, results: Results, wall_seconds: float) -> dict:
+    def report(self, outcome: Outcome, results: Results, wall_seconds: float) -> DrillReport:
         from opsctl.drills.chain.report import chain_report
 
         self._stop_all()  # before the report: the logs are complete

@@ -11,8 +11,9 @@ import json
 
 import pytest
 
-from opsctl.automation import delivery_store
-from opsctl.automation.delivery_store import SharedDeliveryLog, piece_name, piece_of
+from opsctl.automation import delivery_pieces, delivery_store
+from opsctl.automation.delivery_pieces import piece_name, piece_of
+from opsctl.automation.delivery_store import SharedDeliveryLog
 from opsctl.automation.idempotency import NewEvent
 from opsctl.clock import SimClock
 
@@ -78,7 +79,7 @@ def test_a_delivery_into_a_piece_this_replica_wrote_encodes_it_once_and_parses_n
 def test_the_version_last_written_is_never_changed_and_a_lost_swap_starts_from_the_store(log, kube_api):
     [k] = keys(1)
     log.admit([event(k, needs_action=True)])
-    before = log._known[PIECE]
+    before = log.pieces._known[PIECE]
     snapshot = json.dumps(before.data, sort_keys=True)
     claimed = log.claim(k)
     assert claimed is not None and claimed.attempts == 1
@@ -98,7 +99,7 @@ def test_the_version_last_written_is_never_changed_and_a_lost_swap_starts_from_t
     stored = json.loads(kube_api.get("", "configmaps", "ops", name)["data"]["state.json"])["events"]
     assert stored[k]["state"] == "done" and "payload" not in stored[k] and "other-key" in stored
     assert stored[k]["result"] == {"actions": ["failover"], "policies": ["p"]}
-    assert log.state(k)["state"] == "done"
+    assert log.state(k).state == "done"
 
 
 def test_a_piece_near_its_bound_is_still_measured_and_what_does_not_fit_waits(log, monkeypatch):
@@ -108,4 +109,4 @@ def test_a_piece_near_its_bound_is_still_measured_and_what_does_not_fit_waits(lo
     assert len(log.admit(batch[:1])) == 1
     with pytest.raises(delivery_store.DeliveryLogFull):
         log.admit(batch[1:] + [NewEvent(k, "alertmanager", "databricks", big, True) for k in keys(3, 20_000)])
-    assert delivery_store._size(log._read(PIECE)) <= 6000
+    assert delivery_pieces._size(log.pieces.read(PIECE).raw) <= 6000

@@ -10,6 +10,11 @@ this replica last read or wrote of it (one PUT, no read first), re-reading only 
 compare-and-swap says it moved (issue 22). Each piece's entries are typed lazily (`Entries`), and
 the records typed are kept per piece across its versions, so an entry is typed once, not on every
 read and write of its piece.
+
+Bounded per piece (`bound`, as each admit writes): a finished event keeps its key and outcome (no
+payload) for RETENTION or until MAX_FINISHED / SHARDS newer ones in its piece; past MAX_BYTES the
+oldest finished entries go first, but never one finished within RECENT (its notification may still
+be retried: a forgotten key would be acted on again).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TYPE_CHECKING, Callable, Iterable
 
-from opsctl.automation.delivery_record import Delivery, Entries, MalformedDelivery
+from opsctl.automation.delivery_record import FINISHED, Delivery, Entries, MalformedDelivery
 from opsctl.errors import ConflictError
 from opsctl.state.base import encode
 
@@ -30,6 +35,10 @@ if TYPE_CHECKING:
 DELIVERIES = "serve-deliveries"
 SHARDS = 8  # pieces of the delivery log; every replica must agree (a change is a migration)
 ATTEMPTS = 10  # compare-and-swap rounds before a write gives up (the sender then gets 503 and retries)
+RETENTION = 3 * 86400  # finished delivery keys are kept this long (Alertmanager repeats within hours)
+MAX_FINISHED = 1500  # in all pieces together
+MAX_BYTES = 384 * 1024  # per piece, below the store's 512 KiB document bound
+RECENT = 600  # seconds a finished key is kept whatever the bounds (a notification's retries come within)
 
 
 def piece_name(index: int) -> str:
@@ -65,6 +74,25 @@ def _events(data: dict[str, Any], index: int) -> dict[str, Any]:
 def every(pieces: Iterable[Entries]) -> list[tuple[str, Delivery]]:
     """Every entry of the pieces that reads, typed."""
     return [item for entries in pieces for item in entries.items()]
+
+
+def bound(table: Entries, now: float, fits: bool = False) -> None:
+    """Drop finished entries past RETENTION or past the count; past MAX_BYTES (measured unless
+    `fits`: known below it) the oldest of the rest not finished within RECENT."""
+    finished = sorted([(e.done_at or 0, k) for k, e in table.items() if e.state in FINISHED])
+    # Keys finished within RECENT stay whatever the bounds: the sender may still be retrying the
+    # notification they came in, and a forgotten key would be admitted and acted on again.
+    evictable = [k for at, k in finished if at < now - RECENT]
+    expired = {k for at, k in finished if at < now - RETENTION}
+    excess = len(finished) - len(expired) - max(1, MAX_FINISHED // SHARDS)
+    drop = expired | set([k for k in evictable if k not in expired][:max(0, excess)])
+    for k in drop:
+        table.pop(k)
+    oldest = [k for k in evictable if k not in drop]
+    while oldest and not fits and _size(table.raw) > MAX_BYTES:  # large payloads pending: keep fewer finished keys
+        for k in oldest[:100]:
+            table.pop(k)
+        oldest = oldest[100:]
 
 
 class Pieces:
@@ -197,4 +225,5 @@ class Pieces:
         self.remember(index, self.store.update(piece_name(index), apply, attempts=ATTEMPTS))
 
 
-__all__ = ["ATTEMPTS", "DELIVERIES", "DOCUMENTS", "Pieces", "SHARDS", "every", "piece_name", "piece_of"]
+__all__ = ["ATTEMPTS", "DELIVERIES", "DOCUMENTS", "MAX_BYTES", "MAX_FINISHED", "Pieces", "RECENT", "RETENTION", "SHARDS",
+           "bound", "every", "piece_name", "piece_of"]

@@ -14,13 +14,10 @@ share writes (group commit): while one write of a piece is in flight the others 
 next write records them all, so 50 simultaneous deliveries cost a few writes, not 50 in a row. Every replica records
 deliveries here (so one that is not the leader loses nothing), the leader claims and acts on them.
 
-Bounded per piece: a finished event keeps its key and outcome (no payload) for RETENTION or until
-MAX_FINISHED / SHARDS newer ones in its piece; past MAX_BYTES the oldest finished entries go first,
-but never one finished within RECENT (its notification may still be retried: a forgotten key would
-be acted on again). When the new events would not fit, the events that fit are recorded and the
-rest are refused with DeliveryLogFull (the sender gets 503 and retries; what was recorded is
-deduplicated and acted on meanwhile, and finishing an event drops its payload, so the retry finds
-room).
+Bounded per piece (delivery_pieces.bound: finished entries go first, never one finished within
+RECENT). When the new events would not fit, the events that fit are recorded and the rest are
+refused with DeliveryLogFull (the sender gets 503 and retries; what was recorded is deduplicated and
+acted on meanwhile, and finishing an event drops its payload, so the retry finds room).
 
 `term` (a callable: the leader's term, or None) is stamped, as text, on the entries this replica
 claims, finishes or defers.
@@ -40,18 +37,15 @@ import threading
 import time
 from typing import Any, TYPE_CHECKING, Callable
 
-from opsctl.automation.delivery_pieces import SHARDS, Pieces, _entry_size, _size, every, piece_name, piece_of
-from opsctl.automation.delivery_record import FINISHED, Delivery, Entries
+from opsctl.automation import delivery_pieces
+from opsctl.automation.delivery_pieces import Pieces, _entry_size, _size, every, piece_name, piece_of
+from opsctl.automation.delivery_record import Delivery, Entries
 from opsctl.automation.idempotency import DEFAULT_LEASE, ClaimedEvent, NewEvent, copy_json, dead_local_owner
 from opsctl.errors import OpsctlError
 
 if TYPE_CHECKING:
     from opsctl.state.base import StateStore
 
-RETENTION = 3 * 86400  # finished delivery keys are kept this long (Alertmanager repeats within hours)
-MAX_FINISHED = 1500  # in all pieces together
-MAX_BYTES = 384 * 1024  # per piece, below the store's 512 KiB document bound
-RECENT = 600  # seconds a finished key is kept whatever the bounds (a notification's retries come within)
 # Seconds after its admit that a claim recorded with it is taken without a write. Within this, a
 # replica that led at the admit (and leads still) cannot have been succeeded: a successor needs
 # the Lease to expire, lease_duration after a renewal the leader made at most renew_deadline before.
@@ -252,9 +246,9 @@ class SharedDeliveryLog:
                     order.append((w, ev))
             if not order:
                 return False
-            fits = bound is not None and bound <= MAX_BYTES
-            self._bound(table, fits)
-            while order and not fits and _size(table.raw) > MAX_BYTES:  # the new events alone past the bound: the latest wait
+            fits = bound is not None and bound <= delivery_pieces.MAX_BYTES
+            delivery_pieces.bound(table, self.clock(), fits)
+            while order and not fits and _size(table.raw) > delivery_pieces.MAX_BYTES:  # the new events alone past the bound: the latest wait
                 w, ev = order.pop()
                 table.pop(ev.key)
                 w.added.remove(ev)
@@ -273,25 +267,6 @@ class SharedDeliveryLog:
                 self._mine.update(claims)
         for w in batch:
             w.done = True
-
-    def _bound(self, table: Entries, fits: bool = False) -> None:
-        """Drop finished entries past RETENTION or past the count; past MAX_BYTES (measured unless
-        `fits`: known below it) the oldest of the rest not finished within RECENT."""
-        now = self.clock()
-        finished = sorted([(e.done_at or 0, k) for k, e in table.items() if e.state in FINISHED])
-        # Keys finished within RECENT stay whatever the bounds: the sender may still be retrying the
-        # notification they came in, and a forgotten key would be admitted and acted on again.
-        evictable = [k for at, k in finished if at < now - RECENT]
-        expired = {k for at, k in finished if at < now - RETENTION}
-        excess = len(finished) - len(expired) - max(1, MAX_FINISHED // SHARDS)
-        drop = expired | set([k for k in evictable if k not in expired][:max(0, excess)])
-        for k in drop:
-            table.pop(k)
-        oldest = [k for k in evictable if k not in drop]
-        while oldest and not fits and _size(table.raw) > MAX_BYTES:  # large payloads pending: keep fewer finished keys
-            for k in oldest[:100]:
-                table.pop(k)
-            oldest = oldest[100:]
 
     def claim(self, key: str) -> ClaimedEvent | None:
         with self._mine_lock:

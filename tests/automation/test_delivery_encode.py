@@ -103,7 +103,7 @@ def test_the_version_last_written_is_never_changed_and_a_lost_swap_starts_from_t
 
 
 def test_a_piece_near_its_bound_is_still_measured_and_what_does_not_fit_waits(log, monkeypatch):
-    monkeypatch.setattr(delivery_store, "MAX_BYTES", 6000)
+    monkeypatch.setattr(delivery_pieces, "MAX_BYTES", 6000)
     big = {"status": "firing", "labels": {"alertname": "x" * 1500}}
     batch = [NewEvent(k, "alertmanager", "databricks", big, True) for k in keys(3)]
     assert len(log.admit(batch[:1])) == 1

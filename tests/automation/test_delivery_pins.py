@@ -10,7 +10,8 @@ import json
 import sqlite3
 from pathlib import Path
 
-from opsctl.automation.delivery_store import SHARDS, SharedDeliveryLog, piece_name
+from opsctl.automation.delivery_pieces import SHARDS, piece_name
+from opsctl.automation.delivery_store import SharedDeliveryLog
 from opsctl.automation.idempotency import DeliveryLog
 from opsctl.clock import SimClock
 from tests.automation.delivery_lifecycle import START, local_lifecycle, shared_lifecycle

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from opsctl.automation import delivery_pieces, delivery_store
+from opsctl.automation import delivery_pieces
 from opsctl.automation.delivery_pieces import piece_name
 from opsctl.automation.delivery_store import DeliveryLogFull, SharedDeliveryLog
 from opsctl.automation.idempotency import NewEvent
@@ -91,13 +91,13 @@ def test_events_spread_over_the_pieces_by_key(store):
 
 
 def test_every_piece_stays_bounded_the_newest_finished_kept(store, monkeypatch):
-    monkeypatch.setattr(delivery_store, "MAX_FINISHED", 50 * delivery_pieces.SHARDS)  # 50 per piece
+    monkeypatch.setattr(delivery_pieces, "MAX_FINISHED", 50 * delivery_pieces.SHARDS)  # 50 per piece
     clock = SimClock(1000)
     log = SharedDeliveryLog(store, clock=clock.now, owner="serve-a:1")
     log.admit([event(f"old{i}", needs_action=False) for i in range(80)])
-    clock.advance(delivery_store.RETENTION + 1)
+    clock.advance(delivery_pieces.RETENTION + 1)
     for n in range(0, 2400, 200):
-        clock.advance(delivery_store.RECENT + 1)  # finished long enough ago to be forgotten
+        clock.advance(delivery_pieces.RECENT + 1)  # finished long enough ago to be forgotten
         log.admit([event(f"k{n + i}", needs_action=False) for i in range(200)])
     for i in range(delivery_pieces.SHARDS):
         keys = store.get(piece_name(i)).data["events"]
@@ -124,13 +124,13 @@ def test_a_notification_of_1200_alerts_is_recorded_whole_in_bounded_pieces(store
     assert len(log.admit(events)) == 1200
     assert len(stored(store)) == 1200
     for i in range(delivery_pieces.SHARDS):
-        assert len(json.dumps(store.get(piece_name(i)).data)) < delivery_store.MAX_BYTES
+        assert len(json.dumps(store.get(piece_name(i)).data)) < delivery_pieces.MAX_BYTES
     assert len(log.due(older_than=0, limit=5000)) == 1200
     assert log.admit(events) == [], "Alertmanager's retry of it is a duplicate"
 
 
 def test_when_pending_payloads_overflow_a_piece_what_fits_is_recorded_and_the_retry_takes_the_rest(store, monkeypatch):
-    monkeypatch.setattr(delivery_store, "MAX_BYTES", 8_000)
+    monkeypatch.setattr(delivery_pieces, "MAX_BYTES", 8_000)
     clock = SimClock(1000)
     log = SharedDeliveryLog(store, clock=clock.now, owner="serve-a:1")
     events = [event(f"e{i:03d}", payload={"description": "y" * 1000}) for i in range(120)]  # ~15 kB a piece
@@ -161,7 +161,7 @@ def test_when_pending_payloads_overflow_a_piece_what_fits_is_recorded_and_the_re
 
 
 def test_keys_finished_within_recent_are_not_pushed_out_by_a_large_write(store, monkeypatch):
-    monkeypatch.setattr(delivery_store, "MAX_BYTES", 20_000)
+    monkeypatch.setattr(delivery_pieces, "MAX_BYTES", 20_000)
     clock = SimClock(1000)
     log = SharedDeliveryLog(store, clock=clock.now, owner="serve-a:1")
     log.admit([event(f"f{i:03d}", needs_action=False) for i in range(400)])
@@ -169,18 +169,18 @@ def test_keys_finished_within_recent_are_not_pushed_out_by_a_large_write(store, 
     with pytest.raises(DeliveryLogFull):
         log.admit([big])
     assert len(stored(store)) == 400, "every recently finished key kept: a retry of theirs is a duplicate"
-    clock.advance(delivery_store.RECENT + 1)
+    clock.advance(delivery_pieces.RECENT + 1)
     assert [e.key for e in log.admit([big])] == ["big"]
 
 
 def test_large_pending_payloads_push_out_the_oldest_finished_keys_not_the_write(store, monkeypatch):
-    monkeypatch.setattr(delivery_store, "MAX_BYTES", 40_000)
+    monkeypatch.setattr(delivery_pieces, "MAX_BYTES", 40_000)
     clock = SimClock(1000)
     log = SharedDeliveryLog(store, clock=clock.now, owner="serve-a:1")
     for n in range(0, 400, 100):
         clock.advance(1)
         log.admit([event(f"f{n + i:03d}", needs_action=False) for i in range(100)])
-    clock.advance(delivery_store.RECENT + 1)
+    clock.advance(delivery_pieces.RECENT + 1)
     big = NewEvent("big", "alertmanager", "databricks", {"annotations": {"description": "x" * 20_000}})
     assert [e.key for e in log.admit([big])] == ["big"]
     piece = store.get(piece_name(delivery_pieces.piece_of("big"))).data["events"]

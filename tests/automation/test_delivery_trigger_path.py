@@ -214,7 +214,7 @@ def test_a_full_admit_hands_back_what_it_recorded_claimed_so_the_sweep_takes_it(
     claimed are pending again (the sweep queues them), not held for the 300 s claim lease."""
     from opsctl.automation.delivery_store import DeliveryLogFull
 
-    monkeypatch.setattr(delivery_store, "MAX_BYTES", 8_000)
+    monkeypatch.setattr(delivery_pieces, "MAX_BYTES", 8_000)
     store = LocalStateStore(tmp_path / "state")
     log = SharedDeliveryLog(store, clock=SimClock(1000).now, owner="serve-a:1")
     events = [NewEvent(f"e{i:03d}", "alertmanager", "databricks", {"description": "y" * 1000}) for i in range(120)]

@@ -152,8 +152,8 @@ class Pieces:
                 self._known[index] = doc
             if doc is not None and size is not None:
                 self._known_size[index] = (doc, size)
-            else:
-                self._known_size.pop(index, None)
+            elif doc is None or self._known_size.get(index, (None, 0))[0] is not doc:
+                self._known_size.pop(index, None)  # (a read of the version written keeps its size)
 
     def read_shared(self, index: int) -> Entries:
         """One piece's events; readers arriving while a read of it is in flight share that read (for

@@ -76,6 +76,18 @@ def test_a_delivery_into_a_piece_this_replica_wrote_encodes_it_once_and_parses_n
     assert set(stored) == set(first) | {late}
 
 
+def test_a_sweep_between_two_writes_reads_the_version_written_and_the_next_write_still_encodes_once(
+        log, monkeypatch):
+    first = keys(30)
+    log.admit([event(k) for k in first[:-1]])
+    log.admit([event(first[-1])])  # written from what this replica wrote: its size known
+    assert log.due(older_than=0, limit=10) == []  # the leader's sweep reads every piece
+    calls = JsonCalls(monkeypatch)
+    [late] = keys(1, start=10_000)
+    assert [e.key for e in log.admit([event(late)])] == [late]
+    assert (calls.dumps, calls.loads) == (1, 0)  # the piece read back is the one written: not measured again
+
+
 def test_the_version_last_written_is_never_changed_and_a_lost_swap_starts_from_the_store(log, kube_api):
     [k] = keys(1)
     log.admit([event(k, needs_action=True)])

@@ -26,7 +26,8 @@ import statistics
 import time
 from typing import Any, Callable
 
-from opsctl.automation.delivery_store import SHARDS, SharedDeliveryLog, piece_of
+from opsctl.automation.delivery_pieces import SHARDS, piece_of
+from opsctl.automation.delivery_store import SharedDeliveryLog
 from opsctl.automation.idempotency import NewEvent
 from opsctl.errors import ConflictError
 from opsctl.state.base import Document, encode

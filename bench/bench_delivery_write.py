@@ -11,6 +11,8 @@ then timed, by `time.process_time` per operation, median and p90 over --rounds:
                      (one write: the common write under a burst)
   admit+claim+finish one actionable alert recorded claimed, claimed (no write) and finished (one write)
   sweep              `due` over all 8 pieces, each read afresh (the leader's sweep, every second)
+  sweep, moved       the same by another replica, after this one wrote one entry into every piece
+                     (not timed): each piece it reads is a version it has not seen
 
 Each is also given as the best mean of 25 operations in a row, the figure least disturbed by other
 processes on a shared machine (compare two checkouts by running both alternately).
@@ -141,6 +143,14 @@ def main() -> None:
     print(summary("admit quiet", timed(admit_quiet, args.rounds)))
     print(summary("admit+claim+finish", timed(trigger, args.rounds)))
     print(summary("sweep (8 pieces)", timed(lambda: log.due(older_than=0, limit=100), max(50, args.rounds // 4))))
+    other = SharedDeliveryLog(log.store, clock=clock.now, owner="serve-b:1")
+    other.due(older_than=0, limit=100)  # its first read of every piece
+    fresh = [iter(keys_in(i, args.rounds, f"moved{i}")) for i in range(SHARDS)]
+    samples = []
+    for _ in range(max(50, args.rounds // 4)):
+        log.admit([NewEvent(next(keys), "alertmanager", "databricks", PAYLOAD, False) for keys in fresh])
+        samples += timed(lambda: other.due(older_than=0, limit=100), 1)
+    print(summary("sweep, moved", samples))
     sizes = [len(log.store.texts[f"serve-deliveries-{i}"][0]) for i in range(SHARDS)]  # type: ignore[attr-defined]
     print(f"piece sizes: {min(sizes)}-{max(sizes)} bytes")
 

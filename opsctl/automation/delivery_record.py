@@ -285,9 +285,14 @@ class Entries:
         out: list[tuple[str, Delivery]] = []
         for key, raw in self.raw.items():
             known = typed.get(key)
-            if known is not None and known[0] is raw:
-                out.append((key, known[1]))
-                continue
+            if known is not None:
+                if known[0] is raw:
+                    out.append((key, known[1]))
+                    continue
+                if known[0] == raw:  # a re-read of an entry typed before (compared in C)
+                    typed[key] = (raw, known[1])
+                    out.append((key, known[1]))
+                    continue
             try:
                 out.append((key, self._typed(key, raw)))
             except MalformedDelivery as exc:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, TypeVar, cast
 
+from opsctl.automation.delivery_record import Delivery, MalformedDelivery, report
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
     key TEXT PRIMARY KEY,
@@ -206,6 +208,12 @@ class ClaimedEvent:
     received_at: float
     partition: str = ""
 
+    @classmethod
+    def of(cls, delivery: Delivery) -> "ClaimedEvent":
+        """What a worker acts on, from the delivery it claimed (the payload its own copy)."""
+        return cls(delivery.key, delivery.source, copy_json(delivery.payload or {}), delivery.attempts,
+                   delivery.received_at, delivery.partition)
+
 
 class DeliveryLog:
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time, owner: str | None = None,
@@ -223,13 +231,15 @@ class DeliveryLog:
         self.db.conn.execute(f"PRAGMA busy_timeout = {int(ADMIT_BUSY_TIMEOUT * 1000)}")
         with self.db.transaction(timeout=ADMIT_BUSY_TIMEOUT) as conn:
             for ev in events:
-                state, done_at, result = ("pending", None, None) if ev.needs_action else (
-                    "done", now, '{"actions": [], "policies": []}')
+                record = Delivery(ev.key, ev.source, ev.partition, "pending", now, payload=ev.payload) if ev.needs_action \
+                    else Delivery(ev.key, ev.source, ev.partition, "done", now, payload=ev.payload, done_at=now,
+                                  result={"actions": [], "policies": []})
+                row = record.columns()
                 cur = conn.execute(
                     "INSERT OR IGNORE INTO events (key, source, payload, partition, state, received_at, done_at, result)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (ev.key, ev.source, json.dumps(ev.payload, sort_keys=True), ev.partition, state, now, done_at,
-                     result),
+                    (ev.key, row["source"], row["payload"], row["partition"], row["state"], row["received_at"],
+                     row["done_at"], row["result"]),
                 )
                 if cur.rowcount == 1:
                     new.append(ev)
@@ -249,20 +259,24 @@ class DeliveryLog:
         self.db.conn.execute("SELECT 1 FROM events LIMIT 1").fetchall()
 
     def claim(self, key: str) -> ClaimedEvent | None:
-        """Take the event for this worker, or None when it is done, owned by a live worker, or not due."""
+        """Take the event for this worker, or None when it is done, owned by a live worker, or not
+        due, or does not read as a delivery (reported once, left as stored)."""
         now = self.clock()
         with self.db.transaction() as conn:
-            cur = conn.execute(
-                "UPDATE events SET state = 'running', owner = ?, lease_until = ?, attempts = attempts + 1"
-                " WHERE key = ? AND ((state = 'pending' AND not_before <= ?) OR (state = 'running' AND lease_until < ?))",
-                (self.owner, now + self.lease_seconds, key, now, now),
-            )
-            if cur.rowcount != 1:
+            row = conn.execute(
+                "SELECT * FROM events WHERE key = ? AND ((state = 'pending' AND not_before <= ?)"
+                " OR (state = 'running' AND lease_until < ?))", (key, now, now)).fetchone()
+            if row is None:
                 return None
-            row = conn.execute("SELECT source, payload, attempts, received_at, partition FROM events WHERE key = ?",
-                               (key,)).fetchone()
-        return ClaimedEvent(key, row["source"], json.loads(row["payload"]), row["attempts"], row["received_at"],
-                            row["partition"])
+            try:
+                record = Delivery.from_row(row)
+            except MalformedDelivery as exc:
+                report(f"events: {exc.message}")
+                return None
+            conn.execute("UPDATE events SET state = 'running', owner = ?, lease_until = ?, attempts = attempts + 1"
+                         " WHERE key = ?", (self.owner, now + self.lease_seconds, key))
+        return ClaimedEvent.of(record.changed(state="running", owner=self.owner, lease_until=now + self.lease_seconds,
+                                              attempts=record.attempts + 1))
 
     def finish(self, key: str, result: dict[str, Any], *, failed: bool = False) -> None:
         self.db.write(
@@ -303,9 +317,10 @@ class DeliveryLog:
         ).fetchall()
         return [(r["key"], r["partition"]) for r in rows]
 
-    def state(self, key: str) -> dict[str, Any] | None:
+    def state(self, key: str) -> Delivery | None:
+        """The delivery `key` as stored; MalformedDelivery (one line, exit 3) when it does not read."""
         row = self.db.conn.execute("SELECT * FROM events WHERE key = ?", (key,)).fetchone()
-        return dict(row) if row else None
+        return Delivery.from_row(row) if row else None
 
     def waiting(self) -> int:
         """Events waiting for a retry: pending again after a try that could not act (attempts > 0),

@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from opsctl.automation.delivery_store import piece_name, piece_of
+from opsctl.automation.delivery_pieces import piece_name, piece_of
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.slow  # a leading replica in process, a few seconds

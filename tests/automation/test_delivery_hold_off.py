@@ -12,7 +12,8 @@ import threading
 
 import pytest
 
-from opsctl.automation.delivery_store import SharedDeliveryLog, piece_name, piece_of
+from opsctl.automation.delivery_pieces import piece_name, piece_of
+from opsctl.automation.delivery_store import SharedDeliveryLog
 from opsctl.automation.idempotency import NewEvent
 from opsctl.clock import SimClock
 from tests.automation.test_delivery_trigger_path import kube_store, on_pieces, seeded, stored_entry

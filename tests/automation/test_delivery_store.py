@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from opsctl.automation import delivery_store
-from opsctl.automation.delivery_store import DeliveryLogFull, SharedDeliveryLog, piece_name
+from opsctl.automation import delivery_pieces
+from opsctl.automation.delivery_pieces import piece_name
+from opsctl.automation.delivery_store import DeliveryLogFull, SharedDeliveryLog
 from opsctl.automation.idempotency import NewEvent
 from opsctl.clock import SimClock
 from opsctl.state.base import MAX_DOCUMENT_BYTES
@@ -32,7 +33,7 @@ def store(tmp_path):
 def stored(store) -> dict:
     """Every piece's events together, read here from the documents by name."""
     events = {}
-    for i in range(delivery_store.SHARDS):
+    for i in range(delivery_pieces.SHARDS):
         doc = store.get(f"serve-deliveries-{i}")
         events.update(doc.data["events"] if doc else {})
     return events
@@ -49,10 +50,10 @@ def test_an_event_recorded_by_two_replicas_is_admitted_and_claimed_once(store):
     assert claimed is not None and claimed.payload["labels"] == {"a": "b"} and claimed.attempts == 1
     assert b.claim("k1") is None
     b.finish("k1", {"x": 1})  # not b's to finish
-    assert a.state("k1")["state"] == "running"
+    assert a.state("k1").state == "running"
     a.finish("k1", {"actions": []})
     row = b.state("k1")
-    assert row["state"] == "done" and row["payload"] == "{}"  # the payload is not kept once done
+    assert row is not None and row.state == "done" and row.payload is None and "payload" in row.unset  # not kept once done
     assert a.claim("k1") is None
 
 
@@ -84,25 +85,25 @@ def test_events_spread_over_the_pieces_by_key(store):
     clock = SimClock(1000)
     log = SharedDeliveryLog(store, clock=clock.now, owner="serve-a:1")
     log.admit([event(f"k{i}") for i in range(400)])
-    sizes = [len(store.get(f"serve-deliveries-{i}").data["events"]) for i in range(delivery_store.SHARDS)]
+    sizes = [len(store.get(f"serve-deliveries-{i}").data["events"]) for i in range(delivery_pieces.SHARDS)]
     assert sum(sizes) == 400 and min(sizes) > 0
     assert log.counts() == {"pending": 400}
 
 
 def test_every_piece_stays_bounded_the_newest_finished_kept(store, monkeypatch):
-    monkeypatch.setattr(delivery_store, "MAX_FINISHED", 50 * delivery_store.SHARDS)  # 50 per piece
+    monkeypatch.setattr(delivery_pieces, "MAX_FINISHED", 50 * delivery_pieces.SHARDS)  # 50 per piece
     clock = SimClock(1000)
     log = SharedDeliveryLog(store, clock=clock.now, owner="serve-a:1")
     log.admit([event(f"old{i}", needs_action=False) for i in range(80)])
-    clock.advance(delivery_store.RETENTION + 1)
+    clock.advance(delivery_pieces.RETENTION + 1)
     for n in range(0, 2400, 200):
-        clock.advance(delivery_store.RECENT + 1)  # finished long enough ago to be forgotten
+        clock.advance(delivery_pieces.RECENT + 1)  # finished long enough ago to be forgotten
         log.admit([event(f"k{n + i}", needs_action=False) for i in range(200)])
-    for i in range(delivery_store.SHARDS):
+    for i in range(delivery_pieces.SHARDS):
         keys = store.get(piece_name(i)).data["events"]
         assert len(keys) == 50 and not any(k.startswith("old") for k in keys)
         # The newest 50 of this piece's keys (each piece's own, computed from the keys' order of arrival).
-        mine = [f"k{j}" for j in range(2400) if delivery_store.piece_of(f"k{j}") == i]
+        mine = [f"k{j}" for j in range(2400) if delivery_pieces.piece_of(f"k{j}") == i]
         assert set(keys) == set(mine[-50:])
 
 
@@ -122,14 +123,14 @@ def test_a_notification_of_1200_alerts_is_recorded_whole_in_bounded_pieces(store
     log = SharedDeliveryLog(store, clock=clock.now, owner="serve-a:1")
     assert len(log.admit(events)) == 1200
     assert len(stored(store)) == 1200
-    for i in range(delivery_store.SHARDS):
-        assert len(json.dumps(store.get(piece_name(i)).data)) < delivery_store.MAX_BYTES
+    for i in range(delivery_pieces.SHARDS):
+        assert len(json.dumps(store.get(piece_name(i)).data)) < delivery_pieces.MAX_BYTES
     assert len(log.due(older_than=0, limit=5000)) == 1200
     assert log.admit(events) == [], "Alertmanager's retry of it is a duplicate"
 
 
 def test_when_pending_payloads_overflow_a_piece_what_fits_is_recorded_and_the_retry_takes_the_rest(store, monkeypatch):
-    monkeypatch.setattr(delivery_store, "MAX_BYTES", 8_000)
+    monkeypatch.setattr(delivery_pieces, "MAX_BYTES", 8_000)
     clock = SimClock(1000)
     log = SharedDeliveryLog(store, clock=clock.now, owner="serve-a:1")
     events = [event(f"e{i:03d}", payload={"description": "y" * 1000}) for i in range(120)]  # ~15 kB a piece
@@ -137,7 +138,7 @@ def test_when_pending_payloads_overflow_a_piece_what_fits_is_recorded_and_the_re
         log.admit(events)
     first = stored(store)
     assert 0 < len(first) < 120
-    for i in range(delivery_store.SHARDS):
+    for i in range(delivery_pieces.SHARDS):
         assert len(json.dumps(store.get(piece_name(i)).data["events"], separators=(",", ":"))) <= 8_000
     # The leader acts on what was recorded (finishing drops the payload); the sender's retries
     # record the rest: no permanent refusal.
@@ -160,7 +161,7 @@ def test_when_pending_payloads_overflow_a_piece_what_fits_is_recorded_and_the_re
 
 
 def test_keys_finished_within_recent_are_not_pushed_out_by_a_large_write(store, monkeypatch):
-    monkeypatch.setattr(delivery_store, "MAX_BYTES", 20_000)
+    monkeypatch.setattr(delivery_pieces, "MAX_BYTES", 20_000)
     clock = SimClock(1000)
     log = SharedDeliveryLog(store, clock=clock.now, owner="serve-a:1")
     log.admit([event(f"f{i:03d}", needs_action=False) for i in range(400)])
@@ -168,25 +169,25 @@ def test_keys_finished_within_recent_are_not_pushed_out_by_a_large_write(store, 
     with pytest.raises(DeliveryLogFull):
         log.admit([big])
     assert len(stored(store)) == 400, "every recently finished key kept: a retry of theirs is a duplicate"
-    clock.advance(delivery_store.RECENT + 1)
+    clock.advance(delivery_pieces.RECENT + 1)
     assert [e.key for e in log.admit([big])] == ["big"]
 
 
 def test_large_pending_payloads_push_out_the_oldest_finished_keys_not_the_write(store, monkeypatch):
-    monkeypatch.setattr(delivery_store, "MAX_BYTES", 40_000)
+    monkeypatch.setattr(delivery_pieces, "MAX_BYTES", 40_000)
     clock = SimClock(1000)
     log = SharedDeliveryLog(store, clock=clock.now, owner="serve-a:1")
     for n in range(0, 400, 100):
         clock.advance(1)
         log.admit([event(f"f{n + i:03d}", needs_action=False) for i in range(100)])
-    clock.advance(delivery_store.RECENT + 1)
+    clock.advance(delivery_pieces.RECENT + 1)
     big = NewEvent("big", "alertmanager", "databricks", {"annotations": {"description": "x" * 20_000}})
     assert [e.key for e in log.admit([big])] == ["big"]
-    piece = store.get(piece_name(delivery_store.piece_of("big"))).data["events"]
+    piece = store.get(piece_name(delivery_pieces.piece_of("big"))).data["events"]
     assert len(json.dumps(piece, separators=(",", ":"))) <= 40_000
     assert piece["big"]["state"] == "pending"
     finished = sorted(k for k in piece if k != "big")
-    mine = [f"f{i:03d}" for i in range(400) if delivery_store.piece_of(f"f{i:03d}") == delivery_store.piece_of("big")]
+    mine = [f"f{i:03d}" for i in range(400) if delivery_pieces.piece_of(f"f{i:03d}") == delivery_pieces.piece_of("big")]
     assert finished and finished == mine[len(mine) - len(finished):]  # the newest kept
 
 
@@ -203,7 +204,7 @@ def test_deliveries_recorded_at_once_share_writes_on_the_api_server(kube_api):
     store = KubernetesStateStore(Kube(KubernetesSettings(host=kube_api.url, namespace="ops", timeout=10)),
                                  namespace="ops", service="llm-inference")
     log = SharedDeliveryLog(store, clock=SimClock(1000).now, owner="serve-a:1")
-    keys = [k for k in (f"key{i}" for i in range(400)) if delivery_store.piece_of(k) == 3][:20]
+    keys = [k for k in (f"key{i}" for i in range(400)) if delivery_pieces.piece_of(k) == 3][:20]
     kube_api.inject(verb="create|update", resource="configmaps", hold=True, times=1)
     results: list = []
 

@@ -15,8 +15,9 @@ import threading
 
 import pytest
 
-from opsctl.automation import delivery_store
-from opsctl.automation.delivery_store import SharedDeliveryLog, piece_name
+from opsctl.automation import delivery_pieces, delivery_store
+from opsctl.automation.delivery_pieces import piece_name
+from opsctl.automation.delivery_store import SharedDeliveryLog
 from opsctl.automation.idempotency import NewEvent
 from opsctl.clock import SimClock
 from opsctl.state.local import LocalStateStore
@@ -42,7 +43,7 @@ def kube_store(api):
 
 
 def stored_entry(api, key: str) -> dict:
-    cm = api.get("", "configmaps", NS, f"opsctl-llm-inference-{piece_name(delivery_store.piece_of(key))}")
+    cm = api.get("", "configmaps", NS, f"opsctl-llm-inference-{piece_name(delivery_pieces.piece_of(key))}")
     return json.loads(cm["data"]["state.json"])["events"][key]
 
 
@@ -55,7 +56,7 @@ def on_pieces(api, since: int) -> list[tuple[str, str]]:
 
 def seeded(api, store) -> None:
     """Every piece exists (as after the first deliveries), so writes are replaces."""
-    for i in range(delivery_store.SHARDS):
+    for i in range(delivery_pieces.SHARDS):
         store.put(piece_name(i), {"events": {}}, version=None)
 
 
@@ -66,7 +67,7 @@ def test_an_actionable_delivery_costs_one_write_to_record_it_claimed_and_one_to_
     log.due(older_than=0, limit=10)  # the leader's sweep reads every piece each second
     before = len(kube_api.requests)
     assert [e.key for e in log.admit([event("k1")], claim=True)] == ["k1"]
-    assert on_pieces(kube_api, before) == [("PUT", f"opsctl-llm-inference-{piece_name(delivery_store.piece_of('k1'))}")]
+    assert on_pieces(kube_api, before) == [("PUT", f"opsctl-llm-inference-{piece_name(delivery_pieces.piece_of('k1'))}")]
     entry = stored_entry(kube_api, "k1")
     assert (entry["state"], entry["owner"], entry["attempts"], entry["term"]) == ("running", "serve-a:1", 1, "serve-a@3")
 
@@ -85,7 +86,7 @@ def test_a_piece_another_replica_wrote_since_is_read_again_and_both_writes_stay(
     seeded(kube_api, store_a)
     a = SharedDeliveryLog(store_a, clock=SimClock(1000).now, owner="serve-a:1")
     b = SharedDeliveryLog(store_b, clock=SimClock(1000).now, owner="serve-b:1")
-    keys = [k for k in (f"key{i}" for i in range(200)) if delivery_store.piece_of(k) == 5][:2]
+    keys = [k for k in (f"key{i}" for i in range(200)) if delivery_pieces.piece_of(k) == 5][:2]
     a.due(older_than=0, limit=10)
     assert [e.key for e in b.admit([event(keys[0])])] == [keys[0]]  # b moves the piece a last read
     before = len(kube_api.requests)
@@ -124,12 +125,12 @@ def test_an_admitted_claim_that_is_not_worked_on_is_released_for_whoever_leads(t
     a.admit([event("k1"), event("noise", needs_action=False)], claim=True)
     assert b.claim("k1") is None  # held by a
     a.release("k1")
-    assert (a.state("k1")["state"], a.state("k1")["attempts"]) == ("pending", 0)
+    assert (a.state("k1").state, a.state("k1").attempts) == ("pending", 0)
     assert [k for k, _ in b.due(older_than=0, limit=10)] == ["k1"]
     claimed = b.claim("k1")
     assert claimed is not None and claimed.attempts == 1
     assert a.claim("k1") is None  # a let it go: it does not take it back
-    assert a.state("noise")["state"] == "done"  # an alert no policy matches is never claimed
+    assert a.state("noise").state == "done"  # an alert no policy matches is never claimed
 
 
 def test_an_admitted_claim_taken_late_or_under_a_new_term_is_taken_again_by_one_write(tmp_path):
@@ -138,18 +139,18 @@ def test_an_admitted_claim_taken_late_or_under_a_new_term_is_taken_again_by_one_
     term = ["serve-a@1"]
     a = SharedDeliveryLog(store, clock=clock.now, owner="serve-a:1", term=lambda: term[0], fresh=1.0)
     a.admit([event("k1")], claim=True)
-    version = store.get(piece_name(delivery_store.piece_of("k1"))).version
+    version = store.get(piece_name(delivery_pieces.piece_of("k1"))).version
     clock.advance(2.0)  # older than `fresh`: a successor could have taken it, so the claim checks
     claimed = a.claim("k1")
     assert claimed is not None and claimed.attempts == 1
-    assert int(store.get(piece_name(delivery_store.piece_of("k1"))).version) == int(version) + 1  # one write
-    assert a.state("k1")["lease_until"] == 1002.0 + delivery_store.DEFAULT_LEASE
+    assert int(store.get(piece_name(delivery_pieces.piece_of("k1"))).version) == int(version) + 1  # one write
+    assert a.state("k1").lease_until == 1002.0 + delivery_store.DEFAULT_LEASE
     a.admit([event("k2")], claim=True)
     term[0] = "serve-a@2"  # this replica lost the Lease and won it back since
-    version = store.get(piece_name(delivery_store.piece_of("k2"))).version
+    version = store.get(piece_name(delivery_pieces.piece_of("k2"))).version
     assert a.claim("k2") is not None
-    assert int(store.get(piece_name(delivery_store.piece_of("k2"))).version) == int(version) + 1
-    assert (a.state("k2")["term"], a.state("k2")["attempts"]) == ("serve-a@2", 1)
+    assert int(store.get(piece_name(delivery_pieces.piece_of("k2"))).version) == int(version) + 1
+    assert (a.state("k2").term, a.state("k2").attempts) == ("serve-a@2", 1)
 
 
 def test_an_admitted_claim_a_new_leader_took_over_is_not_taken_again(tmp_path):
@@ -165,7 +166,7 @@ def test_an_admitted_claim_a_new_leader_took_over_is_not_taken_again(tmp_path):
     assert b.recover(all_others=True) == 1  # b leads now: what a held is pending again
     assert b.claim("k1") is not None
     assert a.claim("k1") is None  # its term is gone: it re-checks, and the event is b's
-    assert a.state("k1")["owner"] == "serve-b:1"
+    assert a.state("k1").owner == "serve-b:1"
 
 
 @pytest.mark.slow
@@ -213,13 +214,13 @@ def test_a_full_admit_hands_back_what_it_recorded_claimed_so_the_sweep_takes_it(
     claimed are pending again (the sweep queues them), not held for the 300 s claim lease."""
     from opsctl.automation.delivery_store import DeliveryLogFull
 
-    monkeypatch.setattr(delivery_store, "MAX_BYTES", 8_000)
+    monkeypatch.setattr(delivery_pieces, "MAX_BYTES", 8_000)
     store = LocalStateStore(tmp_path / "state")
     log = SharedDeliveryLog(store, clock=SimClock(1000).now, owner="serve-a:1")
     events = [NewEvent(f"e{i:03d}", "alertmanager", "databricks", {"description": "y" * 1000}) for i in range(120)]
     with pytest.raises(DeliveryLogFull):
         log.admit(events, claim=True)
-    recorded = {k: e for i in range(delivery_store.SHARDS) if (doc := store.get(piece_name(i)))
+    recorded = {k: e for i in range(delivery_pieces.SHARDS) if (doc := store.get(piece_name(i)))
                 for k, e in doc.data["events"].items()}
     assert 0 < len(recorded) < 120
     assert {e["state"] for e in recorded.values()} == {"pending"}

@@ -60,7 +60,7 @@ def test_the_role_has_no_wildcards_and_names_every_object_it_may_touch():
 
 
 def test_the_state_role_allows_the_lease_and_the_state_documents_and_nothing_else():
-    from opsctl.automation.delivery_store import DOCUMENTS as DELIVERIES
+    from opsctl.automation.delivery_pieces import DOCUMENTS as DELIVERIES
     from opsctl.automation.shared_access import EPISODES
     from opsctl.state.kubernetes import object_name
     from opsctl.traffic.rampstate import DOC as RAMP

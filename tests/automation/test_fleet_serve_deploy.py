@@ -61,7 +61,7 @@ def test_each_service_has_its_own_lease_and_split(services):
 
 
 def test_the_roles_name_exactly_every_services_objects_and_nothing_more(rendered, services):
-    from opsctl.automation.delivery_store import DOCUMENTS as DELIVERIES
+    from opsctl.automation.delivery_pieces import DOCUMENTS as DELIVERIES
     from opsctl.automation.shared_access import EPISODES
     from opsctl.state.kubernetes import object_name
     from opsctl.traffic.rampstate import DOC as RAMP

@@ -44,9 +44,9 @@ def test_a_claim_is_exclusive_until_its_lease_expires(tmp_path):
     reclaimed = b.claim("k")
     assert reclaimed is not None and reclaimed.attempts == 2
     a.finish("k", {"late": True})  # the old owner's late finish does not overwrite the new owner's work
-    assert a.state("k")["state"] == "running" and a.state("k")["owner"] == "replica-b"
+    assert a.state("k").state == "running" and a.state("k").owner == "replica-b"
     b.finish("k", {"actions": []})
-    assert b.state("k")["state"] == "done"
+    assert b.state("k").state == "done"
     assert b.claim("k") is None
 
 

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from opsctl.automation.delivery_store import piece_name, piece_of
+from opsctl.automation.delivery_pieces import piece_name, piece_of
 from opsctl.automation.idempotency import alert_event_key
 from opsctl.automation.payloads import AlertmanagerMessage
 from tests.automation.helpers import Serve, alert, bearer, message, request, wait_for
@@ -35,7 +35,7 @@ def document(index: int) -> str:
 
 @pytest.fixture
 def api(kube_api):
-    from opsctl.automation.delivery_store import SHARDS
+    from opsctl.automation.delivery_pieces import SHARDS
     from opsctl.config.traffic import KubernetesSettings
     from opsctl.state.kubernetes import KubernetesStateStore
     from opsctl.traffic.kube import Kube

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 from opsctl.cli.output import render_table
 
 if TYPE_CHECKING:
+    from opsctl.rollout.ab_check import AbCheck, AbMetricResult
     from opsctl.rollout.calendar import Schedule
+    from opsctl.rollout.journey import Played
 
 
 def local_minute(ts: float) -> str:
@@ -38,16 +40,17 @@ def plan_table(result: Schedule, d: dict, html_out: str | None) -> str:
     return "\n".join(lines)
 
 
-def _days_text(r: dict) -> str:
-    if r["days"] is None:
+def _days_text(r: AbMetricResult) -> str:
+    if r.days is None:
         return ""
-    return f"; the horizon takes {r['days']:g} days at {r['daily_trials']:,} trials a day ({r['daily_basis']})"
+    return f"; the horizon takes {r.days:g} days at {r.daily_trials:,} trials a day ({r.daily_basis})"
 
 
-def ab_table(rows: list[dict]) -> str:
-    return "\n".join(f"{r['metric']}: {r['verdict']} ({r['outcome']}): {r['reason']}"
-                     + (f"; difference {r['difference'] * 100:+.2f} points" if r["difference"] is not None else "")
-                     + _days_text(r) for r in rows)
+def ab_table(check: AbCheck) -> str:
+    return "\n".join(f"{r.metric}: {r.verdict.verdict} ({r.verdict.outcome}): {r.verdict.reason}"
+                     + (f"; difference {r.verdict.difference * 100:+.2f} points" if r.verdict.difference is not None
+                        else "")
+                     + _days_text(r) for r in check.results)
 
 
 def state_text(d: dict) -> str:
@@ -70,12 +73,13 @@ def state_text(d: dict) -> str:
     return "\n".join(lines)
 
 
-def run_table(d: dict, problems: list[str]) -> str:
+def run_table(played: Played) -> str:
     from opsctl.clock import format_rfc3339
 
-    lines = [f"  {e['at']}  step {e['step']:>2}  {e['what']}: {e['detail']}" for e in d["history"]]
-    lines.append(f"{d['status']} at step {d['step']} on {format_rfc3339(d['end'])} (simulated; started"
-                 f" {format_rfc3339(d['start'])}); {d['measurements']} windows simulated in {d['wall_seconds']:.1f} s")
-    if problems:
-        lines.append("not as the journey expects: " + "; ".join(problems))
+    r = played.result
+    lines = [f"  {e['at']}  step {e['step']:>2}  {e['what']}: {e['detail']}" for e in r.history]
+    lines.append(f"{r.status} at step {r.step} on {format_rfc3339(r.end)} (simulated; started"
+                 f" {format_rfc3339(r.start)}); {r.measurements} windows simulated in {r.wall_seconds:.1f} s")
+    if played.problems:
+        lines.append("not as the journey expects: " + "; ".join(played.problems))
     return "\n".join(lines)

@@ -86,7 +86,7 @@ def validate(app, paths, prometheus_url, at, output):
         check_service_matchers(slos, app.config)
     if prometheus_url:
         from opsctl.errors import ConfigError
-        from opsctl.slo.report import series_problems
+        from opsctl.slo.report_source import series_problems
 
         source, when = open_checked_source(app.config, "prometheus", prometheus_url, at)
         problems = series_problems(slos, source, when)
@@ -130,7 +130,8 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
     """
     from opsctl.errors import NoDataError, OpsctlError
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.report import build_report, source_notes, why_no_data
+    from opsctl.slo.report import build_report
+    from opsctl.slo.report_source import source_notes, why_no_data
 
     cfg = app.config
     exporters = None
@@ -187,8 +188,8 @@ def _export(results, exporters, period_seconds) -> None:
 
 
 def _aligned(source, when: float, at, cfg) -> tuple[float, str | None]:
-    """An --at between two samples evaluates at the sample before it (see slo.report.align_at)."""
-    from opsctl.slo.report import align_at
+    """An --at between two samples evaluates at the sample before it (see slo.report_source.align_at)."""
+    from opsctl.slo.report_source import align_at
 
     return align_at(source, when, at is not None, scope=cfg.service_matcher)
 
@@ -257,7 +258,7 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
     from opsctl.errors import NoDataError, OpsctlError
     from opsctl.slo.alerts import evaluate_plans
     from opsctl.slo.loading import load_slos
-    from opsctl.slo.report import source_notes, why_no_data
+    from opsctl.slo.report_source import source_notes, why_no_data
     from opsctl.slo.rule_plan import RuleSettings, plan_rules
 
     cfg = app.config

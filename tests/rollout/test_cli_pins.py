@@ -1,6 +1,7 @@
-"""What `opsctl rollout ab` and `opsctl rollout run` print and exit with, pinned before their
-analysis loop and journey check moved out of the CLI bodies (#26 item 4): for the same inputs every
-`-o json` document, every table, every error line and every exit code stay as they were.
+"""What `opsctl rollout ab`, `rollout run` and `rollout plan` print and exit with, pinned before
+their analysis loop, journey check and plan checks moved out of the CLI bodies (#26 item 4): for
+the same inputs every `-o json` document, every table, every error line and every exit code stay as
+they were (and `rollout plan --html`'s timeline).
 
 `rollout ab` against a real Prometheus holding an hour of the grammar service's arm counters: a
 metric equivalent at its horizon, one short of its horizon (with and without the plan's
@@ -11,10 +12,13 @@ time: without a journey, a journey run ending as expected (completed; aborted by
 the step and check the journey names) and ones ending otherwise (all three problems; aborted where
 expected but by another check), the journey's
 own start, and the refusals before any run (--run without --journey, an unknown run, no start).
+`rollout plan` of the shipped plans: from their start and another, with the timeline, without
+freezes, a cost share under the config's minimum, no start, a start without a zone.
 
 The expected texts in cli_documents.json were captured from the code before the move (commit
-696bbb1), with what differs between runs replaced by placeholders (`normalised`): the temp dir and
-the run's wall-clock seconds. To capture them again (only for a deliberate change of output):
+696bbb1; `rollout plan`'s at b33b8b7, whose `plan` body is 696bbb1's), with what differs between
+runs replaced by placeholders (`normalised`): the temp dir, the checkout's dir and the run's
+wall-clock seconds. To capture them again (only for a deliberate change of output):
 OPSCTL_PIN_WRITE=1 pytest tests/rollout/test_cli_pins.py."""
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import run_opsctl, write_config
+from tests.conftest import REPO, run_opsctl, write_config
 
 PINNED = Path(__file__).with_name("cli_documents.json")
 T0 = 1_790_000_000
@@ -36,7 +40,7 @@ AT = "2026-09-21T15:13:20Z"  # T0 + 1h
 
 
 def normalised(text: str, root: Path) -> str:
-    text = text.replace(str(root), "<ROOT>")
+    text = text.replace(str(root), "<ROOT>").replace(str(REPO), "<REPO>")
     text = re.sub(r'"wall_seconds": [0-9.e+-]+', '"wall_seconds": "<WALL>"', text)
     return re.sub(r"windows simulated in [0-9.]+ s", "windows simulated in <WALL> s", text)
 
@@ -152,6 +156,7 @@ def capture(name: str, args: tuple, root: Path, out: dict, *base: str) -> None:
 
 
 def compare(found: dict, group: str) -> None:
+    """`found` against the pinned texts of `group` (ab, run, plan)."""
     if os.environ.get("OPSCTL_PIN_WRITE"):
         pinned = json.loads(PINNED.read_text()) if PINNED.exists() else {}
         pinned[group] = found
@@ -160,6 +165,32 @@ def compare(found: dict, group: str) -> None:
     assert sorted(found) == sorted(expected)
     for key in expected:
         assert found[key] == expected[key], key
+
+
+def plan_scenarios(tmp_path: Path):
+    """(name, config, args) of `rollout plan`."""
+    shipped = REPO / "opsctl.yaml"
+    example, drill = REPO / "rollouts" / "vendor-migration.yaml", REPO / "rollouts" / "migration-drill.yaml"
+    unstarted = tmp_path / "unstarted.yaml"
+    unstarted.write_text(yaml.safe_dump({k: v for k, v in yaml.safe_load(example.read_text()).items() if k != "start"}))
+    yield "example", shipped, (example,)
+    yield "start", shipped, (example, "--start", "2026-11-20T09:00:00-05:00")
+    yield "html", shipped, (drill, "--html", tmp_path / "timeline.html")
+    yield "no-freezes", write_config(tmp_path / "bare", "freezes: []\n"), (example,)
+    yield "cost-share", write_config(tmp_path / "share", "cost: {min_traffic_share: 0.4}\n"), (example,)
+    yield "no-start", shipped, (unstarted,)
+    yield "zone", shipped, (example, "--start", "2026-11-02T09:00")
+
+
+def test_rollout_plan_prints_exits_and_writes_as_before(tmp_path):
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "share").mkdir()
+    found: dict = {}
+    for name, cfg, args in plan_scenarios(tmp_path):
+        capture(name, args, tmp_path, found, "--config", cfg, "rollout", "plan")
+    found["html-file"] = normalised((tmp_path / "timeline.html").read_text(encoding="utf-8"), tmp_path)
+    assert found["example-json"]["exit"] == 0 and found["cost-share-json"]["exit"] == 2  # the cases are real
+    compare(found, "plan")
 
 
 @pytest.mark.slow

@@ -39,30 +39,14 @@ def plan(app, plan_file, start, html_out, output):
     A step never starts inside a freeze and never runs into one: it is moved after the freeze.
     An A/B step lasts the longer of its min_duration and the fixed horizon its metrics need at
     today's traffic (daily_trials)."""
-    from opsctl.errors import UsageError
     from opsctl.freeze import FreezeCalendar
-    from opsctl.rollout.calendar import ab_horizons, schedule
-    from opsctl.rollout.plan import load_plan
+    from opsctl.rollout.calendar import plan_rollout
+    from opsctl.rollout.plan import check_cost_shares, load_plan
 
     cfg = app.config
     the_plan = load_plan(plan_file, backends=list(cfg.backends))
-    problems = []
-    for i, stage in enumerate(the_plan.stages):
-        if stage.kind == "cost" and stage.cost.share / 100 < cfg.cost.min_traffic_share:
-            problems.append(f"{plan_file}: stages[{i}].cost.share: {stage.cost.share}% is below "
-                            f"cost.min_traffic_share ({cfg.cost.min_traffic_share:.0%})")
-    if problems:
-        from opsctl.errors import ConfigError
-
-        raise ConfigError(f"{plan_file}: invalid rollout plan", problems=problems)
-    at = start if start is not None else the_plan.start_at
-    if at is None:
-        raise UsageError(f"{plan_file}: the plan has no `start`: give --start TIME")
-    durations, sizes = ab_horizons(the_plan)
-    result = schedule(the_plan, FreezeCalendar(cfg.freezes), at, durations)
-    data = result.to_dict()
-    data["sample_sizes"] = [{"step": i + 1, "metric": name, **size.to_dict()}
-                            for i, found in sorted(sizes.items()) for name, size in found]
+    check_cost_shares(the_plan, plan_file, cfg.cost.min_traffic_share)
+    planned = plan_rollout(the_plan, FreezeCalendar(cfg.freezes), start, plan_file)
     if html_out:
         from pathlib import Path
 
@@ -70,9 +54,9 @@ def plan(app, plan_file, start, html_out, output):
         from opsctl.statefile import atomic_file
 
         with atomic_file(Path(html_out), mode=0o644) as fh:
-            fh.write(html(result))
+            fh.write(html(planned.schedule))
 
-    emit(data, output, table=lambda d: plan_table(result, d, html_out))
+    emit(planned.to_dict(), output, table=lambda _: plan_table(planned, html_out))
 
 
 @rollout.command(name="sample-size")

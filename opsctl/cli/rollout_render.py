@@ -9,7 +9,7 @@ from opsctl.cli.output import render_table
 
 if TYPE_CHECKING:
     from opsctl.rollout.ab_check import AbCheck, AbMetricResult
-    from opsctl.rollout.calendar import Schedule
+    from opsctl.rollout.calendar import PlannedRollout
     from opsctl.rollout.journey import Played
 
 
@@ -20,9 +20,10 @@ def local_minute(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-def plan_table(result: Schedule, d: dict, html_out: str | None) -> str:
+def plan_table(planned: PlannedRollout, html_out: str | None) -> str:
     from opsctl.clock import format_duration
 
+    result = planned.schedule
     rows = []
     for s in result.steps:
         note = f"moved after freeze {', '.join(s.moved_after)}" if s.moved_after else ""
@@ -31,9 +32,9 @@ def plan_table(result: Schedule, d: dict, html_out: str | None) -> str:
     for f in result.freezes:
         lines.append(f"freeze {f.name}: {f.local(f.start)} until {f.local(f.end)}"
                      + (f" ({f.reason})" if f.reason else ""))
-    for s in d["sample_sizes"]:
-        lines.append(f"A/B {s['metric']}: {s['per_arm']} trials per arm ({s['days']:.1f} days at"
-                     f" {s['daily_trials']}/day, {s['share']:.0%} share; {s['variance']})")
+    for _, metric, size in planned.sizes:
+        lines.append(f"A/B {metric}: {size.per_arm} trials per arm ({size.days:.1f} days at"
+                     f" {size.daily_trials}/day, {size.share:.0%} share; {size.variance})")
     lines.append(f"earliest completion: {local_minute(result.end)} UTC")
     if html_out:
         lines.append(f"timeline written to {html_out}")

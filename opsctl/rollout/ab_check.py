@@ -54,9 +54,8 @@ def check_ab(plan: RolloutPlan, stage: AbStage, source: Any, when: float, window
     and backend, `$window` = `window`, default the stage's min_duration) at `when`, judged by TOST
     against the sample size its margin needs (binomial variance). NoDataError when an arm has no data
     or the metric no baseline ratio (neither the plan's nor the baseline arm's)."""
-    from opsctl.clock import format_duration
+    from opsctl.clock import format_duration, parse_duration
     from opsctl.errors import NoDataError
-    from opsctl.clock import parse_duration
     from opsctl.quality.abtest import daily_trials, read_arms, sample_size, verdict
 
     span = window or format_duration(stage.min_duration.seconds)

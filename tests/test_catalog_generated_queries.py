@@ -90,7 +90,7 @@ def test_latency_judge_reads_only_its_own_services_histogram(shared_prometheus):
 
 def test_slo_report_at_alignment_asks_only_for_its_own_services_samples(shared_prometheus):
     from opsctl.metrics.base import open_source
-    from opsctl.slo.report import align_at
+    from opsctl.slo.report_source import align_at
 
     directory, server, _ = shared_prometheus
     for service, cfg in _configs(directory, server.url).items():

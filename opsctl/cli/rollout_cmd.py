@@ -39,30 +39,14 @@ def plan(app, plan_file, start, html_out, output):
     A step never starts inside a freeze and never runs into one: it is moved after the freeze.
     An A/B step lasts the longer of its min_duration and the fixed horizon its metrics need at
     today's traffic (daily_trials)."""
-    from opsctl.errors import UsageError
     from opsctl.freeze import FreezeCalendar
-    from opsctl.rollout.calendar import ab_horizons, schedule
-    from opsctl.rollout.plan import load_plan
+    from opsctl.rollout.calendar import plan_rollout
+    from opsctl.rollout.plan import check_cost_shares, load_plan
 
     cfg = app.config
     the_plan = load_plan(plan_file, backends=list(cfg.backends))
-    problems = []
-    for i, stage in enumerate(the_plan.stages):
-        if stage.kind == "cost" and stage.cost.share / 100 < cfg.cost.min_traffic_share:
-            problems.append(f"{plan_file}: stages[{i}].cost.share: {stage.cost.share}% is below "
-                            f"cost.min_traffic_share ({cfg.cost.min_traffic_share:.0%})")
-    if problems:
-        from opsctl.errors import ConfigError
-
-        raise ConfigError(f"{plan_file}: invalid rollout plan", problems=problems)
-    at = start if start is not None else the_plan.start_at
-    if at is None:
-        raise UsageError(f"{plan_file}: the plan has no `start`: give --start TIME")
-    durations, sizes = ab_horizons(the_plan)
-    result = schedule(the_plan, FreezeCalendar(cfg.freezes), at, durations)
-    data = result.to_dict()
-    data["sample_sizes"] = [{"step": i + 1, "metric": name, **size.to_dict()}
-                            for i, found in sorted(sizes.items()) for name, size in found]
+    check_cost_shares(the_plan, plan_file, cfg.cost.min_traffic_share)
+    planned = plan_rollout(the_plan, FreezeCalendar(cfg.freezes), start, plan_file)
     if html_out:
         from pathlib import Path
 
@@ -70,9 +54,9 @@ def plan(app, plan_file, start, html_out, output):
         from opsctl.statefile import atomic_file
 
         with atomic_file(Path(html_out), mode=0o644) as fh:
-            fh.write(html(result))
+            fh.write(html(planned.schedule))
 
-    emit(data, output, table=lambda d: plan_table(result, d, html_out))
+    emit(planned.to_dict(), output, table=lambda _: plan_table(planned, html_out))
 
 
 @rollout.command(name="sample-size")
@@ -189,45 +173,21 @@ def ab(app, plan_file, window, prometheus_url, source_kind, at, output):
     Example:
       opsctl rollout ab rollouts/vendor-migration.yaml --prometheus-url http://prometheus:9090
     """
-    from opsctl.clock import format_duration
     from opsctl.cli.source_options import open_checked_source
-    from opsctl.errors import NoDataError, OpsctlError, UsageError
-    from opsctl.clock import parse_duration
-    from opsctl.quality.abtest import daily_trials, read_arms, sample_size, verdict
+    from opsctl.errors import NoDataError, OpsctlError
+    from opsctl.rollout.ab_check import ab_stage, check_ab
     from opsctl.rollout.plan import load_plan
 
     cfg = app.config
     the_plan = load_plan(plan_file, backends=list(cfg.backends))
-    stages = [s.ab for s in the_plan.stages if s.kind == "ab"]
-    if not stages or not stages[0].metrics:
-        raise UsageError(f"{plan_file}: the plan has no A/B stage with metrics")
-    stage = stages[0]
-    span = window or format_duration(stage.min_duration.seconds)
+    stage = ab_stage(the_plan, plan_file)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
-    results = []
-    for metric in stage.metrics:
-        arms = read_arms(source, metric.successes, metric.trials, (the_plan.baseline, the_plan.backend), span, when)
-        (s_a, n_a), (s_b, n_b) = arms[the_plan.baseline], arms[the_plan.backend]
-        base = metric.baseline if metric.baseline is not None else (s_a / n_a if n_a else None)
-        if base is None or not 0 < base < 1:
-            raise NoDataError(f"A/B {metric.name}: no baseline ratio (give `baseline` in the plan)")
-        # Today's trials a day (both arms), as the rollout's analysis reads them (quality.abtest.daily_trials):
-        # the stage's `daily_trials`, else the window's own when it spans a day, else the weekly profile.
-        per_day = daily_trials(n_a + n_b, parse_duration(span), when, declared=stage.daily_trials)
-        share = stage.share / 100
-        size = sample_size(base, metric.margin, alpha=stage.alpha, power=stage.power,
-                           daily_trials=per_day.trials if per_day else None, share=share if per_day else None)
-        result = verdict(s_a, n_a, s_b, n_b, margin=metric.margin, needed=size.per_arm, alpha=stage.alpha)
-        results.append({"metric": metric.name, "window": span, **result.to_dict(),
-                        "days": round(size.days, 2) if size.days is not None else None,
-                        "daily_trials": per_day.trials if per_day else None,
-                        "daily_basis": per_day.basis if per_day else None})
+    check = check_ab(the_plan, stage, source, when, window)
 
-    emit(results, output, table=ab_table)
-    kinds = {r["verdict"] for r in results}
-    if "different" in kinds:
+    emit(check.to_list(), output, table=lambda _: ab_table(check))
+    if "different" in check.verdicts:
         raise OpsctlError("an A/B metric differs beyond its margin")
-    if "inconclusive" in kinds:
+    if "inconclusive" in check.verdicts:
         raise NoDataError("an A/B metric is inconclusive (horizon not reached, or the interval crosses the margin)")
 
 
@@ -344,50 +304,21 @@ def run_cmd(app, plan_file, start, journey_file, run_name, out_dir, output):
     Each measurement reads simulated metrics: the proxy's counters drawn for the window before it
     with the split the rollout has then and the journey's incidents. Exit 1 when a --run ends
     otherwise than its journey expects."""
-    import tempfile
     from pathlib import Path
 
     from opsctl.config.loading import parse_yaml, read_text
     from opsctl.errors import OpsctlError, UsageError
-    from opsctl.rollout import simrun
+    from opsctl.rollout.journey import load_journey, play
     from opsctl.rollout.plan import build_plan
 
     cfg = app.config
     data = parse_yaml(read_text(Path(plan_file), "rollout plan"), Path(plan_file))
     the_plan = build_plan(data, plan_file, backends=list(cfg.backends))
-    journey = expected = None
-    if journey_file:
-        journey = simrun.load_journey(Path(journey_file))
-        expected = journey.run_named(run_name) if run_name else None
-    elif run_name:
+    journey = load_journey(Path(journey_file)) if journey_file else None
+    if run_name and journey is None:
         raise UsageError("--run needs --journey FILE")
-    from opsctl.clock import parse_rfc3339
-
-    at = start if start is not None else (parse_rfc3339(journey.start, require_zone=True) if journey and journey.start
-                                          else the_plan.start_at)
-    if at is None:
-        raise UsageError(f"{plan_file}: the plan has no `start`: give --start TIME")
-    root = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="opsctl-rollout-run-"))
-    result = simrun.run(cfg, data, the_plan, start=at, root=root,
-                        incidents=list(expected.incidents) if expected else [],
-                        peak_rps=journey.peak_rps if journey else 150.0, seed=journey.seed if journey else 0,
-                        progress=None)
-    from opsctl.model.build import to_dict
-
-    out = to_dict(result)
-    out["state_dir"] = str(root)
-    problems = []
-    if expected is not None:
-        aborted = next((e for e in result.history if e["what"] == "aborted"), None)
-        if result.status != expected.expect:
-            problems.append(f"ended {result.status}, the journey expects {expected.expect}")
-        if expected.abort_step is not None and result.step != expected.abort_step:
-            problems.append(f"stopped at step {result.step}, the journey expects step {expected.abort_step}")
-        if expected.abort_check and (aborted is None or not aborted["detail"].startswith(expected.abort_check)):
-            problems.append(f"not aborted by {expected.abort_check}")
-        out["expected"] = to_dict(expected)
-        out["as_expected"] = not problems
-
-    emit(out, output, table=lambda d: run_table(d, problems))
-    if problems:
-        raise OpsctlError(f"run {run_name}: " + "; ".join(problems))
+    played = play(cfg, data, the_plan, plan_file=plan_file, start=start, journey=journey, run_name=run_name,
+                  out_dir=out_dir)
+    emit(played.to_dict(), output, table=lambda _: run_table(played))
+    if played.problems:
+        raise OpsctlError(f"run {run_name}: " + "; ".join(played.problems))

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 from opsctl.cli.output import render_table
 
 if TYPE_CHECKING:
-    from opsctl.rollout.calendar import Schedule
+    from opsctl.rollout.ab_check import AbCheck, AbMetricResult
+    from opsctl.rollout.calendar import PlannedRollout
+    from opsctl.rollout.journey import Played
 
 
 def local_minute(ts: float) -> str:
@@ -18,9 +20,10 @@ def local_minute(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-def plan_table(result: Schedule, d: dict, html_out: str | None) -> str:
+def plan_table(planned: PlannedRollout, html_out: str | None) -> str:
     from opsctl.clock import format_duration
 
+    result = planned.schedule
     rows = []
     for s in result.steps:
         note = f"moved after freeze {', '.join(s.moved_after)}" if s.moved_after else ""
@@ -29,25 +32,26 @@ def plan_table(result: Schedule, d: dict, html_out: str | None) -> str:
     for f in result.freezes:
         lines.append(f"freeze {f.name}: {f.local(f.start)} until {f.local(f.end)}"
                      + (f" ({f.reason})" if f.reason else ""))
-    for s in d["sample_sizes"]:
-        lines.append(f"A/B {s['metric']}: {s['per_arm']} trials per arm ({s['days']:.1f} days at"
-                     f" {s['daily_trials']}/day, {s['share']:.0%} share; {s['variance']})")
+    for _, metric, size in planned.sizes:
+        lines.append(f"A/B {metric}: {size.per_arm} trials per arm ({size.days:.1f} days at"
+                     f" {size.daily_trials}/day, {size.share:.0%} share; {size.variance})")
     lines.append(f"earliest completion: {local_minute(result.end)} UTC")
     if html_out:
         lines.append(f"timeline written to {html_out}")
     return "\n".join(lines)
 
 
-def _days_text(r: dict) -> str:
-    if r["days"] is None:
+def _days_text(r: AbMetricResult) -> str:
+    if r.days is None:
         return ""
-    return f"; the horizon takes {r['days']:g} days at {r['daily_trials']:,} trials a day ({r['daily_basis']})"
+    return f"; the horizon takes {r.days:g} days at {r.daily_trials:,} trials a day ({r.daily_basis})"
 
 
-def ab_table(rows: list[dict]) -> str:
-    return "\n".join(f"{r['metric']}: {r['verdict']} ({r['outcome']}): {r['reason']}"
-                     + (f"; difference {r['difference'] * 100:+.2f} points" if r["difference"] is not None else "")
-                     + _days_text(r) for r in rows)
+def ab_table(check: AbCheck) -> str:
+    return "\n".join(f"{r.metric}: {r.verdict.verdict} ({r.verdict.outcome}): {r.verdict.reason}"
+                     + (f"; difference {r.verdict.difference * 100:+.2f} points" if r.verdict.difference is not None
+                        else "")
+                     + _days_text(r) for r in check.results)
 
 
 def state_text(d: dict) -> str:
@@ -70,12 +74,13 @@ def state_text(d: dict) -> str:
     return "\n".join(lines)
 
 
-def run_table(d: dict, problems: list[str]) -> str:
+def run_table(played: Played) -> str:
     from opsctl.clock import format_rfc3339
 
-    lines = [f"  {e['at']}  step {e['step']:>2}  {e['what']}: {e['detail']}" for e in d["history"]]
-    lines.append(f"{d['status']} at step {d['step']} on {format_rfc3339(d['end'])} (simulated; started"
-                 f" {format_rfc3339(d['start'])}); {d['measurements']} windows simulated in {d['wall_seconds']:.1f} s")
-    if problems:
-        lines.append("not as the journey expects: " + "; ".join(problems))
+    r = played.result
+    lines = [f"  {e['at']}  step {e['step']:>2}  {e['what']}: {e['detail']}" for e in r.history]
+    lines.append(f"{r.status} at step {r.step} on {format_rfc3339(r.end)} (simulated; started"
+                 f" {format_rfc3339(r.start)}); {r.measurements} windows simulated in {r.wall_seconds:.1f} s")
+    if played.problems:
+        lines.append("not as the journey expects: " + "; ".join(played.problems))
     return "\n".join(lines)

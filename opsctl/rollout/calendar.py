@@ -12,6 +12,7 @@ from opsctl.clock import format_rfc3339
 from opsctl.errors import UsageError
 from opsctl.freeze import FreezeCalendar, FreezeSpan
 from opsctl.model import Model
+from opsctl.quality.abtest import SampleSize
 from opsctl.rollout.plan import RolloutPlan
 
 MAX_MOVES = 1000  # freeze occurrences one step may be pushed past before the plan is refused
@@ -132,3 +133,26 @@ def ab_horizons(plan: RolloutPlan) -> tuple[dict[int, int], dict[int, list]]:
         days = max((s.days for _, s in found if s.days is not None), default=0.0)
         durations[index] = max(seconds, int(-(-days // 1)) * 86400)
     return durations, sizes
+
+
+class PlannedRollout(Model):
+    """`opsctl rollout plan`: the schedule, and the sample sizes behind its A/B steps' horizons."""
+
+    schedule: Schedule
+    sizes: tuple[tuple[int, str, SampleSize], ...]  # (the step's 0-based index, the metric, its size)
+
+    def to_dict(self) -> dict:
+        data = self.schedule.to_dict()
+        data["sample_sizes"] = [{"step": i + 1, "metric": name, **size.to_dict()} for i, name, size in self.sizes]
+        return data
+
+
+def plan_rollout(plan: RolloutPlan, calendar: FreezeCalendar, start: float | None, plan_file: str) -> PlannedRollout:
+    """The plan scheduled from `start` (default: the plan's own; UsageError when neither is given),
+    its A/B steps as long as their fixed horizons need."""
+    at = start if start is not None else plan.start_at
+    if at is None:
+        raise UsageError(f"{plan_file}: the plan has no `start`: give --start TIME")
+    durations, sizes = ab_horizons(plan)
+    result = schedule(plan, calendar, at, durations)
+    return PlannedRollout(result, tuple((i, name, size) for i, found in sorted(sizes.items()) for name, size in found))

@@ -227,45 +227,6 @@ def _rfc(ts: float) -> str:
     return format_rfc3339(ts)
 
 
-class JourneyRun(Model):
-    name: str
-    expect: str  # completed | aborted
-    incidents: list[SimIncident] = field(default_factory=list)
-    abort_step: int | None = None  # the step an aborted run must stop at
-    abort_check: str | None = None  # the analysis that must abort it
-    description: str = ""
-
-    def __post_init__(self):
-        if self.expect not in ("completed", "aborted"):
-            raise ValueError("expect must be completed or aborted")
-
-
-class Journey(Model):
-    """chaos/migration/*.yaml: a rollout plan run in simulated time, several ways."""
-
-    version: int
-    title: str
-    plan: str  # the plan file, relative to the journey file
-    runs: list[JourneyRun]
-    start: str | None = None  # default: the plan's
-    peak_rps: float = 150.0
-    seed: int = 0
-    description: str = ""
-
-    def run_named(self, name: str) -> JourneyRun:
-        for r in self.runs:
-            if r.name == name:
-                return r
-        raise UsageError(f"no run {name!r} in the journey (runs: {', '.join(r.name for r in self.runs)})")
-
-
-def load_journey(path: Path) -> Journey:
-    from opsctl.config.loading import parse_yaml, read_text
-    from opsctl.model import build
-
-    return build(Journey, parse_yaml(read_text(path, "migration journey"), path), str(path))
-
-
 def _read(store) -> "RolloutState":
     """The run's rollout document; it exists from the start of the run to its end."""
     state = store.read()

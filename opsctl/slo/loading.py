@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from opsctl.errors import ConfigError
 from opsctl.config.loading import yaml_files
-from opsctl.slo.model import SloDefinition, _validate
+from opsctl.slo.model import SloDefinition
+from opsctl.slo.model_parse import _validate
 
 if TYPE_CHECKING:
     from opsctl.config import Config

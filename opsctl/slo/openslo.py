@@ -372,7 +372,7 @@ def load(docs: list[tuple[str, str, Any]], known: set[str], config: Config | Non
     """Raw OpenSLO documents (file, where, doc) -> SloDefinitions, every problem added to `problems`."""
     import dataclasses
 
-    from opsctl.slo.model import _validate
+    from opsctl.slo.model_parse import _validate
 
     ctx = Context(config.slos.period_seconds, config.alerting) if config is not None else Context()
     index = build_objects(docs, problems)

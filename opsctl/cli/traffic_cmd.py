@@ -367,7 +367,7 @@ def history(app, limit, incident, applied, attempts, output):
 
     order = list(app.config.backends)
     service = TrafficService(app.config, hooks=[])
-    from opsctl.traffic.record import ChangeEntry
+    from opsctl.traffic.change_entry import ChangeEntry
 
     if attempts:  # the local audit log's lines, shown as written; typed once for the table
         logged = service.attempts(incident=incident, applied=applied, limit=limit or None)

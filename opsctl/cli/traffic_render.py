@@ -13,7 +13,7 @@ from opsctl.cli.output import emit, render_table
 if TYPE_CHECKING:
     from opsctl.traffic.controller import ChangeResult
     from opsctl.traffic.ramp import RampOutcome
-    from opsctl.traffic.record import ChangeEntry
+    from opsctl.traffic.change_entry import ChangeEntry
     from opsctl.traffic.split import Split
     from opsctl.traffic.status import CapacityStatus, TrafficStatus
 

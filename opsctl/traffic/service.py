@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from opsctl.traffic.base import Actuator, ChangeHook, StoredSplit
     from opsctl.traffic.ramp import RampRunner
     from opsctl.traffic.ramp import RampOutcome
-    from opsctl.traffic.record import ChangeEntry
+    from opsctl.traffic.change_entry import ChangeEntry
     from opsctl.traffic.split import Split
 
 _DEFAULT: "Sequence[ChangeHook]" = []  # a unique object: hooks not given (never mutated)

@@ -17,8 +17,9 @@ if TYPE_CHECKING:
     from opsctl.config import Config
     from opsctl.freeze import FreezeSpan
     from opsctl.metrics.base import MetricSource
-    from opsctl.traffic.capacity import CapacityReading, VendorReading
-    from opsctl.traffic.record import ChangeEntry, OpenFailover
+    from opsctl.traffic.capacity_reading import CapacityReading, VendorReading
+    from opsctl.traffic.change_entry import ChangeEntry
+    from opsctl.traffic.record import OpenFailover
     from opsctl.traffic.split import Split
 
 # The keys of an entry `last_change` shows, in order.

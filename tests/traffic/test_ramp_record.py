@@ -86,28 +86,16 @@ def test_what_the_document_holds_beyond_its_fields_is_written_back():
     assert encode("ramp", doc.stored()) == encode("ramp", raw)
 
 
-class _Store:
-    """A state store in memory (the protocol's get/put), for one save."""
+def test_a_save_writes_the_owner_and_heartbeat_and_judges_liveness_typed(tmp_path):
+    from opsctl.state.local import LocalStateStore
 
-    def __init__(self):
-        self.written = None
-
-    def put(self, name, data, *, version, encoded=None, owned=False):
-        from opsctl.state.base import Document
-
-        self.written = json.loads(encode(name, data))
-        return Document(name, self.written, "1")
-
-    def get(self, name):
-        return None
-
-
-def test_a_save_writes_the_owner_and_heartbeat_and_judges_liveness_typed():
-    store = _Store()
+    store = LocalStateStore(tmp_path)
     state = RampState(RampDocument.new(id="ramp-3", status="running", steps=()), store)
     state.take("bob")
-    written = store.written
+    written = json.loads((tmp_path / "ramp.json").read_text())["data"]
     assert written["owner"]["actor"] == "bob" and written["pid"] == written["owner"]["pid"]
     assert set(written) == {"id", "status", "steps", "owner", "pid", "host", "updated_at", "heartbeat"}
-    assert is_live(state.doc, now=state.doc.heartbeat)  # this process is alive, its heartbeat fresh
-    assert not is_live(state.doc.changed(status="completed"), now=state.doc.heartbeat)
+    again = RampState.load(store)
+    assert again is not None and again.doc.stored() == state.doc.stored()  # read back to the same content
+    assert is_live(again.doc, now=again.doc.heartbeat)  # this process is alive, its heartbeat fresh
+    assert not is_live(again.doc.changed(status="completed"), now=again.doc.heartbeat)

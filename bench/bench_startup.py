@@ -165,10 +165,13 @@ def render(rows: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def top_imports(profile: dict[str, tuple[float, float]], limit: int = 8) -> str:
-    """Self import time summed per opsctl module and per other top-level package, largest first."""
+def top_imports(profile: dict[str, tuple[float, float]], limit: int = 8, shared: frozenset[str] = frozenset()) -> str:
+    """Self import time summed per opsctl module and per other top-level package, largest first;
+    the modules in `shared` (what the hello-world imports too: site's .pth files, click) left out."""
     by: dict[str, float] = {}
     for name, (own, _) in profile.items():
+        if name in shared:
+            continue
         key = name if name.startswith("opsctl") else name.split(".")[0]
         by[key] = by.get(key, 0.0) + own
     total = sum(by.values())
@@ -203,6 +206,7 @@ def main() -> None:
         rows = summary(measure(args.runs, cmds, env, root, envs))
         profiles = {name: import_profile(cmd, env, root, args.profile_runs)
                     for name, cmd in cmds.items() if name.startswith("opsctl")}  # not the baseline
+        hello = frozenset(import_profile(cmds["click hello-world"], env, root, args.profile_runs))
         config_import, config_build = config_cost(env, root, args.profile_runs)
     config_ms = config_import + config_build
     load = os.getloadavg()[0]
@@ -231,6 +235,11 @@ def main() -> None:
         f" {args.profile_runs} runs, summed per opsctl module and per other top-level package):",
         "",
         *[f"- `{name}`: {top_imports(p)}" for name, p in profiles.items()],
+        "",
+        "The same without the modules the hello-world imports too (the interpreter's site with its .pth"
+        " files, click and what click imports: `zipfile`, `importlib`, `inspect`, `platform` are among them):",
+        "",
+        *[f"- `{name}`: {top_imports(p, shared=hello)}" for name, p in profiles.items()],
         "",
         f"The config's own share (median of {args.profile_runs} separate processes): `import opsctl.config`"
         f" {config_import:.0f} ms (its typed-model classes), loading the embedded default {config_build:.0f} ms"

@@ -1,3 +1,7 @@
-from opsctl.cli.main import main
+from opsctl.cli import startup
 
-main()
+startup.pause()  # before click and opsctl are imported: see opsctl/cli/startup.py
+
+from opsctl.cli.main import run  # noqa: E402
+
+run()

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from opsctl.paging.base import Pager
     from opsctl.tickets.base import TicketProvider
     from opsctl.traffic.controller import ChangeResult
-    from opsctl.traffic.record import ChangeEntry, ChangeRecord
+    from opsctl.traffic.change_entry import ChangeEntry
+    from opsctl.traffic.record import ChangeRecord
     from opsctl.traffic.split import Split
 
 SOURCE = "opsctl serve"

@@ -98,6 +98,9 @@ class AppContext:
 
                 cfg = with_prometheus_url(cfg, self.prometheus_url)
             self._config = cfg
+            from opsctl.cli import startup
+
+            startup.settled()
         return self._config
 
 
@@ -196,6 +199,15 @@ def cli(ctx, config_path, catalog_dir, service):
     Exit codes: 0 ok, 1 failed, 2 invalid input, 3 no data, 4 refused by a guard, 5 conflict.
     """
     ctx.obj = AppContext(config_path, service, catalog_dir)
+
+
+def run() -> None:
+    """The process's entry (`python -m opsctl`; the console script once pyproject names it): `main()`
+    with the collector held off while the CLI starts (opsctl/cli/startup.py)."""
+    from opsctl.cli import startup
+
+    startup.pause()
+    main()
 
 
 def main(argv: list[str] | None = None) -> None:

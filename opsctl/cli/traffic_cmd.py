@@ -126,12 +126,14 @@ def _confirmer(yes: bool, dry_run: bool, order):
 
 def _running_ramp_blocks(app, emergency: bool) -> None:
     from opsctl.errors import ConflictError
+    from opsctl.traffic.ramp_record import RampOwner
     from opsctl.traffic.rampstate import running_ramp
 
     live = running_ramp(app.config)
     if live and not emergency:
+        owner = live.owner or RampOwner()
         raise ConflictError(
-            f"a ramp is running ({live.get('id')}, pid {live.get('pid')} on {live.get('host')}); a manual change"
+            f"a ramp is running ({live.id}, pid {owner.pid} on {owner.host}); a manual change"
             " would fight it",
             hint="wait for it, stop it (Ctrl-C / kill PID) and `opsctl traffic ramp --abort`, or use --emergency --incident ID",
         )
@@ -367,7 +369,7 @@ def history(app, limit, incident, applied, attempts, output):
 
     order = list(app.config.backends)
     service = TrafficService(app.config, hooks=[])
-    from opsctl.traffic.record import ChangeEntry
+    from opsctl.traffic.change_entry import ChangeEntry
 
     if attempts:  # the local audit log's lines, shown as written; typed once for the table
         logged = service.attempts(incident=incident, applied=applied, limit=limit or None)

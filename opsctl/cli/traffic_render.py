@@ -13,7 +13,7 @@ from opsctl.cli.output import emit, render_table
 if TYPE_CHECKING:
     from opsctl.traffic.controller import ChangeResult
     from opsctl.traffic.ramp import RampOutcome
-    from opsctl.traffic.record import ChangeEntry
+    from opsctl.traffic.change_entry import ChangeEntry
     from opsctl.traffic.split import Split
     from opsctl.traffic.status import CapacityStatus, TrafficStatus
 
@@ -31,12 +31,13 @@ def describe(split: "Split | None", order) -> str:
 
 def described(split: "dict | None", order) -> str:
     """`describe` of a split as a stored document holds it (a ramp's plan, `traffic status`)."""
-    from opsctl.traffic.split import Split
+    from opsctl.traffic.change_entry import split_of
 
-    if split is None:
+    typed = split_of(split)
+    if split is None or typed is None:
         return "unset"
     present = [b for b in order if b in split["weights"]] or list(split["weights"])
-    return describe(Split.of(split["weights"], split.get("shadow")), present)
+    return describe(typed, present)
 
 
 def change_text(r: "ChangeResult", order) -> str:
@@ -76,7 +77,7 @@ def change_text(r: "ChangeResult", order) -> str:
 
 def ramp_text(outcome: "RampOutcome", order) -> str:
     lines = [f"{outcome.status}: {outcome.message}"]
-    plan = outcome.state.get("steps")  # the ramp's stored document (RampState.summary)
+    plan = () if outcome.stored else outcome.state.steps  # a plan's steps (a stored ramp shows its summary)
     if plan:
         lines.append("plan: " + " -> ".join(described(s, order) for s in plan))
     for step in outcome.results:

@@ -17,7 +17,9 @@ A class with `from_text(text)` (Duration, an RFC 3339 instant) is a typed scalar
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
+import keyword
 import sys
 import types
 import typing
@@ -222,25 +224,54 @@ def _hints(cls: type) -> dict[str, Any]:
 def _type_hints(cls: type) -> dict[str, Any]:
     """`typing.get_type_hints(cls, include_extras=True)`, evaluated the same way (each class of the
     MRO in its module, class attributes after module names) but compiling each annotation text
-    once per process: get_type_hints compiles every string afresh, about half of building the
+    once per process, and resolving each class's own annotations once for all its subclasses (every
+    model shares `Model`'s): get_type_hints compiles every string afresh, about half of building the
     embedded default. Texts holding a quoted forward reference go to get_type_hints itself."""
     hints: dict[str, Any] = {}
     for base in reversed(cls.__mro__):
-        annotations = base.__dict__.get("__annotations__", {})
-        if not isinstance(annotations, dict) or not annotations:
-            continue
-        module_ns = getattr(sys.modules.get(base.__module__), "__dict__", {})
-        class_ns = dict(vars(base))
-        for name, value in annotations.items():
-            if isinstance(value, str):
+        own = _OWN.get(base)
+        if own is None:
+            own = _OWN[base] = _own_hints(base)
+        if own is _UNRESOLVED:
+            return typing.get_type_hints(cls, include_extras=True)
+        hints.update(own)
+    return hints
+
+
+_OWN: dict[type, dict[str, Any]] = {}  # class -> its own annotations resolved (or _UNRESOLVED)
+_UNRESOLVED: dict[str, Any] = {}
+
+
+def _own_hints(base: type) -> dict[str, Any]:
+    """The annotations `base` itself declares, resolved in its module and class namespaces."""
+    annotations = base.__dict__.get("__annotations__", {})
+    if not isinstance(annotations, dict) or not annotations:
+        return {}
+    hints: dict[str, Any] = {}
+    module_ns = getattr(sys.modules.get(base.__module__), "__dict__", {})
+    class_ns = dict(vars(base))
+    for name, value in annotations.items():
+        if isinstance(value, str):
+            if value.isidentifier() and not keyword.iskeyword(value):  # a name: looked up as eval would
+                value = _lookup(value, module_ns, class_ns)
+            else:
                 code = _CODE.get(value)
                 if code is None:
                     code = _CODE[value] = compile(value, "<annotation>", "eval")
                 value = eval(code, class_ns, module_ns)  # noqa: S307 (annotation text of opsctl's own classes)
-            if _unresolved(value):
-                return typing.get_type_hints(cls, include_extras=True)
-            hints[name] = type(None) if value is None else value
+        if _unresolved(value):
+            return _UNRESOLVED
+        hints[name] = type(None) if value is None else value
     return hints
+
+
+def _lookup(name: str, module_ns: dict[str, Any], class_ns: dict[str, Any]) -> Any:
+    """What `eval(name, class_ns, module_ns)` gives without compiling: the module's name, else the
+    class attribute, else the builtin (NameError as eval raises it)."""
+    for ns in (module_ns, class_ns, vars(builtins)):
+        if name in ns:
+            return ns[name]
+    raise NameError(f"name {name!r} is not defined")
 
 
 def _unresolved(tp: Any) -> bool:

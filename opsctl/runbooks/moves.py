@@ -143,7 +143,7 @@ def vendor_throughput_text(vendor) -> str:
 def capacity_need(cfg: "Config", own_share: int, share_after: int) -> CapacityNeed:
     """Replicas the capacity backend needs to carry `share_after`% of peak traffic, with the
     same arithmetic as the capacity guard (opsctl/traffic/capacity.py)."""
-    from opsctl.traffic.capacity import CapacityReading
+    from opsctl.traffic.capacity_reading import CapacityReading
 
     cap = cfg.capacity
     if cap is None:  # its callers ask only with a capacity section

@@ -24,7 +24,9 @@ from __future__ import annotations
 from typing import Any, TYPE_CHECKING, Callable, Sequence
 
 from opsctl.errors import NoDataError, UsageError
+from opsctl.model import Model
 from opsctl.traffic.controller import ChangeRequest, ChangeResult, PartialMove
+from opsctl.traffic.record import OpenFailover
 from opsctl.traffic.split import Split, largest_remainder
 
 if TYPE_CHECKING:
@@ -190,7 +192,19 @@ def partial_move(cfg: "Config", result: ChangeResult, source: str, started: Spli
                        result.dry_run)
 
 
-def saved_split(record: "ChangeRecord | None", audit: "AuditLog", incident: str, backends: Sequence[str]) -> tuple[Split, dict[str, Any]]:
+class SavedSplit(Model):
+    """The split to restore after an incident's failover, and where it was found: the shared change
+    record's open failover (`failover`), else this host's audit log (`audit_entry`, the entry of the
+    incident's first applied failover, as the log holds it)."""
+
+    split: Split
+    source: str  # "record" | "audit"
+    time: str | None = None  # when that failover was applied
+    failover: OpenFailover | None = None
+    audit_entry: dict[str, Any] | None = None
+
+
+def saved_split(record: "ChangeRecord | None", audit: "AuditLog", incident: str, backends: Sequence[str]) -> SavedSplit:
     """The split before the incident's first applied failover, and where it was found: the shared
     change record's open failover, else (an incident older than the record) this host's audit log."""
     opened = record.failovers.get(incident) if record is not None else None
@@ -198,15 +212,16 @@ def saved_split(record: "ChangeRecord | None", audit: "AuditLog", incident: str,
         if opened.saved is None:
             raise NoDataError(f"the failover for incident {incident!r} started from an unknown split; nothing to restore",
                               hint="set the split with `opsctl traffic set`")
-        return Split.from_dict(opened.saved, backends, f"the change record's failover of {incident}"), {
-            "time": opened.opened_at, "source": "record", **opened.to_dict()}
+        return SavedSplit(Split.from_dict(opened.saved, backends, f"the change record's failover of {incident}"),
+                          "record", opened.opened_at, failover=opened)
     entries = audit.find(lambda e: e.get("kind") == "traffic" and e.get("action") == "failover"
                          and e.get("outcome") == "applied" and e.get("incident") == incident)
     if not entries:
         raise NoDataError(f"no applied failover is recorded for incident {incident!r}",
                          hint="see `opsctl traffic history`; to set a split directly use `opsctl traffic set`")
-    first = {**entries[-1], "source": "audit"}  # newest first
+    first = entries[-1]  # newest first
     if first.get("before") is None:
         raise NoDataError(f"the failover for incident {incident!r} started from an unknown split; nothing to restore",
                           hint="set the split with `opsctl traffic set`")
-    return Split.from_dict(first["before"], backends, f"audit entry of {first.get('time')}"), first
+    return SavedSplit(Split.from_dict(first["before"], backends, f"audit entry of {first.get('time')}"), "audit",
+                      first.get("time"), audit_entry=first)

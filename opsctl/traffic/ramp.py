@@ -22,6 +22,7 @@ from typing import Any, TYPE_CHECKING, Callable, Sequence
 from opsctl.clock import format_duration
 from opsctl.errors import ConflictError, GuardRefused, NoDataError, OpsctlError, UsageError
 from opsctl.traffic.controller import ChangeRequest, ChangeResult, new_operation_id
+from opsctl.traffic.ramp_record import RampDocument, RampOwner, RampSoak
 from opsctl.traffic.rampstate import RampState
 from opsctl.traffic.split import Split, ramp_steps
 
@@ -40,12 +41,13 @@ class SplitMoved(ConflictError):
 
 @dataclass
 class RampOutcome:
-    state: dict[str, Any]
+    state: RampDocument  # the stored ramp (shown as its summary), or a plan never stored (`stored=False`)
     results: list[ChangeResult]
     status: str  # completed | aborted | planned (dry run) | unchanged
     message: str = ""
     # An aborted ramp's error (exit 4, with its hint); None otherwise. Never rendered: `message` says it.
     error: OpsctlError | None = field(default=None, repr=False, compare=False)
+    stored: bool = True
 
     @property
     def exit_code(self) -> int:
@@ -59,7 +61,7 @@ class RampOutcome:
 
     def to_dict(self, order: Sequence[str] | None = None) -> dict[str, Any]:
         return {
-            "ramp": self.state,
+            "ramp": self.state.summary() if self.stored else self.state.stored(),
             "status": self.status,
             "message": self.message,
             "steps": [r.to_dict(order) for r in self.results],
@@ -101,17 +103,17 @@ class RampRunner:
             return self._dry_run(action, target_of, step, interval, reason, incident, emergency)
         existing = RampState.load(self.store)
         if existing is not None and existing.status == "running" and existing.live:
-            owner = existing.data.get("owner") or {}
+            owner = existing.doc.owner or RampOwner()
             raise ConflictError(
-                f"another ramp is running (pid {owner.get('pid')} on {owner.get('host')}, by {owner.get('actor')},"
-                f" ramp {existing.data.get('id')})",
+                f"another ramp is running (pid {owner.pid} on {owner.host}, by {owner.actor},"
+                f" ramp {existing.doc.id})",
                 hint="wait for it to finish, or stop it (Ctrl-C or kill PID) and then run"
                      " `opsctl traffic ramp --resume` or `--abort`",
             )
         if existing is not None and existing.status == "running":
             raise ConflictError(
-                f"ramp {existing.data.get('id')} was interrupted at step {existing.data.get('done')}"
-                f"/{len(existing.data.get('steps', []))} and is not finished",
+                f"ramp {existing.doc.id} was interrupted at step {existing.doc.done}"
+                f"/{len(existing.doc.steps)} and is not finished",
                 hint="continue it with `opsctl traffic ramp --resume`, or return to its start with"
                      " `opsctl traffic ramp --abort --reason ...`",
             )
@@ -124,30 +126,30 @@ class RampRunner:
         target.validate(self.cfg.backends, "ramp target")
         steps = ramp_steps(start, target, step)
         if not steps:
-            return RampOutcome({"start": start.to_dict(self.backends)}, [], "unchanged",
-                               "the split is already at the target")
+            return RampOutcome(RampDocument.new(start=start.to_dict(self.backends)), [], "unchanged",
+                               "the split is already at the target", stored=False)
         if confirm is not None and not confirm(self._plan_text(start, steps, interval)):
             raise OpsctlError("not confirmed; nothing changed")
-        state = RampState({
-            "id": new_operation_id(action),
-            "action": action,
-            "status": "running",
-            "start": start.to_dict(self.backends),
-            "target": target.to_dict(self.backends),
-            "steps": [s.to_dict(self.backends) for s in steps],
-            "step": step,
-            "interval": interval,
-            "done": 0,
-            "pending": None,
-            "reason": reason,
-            "incident": incident,
-            "emergency": emergency,
-            "actor": self.ctl.actor,
-            "soak": None,
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }, self.store, existing.version if existing is not None else None)
+        state = RampState(RampDocument.new(
+            id=new_operation_id(action),
+            action=action,
+            status="running",
+            start=start.to_dict(self.backends),
+            target=target.to_dict(self.backends),
+            steps=tuple(s.to_dict(self.backends) for s in steps),
+            step=step,
+            interval=interval,
+            done=0,
+            pending=None,
+            reason=reason,
+            incident=incident,
+            emergency=emergency,
+            actor=self.ctl.actor,
+            soak=None,
+            started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        ), self.store, existing.version if existing is not None else None)
         state.take(self.ctl.actor)
-        self._say(f"ramp {state.data['id']}: {start.describe(self.backends)} -> {target.describe(self.backends)}"
+        self._say(f"ramp {state.doc.id}: {start.describe(self.backends)} -> {target.describe(self.backends)}"
                   f" in {len(steps)} step(s), {format_duration(interval)} apart")
         return self._run(state)
 
@@ -157,9 +159,9 @@ class RampRunner:
             raise UsageError(f"there is no interrupted ramp to {verb}"
                              + (f" (the last one is {state.status})" if state else ""))
         if state.live:
-            owner = state.data.get("owner") or {}
+            owner = state.doc.owner or RampOwner()
             raise ConflictError(
-                f"ramp {state.data.get('id')} is still running (pid {owner.get('pid')} on {owner.get('host')})",
+                f"ramp {state.doc.id} is still running (pid {owner.pid} on {owner.host})",
                 hint="wait for it, or stop it (Ctrl-C or kill PID) first",
             )
         state.take(self.ctl.actor)
@@ -167,7 +169,7 @@ class RampRunner:
 
     def resume(self, *, check: bool = True) -> RampOutcome:
         state = self._interrupted("resume")
-        self._say(f"resuming ramp {state.data['id']} after step {state.data['done']}/{len(state.data['steps'])}")
+        self._say(f"resuming ramp {state.doc.id} after step {state.doc.done}/{len(state.doc.steps)}")
         outcome = self._run(state)
         return outcome.raise_for_outcome() if check else outcome
 
@@ -176,7 +178,7 @@ class RampRunner:
         state = self._interrupted("abort")
         results: list[ChangeResult] = []
         self._rollback(state, results, reason or "aborted by operator")
-        return RampOutcome(state.summary(), results, "aborted", state.data["message"])
+        return RampOutcome(state.doc, results, "aborted", state.doc.message or "")
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -187,36 +189,36 @@ class RampRunner:
         receiving = target.increased(start)
         results: list[ChangeResult] = []
         total = len(steps)
-        soak = state.data.get("soak")
-        if soak and soak.get("step") == state.data["done"] - 1:  # interrupted while watching that step
-            index = soak["step"]
+        soak = state.doc.soak
+        if soak and soak.step == state.doc.done - 1:  # interrupted while watching that step
+            index = soak.step
             self._say(f"step {index + 1}/{total}: finishing its soak and burn check before the next step")
-            problem = self._watch(state, receiving, index, total, until=soak.get("until"))
+            problem = self._watch(state, receiving, index, total, until=soak.until)
             if problem:
                 self._rollback(state, results, problem)
                 return self._aborted(state, results, GuardRefused(
-                    state.data["message"],
+                    state.doc.message or "",
                     hint="find out why the receiving backend burns (opsctl slo report) before ramping again"))
-        for index in range(state.data["done"], total):
+        for index in range(state.doc.done, total):
             expected = steps[index - 1] if index else start
             wanted = steps[index]
             current = self.ctl.read().split
-            if current == wanted and state.data.get("pending") == index:
+            if current == wanted and state.doc.pending == index:
                 self._say(f"step {index + 1}/{total} was applied before the interruption: {wanted.describe(self.backends)}")
             else:
                 if current != expected:
                     self._finish(state, "stopped", f"the split was changed outside the ramp: it is"
                                  f" {current.describe(self.backends) if current else 'unset'}, the ramp expected"
                                  f" {expected.describe(self.backends)}; stopping without rollback")
-                    raise SplitMoved(state.data["message"], hint="see `opsctl traffic history`")
-                state.data["pending"] = index
+                    raise SplitMoved(state.doc.message or "", hint="see `opsctl traffic history`")
+                state.update(pending=index)
                 state.save()
                 result = self.ctl.apply(self._request(state, expected, wanted, index, total), check=False)
                 exc = result.error
                 if isinstance(exc, GuardRefused):
                     results.append(result)
                     self._rollback(state, results, f"step {index + 1}/{total} refused: {exc.message}")
-                    aborted = GuardRefused(state.data["message"], hint=exc.hint)
+                    aborted = GuardRefused(state.doc.message or "", hint=exc.hint)
                     aborted.__cause__ = exc
                     return self._aborted(state, results, aborted)
                 if isinstance(exc, SplitMoved):
@@ -229,17 +231,17 @@ class RampRunner:
                 results.append(result)
                 self._say(f"step {index + 1}/{total}: {wanted.describe(self.backends)} applied"
                           f" (version {result.version})")
-            state.data["done"], state.data["pending"] = index + 1, None
+            state.update(done=index + 1, pending=None)
             problem = self._watch(state, receiving, index, total)
             if problem:
                 self._rollback(state, results, problem)
                 return self._aborted(state, results, GuardRefused(
-                    state.data["message"],
+                    state.doc.message or "",
                     hint="find out why the receiving backend burns (opsctl slo report) before ramping again"))
         message = f"ramp complete: {target.describe(self.backends)}"
         self._finish(state, "completed", message)
         self._say(message)
-        return RampOutcome(state.summary(), results, "completed", message)
+        return RampOutcome(state.doc, results, "completed", message)
 
     def _request(self, state: RampState, expected: Split, wanted: Split, index: int, total: int) -> ChangeRequest:
         def plan(before: Split | None) -> Split:
@@ -248,20 +250,20 @@ class RampRunner:
                                  f" {before.describe(self.backends) if before else 'unset'}")
             return wanted
 
+        doc = state.doc
         return ChangeRequest(
-            state.data["action"], plan, reason=f"{state.data.get('reason') or ''} (step {index + 1}/{total})".strip(),
-            incident=state.data.get("incident"), emergency=bool(state.data.get("emergency")),
-            operation_id=state.data["id"],
+            doc.action, plan, reason=f"{doc.reason or ''} (step {index + 1}/{total})".strip(),
+            incident=doc.incident, emergency=bool(doc.emergency), operation_id=str(doc.id),
         )
 
     def _watch(self, state: RampState, receiving: list[str], index: int, total: int,
                until: float | None = None) -> str | None:
         """Soak until the step's deadline (saved first, so a resume finishes it), then check the
         receiving backends' SLOs. Returns a problem or None; on success the soak is cleared."""
-        interval = int(state.data.get("interval") or 0)
+        interval = int(state.doc.interval or 0)
         clock = self.ctl.clock
         deadline = until if until is not None else clock.now() + interval
-        state.data["soak"] = {"step": index, "until": deadline}
+        state.update(soak=RampSoak(index, deadline))
         state.save()
         tick = 1 if interval <= 10 else 5  # sleep slices: the heartbeat is renewed between them
         say_every = 1 if interval <= 10 else 10 if interval <= 600 else 60  # at most ~60 progress lines
@@ -278,7 +280,7 @@ class RampRunner:
             state.heartbeat()
         problem = self._burn_check(receiving, index, total)
         if problem is None:
-            state.data["soak"] = None
+            state.update(soak=None)
             state.save()
         return problem
 
@@ -310,25 +312,24 @@ class RampRunner:
         start = state.split("start", self.backends)
         self._say(f"aborting: {why}; returning to {start.describe(self.backends)}")
         request = ChangeRequest(
-            "rollback", lambda before: start, reason=f"ramp {state.data['id']} aborted: {why}",
-            incident=state.data.get("incident"), operation_id=state.data["id"],
+            "rollback", lambda before: start, reason=f"ramp {state.doc.id} aborted: {why}",
+            incident=state.doc.incident, operation_id=str(state.doc.id),
         )
         try:
             result = self.ctl.apply(request)
         except OpsctlError as exc:
             self._finish(state, "stopped", f"{why}; the rollback to the start failed: {exc.message}")
-            raise OpsctlError(state.data["message"],
+            raise OpsctlError(state.doc.message or "",
                               hint="set the split by hand with `opsctl traffic set ... --emergency --incident ID`") from exc
         results.append(result)
         self._finish(state, "aborted", f"{why}; returned to {start.describe(self.backends)}")
 
     @staticmethod
     def _aborted(state: RampState, results: list[ChangeResult], error: OpsctlError) -> RampOutcome:
-        return RampOutcome(state.summary(), results, "aborted", state.data["message"], error=error)
+        return RampOutcome(state.doc, results, "aborted", state.doc.message or "", error=error)
 
     def _finish(self, state: RampState, status: str, message: str) -> None:
-        state.data["status"], state.data["message"], state.data["pending"] = status, message, None
-        state.data["soak"] = None
+        state.update(status=status, message=message, pending=None, soak=None)
         state.save()
 
     # -- dry run ----------------------------------------------------------------------------------
@@ -342,18 +343,18 @@ class RampRunner:
         target = target_of(start)
         target.validate(self.cfg.backends, "ramp target")
         steps = ramp_steps(start, target, step)
-        plan = {
-            "id": None, "action": action, "status": "planned",
-            "start": start.to_dict(self.backends), "target": target.to_dict(self.backends),
-            "steps": [s.to_dict(self.backends) for s in steps], "step": step, "interval": interval,
-        }
+        plan = RampDocument.new(
+            id=None, action=action, status="planned",
+            start=start.to_dict(self.backends), target=target.to_dict(self.backends),
+            steps=tuple(s.to_dict(self.backends) for s in steps), step=step, interval=interval,
+        )
         if not steps:
-            return RampOutcome(plan, [], "unchanged", "the split is already at the target")
+            return RampOutcome(plan, [], "unchanged", "the split is already at the target", stored=False)
         # The first step is checked by every guard (dry run); later steps are checked when they run.
         result = self.ctl.apply(ChangeRequest(action, lambda before: steps[0], reason=reason, incident=incident,
                                               emergency=emergency))
         return RampOutcome(plan, [result], "planned",
-                           f"dry run: {len(steps)} step(s) planned; the first passes every guard")
+                           f"dry run: {len(steps)} step(s) planned; the first passes every guard", stored=False)
 
     def _plan_text(self, start: Split, steps: list[Split], interval: int) -> str:
         lines = [f"  {i + 1}. {s.describe(self.backends)}" for i, s in enumerate(steps)]

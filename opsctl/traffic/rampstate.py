@@ -20,6 +20,7 @@ import time
 from typing import Any, TYPE_CHECKING, Iterable, cast
 
 from opsctl.errors import ConflictError
+from opsctl.traffic.ramp_record import RampDocument, RampOwner
 from opsctl.traffic.split import Split
 
 if TYPE_CHECKING:
@@ -62,28 +63,29 @@ def me() -> dict[str, Any]:
     return {"pid": os.getpid(), "host": _host()}
 
 
-def is_live(data: dict[str, Any], now: float | None = None, store: "StateStore | None" = None) -> bool:
+def is_live(doc: RampDocument, now: float | None = None, store: "StateStore | None" = None) -> bool:
     """Running, its owner's heartbeat fresh (on the store's clock, `store_now`), and (on this host)
     the owner's process alive."""
-    if data.get("status", "running") != "running":
+    if "status" in doc.present and doc.status != "running":
         return False
-    owner = data.get("owner") or {}
+    owner = doc.owner or RampOwner()
     now = store_now(store) if now is None else now
-    if now - float(data.get("heartbeat") or 0) > HEARTBEAT_TTL:
+    if now - float(doc.heartbeat or 0) > HEARTBEAT_TTL:
         return False
-    if owner.get("host") == _host() and isinstance(owner.get("pid"), int):
-        return _alive(owner["pid"])
+    if owner.host == _host() and isinstance(owner.pid, int):
+        return _alive(owner.pid)
     return True
 
 
 class RampState:
     """A plain class, not a @dataclass: `traffic status` loads it, and generating the methods was
-    most of this module's import time (#26 item 6)."""
+    most of this module's import time (#26 item 6). The document itself is typed (`RampDocument`,
+    immutable): a change replaces it (`update`)."""
 
-    __slots__ = ("data", "store", "version", "_beat")
+    __slots__ = ("doc", "store", "version", "_beat")
 
-    def __init__(self, data: dict[str, Any], store: "StateStore", version: str | None = None):
-        self.data = data
+    def __init__(self, doc: RampDocument, store: "StateStore", version: str | None = None):
+        self.doc = doc
         self.store = store
         self.version = version  # None: not stored yet
         self._beat = 0.0
@@ -92,26 +94,30 @@ class RampState:
     def load(cls, cfg_or_store: "Config | StateStore") -> "RampState | None":
         store = _store(cfg_or_store)
         doc = store.get(DOC)
-        return None if doc is None else cls(doc.data, store, doc.version)
+        return None if doc is None else cls(RampDocument.parse(doc.data), store, doc.version)
+
+    def update(self, **changes: Any) -> None:
+        """Change the document in memory (`save` writes it)."""
+        self.doc = self.doc.changed(**changes)
 
     def save(self) -> None:
         """Compare-and-swap: losing means someone else took the ramp over (or started another)."""
         now = store_now(self.store)
-        self.data["updated_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-        self.data["heartbeat"] = now
+        self.update(updated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), heartbeat=now)
         self._beat = time.monotonic()
         try:
-            doc = self.store.put(DOC, self.data, version=self.version)
+            stored = self.store.put(DOC, self.doc.stored(), version=self.version)
         except ConflictError as exc:
             current = self.store.get(DOC)
-            owner = (current.data.get("owner") if current else None) or {}
+            other = RampDocument.parse(current.data) if current else None
+            owner = (other.owner if other else None) or RampOwner()
             raise ConflictError(
-                f"ramp {self.data.get('id')}: its state was changed by someone else"
-                f" (now {current.data.get('id') if current else 'gone'}, owner pid {owner.get('pid')} on"
-                f" {owner.get('host')}); this process stops",
+                f"ramp {self.doc.id}: its state was changed by someone else"
+                f" (now {other.id if other else 'gone'}, owner pid {owner.pid} on"
+                f" {owner.host}); this process stops",
                 hint="see `opsctl traffic status`",
             ) from exc
-        self.version = doc.version
+        self.version = stored.version
 
     def heartbeat(self) -> None:
         if time.monotonic() - self._beat >= HEARTBEAT_EVERY:
@@ -119,32 +125,26 @@ class RampState:
 
     def take(self, actor: str) -> None:
         """Become the owner (start or resume)."""
-        self.data["owner"] = {**me(), "actor": actor}
-        self.data["pid"], self.data["host"] = self.data["owner"]["pid"], self.data["owner"]["host"]
+        owner = RampOwner(**me(), actor=actor)
+        self.update(owner=owner, pid=owner.pid, host=owner.host)
         self.save()
 
     def split(self, key: str, backends: Iterable[str]) -> Split:
-        return Split.from_dict(self.data[key], backends, f"ramp state {key}")
+        return Split.from_dict(getattr(self.doc, key), backends, f"ramp state {key}")
 
     def steps(self, backends: Iterable[str]) -> list[Split]:
-        return [Split.from_dict(s, backends, f"ramp state step {i + 1}") for i, s in enumerate(self.data["steps"])]
+        return [Split.from_dict(s, backends, f"ramp state step {i + 1}") for i, s in enumerate(self.doc.steps)]
 
     @property
     def status(self) -> str:
-        status: str = self.data.get("status", "running")
-        return status
+        return self.doc.status
 
     @property
     def live(self) -> bool:
-        return is_live(self.data, store=self.store)
+        return is_live(self.doc, store=self.store)
 
     def summary(self) -> dict[str, Any]:
-        keys = ("id", "action", "status", "done", "pending", "interval", "step", "incident", "reason", "actor",
-                "started_at", "updated_at", "message", "pid", "host", "owner", "soak")
-        out = {k: self.data.get(k) for k in keys}
-        out["total"] = len(self.data.get("steps", []))
-        out["start"], out["target"] = self.data.get("start"), self.data.get("target")
-        return out
+        return self.doc.summary()
 
 
 def _store(cfg_or_store: "Config | StateStore") -> "StateStore":
@@ -155,9 +155,9 @@ def _store(cfg_or_store: "Config | StateStore") -> "StateStore":
     return open_state_store(cfg_or_store)
 
 
-def running_ramp(cfg: "Config") -> dict[str, Any] | None:
-    """The live ramp's owner ({pid, host, actor, id}), or None."""
+def running_ramp(cfg: "Config") -> RampDocument | None:
+    """The live ramp's document (its `id` and `owner`), or None."""
     state = RampState.load(cfg)
     if state is None or not state.live:
         return None
-    return {**(state.data.get("owner") or {}), "id": state.data.get("id")}
+    return state.doc

@@ -23,9 +23,10 @@ if TYPE_CHECKING:
     from opsctl.config import Config
     from opsctl.paging.change_hook import PagerChangeHook
     from opsctl.traffic.base import Actuator, ChangeHook, StoredSplit
+    from opsctl.traffic.failover import SavedSplit
     from opsctl.traffic.ramp import RampRunner
     from opsctl.traffic.ramp import RampOutcome
-    from opsctl.traffic.record import ChangeEntry
+    from opsctl.traffic.change_entry import ChangeEntry
     from opsctl.traffic.split import Split
 
 _DEFAULT: "Sequence[ChangeHook]" = []  # a unique object: hooks not given (never mutated)
@@ -185,7 +186,7 @@ class TrafficService:
             first.after, first.version, first.shortfall = last.after, last.version, last.shortfall
         return None
 
-    def saved_split(self, incident: str) -> "tuple[Split, dict[str, Any]]":
+    def saved_split(self, incident: str) -> "SavedSplit":
         from opsctl.traffic.failover import saved_split
 
         return saved_split(self.read().record, self.controller.audit, incident, self.order)
@@ -193,9 +194,10 @@ class TrafficService:
     def restore(self, incident: str, *, step: int | None = None, interval: int | None = None, reason: str = "",
                 emergency: bool = False, confirm: RampConfirm | None = None, check: bool = True) -> "RampOutcome":
         """Ramp back to the split saved when the incident's failover began."""
-        saved, found = self.saved_split(incident)
+        found = self.saved_split(incident)
+        saved = found.split
         if self.progress:
-            self.progress(f"restoring the split saved by the failover of {found.get('time')}: {saved.describe(self.order)}")
+            self.progress(f"restoring the split saved by the failover of {found.time}: {saved.describe(self.order)}")
         outcome = self.ramp(lambda current: saved, action="restore", step=step, interval=interval,
                             reason=reason or f"restore after incident {incident}", incident=incident,
                             emergency=emergency, confirm=confirm, check=check)

@@ -17,8 +17,10 @@ if TYPE_CHECKING:
     from opsctl.config import Config
     from opsctl.freeze import FreezeSpan
     from opsctl.metrics.base import MetricSource
-    from opsctl.traffic.capacity import CapacityReading, VendorReading
-    from opsctl.traffic.record import ChangeEntry, OpenFailover
+    from opsctl.traffic.capacity_reading import CapacityReading, VendorReading
+    from opsctl.traffic.change_entry import ChangeEntry
+    from opsctl.traffic.ramp_record import RampDocument, RampOwner
+    from opsctl.traffic.record import OpenFailover
     from opsctl.traffic.split import Split
 
 # The keys of an entry `last_change` shows, in order.
@@ -68,29 +70,28 @@ class CapacityStatus(Model):
 class RampStatus(Model):
     """The ramp in the shared state store, while it runs (or was interrupted)."""
 
-    summary: dict[str, Any]  # RampState.summary(): the ramp's stored document
+    doc: "RampDocument"  # the ramp's stored document
     live: bool  # its owner's heartbeat is fresh (and, on this host, its process alive)
-    holder: dict[str, Any] | None = None  # the owner while live
+    holder: "RampOwner | None" = None  # the owner while live
 
     @property
     def id(self) -> str:
-        return str(self.summary.get("id"))
+        return str(self.doc.id)
 
     @property
     def done(self) -> int:
-        return int(self.summary.get("done") or 0)
+        return self.doc.done
 
     @property
     def total(self) -> int:
-        return int(self.summary.get("total") or 0)
+        return len(self.doc.steps)
 
     @property
     def target(self) -> dict[str, Any] | None:
-        target = self.summary.get("target")
-        return target if isinstance(target, dict) else None
+        return self.doc.target
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.summary, "live": self.live, "holder": self.holder}
+        return {**self.doc.summary(), "live": self.live, "holder": self.holder.to_dict() if self.holder else None}
 
 
 class ShadowObject(Model):
@@ -179,7 +180,7 @@ def traffic_status(cfg: "Config", now: float) -> TrafficStatus:
     state = RampState.load(store)
     if state is not None and state.status == "running":
         live = state.live
-        ramp = RampStatus(state.summary(), live, state.data.get("owner") if live else None)
+        ramp = RampStatus(state.doc, live, state.doc.owner if live else None)
     return TrafficStatus(
         actuator=actuator.kind,
         target=actuator.target,

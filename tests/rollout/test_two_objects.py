@@ -253,7 +253,7 @@ def test_a_failover_on_the_gate_holds_the_rollout_and_the_restore_returns_both_t
     assert w.gate()["targeting"]["fractional"] == expected_fractions(0)
     assert ctl.tick() == "held" and w.store().read().incident == "INC-7"
     assert ctl.tick() == "held"
-    saved, _ = svc.saved_split("INC-7")
+    saved = svc.saved_split("INC-7").split
     svc.restore_now("INC-7", saved, reason="databricks is back")
     assert ctl.tick() == "intent"  # resumed: step 4 again
     assert ctl.tick() == "applied"

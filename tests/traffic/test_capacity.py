@@ -15,7 +15,8 @@ import pytest
 from opsctl.config import load_config_file
 from opsctl.errors import ConflictError
 from opsctl.metrics.base import open_source
-from opsctl.traffic.capacity import Capacity, CapacityReading, rate_query
+from opsctl.traffic.capacity import Capacity, rate_query
+from opsctl.traffic.capacity_reading import CapacityReading
 from tests.traffic.conftest import deployment, kube_capacity
 
 NS = "llm"

@@ -28,7 +28,8 @@ BEFORE_TYPED = (
 
 
 def test_a_record_written_before_the_entries_were_typed_reads_into_change_entries():
-    from opsctl.traffic.record import ChangeEntry, find_change, newest_first, parse
+    from opsctl.traffic.change_entry import ChangeEntry
+    from opsctl.traffic.record import find_change, newest_first, parse
 
     record = parse(BEFORE_TYPED, "fixture")
     failover, set_ = newest_first(record)
@@ -53,7 +54,7 @@ def test_the_typed_record_encodes_to_the_same_bytes_it_was_read_from():
 
 
 def test_an_entry_keeps_what_it_does_not_know_and_a_later_version_keeps_its_number():
-    from opsctl.traffic.record import ChangeEntry
+    from opsctl.traffic.change_entry import ChangeEntry
 
     older = {"id": "chg-1", "action": "set", "ts": 1000, "reason": None, "overrides": "rate", "note": "by hand"}
     entry = ChangeEntry.parse(older)
@@ -75,7 +76,8 @@ def test_an_entry_that_is_not_an_object_is_dropped_not_fatal():
 
 
 def test_an_entrys_splits_read_back_typed_and_a_malformed_one_is_none():
-    from opsctl.traffic.record import ChangeEntry, parse
+    from opsctl.traffic.change_entry import ChangeEntry
+    from opsctl.traffic.record import parse
     from opsctl.traffic.split import Split
 
     failover = parse(BEFORE_TYPED, "test").changes[1]

@@ -14,7 +14,8 @@ CAPTURED = json.loads(Path(__file__).with_name("change_records.json").read_text(
 
 
 def test_a_configmap_annotation_written_before_the_model_reads_typed_and_encodes_to_the_same_bytes():
-    from opsctl.traffic.record import ChangeEntry, ChangeRecord, OpenFailover, encode, parse
+    from opsctl.traffic.change_entry import ChangeEntry
+    from opsctl.traffic.record import ChangeRecord, OpenFailover, encode, parse
 
     raw = CAPTURED["configmap_annotation"]
     record = parse(raw, "fixture")
@@ -46,7 +47,8 @@ def test_a_split_file_written_before_the_model_writes_back_the_same_bytes():
 
 
 def test_a_record_changes_and_closes_its_failover_as_a_new_record_leaving_the_one_read_alone():
-    from opsctl.traffic.record import ChangeEntry, parse
+    from opsctl.traffic.change_entry import ChangeEntry
+    from opsctl.traffic.record import parse
 
     record = parse(CAPTURED["configmap_annotation"], "fixture")
     before = record.encode()

@@ -29,11 +29,12 @@ import sys
 from opsctl.config import KubernetesSettings
 from opsctl.state.kubernetes import KubernetesStateStore
 from opsctl.traffic.kube import Kube
+from opsctl.traffic.ramp_record import RampDocument, RampOwner
 from opsctl.traffic.rampstate import RampState
 store = KubernetesStateStore(Kube(KubernetesSettings(host=sys.argv[1], namespace="llm")), namespace="llm",
                              service="llm-inference")
-state = RampState({"id": "r1", "status": "running", "steps": []}, store)
-state.data["owner"] = {"pid": 1, "host": "laptop-elsewhere", "actor": "alice"}  # another host's ramp
+state = RampState(RampDocument.new(id="r1", status="running", steps=()), store)
+state.update(owner=RampOwner(pid=1, host="laptop-elsewhere", actor="alice"))  # another host's ramp
 state.save()
 """
 
@@ -71,7 +72,7 @@ def test_a_ramp_whose_heartbeat_stopped_is_not_live_whatever_the_writers_clock(a
     server_now = store.kube.server_now()
     # The API server's time, not the laptop's: inside the write's interval on the server's clock (its
     # Date header has whole seconds), however long the write took; the laptop's would be 600 s past it.
-    assert before - 1 <= float(state.data["heartbeat"]) <= server_now + 1
+    assert before - 1 <= float(state.doc.heartbeat) <= server_now + 1
     from opsctl.traffic.rampstate import is_live
 
-    assert not is_live(state.data, now=server_now + HEARTBEAT_TTL + 1)
+    assert not is_live(state.doc, now=server_now + HEARTBEAT_TTL + 1)

@@ -10,7 +10,8 @@ import json
 def test_the_status_after_a_failover_is_typed_and_its_document_is_what_the_cli_prints(make_env):
     from opsctl.clock import wall_now
     from opsctl.config import load_config_file
-    from opsctl.traffic.record import ChangeEntry, OpenFailover
+    from opsctl.traffic.change_entry import ChangeEntry
+    from opsctl.traffic.record import OpenFailover
     from opsctl.traffic.split import Split
     from opsctl.traffic.status import CapacityStatus, TrafficStatus, traffic_status
 

@@ -77,7 +77,7 @@ def test_parse_assignments_reports_syntax_errors_with_the_flag():
 
 
 def _entry(n: int, action: str = "set", incident=None, before=None, after=None, ts=None, reason=""):
-    from opsctl.traffic.record import ChangeEntry
+    from opsctl.traffic.change_entry import ChangeEntry
 
     split = {"weights": {"databricks": 100 - n % 100, "internal": n % 100}, "shadow": {}}
     return ChangeEntry.parse({"id": f"chg-{n}", "operation": f"op-{n}", "action": action, "incident": incident,

@@ -1,6 +1,7 @@
-"""`opsctl rollout ab`: the plan's A/B metrics read from the counters once, judged at the fixed
-horizon, as typed results (the CLI parses, calls `check_ab` and renders; its exit code is the worst
-verdict's)."""
+"""The plan's A/B metrics read from the counters once, judged at the fixed horizon, as typed
+results: `judge_arms` is the one A/B loop of `opsctl rollout ab` (`check_ab`: the CLI parses, calls
+it and renders; its exit code is the worst verdict's) and of the rollout's ab-equivalence analysis
+(rollout.analyses), both reading through `WithCounters`, so they agree on the same data."""
 
 from __future__ import annotations
 

@@ -62,8 +62,14 @@ def ab_stage(plan: RolloutPlan, plan_file: str) -> AbStage:
 def check_ab(plan: RolloutPlan, stage: AbStage, source: Any, when: float, window: str | None) -> AbCheck:
     """`opsctl rollout ab`: `judge_arms` over `window` (default the stage's min_duration), refusing a
     metric without a baseline ratio (NoDataError: neither the plan's nor the baseline arm's)."""
-    from opsctl.clock import format_duration
+    from opsctl.clock import format_duration, parse_duration
+    from opsctl.errors import UsageError
 
+    if window is not None:
+        try:
+            parse_duration(window)
+        except ValueError as exc:
+            raise UsageError(f"--window: {exc}") from exc
     return judge_arms(plan, stage, source, when, window or format_duration(stage.min_duration.seconds))
 
 
@@ -77,13 +83,10 @@ def judge_arms(plan: RolloutPlan, stage: AbStage, source: Any, when: float, span
     ratio (the plan gives none and the baseline arm has no trials) takes `assumed_baseline`; None
     refuses it (NoDataError), as a baseline ratio of 0 or 1 read from the arm."""
     from opsctl.clock import parse_duration
-    from opsctl.errors import NoDataError, UsageError
+    from opsctl.errors import NoDataError
     from opsctl.quality.abtest import daily_trials, read_arms, sample_size, verdict
 
-    try:
-        seconds = parse_duration(span)
-    except ValueError as exc:
-        raise UsageError(f"--window: {exc}") from exc
+    seconds = parse_duration(span)
     counters = WithCounters(source)
     spelled = counters.window(span, seconds)
     results = []

@@ -98,3 +98,36 @@ def test_rollout_ab_and_the_analysis_agree_on_the_same_counters(cfg, vendor_acce
     assert (row["n_a"], row["n_b"]) == (found["acceptance_n_baseline"], found["acceptance_n_new"])
     assert row["needed"] == found["acceptance_needed"]
     assert row["difference"] == found["acceptance_difference"]
+
+
+def test_without_a_baseline_ratio_the_cli_refuses_and_the_analysis_is_inconclusive(cfg):  # noqa: F811
+    """The one deliberate difference: a metric with no `baseline` whose baseline arm showed nothing
+    has no ratio to size the test on. `rollout ab` refuses it (exit 3, the plan must give one); the
+    analysis assumes 0.5, and its arm of 0 trials is short of any n: inconclusive (pause)."""
+    from opsctl.metrics.gauges import GaugeStore
+    from opsctl.rollout.analyses import Evidence, measure
+
+    store = GaugeStore.open(cfg.state_path / "metrics.sqlite")
+    try:
+        for ts, shown in ((END - 3600, 0.0), (END, 50_000.0)):
+            store.write([("grammar_suggestions_shown_total", {"arm": "internal"}, 0.0),
+                         ("grammar_suggestions_accepted_total", {"arm": "internal"}, 0.0),
+                         ("grammar_suggestions_shown_total", {"arm": "databricks"}, shown),
+                         ("grammar_suggestions_accepted_total", {"arm": "databricks"}, shown * 0.32)], ts)
+    finally:
+        store.close()
+    body = ab_plan("1h")
+    del body["stages"][0]["ab"]["metrics"][0]["baseline"]
+    plan = build_plan(body, "p.yaml")
+    stage = plan.stages[0].ab
+    found = measure(stage.analysis[0], Evidence(cfg, plan, END), stage)
+    assert (found["verdict"], found["acceptance_n_baseline"], found["acceptance_n_new"]) == ("inconclusive", 0, 50_000)
+
+    plan_file = cfg.state_path.parent / "plan.yaml"
+    plan_file.write_text(yaml.safe_dump(body))
+    config = cfg.state_path.parent / "opsctl.yaml"
+    result = run_opsctl("--config", config, "rollout", "ab", plan_file, "--at", format_rfc3339(END), "--window", "1h")
+    assert result.exit_code == 3
+    assert "A/B acceptance: no baseline ratio (give `baseline` in the plan)" in result.stderr
+    result = run_opsctl("--config", config, "rollout", "ab", plan_file, "--at", format_rfc3339(END), "--window", "1x")
+    assert result.exit_code == 2 and "--window:" in result.stderr

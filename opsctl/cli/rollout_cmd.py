@@ -165,8 +165,9 @@ def ab(app, plan_file, window, prometheus_url, source_kind, at, output):
     """The plan's A/B metrics read from the counters, judged once at the fixed horizon.
 
     Each metric's `successes` and `trials` PromQL is evaluated per arm (`$arm` = the plan's baseline
-    and backend, `$window`); the horizon is the TOST sample size for the metric's margin (binomial
-    variance). Before it is reached the verdict is inconclusive whatever the figures (no peeking).
+    and backend, `$window`, written in seconds on the embedded store, which also holds the counters
+    `rollout run` writes), as the rollout's ab-equivalence analysis reads them; the horizon is the
+    TOST sample size for the metric's margin (binomial variance). Before it is reached the verdict is inconclusive whatever the figures (no peeking).
     Exit 0 equivalent, 1 different, 3 inconclusive or not yet at the horizon.
 
     \b

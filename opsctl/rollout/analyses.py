@@ -26,7 +26,6 @@ it is Inconclusive (pause), never a pass.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -177,48 +176,6 @@ def latency_judge(analysis: "Analysis", ev: Evidence) -> dict:
     return verdict.to_dict()
 
 
-class _WithCounters:
-    """A metric source whose `query_many` answers, where the source itself has no data, from the
-    counters kept in the embedded store file's gauges table (the grammar service's A/B arms, which
-    the proxy's fixed schema does not hold): sum(increase(SELECTOR[Ns])) over every label set of
-    the counter the selector matches, reset-aware as Prometheus' increase (a drop is a restart)."""
-
-    def __init__(self, source):
-        self.source = source
-
-    def query_many(self, exprs, at: float) -> list[float | None]:
-        values = list(self.source.query_many(exprs, at))
-        path = getattr(self.source, "path", None)
-        if path is None or all(v is not None for v in values):
-            return values
-        from opsctl.metrics.gauges import GaugeStore
-        from opsctl.metrics.promql import parse_range_query
-
-        store = GaugeStore.open(Path(path))
-        try:
-            for i, expr in enumerate(exprs):
-                if values[i] is not None:
-                    continue
-                query = parse_range_query(expr)
-                rows = store.conn.execute(
-                    "SELECT labels, value FROM gauges WHERE name = ? AND ts >= ? AND ts <= ? ORDER BY labels, ts",
-                    (query.selector.metric, int(at) - query.window, int(at))).fetchall()
-                total, matched = 0.0, False
-                last: dict[str, float] = {}
-                for labels, value in rows:
-                    if not query.selector.label_matches(json.loads(labels)):
-                        continue
-                    matched = True
-                    if labels in last:
-                        total += value - last[labels] if value >= last[labels] else value
-                    last[labels] = value
-                if matched:
-                    values[i] = total / query.window if query.function == "rate" else total
-        finally:
-            store.close()
-        return values
-
-
 def ab_equivalence(analysis: "Analysis", ev: Evidence, stage=None) -> dict:
     """The A/B arms (the plan's backend and baseline) read from the counters once, at the fixed
     horizon, over `args.window` (`$window` is given in seconds, which Prometheus and the embedded
@@ -228,37 +185,25 @@ def ab_equivalence(analysis: "Analysis", ev: Evidence, stage=None) -> dict:
     traffic takes to fill the smaller arm at the stage's share: the stage's `daily_trials`, else the
     window's trials a day when it spans a day or more, else the window scaled by the weekly profile
     (quality.abtest.daily_trials; `<metric>_daily_basis` says which)."""
-    from opsctl.quality.abtest import daily_trials, read_arms, sample_size, verdict
+    from opsctl.rollout.ab_check import judge_arms
 
     if stage is None or not stage.metrics:
         return {"error": "the A/B stage declares no metrics"}
-    window = f"{_window(analysis)}s"
-    verdicts, out = [], {}
-    source = _WithCounters(ev.source())
-    for metric in stage.metrics:
-        arms = read_arms(source, metric.successes, metric.trials, (ev.plan.baseline, ev.plan.backend), window, ev.at)
-        (sa, ta), (sb, tb) = arms[ev.plan.baseline], arms[ev.plan.backend]
-        baseline = metric.baseline if metric.baseline is not None else (sa / ta if ta else 0.5)
-        share = getattr(stage, "share", 50) / 100
-        # today's traffic a day (both arms): as the stage declares it, else a whole day's counters
-        # when the window holds one, else the window scaled by the weekly profile (quality.abtest)
-        per_day = daily_trials(ta + tb, _window(analysis), ev.at, declared=stage.daily_trials)
-        daily = per_day.trials if per_day else None
-        size = sample_size(baseline, metric.margin, alpha=stage.alpha, power=stage.power,
-                           daily_trials=daily, share=share if daily else None)
-        found = verdict(sa, ta, sb, tb, margin=metric.margin, needed=size.per_arm, alpha=stage.alpha)
-        verdicts.append(found.verdict)
-        out.update({f"{metric.name}_verdict": found.verdict, f"{metric.name}_difference": found.difference,
-                    f"{metric.name}_needed": size.per_arm, f"{metric.name}_n_baseline": ta,
-                    f"{metric.name}_n_new": tb, f"{metric.name}_ratio_baseline": sa / ta if ta else None,
-                    f"{metric.name}_ratio_new": sb / tb if tb else None})
-        if size.days is not None and per_day is not None:
-            out[f"{metric.name}_days"] = round(size.days, 2)
-            out[f"{metric.name}_daily_trials"] = per_day.trials
-            out[f"{metric.name}_daily_basis"] = per_day.basis
-    worst = ("different" if "different" in verdicts else "inconclusive" if "inconclusive" in verdicts
-             else "equivalent")
-    return {"verdict": worst, "metrics": verdicts, **out}
+    # the loop of `opsctl rollout ab` (rollout.ab_check), reading the counters through the same
+    # wrapper; here a metric without a baseline ratio assumes 0.5 (its arm is then short of the n)
+    check = judge_arms(ev.plan, stage, ev.source(), ev.at, f"{_window(analysis)}s", assumed_baseline=0.5)
+    out: dict = {}
+    for r in check.results:
+        found, name = r.verdict, r.metric
+        out.update({f"{name}_verdict": found.verdict, f"{name}_difference": found.difference,
+                    f"{name}_needed": found.needed, f"{name}_n_baseline": found.n_a,
+                    f"{name}_n_new": found.n_b, f"{name}_ratio_baseline": r.ratios[0],
+                    f"{name}_ratio_new": r.ratios[1]})
+        if r.days is not None:
+            out[f"{name}_days"] = r.days
+            out[f"{name}_daily_trials"] = r.daily_trials
+            out[f"{name}_daily_basis"] = r.daily_basis
+    return {"verdict": check.worst, "metrics": [r.verdict.verdict for r in check.results], **out}
 
 
 def m2(analysis: "Analysis", ev: Evidence) -> dict:

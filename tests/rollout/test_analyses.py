@@ -133,7 +133,8 @@ def test_a_counter_in_the_gauges_table_is_read_as_prometheus_increase_reset_awar
     all new), only the label sets the selector matches. By hand: 10 -> 25 (+15), restart to 4 (+4),
     -> 9 (+5): 24 for arm internal; the other arm is not summed."""
     from opsctl.metrics.gauges import GaugeStore
-    from opsctl.rollout.analyses import Evidence, _WithCounters
+    from opsctl.rollout.ab_check import WithCounters
+    from opsctl.rollout.analyses import Evidence
 
     store = GaugeStore.open(cfg.state_path / "metrics.sqlite")
     try:
@@ -143,7 +144,7 @@ def test_a_counter_in_the_gauges_table_is_read_as_prometheus_increase_reset_awar
     finally:
         store.close()
     plan = build_plan(plan_with(CONSISTENCY), "p.yaml")
-    source = _WithCounters(Evidence(cfg, plan, END).source())
+    source = WithCounters(Evidence(cfg, plan, END).source())
     got = source.query_many(['sum(increase(grammar_suggestions_shown_total{arm="internal"}[3600s]))',
                              'sum(increase(grammar_suggestions_nowhere_total{arm="internal"}[3600s]))'], END)
     assert got == [24.0, None]

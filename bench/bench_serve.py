@@ -382,7 +382,8 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
 
 def _row(name: str, values: list[float], base: list[float] | None = None) -> str:
     ratio = f" {percentile(values, 99) / percentile(base, 99):.2f}x |" if base else " |"
-    return (f"| {name} | {statistics.median(values):.1f} | {percentile(values, 99):.1f} | {max(values):.1f} |"
+    return (f"| {name} | {statistics.median(values):.1f} | {percentile(values, 95):.1f} | {percentile(values, 99):.1f} |"
+            f" {max(values):.1f} |"
             f" {len(values)} |" + ratio)
 
 
@@ -416,8 +417,8 @@ def summarize(results: list[dict], load: tuple[float, float]) -> str:
         lines += [
             f"{title}: {result['rounds']} rounds",
             "",
-            "| latency (ms) | p50 | p99 | max | samples | p99 / baseline |",
-            "|---|---|---|---|---|---|",
+            "| latency (ms) | p50 | p95 | p99 | max | samples | p99 / baseline |",
+            "|---|---|---|---|---|---|---|",
             _row("delivery -> split written (failover applied)", t, base and base["trigger_ms"]),
             _row("delivery answered (202)", a, base and base["answer_ms"]),
             *(_row(f"&nbsp;&nbsp;trigger: {name}", v, base and base["stages"][name])

@@ -50,6 +50,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from opsctl.automation.auth import PagerDutySignatures, TokenAuth, Verdict
+from opsctl.automation.heap import freeze_start_up
 from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent, PayloadError
 
 if TYPE_CHECKING:
@@ -349,6 +350,8 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
             log.info("opsctl serve: started, %d policies", len(service.engine.policies))
         except Exception:
             log.exception("opsctl serve: start-up failed")
+        frozen = freeze_start_up()  # the start-up heap, out of every full collection's walk
+        log.debug("opsctl serve: %d start-up objects frozen out of the collector's passes", frozen)
         readiness.refresh_soon()
 
     @contextlib.asynccontextmanager

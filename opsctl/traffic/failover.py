@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, TYPE_CHECKING, Callable, Sequence
 
 from opsctl.errors import NoDataError, UsageError
-from opsctl.traffic.controller import ChangeRequest, ChangeResult, PartialMove
+from opsctl.traffic.change import ChangeRequest, ChangeResult, PartialMove
 from opsctl.traffic.split import Split, largest_remainder
 
 if TYPE_CHECKING:

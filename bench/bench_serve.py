@@ -440,7 +440,8 @@ def summarize(results: list[dict], load: tuple[float, float]) -> str:
         target = 200 if result["mode"] == "team" else 100
         if not result["api_latency"]:
             lines += [f"Target p99 < {target} ms for delivery -> split: "
-                      f"{'met' if percentile(t, 99) < target else 'NOT met'} ({percentile(t, 99):.1f} ms)."
+                      f"{'met' if percentile(t, 99) < target else 'NOT met'} ({percentile(t, 99):.1f} ms; p95"
+                      f" {percentile(t, 95):.1f} ms; {len(t)} rounds: below 100 the p99 is the slowest round)."
                       f" Events handled: {result['events_done']:.0f} done, {result['events_failed']:.0f} failed.", ""]
     return "\n".join(lines)
 

@@ -49,7 +49,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from opsctl.automation.auth import PagerDutySignatures, TokenAuth, Verdict
-from opsctl.automation.heap import freeze_start_up
+from opsctl.automation.heap import settle_heap
 from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent, PayloadError
 from opsctl.automation.readiness import Readiness
 from opsctl.automation.request_body import MAX_BODY_READS, Rejected, parse_json, read_body, require_json
@@ -170,7 +170,7 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
             log.info("opsctl serve: started, %d policies", len(service.engine.policies))
         except Exception:
             log.exception("opsctl serve: start-up failed")
-        frozen = freeze_start_up()  # the start-up heap, out of every full collection's walk
+        frozen = settle_heap()  # the start-up heap frozen out of the collector's passes, fewer young passes
         log.debug("opsctl serve: %d start-up objects frozen out of the collector's passes", frozen)
         readiness.refresh_soon()
 

@@ -12,7 +12,7 @@ Library errors are wrapped where they enter opsctl (`raise XError(...) from exc`
 below the CLI calls `sys.exit`.
 
 An error says why an operation failed, never what it had done: a refused traffic change returns
-its result (`traffic.controller.ChangeResult`, an aborted ramp's `RampOutcome`) with the error in
+its result (`traffic.change.ChangeResult`, an aborted ramp's `RampOutcome`) with the error in
 its `error` field, and the CLI renders the result (`-o json`) before exiting with the error's code.
 """
 

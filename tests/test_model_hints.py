@@ -11,14 +11,15 @@ import pytest
 
 import opsctl.config as config
 from opsctl.model import Model
-from opsctl.traffic import controller
+from opsctl.traffic import change, controller
 
 build_module = sys.modules["opsctl.model.build"]
 
 
 def models() -> list[type]:
     found = {obj for obj in vars(config).values() if isinstance(obj, type) and issubclass(obj, Model)}
-    found |= {obj for obj in vars(controller).values() if isinstance(obj, type) and dataclasses.is_dataclass(obj)}
+    found |= {obj for module in (controller, change) for obj in vars(module).values()
+              if isinstance(obj, type) and dataclasses.is_dataclass(obj)}
     return sorted(found, key=lambda c: f"{c.__module__}.{c.__qualname__}")
 
 
@@ -35,8 +36,8 @@ def test_hints_equal_typing_get_type_hints(cls):
 
 def test_a_forward_reference_inside_a_callable_is_resolved():
     """`Callable[["ChangeResult"], bool]` leaves a ForwardRef in the evaluated text: resolved too."""
-    hints = build_module._type_hints(controller.ChangeRequest)
-    assert typing.get_args(typing.get_args(hints["confirm"])[0])[0] == [controller.ChangeResult]
+    hints = build_module._type_hints(change.ChangeRequest)
+    assert typing.get_args(typing.get_args(hints["confirm"])[0])[0] == [change.ChangeResult]
 
 
 @pytest.mark.parametrize("tp, unresolved", [

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from opsctl.config import Config
     from opsctl.paging.base import Pager
     from opsctl.tickets.base import TicketProvider
-    from opsctl.traffic.controller import ChangeResult
+    from opsctl.traffic.change import ChangeResult
     from opsctl.traffic.change_entry import ChangeEntry
     from opsctl.traffic.record import ChangeRecord
     from opsctl.traffic.split import Split

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import re
 import threading
@@ -50,7 +49,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from opsctl.automation.auth import PagerDutySignatures, TokenAuth, Verdict
+from opsctl.automation.heap import settle_heap
 from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent, PayloadError
+from opsctl.automation.readiness import Readiness
+from opsctl.automation.request_body import MAX_BODY_READS, Rejected, parse_json, read_body, require_json
+from opsctl.automation.settle import Settle
 
 if TYPE_CHECKING:
     from opsctl.automation.service import AutomationService
@@ -58,192 +61,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("opsctl.automation")
 
-MAX_JSON_DEPTH = 32
-MAX_BODY_READS = 32  # bodies read at once: memory is bounded by this x body_limit
 CHALLENGE = 'Bearer realm="opsctl", Basic realm="opsctl"'
 RECORDERS = 16  # threads recording deliveries no policy acts on (the quiet lane, off the event loop)
 URGENT_RECORDERS = 4  # threads recording deliveries with an event to act on (the urgent lane)
 MAX_RECORDING = 64  # deliveries being or waiting to be recorded, per lane; more are 503 at once
-# A delivery nothing acts on waits on the event loop, before its recorder thread takes it up, until
-# no other such delivery has arrived for SETTLE seconds (at most SETTLE_MAX): while a burst is being
-# received the loop then has the interpreter lock to itself (recorder threads encoding and parsing
-# pieces of the delivery log no longer make it wait for the lock between reads), so an actionable
-# delivery anywhere in the burst is received at once; and the burst is recorded in one go (fewer,
-# larger group commits). Issue 22, the trigger path.
-SETTLE = 0.005
-SETTLE_MAX = 0.05
-READY_EVERY = 1.0  # seconds between background readiness checks
-READY_STALE = 30.0  # a check that has not completed for this long makes the replica not ready
-
-
-class Readiness:
-    """The last known answer of `check()` (the service's readiness: started, shared state reachable,
-    queue not full), refreshed by a thread of its own, so /readyz answers at once whatever the API
-    server's latency. A check that has not completed for `stale` seconds counts as not ready."""
-
-    def __init__(self, check: Callable[[], tuple[bool, str]], *, every: float = READY_EVERY,
-                 stale: float = READY_STALE, clock: Callable[[], float] = time.monotonic):
-        self.check, self.every, self.stale, self.clock = check, every, stale, clock
-        self._lock = threading.Lock()
-        self._result: tuple[bool, str] = (False, "starting")
-        self._at: float | None = None
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="opsctl-readiness", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-
-    def refresh_soon(self) -> None:
-        self._wake.set()
-
-    def refresh(self) -> None:
-        try:
-            result = self.check()
-        except Exception as exc:  # noqa: BLE001 - readiness reports it; the next round tries again
-            result = (False, f"readiness check failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-        with self._lock:
-            self._result, self._at = result, self.clock()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.clear()
-            self.refresh()
-            self._wake.wait(self.every)
-
-    def current(self) -> tuple[bool, str, float | None]:
-        """(ready, reason, seconds since the last completed check or None)."""
-        with self._lock:
-            (ok, why), at = self._result, self._at
-        if at is None:
-            return False, why, None
-        age = self.clock() - at
-        if age > self.stale:
-            return False, f"the shared state check has not completed for {age:.0f}s (last: {why})", age
-        return ok, why, age
-
-    @property
-    def reachable(self) -> float:
-        ok, _why, _age = self.current()
-        return 1.0 if ok else 0.0
-
-
-class Settle:
-    """A gate on the event loop: `await wait()` returns once no caller has arrived for `quiet`
-    seconds, or `at_most` seconds after the first of the waiting callers arrived, whichever is
-    first; every waiting caller is let through together. Touched on the event loop only."""
-
-    def __init__(self, quiet: float = SETTLE, at_most: float = SETTLE_MAX):
-        self.quiet, self.at_most = quiet, at_most
-        self._waiting: list[asyncio.Future[None]] = []
-        self._first = self._last = 0.0
-        self._timer: asyncio.TimerHandle | None = None
-        self.released = 0  # times the gate opened (for tests)
-
-    async def wait(self) -> None:
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        if not self._waiting:
-            self._first = now
-        self._last = now
-        future: asyncio.Future[None] = loop.create_future()
-        self._waiting.append(future)
-        if self._timer is None:
-            self._timer = loop.call_at(now + min(self.quiet, self.at_most), self._check)
-        await future
-
-    def _check(self) -> None:
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        due = min(self._last + self.quiet, self._first + self.at_most)
-        if now < due:
-            self._timer = loop.call_at(due, self._check)
-            return
-        self._timer = None
-        waiting, self._waiting = self._waiting, []
-        self.released += 1
-        for future in waiting:
-            if not future.done():
-                future.set_result(None)
-
-
-class Rejected(Exception):
-    """A request `opsctl serve` answers with an error status (`status`, the `result` label its
-    delivery metric counts, the message, extra headers). It ends one request, never the process:
-    not an OpsctlError and no exit code (a guard refusing a change is errors.GuardRefused, a drill
-    that does not start drills.lifecycle.Refused)."""
-
-    def __init__(self, status: int, result: str, message: str, headers: dict[str, str] | None = None):
-        self.status, self.result, self.message, self.headers = status, result, message, headers or {}
-
-
-async def read_body(request: Request, limit: int, timeout: float, reads: asyncio.Semaphore) -> bytes:
-    """The capped body, read within `timeout`, by at most MAX_BODY_READS requests at once (the others
-    wait for a turn, up to `timeout`, holding nothing but their connection). asyncio.timeout() rather
-    than wait_for(): no extra task per request, which under a burst of deliveries costs milliseconds."""
-    try:
-        async with asyncio.timeout(timeout):
-            await reads.acquire()
-    except TimeoutError:
-        raise Rejected(503, "busy", "too many requests being read: retry later", {"Retry-After": "1"}) from None
-    try:
-        async with asyncio.timeout(timeout):
-            return await read_capped(request, limit)
-    except TimeoutError:
-        raise Rejected(408, "timeout", f"the body did not arrive within {timeout:g}s") from None
-    finally:
-        reads.release()
-
-
-async def read_capped(request: Request, limit: int) -> bytes:
-    """The body, or Rejected(413) as soon as it passes `limit` bytes, whatever Content-Length claimed."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isdigit():
-            raise Rejected(400, "bad_request", "Content-Length is not a number")
-        if int(declared) > limit:
-            raise Rejected(413, "too_large", f"body larger than the limit of {limit} bytes")
-    size, chunks = 0, []
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise Rejected(413, "too_large", f"body larger than the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def require_json(request: Request) -> None:
-    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media != "application/json":
-        raise Rejected(415, "unsupported_media_type", "Content-Type must be application/json")
-
-
-def parse_json(body: bytes) -> Any:  # a JSON document: the payload models check its shape
-    try:
-        data = json.loads(body.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise Rejected(400, "bad_request", "body is not UTF-8") from None
-    except RecursionError:
-        raise Rejected(400, "bad_request", "JSON nested too deeply") from None
-    except json.JSONDecodeError as exc:
-        raise Rejected(400, "bad_request", f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    if _depth(data) > MAX_JSON_DEPTH:
-        raise Rejected(400, "bad_request", "JSON nested too deeply")
-    return data
-
-
-def _depth(value: object, level: int = 0) -> int:
-    if level > MAX_JSON_DEPTH:
-        return level
-    if isinstance(value, dict):
-        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
-    if isinstance(value, list):
-        return max((_depth(v, level + 1) for v in value), default=level + 1)
-    return level
 
 
 def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDutySignatures | None,
@@ -349,6 +170,8 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
             log.info("opsctl serve: started, %d policies", len(service.engine.policies))
         except Exception:
             log.exception("opsctl serve: start-up failed")
+        frozen = settle_heap()  # the start-up heap frozen out of the collector's passes, fewer young passes
+        log.debug("opsctl serve: %d start-up objects frozen out of the collector's passes", frozen)
         readiness.refresh_soon()
 
     @contextlib.asynccontextmanager

@@ -11,7 +11,7 @@ import click
 from opsctl.cli.output import emit, render_table
 
 if TYPE_CHECKING:
-    from opsctl.traffic.controller import ChangeResult
+    from opsctl.traffic.change import ChangeResult
     from opsctl.traffic.ramp import RampOutcome
     from opsctl.traffic.change_entry import ChangeEntry
     from opsctl.traffic.split import Split

@@ -44,7 +44,7 @@ class Refused(Exception):
 
     A phase's signal to the lifecycle, like `Aborted`, not an OpsctlError: a world turns a failing
     component's OpsctlError into `Aborted` (chain/runner.py), and a refusal must pass that by. The
-    only `Refused`; `opsctl serve`'s answer to a bad request is `automation.server.Rejected`."""
+    only `Refused`; `opsctl serve`'s answer to a bad request is `automation.request_body.Rejected`."""
 
     def __init__(self, reason: str):
         super().__init__(reason)

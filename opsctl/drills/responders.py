@@ -127,7 +127,7 @@ class Responders:
                             f"{overrides}{short}")
 
     def traffic_set(self, step) -> None:
-        from opsctl.traffic.controller import ChangeRequest
+        from opsctl.traffic.change import ChangeRequest
         from opsctl.traffic.split import Split
 
         run = self.run

@@ -73,7 +73,7 @@ class Rollbacks:
         return list(reversed(entries))
 
     def _restore_traffic(self) -> str:
-        from opsctl.traffic.controller import ChangeRequest
+        from opsctl.traffic.change import ChangeRequest
         from opsctl.traffic.split import Split
 
         order = list(self.env.cfg.backends)

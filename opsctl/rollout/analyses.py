@@ -63,7 +63,7 @@ def _window(analysis: "Analysis") -> int:
 
 
 def burn_rate(analysis: "Analysis", ev: Evidence) -> dict:
-    from opsctl.traffic.guards import burn_now, slo_results
+    from opsctl.traffic.slo_health import burn_now, slo_results
 
     backends = analysis.args.backends or [ev.plan.backend, ev.plan.baseline]
     results, missing = slo_results(ev.cfg, ev.source, lambda: ev.at, backends)

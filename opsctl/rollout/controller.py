@@ -226,7 +226,7 @@ class RolloutController:
 
     def _change(self, state: RolloutState, action: str, plan: "Callable[[Split | None], Split]", operation: str,
                 reason: str, service: "TrafficService | None" = None):
-        from opsctl.traffic.controller import ChangeRequest
+        from opsctl.traffic.change import ChangeRequest
 
         controller = (service or self.traffic).controller
         request = ChangeRequest(action, plan, reason=reason, operation_id=operation)

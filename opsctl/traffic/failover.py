@@ -25,7 +25,7 @@ from typing import Any, TYPE_CHECKING, Callable, Sequence
 
 from opsctl.errors import NoDataError, UsageError
 from opsctl.model import Model
-from opsctl.traffic.controller import ChangeRequest, ChangeResult, PartialMove
+from opsctl.traffic.change import ChangeRequest, ChangeResult, PartialMove
 from opsctl.traffic.record import OpenFailover
 from opsctl.traffic.split import Split, largest_remainder
 

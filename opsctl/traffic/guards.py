@@ -21,9 +21,10 @@ provisioned throughput whose load grows; neither at the degradation backend (tra
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TYPE_CHECKING, Callable, Sequence
+from typing import Any, TYPE_CHECKING, Callable
 
 from opsctl.errors import NoDataError
+from opsctl.traffic.slo_health import burn_now, health_problems, slo_results
 from opsctl.traffic.split import Split, split_problems
 
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     from opsctl.clock import Clock
     from opsctl.config import Config
     from opsctl.metrics.base import MetricSource
-    from opsctl.slo.report import SloResult
     from opsctl.traffic.record import ChangeRecord
 
 ACTIONS = ("set", "ramp", "failover", "restore", "rollback")
@@ -178,50 +178,6 @@ def check_rate(ctx: GuardContext) -> GuardResult:
         ctx, "rate", f"rate limit reached: {count} traffic changes in the last {limit.window} (max {limit.max_changes})",
         f"wait until {timestamp(free_at)}, raise traffic.rate_limit.max_changes, or {EMERGENCY_HINT}", details,
     )
-
-
-def slo_results(cfg: "Config", source: Callable[[], "MetricSource"], at: Callable[[], float],
-                backends: list[str]) -> "tuple[list[SloResult], list[str]]":
-    """The backends' own SLOs evaluated at the source's evaluation instant (status only, no
-    slo-generator cross-check). Returns (results, backends without any SLO). Raises NoDataError
-    when the metric source cannot answer."""
-    from opsctl.slo.loading import load_slos
-    from opsctl.slo.report import build_report
-
-    slos = [s for s in load_slos([cfg.slo_dir], cfg.backends, config=cfg) if s.backend in backends]
-    missing = [b for b in backends if not any(s.backend == b for s in slos)]
-    if not slos:
-        return [], missing
-    results = build_report(slos, source(), at(), cfg.slos.period_seconds, cross_check=False,
-                           recorded_interval=cfg.alerting.interval_seconds, service=cfg.service, grouped_reads=False)
-    return results, missing
-
-
-def health_problems(results: "Sequence[SloResult]", missing: list[str], *, budget_spent_counts: bool) -> list[str]:
-    problems = [f"{b}: no SLO defined, so its error budget is unknown" for b in missing]
-    for r in results:
-        level = r.status.level
-        if level == "page":
-            problems.append(f"{r.slo.name} burns at page level ({r.status.reason})")
-        elif level == "unknown":
-            problems.append(f"{r.slo.name} has no data ({r.status.reason})")
-        elif budget_spent_counts and r.error_budget_remaining is not None and r.error_budget_remaining <= 0:
-            problems.append(f"{r.slo.name} has spent its error budget ({r.error_budget_remaining * 100:.1f}% left)")
-    return problems
-
-
-NOW_WINDOWS = ("5m", "30m", "1h")  # "burns now": the short windows, not the period's spent budget
-
-
-def burn_now(results: "Sequence[SloResult]", backend: str) -> float | None:
-    """The backend's fastest burn over the short windows (each SLO's own, scaled with its period),
-    across its SLOs; None without data."""
-    from opsctl.slo.conventions import scaled_label
-
-    rates = [r.burn_rate.get(scaled_label(w, r.period_seconds))
-             for r in results if r.slo.backend == backend for w in NOW_WINDOWS]
-    known = [x for x in rates if x is not None]
-    return max(known) if known else None
 
 
 def check_budget(ctx: GuardContext) -> GuardResult:

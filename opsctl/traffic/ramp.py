@@ -21,7 +21,7 @@ from typing import Any, TYPE_CHECKING, Callable, Sequence
 
 from opsctl.clock import format_duration
 from opsctl.errors import ConflictError, GuardRefused, NoDataError, OpsctlError, UsageError
-from opsctl.traffic.controller import ChangeRequest, ChangeResult, new_operation_id
+from opsctl.traffic.change import ChangeRequest, ChangeResult, new_operation_id
 from opsctl.traffic.ramp_record import RampDocument, RampOwner, RampSoak
 from opsctl.traffic.rampstate import RampState
 from opsctl.traffic.split import Split, ramp_steps
@@ -288,7 +288,7 @@ class RampRunner:
         if not receiving:
             return None
         from opsctl.metrics.base import open_source
-        from opsctl.traffic.guards import health_problems, slo_results
+        from opsctl.traffic.slo_health import health_problems, slo_results
 
         cache: dict[str, MetricSource] = {}
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any, TYPE_CHECKING, Callable, Mapping, Sequence
 
-from opsctl.traffic.controller import ChangeRequest, ChangeResult, TrafficController
+from opsctl.traffic.change import ChangeRequest, ChangeResult
+from opsctl.traffic.controller import TrafficController
 
 if TYPE_CHECKING:
     from opsctl.clock import Clock

@@ -1,4 +1,4 @@
-"""The quiet lane's gate on the event loop (server.Settle, issue 22 the trigger path): deliveries
+"""The quiet lane's gate on the event loop (settle.Settle, issue 22 the trigger path): deliveries
 nothing acts on are handed to their recorder threads only once receipt has settled, so recorder
 threads never compete with the event loop for the interpreter lock while a burst is being
 received. Counted on the loop itself: what has been let through after each step."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from opsctl.automation.server import Settle
+from opsctl.automation.settle import Settle
 
 
 def test_callers_arriving_back_to_back_are_let_through_together_once_arrivals_stop():

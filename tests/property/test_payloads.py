@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent, PayloadError
-from opsctl.automation.server import Rejected, parse_json
+from opsctl.automation.request_body import Rejected, parse_json
 from tests.property.helpers import mutate, values
 
 ALERTMANAGER = {

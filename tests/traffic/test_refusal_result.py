@@ -9,7 +9,7 @@ import pytest
 
 from opsctl.config.loading import load_config_file
 from opsctl.errors import GuardRefused, OpsctlError, UsageError
-from opsctl.traffic.controller import ChangeResult
+from opsctl.traffic.change import ChangeResult
 from opsctl.traffic.ramp import RampOutcome
 from opsctl.traffic.service import TrafficService
 from opsctl.traffic.split import Split

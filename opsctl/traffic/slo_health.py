@@ -1,0 +1,57 @@
+"""What a backend's own SLOs say about its health, for a traffic change: `slo_results` (evaluated at the
+metric source's instant), `health_problems` (why a routine move toward it is refused) and `burn_now`
+(its fastest burn over the short windows). The budget guard (traffic/guards.py), the ramp's checks
+and the rollout's analyses read them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Sequence
+
+if TYPE_CHECKING:
+    from opsctl.config import Config
+    from opsctl.metrics.base import MetricSource
+    from opsctl.slo.report import SloResult
+
+
+def slo_results(cfg: "Config", source: Callable[[], "MetricSource"], at: Callable[[], float],
+                backends: list[str]) -> "tuple[list[SloResult], list[str]]":
+    """The backends' own SLOs evaluated at the source's evaluation instant (status only, no
+    slo-generator cross-check). Returns (results, backends without any SLO). Raises NoDataError
+    when the metric source cannot answer."""
+    from opsctl.slo.loading import load_slos
+    from opsctl.slo.report import build_report
+
+    slos = [s for s in load_slos([cfg.slo_dir], cfg.backends, config=cfg) if s.backend in backends]
+    missing = [b for b in backends if not any(s.backend == b for s in slos)]
+    if not slos:
+        return [], missing
+    results = build_report(slos, source(), at(), cfg.slos.period_seconds, cross_check=False,
+                           recorded_interval=cfg.alerting.interval_seconds, service=cfg.service, grouped_reads=False)
+    return results, missing
+
+
+def health_problems(results: "Sequence[SloResult]", missing: list[str], *, budget_spent_counts: bool) -> list[str]:
+    problems = [f"{b}: no SLO defined, so its error budget is unknown" for b in missing]
+    for r in results:
+        level = r.status.level
+        if level == "page":
+            problems.append(f"{r.slo.name} burns at page level ({r.status.reason})")
+        elif level == "unknown":
+            problems.append(f"{r.slo.name} has no data ({r.status.reason})")
+        elif budget_spent_counts and r.error_budget_remaining is not None and r.error_budget_remaining <= 0:
+            problems.append(f"{r.slo.name} has spent its error budget ({r.error_budget_remaining * 100:.1f}% left)")
+    return problems
+
+
+NOW_WINDOWS = ("5m", "30m", "1h")  # "burns now": the short windows, not the period's spent budget
+
+
+def burn_now(results: "Sequence[SloResult]", backend: str) -> float | None:
+    """The backend's fastest burn over the short windows (each SLO's own, scaled with its period),
+    across its SLOs; None without data."""
+    from opsctl.slo.conventions import scaled_label
+
+    rates = [r.burn_rate.get(scaled_label(w, r.period_seconds))
+             for r in results if r.slo.backend == backend for w in NOW_WINDOWS]
+    known = [x for x in rates if x is not None]
+    return max(known) if known else None

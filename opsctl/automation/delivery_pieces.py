@@ -71,9 +71,9 @@ def _events(data: dict[str, Any], index: int) -> dict[str, Any]:
     return events
 
 
-def every(pieces: Iterable[Entries]) -> list[tuple[str, Delivery]]:
-    """Every entry of the pieces that reads, typed."""
-    return [item for entries in pieces for item in entries.items()]
+def every(pieces: Iterable[Entries], states: tuple[str, ...] | None = None) -> list[tuple[str, Delivery]]:
+    """Every entry of the pieces that reads (with `states`: stored in one of them), typed."""
+    return [item for entries in pieces for item in entries.items(states)]
 
 
 def bound(table: Entries, now: float, fits: bool = False) -> None:

@@ -278,12 +278,20 @@ class Entries:
             report(exc.message)
             return None
 
-    def items(self) -> list[tuple[str, Delivery]]:
-        """Every entry that reads, typed (one that does not is reported once and left out). A piece
-        is read whole every second: an entry typed from this very object is taken as it is."""
+    def items(self, states: tuple[str, ...] | None = None) -> list[tuple[str, Delivery]]:
+        """Every entry that reads, typed (one that does not is reported once and left out); with
+        `states`, only those stored in one of them (the others are not typed: the sweep reads the
+        pending and running few of a piece of mostly finished ones). A piece is read whole every
+        second: an entry typed from this very object is taken as it is."""
         typed = self.typed
         out: list[tuple[str, Delivery]] = []
         for key, raw in self.raw.items():
+            if states is not None:
+                try:
+                    if raw.get("state") not in states:  # (a tuple: compared by ==, whatever the stored type)
+                        continue
+                except AttributeError:  # not an object: typed below, so reported
+                    pass
             known = typed.get(key)
             if known is not None:
                 if known[0] is raw:

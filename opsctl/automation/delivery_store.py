@@ -61,6 +61,10 @@ FRESH = 2.0
 HOLD_OFF = 1.0
 
 
+_OPEN = ("pending", "running")  # the states a sweep acts on or counts as waiting
+_RUNNING = ("running",)
+
+
 class DeliveryLogFull(OpsctlError):
     """Some events of a delivery did not fit in the delivery log: the sender retries (503)."""
 
@@ -346,7 +350,7 @@ class SharedDeliveryLog:
         """Events claimed by a dead process on this host (or, for a new leader, by any other
         process: the old leader no longer acts) go back to pending."""
         held = self.pieces.read_all()
-        pieces = {piece_of(k) for k, e in every(held) if e.state == "running" and e.owner != self.owner}
+        pieces = {piece_of(k) for k, e in every(held, _RUNNING) if e.state == "running" and e.owner != self.owner}
         released = 0
         for index in sorted(pieces):
             count = [0]
@@ -366,7 +370,7 @@ class SharedDeliveryLog:
     def due(self, *, older_than: float, limit: int) -> list[tuple[str, str]]:
         """As DeliveryLog.due; the same read also refreshes `last_waiting` (no read of its own)."""
         now = self.clock()
-        entries = every(self.pieces.read_all())
+        entries = every(self.pieces.read_all(), _OPEN)  # (only these are due or waiting: the rest are not typed)
         self.last_waiting = _waiting(entries)
         rows = [(e.received_at, k, e.partition) for k, e in entries
                 if (e.state == "pending" and e.not_before <= now
@@ -380,7 +384,7 @@ class SharedDeliveryLog:
 
     def waiting(self) -> int:
         """Events waiting for a retry (pending again after a try that could not act, or being retried)."""
-        self.last_waiting = _waiting(every(self.pieces.read_all()))
+        self.last_waiting = _waiting(every(self.pieces.read_all(), _OPEN))
         return self.last_waiting
 
     def counts(self) -> dict[str, int]:

@@ -382,8 +382,11 @@ class SharedDeliveryLog:
         """The delivery `key` as stored; MalformedDelivery (one line, exit 3) when it does not read."""
         return self.pieces.read(piece_of(key)).get(key)
 
-    def waiting(self) -> int:
-        """Events waiting for a retry (pending again after a try that could not act, or being retried)."""
+    def waiting(self, *, swept: bool = False) -> int:
+        """Events waiting for a retry (pending again after a try that could not act, or being retried);
+        `swept` (`due` was just asked): as that sweep's read counted them, with no read of its own."""
+        if swept and self.last_waiting is not None:
+            return self.last_waiting
         self.last_waiting = _waiting(every(self.pieces.read_all(), _OPEN))
         return self.last_waiting
 

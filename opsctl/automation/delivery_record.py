@@ -15,7 +15,9 @@ A piece is read whole on every sweep, so its entries are typed lazily: `Entries`
 as stored (what is written) and types an entry when it is first read for its fields, reusing the
 record typed from the very same stored object (or an equal one, after a re-read) instead of
 building it again; a change replaces an entry with a new record's `stored()`, never changing the
-object read (the version this replica last read or wrote is never changed: copy on write).
+object read (the version this replica last read or wrote is never changed: copy on write). The
+sweep reads only the pending and running entries (`items(states)`): the finished bulk of a piece is
+passed over by its stored `state`, neither typed nor compared with a record typed before.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ log = logging.getLogger("opsctl.automation")
 
 STATES = ("pending", "running", "done", "failed")
 FINISHED = ("done", "failed")
+OPEN = ("pending", "running")  # what a sweep acts on or counts as waiting
 
 
 class MalformedDelivery(NoDataError):
@@ -318,4 +321,4 @@ class Entries:
         self.raw.pop(key, None)
 
 
-__all__ = ["COLUMNS", "Delivery", "Entries", "FINISHED", "MalformedDelivery", "STATES", "report"]
+__all__ = ["COLUMNS", "Delivery", "Entries", "FINISHED", "MalformedDelivery", "OPEN", "STATES", "report"]

@@ -61,6 +61,9 @@ _KEYS: dict[str, frozenset[type]] = {
 }
 _REQUIRED = frozenset(("source", "partition", "state", "received_at"))
 _OPTIONAL = frozenset(_KEYS).difference(_REQUIRED)
+# The sets of keys unset, shared by the records read (a few shapes; one object each, not one a record:
+# a piece's records are kept, and the collector walks every object kept).
+_UNSETS: dict[frozenset[str], frozenset[str]] = {}
 # The SQLite `events` table's columns (but `key`), as `columns()` gives them back.
 COLUMNS = ("source", "payload", "partition", "state", "attempts", "owner", "lease_until", "not_before", "received_at",
            "done_at", "result")
@@ -109,7 +112,8 @@ class Delivery(Model):
         for name in forget:
             state[name] = _DEFAULTS[name]
         if self.unset or forget:
-            state["unset"] = self.unset.difference(fields).union(forget)
+            unset = self.unset.difference(fields).union(forget)
+            state["unset"] = _UNSETS.setdefault(unset, unset)
         return changed
 
     # -- an entry of a piece ------------------------------------------------------------------------
@@ -117,7 +121,8 @@ class Delivery(Model):
     @classmethod
     def new(cls, key: str, **values: Any) -> "Delivery":
         """A delivery as recorded now: the keys given are written, the others unset."""
-        return _made(cls, dict(values, key=key, unset=_OPTIONAL.difference(values), extra={}))
+        unset = _OPTIONAL.difference(values)
+        return _made(cls, dict(values, key=key, unset=_UNSETS.setdefault(unset, unset), extra={}))
 
     @classmethod
     def from_stored(cls, key: str, raw: Any) -> "Delivery":
@@ -143,7 +148,8 @@ class Delivery(Model):
         if values["state"] not in STATES:
             raise MalformedDelivery(f"delivery {key[:16]}: state: expected one of {', '.join(STATES)},"
                                     f" got {str(values['state'])[:40]!r}")
-        values.update(key=key, unset=_OPTIONAL.difference(raw), extra=extra)
+        unset = _OPTIONAL.difference(raw)
+        values.update(key=key, unset=_UNSETS.setdefault(unset, unset), extra=extra)
         return _made(cls, values)
 
     def stored(self) -> dict[str, Any]:

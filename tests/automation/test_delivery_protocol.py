@@ -37,12 +37,12 @@ class CountingStore(LocalStateStore):
 
     reads = 0
 
-    def get(self, name):  # type: ignore[no-untyped-def]
+    def get(self, name):
         self.reads += 1
         return super().get(name)
 
 
-def waiting_and_due(log, clock) -> None:  # type: ignore[no-untyped-def]
+def waiting_and_due(log, clock) -> None:
     """Three events: two handed back after a failed try (waiting), one never tried (not)."""
     log.admit([NewEvent(k, "alertmanager", k, {"labels": {}}) for k in ("k1", "k2", "k3")])
     for key in ("k1", "k2"):

@@ -17,7 +17,7 @@ then timed, by `time.process_time` per operation, median and p90 over --rounds:
 Each is also given as the best mean of 25 operations in a row, the figure least disturbed by other
 processes on a shared machine (compare two checkouts by running both alternately).
 
-    PYTHONPATH=$PWD python3 bench/bench_delivery_write.py [--rounds 400]
+    PYTHONPATH=$PWD python3 bench/bench_delivery_write.py [--rounds 400] [--only admit|sweep|moved]
 """
 
 from __future__ import annotations
@@ -125,7 +125,10 @@ def summary(name: str, samples: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=400)
+    parser.add_argument("--only", choices=("admit", "sweep", "moved"), default=None,
+                        help="time only the admits, the sweep, or the sweep of pieces another replica wrote since")
     args = parser.parse_args()
+    only = args.only
     clock = Clock()
     log = filled(clock)
     quiet = iter(keys_in(3, args.rounds, "quiet"))
@@ -140,9 +143,13 @@ def main() -> None:
         assert log.claim(key) is not None
         log.finish(key, {"actions": [["availability", "failover", "applied"]]})
 
-    print(summary("admit quiet", timed(admit_quiet, args.rounds)))
-    print(summary("admit+claim+finish", timed(trigger, args.rounds)))
-    print(summary("sweep (8 pieces)", timed(lambda: log.due(older_than=0, limit=100), max(50, args.rounds // 4))))
+    if only in (None, "admit"):
+        print(summary("admit quiet", timed(admit_quiet, args.rounds)))
+        print(summary("admit+claim+finish", timed(trigger, args.rounds)))
+    if only in (None, "sweep"):
+        print(summary("sweep (8 pieces)", timed(lambda: log.due(older_than=0, limit=100), max(50, args.rounds // 4))))
+    if only not in (None, "moved"):
+        return
     other = SharedDeliveryLog(log.store, clock=clock.now, owner="serve-b:1")
     other.due(older_than=0, limit=100)  # its first read of every piece
     fresh = [iter(keys_in(i, args.rounds, f"moved{i}")) for i in range(SHARDS)]

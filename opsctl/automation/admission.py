@@ -15,7 +15,8 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, cast
 
-from opsctl.automation.idempotency import DeliveryLog, NewEvent, alert_event_key, webhook_event_key
+from opsctl.automation.delivery_protocol import Deliveries
+from opsctl.automation.idempotency import NewEvent, alert_event_key, webhook_event_key
 from opsctl.automation.metrics import ServeMetrics
 from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent
 from opsctl.automation.policy import matching
@@ -42,7 +43,7 @@ class Admission:
     shared: bool
     clock: Callable[[], float]
     queue: WorkQueue
-    deliveries: "DeliveryLog | SharedDeliveryLog"
+    deliveries: Deliveries
     metrics: ServeMetrics
     _accept_lock: threading.Lock
     _hot: set[str]

@@ -9,7 +9,7 @@ SHARDS; concurrent reads of one piece share one GET. Every write of a piece star
 this replica last read or wrote of it (one PUT, no read first), re-reading only when the
 compare-and-swap says it moved (issue 22). Each piece's entries are typed lazily (`Entries`), and
 the records typed are kept per piece across its versions, so an entry is typed once, not on every
-read and write of its piece.
+read and write of its piece; the sweep types only the pending and running ones (`every(.., states)`).
 
 Bounded per piece (`bound`, as each admit writes): a finished event keeps its key and outcome (no
 payload) for RETENTION or until MAX_FINISHED / SHARDS newer ones in its piece; past MAX_BYTES the
@@ -71,9 +71,9 @@ def _events(data: dict[str, Any], index: int) -> dict[str, Any]:
     return events
 
 
-def every(pieces: Iterable[Entries]) -> list[tuple[str, Delivery]]:
-    """Every entry of the pieces that reads, typed."""
-    return [item for entries in pieces for item in entries.items()]
+def every(pieces: Iterable[Entries], states: tuple[str, ...] | None = None) -> list[tuple[str, Delivery]]:
+    """Every entry of the pieces that reads (with `states`: stored in one of them), typed."""
+    return [item for entries in pieces for item in entries.items(states)]
 
 
 def bound(table: Entries, now: float, fits: bool = False) -> None:

@@ -15,7 +15,9 @@ A piece is read whole on every sweep, so its entries are typed lazily: `Entries`
 as stored (what is written) and types an entry when it is first read for its fields, reusing the
 record typed from the very same stored object (or an equal one, after a re-read) instead of
 building it again; a change replaces an entry with a new record's `stored()`, never changing the
-object read (the version this replica last read or wrote is never changed: copy on write).
+object read (the version this replica last read or wrote is never changed: copy on write). The
+sweep reads only the pending and running entries (`items(states)`): the finished bulk of a piece is
+passed over by its stored `state`, neither typed nor compared with a record typed before.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ log = logging.getLogger("opsctl.automation")
 
 STATES = ("pending", "running", "done", "failed")
 FINISHED = ("done", "failed")
+OPEN = ("pending", "running")  # what a sweep acts on or counts as waiting
 
 
 class MalformedDelivery(NoDataError):
@@ -58,6 +61,9 @@ _KEYS: dict[str, frozenset[type]] = {
 }
 _REQUIRED = frozenset(("source", "partition", "state", "received_at"))
 _OPTIONAL = frozenset(_KEYS).difference(_REQUIRED)
+# The sets of keys unset, shared by the records read (a few shapes; one object each, not one a record:
+# a piece's records are kept, and the collector walks every object kept).
+_UNSETS: dict[frozenset[str], frozenset[str]] = {}
 # The SQLite `events` table's columns (but `key`), as `columns()` gives them back.
 COLUMNS = ("source", "payload", "partition", "state", "attempts", "owner", "lease_until", "not_before", "received_at",
            "done_at", "result")
@@ -106,7 +112,8 @@ class Delivery(Model):
         for name in forget:
             state[name] = _DEFAULTS[name]
         if self.unset or forget:
-            state["unset"] = self.unset.difference(fields).union(forget)
+            unset = self.unset.difference(fields).union(forget)
+            state["unset"] = _UNSETS.setdefault(unset, unset)
         return changed
 
     # -- an entry of a piece ------------------------------------------------------------------------
@@ -114,7 +121,8 @@ class Delivery(Model):
     @classmethod
     def new(cls, key: str, **values: Any) -> "Delivery":
         """A delivery as recorded now: the keys given are written, the others unset."""
-        return _made(cls, dict(values, key=key, unset=_OPTIONAL.difference(values), extra={}))
+        unset = _OPTIONAL.difference(values)
+        return _made(cls, dict(values, key=key, unset=_UNSETS.setdefault(unset, unset), extra={}))
 
     @classmethod
     def from_stored(cls, key: str, raw: Any) -> "Delivery":
@@ -140,7 +148,8 @@ class Delivery(Model):
         if values["state"] not in STATES:
             raise MalformedDelivery(f"delivery {key[:16]}: state: expected one of {', '.join(STATES)},"
                                     f" got {str(values['state'])[:40]!r}")
-        values.update(key=key, unset=_OPTIONAL.difference(raw), extra=extra)
+        unset = _OPTIONAL.difference(raw)
+        values.update(key=key, unset=_UNSETS.setdefault(unset, unset), extra=extra)
         return _made(cls, values)
 
     def stored(self) -> dict[str, Any]:
@@ -278,12 +287,20 @@ class Entries:
             report(exc.message)
             return None
 
-    def items(self) -> list[tuple[str, Delivery]]:
-        """Every entry that reads, typed (one that does not is reported once and left out). A piece
-        is read whole every second: an entry typed from this very object is taken as it is."""
+    def items(self, states: tuple[str, ...] | None = None) -> list[tuple[str, Delivery]]:
+        """Every entry that reads, typed (one that does not is reported once and left out); with
+        `states`, only those stored in one of them (the others are not typed: the sweep reads the
+        pending and running few of a piece of mostly finished ones). A piece is read whole every
+        second: an entry typed from this very object is taken as it is."""
         typed = self.typed
         out: list[tuple[str, Delivery]] = []
         for key, raw in self.raw.items():
+            if states is not None:
+                try:
+                    if raw.get("state") not in states:  # (a tuple: compared by ==, whatever the stored type)
+                        continue
+                except AttributeError:  # not an object: typed below, so reported
+                    pass
             known = typed.get(key)
             if known is not None:
                 if known[0] is raw:
@@ -310,4 +327,4 @@ class Entries:
         self.raw.pop(key, None)
 
 
-__all__ = ["COLUMNS", "Delivery", "Entries", "FINISHED", "MalformedDelivery", "STATES", "report"]
+__all__ = ["COLUMNS", "Delivery", "Entries", "FINISHED", "MalformedDelivery", "OPEN", "STATES", "report"]

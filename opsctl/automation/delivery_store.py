@@ -39,7 +39,7 @@ from typing import Any, TYPE_CHECKING, Callable
 
 from opsctl.automation import delivery_pieces
 from opsctl.automation.delivery_pieces import Pieces, _entry_size, _size, every, piece_name, piece_of
-from opsctl.automation.delivery_record import Delivery, Entries
+from opsctl.automation.delivery_record import OPEN, Delivery, Entries
 from opsctl.automation.idempotency import DEFAULT_LEASE, ClaimedEvent, NewEvent, copy_json, dead_local_owner
 from opsctl.errors import OpsctlError
 
@@ -346,7 +346,7 @@ class SharedDeliveryLog:
         """Events claimed by a dead process on this host (or, for a new leader, by any other
         process: the old leader no longer acts) go back to pending."""
         held = self.pieces.read_all()
-        pieces = {piece_of(k) for k, e in every(held) if e.state == "running" and e.owner != self.owner}
+        pieces = {piece_of(k) for k, e in every(held, ("running",)) if e.state == "running" and e.owner != self.owner}
         released = 0
         for index in sorted(pieces):
             count = [0]
@@ -366,7 +366,7 @@ class SharedDeliveryLog:
     def due(self, *, older_than: float, limit: int) -> list[tuple[str, str]]:
         """As DeliveryLog.due; the same read also refreshes `last_waiting` (no read of its own)."""
         now = self.clock()
-        entries = every(self.pieces.read_all())
+        entries = every(self.pieces.read_all(), OPEN)  # (only these are due or waiting: the rest are not typed)
         self.last_waiting = _waiting(entries)
         rows = [(e.received_at, k, e.partition) for k, e in entries
                 if (e.state == "pending" and e.not_before <= now
@@ -378,9 +378,12 @@ class SharedDeliveryLog:
         """The delivery `key` as stored; MalformedDelivery (one line, exit 3) when it does not read."""
         return self.pieces.read(piece_of(key)).get(key)
 
-    def waiting(self) -> int:
-        """Events waiting for a retry (pending again after a try that could not act, or being retried)."""
-        self.last_waiting = _waiting(every(self.pieces.read_all()))
+    def waiting(self, *, swept: bool = False) -> int:
+        """Events waiting for a retry (pending again after a try that could not act, or being retried);
+        `swept` (`due` was just asked): as that sweep's read counted them, with no read of its own."""
+        if swept and self.last_waiting is not None:
+            return self.last_waiting
+        self.last_waiting = _waiting(every(self.pieces.read_all(), OPEN))
         return self.last_waiting
 
     def counts(self) -> dict[str, int]:

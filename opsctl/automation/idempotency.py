@@ -322,9 +322,10 @@ class DeliveryLog:
         row = self.db.conn.execute("SELECT * FROM events WHERE key = ?", (key,)).fetchone()
         return Delivery.from_row(row) if row else None
 
-    def waiting(self) -> int:
+    def waiting(self, *, swept: bool = False) -> int:
         """Events waiting for a retry: pending again after a try that could not act (attempts > 0),
-        or being retried (running, attempts > 1): one stays waiting until a try acts and it is done."""
+        or being retried (running, attempts > 1): one stays waiting until a try acts and it is done.
+        One COUNT, `swept` or not (`due` reads only what is due)."""
         row = self.db.conn.execute("SELECT COUNT(*) FROM events WHERE (state = 'pending' AND attempts > 0)"
                                    " OR (state = 'running' AND attempts > 1)").fetchone()
         return int(row[0])

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from opsctl.automation.actions import Executor
 from opsctl.automation.admission import Admission
+from opsctl.automation.delivery_protocol import Deliveries
 from opsctl.automation.episodes import Busy, EpisodeStore
 from opsctl.automation.fenced import FencedExecutor
 from opsctl.automation.idempotency import MAX_ATTEMPTS, ClaimedEvent, DeliveryLog, NewEvent
@@ -48,7 +49,6 @@ from opsctl.errors import OpsctlError
 from opsctl.fencing import FencedError, Term
 
 if TYPE_CHECKING:
-    from opsctl.automation.delivery_store import SharedDeliveryLog
     from opsctl.automation.shared import SharedEpisodeStore
     from opsctl.config import Config
 
@@ -79,7 +79,7 @@ class AutomationService(Admission):
 
         self.elector = open_elector(cfg, on_change=self._leadership)  # None: the only replica
         self.shared = cfg.state.backend != "local"
-        self.deliveries: DeliveryLog | SharedDeliveryLog
+        self.deliveries: Deliveries  # DeliveryLog (SQLite) or SharedDeliveryLog (team mode)
         self.episodes: EpisodeStore | SharedEpisodeStore
         if self.shared:
             from opsctl.automation.delivery_store import FRESH, SharedDeliveryLog
@@ -376,8 +376,7 @@ class AutomationService(Admission):
                         for partition_key in due:
                             self.queue.offer([(partition_key[1], partition_key[0])])
                     # The waiting gauge: from the sweep's own read in team mode, one COUNT locally.
-                    counted = getattr(self.deliveries, "last_waiting", None) if swept else None
-                    self._publish_waiting(counted if counted is not None else self.deliveries.waiting(), mark)
+                    self._publish_waiting(self.deliveries.waiting(swept=swept), mark)
                 if now - last_prune >= 3600:
                     last_prune = now
                     self.deliveries.prune(RETENTION)

@@ -82,8 +82,9 @@ def _waiting(entries: list[tuple[str, Delivery]]) -> int:
 class _Waiter:
     """One delivery's events for one piece, waiting for the group commit that records them."""
 
-    def __init__(self, events: list[NewEvent], now: float, claim: bool = False):
+    def __init__(self, events: list[NewEvent], now: float, claim: bool = False, hold: bool = True):
         self.events, self.now, self.claim = events, now, claim
+        self.hold = hold  # False: held back already (quiet_writes.py), never held again
         self.added: list[NewEvent] = []
         self.refused = 0
         self.error: BaseException | None = None
@@ -182,10 +183,27 @@ class SharedDeliveryLog:
         """Group commit: deliveries arriving while a write of this piece is in flight wait for it, and
         the next write records all of them at once (one compare-and-swap for many deliveries)."""
         waiter = _Waiter(events, now, claim)
+        self._commit_waiters(index, [waiter])
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.added, waiter.refused
+
+    def admit_held(self, index: int, deliveries: list[tuple[list[NewEvent], float]]) -> tuple[list[NewEvent], int]:
+        """Record deliveries of only quiet events that were held back and answered already
+        (quiet_writes.py), all of piece `index`, in one write with whatever else waits for it; never
+        held again. Returns the new events and how many did not fit (the caller tries them again)."""
+        waiters = [_Waiter(events, now, hold=False) for events, now in deliveries]
+        self._commit_waiters(index, waiters)
+        for w in waiters:
+            if w.error is not None:
+                raise w.error
+        return [ev for w in waiters for ev in w.added], sum(w.refused for w in waiters)
+
+    def _commit_waiters(self, index: int, waiters: list["_Waiter"]) -> None:
         hold_until = time.monotonic() + self.hold_off
         with self._commit:
-            self._waiting.setdefault(index, []).append(waiter)
-            while not waiter.done:
+            self._waiting.setdefault(index, []).extend(waiters)
+            while not all(w.done for w in waiters):
                 if index in self._writing:
                     self._commit.wait()
                     continue
@@ -193,7 +211,7 @@ class SharedDeliveryLog:
                 # here: it goes behind (at most hold_off), or rides along with an actionable write.
                 left = hold_until - time.monotonic()
                 if left > 0 and (self._urgent or self.acting()) \
-                        and not any(ev.needs_action for w in self._waiting[index] for ev in w.events):
+                        and all(w.hold and not any(ev.needs_action for ev in w.events) for w in self._waiting[index]):
                     self._commit.wait(min(left, 0.05))
                     continue
                 batch, self._waiting[index] = self._waiting[index], []
@@ -205,9 +223,6 @@ class SharedDeliveryLog:
                     self._commit.acquire()
                     self._writing.discard(index)
                     self._commit.notify_all()
-        if waiter.error is not None:
-            raise waiter.error
-        return waiter.added, waiter.refused
 
     def _write_batch(self, index: int, batch: list["_Waiter"]) -> None:
         claims: dict[str, tuple[ClaimedEvent, float, str | None]] = {}

@@ -49,6 +49,7 @@ from opsctl.fencing import FencedError, Term
 
 if TYPE_CHECKING:
     from opsctl.automation.delivery_store import SharedDeliveryLog
+    from opsctl.automation.quiet_writes import QuietWrites
     from opsctl.automation.shared import SharedEpisodeStore
     from opsctl.config import Config
 
@@ -80,6 +81,8 @@ class AutomationService(Admission):
         self.elector = open_elector(cfg, on_change=self._leadership)  # None: the only replica
         self.shared = cfg.state.backend != "local"
         self.deliveries: DeliveryLog | SharedDeliveryLog
+        self._arriving = 0
+        self._quiet: QuietWrites | None = None
         self.episodes: EpisodeStore | SharedEpisodeStore
         if self.shared:
             from opsctl.automation.delivery_store import FRESH, SharedDeliveryLog
@@ -102,6 +105,12 @@ class AutomationService(Admission):
             self.deliveries = SharedDeliveryLog(store, clock=clock, owner=owner, fresh=fresh,
                                                 term=self.term if self.elector is not None else (lambda: None),
                                                 acting=self._in_hand)
+            from opsctl.automation.quiet_writes import QuietWrites
+
+            # Past that second, while urgent work here has still not acted (a slow API server), a
+            # quiet delivery is answered at once and written later (bounded): quiet_writes.py.
+            self._quiet = QuietWrites(self.deliveries, self._urgent_here,
+                                      recorded=lambda new: self.metrics.events.labels("no_policy").inc(new))
             self.episodes = SharedEpisodeStore(store, local_path=path, clock=clock, owner=owner,
                                                term=self.term if self.elector is not None else None)
             if self.elector is not None:
@@ -126,6 +135,9 @@ class AutomationService(Admission):
         self._tokens = 0
         self.metrics = ServeMetrics(lambda: self.queue.depth, settings.queue_size, leader=self.acting,
                                     waiting=self.waiting)
+        if self._quiet is not None:
+            self.metrics.watch("opsctl_serve_quiet_held", "Deliveries no policy matches, answered and held back"
+                               " while an urgent event acts here, not recorded yet.", self._quiet.waiting)
         from opsctl.automation.engine_factory import build_engine
 
         self.engine = build_engine(cfg, self.episodes, live, clock=clock, on_action=self._count)  # as drills build it
@@ -163,6 +175,8 @@ class AutomationService(Admission):
         if rollouts is not None:
             rollouts.stop()
         self.queue.stop(timeout)
+        if self._quiet is not None:  # what was answered and held back is written before the Lease goes
+            self._quiet.stop(timeout)
         if self._maintenance.is_alive():
             self._maintenance.join(timeout)
         if self.elector is not None:
@@ -256,6 +270,7 @@ class AutomationService(Admission):
             if self.shared:
                 self._cool([key])
                 self._shared_log.nudge()  # quiet writes held back behind this event look again
+                self._nudge_quiet()
 
     def _process(self, key: str) -> None:
         if not self.acting():
@@ -352,6 +367,7 @@ class AutomationService(Admission):
         if key is not None and self.shared:  # its first action is taken: quiet writes need not wait for the rest
             self._cool([key])
             self._shared_log.nudge()
+            self._nudge_quiet()
 
     def _maintain(self) -> None:
         last_sweep = last_prune = 0.0

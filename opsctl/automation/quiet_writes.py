@@ -4,7 +4,8 @@ A delivery no policy matches (quiet: recorded for dedupe and the record, never a
 most `hold_off` (delivery_store.HOLD_OFF) for the urgent work of this replica to end, as it always
 did; at full speed the trigger has acted by then and the quiet write goes as before. When the urgent
 work has not ended by then (a slow API server: at 5 s a call the trigger's admit alone outlasts the
-second), the delivery is answered 202 at once and its events are kept here, and written when
+second), the delivery is answered 202 and its events are kept here (the next ones, while some are
+held and the work goes on, at once), and written when
 
     - no urgent work is in progress here any more (every actionable event queued or in hand has
       taken its first action, e.g. its failover is written, or ended), or
@@ -78,7 +79,9 @@ class QuietWrites:
         deadline = time.monotonic() + self.hold_off
         with self._cond:
             while not self._stopping and self.urgent():
-                left = deadline - time.monotonic()
+                # Deliveries held already: the urgent work outlasted hold_off before, so this one is
+                # held at once (its recorder thread is not kept for another hold_off).
+                left = deadline - time.monotonic() if not self._held else 0
                 if left <= 0:
                     self._held.append(_Held(list(events), received_at, time.monotonic()))
                     self._start()

@@ -4,6 +4,10 @@ the answer the sender gets (`Answer`: 202, or 503 when the queue or the state ca
 Which deliveries some policy acts on is known on receipt (no I/O); a delivery no policy matches is
 recorded for dedupe and the record, never queued. Actionable events queued or in hand here that
 have not taken their first action yet are "hot": quiet writes of the delivery log wait for them.
+In team mode a quiet delivery that has waited HOLD_OFF while urgent work here (an actionable
+delivery being recorded, or a hot event) still has not acted is answered 202 and held back,
+written once that work acted or a bound passed (quiet_writes.py): under a slow API server the
+trigger's path pays for its own calls only.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from opsctl.errors import OpsctlError
 if TYPE_CHECKING:
     from opsctl.automation.delivery_store import SharedDeliveryLog
     from opsctl.automation.policy_engine import PolicyEngine
+    from opsctl.automation.quiet_writes import QuietWrites
 
 log = logging.getLogger("opsctl.automation")
 
@@ -48,6 +53,8 @@ class Admission:
     _accept_lock: threading.Lock
     _hot: set[str]
     _hot_lock: threading.Lock
+    _arriving: int  # actionable deliveries being recorded here, until their events are queued (team mode)
+    _quiet: "QuietWrites | None"  # team mode: quiet deliveries held back while urgent work acts
 
     if TYPE_CHECKING:
         def acting(self) -> bool: ...  # AutomationService's: whether this replica acts
@@ -90,6 +97,24 @@ class Admission:
                 received_at = self.clock()
             except OpsctlError:
                 pass
+            if not any(e.needs_action for e in events):
+                # Quiet: while an urgent event here has not acted, held back (bounded) and answered now.
+                if events and self._quiet is not None and self._quiet.hold(events, received_at):
+                    self.metrics.delivery(source, "accepted")
+                    return Answer(202, {"status": "accepted", "events": len(events), "held": len(events),
+                                        "queued": 0})
+            else:
+                with self._hot_lock:  # quiet deliveries wait from its receipt on, not from its queueing
+                    self._arriving += 1
+                try:
+                    return self._record(source, events, received_at)
+                finally:
+                    with self._hot_lock:
+                        self._arriving -= 1
+                    self._nudge_quiet()
+        return self._record(source, events, received_at)
+
+    def _record(self, source: str, events: list[NewEvent], received_at: float) -> Answer:
         # Shared: deliveries are recorded concurrently (the delivery log group-commits them); local:
         # one at a time, as SQLite writes are.
         with (self._accept_lock if not self.shared else contextlib.nullcontext()):
@@ -163,6 +188,18 @@ class Admission:
         with self._hot_lock:
             hot = bool(self._hot)
         return hot and self.queue.depth > 0
+
+    def _urgent_here(self) -> bool:
+        """Urgent work in progress here: an actionable delivery being recorded, or an actionable
+        event queued or in hand that has taken no action yet (quiet_writes.QuietWrites holds
+        quiet deliveries back meanwhile, bounded)."""
+        with self._hot_lock:
+            arriving = self._arriving > 0
+        return arriving or self._in_hand()
+
+    def _nudge_quiet(self) -> None:
+        if self._quiet is not None:
+            self._quiet.nudge()
 
     def _release(self, events: list[NewEvent]) -> None:
         """Hand back events admitted claimed that this replica will not work on (pending again at

@@ -40,6 +40,7 @@ from typing import Any, TYPE_CHECKING, Callable
 from opsctl.automation import delivery_pieces
 from opsctl.automation.delivery_pieces import Pieces, _entry_size, _size, every, piece_name, piece_of
 from opsctl.automation.delivery_record import OPEN, Delivery, Entries
+from opsctl.automation.group_commit import HOLD_OFF, Waiter
 from opsctl.automation.idempotency import DEFAULT_LEASE, ClaimedEvent, NewEvent, copy_json, dead_local_owner
 from opsctl.errors import OpsctlError
 
@@ -51,16 +52,6 @@ if TYPE_CHECKING:
 # the Lease to expire, lease_duration after a renewal the leader made at most renew_deadline before.
 # The service passes half that margin; older, the claim is re-taken by one write as it was recorded.
 FRESH = 2.0
-# Seconds at most that a write recording only alerts no policy matches waits while actionable work is
-# in progress on this replica (an actionable admit, or the work queue holding an event: `acting`).
-# On a busy process and API server those writes are what the trigger's own write, its episode path
-# and its failover queue behind. The quiet deliveries are recorded on a lane of their own
-# (server.py), so their wait never holds a thread an actionable delivery needs; they still answer
-# 202 only once recorded, at worst this much later, and they ride along with an actionable write of
-# their piece if one comes first.
-HOLD_OFF = 1.0
-
-
 class DeliveryLogFull(OpsctlError):
     """Some events of a delivery did not fit in the delivery log: the sender retries (503)."""
 
@@ -79,17 +70,6 @@ def _waiting(entries: list[tuple[str, Delivery]]) -> int:
                if (e.state == "pending" and e.attempts > 0) or (e.state == "running" and e.attempts > 1))
 
 
-class _Waiter:
-    """One delivery's events for one piece, waiting for the group commit that records them."""
-
-    def __init__(self, events: list[NewEvent], now: float, claim: bool = False):
-        self.events, self.now, self.claim = events, now, claim
-        self.added: list[NewEvent] = []
-        self.refused = 0
-        self.error: BaseException | None = None
-        self.done = False
-
-
 class SharedDeliveryLog:
     def __init__(self, store: "StateStore", *, clock: Callable[[], float], owner: str, lease: float = DEFAULT_LEASE,
                  term: Callable[[], object] = lambda: None, fresh: float = FRESH,
@@ -105,7 +85,7 @@ class SharedDeliveryLog:
         self.term = term
         self.pieces = Pieces(store)
         self._commit = threading.Condition()
-        self._waiting: dict[int, list[_Waiter]] = {}
+        self._waiting: dict[int, list[Waiter]] = {}
         self._writing: set[int] = set()
         self.last_waiting: int | None = None  # events waiting for a retry, as the last sweep read them
         # Events admitted already claimed by this replica: key -> (the claim, its lease end, its term).
@@ -181,11 +161,28 @@ class SharedDeliveryLog:
                      claim: bool = False) -> tuple[list[NewEvent], int]:
         """Group commit: deliveries arriving while a write of this piece is in flight wait for it, and
         the next write records all of them at once (one compare-and-swap for many deliveries)."""
-        waiter = _Waiter(events, now, claim)
+        waiter = Waiter(events, now, claim)
+        self._commit_waiters(index, [waiter])
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.added, waiter.refused
+
+    def admit_held(self, index: int, deliveries: list[tuple[list[NewEvent], float]]) -> tuple[list[NewEvent], int]:
+        """Record deliveries of only quiet events that were held back and answered already
+        (quiet_writes.py), all of piece `index`, in one write with whatever else waits for it; never
+        held again. Returns the new events and how many did not fit (the caller tries them again)."""
+        waiters = [Waiter(events, now, hold=False) for events, now in deliveries]
+        self._commit_waiters(index, waiters)
+        for w in waiters:
+            if w.error is not None:
+                raise w.error
+        return [ev for w in waiters for ev in w.added], sum(w.refused for w in waiters)
+
+    def _commit_waiters(self, index: int, waiters: list["Waiter"]) -> None:
         hold_until = time.monotonic() + self.hold_off
         with self._commit:
-            self._waiting.setdefault(index, []).append(waiter)
-            while not waiter.done:
+            self._waiting.setdefault(index, []).extend(waiters)
+            while not all(w.done for w in waiters):
                 if index in self._writing:
                     self._commit.wait()
                     continue
@@ -193,7 +190,7 @@ class SharedDeliveryLog:
                 # here: it goes behind (at most hold_off), or rides along with an actionable write.
                 left = hold_until - time.monotonic()
                 if left > 0 and (self._urgent or self.acting()) \
-                        and not any(ev.needs_action for w in self._waiting[index] for ev in w.events):
+                        and all(w.hold and not any(ev.needs_action for ev in w.events) for w in self._waiting[index]):
                     self._commit.wait(min(left, 0.05))
                     continue
                 batch, self._waiting[index] = self._waiting[index], []
@@ -205,11 +202,8 @@ class SharedDeliveryLog:
                     self._commit.acquire()
                     self._writing.discard(index)
                     self._commit.notify_all()
-        if waiter.error is not None:
-            raise waiter.error
-        return waiter.added, waiter.refused
 
-    def _write_batch(self, index: int, batch: list["_Waiter"]) -> None:
+    def _write_batch(self, index: int, batch: list["Waiter"]) -> None:
         claims: dict[str, tuple[ClaimedEvent, float, str | None]] = {}
         base: list[int | None] = [None]  # the encoded size of the piece the change starts from, if known
 
@@ -220,7 +214,7 @@ class SharedDeliveryLog:
             bound = base[0]
             for w in batch:
                 w.added, w.refused = [], 0
-            order: list[tuple[_Waiter, NewEvent]] = []
+            order: list[tuple[Waiter, NewEvent]] = []
             for w in batch:
                 for ev in w.events:
                     if ev.key in table:

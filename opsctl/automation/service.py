@@ -45,6 +45,7 @@ from opsctl.automation.idempotency import MAX_ATTEMPTS, ClaimedEvent, DeliveryLo
 from opsctl.automation.metrics import ServeMetrics
 from opsctl.automation.policy import ActionFailed, AlertEvent, Taken
 from opsctl.automation.queue import WorkQueue
+from opsctl.automation.quiet_writes import QuietWrites
 from opsctl.errors import OpsctlError
 from opsctl.fencing import FencedError, Term
 
@@ -80,6 +81,8 @@ class AutomationService(Admission):
         self.elector = open_elector(cfg, on_change=self._leadership)  # None: the only replica
         self.shared = cfg.state.backend != "local"
         self.deliveries: Deliveries  # DeliveryLog (SQLite) or SharedDeliveryLog (team mode)
+        self._arriving = 0
+        self._quiet: QuietWrites | None = None
         self.episodes: EpisodeStore | SharedEpisodeStore
         if self.shared:
             from opsctl.automation.delivery_store import FRESH, SharedDeliveryLog
@@ -97,11 +100,14 @@ class AutomationService(Admission):
             if self.elector is not None:
                 duration, deadline, _ = settings.leader_election.seconds
                 fresh = max(0.0, min(FRESH, (duration - deadline) / 2))
-            # Writes of only alerts no policy matches wait (bounded, HOLD_OFF) while this replica
-            # has actionable events queued or in hand that took no action yet: the trigger's path goes first.
+            # Writes of only alerts no policy matches wait (bounded, HOLD_OFF) while this replica has
+            # actionable events queued or in hand that took no action yet: the trigger's path goes first;
+            # past that, a quiet delivery is answered at once and written later (quiet_writes.py).
             self.deliveries = SharedDeliveryLog(store, clock=clock, owner=owner, fresh=fresh,
                                                 term=self.term if self.elector is not None else (lambda: None),
                                                 acting=self._in_hand)
+            self._quiet = QuietWrites(self.deliveries, self._urgent_here,
+                                      recorded=lambda new: self.metrics.events.labels("no_policy").inc(new))
             self.episodes = SharedEpisodeStore(store, local_path=path, clock=clock, owner=owner,
                                                term=self.term if self.elector is not None else None)
             if self.elector is not None:
@@ -126,6 +132,8 @@ class AutomationService(Admission):
         self._tokens = 0
         self.metrics = ServeMetrics(lambda: self.queue.depth, settings.queue_size, leader=self.acting,
                                     waiting=self.waiting)
+        if self._quiet is not None:
+            self._quiet.watch(self.metrics)
         from opsctl.automation.engine_factory import build_engine
 
         self.engine = build_engine(cfg, self.episodes, live, clock=clock, on_action=self._count)  # as drills build it
@@ -163,6 +171,8 @@ class AutomationService(Admission):
         if rollouts is not None:
             rollouts.stop()
         self.queue.stop(timeout)
+        if self._quiet is not None:  # what was answered and held back is written before the Lease goes
+            self._quiet.stop(timeout)
         if self._maintenance.is_alive():
             self._maintenance.join(timeout)
         if self.elector is not None:
@@ -256,6 +266,7 @@ class AutomationService(Admission):
             if self.shared:
                 self._cool([key])
                 self._shared_log.nudge()  # quiet writes held back behind this event look again
+                self._nudge_quiet()
 
     def _process(self, key: str) -> None:
         if not self.acting():
@@ -352,6 +363,7 @@ class AutomationService(Admission):
         if key is not None and self.shared:  # its first action is taken: quiet writes need not wait for the rest
             self._cool([key])
             self._shared_log.nudge()
+            self._nudge_quiet()
 
     def _maintain(self) -> None:
         last_sweep = last_prune = 0.0

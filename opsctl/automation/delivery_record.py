@@ -28,6 +28,9 @@ import sqlite3
 from dataclasses import MISSING
 from typing import Any
 
+from opsctl.automation.stored_entry import (
+    INTEGER, NUMBER, OPT_NUMBER, OPT_OBJECT, OPT_TEXT, TEXT, Spec, _read,
+)
 from opsctl.errors import NoDataError
 from opsctl.model import Model, field
 
@@ -42,22 +45,12 @@ class MalformedDelivery(NoDataError):
     """A stored delivery that does not read as its record: one line, exit 3."""
 
 
-_NONE: type = type(None)
-_TEXT: frozenset[type] = frozenset((str,))
-_NUMBER: frozenset[type] = frozenset((int, float))
-_INTEGER: frozenset[type] = frozenset((int,))
-_OPT_TEXT: frozenset[type] = frozenset((str, _NONE))
-_OPT_NUMBER: frozenset[type] = frozenset((int, float, _NONE))
-_OPT_OBJECT: frozenset[type] = frozenset((dict, _NONE))
-_KIND = {_TEXT: "a string", _NUMBER: "a number", _OPT_TEXT: "a string or null", _OPT_NUMBER: "a number or null",
-         _OPT_OBJECT: "an object or null", _INTEGER: "an integer"}
-
 # The keys of an entry in a piece (its key is the entry's name), in the order they are written, with
 # the JSON types each may hold (by exact type: a bool is no number).
-_KEYS: dict[str, frozenset[type]] = {
-    "source": _TEXT, "partition": _TEXT, "state": _TEXT, "attempts": _INTEGER, "received_at": _NUMBER,
-    "not_before": _NUMBER, "owner": _OPT_TEXT, "lease_until": _OPT_NUMBER, "term": _OPT_TEXT,
-    "done_at": _OPT_NUMBER, "payload": _OPT_OBJECT, "result": _OPT_OBJECT,
+_KEYS: dict[str, Spec] = {
+    "source": TEXT, "partition": TEXT, "state": TEXT, "attempts": INTEGER, "received_at": NUMBER,
+    "not_before": NUMBER, "owner": OPT_TEXT, "lease_until": OPT_NUMBER, "term": OPT_TEXT,
+    "done_at": OPT_NUMBER, "payload": OPT_OBJECT, "result": OPT_OBJECT,
 }
 _REQUIRED = frozenset(("source", "partition", "state", "received_at"))
 _OPTIONAL = frozenset(_KEYS).difference(_REQUIRED)
@@ -127,24 +120,7 @@ class Delivery(Model):
     @classmethod
     def from_stored(cls, key: str, raw: Any) -> "Delivery":
         """The entry `key` of a piece as stored; MalformedDelivery (one line) when it does not read."""
-        if type(raw) is not dict:
-            raise MalformedDelivery(f"delivery {key[:16]}: expected an object, got {type(raw).__name__}")
-        values: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        for name, value in raw.items():
-            kinds = _KEYS.get(name)
-            if kinds is None:
-                if name != "version":
-                    extra[name] = value
-                    continue
-                kinds = _INTEGER
-            if type(value) not in kinds:
-                raise MalformedDelivery(f"delivery {key[:16]}: {name}: expected {_KIND[kinds]},"
-                                        f" got {type(value).__name__}")
-            values[name] = value
-        if not _REQUIRED.issubset(values):
-            missing = [k for k in _KEYS if k in _REQUIRED and k not in values]
-            raise MalformedDelivery(f"delivery {key[:16]}: {', '.join(missing)}: required, missing")
+        values, extra = _read(raw, f"delivery {key[:16]}", _KEYS, _REQUIRED, MalformedDelivery)
         if values["state"] not in STATES:
             raise MalformedDelivery(f"delivery {key[:16]}: state: expected one of {', '.join(STATES)},"
                                     f" got {str(values['state'])[:40]!r}")

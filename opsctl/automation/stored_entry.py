@@ -1,8 +1,10 @@
-"""How an entry stored in the shared `serve-episodes` document is read back typed: the checks of a
-stored value (the JSON types each key may have), the reader that splits an entry into its known
-values and the keys beyond them (`extra`, a newer writer's), the maker that builds a record from
-checked values without the generic constructor (the document is read whole, on every read), and
-the one error a stored entry that does not read raises (`MalformedEpisode`, one line, exit 3).
+"""How an entry stored in a shared document is read back typed: the checks of a stored value (the
+JSON types each key may have), the reader that splits an entry into its known values and the keys
+beyond them (`extra`, a newer writer's), the maker that builds a record from checked values without
+the generic constructor (the document is read whole, on every read), and the error a stored episode
+that does not read raises (`MalformedEpisode`, one line, exit 3). The episodes document's records
+and the delivery pieces' entries (`delivery_record.py`, whose reader raises `MalformedDelivery`)
+are checked by the same reader.
 """
 
 from __future__ import annotations
@@ -30,18 +32,19 @@ OPT_NUMBER: Spec = (frozenset((int, float, type(None))), "a number or null")
 INTEGER: Spec = (frozenset((int,)), "an integer")
 BOOL: Spec = (frozenset((bool,)), "true or false")
 OBJECT: Spec = (frozenset((dict,)), "an object")
+OPT_OBJECT: Spec = (frozenset((dict, type(None))), "an object or null")
 ARRAY: Spec = (frozenset((list,)), "an array")
 
 
-def _read(raw: Any, what: str, keys: Mapping[str, Spec],
-          required: frozenset[str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(known values, extra keys) of one stored entry; MalformedEpisode otherwise."""
+def _read(raw: Any, what: str, keys: Mapping[str, Spec], required: frozenset[str],
+          error: type[NoDataError] = MalformedEpisode) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(known values, extra keys) of one stored entry; `error` (one line) otherwise."""
     if type(raw) is not dict:
-        raise MalformedEpisode(f"{what}: expected an object, got {type(raw).__name__}")
+        raise error(f"{what}: expected an object, got {type(raw).__name__}")
     if raw.keys() == keys.keys():  # as this code writes it: every key known, none missing
         for key, value in raw.items():
             if type(value) not in keys[key][0]:
-                raise MalformedEpisode(f"{what}: {key}: expected {keys[key][1]}, got {type(value).__name__}")
+                raise error(f"{what}: {key}: expected {keys[key][1]}, got {type(value).__name__}")
         return dict(raw), {}
     values: dict[str, Any] = {}
     extra: dict[str, Any] = {}
@@ -50,17 +53,17 @@ def _read(raw: Any, what: str, keys: Mapping[str, Spec],
         if spec is None:
             if key == "version":
                 if type(value) is not int:
-                    raise MalformedEpisode(f"{what}: version: expected an integer, got {type(value).__name__}")
+                    raise error(f"{what}: version: expected an integer, got {type(value).__name__}")
                 values["version"] = value
             else:
                 extra[key] = value
         elif type(value) in spec[0]:
             values[key] = value
         else:
-            raise MalformedEpisode(f"{what}: {key}: expected {spec[1]}, got {type(value).__name__}")
+            raise error(f"{what}: {key}: expected {spec[1]}, got {type(value).__name__}")
     if not required.issubset(values):
         missing = [k for k in keys if k in required and k not in values]
-        raise MalformedEpisode(f"{what}: {', '.join(missing)}: required, missing")
+        raise error(f"{what}: {', '.join(missing)}: required, missing")
     return values, extra
 
 

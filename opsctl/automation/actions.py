@@ -13,7 +13,10 @@ with). Unexpected errors raise and the engine records them as `failed`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+
+if TYPE_CHECKING:
+    from opsctl.traffic.canary import RestoreProgress
 
 STATUSES = ("applied", "noop", "refused", "skipped", "failed", "dry_run")
 
@@ -77,6 +80,10 @@ class RestoreRequest:
     failover_operations: tuple[str, ...] = ()
     term: Callable[[], Any] | None = None  # the leader's term, read before every write attempt
     hold_down: float = 0.0  # the policy's hold-down, the unit of the re-failover backoff
+    # automation.restore set: one look at the canary restore from this progress (None: the first
+    # look, or a progress not kept); the outcome's data["restore"] is the progress to keep.
+    canary: bool = False
+    progress: "RestoreProgress | None" = None
 
 
 def operation_id(action: str, incident: str | None, backend: str) -> str:

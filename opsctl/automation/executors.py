@@ -127,6 +127,8 @@ class LiveExecutor:
         from opsctl.traffic.record import find_change, now_for
         from opsctl.traffic.split import Split
 
+        if request.canary:
+            return self._canary_look(request)
         saved = request.saved or {}
         if (not saved.get("before") or not saved.get("after")) and request.failover_operations:
             adopted = next(filter(None, (self._applied_failover(request.incident or "", operation, resumed=False)
@@ -178,6 +180,46 @@ class LiveExecutor:
             return Outcome("noop", "the split is already the one saved before the failover", data)
         return Outcome("applied", f"restored {request.backend}: {self._describe(result.before)} ->"
                                   f" {self._describe(result.after)}", data)
+
+    def _canary_look(self, request: RestoreRequest) -> Outcome:
+        """One look at the canary restore (opsctl/traffic/canary_run.py): `noop` without a move (its
+        data["restore"] the progress to keep), else the move's outcome, data["move"] its kind."""
+        from opsctl.traffic.canary import CanarySettings
+        from opsctl.traffic.canary_run import restore_tick, resume
+        from opsctl.traffic.record import now_for
+        from opsctl.traffic.split import Split
+
+        settings = CanarySettings.from_config(self.cfg)
+        saved = request.saved or {}
+        if settings is None or not saved.get("before") or not saved.get("after"):
+            return Outcome("skipped", "the failover saved no split to return to; restore left to a human")
+        before = Split.from_dict(saved["before"], self.order, "the split saved by the failover")
+        after = Split.from_dict(saved["after"], self.order, "the split the failover wrote")
+        now = now_for(self.controller.actuator, self.clock)
+        backend = request.backend
+        progress = request.progress or resume(before, after, self.controller.read().split, backend, now, settings)
+        if progress is None:
+            current = self.controller.read().split
+            return Outcome("skipped", f"the split changed since the failover (now {self._describe(current)}, the"
+                                      f" failover wrote {after.describe(self.order)}); restore left to a human")
+        incident = request.incident or f"opsctl-automation-{request.context.policy}-{backend}"
+        with self.controller.acting_as(term=request.term):
+            tick = restore_tick(self.traffic, settings, progress, incident=incident, backend=backend, before=before,
+                                after=after, now=now, reason=f"opsctl serve, policy {request.context.policy}")
+        if tick.move is None or tick.result is None:
+            return Outcome("noop", tick.progress.why, {"restore": tick.progress})
+        result, kind = tick.result, tick.move.kind
+        data = {**self._result_data(result), "restore": tick.progress, "move": kind}
+        if isinstance(result.error, (GuardRefused, UsageError)):
+            status = "skipped" if "changed since" in result.error.message else "refused"
+            return Outcome(status, f"{kind}: {result.error.message}", data)
+        result.raise_for_outcome()  # a conflict, a fenced write: tried again at the next look
+        if tick.recognised:
+            return Outcome("applied", f"{kind}: recognised by its operation {result.operation_id}", data)
+        if result.outcome == "unchanged":
+            return Outcome("noop", f"{kind}: the split already is {self._describe(result.after)}", data)
+        return Outcome("applied", f"{kind}: {self._describe(result.before)} -> {self._describe(result.after)}"
+                                  f" ({tick.move.why})", data)
 
     def _describe(self, split: "Split | None") -> str:
         return split.describe(self.order) if split is not None else "unset"

@@ -278,12 +278,55 @@ class PolicyEngine(PolicyActions):
     def run_due_restores(self, limit: int = 10) -> list[Taken]:
         """Restore every episode whose hold-down has passed; a refused restore is retried later."""
         taken: list[Taken] = []
+        if self.settings.restore is not None:  # automation.restore: the canary restore instead of the hold-down
+            self._canary_restores(taken)
+            return taken
         for _ in range(limit):
             episode = self.store.claim_due_restore()
             if episode is None:
                 break
             self._restore(episode, taken)
         return taken
+
+    def _canary_restores(self, taken: list[Taken]) -> None:
+        """Every open episode whose failover this automation applied, under a restoring policy, is
+        looked at every LOOK_EVERY seconds (opsctl/traffic/canary.py decides, canary_run.py moves):
+        it starts as soon as the backend's fast windows are healthy, whether or not its alerts still
+        fire. Its progress is kept here, in memory (the incident record's `restore` field keeps it
+        next; after a restart it is rebuilt from the split); the episode closes once its alerts
+        resolved and the saved split is back. Looks that move nothing are not recorded."""
+        from opsctl.traffic.canary_run import LOOK_EVERY
+
+        book: dict[int | str, tuple[Any, float, str]] = self.__dict__.setdefault("_canary_book", {})
+        now = self.clock()
+        for episode in self.store.episodes(open_only=True):
+            policy = self.by_name.get(episode.policy)
+            kept, look, said = book.get(episode.id, (None, 0.0, ""))
+            if policy is None or not policy.policy.actions.restore or not episode.traffic_moved or now < look:
+                continue
+            executor, dry = self.executor_for(policy)
+            context = Context(policy.name, "", {"backend": episode.target}, f"canary restore of {episode.target}",
+                              f"restore-{episode.id}")
+            try:
+                outcome = executor.restore(RestoreRequest(context, backend=episode.target, incident=episode.incident,
+                                                          saved=episode.saved, canary=True, progress=kept))
+            except Exception as exc:  # a conflict, a transient API failure: the next look tries again
+                log.exception("episode %s: canary restore failed", episode.id)
+                outcome = Outcome("failed", _describe(exc))
+            kept = outcome.data.get("restore", kept)
+            say = f"{outcome.status}:{outcome.data.get('move', '')}"  # a move refused again is not said again
+            book[episode.id] = (kept, now + LOOK_EVERY, say if outcome.status != "applied" else "")
+            if outcome.status == "applied" or (say != said and ("move" in outcome.data or outcome.status != "noop")):
+                self._record(policy, None, episode, "restore", outcome, dry, taken, started=now)
+                incident = episode.incident
+                if policy.policy.actions.note and incident and outcome.status != "failed":
+                    self._run(policy, None, episode, "note", dry, lambda: executor.note(NoteRequest(
+                        context, incident=incident, text=f"opsctl automation, policy {policy.name}: canary restore"
+                        f" of {episode.target}: {outcome.status} ({outcome.detail})")), taken, [])
+            done = kept is not None and kept.finished and episode.state != "open"
+            if outcome.status in ("dry_run", "skipped") or done:
+                self.store.close_episode(episode, f"restore {outcome.status}: {outcome.detail}")
+                book.pop(episode.id, None)
 
     def _restore(self, episode: Episode, taken: list[Taken]) -> None:
         policy = self.by_name.get(episode.policy)

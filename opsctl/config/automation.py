@@ -137,6 +137,41 @@ class LeaderElection(Model):
                 self.retry_period.seconds)
 
 
+class RestoreSettings(Model):
+    """`automation.restore`: the canary restore (opsctl/traffic/canary.py). Set (even `restore: {}`),
+    a restoring policy returns traffic as soon as the backend's fast-tier windows are healthy, not
+    after its slow pages resolve and the hold-down: first `canary` points, judged for `judge` on their
+    own burn over the fast tier's windows, then the rest in `steps` (percent of what is still to come
+    back, the last 100), each held `step_judge`. A move that burns at `fail_factor` or more (unset:
+    the fast tier's page factor, alerting.fast.factor) fails back at once; the next canary waits
+    `backoff`, doubled after every failed one, at most `backoff_max`. Unset: the hold-down restore."""
+
+    canary: int = 5  # points of user traffic the canary moves back
+    judge: Duration = Duration("5m")  # the canary's own burn is watched this long before the rest comes back
+    steps: list[int] = field(default_factory=lambda: [25, 50, 100])  # % of the rest, cumulative
+    step_judge: Duration = Duration("1m")  # each step is held (and watched) this long before the next
+    fail_factor: float | None = None  # burn rate that fails a move; unset: alerting.fast.factor
+    backoff: Duration = Duration("1m")  # wait before the first canary after a failover, and after a failed one
+    backoff_max: Duration = Duration("5m")  # the wait doubles per failed canary, up to this
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.canary <= 50:
+            raise ValueError(f"canary must be between 1 and 50 points (got {self.canary})")
+        if not 60 <= _check_automation_duration(self.judge, "judge", 3600):
+            raise ValueError("judge must be between 1m and 1h (the fast tier's short window is 1m)")
+        if not 10 <= _check_automation_duration(self.step_judge, "step_judge", 3600):
+            raise ValueError("step_judge must be between 10s and 1h")
+        steps = list(self.steps)
+        if not steps or steps[-1] != 100 or any(not 1 <= s <= 100 for s in steps) or steps != sorted(set(steps)):
+            raise ValueError(f"steps must rise strictly from 1 to 100 and end at 100 (got {steps})")
+        if self.fail_factor is not None and not 1 < self.fail_factor < 1e6:
+            raise ValueError(f"fail_factor must be a burn rate above 1 (got {self.fail_factor}); unset: alerting.fast.factor")
+        backoff = _check_automation_duration(self.backoff, "backoff", 86400)
+        most = _check_automation_duration(self.backoff_max, "backoff_max", 86400)
+        if not 60 <= backoff <= most:  # >= the fast tier's short window: a failed canary's errors leave it first
+            raise ValueError("need 1m <= backoff <= backoff_max")
+
+
 class AutomationConfig(Model):
     """`opsctl serve`: webhook receiver for Alertmanager and PagerDuty, acting by policy."""
 
@@ -156,6 +191,7 @@ class AutomationConfig(Model):
     pagerduty_max_age: Duration = Duration("1h")  # signed PagerDuty events older than this are refused (replays)
     hold_down: Duration = Duration("10m")  # wait after the last matching alert resolved before restoring traffic
     restore_retry: Duration = Duration("1m")  # wait before retrying a restore a guard refused or that failed
+    restore: RestoreSettings | None = None  # the canary restore; unset: the hold-down restore
     dry_run: bool = False  # every policy: decide and record, change nothing
     policies: list[AutomationPolicy] = field(default_factory=list)
     leader_election: LeaderElection = field(default_factory=LeaderElection)

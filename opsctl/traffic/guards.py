@@ -26,6 +26,7 @@ from typing import Any, TYPE_CHECKING, Callable
 from opsctl.errors import NoDataError
 from opsctl.traffic.slo_health import burn_now, health_problems, slo_results
 from opsctl.traffic.split import Split, split_problems
+from opsctl.traffic.canary import canary_stage
 
 if TYPE_CHECKING:
     from opsctl.audit import AuditLog
@@ -168,6 +169,11 @@ def check_rate(ctx: GuardContext) -> GuardResult:
         return GuardResult("rate", True, f"{count} of {limit.max_changes} changes used in the last {limit.window};"
                            " a failover is never held by the rate limit (it holds the moves back)",
                            details=details)
+    if ctx.action == "restore" and canary_stage(ctx.operation_id):
+        # A canary restore's moves are damped by its own backoff (capped) and judged on their burn;
+        # held by the count, a recovered backend would wait out the window behind failed canaries.
+        return GuardResult("rate", True, f"{count} of {limit.max_changes} changes used in the last {limit.window};"
+                           " a canary restore's move is held by its backoff, not the rate limit", details=details)
     if count < limit.max_changes:
         return GuardResult("rate", True, f"{count} of {limit.max_changes} changes used in the last {limit.window}",
                            details=details)
@@ -186,6 +192,10 @@ def check_budget(ctx: GuardContext) -> GuardResult:
     if not receiving:
         return GuardResult("budget", True, "no backend with an error budget gets a bigger share of user traffic",
                            skipped=True)
+    if ctx.action == "restore" and canary_stage(ctx.operation_id):
+        judged = _canary_budget(ctx, receiving)
+        if judged is not None:
+            return judged
     before = ctx.before
     losing = [] if before is None else [b for b in before.weights if ctx.after.weight(b) < before.weight(b)]
     try:
@@ -226,6 +236,40 @@ def check_budget(ctx: GuardContext) -> GuardResult:
     details["data_age_seconds"] = ctx.data_age
     return GuardResult("budget", True, f"{', '.join(receiving)}: no page-level burn, budget left, data present{age}",
                        details=details)
+
+
+def _canary_budget(ctx: GuardContext, receiving: list[str]) -> GuardResult | None:
+    """A canary restore's move (opsctl/traffic/canary.py) toward a backend is judged on its burn over
+    the fast tier's windows, not on its slower pages (the 6h/30m pair keeps firing half an hour on
+    the errors from before the failover): refused at automation.restore's fail factor or more, or
+    without data; a canary toward a backend no traffic reaches is its only probe. None: no canary
+    restore configured (the routine budget check applies)."""
+    from opsctl.traffic.canary import CanarySettings
+    from opsctl.traffic.slo_health import availability_burn
+
+    settings = CanarySettings.from_config(ctx.cfg)
+    if settings is None:
+        return None
+    stage = canary_stage(ctx.operation_id)
+    windows = (settings.fast_long, settings.fast_short)
+    burns: dict[str, float | None] = {}
+    try:
+        for backend in receiving:
+            burns[backend] = availability_burn(ctx.cfg, ctx.source(), ctx.at(), backend, windows)
+    except NoDataError as exc:
+        return _refuse_or_override(ctx, "budget", f"no data to judge {', '.join(receiving)} for the canary restore:"
+                                   f" {exc.message}", f"make the metric source answer (no data is never healthy), or {EMERGENCY_HINT}")
+    details: dict[str, object] = {"backends": receiving, "burn_fast": burns, "fail_factor": settings.fail_factor}
+    hot = {b: x for b, x in burns.items() if x is not None and x >= settings.fail_factor}
+    silent = [b for b, x in burns.items() if x is None]
+    if hot or (silent and stage != "canary"):
+        problem = "; ".join([*(f"{b} burns {x:.4g}x over the fast windows (fails at {settings.fail_factor:.4g}x)"
+                               for b, x in hot.items()), *(f"{b} carries no traffic to judge" for b in silent)])
+        return _refuse_or_override(ctx, "budget", f"canary restore toward {', '.join(receiving)}: {problem}",
+                                   f"wait for the canary restore's next try, or {EMERGENCY_HINT}", details)
+    shown = ", ".join(f"{b} {'no traffic yet' if x is None else f'{x:.4g}x'}" for b, x in burns.items())
+    return GuardResult("budget", True, f"canary restore ({stage}): fast-window burn below {settings.fail_factor:.4g}x"
+                       f" ({shown}); the slower pages are the canary's to prove", details=details)
 
 
 def check_capacity(ctx: GuardContext) -> GuardResult:

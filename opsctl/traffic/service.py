@@ -240,6 +240,25 @@ class TrafficService:
                 result.recorded.append(released)
         return result
 
+    def move_from(self, incident: str, target: "Split", expect: "Sequence[Split]", *, action: str, operation_id: str,
+                  reason: str, emergency: bool = False) -> ChangeResult:
+        """One move of a canary restore (opsctl/traffic/canary.py): to `target`, only from one of
+        `expect` (checked on every attempt: a change made meanwhile is refused by bounds, exit 2,
+        and left to a human), under `operation_id`, which the caller chose before the write: a split
+        already at `target` comes back `unchanged`, and the change record says whether it was this
+        operation's own earlier write (`record.find_change`)."""
+        from opsctl.errors import UsageError
+
+        def plan(current: "Split | None") -> "Split":
+            if current != target and current not in expect:
+                now = current.describe(self.order) if current else "unset"
+                raise UsageError(f"the split changed since the restore's last move (now {now}, expected"
+                                 f" {' or '.join(s.describe(self.order) for s in expect)}); restore left to a human")
+            return target
+
+        return self.controller.apply(ChangeRequest(action, plan, incident=incident, emergency=emergency, reason=reason,
+                                                   operation_id=operation_id), check=False)
+
     def ramp(self, target_of: Callable[["Split"], "Split"], *, action: str = "ramp", step: int | None = None,
              interval: int | None = None, reason: str = "", incident: str | None = None, emergency: bool = False,
              confirm: RampConfirm | None = None, check: bool = True) -> "RampOutcome":

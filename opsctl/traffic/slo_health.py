@@ -55,3 +55,25 @@ def burn_now(results: "Sequence[SloResult]", backend: str) -> float | None:
              for r in results if r.slo.backend == backend for w in NOW_WINDOWS]
     known = [x for x in rates if x is not None]
     return max(known) if known else None
+
+
+def availability_burn(cfg: "Config", source: "MetricSource", at: float, backend: str,
+                      windows: Sequence[int]) -> float | None:
+    """The backend's fastest availability burn over `windows` (seconds ending at `at`), across its
+    event-counting availability SLOs (those the fast tier pages on), from the raw counts in one
+    batch: what the canary restore judges a move by. None: no request reached the backend in any
+    window. Raises NoDataError when the source cannot answer, or the backend has no such SLO."""
+    from opsctl.errors import NoDataError
+    from opsctl.slo import budget
+    from opsctl.slo.loading import load_slos
+    from opsctl.slo.report import window_counts
+
+    slos = [s for s in load_slos([cfg.slo_dir], cfg.backends, config=cfg)
+            if s.backend == backend and s.kind != "latency" and s.counts_events]
+    if not slos:
+        raise NoDataError(f"{backend} has no event-counting availability SLO to judge a restore by")
+    queries = list(dict.fromkeys(q for s in slos for w in windows for q in s.queries(f"{w}s").values()))
+    answers = dict(zip(queries, source.query_many(queries, at)))
+    burns = [budget.burn_rate(window_counts(s, w, answers), s.goal) for s in slos for w in windows]
+    known = [b for b in burns if b is not None]
+    return max(known) if known else None

@@ -202,10 +202,14 @@ class LiveExecutor:
             current = self.controller.read().split
             return Outcome("skipped", f"the split changed since the failover (now {self._describe(current)}, the"
                                       f" failover wrote {after.describe(self.order)}); restore left to a human")
+        from opsctl.freeze import FreezeCalendar
+
         incident = request.incident or f"opsctl-automation-{request.context.policy}-{backend}"
+        frozen = ", ".join(w.name for w in FreezeCalendar(self.cfg.freezes).active(now))
         with self.controller.acting_as(term=request.term):
             tick = restore_tick(self.traffic, settings, progress, incident=incident, backend=backend, before=before,
-                                after=after, now=now, reason=f"opsctl serve, policy {request.context.policy}")
+                                after=after, now=now, reason=f"opsctl serve, policy {request.context.policy}",
+                                frozen=frozen)
         if tick.move is None or tick.result is None:
             return Outcome("noop", tick.progress.why, {"restore": tick.progress})
         result, kind = tick.result, tick.move.kind

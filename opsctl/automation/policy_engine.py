@@ -318,8 +318,9 @@ class PolicyEngine(PolicyActions):
             book[episode.id] = (kept, now + LOOK_EVERY, say if outcome.status != "applied" else "")
             if outcome.status == "applied" or (say != said and ("move" in outcome.data or outcome.status != "noop")):
                 self._record(policy, None, episode, "restore", outcome, dry, taken, started=now)
-                incident = episode.incident
-                if policy.policy.actions.note and incident and outcome.status != "failed":
+                incident = episode.incident  # one note when it ends (every move is a change event already)
+                ended = outcome.status == "skipped" or (outcome.status == "applied" and kept is not None and kept.finished)
+                if policy.policy.actions.note and incident and ended:
                     self._run(policy, None, episode, "note", dry, lambda: executor.note(NoteRequest(
                         context, incident=incident, text=f"opsctl automation, policy {policy.name}: canary restore"
                         f" of {episode.target}: {outcome.status} ({outcome.detail})")), taken, [])

@@ -59,6 +59,9 @@ class CanarySettings:
     backoff_max: int = 300
     fast_long: int = 300  # alerting.fast.long: the windows the waiting phase reads
     fast_short: int = 60  # alerting.fast.short: the shortest window a move is judged over
+    # A latency SLO has no fast tier (300x a 1% budget is more than every request): its moves fail
+    # at the 1h/5m page pair's factor for the period (13.44x at 28 days).
+    latency_fail_factor: float = 13.44
 
     @classmethod
     def from_config(cls, cfg: "Config") -> "CanarySettings | None":
@@ -66,12 +69,16 @@ class CanarySettings:
         restore = cfg.automation.restore
         if restore is None:
             return None
+        from opsctl.slo.conventions import ALERT_PAIRS, WINDOWS
+
         fast = cfg.alerting.fast
+        page = min((p for p in ALERT_PAIRS if p.severity == "page"), key=lambda p: WINDOWS[p.long])  # 1h/5m
         return cls(canary=restore.canary, judge=restore.judge.seconds, steps=tuple(restore.steps),
                    step_judge=restore.step_judge.seconds,
                    fail_factor=float(restore.fail_factor if restore.fail_factor is not None else fast.factor),
                    backoff=restore.backoff.seconds, backoff_max=restore.backoff_max.seconds,
-                   fast_long=fast.long.seconds, fast_short=fast.short.seconds)
+                   fast_long=fast.long.seconds, fast_short=fast.short.seconds,
+                   latency_fail_factor=float(f"{page.factor(cfg.slos.period_seconds):.4g}"))
 
     def backoff_after(self, failures: int) -> int:
         """The wait before the next canary: `backoff` after the failover and the first failure,
@@ -88,6 +95,15 @@ class BackendHealth:
     burn: float | None
     known: bool = True
     windows: tuple[int, ...] = ()
+    # Whether a move fails on it, judged per SLO (availability at fail_factor, latency at
+    # latency_fail_factor) by the reader; None: `burn` against fail_factor.
+    failing: bool | None = None
+    worst: str = ""  # the SLO burning fastest against its threshold
+
+    def fails(self, settings: "CanarySettings") -> bool:
+        if not self.known or self.burn is None:
+            return False
+        return self.failing if self.failing is not None else self.burn >= settings.fail_factor
 
     @classmethod
     def unknown(cls, windows: tuple[int, ...] = ()) -> "BackendHealth":
@@ -97,7 +113,8 @@ class BackendHealth:
         if not self.known:
             return "no data (the metric source did not answer)"
         over = "/".join(_window(w) for w in self.windows) or "its windows"
-        return f"no traffic over {over}" if self.burn is None else f"burn {self.burn:.4g}x over {over}"
+        of = f" ({self.worst})" if self.worst else ""
+        return f"no traffic over {over}" if self.burn is None else f"burn {self.burn:.4g}x{of} over {over}"
 
 
 @dataclass(frozen=True)
@@ -112,8 +129,9 @@ class PlannedMove:
 
     @property
     def action(self) -> str:
-        """The traffic controller's action: a fail-back moves away from the backend (a failover)."""
-        return "failover" if self.kind == "restore-failback" else "restore"
+        """The traffic controller's action: a fail-back is the rollback of a move that burned (the
+        guards let a rollback through, recorded as an override); the others restore."""
+        return "rollback" if self.kind == "restore-failback" else "restore"
 
 
 @dataclass(frozen=True)
@@ -201,9 +219,9 @@ def advance(progress: RestoreProgress, health: BackendHealth, now: float,
     the move and keeps the returned progress only once the move applied (or was already so)."""
     phase = progress.phase
     if phase == "done":  # watched while its incident is open: a burn fails back as a canary's would
-        if health.known and health.burn is not None and health.burn >= settings.fail_factor:
+        if health.fails(settings):
             return _fail_back(progress, now, settings, f"restored backend burns again: {health.describe()},"
-                                                       f" at or above {settings.fail_factor:.4g}x")
+                                                       f" at or above {_threshold(settings)}")
         return progress, None
     if phase in ("waiting", "failed_back"):
         return _waiting(progress, health, now, settings)
@@ -216,8 +234,8 @@ def _waiting(progress: RestoreProgress, health: BackendHealth, now: float,
         return progress, None
     if not health.known:
         return replace(progress, why=f"waiting: {health.describe()}"), None
-    if health.burn is not None and health.burn >= settings.fail_factor:
-        return replace(progress, why=f"waiting: {health.describe()}, at or above {settings.fail_factor:.4g}x"), None
+    if health.fails(settings):
+        return replace(progress, why=f"waiting: {health.describe()}, at or above {_threshold(settings)}"), None
     if progress.share <= 0:
         return replace(progress, phase="done", since=now, why="nothing was taken from the backend"), None
     points = min(settings.canary, progress.share)
@@ -230,9 +248,8 @@ def _waiting(progress: RestoreProgress, health: BackendHealth, now: float,
 def _judging(progress: RestoreProgress, health: BackendHealth, now: float,
              settings: CanarySettings) -> tuple[RestoreProgress, PlannedMove | None]:
     what = "canary" if progress.phase == "canary" else f"step {progress.step}"
-    if health.known and health.burn is not None and health.burn >= settings.fail_factor:
-        return _fail_back(progress, now, settings,
-                          f"{what} failed: {health.describe()}, at or above {settings.fail_factor:.4g}x")
+    if health.fails(settings):
+        return _fail_back(progress, now, settings, f"{what} failed: {health.describe()}, at or above {_threshold(settings)}")
     if progress.judged_until is not None and now < progress.judged_until:
         return progress, None
     if not health.known:  # the move stays where it is; nothing proves it healthy
@@ -330,6 +347,10 @@ def canary_stage(operation: str | None) -> str | None:
 
 # restore-canary-H, restore-failback-H, restore-step-H-N, restore-H-N (a routine restore is restore-H)
 _STAGE = re.compile(r"restore-(?:(canary|failback)-[0-9a-f]{16}|(step)-[0-9a-f]{16}-\d+|[0-9a-f]{16}-\d+)")
+
+
+def _threshold(settings: CanarySettings) -> str:
+    return f"{settings.fail_factor:.4g}x (latency {settings.latency_fail_factor:.4g}x)"
 
 
 def _window(seconds: float) -> str:

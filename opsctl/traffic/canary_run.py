@@ -6,7 +6,7 @@ split when none was kept (a restarted `opsctl serve`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 from opsctl.errors import NoDataError
@@ -41,19 +41,28 @@ class RestoreTick:
         return self.result is not None and (self.result.outcome == "applied" or self.recognised)
 
 
-def read_health(cfg: "Config", backend: str, windows: tuple[int, ...], at: float,
+def read_health(cfg: "Config", backend: str, windows: tuple[int, ...], at: float, settings: CanarySettings,
                 source: "Callable[[], MetricSource] | None" = None) -> BackendHealth:
-    """The backend's availability burn over `windows` ending at `at` (the caller's instant); a source
-    that does not answer is `BackendHealth.unknown` (no data is never healthy)."""
-    from opsctl.traffic.slo_health import availability_burn
+    """The backend's burn over `windows` ending at `at` (the caller's instant), each of its
+    event-counting SLOs against its threshold (availability: `fail_factor`, latency:
+    `latency_fail_factor`); a source that does not answer is `BackendHealth.unknown` (no data is
+    never healthy)."""
+    from opsctl.traffic.slo_health import backend_burns
 
     if not windows:
         return BackendHealth(None, windows=windows)
     try:
         opened = source() if source is not None else _guard_source(cfg)
-        return BackendHealth(availability_burn(cfg, opened, at, backend, windows), windows=windows)
+        burns = backend_burns(cfg, opened, at, backend, windows)
     except NoDataError:
         return BackendHealth.unknown(windows)
+    known = [(slo, b, settings.latency_fail_factor if slo.kind == "latency" else settings.fail_factor)
+             for slo, b in burns if b is not None]
+    if not known:
+        return BackendHealth(None, windows=windows)
+    slo, burn, limit = max(known, key=lambda k: k[1] / k[2])
+    return BackendHealth(max(b for _, b, _ in known), windows=windows, failing=burn >= limit,
+                         worst=f"{slo.name} {burn:.4g}x, fails at {limit:.4g}x")
 
 
 def _guard_source(cfg: "Config") -> "MetricSource":
@@ -89,22 +98,26 @@ def resume(before: "Split", after: "Split", current: "Split | None", backend: st
 
 def restore_tick(traffic: "TrafficService", settings: CanarySettings, progress: RestoreProgress, *, incident: str,
                  backend: str, before: "Split", after: "Split", now: float, reason: str,
-                 health: BackendHealth | None = None) -> RestoreTick:
-    """One look at one restore: read the health (unless given), decide, make the move."""
+                 health: BackendHealth | None = None, frozen: str = "") -> RestoreTick:
+    """One look at one restore: read the health (unless given), decide, make the move. `frozen`
+    (the freezes in force): only a fail-back moves; a move toward the backend, which the freeze
+    guard would refuse, waits for the freeze's end without being tried."""
     from opsctl.traffic.record import find_change
 
     if health is None:
-        health = read_health(traffic.cfg, backend, windows_to_read(progress, now, settings), now)
+        health = read_health(traffic.cfg, backend, windows_to_read(progress, now, settings), now, settings)
     planned, move = advance(progress, health, now, settings)
     if move is None:
         return RestoreTick(planned, health=health)
+    if frozen and move.kind != "restore-failback":
+        return RestoreTick(replace(progress, why=f"held by the change freeze ({frozen}): {move.why}"), health=health)
     target = restore_split(before, after, backend, move.back)
     expect = [restore_split(before, after, backend, progress.back)]
     if move.kind == "restore-failback":  # back from wherever the restore had got to
         expect.append(restore_split(before, after, backend, planned.back))
     operation = operation_id(move, incident, backend, planned)
     result = traffic.move_from(incident, target, expect, action=move.action, operation_id=operation,
-                               reason=f"{reason}: {move.why}"[:500], emergency=move.kind == "restore-failback")
+                               reason=f"{reason}: {move.why}"[:500])
     recognised = result.outcome == "unchanged" and find_change(
         traffic.read().record, operation=operation, action=move.action) is not None
     done = result.outcome in ("applied", "unchanged", "dry-run")

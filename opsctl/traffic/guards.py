@@ -86,7 +86,7 @@ class GuardContext:
     def overriding(self) -> str | None:
         """Why routine guards may be overridden: None for a routine change."""
         if self.action == "rollback":
-            return "rollback of an aborted ramp"
+            return "fail-back of a canary restore's move" if canary_stage(self.operation_id) else "rollback of an aborted ramp"
         if self.emergency:
             return f"emergency for incident {self.incident}"
         return None
@@ -241,34 +241,32 @@ def check_budget(ctx: GuardContext) -> GuardResult:
 def _canary_budget(ctx: GuardContext, receiving: list[str]) -> GuardResult | None:
     """A canary restore's move (opsctl/traffic/canary.py) toward a backend is judged on its burn over
     the fast tier's windows, not on its slower pages (the 6h/30m pair keeps firing half an hour on
-    the errors from before the failover): refused at automation.restore's fail factor or more, or
-    without data; a canary toward a backend no traffic reaches is its only probe. None: no canary
-    restore configured (the routine budget check applies)."""
+    the errors from before the failover): refused where an SLO of it burns at its canary threshold
+    or more, or without data; a canary toward a backend no traffic reaches is its only probe. None:
+    no canary restore configured (the routine budget check applies)."""
     from opsctl.traffic.canary import CanarySettings
-    from opsctl.traffic.slo_health import availability_burn
+    from opsctl.traffic.canary_run import read_health
 
     settings = CanarySettings.from_config(ctx.cfg)
     if settings is None:
         return None
     stage = canary_stage(ctx.operation_id)
     windows = (settings.fast_long, settings.fast_short)
-    burns: dict[str, float | None] = {}
     try:
-        for backend in receiving:
-            burns[backend] = availability_burn(ctx.cfg, ctx.source(), ctx.at(), backend, windows)
+        ctx.source()
     except NoDataError as exc:
         return _refuse_or_override(ctx, "budget", f"no data to judge {', '.join(receiving)} for the canary restore:"
                                    f" {exc.message}", f"make the metric source answer (no data is never healthy), or {EMERGENCY_HINT}")
-    details: dict[str, object] = {"backends": receiving, "burn_fast": burns, "fail_factor": settings.fail_factor}
-    hot = {b: x for b, x in burns.items() if x is not None and x >= settings.fail_factor}
-    silent = [b for b, x in burns.items() if x is None]
-    if hot or (silent and stage != "canary"):
-        problem = "; ".join([*(f"{b} burns {x:.4g}x over the fast windows (fails at {settings.fail_factor:.4g}x)"
-                               for b, x in hot.items()), *(f"{b} carries no traffic to judge" for b in silent)])
+    health = {b: read_health(ctx.cfg, b, windows, ctx.at(), settings, source=ctx.source) for b in receiving}
+    details: dict[str, object] = {"backends": receiving, "burn_fast": {b: h.burn for b, h in health.items()},
+                                  "fail_factor": settings.fail_factor, "latency_fail_factor": settings.latency_fail_factor}
+    bad = {b: h for b, h in health.items() if not h.known or h.fails(settings) or (h.burn is None and stage != "canary")}
+    if bad:
+        problem = "; ".join(f"{b}: {h.describe()}" for b, h in bad.items())
         return _refuse_or_override(ctx, "budget", f"canary restore toward {', '.join(receiving)}: {problem}",
                                    f"wait for the canary restore's next try, or {EMERGENCY_HINT}", details)
-    shown = ", ".join(f"{b} {'no traffic yet' if x is None else f'{x:.4g}x'}" for b, x in burns.items())
-    return GuardResult("budget", True, f"canary restore ({stage}): fast-window burn below {settings.fail_factor:.4g}x"
+    shown = "; ".join(f"{b}: {h.describe()}" for b, h in health.items())
+    return GuardResult("budget", True, f"canary restore ({stage}): below its thresholds over the fast windows"
                        f" ({shown}); the slower pages are the canary's to prove", details=details)
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 if TYPE_CHECKING:
     from opsctl.config import Config
     from opsctl.metrics.base import MetricSource
+    from opsctl.slo.model import SloDefinition
     from opsctl.slo.report import SloResult
 
 
@@ -57,23 +58,25 @@ def burn_now(results: "Sequence[SloResult]", backend: str) -> float | None:
     return max(known) if known else None
 
 
-def availability_burn(cfg: "Config", source: "MetricSource", at: float, backend: str,
-                      windows: Sequence[int]) -> float | None:
-    """The backend's fastest availability burn over `windows` (seconds ending at `at`), across its
-    event-counting availability SLOs (those the fast tier pages on), from the raw counts in one
-    batch: what the canary restore judges a move by. None: no request reached the backend in any
-    window. Raises NoDataError when the source cannot answer, or the backend has no such SLO."""
+
+def backend_burns(cfg: "Config", source: "MetricSource", at: float, backend: str,
+                  windows: Sequence[int]) -> "list[tuple[SloDefinition, float | None]]":
+    """Each of the backend's event-counting SLOs (availability and latency) with its fastest burn
+    over `windows` (seconds ending at `at`), from the raw counts in one batch: what the canary
+    restore judges a move by. A burn is None where no request reached the backend in any window.
+    Raises NoDataError when the source cannot answer, or the backend has no such SLO."""
     from opsctl.errors import NoDataError
     from opsctl.slo import budget
     from opsctl.slo.loading import load_slos
     from opsctl.slo.report import window_counts
 
-    slos = [s for s in load_slos([cfg.slo_dir], cfg.backends, config=cfg)
-            if s.backend == backend and s.kind != "latency" and s.counts_events]
+    slos = [s for s in load_slos([cfg.slo_dir], cfg.backends, config=cfg) if s.backend == backend and s.counts_events]
     if not slos:
-        raise NoDataError(f"{backend} has no event-counting availability SLO to judge a restore by")
+        raise NoDataError(f"{backend} has no event-counting SLO to judge a restore by")
     queries = list(dict.fromkeys(q for s in slos for w in windows for q in s.queries(f"{w}s").values()))
     answers = dict(zip(queries, source.query_many(queries, at)))
-    burns = [budget.burn_rate(window_counts(s, w, answers), s.goal) for s in slos for w in windows]
-    known = [b for b in burns if b is not None]
-    return max(known) if known else None
+    out: list[tuple[SloDefinition, float | None]] = []
+    for slo in slos:
+        known = [b for b in (budget.burn_rate(window_counts(slo, w, answers), slo.goal) for w in windows) if b is not None]
+        out.append((slo, max(known) if known else None))
+    return out

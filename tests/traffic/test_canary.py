@@ -66,6 +66,8 @@ def test_the_shipped_settings_are_5_points_judged_5m_steps_a_minute_apart_failin
     assert (s.canary, s.judge, s.steps, s.step_judge) == (5, 300, (25, 50, 100), 60)
     assert (s.fail_factor, s.fast_long, s.fast_short) == (300.0, 300, 60)
     assert (s.backoff, s.backoff_max) == (60, 300)
+    # Latency has no fast tier: the 1h/5m page pair's factor, 2% of a 28-day budget in 1h: 0.02 x 672h / 1h.
+    assert s.latency_fail_factor == round(0.02 * 28 * 24, 2) == 13.44
 
 
 def test_the_backoff_doubles_per_failed_canary_and_is_capped():

@@ -90,10 +90,10 @@ def test_a_canary_into_a_still_failing_backend_fails_back_within_the_fast_window
     assert all(b[0] - a[0] <= settings.fast_short for a, b in zip(moves[::2], moves[1::2]))
     assert traffic.read().split == after  # internal 100, databricks 0
     assert progress.phase == "failed_back" and progress.failures == len(moves) // 2
-    # Each move is in the change record under its own operation, the fail-back as a failover.
+    # Each move is in the change record under its own operation, the fail-back as the rollback of the canary.
     record = traffic.read().record
     kinds = [(e.action, e.operation.rsplit("-", 1)[0]) for e in record.changes][1:]
-    assert kinds[:2] == [("restore", "restore-canary"), ("failover", "restore-failback")]
+    assert kinds[:2] == [("restore", "restore-canary"), ("rollback", "restore-failback")]
 
 
 @pytest.mark.slow

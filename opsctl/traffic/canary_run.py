@@ -7,17 +7,15 @@ split when none was kept (a restarted `opsctl serve`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from opsctl.errors import NoDataError
 from opsctl.traffic.canary import (
     BackendHealth, CanarySettings, PlannedMove, RestoreProgress, advance, operation_id, restore_split, share_taken,
     windows_to_read,
 )
+from opsctl.traffic.slo_health import read_health
 
 if TYPE_CHECKING:
-    from opsctl.config import Config
-    from opsctl.metrics.base import MetricSource
     from opsctl.traffic.change import ChangeResult
     from opsctl.traffic.service import TrafficService
     from opsctl.traffic.split import Split
@@ -39,40 +37,6 @@ class RestoreTick:
     @property
     def moved(self) -> bool:
         return self.result is not None and (self.result.outcome == "applied" or self.recognised)
-
-
-def read_health(cfg: "Config", backend: str, windows: tuple[int, ...], at: float, settings: CanarySettings,
-                source: "Callable[[], MetricSource] | None" = None) -> BackendHealth:
-    """The backend's burn over `windows` ending at `at` (the caller's instant), each of its
-    event-counting SLOs against its threshold (availability: `fail_factor`, latency:
-    `latency_fail_factor`); a source that does not answer is `BackendHealth.unknown` (no data is
-    never healthy)."""
-    from opsctl.traffic.slo_health import backend_burns
-
-    if not windows:
-        return BackendHealth(None, windows=windows)
-    try:
-        opened = source() if source is not None else _guard_source(cfg)
-        burns = backend_burns(cfg, opened, at, backend, windows)
-    except NoDataError:
-        return BackendHealth.unknown(windows)
-    known = [(slo, b, settings.latency_fail_factor if slo.kind == "latency" else settings.fail_factor)
-             for slo, b in burns if b is not None]
-    if not known:
-        return BackendHealth(None, windows=windows)
-    slo, burn, limit = max(known, key=lambda k: k[1] / k[2])
-    return BackendHealth(max(b for _, b, _ in known), windows=windows, failing=burn >= limit,
-                         worst=f"{slo.name} {burn:.4g}x, fails at {limit:.4g}x")
-
-
-def _guard_source(cfg: "Config") -> "MetricSource":
-    from opsctl.metrics.base import open_source
-
-    source = open_source(cfg)
-    if hasattr(source, "bounded"):  # as the guards: never wait on metrics past a short bound
-        source = source.bounded(cfg.metrics.prometheus.guard_deadline)
-    source.check()
-    return source
 
 
 def resume(before: "Split", after: "Split", current: "Split | None", backend: str, now: float,
@@ -124,4 +88,4 @@ def restore_tick(traffic: "TrafficService", settings: CanarySettings, progress: 
     return RestoreTick(planned if done else progress, move, result, health, recognised)
 
 
-__all__ = ["LOOK_EVERY", "RestoreTick", "read_health", "restore_tick", "resume"]
+__all__ = ["LOOK_EVERY", "RestoreTick", "restore_tick", "resume"]

@@ -245,7 +245,7 @@ def _canary_budget(ctx: GuardContext, receiving: list[str]) -> GuardResult | Non
     or more, or without data; a canary toward a backend no traffic reaches is its only probe. None:
     no canary restore configured (the routine budget check applies)."""
     from opsctl.traffic.canary import CanarySettings
-    from opsctl.traffic.canary_run import read_health
+    from opsctl.traffic.slo_health import read_health
 
     settings = CanarySettings.from_config(ctx.cfg)
     if settings is None:

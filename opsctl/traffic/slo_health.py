@@ -1,7 +1,8 @@
 """What a backend's own SLOs say about its health, for a traffic change: `slo_results` (evaluated at the
 metric source's instant), `health_problems` (why a routine move toward it is refused) and `burn_now`
-(its fastest burn over the short windows). The budget guard (traffic/guards.py), the ramp's checks
-and the rollout's analyses read them."""
+(its fastest burn over the short windows); `read_health` what the canary restore judges a move by
+(each event-counting SLO's burn over the windows it asks for, against its threshold). The budget
+guard (traffic/guards.py), the ramp's checks, the rollout's analyses and the canary restore read them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ if TYPE_CHECKING:
     from opsctl.metrics.base import MetricSource
     from opsctl.slo.model import SloDefinition
     from opsctl.slo.report import SloResult
+    from opsctl.traffic.canary import BackendHealth, CanarySettings
 
 
 def slo_results(cfg: "Config", source: Callable[[], "MetricSource"], at: Callable[[], float],
@@ -80,3 +82,38 @@ def backend_burns(cfg: "Config", source: "MetricSource", at: float, backend: str
         known = [b for b in (budget.burn_rate(window_counts(slo, w, answers), slo.goal) for w in windows) if b is not None]
         out.append((slo, max(known) if known else None))
     return out
+
+
+def read_health(cfg: "Config", backend: str, windows: tuple[int, ...], at: float, settings: "CanarySettings",
+                source: "Callable[[], MetricSource] | None" = None) -> "BackendHealth":
+    """The backend's burn over `windows` ending at `at` (the caller's instant), each of its
+    event-counting SLOs against its threshold (availability: `fail_factor`, latency:
+    `latency_fail_factor`); a source that does not answer is `BackendHealth.unknown` (no data is
+    never healthy)."""
+    from opsctl.errors import NoDataError
+    from opsctl.traffic.canary import BackendHealth
+
+    if not windows:
+        return BackendHealth(None, windows=windows)
+    try:
+        opened = source() if source is not None else _guard_source(cfg)
+        burns = backend_burns(cfg, opened, at, backend, windows)
+    except NoDataError:
+        return BackendHealth.unknown(windows)
+    known = [(slo, b, settings.latency_fail_factor if slo.kind == "latency" else settings.fail_factor)
+             for slo, b in burns if b is not None]
+    if not known:
+        return BackendHealth(None, windows=windows)
+    slo, burn, limit = max(known, key=lambda k: k[1] / k[2])
+    return BackendHealth(max(b for _, b, _ in known), windows=windows, failing=burn >= limit,
+                         worst=f"{slo.name} {burn:.4g}x, fails at {limit:.4g}x")
+
+
+def _guard_source(cfg: "Config") -> "MetricSource":
+    from opsctl.metrics.base import open_source
+
+    source = open_source(cfg)
+    if hasattr(source, "bounded"):  # as the guards: never wait on metrics past a short bound
+        source = source.bounded(cfg.metrics.prometheus.guard_deadline)
+    source.check()
+    return source

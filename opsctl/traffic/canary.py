@@ -83,7 +83,8 @@ class CanarySettings:
     def backoff_after(self, failures: int) -> int:
         """The wait before the next canary: `backoff` after the failover and the first failure,
         doubled per failure since, at most `backoff_max`."""
-        return min(self.backoff * 2 ** max(failures - 1, 0), self.backoff_max)
+        doubled: int = self.backoff << max(failures - 1, 0)
+        return min(doubled, self.backoff_max)
 
 
 @dataclass(frozen=True)

@@ -299,6 +299,9 @@ class PolicyEngine(PolicyActions):
 
         book: dict[int | str, tuple[Any, float, str]] = self.__dict__.setdefault("_canary_book", {})
         now = self.clock()
+        if now < self.__dict__.get("_canary_swept", float("-inf")) + 1.0:  # serve sweeps every 0.25 s: read once a second
+            return
+        self.__dict__["_canary_swept"] = now
         for episode in self.store.episodes(open_only=True):
             policy = self.by_name.get(episode.policy)
             kept, look, said = book.get(episode.id, (None, 0.0, ""))

@@ -74,6 +74,14 @@ class SloDefinition:
     notes: tuple[str, ...] = ()  # what a reader of the file must know (keys read and ignored)
     # The SLO's own period (OpenSLO timeWindow, Pyrra window), seconds; None: the config's slos.period.
     period_seconds: int | None = None
+    # The alerts its own file turns off, recording rules kept: "page" (with the fast tier), "ticket"
+    # (Sloth's page_alert/ticket_alert.disable, Pyrra's alerting.disabled or burnrates: false) and
+    # "absent" (Pyrra's alerting.absent: false).
+    silenced: tuple[str, ...] = ()
+
+    def alerts_on(self, severity: str) -> bool:
+        """Whether the SLO's file lets opsctl generate its alerts of `severity` (page, ticket, absent)."""
+        return severity not in self.silenced
 
     def period_or(self, default: int) -> int:
         """Its own period, else `default` (slos.period): what its windows and factors follow."""

@@ -83,17 +83,37 @@ class Indicator:
 
 
 @dataclass(frozen=True)
+class Alerting:
+    """Pyrra's alerting switches, honoured (`disabled` and `burnrates: false`: no burn-rate alerts;
+    `absent: false`: no absent alert; recording rules kept); names and severities are Pyrra's own
+    (opsctl's alerts carry the config's)."""
+
+    disabled: bool | None = None
+    burnrates: bool | None = None
+    absent: bool | None = None
+    name: str = ""
+    absentName: str = ""
+    severities: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def silenced(self) -> tuple[str, ...]:
+        burn = self.disabled is True or self.burnrates is False
+        return (("page", "ticket") if burn else ()) + (("absent",) if self.absent is False else ())
+
+
+@dataclass(frozen=True)
 class Spec:
     target: Any
     window: str
     indicator: Indicator
     description: str = ""
-    alerting: dict[str, Any] = field(default_factory=dict)  # Pyrra's alerts: opsctl's come from `alerting:`
+    alerting: Alerting = field(default_factory=Alerting)
+    # Pyrra's performance_over_accuracy and the like are not read: refused as unknown keys.
 
 
 @dataclass(frozen=True)
 class Document:
-    apiVersion: Literal["pyrra.dev/v1alpha1"]
+    apiVersion: str  # pyrra.dev/v1alpha1, or any other: Pyrra's file loader reads the shape (loading.py)
     kind: Literal["ServiceLevelObjective"]
     metadata: dict[str, Any]
     spec: Spec
@@ -182,7 +202,8 @@ def _definition(doc: Document, path: str, where: str, known: set[str], period_se
                              source_format="pyrra", grouping=grouping, method="good_bad_ratio",
                              period_seconds=own_period, filter_good=filter_good, filter_valid=filter_valid,
                              kind=kind, threshold_seconds=threshold_seconds, keys=keys, document=document,
-                             filter_bad=filter_bad, operators=operators, counts=counts)
+                             filter_bad=filter_bad, operators=operators, counts=counts,
+                             silenced=doc.spec.alerting.silenced)
     if ind.ratio is not None:
         valid = f"sum{by} (increase({selectors['total']}[window]))"
         errors = f"sum{by} (increase({selectors['errors']}[window]))"

@@ -524,7 +524,10 @@ def load(docs: list[tuple[str, str, Any]], known: set[str], config: Config | Non
         slo = _validate(document, loaded.file, known, found)
         problems.extend(remap(found, loaded.file, paths))
         if slo:
-            out.append(dataclasses.replace(slo, file=loaded.path, source_format="openslo",
+            roles = (("good", "filter_good"), ("valid", "filter_valid"), ("bad", "filter_bad"), ("sli", "expression"))
+            keys = tuple((role, paths[f"spec.service_level_indicator.{k}"]) for role, k in roles
+                         if f"spec.service_level_indicator.{k}" in paths)  # messages name the OpenSLO keys
+            out.append(dataclasses.replace(slo, file=loaded.path, source_format="openslo", keys=keys,
                                            notes=tuple(dict.fromkeys(notes)),
                                            period_seconds=_check_window(loaded.obj.spec, ctx, lambda *_: None)))
     return out

@@ -212,7 +212,8 @@ def _definition(doc: Document, path: str, where: str, known: set[str], period_se
                              counts="increase", kind="availability", threshold_seconds=None,
                              document=_document(name, backend, service, doc.spec.description, goal,
                                                 {"filter_good": good, "filter_valid": valid, "operators": []}),
-                             keys=(("good", f"{key}.errors.metric"), ("valid", f"{key}.total.metric")))
+                             keys=(("good", f"{key}.errors.metric"), ("bad", f"{key}.errors.metric"),
+                                   ("valid", f"{key}.total.metric")))
     if ind.latency is not None:
         kind, threshold = _classify(selectors["success"])
         if kind != "latency" or threshold is None:

@@ -250,7 +250,7 @@ def _definition(slo: Slo, body: CrdSpec | ServiceFile, key: str, path: str, wher
     rates = bool(_RATE.search(error)) and bool(_RATE.search(total))
     increases = bool(_INCREASE.search(error)) and bool(_INCREASE.search(total))
     roles = (("good", f"{key}.sli.events"), ("valid", f"{key}.sli.events.total_query"),
-             ("sli", f"{key}.sli.events"))
+             ("bad", f"{key}.sli.events.error_query"), ("sli", f"{key}.sli.events"))
     if rates == increases:  # neither or both: the same SLI, as a ratio without event counts
         expression = f"1 - ((({error}) or ({total}) * 0) / ({total}))"
         return SloDefinition(

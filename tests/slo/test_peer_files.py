@@ -137,3 +137,16 @@ def test_the_catalogs_slo_files_give_rules_promtool_loads(tmp_path):
         assert result.exit_code == 0, result.output
         checked = promtool_check(out)
         assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_convert_keeps_the_switches_or_refuses(tmp_path):
+    cfg = write_config(tmp_path, slo_dir=VALID)
+    result = invoke("--config", str(cfg), "slo", "convert", str(VALID / "sloth-no-alerts.yml"), "--to", "sloth")
+    assert result.exit_code == 0, result.output
+    docs = list(yaml.safe_load_all(result.stdout))
+    alerting = {d["slos"][0]["name"]: d["slos"][0]["alerting"] for d in docs}
+    assert alerting["requests-availability-quiet"]["page_alert"] == {"disable": True}
+    assert alerting["requests-availability-quiet"]["ticket_alert"] == {"disable": True}
+    assert "ticket_alert" not in alerting["requests-availability-tickets"]
+    refused = invoke("--config", str(cfg), "slo", "convert", str(VALID / "sloth-no-alerts.yml"), "--to", "openslo")
+    assert refused.exit_code == 2 and "turns off its page, ticket alerts" in refused.output, refused.output

@@ -1,8 +1,9 @@
-"""Young and broken SLIs are said, in every format (#38 item 8), on a real Prometheus holding 3 days
-of one backend's traffic: a Sloth and a Pyrra SLO over a 28-day period report the share of the
-period their data cover (as slo-generator's do), and an SLI whose error query counts more than its
-total (two different metrics) is reported as broken, exit 3, naming both queries, never an SLI
-clamped to 0."""
+"""Peer formats reported on a real Prometheus holding 3 days of traffic (1 request in 100 failing
+on internal, 2 in 100 on databricks): OpenSLO's openslo/v1alpha (Sloth's form), openslo.com/v2alpha
+and v1 with `{{.Window}}` give the SLI and burn rates worked out by hand (#38 item 10); a Sloth and a
+Pyrra SLO over a 28-day period report the share of the period their data cover, as slo-generator's
+do, and an SLI whose error query counts more than its total (two different metrics) is reported as
+broken, exit 3, naming both queries, never an SLI clamped to 0 (#38 item 8)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import json
 import pytest
 
 from tests.cli.inprocess import invoke
-from tests.conftest import write_config
+from tests.conftest import REPO, write_config
 from tests.slo import data as d
 
 pytestmark = pytest.mark.prometheus
@@ -70,7 +71,8 @@ PYRRA_BROKEN = PYRRA.replace("young-pyrra-errors", "broken-pyrra-errors").replac
 def prometheus(tmp_path_factory):
     from tests.conftest import PrometheusServer
 
-    traffic = {"internal": d.make_traffic(END, STEPS, 100, error_share=0.01)}
+    traffic = {"internal": d.make_traffic(END, STEPS, 100, error_share=0.01),
+               "databricks": d.make_traffic(END, STEPS, 100, error_share=0.02)}
     work = tmp_path_factory.mktemp("young")
     (work / "traffic.om").write_text(d.openmetrics(traffic))
     server = PrometheusServer(work, openmetrics=work / "traffic.om")
@@ -114,3 +116,23 @@ def test_an_error_count_above_the_total_is_a_broken_sli_exit_3_naming_both_queri
     rows = {r["name"]: r for r in json.loads(result.stdout)}
     assert rows[name]["status"] == "unknown" and rows[name]["sli"] is None  # not clamped to 0
     assert all(v is None for v in rows[name]["burn_rate"].values())
+
+
+VALID = REPO / "tests/slo/data/peers/valid"
+WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
+
+
+@pytest.mark.parametrize("file, name, sli, goal", [
+    # By hand: 99 of every 100 internal requests succeed, 98 of 100 on databricks, every step alike,
+    # so every window's SLI is that share and its burn rate (1 - SLI) / (1 - goal).
+    ("openslo-v1alpha-sloth.yml", "llm-gateway-openslo-gateway-requests-0", 0.99, 0.999),
+    ("openslo-v2alpha.yaml", "gateway-v2alpha", 0.98, 0.999),
+    ("openslo-v1-window-template.yaml", "gateway-window-template", 0.99, 0.995),
+], ids=["v1alpha", "v2alpha", "v1-window-template"])
+def test_openslo_versions_give_the_figures_worked_out_by_hand(tmp_path, prometheus, file, name, sli, goal):
+    result = report(tmp_path, prometheus, {file: (VALID / file).read_text()})
+    assert result.exit_code in (0, 1), result.output
+    row = {r["name"]: r for r in json.loads(result.stdout)}[name]
+    assert row["sli"] == pytest.approx(sli, abs=1e-9)
+    for window in WINDOWS:
+        assert row["burn_rate"][window] == pytest.approx((1 - sli) / (1 - goal), rel=1e-6), window

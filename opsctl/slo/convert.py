@@ -136,7 +136,7 @@ def to_sloth(slo: SloDefinition, problems: list[str]) -> dict[str, Any] | None:
             valid = q["valid"] if "valid" in q else f"{q['good']} + ({q['bad']} or {q['good']} * 0)"
         sli = {"events": {"error_query": f"({valid}) - (({good}) or ({valid}) * 0)", "total_query": valid}}
     name = slo.name[len(service) + 1:] if slo.name.startswith(f"{service}-") else slo.name
-    entry = {"name": name, "objective": float(Decimal(repr(slo.goal)) * 100)}
+    entry: dict[str, Any] = {"name": name, "objective": float(Decimal(repr(slo.goal)) * 100)}
     if slo.description:
         entry["description"] = slo.description
     if slo.backend:

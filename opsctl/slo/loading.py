@@ -1,6 +1,11 @@
-"""Reading SLO files of every format: slo-generator's (opsctl.slo.model), OpenSLO v1
-(opsctl.slo.openslo), Sloth's service files and CRD (opsctl.slo.sloth) and Pyrra's
-ServiceLevelObjective (opsctl.slo.pyrra). It sits above them all, so that none imports another."""
+"""Reading SLO files of every format: slo-generator's (opsctl.slo.model), OpenSLO v1, v1alpha and
+v2alpha (opsctl.slo.openslo), Sloth's service files and CRD (opsctl.slo.sloth) and Pyrra's
+ServiceLevelObjective (opsctl.slo.pyrra). It sits above them all, so that none imports another.
+
+Each document is recognised by its own markers before it is validated (`recognise`): a rule
+file (Sloth's or Pyrra's generated rules among them), another tool's version or an unknown one is
+refused in one line. Every SLO's queries are then parsed as PromQL Prometheus loads
+(opsctl.slo.promql_check): one query that cannot load would make the whole rule file fail."""
 
 from __future__ import annotations
 
@@ -100,7 +105,8 @@ def recognise(doc: object) -> tuple[str, str | None]:
         return "slo-generator", None  # its validation says a file must be a mapping
     api, kind, version = doc.get("apiVersion"), doc.get("kind"), doc.get("version")
     api_text = str(api or "")
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    raw_spec = doc.get("spec")
+    spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
     if ("groups" in doc and api is None and kind is None) or kind == "PrometheusRule" or (
             kind is None and api_text.startswith("monitoring.coreos.com/")):
         return "", f"(top level): {_rules_of(doc)}, not an SLO: opsctl reads SLO files ({', '.join(FORMATS)}) and" \

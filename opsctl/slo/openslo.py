@@ -1,5 +1,8 @@
 """OpenSLO v1 files -> the slo-generator document opsctl computes from, so an SLO gives the same
-numbers and rules whichever format it came in.
+numbers and rules whichever format it came in. `openslo/v1alpha` (Sloth's OpenSLO form: ratio
+SLOs) and `openslo.com/v2alpha` are read as the v1 documents they mean (`as_v1`); a query's
+`{{.Window}}` (or Sloth's `{{.window}}`) template is the `[window]` placeholder, and a good/total
+pair of such expressions is counted as written (no operators wrapped around them).
 
 What maps, and how (anything else is refused with its file and key path):
 
@@ -94,8 +97,7 @@ def _v1alpha(doc: dict[str, Any], where: str, problems: list[str]) -> list[dict[
     if doc.get("kind") != "SLO":
         problems.append(f"{where}: kind: opsctl reads {V1ALPHA}'s SLO (Sloth's form), got {doc.get('kind')!r}")
         return []
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    meta, spec = _mapping(doc.get("metadata")), _mapping(doc.get("spec"))
     out: list[dict[str, Any]] = []
     for key in sorted(set(spec) - {"service", "description", "budgetingMethod", "objectives", "timeWindows"}, key=str):
         problems.append(f"{where}: spec.{key}: not read in {V1ALPHA} (opsctl reads service, description,"
@@ -103,7 +105,7 @@ def _v1alpha(doc: dict[str, Any], where: str, problems: list[str]) -> list[dict[
     windows = spec.get("timeWindows") or []
     time_window = []
     if isinstance(windows, list) and windows:
-        w = windows[0] if isinstance(windows[0], dict) else {}
+        w = _mapping(windows[0])
         if len(windows) > 1 or str(w.get("unit", "")).lower() != "day" or not isinstance(w.get("count"), int) \
                 or isinstance(w.get("count"), bool):
             problems.append(f"{where}: spec.timeWindows: one window of a count of days (unit: Day), as Sloth reads it,"
@@ -145,6 +147,10 @@ def _v1alpha(doc: dict[str, Any], where: str, problems: list[str]) -> list[dict[
                                  "rawType": "success",
                                  "raw": {"metricSource": {"type": "Prometheus", "spec": {"query": query}}}}}}}})
     return out
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _v2alpha(doc: dict[str, Any]) -> dict[str, Any]:

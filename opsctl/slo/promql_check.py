@@ -46,7 +46,13 @@ _registered = False
 def _parser() -> Any:
     """promql_parser, with Prometheus 2.42's `holt_winters` known to it (once per process)."""
     global _registered
-    import promql_parser
+    try:
+        import promql_parser
+    except ImportError as exc:  # a dependency of opsctl (pyproject.toml): an install that lacks it is broken
+        from opsctl.errors import OpsctlError
+
+        raise OpsctlError("promql-parser is not installed: opsctl parses every SLO query with it",
+                          hint="pip install 'promql-parser>=0.11,<0.12' (or reinstall opsctl)") from exc
 
     if not _registered:
         try:

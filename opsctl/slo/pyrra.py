@@ -14,10 +14,14 @@ How each indicator maps onto what opsctl computes (the queries Pyrra itself writ
   `by` them, the report has one row per group (`name{label="value"}`) and the rules record one
   series per group.
 - `latencyNative` (native histograms) is refused, naming the feature.
+- Recognised by its shape as Pyrra's file loader reads it, whatever its apiVersion
+  (`pyrra.dev/v1alpha1`, or `v1alpha1`: opsctl.slo.loading.recognise).
+- `alerting.disabled: true` or `burnrates: false`: no burn-rate alerts (page, ticket, fast tier);
+  `absent: false`: no absent alert; recording rules kept (`SloDefinition.silenced`).
 - `target` (a percentage) is the goal as written; `window` is the SLO's own period (1d to 400d,
   any beside `slos.period`), which its windows, factors and `for:` follow as Pyrra's do
-  (opsctl.slo.conventions.window_scale); `alerting` is Pyrra's own (opsctl's alerts come
-  from the config's `alerting:`); `metadata.labels.backend` ties a traffic guard.
+  (opsctl.slo.conventions.window_scale); Pyrra's alert names and severities are its own (opsctl's
+  alerts come from the config's `alerting:`); `metadata.labels.backend` ties a traffic guard.
 """
 
 from __future__ import annotations

@@ -13,11 +13,16 @@ How each maps onto what opsctl computes:
   seconds are its events (`counts: rate`); with `increase` they are the events (`counts:
   increase`); a query with neither (or both) gives the same SLI as a ratio without event counts.
 - `sli.raw.error_ratio_query` -> query_sli, SLI = 1 - the ratio: no event counts.
-- `sli.plugin` (Sloth SLI plugins run Go code inside Sloth) is refused, naming the feature.
+- `sli.plugin` (Sloth SLI plugins run Go code inside Sloth) and SLO plugins (`plugins`,
+  `slo_plugins` / `sloPlugins`, which rewrite Sloth's rules) are refused, naming the plugins.
+- `service` must not be empty (Sloth refuses it); label and annotation values are read as Sloth
+  reads them, as strings (`tier: 2` is "2", `true` is "true").
 - The SLO is named as Sloth names it (`sloth_id`: `<service>-<name>`), its objective (a
   percentage) is the goal as written, `labels.backend` (SLO labels over service labels) ties a
-  traffic guard, the service names the service in rules. `alerting` is Sloth's own; opsctl's
-  burn-rate alerts come from the config's `alerting:` (said in `slo validate`'s docs).
+  traffic guard, the service names the service in rules. `alerting.page_alert.disable` and
+  `ticket_alert.disable` are honoured (`SloDefinition.silenced`: no alerts of that severity, the
+  fast tier following the page; recording rules kept); the rest of `alerting` is Sloth's own, and
+  opsctl's burn-rate alerts come from the config's `alerting:`.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def test_slo_generator_and_sloth_windows_substituted_are_checked_as_prometheus_r
 @pytest.mark.parametrize("query, said", [
     ("holt_winters(x[1h], 0.5, 0.5)", None),  # 2.42's name (3.0 renamed it)
     ("limitk(2, x)", "limitk: not in Prometheus 2.42's PromQL"),
-    ("sort_by_label(x, \"a\")", "sort_by_label(): not in Prometheus 2.42's PromQL"),
+    ("sort_by_label(x, \"a\")", "sort_by_label: not in Prometheus 2.42's PromQL"),
     ("rate(x[300])", "duration '300' needs its unit"),
     ("x offset 300", "duration '300' needs its unit"),
     ('{"a.b"="c"}', 'quoted name "a.b" in a selector'),

@@ -144,6 +144,9 @@ def report(app, paths, prometheus_url, source_kind, at, fail_on, exclude_drills,
     if cross_check:  # check_sli raised on any disagreement: reaching here means every window agreed
         click.echo(f"cross-check: ok, slo-generator's SLI agrees with opsctl's on every window with data"
                    f" of {len(results)} SLO(s)", err=True)
+    broken = [f"{r.slo.file}: {r.slo.name}: {r.status.reason}" for r in results if r.status.reason.startswith("broken SLI")]
+    if broken:
+        raise NoDataError("; ".join(broken))
     unknown = [r.slo.name for r in results if r.status.level == "unknown"]
     if unknown:
         raise NoDataError(f"no data for {len(unknown)} SLO(s): {', '.join(unknown)}{why_no_data(source)}")

@@ -79,7 +79,8 @@ def plan_runbooks(cfg: "Config", plans: Sequence["SloRulePlan"]) -> list[Runbook
     alerts: list[Runbook] = []
     for plan in sorted(plans, key=lambda p: p.name):
         for severity in cv.SEVERITIES:
-            alerts.append(_alert_runbook(cfg, site, plan, severity, plans, scenario_files))
+            if any(a.severity == severity for a in plan.alerts):  # none when the SLO's file turns them off
+                alerts.append(_alert_runbook(cfg, site, plan, severity, plans, scenario_files))
     site["alert_runbooks"] = [
         {"file": r.file, "slo": r.slo, "severity": r.severity, "backend": r.backend, "alert": r.alert,
          "title": r.title, "objective": r.context["budget"].objective, "kind": r.context["slo"].kind}
@@ -229,6 +230,7 @@ def _alert_runbook(cfg: "Config", site: dict, plan: "SloRulePlan", severity: str
         for p in sorted(plans, key=lambda p: p.name)
         if p.name != slo.name and p.slo.kind == slo.kind and p.slo.threshold_seconds == slo.threshold_seconds
         and (backend == cv.ALL_BACKENDS) != (p.slo.backend == cv.ALL_BACKENDS)
+        and any(a.severity == severity for a in p.alerts)
     ]
     alertname = cv.alert_name(severity)
     file = cv.runbook_name(slo.name, severity)

@@ -15,7 +15,9 @@ as `sli.events` (error = total - good, each query as opsctl asks it, the window 
 Pyrra (`pyrra.dev/v1alpha1`): only a latency SLO over plain selectors (the buckets at one `le`
 and their `_count`) maps exactly; Pyrra takes series selectors, not expressions, and its ratio
 counts errors with a selector, which a good/valid SLO does not have. A grouped SLO has no
-slo-generator, OpenSLO or Sloth form (each would sum the groups into one SLI).
+slo-generator, OpenSLO or Sloth form (each would sum the groups into one SLI). The file's own alert
+switches (`SloDefinition.silenced`) are written as Sloth's `disable` and Pyrra's `burnrates`/`absent`;
+slo-generator and OpenSLO have none, so a silenced SLO is refused for them (it would alert).
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ def convert(slos: Iterable[SloDefinition], to: str, period_seconds: int) -> list
         if slo.grouping and to != "pyrra":
             problems.append(f"{slo.file}: {slo.name}: one SLI per {', '.join(slo.grouping)} (a grouping) has no {to}"
                             " form: each would sum the groups into one SLI")
+            continue
+        if slo.silenced and to in ("openslo", "slo-generator"):
+            problems.append(f"{slo.file}: {slo.name}: its file turns off its {', '.join(slo.silenced)} alerts, which"
+                            f" {to} has no switch for: the converted SLO would alert (write it as sloth or pyrra)")
             continue
         if to == "openslo":
             doc = to_openslo(slo, slo.period_or(period_seconds), problems)
@@ -130,13 +136,19 @@ def to_sloth(slo: SloDefinition, problems: list[str]) -> dict[str, Any] | None:
             valid = q["valid"] if "valid" in q else f"{q['good']} + ({q['bad']} or {q['good']} * 0)"
         sli = {"events": {"error_query": f"({valid}) - (({good}) or ({valid}) * 0)", "total_query": valid}}
     name = slo.name[len(service) + 1:] if slo.name.startswith(f"{service}-") else slo.name
-    entry = {"name": name, "objective": float(Decimal(repr(slo.goal)) * 100)}
+    entry: dict[str, Any] = {"name": name, "objective": float(Decimal(repr(slo.goal)) * 100)}
     if slo.description:
         entry["description"] = slo.description
     if slo.backend:
         entry["labels"] = {"backend": slo.backend}
     entry["sli"] = sli
     entry["alerting"] = {"name": "Slo" + "".join(p.capitalize() for p in slo.name.replace("_", "-").split("-") if p)}
+    if "absent" in slo.silenced:
+        problems.append(f"{slo.file}: {slo.name}: its absent alert is off, which Sloth has no switch for")
+        return None
+    for severity in ("page", "ticket"):  # the file's own switches, as Sloth writes them
+        if not slo.alerts_on(severity):
+            entry["alerting"][f"{severity}_alert"] = {"disable": True}
     return {"version": "prometheus/v1", "service": service, "slos": [entry]}
 
 
@@ -169,6 +181,14 @@ def to_pyrra(slo: SloDefinition, period_seconds: int, problems: list[str]) -> di
     if slo.description:
         spec["description"] = slo.description
     spec["indicator"] = {"latency": {"success": {"metric": slo.filter_good}, "total": {"metric": slo.filter_valid}}}
+    if slo.alerts_on("page") != slo.alerts_on("ticket"):
+        problems.append(f"{slo.file}: {slo.name}: only its {'page' if slo.alerts_on('page') else 'ticket'} alerts"
+                        " are on, which Pyrra has no switch for (burnrates turns both off)")
+        return None
+    switches = {**({"burnrates": False} if not slo.alerts_on("page") else {}),
+                **({"absent": False} if not slo.alerts_on("absent") else {})}
+    if switches:
+        spec["alerting"] = switches
     return {"apiVersion": "pyrra.dev/v1alpha1", "kind": "ServiceLevelObjective",
             "metadata": {"name": slo.name, **({"labels": labels} if labels else {})}, "spec": spec}
 

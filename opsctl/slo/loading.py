@@ -1,9 +1,15 @@
-"""Reading SLO files of every format: slo-generator's (opsctl.slo.model), OpenSLO v1
-(opsctl.slo.openslo), Sloth's service files and CRD (opsctl.slo.sloth) and Pyrra's
-ServiceLevelObjective (opsctl.slo.pyrra). It sits above them all, so that none imports another."""
+"""Reading SLO files of every format: slo-generator's (opsctl.slo.model), OpenSLO v1, v1alpha and
+v2alpha (opsctl.slo.openslo), Sloth's service files and CRD (opsctl.slo.sloth) and Pyrra's
+ServiceLevelObjective (opsctl.slo.pyrra). It sits above them all, so that none imports another.
+
+Each document is recognised by its own markers before it is validated (`recognise`): a rule
+file (Sloth's or Pyrra's generated rules among them), another tool's version or an unknown one is
+refused in one line. Every SLO's queries are then parsed as PromQL Prometheus loads
+(opsctl.slo.promql_check): one query that cannot load would make the whole rule file fail."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -38,24 +44,17 @@ def load_slos(paths: Iterable[str | Path], backends: Iterable[str], *,
         except ConfigError as exc:
             problems.extend(exc.problems)
             continue
-        kinds = [_format(d) for d in docs]
-        if any(k != "slo-generator" for k in kinds):  # told apart by apiVersion / kind / version
-            for i, (kind, doc) in enumerate(zip(kinds, docs)):
-                where = str(path) if len(docs) == 1 else f"{path}: document {i + 1}"
-                if kind == "slo-generator" and isinstance(doc, dict) and doc.get("apiVersion") == "sre.google.com/v2":
-                    problems.append(f"{where}: (top level): slo-generator's format holds one SLO per file:"
-                                    " move it to a file of its own")
-                elif kind == "slo-generator":
-                    what = repr(doc.get("apiVersion")) if isinstance(doc, dict) else "not a mapping"
-                    problems.append(f"{where}: apiVersion: not an SLO format opsctl reads ({what}): it reads"
-                                    f" {', '.join(FORMATS)}")
-                else:
-                    found[kind].append((str(path), where, doc))
-        elif len(docs) != 1:
-            problems.append(f"{path}: (top level): a slo-generator SLO file holds one document, got {len(docs)}")
-        else:
-            slo = _validate(docs[0], str(path), known, problems)
-            if slo:
+        for i, doc in enumerate(docs):  # each told apart by its own markers before it is validated
+            where = str(path) if len(docs) == 1 else f"{path}: document {i + 1}"
+            kind, refusal = recognise(doc)
+            if refusal is not None:
+                problems.append(f"{where}: {refusal}")
+            elif kind != "slo-generator":
+                found[kind].append((str(path), where, doc))
+            elif len(docs) != 1:
+                problems.append(f"{where}: (top level): slo-generator's format holds one SLO per file:"
+                                " move it to a file of its own")
+            elif (slo := _validate(doc, str(path), known, problems)) is not None:
                 slos.append(slo)
     if found["openslo"]:
         slos.extend(openslo.load(found["openslo"], known, config, problems))
@@ -68,6 +67,7 @@ def load_slos(paths: Iterable[str | Path], backends: Iterable[str], *,
 
         period = config.slos.period_seconds if config is not None else None
         slos.extend(pyrra.load(found["pyrra"], known, period, problems))
+    slos = [slo for slo in slos if not _promql_problem(slo, problems)]
     if not files:
         problems.append("no SLO files found in " + ", ".join(str(p) for p in paths))
     elif not slos and not problems:
@@ -82,8 +82,8 @@ def load_slos(paths: Iterable[str | Path], backends: Iterable[str], *,
     return slos
 
 
-FORMATS = ("sre.google.com/v2 (slo-generator)", "openslo/v1", "version: prometheus/v1 and sloth.slok.dev/v1 (Sloth)",
-           "pyrra.dev/v1alpha1 (Pyrra)")
+FORMATS = ("sre.google.com/v2 (slo-generator)", "openslo/v1, openslo/v1alpha and openslo.com/v2alpha (OpenSLO)",
+           "version: prometheus/v1 and sloth.slok.dev/v1 (Sloth)", "pyrra.dev/v1alpha1 (Pyrra)")
 
 
 # What names each format, read here so that telling files apart imports no reader (Sloth's and
@@ -92,20 +92,81 @@ FORMATS = ("sre.google.com/v2 (slo-generator)", "openslo/v1", "version: promethe
 SLOTH_VERSION = "prometheus/v1"
 SLOTH_API_VERSION = "sloth.slok.dev/v1"
 PYRRA_API_VERSION = "pyrra.dev/v1alpha1"
+SLO_GENERATOR_API_VERSION = "sre.google.com/v2"
+OPENSLO_VERSIONS = ("openslo/v1", "openslo/v1alpha", "openslo.com/v2alpha")
 
 
-def _format(doc: object) -> str:
-    """Which tool's SLO document this is, by its apiVersion (or Sloth's `version`)."""
+def recognise(doc: object) -> tuple[str, str | None]:
+    """(format, None) for a document of a format opsctl reads, told apart by its own markers
+    (apiVersion, kind, Sloth's `version`, and the shape Pyrra's file loader reads, which ignores
+    apiVersion); ("", the one-line reason) for anything else, so a file is never validated as a
+    format it is not (docs/decisions/0451-formats-by-their-markers.md)."""
     if not isinstance(doc, dict):
-        return "slo-generator"
-    api = doc.get("apiVersion")
-    if str(api or "").startswith("openslo/"):
-        return "openslo"
-    if doc.get("version") == SLOTH_VERSION or api == SLOTH_API_VERSION:
-        return "sloth"
-    if api == PYRRA_API_VERSION:
-        return "pyrra"
-    return "slo-generator"
+        return "slo-generator", None  # its validation says a file must be a mapping
+    api, kind, version = doc.get("apiVersion"), doc.get("kind"), doc.get("version")
+    api_text = str(api or "")
+    raw_spec = doc.get("spec")
+    spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
+    if ("groups" in doc and api is None and kind is None) or kind == "PrometheusRule" or (
+            kind is None and api_text.startswith("monitoring.coreos.com/")):
+        return "", f"(top level): {_rules_of(doc)}, not an SLO: opsctl reads SLO files ({', '.join(FORMATS)}) and" \
+                   " writes the rules itself (`opsctl slo rules`)"
+    if api_text in OPENSLO_VERSIONS or api_text.startswith("openslo/"):
+        return "openslo", None  # an unknown openslo/ version is refused there, naming the versions read
+    if api_text.startswith("openslo.com/"):
+        return "", (f"apiVersion: {api_text!r} is not an OpenSLO version opsctl reads (it reads"
+                    f" {', '.join(OPENSLO_VERSIONS)}){' (osko writes openslo.com/v1)' if api_text == 'openslo.com/v1' else ''}")
+    if version is not None and api is None:
+        if version == SLOTH_VERSION:
+            return "sloth", None
+        return "", (f"version: {version!r} is not a Sloth spec version opsctl reads ({SLOTH_VERSION}; Sloth itself"
+                    " reads no other)" if str(version).startswith("prometheus/") else
+                    f"version: {version!r}: not an SLO format opsctl reads ({', '.join(FORMATS)})")
+    if api == SLOTH_API_VERSION:
+        return "sloth", None
+    if api_text.startswith("sloth.slok.dev/"):
+        return "", f"apiVersion: {api_text!r} is not a Sloth version opsctl reads ({SLOTH_API_VERSION})"
+    if api == PYRRA_API_VERSION or (api != SLO_GENERATOR_API_VERSION and "indicator" in spec and (
+            "target" in spec or "window" in spec)):
+        return "pyrra", None  # Pyrra's loader reads the shape whatever the apiVersion (`v1alpha1` too)
+    if api == SLO_GENERATOR_API_VERSION or ((api is None or api_text.startswith("sre.google.com/"))
+                                            and "service_level_indicator" in spec):  # its shape: its problems
+        return "slo-generator", None
+    if api_text.startswith("sre.google.com/"):
+        return "", f"apiVersion: {api_text!r} is not a slo-generator version opsctl reads ({SLO_GENERATOR_API_VERSION})"
+    what = ", ".join(f"{k} {v!r}" for k, v in (("apiVersion", api), ("kind", kind)) if v is not None)
+    return "", (f"(top level): not an SLO format opsctl reads ({what or 'no apiVersion, kind or version'}):"
+                f" it reads {', '.join(FORMATS)}")
+
+
+def _rules_of(doc: dict[str, Any]) -> str:
+    """Whose generated rules a rule document holds, by their own names (Sloth's groups, Pyrra's records)."""
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else doc
+    groups = spec.get("groups") if isinstance(spec, dict) else None
+    names, records = [], []
+    for group in groups if isinstance(groups, list) else []:
+        if isinstance(group, dict):
+            names.append(str(group.get("name", "")))
+            records += [str(r.get("record", "")) for r in group.get("rules") or [] if isinstance(r, dict)]
+    what = "a PrometheusRule manifest" if doc.get("kind") == "PrometheusRule" else "a Prometheus rule file"
+    if any(n.startswith("sloth-slo-") for n in names):
+        return f"{what} of Sloth's generated rules"
+    if any(re.search(r":burnrate[0-9]+[smhdw]$|:increase[0-9]+[smhdw]$", r) for r in records):
+        return f"{what} of Pyrra's generated rules"
+    return what
+
+
+def _promql_problem(slo: SloDefinition, problems: list[str]) -> bool:
+    """Whether a query of the SLO would not load into Prometheus, the first one added to `problems`
+    (one line per SLO: one such query makes the whole rule file fail to load)."""
+    from opsctl.slo.promql_check import problem
+
+    for role, query in slo.queries("5m").items():
+        if (why := problem(query)) is not None:
+            problems.append(f"{slo.file}: {slo.key_of(role)}: SLO {slo.name!r}: not PromQL Prometheus loads: {why}"
+                            f" (in {query!r})")
+            return True
+    return False
 
 
 def _items(docs: list[Any]) -> list[Any]:
@@ -113,7 +174,7 @@ def _items(docs: list[Any]) -> list[Any]:
     out = []
     for doc in docs:
         if (isinstance(doc, dict) and isinstance(doc.get("items"), list) and str(doc.get("kind", "")).endswith("List")
-                and all(_format(item) in ("sloth", "pyrra") for item in doc["items"])):
+                and all(recognise(item)[0] in ("sloth", "pyrra") for item in doc["items"])):
             out.extend(doc["items"])
         else:
             out.append(doc)

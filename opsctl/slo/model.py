@@ -74,6 +74,14 @@ class SloDefinition:
     notes: tuple[str, ...] = ()  # what a reader of the file must know (keys read and ignored)
     # The SLO's own period (OpenSLO timeWindow, Pyrra window), seconds; None: the config's slos.period.
     period_seconds: int | None = None
+    # The alerts its own file turns off, recording rules kept: "page" (with the fast tier), "ticket"
+    # (Sloth's page_alert/ticket_alert.disable, Pyrra's alerting.disabled or burnrates: false) and
+    # "absent" (Pyrra's alerting.absent: false).
+    silenced: tuple[str, ...] = ()
+
+    def alerts_on(self, severity: str) -> bool:
+        """Whether the SLO's file lets opsctl generate its alerts of `severity` (page, ticket, absent)."""
+        return severity not in self.silenced
 
     def period_or(self, default: int) -> int:
         """Its own period, else `default` (slos.period): what its windows and factors follow."""
@@ -116,6 +124,29 @@ class SloDefinition:
             seconds = parse_duration(window)
             out = {role: f"(({q}) * {seconds})" for role, q in out.items()}
         return out
+
+    def broken(self, good: float | None, valid: float | None) -> str | None:
+        """Why (good, valid) over a window cannot be this SLI's counts, naming its queries (bad
+        events above the total, good above valid: two queries counting different things), or None.
+        Within 0.1% (and one event) is the extrapolation of increase() over two series, not broken."""
+        if good is None or valid is None:
+            return None
+        if self.method == "query_sli":
+            if -1e-3 <= good <= 1 + 1e-3:
+                return None
+            return (f"broken SLI: {self.key_of('sli')} answers {1 - good:g} as the error ratio, outside 0-1"
+                    f" (the SLI {good:g}): its queries count different things")
+        slack = 1e-3 * abs(valid) + 1.0
+        if self.filter_bad is not None or good < -slack:
+            if valid - good <= valid + slack:
+                return None
+            bad = self.filter_bad or "the bad events"
+            return (f"broken SLI: bad events ({self.key_of('bad')}: {bad}) count {valid - good:.6g}, more than the"
+                    f" total ({self.key_of('valid')}: {self.filter_valid}) {valid:.6g}: the two count different things")
+        if good <= valid + slack:
+            return None
+        return (f"broken SLI: good events ({self.key_of('good')}: {self.filter_good}) count {good:.6g}, more than"
+                f" the valid ({self.key_of('valid')}: {self.filter_valid}) {valid:.6g}: the two count different things")
 
     def generator_queries(self, seconds: int) -> dict[str, str]:
         """Role -> the PromQL slo-generator itself builds for this window (see the module doc)."""

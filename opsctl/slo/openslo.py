@@ -1,5 +1,8 @@
 """OpenSLO v1 files -> the slo-generator document opsctl computes from, so an SLO gives the same
-numbers and rules whichever format it came in.
+numbers and rules whichever format it came in. `openslo/v1alpha` (Sloth's OpenSLO form: ratio
+SLOs) and `openslo.com/v2alpha` are read as the v1 documents they mean (`as_v1`); a query's
+`{{.Window}}` (or Sloth's `{{.window}}`) template is the `[window]` placeholder, and a good/total
+pair of such expressions is counted as written (no operators wrapped around them).
 
 What maps, and how (anything else is refused with its file and key path):
 
@@ -62,7 +65,132 @@ class Loaded:
 
 
 def is_openslo(doc: Any) -> bool:
-    return isinstance(doc, dict) and str(doc.get("apiVersion", "")).startswith("openslo/")
+    api = str(doc.get("apiVersion", "")) if isinstance(doc, dict) else ""
+    return api.startswith("openslo/") or api == V2ALPHA
+
+
+V1ALPHA, V2ALPHA = "openslo/v1alpha", "openslo.com/v2alpha"
+TEMPLATE = ("{{.Window}}", "{{ .Window }}", "{{.window}}", "{{ .window }}")  # the range, as `[window]`
+
+
+def as_v1(doc: dict[str, Any], where: str, problems: list[str]) -> list[dict[str, Any]]:
+    """An `openslo/v1alpha` or `openslo.com/v2alpha` document as the openslo/v1 documents it means
+    (a v1 document as it is); a problem added, and nothing, for what has no v1 meaning.
+
+    v1alpha (Sloth's OpenSLO form): an SLO's objectives each with `ratioMetrics` good/total
+    (`source: prometheus`, `queryType: promql`) and `target`, its `timeWindows` a count of days;
+    each objective is one SLO named as Sloth names it (`<service>-<name>-<index>`), its SLI
+    good / total as Sloth computes it (no event counts). v2alpha: `sli`/`sliRef` for
+    `indicator`/`indicatorRef`, a metric's `dataSourceRef`/`dataSourceSpec` and `spec` for v1's
+    `metricSource`."""
+    api = doc.get("apiVersion")
+    if api == V1ALPHA:  # (openslo_model loads with the first OpenSLO file)
+        return _v1alpha(doc, where, problems)
+    if api == V2ALPHA:
+        return [_v2alpha(doc)]
+    return [doc]
+
+
+def _v1alpha(doc: dict[str, Any], where: str, problems: list[str]) -> list[dict[str, Any]]:
+    from opsctl.slo import openslo_model as om
+
+    if doc.get("kind") != "SLO":
+        problems.append(f"{where}: kind: opsctl reads {V1ALPHA}'s SLO (Sloth's form), got {doc.get('kind')!r}")
+        return []
+    meta, spec = _mapping(doc.get("metadata")), _mapping(doc.get("spec"))
+    out: list[dict[str, Any]] = []
+    for key in sorted(set(spec) - {"service", "description", "budgetingMethod", "objectives", "timeWindows"}, key=str):
+        problems.append(f"{where}: spec.{key}: not read in {V1ALPHA} (opsctl reads service, description,"
+                        " budgetingMethod, objectives with ratioMetrics, timeWindows)")
+    windows = spec.get("timeWindows") or []
+    time_window = []
+    if isinstance(windows, list) and windows:
+        w = _mapping(windows[0])
+        if len(windows) > 1 or str(w.get("unit", "")).lower() != "day" or not isinstance(w.get("count"), int) \
+                or isinstance(w.get("count"), bool):
+            problems.append(f"{where}: spec.timeWindows: one window of a count of days (unit: Day), as Sloth reads it,"
+                            f" got {windows!r}")
+            return []
+        time_window = [{"duration": f"{w['count']}d", "isRolling": True}]
+    objectives = spec.get("objectives")
+    if not isinstance(objectives, list) or not objectives:
+        problems.append(f"{where}: spec.objectives: at least one objective with ratioMetrics and target")
+        return []
+    for i, objective in enumerate(objectives):
+        key = f"spec.objectives[{i}]"
+        ratio = objective.get("ratioMetrics") if isinstance(objective, dict) else None
+        if not isinstance(ratio, dict) or not all(isinstance(ratio.get(r), dict) for r in ("good", "total")):
+            problems.append(f"{where}: {key}.ratioMetrics: opsctl reads {V1ALPHA} ratio SLOs: good and total queries")
+            continue
+        queries = {}
+        for role in ("good", "total"):
+            metric = ratio[role]
+            if metric.get("source") not in ("prometheus", "sloth") or metric.get("queryType") != "promql":
+                problems.append(f"{where}: {key}.ratioMetrics.{role}: must be source: prometheus and queryType: promql,"
+                                f" got {metric.get('source')!r} and {metric.get('queryType')!r}")
+            queries[role] = str(metric.get("query") or "").strip()
+        if len(queries) != 2 or not all(queries.values()):
+            continue
+        extra = sorted(set(objective) - {"ratioMetrics", "target", "displayName"}, key=str)
+        if extra:
+            problems.append(f"{where}: {key}.{extra[0]}: not read in {V1ALPHA} (an objective is ratioMetrics and target)")
+            continue
+        name = f"{spec.get('service')}-{meta.get('name')}-{i}"  # Sloth's id of the objective's SLO
+        query = f"({queries['good']}) / ({queries['total']})"  # Sloth's SLI: good / total
+        out.append({"apiVersion": om.API_VERSION, "kind": "SLO",
+                    "metadata": {"name": name, **({"labels": meta["labels"]} if "labels" in meta else {})},
+                    "spec": {"description": spec.get("description", ""), "service": spec.get("service"),
+                             "budgetingMethod": spec.get("budgetingMethod", "Occurrences"),
+                             "timeWindow": time_window,
+                             "objectives": [{"target": objective.get("target")}],
+                             "indicator": {"metadata": {"name": f"{name}-sli"}, "spec": {"ratioMetric": {
+                                 "rawType": "success",
+                                 "raw": {"metricSource": {"type": "Prometheus", "spec": {"query": query}}}}}}}})
+    return out
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _v2alpha(doc: dict[str, Any]) -> dict[str, Any]:
+    """v2alpha's renames back to v1 (what is not renamed is the same; unknown keys are refused as in v1)."""
+    from opsctl.slo import openslo_model as om
+
+    def metric(value: Any) -> Any:
+        if not isinstance(value, dict) or "metricSource" in value:
+            return value
+        source: dict[str, Any] = {}
+        if "dataSourceRef" in value:
+            source["metricSourceRef"] = value["dataSourceRef"]
+        if isinstance(value.get("dataSourceSpec"), dict) and "type" in value["dataSourceSpec"]:
+            source["type"] = value["dataSourceSpec"]["type"]
+        if "spec" in value:
+            source["spec"] = value["spec"]
+        rest = {k: v for k, v in value.items() if k not in ("dataSourceRef", "dataSourceSpec", "spec")}
+        return {"metricSource": source, **rest}
+
+    def sli(spec: Any) -> Any:
+        if not isinstance(spec, dict):
+            return spec
+        out = dict(spec)
+        if "thresholdMetric" in out:
+            out["thresholdMetric"] = metric(out["thresholdMetric"])
+        if isinstance(out.get("ratioMetric"), dict):
+            out["ratioMetric"] = {k: metric(v) if k in ("good", "bad", "total", "raw") else v
+                                  for k, v in out["ratioMetric"].items()}
+        return out
+
+    out = {**doc, "apiVersion": om.API_VERSION}
+    spec = doc.get("spec")
+    if doc.get("kind") == "SLI":
+        out["spec"] = sli(spec)
+    elif doc.get("kind") == "SLO" and isinstance(spec, dict):
+        renamed = {{"sli": "indicator", "sliRef": "indicatorRef"}.get(k, k): v for k, v in spec.items()}
+        if isinstance(renamed.get("indicator"), dict):
+            renamed["indicator"] = {**renamed["indicator"], "spec": sli(renamed["indicator"].get("spec"))}
+        out["spec"] = renamed
+    return out
 
 
 def read_documents(path: Path) -> list[Any]:
@@ -79,32 +207,41 @@ def read_documents(path: Path) -> list[Any]:
 
 def build_objects(docs: list[tuple[str, str, Any]], problems: list[str]) -> dict[str, dict[str, Loaded]]:
     """(file, where, raw document) -> kind -> name -> object; every problem of every document is listed."""
-    from opsctl.config import build
     from opsctl.slo import openslo_model as om
 
     index: dict[str, dict[str, Loaded]] = {k: {} for k in om.KINDS}
-    for path, where, doc in docs:
-        if not isinstance(doc, dict):
+    for path, where, raw in docs:
+        if not isinstance(raw, dict):
             problems.append(f"{where}: (top level): an OpenSLO object must be a mapping")
             continue
-        if doc.get("apiVersion") != om.API_VERSION:
-            problems.append(f"{where}: apiVersion: opsctl reads {om.API_VERSION!r}, got {doc.get('apiVersion')!r}")
+        if raw.get("apiVersion") not in (om.API_VERSION, V1ALPHA, V2ALPHA):
+            problems.append(f"{where}: apiVersion: opsctl reads {om.API_VERSION!r}, {V1ALPHA!r} and {V2ALPHA!r},"
+                            f" got {raw.get('apiVersion')!r}")
             continue
-        kind = doc.get("kind")
-        if not isinstance(kind, str) or kind not in om.DOCUMENTS:
-            problems.append(f"{where}: kind: must be one of {', '.join(om.KINDS)}, got {kind!r}")
-            continue
-        try:
-            obj: Any = build(om.DOCUMENTS[kind], plain(doc), where)  # DOCUMENTS' models are made at import
-        except ConfigError as exc:
-            problems.extend(exc.problems)
-            continue
-        name = obj.metadata.name
-        if name in index[kind]:
-            problems.append(f"{where}: metadata.name: {kind} {name!r} is also defined in {index[kind][name].file}")
-            continue
-        index[kind][name] = Loaded(kind, name, obj, where, path)
+        for doc in as_v1(raw, where, problems):
+            _build_one(doc, path, where, index, problems)
     return index
+
+
+def _build_one(doc: dict[str, Any], path: str, where: str, index: dict[str, dict[str, Loaded]],
+               problems: list[str]) -> None:
+    from opsctl.config import build
+    from opsctl.slo import openslo_model as om
+
+    kind = doc.get("kind")
+    if not isinstance(kind, str) or kind not in om.DOCUMENTS:
+        problems.append(f"{where}: kind: must be one of {', '.join(om.KINDS)}, got {kind!r}")
+        return
+    try:
+        obj: Any = build(om.DOCUMENTS[kind], plain(doc), where)  # DOCUMENTS' models are made at import
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        return
+    name = obj.metadata.name
+    if name in index[kind]:
+        problems.append(f"{where}: metadata.name: {kind} {name!r} is also defined in {index[kind][name].file}")
+        return
+    index[kind][name] = Loaded(kind, name, obj, where, path)
 
 
 def plain(value: Any) -> Any:
@@ -240,7 +377,10 @@ def _source(metric: om.Metric, path: str, index: dict[str, dict[str, Loaded]], b
     if str(kind).lower() != PROMETHEUS:
         bad(f"{path}.metricSource.type", f"opsctl evaluates SLOs over PromQL: must be Prometheus, got {kind!r}")
         return None
-    return spec.query.strip()
+    query = spec.query.strip()
+    for template in TEMPLATE:  # OpenSLO's (and Sloth's) window template, as opsctl's `[window]` placeholder
+        query = query.replace(f"[{template}", "[window")
+    return query
 
 
 def _map_sli(sli: om.SliSpec, objective: om.Objective, path: str, index: dict[str, dict[str, Loaded]], bad: Bad,
@@ -282,7 +422,11 @@ def _map_sli(sli: om.SliSpec, objective: om.Objective, path: str, index: dict[st
         good = _source(ratio.good, f"{rpath}.good", index, bad, notes)
         if good is None or total is None or not counter:
             return None
-        return "good_bad_ratio", {"filter_good": good, "filter_valid": total}, {
+        from opsctl.slo.model import PLACEHOLDER, _SELECTORISH, has_placeholder
+
+        expressions = all(has_placeholder(q) and not _SELECTORISH.match(PLACEHOLDER.sub("", q)) for q in (good, total))
+        operators: dict[str, Any] = {"operators": []} if expressions else {}  # each answers its window's number
+        return "good_bad_ratio", {"filter_good": good, "filter_valid": total, **operators}, {
             f"{sg}.filter_good": f"{rpath}.good.metricSource.spec.query",
             f"{sg}.filter_valid": f"{rpath}.total.metricSource.spec.query"}
     if ratio.bad is None:
@@ -386,7 +530,10 @@ def load(docs: list[tuple[str, str, Any]], known: set[str], config: Config | Non
         slo = _validate(document, loaded.file, known, found)
         problems.extend(remap(found, loaded.file, paths))
         if slo:
-            out.append(dataclasses.replace(slo, file=loaded.path, source_format="openslo",
+            roles = (("good", "filter_good"), ("valid", "filter_valid"), ("bad", "filter_bad"), ("sli", "expression"))
+            keys = tuple((role, paths[f"spec.service_level_indicator.{k}"]) for role, k in roles
+                         if f"spec.service_level_indicator.{k}" in paths)  # messages name the OpenSLO keys
+            out.append(dataclasses.replace(slo, file=loaded.path, source_format="openslo", keys=keys,
                                            notes=tuple(dict.fromkeys(notes)),
                                            period_seconds=_check_window(loaded.obj.spec, ctx, lambda *_: None)))
     return out

@@ -14,10 +14,14 @@ How each indicator maps onto what opsctl computes (the queries Pyrra itself writ
   `by` them, the report has one row per group (`name{label="value"}`) and the rules record one
   series per group.
 - `latencyNative` (native histograms) is refused, naming the feature.
+- Recognised by its shape as Pyrra's file loader reads it, whatever its apiVersion
+  (`pyrra.dev/v1alpha1`, or `v1alpha1`: opsctl.slo.loading.recognise).
+- `alerting.disabled: true` or `burnrates: false`: no burn-rate alerts (page, ticket, fast tier);
+  `absent: false`: no absent alert; recording rules kept (`SloDefinition.silenced`).
 - `target` (a percentage) is the goal as written; `window` is the SLO's own period (1d to 400d,
   any beside `slos.period`), which its windows, factors and `for:` follow as Pyrra's do
-  (opsctl.slo.conventions.window_scale); `alerting` is Pyrra's own (opsctl's alerts come
-  from the config's `alerting:`); `metadata.labels.backend` ties a traffic guard.
+  (opsctl.slo.conventions.window_scale); Pyrra's alert names and severities are its own (opsctl's
+  alerts come from the config's `alerting:`); `metadata.labels.backend` ties a traffic guard.
 """
 
 from __future__ import annotations
@@ -83,17 +87,37 @@ class Indicator:
 
 
 @dataclass(frozen=True)
+class Alerting:
+    """Pyrra's alerting switches, honoured (`disabled` and `burnrates: false`: no burn-rate alerts;
+    `absent: false`: no absent alert; recording rules kept); names and severities are Pyrra's own
+    (opsctl's alerts carry the config's)."""
+
+    disabled: bool | None = None
+    burnrates: bool | None = None
+    absent: bool | None = None
+    name: str = ""
+    absentName: str = ""
+    severities: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def silenced(self) -> tuple[str, ...]:
+        burn = self.disabled is True or self.burnrates is False
+        return (("page", "ticket") if burn else ()) + (("absent",) if self.absent is False else ())
+
+
+@dataclass(frozen=True)
 class Spec:
     target: Any
     window: str
     indicator: Indicator
     description: str = ""
-    alerting: dict[str, Any] = field(default_factory=dict)  # Pyrra's alerts: opsctl's come from `alerting:`
+    alerting: Alerting = field(default_factory=Alerting)
+    # Pyrra's performance_over_accuracy and the like are not read: refused as unknown keys.
 
 
 @dataclass(frozen=True)
 class Document:
-    apiVersion: Literal["pyrra.dev/v1alpha1"]
+    apiVersion: str  # pyrra.dev/v1alpha1, or any other: Pyrra's file loader reads the shape (loading.py)
     kind: Literal["ServiceLevelObjective"]
     metadata: dict[str, Any]
     spec: Spec
@@ -182,7 +206,8 @@ def _definition(doc: Document, path: str, where: str, known: set[str], period_se
                              source_format="pyrra", grouping=grouping, method="good_bad_ratio",
                              period_seconds=own_period, filter_good=filter_good, filter_valid=filter_valid,
                              kind=kind, threshold_seconds=threshold_seconds, keys=keys, document=document,
-                             filter_bad=filter_bad, operators=operators, counts=counts)
+                             filter_bad=filter_bad, operators=operators, counts=counts,
+                             silenced=doc.spec.alerting.silenced)
     if ind.ratio is not None:
         valid = f"sum{by} (increase({selectors['total']}[window]))"
         errors = f"sum{by} (increase({selectors['errors']}[window]))"
@@ -191,7 +216,8 @@ def _definition(doc: Document, path: str, where: str, known: set[str], period_se
                              counts="increase", kind="availability", threshold_seconds=None,
                              document=_document(name, backend, service, doc.spec.description, goal,
                                                 {"filter_good": good, "filter_valid": valid, "operators": []}),
-                             keys=(("good", f"{key}.errors.metric"), ("valid", f"{key}.total.metric")))
+                             keys=(("good", f"{key}.errors.metric"), ("bad", f"{key}.errors.metric"),
+                                   ("valid", f"{key}.total.metric")))
     if ind.latency is not None:
         kind, threshold = _classify(selectors["success"])
         if kind != "latency" or threshold is None:

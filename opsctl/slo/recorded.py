@@ -84,11 +84,16 @@ class Recorded:
 
 
 def coverage_selector(slo: SloDefinition) -> str | None:
-    """The series whose data span bounds the SLO's: its valid (or good) selector, when plain."""
+    """The series whose data span bounds the SLO's: its valid (or good) selector, when plain; else,
+    in every format, the last selector of its valid or SLI query (Sloth's and Pyrra's total, a
+    query_sli's denominator): the total's series start no later than the errors'."""
+    from opsctl.metrics.promql import format_selector, selectors_in
+
     text = slo.filter_valid or slo.filter_good
-    if not slo.counts_events or text is None or has_placeholder(text) or slo.counts:
-        return None
-    return text
+    if slo.counts_events and text is not None and not has_placeholder(text) and not slo.counts:
+        return text
+    named = [s for s in selectors_in(text or slo.expression or "") if s.metric]
+    return format_selector(named[-1]) if named else None
 
 
 def coverage_step(span: int) -> int:

@@ -343,8 +343,11 @@ def _evaluate(slo: SloDefinition, windows: dict[str, int], counts: dict[str, bud
             missing.append(f"{name} (filter_good matched no series)")
         elif c.valid is None:
             missing.append(f"{name} (filter_valid matched no series)")
-    burns = {name: budget.burn_rate(counts[name], slo.goal) for name in windows if name != PERIOD}
     period = counts[PERIOD]
+    if not missing and (broken := slo.broken(period.good, period.valid)) is not None:  # never clamped to 0
+        return SloResult(slo, at, period_seconds, counts, {n: None for n in windows if n != PERIOD},
+                         budget.Status("unknown", (), broken))
+    burns = {name: budget.burn_rate(counts[name], slo.goal) for name in windows if name != PERIOD}
     ratio = budget.error_ratio(period)  # None without data or without valid events
     status = budget.evaluate_status(burns, missing, ratio is not None, period_seconds)
     result = SloResult(slo, at, period_seconds, counts, burns, status, missing=missing)

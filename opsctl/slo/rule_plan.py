@@ -190,7 +190,8 @@ def _plan_one(slo: SloDefinition, good: str | None, valid: str | None, settings:
         base_seconds = base[1]
         derived = tuple(w for w in (*cv.derived_windows(period_seconds), period) if windows[w] > base_seconds)
     causes = _cause_selectors(slo, valid) if category == "availability" else ()
-    absent = _absent_selector(slo, valid) if alerting.absent.enabled else None
+    absent = _absent_selector(slo, valid) if alerting.absent.enabled and slo.alerts_on("absent") else None
+    alerts = [a for a in alerts if slo.alerts_on(a.severity)]  # the file's own switches: recording rules kept
     return SloRulePlan(slo, good, valid, labels, tuple(windows.items()), period, tuple(alerts),
                        interval, base, tuple(dict.fromkeys(derived or ())), category, causes, absent,
                        alerting.absent.for_seconds, alerting.absent.severity, settings.sloth_labels)

@@ -13,11 +13,16 @@ How each maps onto what opsctl computes:
   seconds are its events (`counts: rate`); with `increase` they are the events (`counts:
   increase`); a query with neither (or both) gives the same SLI as a ratio without event counts.
 - `sli.raw.error_ratio_query` -> query_sli, SLI = 1 - the ratio: no event counts.
-- `sli.plugin` (Sloth SLI plugins run Go code inside Sloth) is refused, naming the feature.
+- `sli.plugin` (Sloth SLI plugins run Go code inside Sloth) and SLO plugins (`plugins`,
+  `slo_plugins` / `sloPlugins`, which rewrite Sloth's rules) are refused, naming the plugins.
+- `service` must not be empty (Sloth refuses it); label and annotation values are read as Sloth
+  reads them, as strings (`tier: 2` is "2", `true` is "true").
 - The SLO is named as Sloth names it (`sloth_id`: `<service>-<name>`), its objective (a
   percentage) is the goal as written, `labels.backend` (SLO labels over service labels) ties a
-  traffic guard, the service names the service in rules. `alerting` is Sloth's own; opsctl's
-  burn-rate alerts come from the config's `alerting:` (said in `slo validate`'s docs).
+  traffic guard, the service names the service in rules. `alerting.page_alert.disable` and
+  `ticket_alert.disable` are honoured (`SloDefinition.silenced`: no alerts of that severity, the
+  fast tier following the page; recording rules kept); the rest of `alerting` is Sloth's own, and
+  opsctl's burn-rate alerts come from the config's `alerting:`.
 """
 
 from __future__ import annotations
@@ -72,13 +77,33 @@ class Sli:
 
 
 @dataclass(frozen=True)
+class AlertMeta:
+    """Sloth's page_alert / ticket_alert: `disable` is honoured; labels and annotations are Sloth's
+    own (opsctl's alerts carry the config's)."""
+
+    disable: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Alerting:
+    name: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    page_alert: AlertMeta = field(default_factory=AlertMeta)
+    ticket_alert: AlertMeta = field(default_factory=AlertMeta)
+
+
+@dataclass(frozen=True)
 class Slo:
     name: str
     objective: Any
     sli: Sli
     description: str = ""
     labels: dict[str, str] = field(default_factory=dict)
-    alerting: dict[str, Any] = field(default_factory=dict)  # Sloth's alerts: opsctl's come from `alerting:`
+    alerting: Alerting = field(default_factory=Alerting)  # its `disable`s honoured; opsctl's alerts from `alerting:`
+    plugins: Any = None  # Sloth's SLO plugins: refused by name (they rewrite rules inside Sloth)
 
 
 @dataclass(frozen=True)
@@ -87,6 +112,7 @@ class ServiceFile:
     service: str
     slos: list[Slo]
     labels: dict[str, str] = field(default_factory=dict)
+    slo_plugins: Any = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +120,7 @@ class CrdSpec:
     service: str
     slos: list[Slo]
     labels: dict[str, str] = field(default_factory=dict)
+    slo_plugins: Any = None
 
 
 @dataclass(frozen=True)
@@ -106,7 +133,8 @@ class Crd:
 
 
 _CAMEL = {"errorQuery": "error_query", "totalQuery": "total_query", "errorRatioQuery": "error_ratio_query",
-          "pageAlert": "page_alert", "ticketAlert": "ticket_alert"}
+          "pageAlert": "page_alert", "ticketAlert": "ticket_alert", "sloPlugins": "slo_plugins"}
+_TEXT_MAPS = ("labels", "annotations")
 
 
 def _snake(value: Any) -> Any:
@@ -115,6 +143,26 @@ def _snake(value: Any) -> Any:
         return {_CAMEL.get(k, k): _snake(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_snake(v) for v in value]
+    return value
+
+
+def _stringified(value: Any, key: str = "") -> Any:
+    """Label and annotation values as Sloth reads them (Go's YAML into a map of strings):
+    `tier: 2` is "2", `critical: true` is "true"."""
+    if isinstance(value, dict):
+        if key in _TEXT_MAPS:
+            return {k: _text(v) for k, v in value.items()}
+        return {k: _stringified(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stringified(v) for v in value]
+    return value
+
+
+def _text(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
     return value
 
 
@@ -130,11 +178,20 @@ def load(docs: list[tuple[str, str, Any]], known: set[str], problems: list[str])
             continue
         body: CrdSpec | ServiceFile
         try:
-            body = build(Crd, _snake(doc), where).spec if crd else build(ServiceFile, doc, where)
+            body = build(Crd, _stringified(_snake(doc)), where).spec if crd else build(ServiceFile, _stringified(doc), where)
         except ConfigError as exc:
             problems.extend(exc.problems)
             continue
         prefix = "spec.slos" if crd else "slos"
+        if not body.service.strip():
+            problems.append(f"{where}: {'spec.' if crd else ''}service: must name the service (Sloth refuses an"
+                            " empty one; its SLO ids are <service>-<name>)")
+            continue
+        if body.slo_plugins is not None:
+            problems.append(f"{where}: {'spec.sloPlugins' if crd else 'slo_plugins'}: Sloth's SLO plugins"
+                            f" ({_plugin_ids(body.slo_plugins)}) rewrite the generated rules inside Sloth; opsctl"
+                            " does not run them: remove them (opsctl's rules come from its config's `alerting:`)")
+            continue
         for i, slo in enumerate(body.slos):
             one = _definition(slo, body, f"{prefix}[{i}]", path, where, known, problems)
             if one is not None:
@@ -164,10 +221,16 @@ def _definition(slo: Slo, body: CrdSpec | ServiceFile, key: str, path: str, wher
     backend = labels.get("backend")
     if (why := check_backend(backend, known)) is not None:
         bad("labels.backend", why)
+    if slo.plugins is not None:
+        bad("plugins", f"Sloth's SLO plugins ({_plugin_ids(slo.plugins)}) rewrite the generated rules inside"
+            " Sloth; opsctl does not run them: remove them (opsctl's rules come from its config's `alerting:`)")
+        return None
     if slo.sli.plugin is not None:
         bad("sli.plugin", f"Sloth SLI plugins ({slo.sli.plugin.id!r}) run Go code inside Sloth; opsctl cannot"
             " compute them: write the plugin's queries as sli.events or sli.raw")
         return None
+    silenced = tuple(s for s, meta in (("page", slo.alerting.page_alert), ("ticket", slo.alerting.ticket_alert))
+                     if meta.disable)
     if slo.sli.raw is not None:
         query = _query(slo.sli.raw.error_ratio_query, "sli.raw.error_ratio_query", bad)
         if query is None or goal is None or len(problems) > before:
@@ -180,7 +243,7 @@ def _definition(slo: Slo, body: CrdSpec | ServiceFile, key: str, path: str, wher
             document=_document(name, labels, body.service, slo.description, goal, "query_sli",
                                {"expression": expression}),
             method="query_sli", expression=expression, service_name=body.service, source_format="sloth",
-            keys=(("sli", f"{key}.sli.raw.error_ratio_query"),))
+            keys=(("sli", f"{key}.sli.raw.error_ratio_query"),), silenced=silenced)
     events = slo.sli.events
     if events is None:  # Sli holds exactly one of events, raw and plugin
         return None
@@ -192,7 +255,7 @@ def _definition(slo: Slo, body: CrdSpec | ServiceFile, key: str, path: str, wher
     rates = bool(_RATE.search(error)) and bool(_RATE.search(total))
     increases = bool(_INCREASE.search(error)) and bool(_INCREASE.search(total))
     roles = (("good", f"{key}.sli.events"), ("valid", f"{key}.sli.events.total_query"),
-             ("sli", f"{key}.sli.events"))
+             ("bad", f"{key}.sli.events.error_query"), ("sli", f"{key}.sli.events"))
     if rates == increases:  # neither or both: the same SLI, as a ratio without event counts
         expression = f"1 - ((({error}) or ({total}) * 0) / ({total}))"
         return SloDefinition(
@@ -200,7 +263,8 @@ def _definition(slo: Slo, body: CrdSpec | ServiceFile, key: str, path: str, wher
             description=slo.description, file=path, kind=kind, threshold_seconds=threshold,
             document=_document(name, labels, body.service, slo.description, goal, "query_sli",
                                {"expression": expression}),
-            method="query_sli", expression=expression, service_name=body.service, source_format="sloth", keys=roles)
+            method="query_sli", expression=expression, service_name=body.service, source_format="sloth", keys=roles,
+            silenced=silenced)
     good = f"({total}) - (({error}) or ({total}) * 0)"
     return SloDefinition(
         name=name, backend=backend, goal=goal, filter_good=good, filter_valid=total,
@@ -208,7 +272,14 @@ def _definition(slo: Slo, body: CrdSpec | ServiceFile, key: str, path: str, wher
         document=_document(name, labels, body.service, slo.description, goal, "good_bad_ratio",
                            {"filter_good": good, "filter_valid": total, "operators": []}),
         method="good_bad_ratio", filter_bad=error, operators=(), service_name=body.service,
-        source_format="sloth", counts="rate" if rates else "increase", keys=roles)
+        source_format="sloth", counts="rate" if rates else "increase", keys=roles, silenced=silenced)
+
+
+def _plugin_ids(plugins: Any) -> str:
+    """The ids of Sloth plugins as its files write them (`chain: [{id: ...}]`), for messages."""
+    chain = plugins.get("chain") if isinstance(plugins, dict) else None
+    ids = [str(p.get("id")) for p in chain if isinstance(p, dict) and "id" in p] if isinstance(chain, list) else []
+    return ", ".join(dict.fromkeys(ids)) or "plugins"
 
 
 def _query(text: str, key: str, bad: Bad) -> str | None:

@@ -85,8 +85,11 @@ def test_the_names_loading_tells_formats_apart_by_are_the_readers_own():
     assert loading.PYRRA_API_VERSION == pyrra.API_VERSION
     for doc in ({"version": sloth.SERVICE_VERSION}, {"apiVersion": sloth.CRD_API_VERSION},
                 {"apiVersion": pyrra.API_VERSION}, {"apiVersion": "openslo/v1"}, {"apiVersion": "sre.google.com/v2"},
-                {"apiVersion": None}, ["not", "a", "mapping"]):
+                ["not", "a", "mapping"]):
         expected = ("sloth" if sloth.is_sloth(doc) else "pyrra" if pyrra.is_pyrra(doc)
                     else "openslo" if doc and isinstance(doc, dict) and str(doc.get("apiVersion", "")).startswith("openslo/")
                     else "slo-generator")
-        assert loading._format(doc) == expected, doc
+        assert loading.recognise(doc) == (expected, None), doc
+    # A document with no marker of any format is refused in one line, not validated as slo-generator's.
+    kind, why = loading.recognise({"apiVersion": None})
+    assert kind == "" and why is not None and "not an SLO format opsctl reads" in why

@@ -9,12 +9,17 @@ class SeverityAlerting(Model):
 
     for_duration: Duration  # Prometheus `for:`: the condition must hold this long before the alert fires
     min_request_rate: float  # valid events per second over the pair's short window, below which it never fires
+    # ... unless the short window counts at least this many bad events (few events, a real burn: the
+    # workbook's low-traffic advice). 0: below min_request_rate the pair never fires.
+    min_bad_events: float = 10.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.for_duration.seconds <= 86400:
             raise ValueError("for_duration must be between 0s and 1d")
         if not 0 <= self.min_request_rate < 1e6:
             raise ValueError("min_request_rate must be >= 0 (requests per second)")
+        if not 0 <= self.min_bad_events < 1e9:
+            raise ValueError("min_bad_events must be >= 0 (bad events over the pair's short window)")
 
     @property
     def for_seconds(self) -> int:

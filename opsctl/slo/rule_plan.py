@@ -57,6 +57,9 @@ class BurnAlert:
     tier: str = ""  # "fast": the fast-burn tier (its own group, raw windows, label tier=fast)
     interval: int = 0  # its group's evaluation interval (0: the plan's)
     keep_firing_seconds: int = 0  # Prometheus' `keep_firing_for` (>= 2.42): firing on after the condition ends
+    # Below min_request_rate the pair still holds with at least this many bad events over the short
+    # window (0: never below it). The fast tier keeps the rate guard alone.
+    min_bad_events: float = 0.0
 
     @property
     def fast(self) -> bool:
@@ -168,6 +171,7 @@ def _plan_one(slo: SloDefinition, good: str | None, valid: str | None, settings:
             factor=float(f"{pair.factor(period_seconds):.{FACTOR_DIGITS}g}"),
             min_request_rate=float(sev.min_request_rate),
             for_seconds=cv.scaled_for(sev.for_seconds, period_seconds),
+            min_bad_events=float(sev.min_bad_events),
         ))
     fast = alerting.fast
     category = "latency" if slo.kind == "latency" else "availability"

@@ -203,19 +203,36 @@ def test_a_capacity_loss_below_every_factor_predicts_no_page_and_only_the_margin
     assert seconds == CHAIN_MARGIN and "no page predicted" in why and f"the margin {CHAIN_MARGIN}s alone" in why
 
 
-def test_traffic_under_the_minimum_guard_never_pages_whatever_the_burn(plans):
+def test_traffic_under_the_minimum_guard_pages_on_ten_bad_events_and_never_on_fewer(plans):
     fault = _fault("vendor-latency")
     # 1.5 requests/s at peak x 0.6: 0.72/s on databricks, 0.9/s on the service, both under the
-    # page pairs' minimum of 1.0/s over the short window
+    # page pairs' minimum of 1.0/s over the short window; but ~8.9% of databricks' answers are slow:
+    # 0.72 x 0.089 x 300 = ~19 bad events over 5m, at least the pairs' min_bad_events of 10, reached
+    # 10 / 0.064 = ~156 s in, before the 1h/5m factor (570 s): the pairs fire as at full traffic.
+    # The fast tier keeps its rate guard alone: never.
     pred = chain_prediction(plans, fault.kind, dict(fault.params), "databricks", SPLIT,
                             slo="llm-inference-databricks-latency-1s", group_wait=2, kinds=KINDS, load=LOAD,
                             peak_rps=1.5)
+    burn = _slow("vendor", 1.0, tail=0.1, tail_factor=10.0) / (1 - _goal("databricks-latency-1s"))
+    got = {(t.long, t.short): t for t in pred.tiers}
+    assert got[("5m", "1m")].predicted_seconds is None and "minimum-traffic guard" in got[("5m", "1m")].why
+    assert {pair: got[pair].predicted_seconds for pair in PAIRS} == {
+        pair: _fires(f, long, burn) for pair, (f, long) in PAIRS.items()}
+    # 0.1 requests/s at peak: 0.048/s on databricks, ~1.3 bad events over 5m and ~7.6 over the 6h/30m
+    # pair's 30m (the service's 0.06/s x ~7.1% x 1800 s: ~7.6 too), under 10: never
+    pred = chain_prediction(plans, fault.kind, dict(fault.params), "databricks", SPLIT,
+                            slo="llm-inference-databricks-latency-1s", group_wait=2, kinds=KINDS, load=LOAD,
+                            peak_rps=0.1)
     assert all(t.predicted_seconds is None and "minimum-traffic guard" in t.why for t in pred.tiers)
     assert all(r.predicted_seconds is None for r in pred.slos)
     assert pred.no_page.startswith("no page predicted")
 
 
 def test_when_the_named_slo_is_guarded_the_page_comes_from_the_one_that_fires(plans):
+    from dataclasses import replace
+
+    # the bad-event clause off (alerting.*.min_bad_events: 0): only the rate guards
+    plans = [replace(p, alerts=tuple(replace(a, min_bad_events=0.0) for a in p.alerts)) for p in plans]
     fault = _fault("vendor-latency")
     # 2 requests/s at peak x 0.6: 0.96/s on databricks (guarded), 1.2/s on the service (not)
     pred = chain_prediction(plans, fault.kind, dict(fault.params), "databricks", SPLIT,

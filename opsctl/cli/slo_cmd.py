@@ -189,7 +189,7 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
 
     \b
     Examples:
-      opsctl slo alerts                                   # embedded store, at its newest data
+      opsctl slo alerts                                   # embedded store, at now (or its newest step before)
       opsctl slo alerts --at 2026-11-26T15:00:00Z -o json
       opsctl slo alerts --prometheus-url http://127.0.0.1:9090 --fail-on page
     """

@@ -9,8 +9,9 @@ from opsctl.cli.params import TIME, choice
 
 def source_options(fn):
     fn = click.option("--at", "at", type=TIME,
-                      help="Evaluate at this instant, with its time zone (default: now; embedded store: its newest"
-                           " data).")(fn)
+                      help="Evaluate at this instant, with its time zone (default: now on every source; the"
+                           " embedded store: now, or its newest step when its data ends before now; data ahead"
+                           " of now is never read).")(fn)
     fn = click.option("--source", "source_kind", type=choice(["embedded", "prometheus"]),
                       help="Metric source (overrides the config).")(fn)
     fn = click.option("--prometheus-url", metavar="URL", envvar="OPSCTL_PROMETHEUS_URL",
@@ -70,8 +71,8 @@ def open_checked_source(cfg, source_kind, prometheus_url, at):
 
 
 def _default_time(source) -> float:
-    """The source's default instant (the embedded store: its newest data), but never past now:
-    data simulated ahead (`sim generate --ahead`) is reported at now, as Prometheus would be."""
+    """The source's own instant (`MetricSource.default_time`: now, never past it; the embedded
+    store's newest step when its data ends earlier), on the 10 s grid on every source."""
     from opsctl.clock import wall_now
     from opsctl.metrics.schema import STEP_SECONDS
 

@@ -9,12 +9,17 @@ class SeverityAlerting(Model):
 
     for_duration: Duration  # Prometheus `for:`: the condition must hold this long before the alert fires
     min_request_rate: float  # valid events per second over the pair's short window, below which it never fires
+    # ... unless the short window counts at least this many bad events (few events, a real burn: the
+    # workbook's low-traffic advice). 0: below min_request_rate the pair never fires.
+    min_bad_events: float = 10.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.for_duration.seconds <= 86400:
             raise ValueError("for_duration must be between 0s and 1d")
         if not 0 <= self.min_request_rate < 1e6:
             raise ValueError("min_request_rate must be >= 0 (requests per second)")
+        if not 0 <= self.min_bad_events < 1e9:
+            raise ValueError("min_bad_events must be >= 0 (bad events over the pair's short window)")
 
     @property
     def for_seconds(self) -> int:
@@ -26,7 +31,8 @@ class FastBurnAlerting(Model):
 
     Fires when the error budget burns above `factor` over both `long` and `short` (raw windows,
     evaluated every `evaluation_interval` in a group of its own), with at least `min_request_rate`
-    valid requests/s over `short`, held for `for_duration` (0s: at the first evaluation). The alert is
+    valid requests/s over `short`, held for `for_duration` (0s: at the first evaluation). A latency SLO's
+    factor is `latency_share` over its budget, when that exceeds its slower page pairs'. The alert is
     SloFastBurnPage, severity page, labels `tier: fast` and the SLO's `category`, so it drives the
     same policies as the slower pages. docs/design.md gives the time to page of a hard outage."""
 
@@ -37,9 +43,14 @@ class FastBurnAlerting(Model):
     for_duration: Duration = Duration("0s")
     evaluation_interval: Duration = Duration("10s")
     min_request_rate: float = 1.0
+    # Latency SLOs: the share of requests slower than the threshold over both windows that pages at
+    # once; the factor is share / (1 - goal) (30x on a 99.9% SLO). 0: no fast tier for latency.
+    latency_share: float = 0.03
 
     def __post_init__(self) -> None:
         long, short = self.long.seconds, self.short.seconds
+        if not 0 <= self.latency_share < 1:
+            raise ValueError("latency_share must be a share of requests, 0 <= share < 1 (0.03: 3%)")
         if not 60 <= short < long <= 3600 or long % 60 or short % 60:
             raise ValueError("short and long must be whole minutes, 1m <= short < long <= 1h")
         if not 10 <= self.evaluation_interval.seconds <= 60 or self.evaluation_interval.seconds % 10:

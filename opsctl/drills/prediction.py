@@ -289,7 +289,9 @@ CHAIN_MARGIN = 180  # seconds past the predicted page: scrapes, serve's actions,
 
 def _tiers(burn: FaultBurn, request_rate: float | None) -> list[Tier]:
     """predict()'s tiers for one SLO's burn; with the SLO's expected requests/s, a tier whose
-    minimum-traffic guard that rate does not clear never fires."""
+    minimum-traffic guard that rate does not clear never fires, unless its short window counts its
+    minimum of bad events (`min_bad_events`): then it fires once both that count and its factor
+    are reached, whichever comes later, plus its `for:`."""
     tiers = predict(burn.plan, burn.burn, None)
     if request_rate is None:
         return tiers
@@ -298,8 +300,19 @@ def _tiers(burn: FaultBurn, request_rate: float | None) -> list[Tier]:
     for row in tiers:
         alert = by_name.get((row.alert, row.long, row.short))
         if alert is not None and row.predicted_seconds is not None and request_rate < alert.min_request_rate:
-            row = row.update(predicted_seconds=None, why=(f"{request_rate:.3g} requests/s is under the minimum-traffic"
-                                                          f" guard {alert.min_request_rate:g}/s: never fires"))
+            bad_rate = request_rate * burn.bad_share
+            if alert.min_bad_events > 0 and bad_rate * alert.short_seconds >= alert.min_bad_events:
+                grid = alert.interval or burn.plan.interval
+                counted = math.ceil(alert.min_bad_events / bad_rate / grid) * grid + alert.for_seconds
+                if counted > row.predicted_seconds:
+                    row = row.update(predicted_seconds=counted, why=(
+                        f"{request_rate:.3g} requests/s is under {alert.min_request_rate:g}/s: fires once {alert.short}"
+                        f" counts {alert.min_bad_events:g} bad events ({bad_rate:.3g}/s), + for {alert.for_seconds}s"))
+            else:
+                row = row.update(predicted_seconds=None, why=(
+                    f"{request_rate:.3g} requests/s is under the minimum-traffic guard {alert.min_request_rate:g}/s"
+                    + (f" and {alert.short} counts fewer than {alert.min_bad_events:g} bad events" if alert.min_bad_events else "")
+                    + ": never fires"))
         out.append(row)
     return out
 

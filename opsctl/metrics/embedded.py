@@ -210,10 +210,16 @@ class EmbeddedStore:
         )
 
     def default_time(self) -> float:
-        span = self.time_range()
-        if span is None:
+        """The instant every report and guard reads when none is given: now, on the 10 s grid, or the
+        newest step before now when the store's data ends earlier (a store loaded from a past file).
+        Data ahead of now (`sim generate --ahead`) is never the instant (docs/decisions/0402)."""
+        from opsctl.clock import wall_now
+
+        if self.time_range() is None:
             raise self._empty()
-        return float(span[1])
+        now = float(int(wall_now()) // schema.STEP_SECONDS * schema.STEP_SECONDS)
+        newest = self.newest_sample(now)
+        return now if newest is None else min(newest, now)
 
     def totals(self, backend: str, at: int) -> dict[str, float]:
         """Running totals of every column through instant `at` (0 before the first step)."""

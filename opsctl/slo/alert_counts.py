@@ -43,8 +43,16 @@ def _check(plan: SloRulePlan, alert: BurnAlert, counts: dict[str, tuple[float | 
     burn_long, burn_short = long_ratio / budget, short_ratio / budget
     counted = plan.slo.counts_increases  # otherwise the rule has no traffic clause
     rate = valid_short / alert.short_seconds if counted else None
-    holds = burn_long > alert.factor and burn_short > alert.factor and (rate is None or rate >= alert.min_request_rate)
+    holds = burn_long > alert.factor and burn_short > alert.factor and (rate is None or enough_traffic(alert, short_ratio, rate))
     return _Check(holds, burn_long, burn_short, rate, valid_short)
+
+
+def enough_traffic(alert: BurnAlert, short_ratio: float, rate: float) -> bool:
+    """The rule's traffic clause: `rate >= MIN_RATE or ratio * rate * SHORT >= MIN_BAD` (the same
+    float operations in the same order as Prometheus on the recorded ratio and rate)."""
+    if rate >= alert.min_request_rate:
+        return True
+    return alert.min_bad_events > 0 and short_ratio * rate * alert.short_seconds >= alert.min_bad_events
 
 
 # ---------------------------------------------------------------------------------------------

@@ -89,7 +89,12 @@ def alert_expr(plan: SloRulePlan, alert: BurnAlert) -> str:
         f"and\n(\n  {own_record(cv.record_error_ratio(alert.short), plan)} / {budget} > {factor}\n)"
     )
     if plan.slo.counts_increases:
-        expr += f"\nand\n(\n  {own_record(cv.record_valid_rate(alert.short), plan)} >= {number(alert.min_request_rate)}\n)"
+        rate = own_record(cv.record_valid_rate(alert.short), plan)
+        guard = f"{rate} >= {number(alert.min_request_rate)}"
+        if alert.min_bad_events > 0:  # few events, a real burn: the short window's bad events
+            bad = f"{own_record(cv.record_error_ratio(alert.short), plan)} * {rate} * {alert.short_seconds}"
+            guard = f"{guard}\n  or\n  {bad} >= {number(alert.min_bad_events)}"
+        expr += f"\nand\n(\n  {guard}\n)"
     return expr
 
 
@@ -166,7 +171,9 @@ def alert_annotations(plan: SloRulePlan, alert: BurnAlert, base_url: str, burn: 
         "description": (
             f"{description}. Objective {objective} over {plan.period}. This alert fires when the error budget"
             f" burns faster than {cv.format_factor(alert.factor)}x the sustainable rate over both the last {alert.long} and the"
-            f" last {alert.short}, with at least {alert.min_request_rate:g} requests/s over {alert.short}."
+            f" last {alert.short}, with at least {alert.min_request_rate:g} requests/s over {alert.short}"
+            + (f" or, at less traffic, at least {alert.min_bad_events:g} bad events over it."
+               if alert.min_bad_events > 0 and plan.slo.counts_increases else ".")
         ),
         "burn_rate": burn_text,
         "cause": cause_value,

@@ -17,6 +17,7 @@ from opsctl.slo.model import SloDefinition
 
 if TYPE_CHECKING:
     from opsctl.config import AlertingConfig, Config
+    from opsctl.config.alerting import FastBurnAlerting
 
 FACTOR_DIGITS = 10  # factors are written (and compared in-process) rounded to 10 significant digits
 
@@ -56,6 +57,9 @@ class BurnAlert:
     tier: str = ""  # "fast": the fast-burn tier (its own group, raw windows, label tier=fast)
     interval: int = 0  # its group's evaluation interval (0: the plan's)
     keep_firing_seconds: int = 0  # Prometheus' `keep_firing_for` (>= 2.42): firing on after the condition ends
+    # Below min_request_rate the pair still holds with at least this many bad events over the short
+    # window (0: never below it). The fast tier keeps the rate guard alone.
+    min_bad_events: float = 0.0
 
     @property
     def fast(self) -> bool:
@@ -167,15 +171,17 @@ def _plan_one(slo: SloDefinition, good: str | None, valid: str | None, settings:
             factor=float(f"{pair.factor(period_seconds):.{FACTOR_DIGITS}g}"),
             min_request_rate=float(sev.min_request_rate),
             for_seconds=cv.scaled_for(sev.for_seconds, period_seconds),
+            min_bad_events=float(sev.min_bad_events),
         ))
     fast = alerting.fast
     category = "latency" if slo.kind == "latency" else "availability"
-    if fast.enabled and slo.counts_events and category == "availability":  # hard outages: errors, not tails
+    fast_factor = fast_tier_factor(slo, category, alerts, fast)
+    if fast.enabled and slo.counts_events and fast_factor is not None:
         long, short = cv.window_label(fast.long.seconds), cv.window_label(fast.short.seconds)
         alerts.append(BurnAlert(
             alertname=cv.FAST_ALERT_NAME, severity="page", long=long, short=short,
             long_seconds=fast.long.seconds, short_seconds=fast.short.seconds,
-            factor=float(f"{fast.factor:.{FACTOR_DIGITS}g}"), min_request_rate=float(fast.min_request_rate),
+            factor=fast_factor, min_request_rate=float(fast.min_request_rate),
             for_seconds=fast.for_seconds, tier="fast", interval=fast.interval_seconds,
             keep_firing_seconds=fast_keep_firing(alerts, settings.alerting.interval_seconds),
         ))
@@ -195,6 +201,24 @@ def _plan_one(slo: SloDefinition, good: str | None, valid: str | None, settings:
     return SloRulePlan(slo, good, valid, labels, tuple(windows.items()), period, tuple(alerts),
                        interval, base, tuple(dict.fromkeys(derived or ())), category, causes, absent,
                        alerting.absent.for_seconds, alerting.absent.severity, settings.sloth_labels)
+
+
+def fast_tier_factor(slo: SloDefinition, category: str, pairs: Sequence[BurnAlert],
+                     fast: "FastBurnAlerting") -> float | None:
+    """The fast tier's factor for one SLO, or None when it gets no fast tier.
+
+    Availability: `alerting.fast.factor` (300x: 3% of requests failing on a 99.99% SLO). Latency:
+    the same idea, a share of slow requests no clean minute reaches (`alerting.fast.latency_share`,
+    3%), as a burn rate of the SLO's own budget: share / (1 - goal), 30x on a 99.9% SLO. A latency
+    SLO whose factor would not exceed its slower page pairs' (a 99% SLO: 3x) gets none: the pairs
+    page first there (docs/decisions/0400-latency-fast-tier.md)."""
+    if category == "availability":
+        return float(f"{fast.factor:.{FACTOR_DIGITS}g}")
+    if category != "latency" or fast.latency_share <= 0 or slo.goal >= 1:
+        return None
+    factor = float(f"{fast.latency_share / (1 - slo.goal):.{FACTOR_DIGITS}g}")
+    slower = max((a.factor for a in pairs if a.severity == "page" and not a.fast), default=0.0)
+    return factor if factor > slower else None
 
 
 def fast_keep_firing(pairs: Sequence[BurnAlert], interval: int) -> int:

@@ -81,7 +81,9 @@ def _fires(factor: float, long_seconds: int, burn: float, for_seconds: int = PAG
 
 # 28-day period (672 h): 2% of the budget in 1h, 5% in 6h, for the two standard page pairs
 PAIRS = {("1h", "5m"): (0.02 * 672, 3600), ("6h", "30m"): (0.05 * 672 / 6, 21600)}
-FAST = {("5m", "1m"): (300.0, 300)}  # opsctl.yaml alerting.fast: availability SLOs only, for: 0
+FAST = {("5m", "1m"): (300.0, 300)}  # opsctl.yaml alerting.fast: availability SLOs, for: 0
+# Latency SLOs: alerting.fast.latency_share 0.03 over the budget: 30x on a 99.9% SLO (none on a 99% one)
+LATENCY_FAST = {("5m", "1m"): (0.03 / (1 - 0.999), 300)}
 
 
 @pytest.fixture(scope="module")
@@ -145,13 +147,15 @@ def test_vendor_latency_predicted_page_and_timeout_on_the_chain_drills_rules(pla
                             peak_rps=200)
     burn = _slow("vendor", 1.0, tail=0.1, tail_factor=10.0) / (1 - _goal("databricks-latency-1s"))
     assert pred.slo == "llm-inference-databricks-latency-1s" and pred.burn == pytest.approx(burn, rel=1e-5)
-    # no fast tier on a latency SLO; each pair at F x L / B on the 10 s grid, + for 20 s
+    # each pair at F x L / B on the 10 s grid, + for 20 s; the 99.9% SLO's fast tier at 30x, for 0s
     expected = {pair: _fires(f, long, burn) for pair, (f, long) in PAIRS.items()}
+    expected |= {pair: _fires(f, long, burn, 0) for pair, (f, long) in LATENCY_FAST.items()}
     assert expected[("1h", "5m")] == 570  # 13.44 x 3600 / ~88.5 = ~547 s -> 550 s, + 20 s
+    assert expected[("5m", "1m")] == 110  # 30 x 300 / ~88.5 = ~102 s -> 110 s
     got = {(t.long, t.short): t.predicted_seconds for t in pred.tiers}
     assert got == expected
-    page = expected[("1h", "5m")] + 2
-    assert pred.predicted_detection_seconds == expected[("1h", "5m")] and pred.predicted_page_seconds == page
+    page = expected[("5m", "1m")] + 2
+    assert pred.predicted_detection_seconds == expected[("5m", "1m")] and pred.predicted_page_seconds == page
     assert {h.hop: h.predicted_seconds for h in pred.hops} == \
         {"detect": page - 2, "page": page, "mitigate": None, "ticket": None}
     assert derived_timeout(pred, 240) == (page + CHAIN_MARGIN, f"predicted page {page}s + margin {CHAIN_MARGIN}s")
@@ -199,19 +203,36 @@ def test_a_capacity_loss_below_every_factor_predicts_no_page_and_only_the_margin
     assert seconds == CHAIN_MARGIN and "no page predicted" in why and f"the margin {CHAIN_MARGIN}s alone" in why
 
 
-def test_traffic_under_the_minimum_guard_never_pages_whatever_the_burn(plans):
+def test_traffic_under_the_minimum_guard_pages_on_ten_bad_events_and_never_on_fewer(plans):
     fault = _fault("vendor-latency")
     # 1.5 requests/s at peak x 0.6: 0.72/s on databricks, 0.9/s on the service, both under the
-    # page pairs' minimum of 1.0/s over the short window
+    # page pairs' minimum of 1.0/s over the short window; but ~8.9% of databricks' answers are slow:
+    # 0.72 x 0.089 x 300 = ~19 bad events over 5m, at least the pairs' min_bad_events of 10, reached
+    # 10 / 0.064 = ~156 s in, before the 1h/5m factor (570 s): the pairs fire as at full traffic.
+    # The fast tier keeps its rate guard alone: never.
     pred = chain_prediction(plans, fault.kind, dict(fault.params), "databricks", SPLIT,
                             slo="llm-inference-databricks-latency-1s", group_wait=2, kinds=KINDS, load=LOAD,
                             peak_rps=1.5)
+    burn = _slow("vendor", 1.0, tail=0.1, tail_factor=10.0) / (1 - _goal("databricks-latency-1s"))
+    got = {(t.long, t.short): t for t in pred.tiers}
+    assert got[("5m", "1m")].predicted_seconds is None and "minimum-traffic guard" in got[("5m", "1m")].why
+    assert {pair: got[pair].predicted_seconds for pair in PAIRS} == {
+        pair: _fires(f, long, burn) for pair, (f, long) in PAIRS.items()}
+    # 0.1 requests/s at peak: 0.048/s on databricks, ~1.3 bad events over 5m and ~7.6 over the 6h/30m
+    # pair's 30m (the service's 0.06/s x ~7.1% x 1800 s: ~7.6 too), under 10: never
+    pred = chain_prediction(plans, fault.kind, dict(fault.params), "databricks", SPLIT,
+                            slo="llm-inference-databricks-latency-1s", group_wait=2, kinds=KINDS, load=LOAD,
+                            peak_rps=0.1)
     assert all(t.predicted_seconds is None and "minimum-traffic guard" in t.why for t in pred.tiers)
     assert all(r.predicted_seconds is None for r in pred.slos)
     assert pred.no_page.startswith("no page predicted")
 
 
 def test_when_the_named_slo_is_guarded_the_page_comes_from_the_one_that_fires(plans):
+    from dataclasses import replace
+
+    # the bad-event clause off (alerting.*.min_bad_events: 0): only the rate guards
+    plans = [replace(p, alerts=tuple(replace(a, min_bad_events=0.0) for a in p.alerts)) for p in plans]
     fault = _fault("vendor-latency")
     # 2 requests/s at peak x 0.6: 0.96/s on databricks (guarded), 1.2/s on the service (not)
     pred = chain_prediction(plans, fault.kind, dict(fault.params), "databricks", SPLIT,
@@ -220,7 +241,8 @@ def test_when_the_named_slo_is_guarded_the_page_comes_from_the_one_that_fires(pl
     burn = (0.8 * _slow("vendor", 1.0, tail=0.1, tail_factor=10.0) + 0.2 * _slow("internal", 1.0)) \
         / (1 - _goal("service-latency-1s"))
     assert pred.slo == "llm-inference-service-latency-1s"
-    assert pred.predicted_detection_seconds == _fires(*PAIRS[("1h", "5m")], burn)
+    # its fast tier first: 30 x 300 / ~70.7 = ~127 s -> 130 s (the 1h/5m pair: 710 s)
+    assert pred.predicted_detection_seconds == _fires(*LATENCY_FAST[("5m", "1m")], burn, 0) == 130
     assert "is not predicted to page" in pred.note
 
 
@@ -252,7 +274,7 @@ def test_the_chain_runner_predicts_a_latency_fault_at_the_load_of_its_onset(chai
     burn = _slow("vendor", 1.0, tail=0.1, tail_factor=10.0, load=load) / (1 - _goal("databricks-latency-1s"))
     assert pred.slo == "llm-inference-databricks-latency-1s"
     assert pred.burn == pytest.approx(burn, rel=1e-5)
-    assert pred.predicted_page_seconds == _fires(*PAIRS[("1h", "5m")], burn) + 2
+    assert pred.predicted_page_seconds == _fires(*LATENCY_FAST[("5m", "1m")], burn, 0) + 2  # the fast tier first
 
 
 def test_a_live_chain_drill_does_not_predict_latency_or_capacity_faults_from_the_simulator(chain_cfg):

@@ -143,8 +143,9 @@ SELECTORS = {
 
 def first_page_from_raw_counts(run, slo_name: str, goal: float, t0: float, start: float, until: float) -> float | None:
     """The first evaluation instant (start + k minutes) at which a page pair (1h/5m at 13.44x or 6h/30m
-    at 5.6x, both windows, at least 1 valid request/s over the short window) held for 2 minutes, or,
-    for an availability SLO, the fast tier (5m/1m at 300x, for 0s) held once."""
+    at 5.6x, both windows, at least 1 valid request/s over the short window) held for 2 minutes, or
+    the fast tier (5m/1m, for 0s) held once: 300x for an availability SLO, for a 99.9% latency SLO
+    0.03 / 0.001 = 30x (alerting.fast.latency_share; a 99% one gets none: 3x is under 13.44x)."""
     backend, good_cols, valid_cols = SELECTORS[slo_name]
     rows = store_rows(run, backend, t0 - 7 * 3600, until)
     cum_good, cum_valid, ts = [0.0], [0.0], [rows[0]["ts"] - STEP]
@@ -165,12 +166,12 @@ def first_page_from_raw_counts(run, slo_name: str, goal: float, t0: float, start
     def condition(at: int) -> bool:
         return burning(at, 3600, 300, 13.44) or burning(at, 21600, 1800, 5.6)
 
-    fast_tier = "availability" in slo_name
+    fast_factor = 300.0 if "availability" in slo_name else 30.0 if goal == 0.999 and "latency" in slo_name else None
 
     at = int(start)
     while at <= until:
         if at >= t0 and (all(condition(at - k * 60) for k in range(3))
-                         or (fast_tier and burning(at, 300, 60, 300.0))):
+                         or (fast_factor is not None and burning(at, 300, 60, fast_factor))):
             return at
         at += 60
     return None

@@ -42,8 +42,8 @@ def test_every_generated_alert_links_to_a_generated_runbook_about_it(opsctl, shi
     rules = alert_rules(opsctl, shipped)
     files = generate(opsctl, shipped)
     # 9 SLOs x (4 window pairs (two page, two ticket) + SloMetricsAbsent), and the fast-burn page of
-    # the 3 availability SLOs
-    assert len(rules) == len(SLO_NAMES) * 5 + 3 == 48
+    # the 3 availability SLOs and the 3 99.9% latency SLOs
+    assert len(rules) == len(SLO_NAMES) * 5 + 6 == 51
     for rule in rules:
         url = rule["annotations"]["runbook_url"]
         assert url.startswith(BASE + "/"), url
@@ -107,7 +107,7 @@ def test_the_page_runbook_says_how_long_the_fast_burn_page_stays_firing_as_its_r
     it is still firing minutes after the failover emptied its window."""
     files = generate(opsctl, shipped)
     fast = [r for r in alert_rules(opsctl, shipped) if r["alert"] == "SloFastBurnPage"]
-    assert len(fast) == 3
+    assert len(fast) == 6  # 3 availability, 3 99.9% latency SLOs
     for rule in fast:
         # 28-day period: the slower page pairs' longest `for:` (2m) plus one 1m evaluation.
         assert rule["keep_firing_for"] == "3m"

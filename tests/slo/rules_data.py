@@ -40,12 +40,13 @@ RUNBOOK_BASE = "https://runbooks.test/llm"
 # The alerting section the tests run with, stated here so the figures below can be read off it.
 FOR_MINUTES = {"page": 2, "ticket": 15}
 MIN_RATE = {"page": 1.0, "ticket": 0.1}
+MIN_BAD = {"page": 10.0, "ticket": 10.0}  # below MIN_RATE, this many bad events over the short window
 ALERTING_CONFIG = f"""\
 alerting:
   evaluation_interval: 1m
   runbook_base_url: {RUNBOOK_BASE}/
-  page: {{for_duration: 2m, min_request_rate: 1.0}}
-  ticket: {{for_duration: 15m, min_request_rate: 0.1}}
+  page: {{for_duration: 2m, min_request_rate: 1.0, min_bad_events: 10}}
+  ticket: {{for_duration: 15m, min_request_rate: 0.1, min_bad_events: 10}}
 """
 
 
@@ -232,7 +233,11 @@ def expected_alerts(data: dict[str, d.Traffic], slos: list[Slo], minutes: range)
                     continue
                 burn_long = (1 - g_long / v_long) / (1 - s.goal)
                 burn_short = (1 - g_short / v_short) / (1 - s.goal)
-                ok = burn_long > f and burn_short > f and v_short / short_s >= MIN_RATE[sev]
+                rate = v_short / short_s
+                # the traffic clause: enough requests, or (few of them) enough bad events; the bad
+                # count as the rule writes it, recorded ratio x recorded rate x seconds
+                enough = rate >= MIN_RATE[sev] or (1 - g_short / v_short) * rate * short_s >= MIN_BAD[sev]
+                ok = burn_long > f and burn_short > f and enough
                 series[m] = burn_long if ok else None
             holds[(s, sev, long, short)] = series
     out: dict[int, list[Firing]] = {m: [] for m in minutes}

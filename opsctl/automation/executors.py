@@ -74,8 +74,14 @@ class LiveExecutor:
         from opsctl.traffic.record import now_for
 
         # The controller's freeze guard's time: the API server's for a Kubernetes actuator, never this host's clock.
-        frozen = FreezeCalendar(self.cfg.freezes).active(now_for(self.controller.actuator, self.clock))
-        emergency = bool(frozen) and request.emergency_in_freeze
+        from opsctl.errors import ConfigError
+        from opsctl.traffic.freeze_source import current_freezes
+
+        try:  # the freezes as the config holds them now (one added while serve runs binds it)
+            frozen = bool(FreezeCalendar(current_freezes(self.cfg)).active(now_for(self.controller.actuator, self.clock)))
+        except ConfigError:
+            frozen = True  # freezes that no longer load: the freeze guard refuses routine changes
+        emergency = frozen and request.emergency_in_freeze
         incident = request.incident or f"opsctl-automation-{request.context.policy}-{backend}"
         reason = f"opsctl serve, policy {request.context.policy}: {request.context.summary}"[:500]
         operation = request.operation_id or None

@@ -245,14 +245,24 @@ class RolloutController:
                     objects=self._standing(state, done), **changes)
 
     def _apply(self, state: RolloutState, plan, step: PlanStep, now: float) -> str:
+        from opsctl.errors import ConfigError
         from opsctl.freeze import FreezeCalendar
         from opsctl.rollout.calendar import first_conflict
+        from opsctl.traffic.freeze_source import current_freezes
 
-        span = first_conflict(FreezeCalendar(self.cfg.freezes), now, now + step.seconds)
+        try:  # the freezes as the config holds them at this decision (one added mid-step binds the next step)
+            windows = current_freezes(self.cfg)
+        except ConfigError as exc:
+            why = exc.message.splitlines()[0]
+            if not state.history or state.history[-1].detail != f"{step.label} waits: {why}":
+                self._event(state, now, "waiting", f"{step.label} waits: {why}")
+            return "waiting"
+        span = first_conflict(FreezeCalendar(windows), now, now + step.seconds)
         if span is not None:
             if state.waiting_until != span.end:
-                self._event(state, now, "waiting", f"{step.label} would run into freeze {span.name}: waits until its end",
-                            waiting_until=span.end)
+                added = "" if any(w.name == span.name for w in self.cfg.freezes) else " (added since this process started)"
+                self._event(state, now, "waiting", f"{step.label} would run into freeze {span.describe()}{added}:"
+                                                   " waits until its end", waiting_until=span.end)
             return "waiting"
         target = self._target(plan, step, state)
         operation = f"{state.id}-s{step.index + 1}" + (f"-r{state.reapply}" if state.reapply else "")

@@ -257,6 +257,11 @@ class RolloutController:
             if not state.history or state.history[-1].detail != f"{step.label} waits: {why}":
                 self._event(state, now, "waiting", f"{step.label} waits: {why}")
             return "waiting"
+        problems = self._unmeasurable(state, plan)
+        if problems:
+            why = f"a gate cannot be measured: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+            self._event(state, now, "paused", why, status="paused", paused_because=f"refused: {why}")
+            return "paused"
         span = first_conflict(FreezeCalendar(windows), now, now + step.seconds)
         if span is not None:
             if state.waiting_until != span.end:
@@ -282,6 +287,16 @@ class RolloutController:
                     waiting_until=None, objects=self._standing(state, done))
         return "applied"
 
+    def _unmeasurable(self, state: RolloutState, plan) -> list[str]:
+        """rollout/gates.py's problems of the plan, its files beside the plan as `rollout start` found it
+        (a rollout recorded without a plan_dir: beside the config)."""
+        from opsctl.rollout.gates import gate_problems
+
+        return gate_problems(self.cfg, plan, self._plan_dir(state))
+
+    def _plan_dir(self, state: RolloutState) -> str:
+        return state.plan_dir or self.cfg.base_dir
+
     def _soak(self, state: RolloutState, plan, steps: list[PlanStep], step: PlanStep, now: float) -> str:
         from opsctl.rollout.analyses import measure
         from opsctl.rollout.plan import classify, outcome_of
@@ -300,6 +315,7 @@ class RolloutController:
                 due.append(i)  # every interval during the soak, and once at (or past) its end
         if due:
             evidence = self.evidence(min(now, ends), plan)
+            evidence.base_dir = self._plan_dir(state)  # files an analysis names: beside the plan file
             evidence.mirror = step.mirror / 100 if step.mirror else None  # shadow readiness: the share asked
             stage = plan.stages[step.stage].body
             notes = []

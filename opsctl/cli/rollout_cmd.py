@@ -86,11 +86,13 @@ def sample_size(baseline, margin, alpha, power, daily_trials, share, output):
 @rollout.command()
 @click.argument("gold", type=click.Path(dir_okay=False))
 @click.argument("answers", type=click.Path(dir_okay=False))
+@click.option("--tokenized", is_flag=True, help="ANSWERS are already tokenized as GOLD: split on whitespace only.")
 @output_option
-def m2(gold, answers, output):
+def m2(gold, answers, tokenized, output):
     """M2 precision, recall and F0.5 of a backend's corrections (ANSWERS: one corrected sentence per
-    line, in the order of GOLD's sentences) against GOLD's edits in M2 format. Tokens are split on
-    whitespace, as in the M2 file: no tokenizer.
+    line, in the order of GOLD's sentences) against GOLD's edits in M2 format, counted as the M2
+    scorer counts them (edits spanning up to 2 unchanged words). Answers are tokenized as the gold
+    source (Treebank style: "day." -> "day ."), unless --tokenized.
 
     \b
     Example:
@@ -106,7 +108,7 @@ def m2(gold, answers, output):
         lines = Path(answers).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{answers}: cannot read the answers: {exc}") from exc
-    result = score(sentences, lines)
+    result = score(sentences, lines, tokenized=tokenized)
     emit(result.to_dict(), output, table=lambda d: (
         f"precision {d['precision']:.4f}  recall {d['recall']:.4f}  F0.5 {d['f05']:.4f}"
         f"  ({d['tp']} true positives, {d['fp']} false positives, {d['fn']} missed)"))

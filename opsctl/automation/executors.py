@@ -74,7 +74,14 @@ class LiveExecutor:
         from opsctl.traffic.record import now_for
 
         # The controller's freeze guard's time: the API server's for a Kubernetes actuator, never this host's clock.
-        frozen = FreezeCalendar(self.cfg.freezes).active(now_for(self.controller.actuator, self.clock))
+        from opsctl.errors import ConfigError
+        from opsctl.traffic.freeze_source import current_freezes
+
+        try:  # the freezes as the config holds them now (one added while serve runs binds it)
+            frozen = [s.name for s in FreezeCalendar(current_freezes(self.cfg)).active(
+                now_for(self.controller.actuator, self.clock))]
+        except ConfigError:
+            frozen = ["(the freezes, unreadable)"]  # freezes that no longer load: the guard refuses routine changes
         emergency = bool(frozen) and request.emergency_in_freeze
         incident = request.incident or f"opsctl-automation-{request.context.policy}-{backend}"
         reason = f"opsctl serve, policy {request.context.policy}: {request.context.summary}"[:500]
@@ -98,7 +105,7 @@ class LiveExecutor:
                                    "operation": applied.operation, "outcome": "applied",
                                    "before": applied.before, "after": applied.after})
             return Outcome("noop", f"no user traffic on {backend} to move ({self._describe(result.after)})", data)
-        how = " as an emergency overriding " + ", ".join(s.name for s in frozen) if emergency else ""
+        how = " as an emergency overriding " + ", ".join(frozen) if emergency else ""
         moved = f"{self._describe(result.before)} -> {self._describe(result.after)}"
         short = (f"; {result.partial.message}" if result.partial is not None
                  else f"; capacity kept some on {backend}: {result.shortfall}" if result.shortfall else "")

@@ -41,11 +41,12 @@ def plan(app, plan_file, start, html_out, output):
     today's traffic (daily_trials)."""
     from opsctl.freeze import FreezeCalendar
     from opsctl.rollout.calendar import plan_rollout
-    from opsctl.rollout.plan import check_cost_shares, load_plan
+    from opsctl.rollout.gates import check_gates
+    from opsctl.rollout.plan import load_plan
 
     cfg = app.config
     the_plan = load_plan(plan_file, backends=list(cfg.backends))
-    check_cost_shares(the_plan, plan_file, cfg.cost.min_traffic_share)
+    check_gates(cfg, the_plan, plan_file)  # every gate measurable: as start, run and serve check it
     planned = plan_rollout(the_plan, FreezeCalendar(cfg.freezes), start, plan_file)
     if html_out:
         from pathlib import Path
@@ -85,11 +86,13 @@ def sample_size(baseline, margin, alpha, power, daily_trials, share, output):
 @rollout.command()
 @click.argument("gold", type=click.Path(dir_okay=False))
 @click.argument("answers", type=click.Path(dir_okay=False))
+@click.option("--tokenized", is_flag=True, help="ANSWERS are already tokenized as GOLD: split on whitespace only.")
 @output_option
-def m2(gold, answers, output):
+def m2(gold, answers, tokenized, output):
     """M2 precision, recall and F0.5 of a backend's corrections (ANSWERS: one corrected sentence per
-    line, in the order of GOLD's sentences) against GOLD's edits in M2 format. Tokens are split on
-    whitespace, as in the M2 file: no tokenizer.
+    line, in the order of GOLD's sentences) against GOLD's edits in M2 format, counted as the M2
+    scorer counts them (edits spanning up to 2 unchanged words). Answers are tokenized as the gold
+    source (Treebank style: "day." -> "day ."), unless --tokenized.
 
     \b
     Example:
@@ -105,7 +108,7 @@ def m2(gold, answers, output):
         lines = Path(answers).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{answers}: cannot read the answers: {exc}") from exc
-    result = score(sentences, lines)
+    result = score(sentences, lines, tokenized=tokenized)
     emit(result.to_dict(), output, table=lambda d: (
         f"precision {d['precision']:.4f}  recall {d['recall']:.4f}  F0.5 {d['f05']:.4f}"
         f"  ({d['tp']} true positives, {d['fp']} false positives, {d['fn']} missed)"))
@@ -233,6 +236,9 @@ def start(app, plan_file, dry_run, yes, output):
     from opsctl.rollout.simrun import refuse_unmirrored
 
     refuse_unmirrored(cfg, plan_steps(the_plan))  # a gate that cannot mirror and no shadow object: exit 2
+    from opsctl.rollout.gates import check_gates
+
+    check_gates(cfg, the_plan, plan_file)  # every gate measurable (files beside the plan): exit 2
     current, mirror, objects = starting_point(cfg)  # reads only; with traffic.shadow_actuator, both objects
     if current is None:
         from opsctl.errors import NoDataError
@@ -243,7 +249,8 @@ def start(app, plan_file, dry_run, yes, output):
              table=lambda d: f"would start rollout {d['plan']} from {current.describe(list(cfg.backends))}")
         return
     state = start_rollout(_store(app), data, the_plan, by=_actor(), at=wall_now(), current=current,
-                          order=list(cfg.backends), mirror=mirror, objects=objects)
+                          order=list(cfg.backends), mirror=mirror, objects=objects,
+                          plan_dir=str(Path(plan_file).resolve().parent))
     emit(state.to_dict(), output, table=state_text)
 
 

@@ -6,41 +6,32 @@ end are token offsets into the source, the correction may list alternatives sepa
 `-NONE-` (or empty) deletes, and `-1 -1|||noop` says that annotator made no edit. Tokens are what
 the file says they are (split on whitespace): no tokenizer model.
 
-Scoring, MaxMatch-style (Dahlmeier & Ng 2012): the system's answer is a corrected sentence. Its
-edits come from a token-level Levenshtein alignment with the source; a run of adjacent changed
-tokens may be read as one edit or as several (every segmentation of the run's source and answer
-tokens), and of all those readings the one that matches the most gold edits is chosen (then the
-fewest edits): MaxMatch's search over the edit lattice, within each changed run. An edit matches a gold edit when the span and the correction are
-equal (any alternative), or when both make the same sentence of the source (deleting the first or
-the second of two equal tokens). Per sentence, the annotator is the one that gives the best F0.5 to the
-running totals, as the M2 scorer does. Corpus totals: P = TP / (TP + FP) (1 with no system edit),
-R = TP / (TP + FN) (1 with no gold edit), F_beta = (1 + b^2) P R / (b^2 P + R).
+Scoring as the NUS M2 scorer (m2scorer.py, CoNLL-2014) counts it, re-implemented from its published
+algorithm (docs/decisions/0502-m2-as-the-scorer-counts-it.md): the edit lattice of both token
+Levenshtein alignments (substitution cost 1 and 2), with transitive arcs joining consecutive
+changes into one edit spanning at most MAX_UNCHANGED (2) unchanged tokens; per annotator a gold
+edit's arc weighs -len(arcs) and any other edit 1 + EPSILON per step, and the lightest path
+(Bellman-Ford, ties as the scorer's order breaks them) is the system's edits; an edit is correct
+when its span, source text and correction equal a gold edit's (any alternative), matched left to
+right. Per sentence the annotator that gives the best F on the running totals (then the most
+correct, then the fewest proposed + beta^2 gold) is chosen. Corpus totals: P = TP / (TP + FP) (1
+with no system edit), R = TP / (TP + FN) (1 with no gold edit), F_beta = (1 + b^2) P R / (b^2 P + R).
+Answers are first tokenized as the gold source is (`tokenize`: "day." -> "day ."); the scorer
+itself only splits on whitespace (`tokenized=True`).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from opsctl.errors import UsageError
 from opsctl.model import Model
 
-Edit = tuple[int, int, tuple[str, ...]]  # (start, end, correction tokens)
-
-
 class GoldEdit(Model):
     start: int
     end: int
     corrections: tuple[tuple[str, ...], ...]  # alternatives
-
-    def matches(self, edit: Edit, source: tuple[str, ...]) -> bool:
-        """Equal span and correction, or the same corrected sentence (deleting the first or the second
-        of two equal tokens is one edit: MaxMatch's lattice holds both readings)."""
-        if edit[0] == self.start and edit[1] == self.end and edit[2] in self.corrections:
-            return True
-        if abs(edit[0] - self.start) > len(source) or not (edit[1] >= self.start - 1 and self.end >= edit[0] - 1):
-            return False
-        result = source[:edit[0]] + edit[2] + source[edit[1]:]
-        return any(source[:self.start] + c + source[self.end:] == result for c in self.corrections)
 
 
 class M2Sentence(Model):
@@ -130,97 +121,298 @@ def load_m2(path: str | Path) -> list[M2Sentence]:
     return parse_m2(text, str(path))
 
 
-MAX_RUN = 16  # tokens on either side of one changed run searched exhaustively; longer runs are one edit
+MAX_UNCHANGED = 2  # unchanged tokens one system edit may span (the M2 scorer's --max_unchanged_words default)
+EPSILON = 0.001  # the extra weight of a system edit that matches no gold edit
+_Vertex = tuple[int, int]
+_Arc = tuple[_Vertex, _Vertex]
+# (kind, start, end, original, correction, unchanged tokens): kind ins | del | sub | noop
+_Step = tuple[str, int, int, str, str, int]
 
 
-def _runs(source: tuple[str, ...], hyp: tuple[str, ...]) -> list[tuple[int, int, int, int]]:
-    """(source start, source end, answer start, answer end) of each maximal changed run of a
-    minimal Levenshtein alignment (matched tokens separate runs)."""
+def _lattice(source: tuple[str, ...], hyp: tuple[str, ...], sub_cost: int) -> dict[_Vertex, list[tuple[_Vertex, _Step]]]:
+    """Every minimal-cost predecessor of each cell of the token Levenshtein matrix (insert and delete
+    cost 1, substitute `sub_cost`), in the order substitution-or-match, deletion, insertion."""
     n, m = len(source), len(hyp)
     cost = [[0] * (m + 1) for _ in range(n + 1)]
-    for i in range(n + 1):
+    back: dict[_Vertex, list[tuple[_Vertex, _Step]]] = {}
+    for i in range(1, n + 1):
         cost[i][0] = i
-    for j in range(m + 1):
+        back[(i, 0)] = [((i - 1, 0), ("del", i - 1, i, source[i - 1], "", 0))]
+    for j in range(1, m + 1):
         cost[0][j] = j
+        back[(0, j)] = [((0, j - 1), ("ins", 0, 0, "", hyp[j - 1], 0))]  # before the first token
     for i in range(1, n + 1):
         for j in range(1, m + 1):
             same = source[i - 1] == hyp[j - 1]
-            cost[i][j] = min(cost[i - 1][j - 1] + (0 if same else 1), cost[i - 1][j] + 1, cost[i][j - 1] + 1)
-    matched: list[tuple[int, int]] = []  # back-trace the matched token pairs
-    i, j = n, m
-    while i and j:
-        if source[i - 1] == hyp[j - 1] and cost[i][j] == cost[i - 1][j - 1]:
-            matched.append((i - 1, j - 1))
-            i -= 1
-            j -= 1
-        elif cost[i][j] == cost[i - 1][j - 1] + 1:
-            i -= 1
-            j -= 1
-        elif cost[i][j] == cost[i - 1][j] + 1:
-            i -= 1
-        else:
-            j -= 1
-    matched.reverse()
-    runs = []
-    prev_i, prev_j = 0, 0
-    for mi, mj in matched + [(n, m)]:
-        if (mi, mj) != (prev_i, prev_j):
-            runs.append((prev_i, mi, prev_j, mj))
-        prev_i, prev_j = mi + 1, mj + 1
-    return runs
+            diagonal = cost[i - 1][j - 1] + (0 if same else sub_cost)
+            deletion, insertion = cost[i - 1][j] + 1, cost[i][j - 1] + 1
+            best = min(diagonal, deletion, insertion)
+            cost[i][j] = best
+            here = back.setdefault((i, j), [])
+            if diagonal == best:
+                here.append(((i - 1, j - 1), ("noop", i - 1, i, source[i - 1], hyp[j - 1], 1) if same
+                             else ("sub", i - 1, i, source[i - 1], hyp[j - 1], 0)))
+            if deletion == best:
+                here.append(((i - 1, j), ("del", i - 1, i, source[i - 1], "", 0)))
+            if insertion == best:
+                here.append(((i, j - 1), ("ins", i, i, "", hyp[j - 1], 0)))
+    return back
 
 
-def system_edits(source: tuple[str, ...], hyp: tuple[str, ...], gold: tuple[GoldEdit, ...]) -> list[Edit]:
-    """The system's edits: each changed run read, of all its segmentations into edits (the edit
-    lattice of the run), as the one that matches the most gold edits, then has the fewest edits."""
-    out: list[Edit] = []
-    for s, e, hs, he in _runs(source, hyp):
-        if e - s > MAX_RUN or he - hs > MAX_RUN:
-            out.append((s, e, hyp[hs:he]))
+def _graph(back, end: _Vertex) -> tuple[list[_Vertex], list[_Arc], dict[_Arc, _Step]]:
+    """The vertices on minimal paths (breadth first from the end), their arcs (each arc once per
+    lattice) and each arc's step."""
+    vertices: list[_Vertex] = []
+    arcs: list[_Arc] = []
+    steps: dict[_Arc, _Step] = {}
+    queue, seen = [end], set()
+    while queue:
+        v = queue.pop(0)
+        if v in seen:
             continue
-        best: dict[tuple[int, int], tuple[int, int, list[Edit]]] = {(s, hs): (0, 0, [])}
-        for i in range(s, e + 1):
-            for j in range(hs, he + 1):
-                if (i, j) == (s, hs):
-                    continue
-                choice = None
-                for i0 in range(s, i + 1):
-                    for j0 in range(hs, j + 1):
-                        prev = best.get((i0, j0))
-                        if prev is None or (i0, j0) == (i, j):
-                            continue
-                        if source[i0:i] == hyp[j0:j]:
-                            score = prev
-                        else:
-                            edit = (i0, i, hyp[j0:j])
-                            hit = any(g.matches(edit, source) for g in gold)
-                            score = (prev[0] - hit, prev[1] + 1, prev[2] + [edit])
-                        if choice is None or score[:2] < choice[:2]:
-                            choice = score
-                if choice is not None:  # never None: (s, hs) precedes every (i, j)
-                    best[(i, j)] = choice
-        out += best[(e, he)][2]
-    return out
+        seen.add(v)
+        vertices.append(v)
+        for prev, step in back.get(v, ()):
+            arcs.append((prev, v))
+            steps[(prev, v)] = step
+            if prev not in queue:
+                queue.append(prev)
+    return vertices, arcs, steps
 
 
-def _counts(edits: list[Edit], gold: tuple[GoldEdit, ...], source: tuple[str, ...]) -> tuple[int, int, int]:
-    tp = sum(1 for e in edits if any(g.matches(e, source) for g in gold))
-    matched_gold = sum(1 for g in gold if any(g.matches(e, source) for e in edits))
-    return tp, len(edits) - tp, len(gold) - matched_gold
+def _merge(a: _Step, b: _Step) -> _Step:
+    """Two adjacent steps read as one edit (source and correction text joined with a space)."""
+    orig = " ".join(t for t in (a[3], b[3]) if t) if a[0] != "ins" or b[0] != "ins" else ""
+    corr = " ".join(t for t in (a[4], b[4]) if t)
+    kind = "noop" if a[0] == b[0] == "noop" else ("ins" if a[0] == b[0] == "ins" else
+                                                 "del" if a[0] == b[0] == "del" else "sub")
+    return (kind, a[1], b[2], orig, corr, a[5] + b[5])
 
 
-def score(sentences: list[M2Sentence], hypotheses: list[str], *, beta: float = 0.5) -> M2Score:
-    """Corpus P / R / F_beta of the corrected sentences (whitespace-tokenized) against the gold edits."""
+def _edit_graph(source: tuple[str, ...], hyp: tuple[str, ...], max_unchanged: int):
+    """The M2 scorer's edit lattice: both Levenshtein lattices (substitution cost 1 and 2) merged,
+    then transitive arcs: two consecutive arcs read as one edit when it spans at most
+    `max_unchanged` unchanged tokens (noop chains themselves dropped)."""
+    end = (len(source), len(hyp))
+    v1, e1, s1 = _graph(_lattice(source, hyp, 1), end)
+    v2, e2, s2 = _graph(_lattice(source, hyp, 2), end)
+    vertices = sorted(set(v1) | set(v2))
+    arcs = sorted(e1 + e2)  # an arc of both lattices is listed twice, as the scorer lists it
+    steps = {**s2, **s1}
+    dist: dict[_Arc, float] = {a: 1 for a in arcs}
+    into: dict[_Vertex, set[_Vertex]] = {}
+    out: dict[_Vertex, set[_Vertex]] = {}
+    for a, b in arcs:
+        out.setdefault(a, set()).add(b)
+        into.setdefault(b, set()).add(a)
+    order = {v: i for i, v in enumerate(vertices)}
+    inf = float("inf")
+    for k in vertices:
+        for i in sorted(into.get(k, ()), key=order.__getitem__):
+            for j in sorted(out.get(k, ()), key=order.__getitem__):
+                through = dist[(i, k)] + dist[(k, j)]
+                if through < dist.get((i, j), inf):
+                    merged = _merge(steps[(i, k)], steps[(k, j)])
+                    if merged[5] <= max_unchanged:
+                        arcs.append((i, j))
+                        dist[(i, j)] = through
+                        steps[(i, j)] = merged
+                        out.setdefault(i, set()).add(j)
+                        into.setdefault(j, set()).add(i)
+    # transitive noop arcs are removed as the scorer removes them: while walking the list, so the arc
+    # after each removed one is not looked at (and stays)
+    index = 0
+    while index < len(arcs):
+        arc = arcs[index]
+        if steps[arc][0] == "noop" and dist[arc] > 1:
+            arcs.remove(arc)
+            dist[arc] = inf
+            del steps[arc]
+        index += 1
+    return vertices, arcs, dist, steps
+
+
+_Gold = tuple[int, int, str, tuple[str, ...]]  # (start, end, original, corrections) as the scorer reads them
+
+
+def _gold_tuples(gold: tuple[GoldEdit, ...], source: tuple[str, ...]) -> list[_Gold]:
+    return [(g.start, g.end, " ".join(source[g.start:g.end]), tuple(" ".join(c) for c in g.corrections))
+            for g in gold]
+
+
+def _hits(step: _Step, gold: _Gold) -> bool:
+    return step[1] == gold[0] and step[2] == gold[1] and step[3] == gold[2] and step[4] in gold[3]
+
+
+def _weights(arcs: list[_Arc], dist: dict[_Arc, float], steps: dict[_Arc, _Step], gold: list[_Gold]) -> dict[_Arc, float]:
+    """An arc that is a gold edit weighs -len(arcs); any other edit EPSILON more than its length.
+    Parallel insertions at one position are matched to the gold insertions there from both ends
+    inwards, each gold insertion used once, as the scorer does."""
+    weight = dict(dist)
+    by_span: dict[tuple[int, int], list[_Arc]] = {}
+    golds: dict[tuple[int, int], list[_Gold]] = {}
+    for arc in arcs:
+        by_span.setdefault((steps[arc][1], steps[arc][2]), []).append(arc)
+    for g in gold:
+        golds.setdefault((g[0], g[1]), []).append(g)
+    big = -len(arcs)
+    for span in sorted(by_span):
+        group = sorted(by_span[span])
+        candidates = golds.get(span, [])
+        if span[0] != span[1]:
+            for arc in group:
+                if any(_hits(steps[arc], g) for g in candidates):
+                    weight[arc] = big
+                elif steps[arc][0] != "noop":
+                    weight[arc] += EPSILON
+            continue
+        left, right, cur = 0, len(group) - 1, 0
+        g_left, g_right = 0, len(candidates) - 1
+        while left <= right:
+            arc = group[cur]
+            from_left = cur == left
+            order = range(g_left, g_right + 1) if from_left else reversed(range(g_left, g_right + 1))
+            hit = None
+            for gi in order:
+                if _hits(steps[arc], candidates[gi]):
+                    hit = gi
+                    break
+            if hit is None:
+                if steps[arc][0] != "noop":
+                    weight[arc] += EPSILON
+                if from_left:
+                    left, cur = left + 1, right
+                else:
+                    right, cur = right - 1, left
+                continue
+            weight[arc] = big
+            if from_left:
+                g_left = hit + 1
+                left += 1
+                while left < len(group) and group[left][0] != group[cur][1]:
+                    weight[group[left]] += EPSILON
+                    left += 1
+                cur = left
+            else:
+                g_right = hit - 1
+                right -= 1
+                while right >= 0 and group[right][1] != group[cur][0]:
+                    weight[group[right]] += EPSILON
+                    right -= 1
+                cur = right
+    return weight
+
+
+def _best_edits(vertices: list[_Vertex], arcs: list[_Arc], weight: dict[_Arc, float],
+                steps: dict[_Arc, _Step]) -> list[_Step]:
+    """The lightest path from the start to the end (Bellman-Ford over the arcs in their order, a
+    strictly lighter path replacing a found one); its edits, left to right, noops left out."""
+    inf = float("inf")
+    best = {v: inf for v in vertices}
+    best[(0, 0)] = 0
+    came: dict[_Vertex, _Vertex] = {}
+    for _ in range(len(vertices) - 1):
+        changed = False
+        for arc in arcs:
+            a, b = arc
+            if best[a] + weight[arc] < best[b]:
+                best[b] = best[a] + weight[arc]
+                came[b] = a
+                changed = True
+        if not changed:
+            break
+    edits: list[_Step] = []
+    v = vertices[-1]
+    while v in came:
+        prev = came[v]
+        step = steps[(prev, v)]
+        if step[0] != "noop":
+            edits.append(step)
+        v = prev
+    edits.reverse()
+    return edits
+
+
+def _matched(edits: list[_Step], gold: list[_Gold]) -> int:
+    """System edits matching gold edits, left to right, each match moving past the gold edit it used."""
+    count, after = 0, 0
+    for e in edits:
+        for gi in range(after, len(gold)):
+            if _hits(e, gold[gi]):
+                count += 1
+                after = gi + 1
+    return count
+
+
+_EDGE = re.compile(r"""^([("'\[{]+)(.+)$""")
+_TAIL = re.compile(r"""^(.+?)([,;:!?"')\]}]+)$""")
+_CLITIC = re.compile(r"^(.+?)(n't|'s|'re|'ve|'ll|'d|'m)$", re.IGNORECASE)
+
+
+def tokenize(text: str) -> tuple[str, ...]:
+    """The answers' tokens as the gold source's (Penn Treebank style, the CoNLL-2014 tokenization,
+    a documented subset): whitespace, then quotes and brackets split off a word's ends, , ; : ! ?
+    off its end, the sentence's final period off the last word, and the clitics n't 's 're 've 'll
+    'd 'm off the word they end. A gold source written in that tokenization is unchanged by it."""
+    words = text.split()
+    out: list[str] = []
+    for n, word in enumerate(words):
+        tail: list[str] = []
+        if n == len(words) - 1 and len(word) > 1 and word.endswith(".") and not word.endswith("..."):
+            word, tail = word[:-1], ["."]
+        while True:
+            m = _TAIL.match(word)
+            if m is None:
+                break
+            word = m.group(1)
+            tail = list(m.group(2)) + tail
+        m = _EDGE.match(word)
+        if m is not None:
+            out.extend(m.group(1))
+            word = m.group(2)
+        clitic = _CLITIC.match(word)
+        if clitic is not None and clitic.group(1).isalpha():
+            out += [clitic.group(1), clitic.group(2)]
+        elif word:
+            out.append(word)
+        out += tail
+    return tuple(out)
+
+
+def score(sentences: list[M2Sentence], hypotheses: list[str], *, beta: float = 0.5,
+          max_unchanged: int = MAX_UNCHANGED, tokenized: bool = False) -> M2Score:
+    """Corpus P / R / F_beta of the corrected sentences against the gold edits, as the M2 scorer
+    counts them. `tokenized`: the answers are already in the gold's tokenization (split on
+    whitespace only, as the scorer reads them); else `tokenize` first ("day." -> "day .")."""
     if len(hypotheses) != len(sentences):
         raise UsageError(f"{len(hypotheses)} answers for {len(sentences)} M2 sentences: give one per sentence")
+    b2 = beta * beta
     tp = fp = fn = 0
     for sentence, hyp in zip(sentences, hypotheses):
-        tokens = tuple(hyp.split())
-        candidates: list[tuple[tuple[float, int], tuple[int, int, int]]] = []
-        for gold in sentence.annotators or ((),):  # no annotator: no gold edits, as parse_m2 reads it
-            c = _counts(system_edits(sentence.source, tokens, gold), gold, sentence.source)
-            total = (tp + c[0], fp + c[1], fn + c[2])
-            f = M2Score(*total, beta=beta).f
-            candidates.append(((f, -(c[1] + c[2])), total))  # best F on the running totals, then the fewest errors
-        tp, fp, fn = max(candidates, key=lambda candidate: candidate[0])[1]  # the first of equal ones
+        tokens = tuple(hyp.split()) if tokenized else tokenize(hyp)
+        vertices, arcs, dist, steps = _edit_graph(sentence.source, tokens, max_unchanged)
+        chosen: tuple[int, int, int] | None = None
+        best_f, best_c, best_cost = -1.0, -1, float("inf")
+        for annotator in sentence.annotators or ((),):
+            gold = _gold_tuples(annotator, sentence.source)
+            edits = _best_edits(vertices, arcs, _weights(arcs, dist, steps, gold), steps)
+            c = _matched(edits, gold)
+            tc, te, tg = tp + c, tp + fp + len(edits), tp + fn + len(gold)
+            f = _f_counts(tc, te, tg, beta)
+            cost = te + b2 * tg
+            if f > best_f or (f == best_f and tc > best_c) or (f == best_f and tc == best_c and cost < best_cost):
+                best_f, best_c, best_cost = f, tc, cost
+                chosen = (c, len(edits), len(gold))
+        assert chosen is not None  # at least one annotator: `or ((),)`
+        c, proposed, golds = chosen
+        tp, fp, fn = tp + c, fp + proposed - c, fn + golds - c
     return M2Score(tp, fp, fn, beta=beta)
+
+
+def _f_counts(correct: int, proposed: int, gold: int, beta: float) -> float:
+    """The scorer's F of running counts: (1 + b^2) c / (b^2 g + e); with nothing proposed or due, 1
+    when nothing is correct (0/0), else 0."""
+    denominator = beta * beta * gold + proposed
+    if denominator == 0:
+        return 1.0 if correct == 0 else 0.0
+    return (1 + beta * beta) * correct / denominator

@@ -211,9 +211,14 @@ def m2(analysis: "Analysis", ev: Evidence) -> dict:
 
     if not analysis.args.gold or not analysis.args.answers:
         return {"error": "m2 needs args.gold and args.answers (one answer a line)"}
-    base = Path(ev.base_dir or ".")
-    sentences = load_m2(base / analysis.args.gold)
-    answers = (base / analysis.args.answers).read_text(encoding="utf-8").splitlines()
+    from opsctl.rollout.gates import resolve
+
+    base = ev.base_dir or ev.cfg.base_dir  # beside the plan file (the controller sets it), else the config
+    sentences = load_m2(resolve(base, analysis.args.gold))
+    try:
+        answers = resolve(base, analysis.args.answers).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        return {"error": f"{analysis.args.answers}: cannot read the answers: {exc}"}
     found = score(sentences, answers)
     return {"p": found.precision, "r": found.recall, "f05": found.f}
 

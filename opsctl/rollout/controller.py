@@ -245,14 +245,29 @@ class RolloutController:
                     objects=self._standing(state, done), **changes)
 
     def _apply(self, state: RolloutState, plan, step: PlanStep, now: float) -> str:
+        from opsctl.errors import ConfigError
         from opsctl.freeze import FreezeCalendar
         from opsctl.rollout.calendar import first_conflict
+        from opsctl.traffic.freeze_source import current_freezes
 
-        span = first_conflict(FreezeCalendar(self.cfg.freezes), now, now + step.seconds)
+        try:  # the freezes as the config holds them at this decision (one added mid-step binds the next step)
+            windows = current_freezes(self.cfg)
+        except ConfigError as exc:
+            why = exc.message.splitlines()[0]
+            if not state.history or state.history[-1].detail != f"{step.label} waits: {why}":
+                self._event(state, now, "waiting", f"{step.label} waits: {why}")
+            return "waiting"
+        problems = self._unmeasurable(state, plan)
+        if problems:
+            why = f"a gate cannot be measured: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+            self._event(state, now, "paused", why, status="paused", paused_because=f"refused: {why}")
+            return "paused"
+        span = first_conflict(FreezeCalendar(windows), now, now + step.seconds)
         if span is not None:
             if state.waiting_until != span.end:
-                self._event(state, now, "waiting", f"{step.label} would run into freeze {span.name}: waits until its end",
-                            waiting_until=span.end)
+                added = "" if any(w.name == span.name for w in self.cfg.freezes) else " (added since this process started)"
+                self._event(state, now, "waiting", f"{step.label} would run into freeze {span.describe()}{added}:"
+                                                   " waits until its end", waiting_until=span.end)
             return "waiting"
         target = self._target(plan, step, state)
         operation = f"{state.id}-s{step.index + 1}" + (f"-r{state.reapply}" if state.reapply else "")
@@ -272,6 +287,16 @@ class RolloutController:
                     waiting_until=None, objects=self._standing(state, done))
         return "applied"
 
+    def _unmeasurable(self, state: RolloutState, plan) -> list[str]:
+        """rollout/gates.py's problems of the plan, its files beside the plan as `rollout start` found it
+        (a rollout recorded without a plan_dir: beside the config)."""
+        from opsctl.rollout.gates import gate_problems
+
+        return gate_problems(self.cfg, plan, self._plan_dir(state))
+
+    def _plan_dir(self, state: RolloutState) -> str:
+        return state.plan_dir or self.cfg.base_dir
+
     def _soak(self, state: RolloutState, plan, steps: list[PlanStep], step: PlanStep, now: float) -> str:
         from opsctl.rollout.analyses import measure
         from opsctl.rollout.plan import classify, outcome_of
@@ -290,6 +315,7 @@ class RolloutController:
                 due.append(i)  # every interval during the soak, and once at (or past) its end
         if due:
             evidence = self.evidence(min(now, ends), plan)
+            evidence.base_dir = self._plan_dir(state)  # files an analysis names: beside the plan file
             evidence.mirror = step.mirror / 100 if step.mirror else None  # shadow readiness: the share asked
             stage = plan.stages[step.stage].body
             notes = []

@@ -89,6 +89,7 @@ class RolloutState(Model):
     started_at: float = 0.0
     updated_at: float = 0.0
     term: str | None = None
+    plan_dir: str = ""  # the plan file's directory at start (absolute): files an analysis names resolve there
 
     def to_dict(self) -> dict:
         from opsctl.model.build import to_dict
@@ -166,13 +167,13 @@ def new_intent(store: RolloutStore, action: str, *, by: str, at: float, reason: 
 
 def start_rollout(store: RolloutStore, plan_data: dict, plan: "RolloutPlan", *, by: str, at: float,
                   current: "Split", order: list[str], mirror: "Split | None" = None,
-                  objects: "list[ObjectStep] | None" = None) -> RolloutState:
+                  objects: "list[ObjectStep] | None" = None, plan_dir: str = "") -> RolloutState:
     """A new rollout from the current split (CAS: refused while another one runs). With a shadow
     object, `mirror` is its split: the mirror share starts (and an abort returns) from there."""
     rid = f"{plan.name}-{os.urandom(3).hex()}"
     shadow = dict((mirror if mirror is not None else current).shadow)
     began = current.describe(order) + (f"; mirror {mirror.describe(order)}" if mirror is not None else "")
-    fresh = RolloutState(VERSION, rid, plan_data, "running", start_weights=dict(current.weights),
+    fresh = RolloutState(VERSION, rid, plan_data, "running", plan_dir=plan_dir, start_weights=dict(current.weights),
                          start_shadow=shadow, objects=list(objects or []), started_by=by, started_at=at,
                          updated_at=at, history=[Event(at, 1, "started", f"by {by}, from {began}")])
 

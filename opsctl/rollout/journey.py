@@ -102,7 +102,7 @@ def play(cfg: Any, plan_data: dict[str, Any], plan: Any, *, plan_file: str, star
     if at is None:
         raise UsageError(f"{plan_file}: the plan has no `start`: give --start TIME")
     root = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="opsctl-rollout-run-"))
-    result = simrun.run(cfg, plan_data, plan, start=at, root=root,
+    result = simrun.run(cfg, plan_data, plan, start=at, root=root, plan_dir=str(Path(plan_file).resolve().parent),
                         incidents=list(expected.incidents) if expected else [],
                         peak_rps=journey.peak_rps if journey else 150.0, seed=journey.seed if journey else 0,
                         progress=None)

@@ -363,17 +363,3 @@ def load_plan(path: str | Path, *, backends: list[str] | None = None) -> Rollout
 
     path = Path(path)
     return build_plan(parse_yaml(read_text(path, "rollout plan"), path), str(path), backends=backends)
-
-
-def check_cost_shares(plan: RolloutPlan, plan_file: str, min_traffic_share: float) -> None:
-    """ConfigError when a cost stage's share is below the config's `cost.min_traffic_share`: its
-    per-token figure would be no evidence (quality.cost)."""
-    problems = []
-    for i, stage in enumerate(plan.stages):
-        if stage.cost is not None and stage.cost.share / 100 < min_traffic_share:  # kind "cost"
-            problems.append(f"{plan_file}: stages[{i}].cost.share: {stage.cost.share}% is below "
-                            f"cost.min_traffic_share ({min_traffic_share:.0%})")
-    if problems:
-        from opsctl.errors import ConfigError
-
-        raise ConfigError(f"{plan_file}: invalid rollout plan", problems=problems)

@@ -24,8 +24,10 @@ MAX_BACKOFF_TICKS = 12  # with nothing to drive: one read in at most this many t
 
 
 class RolloutRunner:
-    def __init__(self, cfg, *, acting: Callable[[], bool], term: Callable[[], object], every: float = TICK_SECONDS):
+    def __init__(self, cfg, *, acting: Callable[[], bool], term: Callable[[], object], every: float = TICK_SECONDS,
+                 clock=None):
         self.cfg, self.acting, self.term, self.every = cfg, acting, term, every
+        self.clock = clock  # the wall clock unless given (a test's SimClock)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="opsctl-rollout", daemon=True)
         self.ticks = 0  # ticks that did something (for tests and logs)
@@ -43,7 +45,7 @@ class RolloutRunner:
             from opsctl.traffic.service import TrafficService
 
             store = open_state_store(self.cfg)
-            clock = WallClock()
+            clock = self.clock or WallClock()
             self._controller = RolloutController(
                 self.cfg, RolloutStore(store, term=self.term), TrafficService(self.cfg, clock=clock), clock=clock,
                 evidence=lambda at, plan: Evidence(self.cfg, plan, at), term=self.term,

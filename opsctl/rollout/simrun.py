@@ -73,7 +73,7 @@ def refuse_unmirrored(cfg, steps) -> None:
                          " configmap or file)")
 
 
-def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequence[SimIncident] = (),
+def run(cfg, plan_data: dict, plan, *, start: float, root: Path, plan_dir: str = "", incidents: Sequence[SimIncident] = (),
         evidence_seconds: int = 3600, peak_rps: float = 150.0, seed: int = 0, max_ticks: int = 5000,
         progress: Callable[[str], None] | None = None) -> RunResult:
     import dataclasses
@@ -89,8 +89,12 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
     from opsctl.state.local import LocalStateStore
     from opsctl.traffic.service import TrafficService
 
+    from opsctl.rollout.gates import check_gates
+
     steps = plan_steps(plan)
     refuse_unmirrored(cfg, steps)
+    plan_dir = str(Path(plan_dir or cfg.base_dir).resolve())
+    check_gates(cfg, plan, plan.name, plan_dir)  # as `rollout plan`, `rollout start` and serve check it
     two_objects = cfg.traffic.shadow_actuator is not None
     started = time.perf_counter()
     root.mkdir(parents=True, exist_ok=True)
@@ -173,11 +177,11 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, incidents: Sequ
     current = traffic.read().split
     assert current is not None  # just set above
     start_rollout(store, plan_data, plan, by="rollout-run", at=start, current=current,
-                  order=list(cfg.backends), mirror=mirror, objects=objects)
+                  order=list(cfg.backends), mirror=mirror, objects=objects, plan_dir=plan_dir)
 
     def evidence(at: float, the_plan):
         simulate_window(at)
-        return Evidence(cfg, the_plan, at, base_dir=cfg.base_dir)  # files an analysis names: beside opsctl.yaml
+        return Evidence(cfg, the_plan, at)  # the controller sets its base_dir: the plan's directory
 
     controller = RolloutController(cfg, store, traffic, clock=clock, evidence=evidence, progress=progress,
                                    shadow=shadow_svc)

@@ -133,9 +133,17 @@ def check_bounds(ctx: GuardContext) -> GuardResult:
 
 
 def check_freeze(ctx: GuardContext) -> GuardResult:
+    from opsctl.errors import ConfigError
     from opsctl.freeze import FreezeCalendar
+    from opsctl.traffic.freeze_source import current_freezes
 
-    active = FreezeCalendar(ctx.cfg.freezes).active(ctx.now)
+    try:  # the freezes as the config holds them now, not as a long-running process loaded them
+        active = FreezeCalendar(current_freezes(ctx.cfg)).active(ctx.now)
+    except ConfigError as exc:  # fail closed: a freeze may have been added in the edit that broke it
+        if ctx.overriding:
+            return GuardResult("freeze", True, f"overrides any freeze ({ctx.overriding}):"
+                                               f" {exc.message.splitlines()[0]}", overridden=True)
+        return GuardResult("freeze", False, exc.message.splitlines()[0], exc.hint or "fix the config file")
     if not active:
         return GuardResult("freeze", True, "no change freeze in force")
     names = ", ".join(repr(s.name) for s in active)

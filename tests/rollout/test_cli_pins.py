@@ -172,7 +172,13 @@ def plan_scenarios(tmp_path: Path):
     shipped = REPO / "opsctl.yaml"
     example, drill = REPO / "rollouts" / "vendor-migration.yaml", REPO / "rollouts" / "migration-drill.yaml"
     unstarted = tmp_path / "unstarted.yaml"
-    unstarted.write_text(yaml.safe_dump({k: v for k, v in yaml.safe_load(example.read_text()).items() if k != "start"}))
+    copied = {k: v for k, v in yaml.safe_load(example.read_text()).items() if k != "start"}
+    for stage in copied["stages"]:  # files an analysis names resolve beside the plan: the copy names the shipped ones
+        for a in next(iter(stage.values())).get("analysis", []):
+            for key in ("gold", "answers"):
+                if key in a.get("args", {}):
+                    a["args"][key] = str((example.parent / a["args"][key]).resolve())
+    unstarted.write_text(yaml.safe_dump(copied))
     yield "example", shipped, (example,)
     yield "start", shipped, (example, "--start", "2026-11-20T09:00:00-05:00")
     yield "html", shipped, (drill, "--html", tmp_path / "timeline.html")

@@ -9,8 +9,8 @@ from opsctl.cli.params import TIME, choice
 
 def source_options(fn):
     fn = click.option("--at", "at", type=TIME,
-                      help="Evaluate at this instant, with its time zone (default: now; embedded store: its newest"
-                           " data).")(fn)
+                      help="Evaluate at this instant: RFC 3339 with a zone, or now, now-7d, -7d, now-1h30m (default: now; embedded store:"
+                           " its newest data).")(fn)
     fn = click.option("--source", "source_kind", type=choice(["embedded", "prometheus"]),
                       help="Metric source (overrides the config).")(fn)
     fn = click.option("--prometheus-url", metavar="URL", envvar="OPSCTL_PROMETHEUS_URL",

@@ -16,8 +16,9 @@ How each maps onto what opsctl computes:
 - `sli.plugin` (Sloth SLI plugins run Go code inside Sloth) is refused, naming the feature.
 - The SLO is named as Sloth names it (`sloth_id`: `<service>-<name>`), its objective (a
   percentage) is the goal as written, `labels.backend` (SLO labels over service labels) ties a
-  traffic guard, the service names the service in rules. `alerting` is Sloth's own; opsctl's
-  burn-rate alerts come from the config's `alerting:` (said in `slo validate`'s docs).
+  traffic guard, the service must be the config's (which names the service in rules).
+  `alerting` is Sloth's own; opsctl's burn-rate alerts come from the config's `alerting:`
+  (said in `slo validate`'s docs).
 """
 
 from __future__ import annotations

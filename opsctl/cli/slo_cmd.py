@@ -208,6 +208,7 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
     when, aligned = _aligned(source, when, at, cfg)
     result = evaluate_plans(plans, source, when, settings)
     data = result.to_dict()
+    data["periods"] = list(dict.fromkeys(p.period for p in plans))  # the header says them
     data["notes"] = ([aligned] if aligned else []) + source_notes(source) + result.notes()
     quality = _quality_alerts(cfg, source, when)
     if quality is not None:  # the live quality rules at the same instant (opsctl quality alerts)

@@ -127,7 +127,7 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: i
         import textwrap
 
         lines.extend(textwrap.wrap(f"({', '.join(hidden)} left out to fit {width} columns: -o wide shows every"
-                                   " column)", width, break_long_words=False, break_on_hyphens=False))
+                                   " column)", width or 80, break_long_words=False, break_on_hyphens=False))
     return "\n".join(lines)
 
 

@@ -54,6 +54,7 @@ log = logging.getLogger("opsctl.automation")
 
 ROUTERS = 8  # threads handing one message's parts to their services at once
 MAX_NAMED = 20  # unrouted alerts named in one answer
+MAX_UNKNOWN, OTHER = 50, "_other_"  # unknown service names counted (and logged once) each, then together
 # What the server itself reads: one value for the whole fleet (set it in the catalog's _defaults.yaml).
 SERVER_SETTINGS = ("bind", "token", "basic_auth_username", "pagerduty_secrets", "body_limit", "read_timeout",
                    "max_connections", "pagerduty_max_age", "dry_run")
@@ -111,8 +112,22 @@ class FleetMetrics:
                                 registry=self.own)
         for reason in ("missing_label", "unknown_service"):
             self.unrouted.labels(reason)
+        self.unknown = Counter("opsctl_fleet_alerts_unknown_service", "Alerts naming a service the catalog does"
+                               f" not hold, by that name (the first {MAX_UNKNOWN} names; later ones as {OTHER})",
+                               ["name"], registry=self.own)
+        self._unknown_names: set[str] = set()
+        self._unknown_lock = threading.Lock()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Merged(self))
+
+    def unknown_service(self, name: str) -> bool:
+        """Count an alert naming `name`, a service the catalog lacks: True the first time (log it once)."""
+        with self._unknown_lock:
+            first = name not in self._unknown_names and len(self._unknown_names) < MAX_UNKNOWN
+            if first:
+                self._unknown_names.add(name)
+            self.unknown.labels(name if name in self._unknown_names else OTHER).inc()
+            return first
 
     def watch(self, name: str, documentation: str, value: Callable[[], float]) -> None:
         from prometheus_client import Gauge
@@ -224,7 +239,7 @@ class FleetService:
                 unrouted.append({"fingerprint": alert.fingerprint, "reason": "missing_label",
                                  "detail": f"no {self.label} label"})
             elif value not in self.services:
-                unrouted.append({"fingerprint": alert.fingerprint, "reason": "unknown_service",
+                unrouted.append({"fingerprint": alert.fingerprint, "reason": "unknown_service", "service": value[:100],
                                  "detail": f"{self.label}={value[:100]!r} is not in the catalog"})
             else:
                 parts.setdefault(value, []).append(alert)
@@ -240,8 +255,13 @@ class FleetService:
         parts, unrouted = self.route(message)
         for item in unrouted:
             self.metrics.unrouted.labels(item["reason"]).inc()
-            log.warning("alert %s: %s: not acted on by any service (known: %s)", item["fingerprint"][:32],
-                        item["detail"], ", ".join(sorted(self.services))[:300])
+            if item["reason"] != "unknown_service":
+                log.warning("alert %s: %s: not acted on by any service (known: %s)", item["fingerprint"][:32],
+                            item["detail"], ", ".join(sorted(self.services))[:300])
+            elif self.metrics.unknown_service(item["service"]):  # one line per name, not per alert
+                log.warning("alert %s: %s: not acted on by any service (known: %s); its alerts are counted in"
+                            " opsctl_fleet_alerts_unknown_service_total, not logged again", item["fingerprint"][:32],
+                            item["detail"], ", ".join(sorted(self.services))[:300])
         if not parts:
             self.metrics.delivery("alertmanager", "unrouted")
             return Answer(422, {"error": f"no alert names a service of the catalog in its {self.label} label:"

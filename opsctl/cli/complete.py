@@ -4,6 +4,10 @@ drill scenarios, SLO names, incident ids. Each reads the config the command line
 fail: a completion never prints an error into the user's prompt.
 
     eval "$(_OPSCTL_COMPLETE=bash_source opsctl)"     # bash (zsh: zsh_source, fish: fish_source)
+
+An argument taking a name or a file (a scenario, an SLO) answers the names that match, or a file
+entry when none does or what is typed looks like a path (`names_or_files`): Click's bash script
+empties its list on a file entry, so names and a file entry together would complete nothing but files.
 """
 
 from __future__ import annotations
@@ -34,6 +38,17 @@ def _safe(values: Callable[["Config"], list[str]]):
 
 
 backends = _safe(lambda cfg: list(cfg.backends))
+
+
+def names_or_files(names: list[str], incomplete: str) -> list:
+    """The names (already matched to `incomplete`), or Click's file entry when there is none or
+    `incomplete` looks like a path (a `/`, a leading `.` or `~`, a .yaml/.yml/.json end)."""
+    from click.shell_completion import CompletionItem
+
+    path_like = "/" in incomplete or incomplete.startswith((".", "~")) or incomplete.endswith((".yaml", ".yml", ".json"))
+    if names and not path_like:
+        return [CompletionItem(n) for n in names]
+    return [CompletionItem(incomplete, type="file")]
 
 
 def assignments(ctx, param, incomplete):

@@ -22,18 +22,37 @@ def config():
 @output_option
 @click.pass_obj
 def validate(app, output):
-    """Check the config file: types, ranges, unknown keys. Exit 2 with every problem listed.
+    """Check the config file and the SLO files it points at: types, ranges, unknown keys, SLOs of
+    another service (as `slo validate`). Exit 2 with every problem listed.
 
     A config that is valid but cannot run yet (no SLO file where `slos.dir` points, no split
     stored or configured) is still ok (exit 0), with a warning naming what is missing.
     """
     cfg = app.config
     warnings = readiness_warnings(cfg)
+    slo_files = check_slo_files(cfg)
     data = {"config": cfg.source_path, "ok": True, "service": cfg.service, "backends": list(cfg.backends),
-            "metric_source": cfg.metrics.source, "state_dir": str(cfg.state_path), "warnings": warnings}
+            "metric_source": cfg.metrics.source, "state_dir": str(cfg.state_path), "slos": slo_files,
+            "warnings": warnings}
     emit(data, output, table=lambda d: "\n".join(
-        [f"{d['config']}: ok ({len(d['backends'])} backends, metric source {d['metric_source']})"]
+        [f"{d['config']}: ok ({len(d['backends'])} backends, {d['slos']} SLOs, metric source {d['metric_source']})"]
         + [f"warning: {w}" for w in d["warnings"]]))
+
+
+def check_slo_files(cfg) -> int:
+    """How many SLOs `slos.dir` holds, checked as `slo validate` checks them (exit 2 naming each
+    problem); 0 when it holds no SLO file (a readiness warning says so)."""
+    slo_dir = cfg.slo_dir
+    if not slo_dir.is_dir() or not any(p.suffix in (".yaml", ".yml") for p in slo_dir.iterdir()):
+        return 0
+    from opsctl.slo.loading import load_slos
+    from opsctl.slo.service_matcher import check_other_service, check_service_matchers
+
+    slos = load_slos([slo_dir], cfg.backends, config=cfg)
+    check_other_service(slos, cfg)
+    if cfg.requires_service_matcher:
+        check_service_matchers(slos, cfg)
+    return len(slos)
 
 
 def readiness_warnings(cfg) -> list[str]:

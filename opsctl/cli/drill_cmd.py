@@ -77,7 +77,8 @@ def list_(app, paths, runs, output):
     emit(rows, output, table=lambda data: render_table(
         ["NAME", "FILE", "FAULTS", "EXPECT", "TITLE"],
         [[r["name"], r["file"], ",".join(r.get("faults") or []) or "-", r.get("expectations", "-"),
-          r["title"] if r["valid"] else "INVALID: run `opsctl drill validate`"] for r in data]))
+          r["title"] if r["valid"] else "INVALID: run `opsctl drill validate`"] for r in data],
+        drop=("FILE", "EXPECT", "FAULTS")))  # the name never cut; these go first on a narrow terminal
 
 
 @drill.command()
@@ -335,9 +336,8 @@ def cleanup(app, run_id, dry_run, output):
 
 
 def _complete_scenario(ctx, param, incomplete):
-    """Scenario names (drills.scenarios, then the shipped ones), and files."""
-    from click.shell_completion import CompletionItem
+    """Scenario names (drills.scenarios, then the shipped ones) that match, else files
+    (complete.names_or_files)."""
+    from opsctl.cli.complete import names_or_files, scenarios
 
-    from opsctl.cli.complete import scenarios
-
-    return [CompletionItem(n) for n in scenarios(ctx, param, incomplete)] + [CompletionItem(incomplete, type="file")]
+    return names_or_files(scenarios(ctx, param, incomplete), incomplete)

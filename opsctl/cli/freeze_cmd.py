@@ -33,7 +33,7 @@ def _when(at: float | None) -> float:
 
 
 @freeze.command()
-@click.option("--at", type=TIME, help="Check this instant (with its time zone) instead of now.")
+@click.option("--at", type=TIME, help="Check this instant instead of now: RFC 3339 with a zone, or now, now-7d, -7d, now-1h30m.")
 @click.option("--fail-if-frozen", is_flag=True,
               help="Exit 4 (refused by a guard) while a freeze is in force, for scripts that ask \"are we frozen?\".")
 @output_option
@@ -76,7 +76,8 @@ def status(app, at, fail_if_frozen, output):
 
 
 @freeze.command(name="list")
-@click.option("--at", type=TIME, help="Show occurrences relative to this instant (with its time zone) instead of now.")
+@click.option("--at", type=TIME, help="Show occurrences relative to this instant instead of now:"
+                                                 " RFC 3339 with a zone, or now, now-7d, -7d, now-1h30m.")
 @output_option
 @click.pass_obj
 def list_(app, at, output):

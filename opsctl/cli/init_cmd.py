@@ -22,6 +22,20 @@ HEADER = """\
 """
 
 
+def yaml_service(config_text: str) -> str:
+    """The `service:` of the shipped default."""
+    import yaml
+
+    return str(yaml.safe_load(config_text)["service"])
+
+
+def unprefixed(slo_text: str, service: str) -> str:
+    """A shipped SLO file as init writes it: named without the service (`databricks-availability`,
+    not `llm-inference-databricks-availability`), so that the config's `service:` is the one place
+    naming the service (the rules' `service` label comes from it; scenarios name SLOs either way)."""
+    return slo_text.replace(f"\n  name: {service}-", "\n  name: ", 1)
+
+
 @click.command()
 @click.argument("directory", default=".", type=click.Path(file_okay=False))
 @click.option("--force", is_flag=True, help="Overwrite files that already exist.")
@@ -32,7 +46,8 @@ def init(app, directory, force, dry_run, output):
     """Write a commented opsctl.yaml, its SLOs (slos/) and drill scenarios (chaos/) into DIRECTORY.
 
     What is written runs as it is on the embedded store: `config validate`, `sim generate`
-    then `slo report`, and `drill run vendor-outage` pass. Existing files are never overwritten
+    then `slo report`, and `drill run vendor-outage` pass. The service is named in one place, the
+    config's `service:` (the SLO files name none), so a rename is one edit. Existing files are never overwritten
     without --force (exit 2, naming them).
 
     \b
@@ -51,11 +66,14 @@ def init(app, directory, force, dry_run, output):
         raise UsageError(f"{directory}: not a directory")
     config_path = root / "opsctl.yaml"
     shown = config_path if root != Path(".") else Path("opsctl.yaml")
-    files: list[tuple[Path, str]] = [(config_path, HEADER.format(config=shown) + BUILTIN_CONFIG.read_text("utf-8"))]
+    config_text = BUILTIN_CONFIG.read_text("utf-8")
+    files: list[tuple[Path, str]] = [(config_path, HEADER.format(config=shown) + config_text)]
+    service = yaml_service(config_text)
     for sub, pattern in (("slos", "*.yaml"), ("chaos", "*.yaml"), ("chaos", "README.md")):
         for source in sorted((DEFAULTS_DIR / sub).glob(pattern)):
             if source.is_file():
-                files.append((root / sub / source.name, source.read_text("utf-8")))
+                text = source.read_text("utf-8")
+                files.append((root / sub / source.name, unprefixed(text, service) if sub == "slos" else text))
     existing = [str(p) for p, _ in files if p.exists()]
     if existing and not force:
         raise UsageError(f"would overwrite {len(existing)} file(s): {', '.join(existing[:5])}"

@@ -10,11 +10,25 @@ import click
 from opsctl.cli.params import choice
 
 FORMATS = ("table", "json", "yaml")
+WIDE = "opsctl.wide"  # click's ctx.meta key: `-o wide` was given (render_table shows every column whole)
+
+
+def _wide(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """`-o wide` is the table with every column at full width: the command sees "table"."""
+    ctx.meta[WIDE] = value == "wide"
+    return "table" if value == "wide" else value
+
 
 output_option = click.option(
-    "-o", "--output", "output", type=choice(FORMATS), default="table", show_default=True,
-    help="Output format; json and yaml are stable for scripts.",
+    "-o", "--output", "output", type=choice(FORMATS + ("wide",)), default="table", show_default=True,
+    callback=_wide, help="Output format; json and yaml are stable for scripts; wide: the table with every column"
+                         " whole (a table for a terminal leaves some out to fit, as kubectl does).",
 )
+
+
+def wide_output() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get(WIDE))
 
 
 def emit(data: Any, fmt: str, table: Callable[[Any], str] | None = None) -> None:
@@ -77,17 +91,30 @@ def terminal_width() -> int | None:
     return shutil.get_terminal_size().columns
 
 
-def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int | None = None) -> str:
-    """Columns two spaces apart; `width` (default: the terminal's, when there is one) is fitted by
-    wrapping the widest columns at spaces (headers too), a word longer than MAX_WORD cut with `…`."""
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int | None = None, *,
+                 key: int = 0, drop: Sequence[str] = ()) -> str:
+    """Columns two spaces apart, fitted to `width` (default: the terminal's, when there is one; none
+    with `-o wide` or in a pipe) as kubectl fits them: the `key` column (NAME, what tells the rows
+    apart) is never narrowed, wrapped or cut; the others wrap at spaces (headers too); while the row
+    is still too wide, the columns named in `drop` are left out, first first, and a last line says
+    which (`-o wide` shows them); only then is a word longer than MAX_WORD of another column cut with `…`."""
     cells = [[str(h) for h in headers]] + [["" if c is None else c if isinstance(c, str) else cell(c) for c in r]
                                            for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    width = terminal_width() if width is None else width
+    hidden: list[str] = []
+    width = None if wide_output() else terminal_width() if width is None else width
     if width:
-        floors = [max([min(len(w), MAX_WORD) for row in cells for w in row[i].split()] or [1])
-                  for i in range(len(headers))]
-        widths = _fit(widths, floors, width)
+        order = [i for h in drop for i, name in enumerate(cells[0]) if name == h and i != key]
+        while True:
+            widths = _fitted(cells, key, width, cap=not order)
+            if _total(widths) <= width or not order:
+                break
+            gone = order.pop(0)
+            hidden.append(cells[0][gone])
+            key -= 1 if gone < key else 0
+            order = [i - 1 if i > gone else i for i in order]
+            cells = [row[:gone] + row[gone + 1:] for row in cells]
+    else:
+        widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
     lines = []
     for row in cells:
         wrapped = [_wrap(c, w) for c, w in zip(row, widths)]
@@ -96,7 +123,26 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: i
             lines.append("  ".join(parts).rstrip())
         if row is cells[0]:
             lines.append("  ".join("-" * w for w in widths))
+    if hidden:
+        import textwrap
+
+        lines.extend(textwrap.wrap(f"({', '.join(hidden)} left out to fit {width} columns: -o wide shows every"
+                                   " column)", width or 80, break_long_words=False, break_on_hyphens=False))
     return "\n".join(lines)
+
+
+def _total(widths: list[int]) -> int:
+    return sum(widths) + 2 * (len(widths) - 1)
+
+
+def _fitted(cells: list[list[str]], key: int, width: int, *, cap: bool) -> list[int]:
+    """Each column's width fitted to `width`: the key column whole, the others down to their longest
+    word (with `cap`, a word up to MAX_WORD: longer ones are cut)."""
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    floors = [widths[i] if i == key else
+              max([min(len(w), MAX_WORD) if cap else len(w) for row in cells for w in row[i].split()] or [1])
+              for i in range(len(widths))]
+    return _fit(widths, floors, width)
 
 
 MAX_WORD = 24  # a column is never narrowed below its header and its longest word up to this
@@ -109,7 +155,7 @@ def _fit(widths: list[int], floors: list[int], total: int) -> list[int]:
     widths = list(widths)
     limit = [min(f, w) for w, f in zip(widths, floors)]
     for _ in range(sum(widths)):
-        if sum(widths) + 2 * (len(widths) - 1) <= total:
+        if _total(widths) <= total:
             break
         candidates = [i for i, w in enumerate(widths) if w > limit[i]]
         if not candidates:

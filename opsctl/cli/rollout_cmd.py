@@ -29,7 +29,8 @@ def rollout():
 
 @rollout.command()
 @click.argument("plan_file", type=click.Path(dir_okay=False))
-@click.option("--start", type=TIME, help="When the rollout starts (default: the plan's `start`).")
+@click.option("--start", type=TIME, help="When the rollout starts: RFC 3339 with a zone, or now, now-7d, -7d, now-1h30m"
+                                                   " (default: the plan's `start`).")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Also write an HTML/SVG timeline here.")
 @output_option
 @click.pass_obj
@@ -299,7 +300,8 @@ _intent_command("abort", "Abort: back to the split the rollout started from, rec
 
 @rollout.command(name="run")
 @click.argument("plan_file", type=click.Path(dir_okay=False))
-@click.option("--start", type=TIME, help="When the rollout starts (default: the journey's, else the plan's `start`).")
+@click.option("--start", type=TIME, help="When the rollout starts: RFC 3339 with a zone, or now, now-7d, -7d, now-1h30m"
+                                                   " (default: the journey's, else the plan's `start`).")
 @click.option("--journey", "journey_file", type=click.Path(dir_okay=False),
               help="A journey (chaos/migration/*.yaml): its start, scale and the incidents of --run.")
 @click.option("--run", "run_name", help="The journey's run to play (its incidents and expected end).")

@@ -24,7 +24,8 @@ def sim():
 GENERATE_HELP = """Simulate DAYS of 10-second aggregates per backend and replace that range in the store.
 
 Traffic follows a weekday/weekend pattern in US Eastern time up to --peak-rps, dips on US
-holidays, ramps steeply on Monday mornings, and is split between the configured backends. Each
+holidays, ramps steeply on Monday mornings, and is split between the backends as the config's
+traffic.default_split says (or --split). Each
 backend gets its own latency and error distribution; incidents change only their window.
 
 \b
@@ -43,7 +44,8 @@ Examples:
 @sim.command(help=GENERATE_HELP)
 @click.option("--days", type=click.FloatRange(min=0, min_open=True, max=400), default=28.0, show_default=True,
               help="Length of the simulated range, ending at --end.")
-@click.option("--end", "end_at", type=TIME, help="End of the range, with its time zone (default: now, rounded down to 10 s).")
+@click.option("--end", "end_at", type=TIME, help="End of the range: RFC 3339 with a zone, or now, now-7d, -7d, now-1h30m"
+                                                                 " (default: now, rounded down to 10 s).")
 @click.option("--ahead", "ahead", metavar="DUR", default="0s", show_default=True,
               help="Also simulate DUR past --end, the same traffic continued, so what needs fresh data (the"
                    " traffic guards' metrics.max_data_age) keeps working that long, e.g. 1d. Incidents"
@@ -53,7 +55,8 @@ Examples:
 @click.option("--peak-rps", type=click.FloatRange(min=0, min_open=True, max=1e7), default=DEFAULT_PEAK_RPS,
               show_default=True, help="Weekday peak of the whole service in requests/s (production peaks at 200000).")
 @click.option("--split", "split_text", metavar="NAME=PCT,...",
-              help="Traffic split between backends, summing to 100 (default: vendor 80, internal 20).")
+              help="Traffic split between backends, summing to 100 (default: the config's traffic.default_split,"
+                   " else vendor 80, internal 20).")
 @click.option("--incident", "incident_specs", metavar="SPEC", multiple=True,
               help="Inject an incident (repeatable); see Incident SPEC above.")
 @click.option("--openmetrics-out", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
@@ -80,7 +83,12 @@ def generate(app, days, end_at, ahead, seed, peak_rps, split_text, incident_spec
     end = end_at if end_at is not None else wall_now()
     end = int(end) // simulator.STEP * simulator.STEP
     start = end - max(1, round(days * 86400 / simulator.STEP)) * simulator.STEP  # whole steps
-    split = simulator.parse_split(split_text) if split_text else simulator.default_split(backends)
+    if split_text:
+        split = simulator.parse_split(split_text)
+    elif cfg.traffic.default_split:  # the service's own split: a 100/0 service gets 100/0 data
+        split = {name: float(share) for name, share in cfg.traffic.default_split.items()}
+    else:
+        split = simulator.default_split(backends)
     split = simulator.check_split(split, backends)
     incidents = [simulator.parse_incident(spec, backends, end=end) for spec in incident_specs]
     end += ahead_seconds // simulator.STEP * simulator.STEP  # incidents stay placed relative to --end

@@ -42,11 +42,15 @@ for _command in (rules, dashboard, convert):  # the SLOs written as other tools'
 @click.argument("paths", nargs=-1, type=click.Path(), shell_complete=complete_slo)
 @click.option("--prometheus-url", envvar="OPSCTL_PROMETHEUS_URL", metavar="URL",
               help="Also ask this Prometheus how many series each SLO query answers (one is wanted).")
-@click.option("--at", "at", type=TIME, help="With --prometheus-url: count the series at this instant (default: now).")
+@click.option("--at", "at", type=TIME, help="With --prometheus-url: count the series at this instant (RFC 3339 with a zone, or now, now-7d, -7d, now-1h30m;"
+                                               " default: now).")
 @output_option
 @click.pass_obj
 def validate(app, paths, prometheus_url, at, output):
     """Check SLO files; every problem is listed with its file and field (exit 2).
+
+    An SLO is its config's service's: a file naming another service (its service_name, or a
+    selector's service label) is refused, naming the file and the fix.
 
     With --prometheus-url, each query is also run over 5 minutes: one answering several series
     (e.g. per instance, without sum) is a problem, since no single number could be its SLI.
@@ -59,10 +63,11 @@ def validate(app, paths, prometheus_url, at, output):
     """
     from opsctl.slo.loading import load_slos
 
-    slos = load_slos(slo_paths(app, paths), app.config.backends, config=app.config)
-    if app.config.requires_service_matcher:
-        from opsctl.slo.service_matcher import check_service_matchers
+    from opsctl.slo.service_matcher import check_other_service, check_service_matchers
 
+    slos = load_slos(slo_paths(app, paths), app.config.backends, config=app.config)
+    check_other_service(slos, app.config)  # a file copied from another service's SLOs
+    if app.config.requires_service_matcher:
         check_service_matchers(slos, app.config)
     if prometheus_url:
         from opsctl.errors import ConfigError
@@ -206,6 +211,7 @@ def alerts(app, paths, prometheus_url, source_kind, at, fail_on, output):
     when, aligned = _aligned(source, when, at, cfg)
     result = evaluate_plans(plans, source, when, settings)
     data = result.to_dict()
+    data["periods"] = list(dict.fromkeys(p.period for p in plans))  # the header says them
     data["notes"] = ([aligned] if aligned else []) + source_notes(source) + result.notes()
     quality = _quality_alerts(cfg, source, when)
     if quality is not None:  # the live quality rules at the same instant (opsctl quality alerts)

@@ -22,8 +22,7 @@ def slo_paths(app, paths):
 
 
 def complete_slo(ctx, param, incomplete):
-    from click.shell_completion import CompletionItem
+    """The SLO names of the configured dir that match, else files (complete.names_or_files)."""
+    from opsctl.cli.complete import names_or_files, slo_names
 
-    from opsctl.cli.complete import slo_names
-
-    return [CompletionItem(n) for n in slo_names(ctx, param, incomplete)] + [CompletionItem(incomplete, type="file")]
+    return names_or_files(slo_names(ctx, param, incomplete), incomplete)

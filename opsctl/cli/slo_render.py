@@ -48,21 +48,38 @@ def report_table(rows):
         for row, r in zip(table_rows, rows):
             row[5:5] = [_pct(r["drill_budget_spent"], 1), _pct(r["error_budget_remaining_excluding_drills"], 1)]
     notes = list(dict.fromkeys(n for r in rows for n in r.get("notes", [])))
-    return render_table(headers, table_rows) + "".join(f"\nnote: {n}" for n in notes)
+    # the SLO name is never cut; on a narrow terminal these go first (-o wide shows them)
+    drop = ("LEFT WITHOUT DRILLS", "DRILLS SPENT", "GOAL", "BACKEND", "WORST BURN", "SLI")
+    return (instant_line("SLOs", rows) + "\n" + render_table(headers, table_rows, drop=drop)
+            + "".join(f"\nnote: {n}" for n in notes))
+
+
+def instant_line(what: str, rows, at: str | None = None) -> str:
+    """`SLOs at 2026-11-26T15:00:00Z, period 28d`: the instant a report evaluated at and its period(s)."""
+    instants = list(dict.fromkeys(r["at"] for r in rows if r.get("at"))) or ([at] if at else [])
+    periods = list(dict.fromkeys(r["period"] for r in rows if r.get("period")))
+    when = f" at {', '.join(instants)}" if instants else ""
+    over = f", period{'s' if len(periods) > 1 else ''} {', '.join(periods)}" if periods else ""
+    return f"{what}{when}{over}"
 
 
 def alerts_table(data):
     from opsctl.slo.conventions import format_factor
 
-    lines = [f"alerts at {data['at']}: {len(data['firing'])} firing"]
+    periods = list(dict.fromkeys(data.get("periods") or []))
+    over = f", period{'s' if len(periods) > 1 else ''} {', '.join(periods)}" if periods else ""
+    lines = [f"alerts at {data['at']}{over}: {len(data['firing'])} firing"]
     if data["firing"]:
         rows = [
-            [a["alertname"], a["severity"], a["slo"], a["backend"], f"{a['long_window']}/{a['short_window']}",
-             f"{a['burn_rate']:.2f}x / {a['short_burn_rate']:.2f}x", f"{format_factor(a['factor'])}x", f"{a['request_rate']:.4g}/s" if a['request_rate'] is not None else "-",
-             a.get("cause") or "-"]
+            [a["slo"], a["alertname"], a["severity"], a["backend"], f"{a['long_window']}/{a['short_window']}",
+             f"{a['burn_rate']:.2f}x / {a['short_burn_rate']:.2f}x", f"{format_factor(a['factor'])}x",
+             f"{a['request_rate']:.4g}/s" if a['request_rate'] is not None else "-", a.get("cause") or "-"]
             for a in data["firing"]
         ]
-        lines.append(render_table(["ALERT", "SEVERITY", "SLO", "BACKEND", "WINDOWS", "BURN (LONG / SHORT)", "ABOVE", "TRAFFIC", "CAUSE"], rows))
+        # SLO first and never cut (which SLO pages); on a narrow terminal these go first (-o wide shows them)
+        lines.append(render_table(["SLO", "ALERT", "SEVERITY", "BACKEND", "WINDOWS", "BURN (LONG / SHORT)", "ABOVE",
+                                   "TRAFFIC", "CAUSE"], rows,
+                                  drop=("ABOVE", "TRAFFIC", "BACKEND", "BURN (LONG / SHORT)", "ALERT")))
     for a in data.get("absent", []):
         lines.append(f"absent   {a['slo']}: {a['alertname']} ({a['severity']}): no sample of {a['selector']}")
     quality = data.get("quality")

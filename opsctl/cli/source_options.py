@@ -9,9 +9,9 @@ from opsctl.cli.params import TIME, choice
 
 def source_options(fn):
     fn = click.option("--at", "at", type=TIME,
-                      help="Evaluate at this instant, with its time zone (default: now on every source; the"
-                           " embedded store: now, or its newest step when its data ends before now; data ahead"
-                           " of now is never read).")(fn)
+                      help="Evaluate at this instant: RFC 3339 with a zone, or now, now-7d, -7d, now-1h30m (default: now on"
+                           " every source; the embedded store: now, or its newest step when its data ends before now;"
+                           " data ahead of now is never read).")(fn)
     fn = click.option("--source", "source_kind", type=choice(["embedded", "prometheus"]),
                       help="Metric source (overrides the config).")(fn)
     fn = click.option("--prometheus-url", metavar="URL", envvar="OPSCTL_PROMETHEUS_URL",

@@ -167,7 +167,8 @@ def history_table(entries: "list[ChangeEntry]", order) -> str:
             for e in entries]
     # a column nothing filled in (no incident, no override in these rows) is left out of the table
     keep = [i for i, h in enumerate(headers) if h not in ("INCIDENT", "OVERRIDES") or any(r[i] != "-" for r in rows)]
-    return render_table([headers[i] for i in keep], [[r[i] for i in keep] for r in rows])
+    return render_table([headers[i] for i in keep], [[r[i] for i in keep] for r in rows],
+                        drop=("OVERRIDES", "ACTOR", "INCIDENT", "OUTCOME"))  # the time never cut; these go first
 
 
 def _short_time(text: str | None) -> str:

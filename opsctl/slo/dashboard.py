@@ -159,8 +159,8 @@ def panel_queries(doc: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def service_matcher(plans: Sequence[SloRulePlan]) -> str:
-    """The `service` matcher of the labels these plans' records carry (an SLO file's
-    `metadata.labels.service_name`, else the config's service): one value, or an exact alternation."""
+    """The `service` matcher of the labels these plans' records carry (the config's
+    service, a catalog entry's for the fleet): one value, or an exact alternation."""
     import re
 
     names = sorted({p.label_dict[cv.LABEL_SERVICE] for p in plans})

@@ -4,7 +4,8 @@ module doc of opsctl.slo.model describes.
 
 `metadata.labels.backend` (a configured backend, or `all` for the whole service) is optional:
 an SLO without it is reported and alerted on and ties no traffic guard. `metadata.labels.
-service_name` names the service in generated rules. Unknown keys and wrong types are refused with
+service_name` is optional: the service in generated rules is the config's `service:`, and a file
+naming another is refused by `slo validate` (opsctl.slo.service_matcher). Unknown keys and wrong types are refused with
 their path by the typed models in opsctl.slo.model_schema (the toolkit's one engine); what PromQL
 and slo-generator need of each value is checked here.
 """

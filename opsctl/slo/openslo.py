@@ -32,7 +32,8 @@ What maps, and how (anything else is refused with its file and key path):
   op gt or gte, lookbackWindow a long window of that severity, threshold its factor for the
   period, alertAfter its `for:`); anything else is refused, never silently ignored.
 - `metadata.labels.backend` (optional) ties a traffic guard as in slo-generator files;
-  `spec.service` names the service in rules (slo-generator's `labels.service_name`).
+  `spec.service` (slo-generator's `labels.service_name`) must be the config's service, which
+  names the service in rules (`slo validate` refuses another).
 """
 
 from __future__ import annotations

@@ -124,13 +124,13 @@ def recorded_plan(slos: Sequence[SloDefinition], source: MetricSource, at: float
     raw data starts (to `slack`, a few evaluations or 1/672 of the window). None on a source
     that does not speak PromQL (the embedded store has no recorded series). `base`: the SLOs'
     recorded window (cv.base_window of their period; default that of a 28-30-day period).
-    `service`: the config's, the `service` label of the recorded series of an SLO without its own
-    `service_name` (the rules' label); without either, an SLO's series are selected by `slo` alone."""
+    `service`: the config's, the `service` label of the recorded series (the rules' label, never
+    the SLO file's own `service_name`); without it, an SLO's series are selected by `slo` alone."""
     if not getattr(source, "speaks_promql", False):
         return None
     base_name, base_seconds = base or cv.base_window(interval)
     counted = [s for s in slos if s.counts_increases]
-    services = {s.name: name for s in slos if (name := s.service_name or service)}
+    services = {s.name: service for s in slos if service}
     probes = [f"count_over_time({cv.record_valid_increase(base_name)}{own_matchers(s.name, services.get(s.name))}"
               f"[{span - 1}s])" for s in counted]
     samples = dict(zip((s.name for s in counted), source.query_many(probes, at))) if probes else {}
@@ -150,9 +150,9 @@ KEY_LABELS = (cv.LABEL_SERVICE, cv.LABEL_SLO)  # what tells one SLO's recorded s
 
 
 def slo_key(slo: SloDefinition, service: str) -> tuple[str, str]:
-    """The (service, slo) labels of an SLO's recorded series (the rules' `service` label: the SLO's
-    own service_name, else its config's service)."""
-    return (slo.service_name or service, slo.name)
+    """The (service, slo) labels of an SLO's recorded series (the rules' `service` label: its
+    config's service)."""
+    return (service, slo.name)
 
 
 class RecordedReads:

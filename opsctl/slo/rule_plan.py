@@ -188,7 +188,7 @@ def _plan_one(slo: SloDefinition, good: str | None, valid: str | None, settings:
         for w, sec in ((long, fast.long.seconds), (short, fast.short.seconds)):
             windows.setdefault(w, sec)
     labels = ((cv.LABEL_SLO, slo.name),) + (((cv.LABEL_BACKEND, slo.backend),) if slo.backend else ()) + (
-        (cv.LABEL_SERVICE, slo.service_name or settings.service),)
+        (cv.LABEL_SERVICE, settings.service),)  # the config's service: never a copy in the file
     interval = settings.alerting.interval_seconds
     base = derived = None
     if slo.counts_increases:  # counts can be summed over time; a ratio (query_sli) or rates cannot

@@ -19,10 +19,10 @@ How each maps onto what opsctl computes:
   reads them, as strings (`tier: 2` is "2", `true` is "true").
 - The SLO is named as Sloth names it (`sloth_id`: `<service>-<name>`), its objective (a
   percentage) is the goal as written, `labels.backend` (SLO labels over service labels) ties a
-  traffic guard, the service names the service in rules. `alerting.page_alert.disable` and
-  `ticket_alert.disable` are honoured (`SloDefinition.silenced`: no alerts of that severity, the
-  fast tier following the page; recording rules kept); the rest of `alerting` is Sloth's own, and
-  opsctl's burn-rate alerts come from the config's `alerting:`.
+  traffic guard, the service must be the config's (which names the service in rules).
+  `alerting.page_alert.disable` and `ticket_alert.disable` are honoured (`SloDefinition.silenced`:
+  no alerts of that severity, the fast tier following the page; recording rules kept); the rest of
+  `alerting` is Sloth's own, and opsctl's burn-rate alerts come from the config's `alerting:`.
 """
 
 from __future__ import annotations

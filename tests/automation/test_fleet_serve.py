@@ -291,3 +291,17 @@ def test_an_alert_naming_no_service_of_the_catalog_is_answered_counted_and_never
     assert pages(tmp_path, "search") == [] and pages(tmp_path, "chat") == []
     log = fleet.log_text()
     assert "service='billing' is not in the catalog" in log and "no service label" in log
+
+
+def test_an_unknown_service_is_422_counted_by_its_name_and_logged_once_per_name_not_per_alert(fleet):
+    # Three messages, five alerts: billing four times (two messages of two), payments once.
+    for alerts in ((page_alert("billing", "c1"), page_alert("billing", "c2")), (page_alert("billing", "c3"),),
+                   (page_alert("billing", "c4"), page_alert("payments", "c5"))):
+        assert fleet.post(message(*alerts)).status == 422
+    samples = fleet.metrics()
+    assert samples['opsctl_fleet_alerts_unknown_service_total{name="billing"}'] == 4
+    assert samples['opsctl_fleet_alerts_unknown_service_total{name="payments"}'] == 1
+    assert samples['opsctl_fleet_alerts_unrouted_total{reason="unknown_service"}'] == 5
+    lines = fleet.log_text().splitlines()
+    assert len([x for x in lines if "service='billing' is not in the catalog" in x]) == 1
+    assert len([x for x in lines if "service='payments' is not in the catalog" in x]) == 1

@@ -19,9 +19,12 @@ def fleet(tmp_path_factory):
     root = tmp_path_factory.mktemp("fleet") / "catalog"
     shutil.copytree(REPO / "examples" / "catalog", root)
     services = root / "services"
-    for service, peak, seed in (("chat", "20", "3"), ("search", "40", "4")):
+    # the data as before sim generate followed each service's split (chat's 100/0 would leave its
+    # databricks SLO without data)
+    for service, peak, seed, split in (("chat", "20", "3", "databricks=80,internal=20"),
+                                       ("search", "40", "4", "databricks=80,internal=20")):
         result = run_opsctl("--catalog", services, "--service", service, "sim", "generate", "--days", "1",
-                            "--end", AT, "--peak-rps", peak, "--seed", seed, "-o", "json")
+                            "--end", AT, "--peak-rps", peak, "--seed", seed, "--split", split, "-o", "json")
         assert result.exit_code == 0, result.output
     return services
 

@@ -138,7 +138,9 @@ def test_at_before_the_incident_reports_ok(opsctl, embedded_config):
 def test_table_shows_budget_worst_burn_and_status(opsctl, embedded_config):
     result = opsctl("--config", str(embedded_config), "slo", "report")
     assert result.exit_code == 0
-    header = result.stdout.splitlines()[0]
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("SLOs at ") and lines[0].endswith(", period 28d")  # the instant and the period
+    header = lines[1]
     for column in ("SLO", "BUDGET LEFT", "WORST BURN", "STATUS"):
         assert column in header
     assert "PAGE" in result.stdout

@@ -154,13 +154,17 @@ def test_an_slo_without_a_backend_label_is_reported_and_ties_no_guard(tmp_path):
     assert slo.backend is None
 
 
-def test_rules_are_generated_for_every_form_and_carry_the_files_service_name(opsctl, tmp_path):
+def test_rules_are_generated_for_every_form_and_carry_the_configs_service(opsctl, tmp_path):
     promtool = require_binary("promtool")
     slos = tmp_path / "slos"
     slos.mkdir()
-    for form in FORMS:
+    for form in FORMS:  # half the files name the service (the config's), half name none
         slo_file(slos, form, service="checkout")
+        if len(list(slos.iterdir())) % 2:
+            path = slos / f"{form}.yaml"
+            path.write_text(path.read_text().replace("service_name: checkout", "slo_name: x"))
     cfg = write_config(tmp_path, slo_dir=slos)
+    cfg.write_text(cfg.read_text().replace("service: llm-inference\n", "service: checkout\n", 1))
     out = tmp_path / "rules.yaml"
     result = opsctl("--config", str(cfg), "slo", "rules", "--out", str(out))
     assert result.exit_code == 0, result.output

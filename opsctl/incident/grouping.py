@@ -58,7 +58,7 @@ def service_group_key(route_key: str, service: str, *, label: str = "service") -
 
 
 def ticket_key(incident: str, vendor: str) -> str:
-    return f"{incident}/{vendor}"
+    return f"{incident}:{vendor}"  # the ticket desks take letters, digits and . _ : -
 
 
 def most_specific(causes: tuple[str, ...] | list[str]) -> str | None:

@@ -149,9 +149,15 @@ class Incident(Model):
         return self.changed(moves=self.moves + (move,))
 
     def moved(self) -> bool:
-        """Whether it moved traffic that is not restored yet."""
-        applied = [m for m in self.moves if m.status == "applied"]
-        return bool(applied) and applied[-1].kind != "restore"
+        """Whether it moved traffic that is not returned yet: an applied failover, top-up or
+        degradation since the last restore that ended (applied, nothing to do, or left to a human)."""
+        moved = False
+        for m in self.moves:
+            if m.kind in ("failover", "top-up", "degrade") and m.status == "applied":
+                moved = True
+            elif m.kind == "restore" and m.status in ("applied", "noop", "skipped"):
+                moved = False
+        return moved
 
     # -- stored form -------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from opsctl.errors import ConflictError, NoDataError
 from opsctl.incident.grouping import DEFAULT_QUIET, document_name, incident_id, joins, may_close, resolved_state
-from opsctl.incident.record import Incident, IncidentAlert, IncidentTakeover
+from opsctl.incident.record import Incident, IncidentAlert, IncidentPage, IncidentTakeover
 
 if TYPE_CHECKING:
     from opsctl.fencing import Term
@@ -49,7 +49,7 @@ class IncidentStore(Protocol):
     def get(self, ident: str) -> Incident | None: ...
     def open_incident(self) -> Incident | None: ...
     def incidents(self, *, open_only: bool = False) -> list[Incident]: ...
-    def take_alert(self, alert: IncidentAlert) -> Joined | None: ...
+    def take_alert(self, alert: IncidentAlert, *, page_key: str = "") -> Joined | None: ...
     def change(self, ident: str, change: Callable[[Incident], Incident | None]) -> Incident: ...
     def close_due(self) -> list[Incident]: ...
     def take_over(self, ident: str, *, by: str, reason: str = "") -> Incident: ...
@@ -141,13 +141,14 @@ class StateIncidentStore:
             data["recent"] = [x for x in data.get("recent", []) if x != add][-(RECENT - 1):] + [add]
         self.state.put(INDEX, data, version=index.version if index else None)
 
-    def take_alert(self, alert: IncidentAlert) -> Joined | None:
-        """A firing alert joins the open incident, or opens one; a resolved one updates the open
-        incident that holds it (None: no open incident holds it, nothing to do)."""
+    def take_alert(self, alert: IncidentAlert, *, page_key: str = "") -> Joined | None:
+        """A firing alert joins the open incident, or opens one (its page's dedup key `page_key`,
+        not sent yet); a resolved one updates the open incident that holds it (None: no open
+        incident holds it, nothing to do)."""
         last: ConflictError | None = None
         for _ in range(ATTEMPTS):
             try:
-                return self._take(alert)
+                return self._take(alert, page_key)
             except ConflictError as exc:
                 from opsctl.fencing import FencedError
 
@@ -157,7 +158,7 @@ class StateIncidentStore:
         raise ConflictError(f"{self.where}: every write met a concurrent one ({last.message if last else ''})",
                             hint="another replica keeps changing them; the event is retried")
 
-    def _take(self, alert: IncidentAlert) -> Joined | None:
+    def _take(self, alert: IncidentAlert, page_key: str) -> Joined | None:
         now = self.now()
         index = self._index()
         open_id = index.data.get("open") if index else None
@@ -187,7 +188,9 @@ class StateIncidentStore:
         if current is not None and current.is_open:  # resolved and quiet past the window: it closes first
             self._put(current.changed(state="closed", closed_at=now), doc)
         ident = incident_id(self.service, now, alert.fingerprint, alert.starts_at)
-        fresh = Incident(id=ident, service=self.service, opened_at=now, last_alert_at=now).with_alert(alert, now)
+        page = IncidentPage(dedup_key=page_key) if page_key else None
+        fresh = Incident(id=ident, service=self.service, opened_at=now, last_alert_at=now,
+                         page=page).with_alert(alert, now)
         existing, existing_doc = self._doc(ident)
         if existing is None:
             fresh = self._put(fresh, None)  # a create: 409 when another replica created it (same alert)

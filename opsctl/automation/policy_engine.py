@@ -302,7 +302,7 @@ class PolicyEngine(PolicyActions):
             sent = stored is not None and stored.sent_at is not None
             act_now = failover is not None and (failover.status in ACT_NOW or bool(
                 failover.status == "applied" and (failover.data.get("partial") or {}).get("not_moved")))
-            severity = "critical" if act_now else page.severity
+            severity: str = "critical" if act_now else page.severity
             if sent and stored is not None and _rank(stored.severity) > _rank(severity):
                 severity = stored.severity
             raise_it = sent and stored is not None and _rank(severity) > _rank(stored.severity)

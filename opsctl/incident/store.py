@@ -44,6 +44,8 @@ class Joined:
 
 class IncidentStore(Protocol):
     where: str
+    service: str
+    quiet: float  # seconds: the correlation window
 
     def now(self) -> float: ...
     def get(self, ident: str) -> Incident | None: ...

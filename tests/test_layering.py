@@ -27,7 +27,7 @@ FLOORS = [
     ("config", ["opsctl.config"]),
     ("signals and channels", ["opsctl.metrics", "opsctl.paging", "opsctl.tickets"]),
     ("judgement", ["opsctl.slo", "opsctl.quality"]),
-    ("control", ["opsctl.traffic", "opsctl.state"]),
+    ("control", ["opsctl.traffic", "opsctl.state", "opsctl.incident"]),
     ("orchestration", ["opsctl.automation", "opsctl.drills", "opsctl.runbooks", "opsctl.rollout"]),
     ("interface", ["opsctl.cli", "opsctl.__main__"]),
 ]

@@ -65,6 +65,7 @@ class FailoverRequest:
     operation_id: str = ""
     # The leader's term, read before every write attempt (None from it: no longer leading, fenced).
     term: Callable[[], Any] | None = None
+    episode: str = ""  # the episode's key: its owner is checked before every write, its operation id names it
 
 
 @dataclass(frozen=True)
@@ -84,13 +85,19 @@ class RestoreRequest:
     # look, or a progress not kept); the outcome's data["restore"] is the progress to keep.
     canary: bool = False
     progress: "RestoreProgress | None" = None
+    episode: str = ""  # the episode's key (see FailoverRequest.episode)
 
 
-def operation_id(action: str, incident: str | None, backend: str) -> str:
-    """The id a failover or restore is written under, the same on every attempt and replica."""
+def operation_id(action: str, incident: str | None, backend: str, episode: str = "") -> str:
+    """The id a failover or restore is written under, the same on every attempt and replica. One
+    incident may fail a backend over more than once (an episode each): the episode's key is part
+    of it unless the incident's key already ends with it (the per-episode keys before incidents)."""
     import hashlib
 
-    digest = hashlib.sha256(f"{incident or ''}|{backend}".encode()).hexdigest()[:16]
+    basis = incident or ""
+    if episode and not basis.endswith(episode):
+        basis = f"{basis}/{episode}"
+    digest = hashlib.sha256(f"{basis}|{backend}".encode()).hexdigest()[:16]
     return f"{action}-{digest}"
 
 
@@ -116,6 +123,17 @@ class TicketRequest:
 
 
 @dataclass(frozen=True)
+class TicketNoteRequest:
+    """A note on a ticket already filed (a later cause of the same incident, never a second ticket)."""
+
+    context: Context
+    backend: str
+    ticket: str  # the ticket's id as filed
+    text: str
+    idempotency_key: str  # the ticket's own key
+
+
+@dataclass(frozen=True)
 class NoteRequest:
     context: Context
     incident: str  # the incident's dedup key or id, as returned by page()
@@ -136,6 +154,8 @@ class Executor(Protocol):
     def file_ticket(self, request: TicketRequest) -> Outcome: ...
 
     def note(self, request: NoteRequest) -> Outcome: ...
+
+    def ticket_note(self, request: TicketNoteRequest) -> Outcome: ...
 
 
 class DryRunExecutor:
@@ -159,3 +179,6 @@ class DryRunExecutor:
 
     def note(self, request: NoteRequest) -> Outcome:
         return Outcome("dry_run", f"would add a note to {request.incident}: {request.text[:120]}")
+
+    def ticket_note(self, request: TicketNoteRequest) -> Outcome:
+        return Outcome("dry_run", f"would add a note to ticket {request.ticket}: {request.text[:120]}")

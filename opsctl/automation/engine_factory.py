@@ -21,7 +21,12 @@ from typing import Any, TYPE_CHECKING, Callable
 from opsctl.model import Model, field
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from opsctl.automation.actions import Executor
+    from opsctl.fencing import Term
+    from opsctl.incident.store import IncidentStore
+    from opsctl.state.base import StateStore
     from opsctl.automation.episodes import EpisodeStore
     from opsctl.automation.shared import SharedEpisodeStore
     from opsctl.automation.policy import Taken
@@ -61,14 +66,30 @@ class EngineShape(Model):
 
 
 def build_engine(cfg: "Config", store: "EpisodeStore | SharedEpisodeStore", live: "Executor", *,
-                 clock: Callable[[], float], on_action: Callable[["Taken"], None] | None = None) -> "PolicyEngine":
+                 clock: Callable[[], float], on_action: Callable[["Taken"], None] | None = None,
+                 incidents: "IncidentStore | None" = None) -> "PolicyEngine":
     """The policy engine for `cfg`: `store` keeps the episodes (EpisodeStore or the shared one),
-    `live` acts (already wrapped by the caller's fencing), a DryRunExecutor decides for dry runs."""
+    `live` acts (already wrapped by the caller's fencing), a DryRunExecutor decides for dry runs,
+    `incidents` keeps the incidents (incident_store)."""
     from opsctl.automation.actions import DryRunExecutor
     from opsctl.automation.policy_engine import PolicyEngine
 
     return PolicyEngine(cfg.automation, cfg.backends, store, live, DryRunExecutor(), clock,
-                        on_action=on_action, tickets=cfg.runbooks.tickets)
+                        on_action=on_action, tickets=cfg.runbooks.tickets, incidents=incidents)
+
+
+def incident_store(cfg: "Config", *, state: "StateStore | None" = None, directory: "Path | None" = None,
+                   term: "Callable[[], Term | None] | None" = None,
+                   clock: Callable[[], float] | None = None) -> "IncidentStore":
+    """The incident store serve and drills run: on `state` (team mode: the shared state store,
+    fenced by `term`), else the file store under `directory` (default: the config's state dir)."""
+    from opsctl.incident.file import file_incident_store
+    from opsctl.incident.store import StateIncidentStore
+
+    quiet = float(cfg.automation.incident.quiet.seconds)
+    if state is not None:
+        return StateIncidentStore(state, service=cfg.service, quiet=quiet, term=term, clock=clock)
+    return file_incident_store(directory or cfg.state_path, service=cfg.service, quiet=quiet, term=term, clock=clock)
 
 
 ACTION_ORDER = ("failover", "page", "ticket", "note", "restore")
@@ -101,4 +122,4 @@ def shape(engine: "PolicyEngine") -> EngineShape:
                        fenced=inner is not None, rate_limit=limit)
 
 
-__all__ = ["EngineShape", "PolicyShape", "build_engine", "shape"]
+__all__ = ["EngineShape", "PolicyShape", "build_engine", "incident_store", "shape"]

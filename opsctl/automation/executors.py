@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from opsctl.automation.actions import (
-    FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest, TicketRequest,
+    FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest, TicketNoteRequest, TicketRequest,
 )
 from opsctl.errors import ConfigError, GuardRefused, UsageError
 
@@ -243,6 +243,8 @@ class LiveExecutor:
             data["after"] = result.after.to_dict(self.order)
         if result.overrides:
             data["overrides"] = list(result.overrides)
+        if result.partial is not None:  # what moved and what is stuck, for the page (capacity)
+            data["partial"] = result.partial.to_dict()
         return data
 
     # -- paging -------------------------------------------------------------------------------
@@ -309,6 +311,18 @@ class LiveExecutor:
         status = "noop" if filed.outcome in ("existing", "recovered") else "applied"
         return Outcome(status, f"{vendor} ticket {filed.id} ({filed.outcome}, {filed.provider})",
                        {"ticket": filed.id, "url": filed.url or ""})
+
+    def ticket_note(self, request: TicketNoteRequest) -> Outcome:
+        """A note on the ticket filed already, where the desk takes notes (`add_note`); else skipped
+        (the incident's own note says what the ticket would have been told)."""
+        vendor = self.cfg.backends[request.backend].vendor
+        if not vendor:
+            return Outcome("skipped", f"{request.backend} names no vendor")
+        desk = self._desk(vendor)
+        if not getattr(desk, "takes_notes", False):
+            return Outcome("skipped", f"{vendor} tickets ({desk.name}) take no notes from opsctl")
+        desk.add_note(request.ticket, request.text)  # type: ignore[attr-defined]
+        return Outcome("applied", f"note added to {vendor} ticket {request.ticket}", {"ticket": request.ticket})
 
 
 def check_wiring(cfg: "Config") -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from opsctl.automation.actions import (
-    Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest, TicketRequest,
+    Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest, TicketNoteRequest, TicketRequest,
 )
 from opsctl.fencing import FencedError
 
@@ -30,13 +30,14 @@ class FencedExecutor:
         self.intent = intent or (lambda action, key, detail: None)
         self.owns = owns  # whether this worker still holds the episode (by key), re-read before every write
 
-    def _writer(self, incident: str | None) -> Callable[[], object] | None:
+    def _writer(self, incident: str | None, episode: str = "") -> Callable[[], object] | None:
         """What the controller reads before every write attempt (the first, and each retry after a
-        409): the term, once this worker still owns the episode (its key ends the incident key)."""
+        409): the term, once this worker still owns the episode (its key: given, or the end of the
+        per-episode incident key)."""
         current = self.term
         if current is None:
             return None
-        key = (incident or "").rsplit("-", 1)[-1]
+        key = episode or (incident or "").rsplit("-", 1)[-1]
 
         def term() -> object:
             if self.owns is not None and key and not self.owns(key):
@@ -50,24 +51,28 @@ class FencedExecutor:
             raise FencedError(f"{what}: this replica no longer leads; it does not act")
 
     @staticmethod
-    def operation(action: str, incident: str | None, backend: str) -> str:
+    def operation(action: str, incident: str | None, backend: str, episode: str = "") -> str:
         from opsctl.automation.actions import operation_id
 
-        return operation_id(action, incident, backend)
+        return operation_id(action, incident, backend, episode)
 
     def failover(self, request: FailoverRequest) -> Outcome:
         from dataclasses import replace
 
         self._leading("failover")
-        return self.inner.failover(replace(request, term=self._writer(request.incident), operation_id=request.operation_id or self.operation(
-            "failover", request.incident, request.backend)))
+        return self.inner.failover(replace(
+            request, term=self._writer(request.incident, request.episode),
+            operation_id=request.operation_id or self.operation("failover", request.incident, request.backend,
+                                                                request.episode)))
 
     def restore(self, request: RestoreRequest) -> Outcome:
         from dataclasses import replace
 
         self._leading("restore")
-        return self.inner.restore(replace(request, term=self._writer(request.incident), operation_id=request.operation_id or self.operation(
-            "restore", request.incident, request.backend)))
+        return self.inner.restore(replace(
+            request, term=self._writer(request.incident, request.episode),
+            operation_id=request.operation_id or self.operation("restore", request.incident, request.backend,
+                                                                request.episode)))
 
     def page(self, request: PageRequest) -> Outcome:
         self._leading("page")
@@ -86,6 +91,14 @@ class FencedExecutor:
         self.intent("note", hashlib.sha256(f"{request.incident}|{request.text}".encode()).hexdigest()[:24],
                     request.text)
         return self.inner.note(request)
+
+    def ticket_note(self, request: TicketNoteRequest) -> Outcome:
+        import hashlib
+
+        self._leading("ticket note")
+        self.intent("ticket_note", hashlib.sha256(f"{request.ticket}|{request.text}".encode()).hexdigest()[:24],
+                    request.text)
+        return self.inner.ticket_note(request)
 
 
 __all__ = ["FencedExecutor"]

@@ -22,19 +22,29 @@ one: the refusal is recorded, a human is paged with what to do, and the event is
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opsctl.automation.actions import (
-    Context, Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest, TicketRequest,
+    Context, Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest, TicketNoteRequest,
+    TicketRequest,
 )
 from opsctl.automation.episode_protocol import episode_key
 from opsctl.automation.episode_record import Episode, EpisodeBlocked
 from opsctl.automation.policy import ActionFailed, AlertEvent, CompiledPolicy, Taken, matching
 from opsctl.automation.policy_actions import PolicyActions, _describe
+from opsctl.slo import conventions as cv
+
+if TYPE_CHECKING:
+    from opsctl.incident.record import Incident
+    from opsctl.incident.store import Joined
 
 log = logging.getLogger("opsctl.automation")
+
+SEVERITY_RANK = ("info", "warning", "error", "critical")
+ACT_NOW = ("refused", "failed")  # failover outcomes that page "act now"
 
 
 class Held:
@@ -85,17 +95,73 @@ class PolicyEngine(PolicyActions):
         taken: list[Taken] = []
         failed: list[str] = []
         chosen, flipped = self._by_cause(matching(self.policies, event.labels), event)
-        for policy in chosen:
-            if event.status == "firing":
-                self._firing(policy, event, taken, failed, flipped=policy.name in flipped)
-            else:
-                self._resolved(policy, event, taken)
+        joined = self.join(event) if chosen and self.incidents is not None else None
+        if joined is not None and joined.incident.takeover is not None:
+            self._taken_over(chosen, event, joined.incident, taken, failed)
+        else:
+            for policy in chosen:
+                if event.status == "firing":
+                    self._firing(policy, event, taken, failed, flipped=policy.name in flipped, joined=joined)
+                else:
+                    self._resolved(policy, event, taken)
+            if joined is not None and event.status == "firing" and not joined.opened:
+                self._joined_notes(chosen, event, joined, taken, failed)
         if failed:
             raise ActionFailed("; ".join(failed))
         return taken
 
+    def _taken_over(self, chosen: list[CompiledPolicy], event: AlertEvent, incident: "Incident",
+                    taken: list[Taken], failed: list[str]) -> None:
+        """On-call took the incident over: nothing acts; the alert is one note on the page."""
+        assert incident.takeover is not None
+        policy = chosen[0]
+        executor, dry = self.executor_for(policy)
+        self._record(policy, event, None, "takeover", Outcome(
+            "noop", f"incident {incident.id} taken over by {incident.takeover.by}: the automation only notes"), dry, taken)
+        key = incident.page.dedup_key if incident.page is not None and incident.page.sent_at is not None else ""
+        if key and policy.policy.actions.note:
+            self._run(policy, event, None, "note", dry, lambda: executor.note(NoteRequest(
+                self._context(policy, event), incident=key,
+                text=f"opsctl automation (incident taken over, not acting): {event.summary()}")), taken, failed)
+
+    def _joined_notes(self, chosen: list[CompiledPolicy], event: AlertEvent, joined: "Joined", taken: list[Taken],
+                      failed: list[str]) -> None:
+        """A later alert of an open incident: a new cause or a second backend is one note on its
+        page (never a second page), once (its intent is recorded on the incident)."""
+        incident = self.incidents.get(joined.incident.id) if self.incidents is not None else None
+        if incident is None or incident.page is None or incident.page.sent_at is None:
+            return
+        news = []
+        if joined.new_cause:
+            news.append(f"new cause {cv.cause_text(joined.new_cause)} ({event.labels.get('alertname', '')} on"
+                        f" {event.labels.get('backend', '?')})")
+        if joined.new_backend:
+            news.append(f"{joined.new_backend} degrades too")
+        if not news:
+            return
+        policy = next((p for p in chosen if p.policy.actions.note), None)
+        if policy is None:
+            return
+        intent = f"note:{incident.id}:{joined.new_cause or ''}:{joined.new_backend or ''}:{event.fingerprint}"
+        if incident.intent(intent) is not None:
+            return
+        executor, dry = self.executor_for(policy)
+        key = incident.page.dedup_key
+        text = f"opsctl automation, incident {incident.id}: {event.summary()}; " + "; ".join(news)
+        outcome = self._run(policy, event, None, "note", dry, lambda: executor.note(
+            NoteRequest(self._context(policy, event), incident=key, text=text)), taken, failed)
+        if outcome.status in ("applied", "dry_run", "noop"):
+            self._intent(incident, intent, "note", outcome)
+
+    def _intent(self, incident: "Incident", key: str, action: str, outcome: Outcome) -> None:
+        from opsctl.incident.record import IncidentIntent
+
+        assert self.incidents is not None
+        self.incidents.change(incident.id, lambda i: i.with_intent(IncidentIntent(
+            key=key, action=action, at=self.clock(), status=outcome.status)))
+
     def _firing(self, policy: CompiledPolicy, event: AlertEvent, taken: list[Taken], failed: list[str], *,
-                flipped: bool = False) -> None:
+                flipped: bool = False, joined: "Joined | None" = None) -> None:
         target = policy.target(event.labels)
         try:
             start = self.store.begin_firing(policy.name, event.fingerprint, target, event.starts_at,
@@ -114,13 +180,13 @@ class PolicyEngine(PolicyActions):
                         " same episode"), self.executor_for(policy)[1], taken)
         try:
             self._act_on_firing(policy, event, held, target, taken, failed, start.cancelled, start.moved_away,
-                                start.resumed)
+                                start.resumed, joined=joined)
         finally:
             self.store.save(held.episode)
 
     def _act_on_firing(self, policy: CompiledPolicy, event: AlertEvent, held: "Held", target: str,
                        taken: list[Taken], failed: list[str], cancelled: bool, moved_away: set[str],
-                       resumed: bool = False) -> None:
+                       resumed: bool = False, joined: "Joined | None" = None) -> None:
         """Failover first (seconds count at four nines), then the page that asks a human to confirm it,
         the vendor ticket, and the note. The incident key is known before paging (it is the pager's
         dedup key), so the failover already names the incident the page opens."""
@@ -128,7 +194,13 @@ class PolicyEngine(PolicyActions):
         executor, dry = self.executor_for(policy)
         context = self._context(policy, event)
         episode = held.episode
-        incident_key = self.incident_key(policy.name, target, episode)
+        if joined is not None:  # the incident's page is the dedup key every action names
+            page_of = joined.incident.page
+            incident_key = episode.incident or (page_of.dedup_key if page_of is not None else self.page_key())
+            if episode.incident != incident_key:
+                episode = held.change(incident=incident_key)
+        else:
+            incident_key = self.incident_key(policy.name, target, episode)
         done: list[str] = []
         if cancelled:
             done.append("restore cancelled: the alert fired again inside the hold-down")
@@ -144,6 +216,11 @@ class PolicyEngine(PolicyActions):
             else:
                 episode = held.change(failover=failover.status)
             done.append(f"failover from {target}: {failover.status} ({failover.detail})")
+            if joined is not None:
+                self.move(joined.incident, "failover", target, failover)
+        if joined is not None:
+            self._respond(policy, event, held, target, joined, failover, executor, context, dry, taken, failed, done)
+            return
         page = actions.page
         if page is not None and not episode.incident:
             outcome = self._run(policy, event, episode, "page", dry, lambda: executor.page(PageRequest(
@@ -203,11 +280,96 @@ class PolicyEngine(PolicyActions):
             return self._record(policy, event, episode, "failover", outcome, dry, taken)
         return self._run(policy, event, episode, "failover", dry, lambda: executor.failover(FailoverRequest(
             context, backend=target, emergency_in_freeze=failover.emergency_in_freeze, incident=incident,
-            resumed=resumed,
+            resumed=resumed, episode=episode.key or "",
         )), taken, failed)
 
+    def _respond(self, policy: CompiledPolicy, event: AlertEvent, held: "Held", target: str, joined: "Joined",
+                 failover: Outcome | None, executor: Executor, context: Context, dry: bool, taken: list[Taken],
+                 failed: list[str], done: list[str]) -> None:
+        """The incident's page, ticket and note (one PagerDuty incident, one ticket per vendor):
+        the first page opens it; a later one only when its severity rises or the failover needs a
+        human for the first time ("act now", once); the rest are notes."""
+        from opsctl.incident.record import IncidentPage
+
+        assert self.incidents is not None
+        incidents = self.incidents
+        actions = policy.policy.actions
+        incident = incidents.get(joined.incident.id) or joined.incident
+        key = held.episode.incident or self.page_key()
+        page = actions.page
+        if page is not None:
+            stored = incident.page
+            sent = stored is not None and stored.sent_at is not None
+            act_now = failover is not None and (failover.status in ACT_NOW or bool(
+                failover.status == "applied" and (failover.data.get("partial") or {}).get("not_moved")))
+            severity: str = "critical" if act_now else page.severity
+            if sent and stored is not None and _rank(stored.severity) > _rank(severity):
+                severity = stored.severity
+            raise_it = sent and stored is not None and _rank(severity) > _rank(stored.severity)
+            first_act_now = act_now and not (stored is not None and stored.failed_sent)
+            if not sent or raise_it or first_act_now:
+                summary = self._page_summary(policy, event, target, failover, incident=incident.id)
+                outcome = self._run(policy, event, held.episode, "page", dry, lambda: executor.page(PageRequest(
+                    context, summary=summary, severity=severity, dedup_key=key,
+                    details={**self._details(event), "incident": incident.id,
+                             **({"failover": failover.to_dict()} if failover else {})},
+                )), taken, failed)
+                if outcome.status in ("applied", "noop", "dry_run"):
+                    now = self.clock()
+                    incident = incidents.change(incident.id, lambda i: i.changed(page=IncidentPage(
+                        dedup_key=key, severity=severity, title=summary[:300],
+                        sent_at=i.page.sent_at if i.page is not None and i.page.sent_at is not None else now,
+                        updated_at=now, failed_sent=bool(i.page is not None and i.page.failed_sent) or act_now,
+                        notes=i.page.notes if i.page is not None else 0)))
+        if actions.ticket is not None:
+            self._incident_ticket(policy, event, held, target, incident, executor, context, dry, taken, failed, done)
+        if actions.note and key and done:
+            text = f"opsctl automation, policy {policy.name}: {event.summary()}. " + "; ".join(done)
+            self._run(policy, event, held.episode, "note", dry, lambda: executor.note(
+                NoteRequest(context, incident=key, text=text)), taken, failed)
+
+    def _incident_ticket(self, policy: CompiledPolicy, event: AlertEvent, held: "Held", target: str,
+                         incident: "Incident", executor: Executor, context: Context, dry: bool, taken: list[Taken],
+                         failed: list[str], done: list[str]) -> None:
+        """At most one ticket per vendor per incident, its category from the most specific cause seen
+        (auth before capacity before the rest); a later cause adds a note to it."""
+        from opsctl.incident.grouping import most_specific, ticket_key
+        from opsctl.incident.record import IncidentTicket
+
+        assert self.incidents is not None
+        ticket = incident.ticket(target)
+        if ticket is None:
+            cause = most_specific(incident.causes) or event.cause
+            outcome = self._ticket(policy, event, held.episode, target, executor, context, dry, taken, failed,
+                                   cause=cause, key=ticket_key(incident.id, target))
+            if outcome.status in ("applied", "noop", "dry_run"):
+                filed = str(outcome.data.get("ticket") or outcome.status)
+                category = self.ticket_category(policy, cause)
+                self.incidents.change(incident.id, lambda i: None if i.ticket(target) else i.with_ticket(IncidentTicket(
+                    vendor=target, category=category, id=filed, causes=i.causes, filed_at=self.clock())))
+                held.change(ticket=filed)
+            elif outcome.status == "skipped":
+                held.change(ticket="skipped")
+            done.append(f"vendor ticket: {outcome.status} ({outcome.detail})")
+            return
+        if not held.episode.ticket:
+            held.change(ticket=ticket.id)
+        new = tuple(c for c in incident.causes if c not in ticket.causes)
+        if not new:
+            return
+        text = (f"opsctl automation, incident {incident.id}: a later cause of the same outage:"
+                f" {', '.join(cv.cause_text(c) for c in new)} ({event.summary()})")
+        outcome = self._run(policy, event, held.episode, "ticket_note", dry, lambda: executor.ticket_note(
+            TicketNoteRequest(context, backend=target, ticket=ticket.id, text=text,
+                              idempotency_key=ticket_key(incident.id, target))), taken, failed)
+        if outcome.status in ("applied", "dry_run", "skipped"):
+            self.incidents.change(incident.id, lambda i: i.with_ticket(
+                dataclasses.replace(ticket, causes=ticket.causes + new)) if i.ticket(target) == ticket else None)
+            done.append(f"vendor ticket {ticket.id}: note added ({outcome.status})")
+
     def _ticket(self, policy: CompiledPolicy, event: AlertEvent, episode: Episode, target: str, executor: Executor,
-                context: Context, dry: bool, taken: list[Taken], failed: list[str]) -> Outcome:
+                context: Context, dry: bool, taken: list[Taken], failed: list[str], *, cause: str | None = None,
+                key: str = "") -> Outcome:
         ticket = policy.policy.actions.ticket
         assert ticket is not None  # called only for a policy with a ticket action (_act_on_firing)
         backend = self.backends.get(target)
@@ -222,10 +384,10 @@ class PolicyEngine(PolicyActions):
             *([f"Incident: {episode.incident}"] if episode.incident else []),
         ])
         return self._run(policy, event, episode, "ticket", dry, lambda: executor.file_ticket(TicketRequest(
-            context, backend=target, category=self.ticket_category(policy, event.cause), severity=ticket.severity,
-            summary=self._ticket_summary(backend.description or target, event),
+            context, backend=target, category=self.ticket_category(policy, cause or event.cause),
+            severity=ticket.severity, summary=self._ticket_summary(backend.description or target, event),
             description=description, incident=episode.incident,
-            idempotency_key=f"opsctl-automation-{policy.name}-{target}-{episode.key}",
+            idempotency_key=key or f"opsctl-automation-{policy.name}-{target}-{episode.key}",
         )), taken, failed)
 
     def _resolved(self, policy: CompiledPolicy, event: AlertEvent, taken: list[Taken]) -> None:
@@ -286,6 +448,7 @@ class PolicyEngine(PolicyActions):
             if episode is None:
                 break
             self._restore(episode, taken)
+        self.close_due_incidents()
         return taken
 
     def _canary_restores(self, taken: list[Taken]) -> None:
@@ -339,6 +502,10 @@ class PolicyEngine(PolicyActions):
             store.close_episode(episode, "policy no longer configured; restore left to a human")
             log.warning("episode %s: policy %s is gone; traffic left as it is", episode.id, episode.policy)
             return
+        incident = self.incident_of(episode.incident)
+        if incident is not None and incident.takeover is not None:
+            store.close_episode(episode, f"incident {incident.id} taken over by {incident.takeover.by}: restore left to them")
+            return
         executor, dry = self.executor_for(policy)
         context = Context(policy.name, "", {"backend": episode.target}, f"restore {episode.target} after hold-down",
                           f"restore-{episode.id}")
@@ -348,7 +515,7 @@ class PolicyEngine(PolicyActions):
             outcome = executor.restore(RestoreRequest(
                 context, backend=episode.target, incident=episode.incident, saved=episode.saved,
                 failover_operations=self._unrecorded_failover(policy.name, episode),
-                hold_down=float(self.hold_down(policy))))
+                hold_down=float(self.hold_down(policy)), episode=episode.key or ""))
         except Exception as exc:  # a failed restore is retried after restore_retry
             log.exception("episode %s: restore failed", episode.id)
             outcome = Outcome("failed", _describe(exc))
@@ -359,6 +526,8 @@ class PolicyEngine(PolicyActions):
             retry = min(retry, float(held_for))
         self._record(policy, None, episode, "restore", outcome, dry, taken, started=started,
                      received_at=episode.restore_due)
+        if incident is not None and outcome.status in ("applied", "noop", "skipped", "refused", "failed"):
+            self.move(incident, "restore", episode.target, outcome)
         if outcome.status in ("applied", "noop", "dry_run", "skipped"):
             store.end_restore(episode, closed_because=f"restore {outcome.status}: {outcome.detail}")
         else:
@@ -366,14 +535,18 @@ class PolicyEngine(PolicyActions):
         # One note per restore step: its first unsuccessful try (refused or failed, retried after)
         # and its end; the retries between add none (under chaos they would multiply).
         unsuccessful = outcome.status in ("refused", "failed")
-        incident = episode.incident
-        if policy.policy.actions.note and incident and (not unsuccessful or not episode.restore_refusals):
+        incident_key = episode.incident
+        if policy.policy.actions.note and incident_key and (not unsuccessful or not episode.restore_refusals):
             text = f"opsctl automation, policy {policy.name}: restore traffic to {episode.target}: {outcome.status} ({outcome.detail})"
             if outcome.status in ("refused", "failed"):
                 text += (f"; retrying every {self.settings.restore_retry}" if retry == self.settings.restore_retry_seconds
                          else f"; retrying in {retry:.0f}s")
             self._run(policy, None, episode, "note", dry, lambda: executor.note(
-                NoteRequest(context, incident=incident, text=text)), taken, [])
+                NoteRequest(context, incident=incident_key, text=text)), taken, [])
+
+
+def _rank(severity: str | None) -> int:
+    return SEVERITY_RANK.index(severity) if severity in SEVERITY_RANK else -1
 
 
 TRANSIENT_RESTORE_RETRY = 5  # seconds: a restore that met a conflict or a transient API failure tries again soon

@@ -52,6 +52,7 @@ from opsctl.fencing import FencedError, Term
 if TYPE_CHECKING:
     from opsctl.automation.shared import SharedEpisodeStore
     from opsctl.config import Config
+    from opsctl.incident.store import IncidentStore
 
 log = logging.getLogger("opsctl.automation")
 
@@ -84,6 +85,7 @@ class AutomationService(Admission):
         self._arriving = 0
         self._quiet: QuietWrites | None = None
         self.episodes: EpisodeStore | SharedEpisodeStore
+        self.incidents: IncidentStore  # the incidents (opsctl/incident/): a file each, or a ConfigMap each
         if self.shared:
             from opsctl.automation.delivery_store import FRESH, SharedDeliveryLog
             from opsctl.automation.shared import SharedEpisodeStore
@@ -114,10 +116,17 @@ class AutomationService(Admission):
                 live = FencedExecutor(live, self.term, self.episodes.record_intent, self.episodes.owns)
             else:
                 live = FencedExecutor(live)
+            from opsctl.automation.engine_factory import incident_store
+
+            self.incidents = incident_store(cfg, state=store, term=self.term if self.elector is not None else None,
+                                            clock=clock)
         else:
+            from opsctl.automation.engine_factory import incident_store
+
             self.deliveries = DeliveryLog(path, clock=clock)
             self.episodes = EpisodeStore(path, clock=clock)
             live = FencedExecutor(live)  # one replica: no term, but operation ids chosen before the write
+            self.incidents = incident_store(cfg, clock=clock)  # a file per incident under the state dir
         self.queue = WorkQueue(settings.queue_size, settings.workers, self.process)
         self._waiting = 0  # deliveries waiting for a retry, as the last sweep counted them
         self._handed: set[str] = set()  # owed hand-backs written since that count (counted until the next)
@@ -136,7 +145,8 @@ class AutomationService(Admission):
             self._quiet.watch(self.metrics)
         from opsctl.automation.engine_factory import build_engine
 
-        self.engine = build_engine(cfg, self.episodes, live, clock=clock, on_action=self._count)  # as drills build it
+        self.engine = build_engine(cfg, self.episodes, live, clock=clock, on_action=self._count,  # as drills build it
+                                   incidents=self.incidents)
         self._accept_lock = threading.Lock()
         self._owed: dict[str, tuple[str | None, float, dict[str, Any], bool]] = {}  # events (and episode holds) to hand back once the API server answers
         self._owed_lock = threading.Lock()

@@ -172,6 +172,23 @@ class RestoreSettings(Model):
             raise ValueError("need 1m <= backoff <= backoff_max")
 
 
+class IncidentSettings(Model):
+    """How alerts group into incidents (opsctl/incident/grouping.py). `quiet`: the correlation
+    window, an incident whose alerts all resolved closes this long after its last alert (an alert
+    starting inside it joins it again). `paging_route_key`: the route key of the Alertmanager route
+    that pages, grouped by service (`opsctl alerts route` generates it); the PagerDuty dedup key of
+    an incident is Alertmanager's for that route's group of the service."""
+
+    quiet: Duration = Duration("15m")
+    paging_route_key: str = '{}/{severity="page"}'
+
+    def __post_init__(self) -> None:
+        if _check_automation_duration(self.quiet, "incident.quiet") < 60:
+            raise ValueError("incident.quiet must be at least 1m")
+        if not self.paging_route_key.startswith("{}"):
+            raise ValueError("incident.paging_route_key must be an Alertmanager route key, e.g. {}/{severity=\"page\"}")
+
+
 class AutomationConfig(Model):
     """`opsctl serve`: webhook receiver for Alertmanager and PagerDuty, acting by policy."""
 
@@ -195,6 +212,7 @@ class AutomationConfig(Model):
     dry_run: bool = False  # every policy: decide and record, change nothing
     policies: list[AutomationPolicy] = field(default_factory=list)
     leader_election: LeaderElection = field(default_factory=LeaderElection)
+    incident: IncidentSettings = field(default_factory=IncidentSettings)
 
     def __post_init__(self) -> None:
         _check_bind(self.bind)

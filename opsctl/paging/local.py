@@ -54,6 +54,11 @@ class LocalPager:
             if incident is not None:
                 incident["log"].append(_entry("trigger", now, None, "event deduplicated into the open incident"))
                 detail = "deduplicated into the open incident"
+                if _rank(event.severity) > _rank(incident.get("severity")):  # a later alert raises it, as PagerDuty's alert does
+                    incident["log"].append(_entry("severity", now, None,
+                                                  f"severity raised {incident.get('severity')} -> {event.severity}"))
+                    incident["severity"] = event.severity
+                    detail += f"; severity raised to {event.severity}"
             else:
                 incident = {
                     "id": f"LP{data['next_id']:05d}",
@@ -237,3 +242,10 @@ def _readable(request: dict) -> dict:
         return v
 
     return conv(request)
+
+
+SEVERITY_RANK = ("info", "warning", "error", "critical")  # PagerDuty Events API v2 severities, lowest first
+
+
+def _rank(severity: object) -> int:
+    return SEVERITY_RANK.index(severity) if severity in SEVERITY_RANK else -1

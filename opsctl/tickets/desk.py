@@ -121,6 +121,16 @@ class TicketDesk:
     def plan(self, request: TicketRequest) -> list[dict]:
         return self.channel.plan(request)
 
+    @property
+    def takes_notes(self) -> bool:
+        """Whether the channel can add a note to a ticket it filed (`add_note`)."""
+        return bool(getattr(self.channel, "takes_notes", False))
+
+    def add_note(self, ticket_id: str, text: str) -> None:
+        """A note on a ticket filed already, retried as a filing is (a note repeated is harmless)."""
+        call_with_retry(lambda t: self.channel.add_note(ticket_id, text), self.policy,
+                        f"{self.name}: add a note to ticket {ticket_id}", on_retry=self.on_retry)
+
 
 def _from_record(rec: dict, request: TicketRequest) -> FiledTicket:
     return FiledTicket(id=rec["ticket_id"], provider=rec["provider"], vendor=rec["vendor"],

@@ -21,6 +21,7 @@ class LocalTicketProvider:
     name = "local"
     can_find = True
     resend_is_safe = True
+    takes_notes = True
 
     def __init__(self, path: Path, vendor: str, vendor_cfg, *, service: str, group: str, clock=None):
         self.path = Path(path)
@@ -73,6 +74,13 @@ class LocalTicketProvider:
             if category is not None:
                 t["category"] = self.vendor_cfg.categories.get(category, category)
         return self.status(ticket_id)
+
+    def add_note(self, ticket_id: str, text: str) -> None:
+        """A note on a ticket filed already (what a later cause of the same incident adds)."""
+        now = self.clock.now()
+        with updating(self.path, copy.deepcopy(EMPTY)) as data:
+            t = self._get(data, ticket_id)
+            t.setdefault("notes", []).append({"at": now, "text": text[:4000]})
 
     def tickets(self) -> list[dict]:
         return read_json(self.path, EMPTY)["tickets"]

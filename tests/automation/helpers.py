@@ -102,6 +102,13 @@ def incident_key(policy: str, target: str, fingerprint: str, starts_at: str) -> 
     return f"opsctl-automation-{policy}-{target}-{episode}"
 
 
+def page_key(service: str = "llm-inference", route: str = '{}/{severity="page"}') -> str:
+    """The PagerDuty dedup key of a service's incident: Alertmanager's own for the service's group
+    on the paging route (sha256 of the group key `<route key>:{service="NAME"}`), computed here
+    from Alertmanager's formula (notify/util.go Key.Hash), not opsctl's code."""
+    return hashlib.sha256(f'{route}:{{service="{service}"}}'.encode()).hexdigest()
+
+
 def write_serve_config(directory: Path, *, policies: str, automation_extra: str = "", extra: str = "",
                        slo_dir: Path | None = None, period: str = "28d") -> Path:
     path = directory / "opsctl.yaml"

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.automation.helpers import (
-    FAILOVER_POLICY, PD_SECRET_NEW, Serve, alert, incident_key, message, pd_event, request, signed, table_counts, wait_for,
+    FAILOVER_POLICY, PD_SECRET_NEW, Serve, alert, page_key, message, pd_event, request, signed, table_counts, wait_for,
     write_serve_config,
 )
 from tests.conftest import REPO
@@ -144,8 +144,7 @@ def test_cr_lf_in_a_payload_field_cannot_forge_a_serve_log_line(server):
     wait_for(lambda: "would add a note" in serve.log_text(), what="the episode's dry-run actions")
     # The acknowledging agent's name, as PagerDuty sends it, is logged with the acknowledgement.
     forged = "2026-12-01 00:00:00,000 WARNING opsctl.automation: FORGED traffic restored by admin"
-    event = pd_event("01CRLF", incident_key=incident_key("availability", "databricks", "c0ffee",
-                                                         "2026-11-29T12:00:00.500000000Z"))
+    event = pd_event("01CRLF", incident_key=page_key())  # the incident's page (issue 36)
     event["event"]["agent"]["summary"] = f"Alice\r\n{forged}"
     body = json.dumps(event).encode()
     assert serve.post_pagerduty(body, signed(body, PD_SECRET_NEW, webhook_id="wh-crlf")).status == 202

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.automation.helpers import (
-    PD_SECRET_NEW, TOKEN, alert, bearer, incident_key, message, pd_event, request, signed, wait_for,
+    PD_SECRET_NEW, TOKEN, alert, bearer, page_key, message, pd_event, request, signed, wait_for,
 )
 from tests.conftest import REPO, free_port, stop_process, wait_http
 from tests.fakes.kube_api import FakeKubeAPI, Fault
@@ -208,7 +208,7 @@ def test_one_serve_routes_each_services_alert_to_its_own_policies_and_split(flee
 
     # A PagerDuty acknowledgement names an incident, not a service: every service records it, and only
     # search, whose episode the incident is, notes it against that episode.
-    incident = incident_key("search-failover", "databricks", "f1", "2026-11-29T12:00:00.500000000Z")
+    incident = page_key("search")  # the incident's page: Alertmanager's dedup key (issue 36)
     body = json.dumps(pd_event(event_id="01FLEET", incident_key=incident)).encode()
     acked = request(f"{fleet.url}/v1/pagerduty", body, headers=signed(body, PD_SECRET_NEW))
     assert acked.status == 202, acked.body

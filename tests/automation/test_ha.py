@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.automation.helpers import (
-    FAILOVER_POLICY, Serve, alert, incident_key, message, request, wait_for, write_serve_config,
+    FAILOVER_POLICY, Serve, alert, page_key, message, request, wait_for, write_serve_config,
 )
 from tests.conftest import run_opsctl, split_configmap
 
@@ -22,7 +22,7 @@ NS = "llm"
 SPLIT_CM = "grammar-traffic-split"
 FIRING = message(alert(fingerprint="b7"))
 RESOLVED = message(alert(fingerprint="b7", status="resolved"))
-INCIDENT = incident_key("availability", "databricks", "b7", "2026-11-29T12:00:00.500000000Z")
+INCIDENT = page_key()  # the incident's page: Alertmanager's dedup key (issue 36)
 LEASE_DURATION, RETRY = 4, 1
 
 pytestmark = pytest.mark.slow

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from tests.automation.helpers import (
-    FAILOVER_POLICY, Serve, actions, alert, audit, event_states, incident_key, ledger, message, recorded_split, split,
+    FAILOVER_POLICY, Serve, actions, alert, audit, event_states, page_key, ledger, message, recorded_split, split,
     table_counts, wait_for, write_live_config,
 )
 
 FIRING = message(alert(fingerprint="a1"))  # startsAt 2026-11-29T12:00:00.5Z
-INCIDENT = incident_key("availability", "databricks", "a1", "2026-11-29T12:00:00.500000000Z")
+INCIDENT = page_key()  # the incident's page: Alertmanager's dedup key (issue 36)
 RESOLVED = message(alert(fingerprint="a1", status="resolved"))
 
 

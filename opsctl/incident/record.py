@@ -1,0 +1,182 @@
+"""The incident as a typed record (`Incident`) and its parts, read from and written to one state
+document per incident.
+
+Frozen: a change is a new record (`Incident.changed`). Versioned (`version`, 1 so far); keys a
+newer writer added are kept in `extra` and written back as read. A stored document that does not
+read as the model is refused with one line naming it (`MalformedIncident`, exit 3), never acted on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from opsctl.errors import ConfigError, NoDataError
+from opsctl.model import Model, build, field, to_dict
+
+STATES = ("open", "mitigated", "restoring", "resolved", "closed")
+MOVE_KINDS = ("failover", "top-up", "degrade", "restore-canary", "restore-step", "restore")
+
+
+class MalformedIncident(NoDataError):
+    """A stored incident document that does not read as `Incident` (exit 3)."""
+
+
+class IncidentAlert(Model):
+    """One alert of the incident, as its latest notification said."""
+
+    fingerprint: str
+    alertname: str
+    starts_at: str
+    status: str = "firing"  # firing | resolved
+    slo: str = ""
+    backend: str = ""
+    severity: str = ""
+    cause: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.fingerprint, self.starts_at)
+
+
+class IncidentPage(Model):
+    """The one PagerDuty incident of this incident: its dedup key, what it says now."""
+
+    dedup_key: str
+    severity: str = ""
+    title: str = ""
+    sent_at: float | None = None
+    updated_at: float | None = None
+    failed_sent: bool = False  # the one "FAILED; act now" page went out: later failures only add notes
+    notes: int = 0
+
+
+class IncidentTicket(Model):
+    """The one ticket filed with one vendor for this incident."""
+
+    vendor: str  # the backend the ticket is about (one ticket per vendor backend)
+    category: str
+    id: str = ""
+    causes: tuple[str, ...] = ()  # the causes the ticket speaks of, first one at filing
+    filed_at: float | None = None
+
+
+class IncidentMove(Model):
+    """One traffic move the incident made."""
+
+    kind: str  # MOVE_KINDS
+    backend: str
+    op_id: str
+    status: str
+    at: float
+    detail: str = ""
+
+
+class IncidentIntent(Model):
+    """An action written before it is taken (idempotency key), and how it ended."""
+
+    key: str
+    action: str
+    at: float
+    status: str = "intended"  # intended | applied | noop | dry_run | skipped | refused | failed
+
+
+class IncidentTakeover(Model):
+    """On-call took the incident over: the automation stops acting and only adds notes."""
+
+    by: str
+    at: float
+    reason: str = ""
+
+
+class Incident(Model):
+    """One outage of one service: its alerts, causes, page, tickets and traffic moves."""
+
+    id: str
+    service: str
+    opened_at: float
+    last_alert_at: float
+    state: str = "open"
+    backends: tuple[str, ...] = ()
+    closed_at: float | None = None
+    term: str | None = None  # the fencing term of its last writer
+    alerts: tuple[IncidentAlert, ...] = ()
+    causes: tuple[str, ...] = ()  # first seen first
+    page: IncidentPage | None = None
+    tickets: tuple[IncidentTicket, ...] = ()
+    moves: tuple[IncidentMove, ...] = ()
+    intents: tuple[IncidentIntent, ...] = ()
+    takeover: IncidentTakeover | None = None
+    retry: dict[str, float] = field(default_factory=dict)  # action -> next attempt (no attempt counter)
+    restore: dict[str, Any] | None = None  # the canary restore's progress (traffic/canary.RestoreProgress's data)
+    version: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def changed(self, **fields: Any) -> "Incident":
+        return dataclasses.replace(self, **fields)
+
+    @property
+    def is_open(self) -> bool:
+        return self.state != "closed"
+
+    def firing(self) -> tuple[IncidentAlert, ...]:
+        return tuple(a for a in self.alerts if a.status == "firing")
+
+    def alert(self, fingerprint: str, starts_at: str) -> IncidentAlert | None:
+        return next((a for a in self.alerts if a.key == (fingerprint, starts_at)), None)
+
+    def ticket(self, vendor: str) -> IncidentTicket | None:
+        return next((t for t in self.tickets if t.vendor == vendor), None)
+
+    def intent(self, key: str) -> IncidentIntent | None:
+        return next((i for i in self.intents if i.key == key), None)
+
+    def with_alert(self, alert: IncidentAlert, at: float) -> "Incident":
+        """The alert taken in (or its status updated): its backend and cause joined, in order."""
+        alerts = tuple(a for a in self.alerts if a.key != alert.key) + (alert,)
+        backends = self.backends + ((alert.backend,) if alert.backend and alert.backend not in self.backends else ())
+        causes = self.causes + ((alert.cause,) if alert.cause and alert.cause not in self.causes else ())
+        last = at if alert.status == "firing" else self.last_alert_at
+        return self.changed(alerts=alerts, backends=backends, causes=causes, last_alert_at=last)
+
+    def with_intent(self, intent: IncidentIntent) -> "Incident":
+        return self.changed(intents=tuple(i for i in self.intents if i.key != intent.key) + (intent,))
+
+    def with_ticket(self, ticket: IncidentTicket) -> "Incident":
+        return self.changed(tickets=tuple(t for t in self.tickets if t.vendor != ticket.vendor) + (ticket,))
+
+    def with_move(self, move: IncidentMove) -> "Incident":
+        return self.changed(moves=self.moves + (move,))
+
+    def moved(self) -> bool:
+        """Whether it moved traffic that is not returned yet: an applied failover, top-up or
+        degradation since the last restore that ended (applied, nothing to do, or left to a human)."""
+        moved = False
+        for m in self.moves:
+            if m.kind in ("failover", "top-up", "degrade") and m.status == "applied":
+                moved = True
+            elif m.kind == "restore" and m.status in ("applied", "noop", "skipped"):
+                moved = False
+        return moved
+
+    # -- stored form -------------------------------------------------------------------------
+
+    def to_data(self) -> dict[str, Any]:
+        data = to_dict(self)
+        extra = data.pop("extra", {}) or {}
+        return {**extra, **data}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], where: str) -> "Incident":
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        extra = {k: v for k, v in data.items() if k not in known}
+        try:
+            return build(cls, {**{k: v for k, v in data.items() if k in known}, "extra": extra}, where)
+        except ConfigError as exc:
+            problem = str(exc).splitlines()[-1].strip(" -")
+            raise MalformedIncident(f"{where}: not an incident record ({problem})",
+                                    hint="repair or delete it; the automation does not act on it meanwhile") from exc
+
+
+__all__ = ["MOVE_KINDS", "STATES", "Incident", "IncidentAlert", "IncidentIntent", "IncidentMove", "IncidentPage",
+           "IncidentTakeover", "IncidentTicket", "MalformedIncident"]

@@ -1,0 +1,238 @@
+"""The incident store: `IncidentStore`, what the automation asks of it, and `StateIncidentStore`,
+its one implementation on a state store (`opsctl.state`): the file store under the state dir in
+local mode and drills (file.py), one ConfigMap per incident in team mode (kubernetes.py).
+
+Documents: `incident-<instant>-<hex>` per incident (the `Incident` record), and `incidents`, the
+service's index (`open`: the open incident's id, `recent`: the last ids). Every write is
+compare-and-swap on the version read and fenced by the writer's term (`opsctl.fencing`): a write
+under a term older than the one stored on the document is refused (`FencedError`, exit 5). A write
+whose answer was lost is recognised by its write id (the kubernetes state store). Opening is
+serialised by the index: an incident's document is written first, then the index is pointed at
+it; a replica that loses that race marks its own document closed ("merged") and joins the winner,
+so at most one incident of a service is open.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from opsctl.errors import ConflictError, NoDataError
+from opsctl.incident.grouping import DEFAULT_QUIET, document_name, incident_id, joins, may_close, resolved_state
+from opsctl.incident.record import Incident, IncidentAlert, IncidentPage, IncidentTakeover
+
+if TYPE_CHECKING:
+    from opsctl.fencing import Term
+    from opsctl.state.base import Document, StateStore
+
+INDEX = "incidents"
+RECENT = 50  # ids the index remembers
+ATTEMPTS = 8  # compare-and-swap rounds before a write gives up (ConflictError, retried by the caller)
+
+
+@dataclass(frozen=True)
+class Joined:
+    """An alert taken into its incident: the incident as written, and what the alert added."""
+
+    incident: Incident
+    opened: bool  # the alert opened it
+    new_alert: bool  # the alert (fingerprint, startsAt, status) was not in it yet
+    new_cause: str | None = None
+    new_backend: str | None = None
+    reopened: bool = False
+
+
+class IncidentStore(Protocol):
+    where: str
+    service: str
+    quiet: float  # seconds: the correlation window
+
+    def now(self) -> float: ...
+    def get(self, ident: str) -> Incident | None: ...
+    def open_incident(self) -> Incident | None: ...
+    def incidents(self, *, open_only: bool = False) -> list[Incident]: ...
+    def take_alert(self, alert: IncidentAlert, *, page_key: str = "") -> Joined | None: ...
+    def change(self, ident: str, change: Callable[[Incident], Incident | None]) -> Incident: ...
+    def close_due(self) -> list[Incident]: ...
+    def take_over(self, ident: str, *, by: str, reason: str = "") -> Incident: ...
+
+
+class StateIncidentStore:
+    """Incidents of one service on a state store, fenced by `term` (None: one writer, unfenced)."""
+
+    def __init__(self, state: "StateStore", *, service: str, quiet: float = DEFAULT_QUIET,
+                 term: "Callable[[], Term | None] | None" = None, clock: Callable[[], float] | None = None):
+        self.state = state
+        self.service = service
+        self.quiet = float(quiet)
+        self.term = term
+        self.clock = clock or state.now
+        self.where = f"incidents of {service} in {state.where}"
+
+    def now(self) -> float:
+        return self.clock()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _doc(self, ident: str) -> tuple[Incident | None, "Document | None"]:
+        doc = self.state.get(document_name(ident, self.service))
+        if doc is None:
+            return None, None
+        return Incident.from_data(doc.data, f"{self.state.where}: {doc.name}"), doc
+
+    def get(self, ident: str) -> Incident | None:
+        return self._doc(ident)[0]
+
+    def _index(self) -> "Document | None":
+        doc = self.state.get(INDEX)
+        if doc is not None and not isinstance(doc.data.get("recent", []), list):
+            raise NoDataError(f"{self.state.where}: {INDEX}: 'recent' is not a list", hint="repair or delete it")
+        return doc
+
+    def open_incident(self) -> Incident | None:
+        index = self._index()
+        ident = index.data.get("open") if index else None
+        incident = self.get(ident) if isinstance(ident, str) and ident else None
+        return incident if incident is not None and incident.is_open else None
+
+    def incidents(self, *, open_only: bool = False) -> list[Incident]:
+        index = self._index()
+        ids = list(index.data.get("recent", [])) if index else []
+        found = [i for i in (self.get(str(x)) for x in ids) if i is not None]
+        return [i for i in found if i.is_open] if open_only else found
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _fenced(self, stored: str | None, what: str) -> str | None:
+        from opsctl.fencing import fence
+
+        return fence(self.term() if self.term else None, stored, what)
+
+    def _put(self, incident: Incident, doc: "Document | None") -> Incident:
+        name = document_name(incident.id, self.service)
+        kept = self._fenced(doc.data.get("term") if doc else None, f"incident {incident.id}")
+        incident = incident.changed(term=kept)
+        self.state.put(name, incident.to_data(), version=doc.version if doc else None)
+        return incident
+
+    def change(self, ident: str, change: Callable[[Incident], Incident | None]) -> Incident:
+        last: ConflictError | None = None
+        for _ in range(ATTEMPTS):
+            incident, doc = self._doc(ident)
+            if incident is None:
+                raise NoDataError(f"incident {ident}: not in {self.state.where}")
+            new = change(incident)
+            if new is None or new == incident:
+                return incident
+            try:
+                return self._put(new, doc)
+            except ConflictError as exc:
+                from opsctl.fencing import FencedError
+
+                if isinstance(exc, FencedError):
+                    raise
+                last = exc
+        raise ConflictError(f"incident {ident}: every write met a concurrent one ({last.message if last else ''})",
+                            hint="another replica keeps changing it; the event is retried")
+
+    def _point(self, index: "Document | None", ident: str | None, *, add: str | None = None) -> None:
+        data: dict[str, Any] = dict(index.data) if index else {"version": 1, "recent": []}
+        data["term"] = self._fenced(data.get("term"), INDEX)
+        data["open"] = ident
+        if add is not None:
+            data["recent"] = [x for x in data.get("recent", []) if x != add][-(RECENT - 1):] + [add]
+        self.state.put(INDEX, data, version=index.version if index else None)
+
+    def take_alert(self, alert: IncidentAlert, *, page_key: str = "") -> Joined | None:
+        """A firing alert joins the open incident, or opens one (its page's dedup key `page_key`,
+        not sent yet); a resolved one updates the open incident that holds it (None: no open
+        incident holds it, nothing to do)."""
+        last: ConflictError | None = None
+        for _ in range(ATTEMPTS):
+            try:
+                return self._take(alert, page_key)
+            except ConflictError as exc:
+                from opsctl.fencing import FencedError
+
+                if isinstance(exc, FencedError):
+                    raise
+                last = exc
+        raise ConflictError(f"{self.where}: every write met a concurrent one ({last.message if last else ''})",
+                            hint="another replica keeps changing them; the event is retried")
+
+    def _take(self, alert: IncidentAlert, page_key: str) -> Joined | None:
+        now = self.now()
+        index = self._index()
+        open_id = index.data.get("open") if index else None
+        current, doc = self._doc(open_id) if isinstance(open_id, str) and open_id else (None, None)
+        if alert.status != "firing":
+            if current is None or not current.is_open or current.alert(alert.fingerprint, alert.starts_at) is None:
+                return None
+            known = current.alert(alert.fingerprint, alert.starts_at)
+            new = current.with_alert(alert, now)
+            if not new.firing() and new.state in ("open", "mitigated"):
+                new = new.changed(state=resolved_state(new))
+            if new == current:
+                return Joined(current, opened=False, new_alert=False)
+            return Joined(self._put(new, doc), opened=False, new_alert=known is None or known.status != alert.status)
+        if current is not None and joins(current, now, self.quiet):
+            known = current.alert(alert.fingerprint, alert.starts_at)
+            new = current.with_alert(alert, now)
+            reopened = current.state in ("resolved", "restoring") and (known is None or known.status != "firing")
+            if reopened:
+                new = new.changed(state="open")
+            if new == current:
+                return Joined(current, opened=False, new_alert=False)
+            return Joined(self._put(new, doc), opened=False, new_alert=known is None or known.status != "firing",
+                          new_cause=alert.cause if alert.cause and alert.cause not in current.causes else None,
+                          new_backend=alert.backend if alert.backend and alert.backend not in current.backends else None,
+                          reopened=reopened)
+        if current is not None and current.is_open:  # resolved and quiet past the window: it closes first
+            self._put(current.changed(state="closed", closed_at=now), doc)
+        ident = incident_id(self.service, now, alert.fingerprint, alert.starts_at)
+        page = IncidentPage(dedup_key=page_key) if page_key else None
+        fresh = Incident(id=ident, service=self.service, opened_at=now, last_alert_at=now,
+                         page=page).with_alert(alert, now)
+        existing, existing_doc = self._doc(ident)
+        if existing is None:
+            fresh = self._put(fresh, None)  # a create: 409 when another replica created it (same alert)
+        else:
+            fresh = existing
+        try:
+            self._point(index, ident, add=ident)
+        except ConflictError:
+            # Another replica opened one meanwhile: this one never existed for anyone else.
+            if existing is None:
+                self.change(ident, lambda i: i.changed(state="closed", closed_at=now,
+                                                       extra={**i.extra, "merged": True}))
+            raise
+        return Joined(fresh, opened=True, new_alert=True, new_cause=alert.cause or None,
+                      new_backend=alert.backend or None)
+
+    def close_due(self) -> list[Incident]:
+        """Close the open incident whose alerts all resolved, traffic restored, window passed."""
+        now = self.now()
+        closed: list[Incident] = []
+        current = self.open_incident()
+        if current is not None and may_close(current, now, self.quiet):
+            done = self.change(current.id, lambda i: i.changed(state="closed", closed_at=now)
+                               if may_close(i, now, self.quiet) else None)
+            if not done.is_open:
+                index = self._index()
+                if index is not None and index.data.get("open") == done.id:
+                    try:
+                        self._point(index, None)
+                    except ConflictError:
+                        pass  # someone opened another meanwhile: it stays
+                closed.append(done)
+        return closed
+
+    def take_over(self, ident: str, *, by: str, reason: str = "") -> Incident:
+        """On-call takes the incident over: the automation stops acting on it (notes only). A
+        person's write: compare-and-swapped, never fenced, never erasing the leader's term."""
+        now = self.now()
+        return self.change(ident, lambda i: None if i.takeover else i.changed(
+            takeover=IncidentTakeover(by=by, at=now, reason=reason)))
+
+
+__all__ = ["INDEX", "IncidentStore", "Joined", "StateIncidentStore"]

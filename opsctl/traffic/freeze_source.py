@@ -104,10 +104,19 @@ def _read(files: list[Path]) -> "list[FreezeWindow]":
 
 
 def current_freezes(cfg: "Config") -> "list[FreezeWindow]":
-    """`cfg`'s freezes as its files hold them now (ConfigError naming the file when they no longer load)."""
+    """`cfg`'s freezes as its files hold them now (ConfigError naming the file when they no longer load),
+    with every freeze the process holds in memory that the files do not name (a drill's injected
+    freeze, a freeze removed from the file since start-up: it keeps binding until a restart, the safe
+    side). A freeze the files name is the files' version."""
+    live = _file_freezes(cfg)
+    names = {w.name for w in live}
+    return live + [w for w in cfg.freezes if w.name not in names]
+
+
+def _file_freezes(cfg: "Config") -> "list[FreezeWindow]":
     files = config_files(cfg)
     if not files:
-        return list(cfg.freezes)
+        return []
     key = (cfg.source_path, cfg.catalog, cfg.service)
     signature = _signature(files)
     with _lock:

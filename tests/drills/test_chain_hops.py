@@ -104,7 +104,7 @@ def _scenario(mentions):
 
 @pytest.mark.parametrize("title, passed", [
     ("llm-inference-databricks-availability: error budget burning 84.00x over 1h", False),
-    ("llm-inference-databricks-availability: auth failures (401/429) at 84x", True),
+    ("llm-inference-databricks-availability: auth failures (401/403) at 84x", True),
 ])
 def test_the_chains_paged_verdict_checks_the_title_names_the_cause(title, passed):
     from opsctl.drills.chain.observed import judge

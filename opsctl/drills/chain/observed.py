@@ -80,7 +80,7 @@ def _ticket(t: dict) -> TicketSeen:
     return TicketSeen(vendor=t.get("vendor") or "", category=t.get("opsctl_category") or "",
                       asked_at=t.get("created_at") or 0.0, ticket_id=t.get("id"), filed_at=t.get("created_at"),
                       routed_value=t.get("category"), routed_category=t.get("routed_category"),
-                      tags=tuple(t.get("tags") or ()) or (("drill",) if t.get("drill") else ()))
+                      tags=tuple(dict.fromkeys([*(t.get("tags") or ()), *(["drill"] if t.get("drill") else [])])))
 
 
 def judge(scenario: Scenario, obs: Observations, resolve_slo: Callable[[str], str], now: float) -> list[Verdict]:

@@ -121,10 +121,11 @@ class ChainDrill(ChainStartup, ChainPolling):
         """A required hop that did not happen (or happened wrong) fails the drill; the report judges
         the scenario's own expectations on the same hops."""
         from opsctl.drills.chain.observed import judge
+        from opsctl.drills.expectations import Verdict
 
         hops = signals.hops if isinstance(signals, HopSignals) else {}
         failed = [f"hop {h.key}" for h in hops.values() if h.required and not h.passed]
-        verdicts = ()
+        verdicts: tuple[Verdict, ...] = ()
         if isinstance(signals, HopSignals) and signals.obs is not None and not stopped:
             verdicts = tuple(judge(self.scenario, signals.obs, self._slo_name, time.time()))
             failed += [v.name for v in verdicts if not v.passed and v.evaluated]

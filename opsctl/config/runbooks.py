@@ -17,18 +17,25 @@ class RunbookTickets(Model):
     """Which vendor ticket the runbooks tell on-call to file (mapped through tickets.vendors)."""
 
     category: str = "inference"  # opsctl category for serving incidents (e.g. inference -> Model Serving)
-    auth_category: str | None = None  # auth-layer throttling; default: category
+    auth_category: str | None = None  # 401/403 and token failures; default: category
+    capacity_category: str | None = None  # the vendor's throttling (429, 503 with Retry-After); default: category
     severity: RunbookSeverities = field(default_factory=RunbookSeverities)
 
     def category_for(self, cause: str | None) -> str:
         """The ticket category of an incident by its cause (opsctl.slo.conventions.CAUSES): an auth
-        failure (401/403, 429) goes to auth_category, everything else to category."""
-        return (self.auth_category or self.category) if cause == "auth" else self.category
+        failure (401/403) goes to auth_category, the vendor's throttling (429, 503 with Retry-After) to
+        capacity_category, everything else to category."""
+        if cause == "auth":
+            return self.auth_category or self.category
+        if cause == "capacity":
+            return self.capacity_category or self.category
+        return self.category
 
     @property
     def categories(self) -> tuple[str, ...]:
         """Every category category_for can answer."""
-        return tuple(dict.fromkeys((self.category, self.auth_category or self.category)))
+        return tuple(dict.fromkeys((self.category, self.auth_category or self.category,
+                                    self.capacity_category or self.category)))
 
 
 class RunbooksConfig(Model):

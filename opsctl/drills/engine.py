@@ -33,7 +33,7 @@ from typing import Callable
 from opsctl.drills.automation import DrillAutomation
 from opsctl.drills.context import DrillRun
 from opsctl.drills.lifecycle import EXIT_FAILED, EXIT_PASSED, EXIT_REFUSED, Aborted, Lifecycle, Outcome, Refused
-from opsctl.drills.expectations import NOT_EVALUATED
+from opsctl.drills.expectations import NOT_EVALUATED, NOT_JUDGED
 from opsctl.drills.loop import MethodLoop
 from opsctl.drills.observe import Observer
 from opsctl.drills.phases import Facts, Instrumented, Judgement, Observed, Results, Rollback, Signals, Steady
@@ -57,7 +57,7 @@ class DrillResult:
     @property
     def failures(self) -> list[str]:
         out = [f"{v.name}: {v.reason}" for v in self.report.expectations
-               if not v.passed and v.result != NOT_EVALUATED]
+               if not v.passed and v.result not in (NOT_EVALUATED, NOT_JUDGED)]
         if self.report.abort_reason:
             out.insert(0, f"aborted: {self.report.abort_reason}")
         if self.report.refusal:

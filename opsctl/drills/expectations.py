@@ -32,6 +32,15 @@ class TicketSeen:
 
 
 @dataclass
+class PageSeen:
+    """One PagerDuty incident as the pager (or the chain's PagerDuty endpoint) has it."""
+
+    dedup_key: str
+    at: float
+    title: str | None = None
+
+
+@dataclass
 class Observations:
     t0: float | None = None
     method_done: bool = False
@@ -43,6 +52,8 @@ class Observations:
     acknowledged_by: str | None = None
     escalated_at: float | None = None
     failovers: list[dict] = field(default_factory=list)  # applied failover audit entries
+    moves: list[dict] = field(default_factory=list)  # every applied traffic change's audit entry, in time order
+    pages: list[PageSeen] = field(default_factory=list)  # every incident opened (distinct dedup keys)
     failover_errors: list[tuple[float, str]] = field(default_factory=list)
     changes: list[dict] = field(default_factory=list)  # drill `set` audit entries (applied or refused)
     tickets: list[TicketSeen] = field(default_factory=list)
@@ -70,17 +81,53 @@ class Verdict:
     evaluated: bool = True  # False: the drill stopped before this could be decided (neither pass nor fail)
 
     @property
+    def result(self) -> str:
+        if self.passed:
+            return "pass"
+        if self.evaluated:
+            return "fail"
+        return NOT_JUDGED if self.reason.startswith(NOT_JUDGED) else NOT_EVALUATED
+
+    @property
     def mark(self) -> str:
-        return "PASS" if self.passed else "FAIL" if self.evaluated else NOT_EVALUATED
+        return {"pass": "PASS", "fail": "FAIL"}.get(self.result, self.result)
 
     def to_dict(self, fmt) -> dict:
         return {"name": self.name, "expect": self.expect, "passed": self.passed,
-                "result": "pass" if self.passed else "fail" if self.evaluated else NOT_EVALUATED,
+                "result": self.result,
                 "within_seconds": self.within, "at": fmt(self.at) if self.at is not None else None,
                 "seconds": self.seconds, "detail": self.detail, "reason": self.reason}
 
 
 NOT_EVALUATED = "not evaluated"
+NOT_JUDGED = "not judged here"
+# Counts and absences: wrong as soon as exceeded, met only when the deadline (or the drill's end) comes.
+SETTLED_AT_END = ("pages", "tickets", "no-ticket", "no-flap")
+
+
+def not_judged(e: Expectation, why: str) -> Verdict:
+    """An expectation a world cannot judge on everything it names: listed, neither passed nor failed."""
+    return Verdict(e.name, e.expect, False, e.within, None, None, "", f"{NOT_JUDGED}: {why}", evaluated=False)
+
+
+def weights(entry: dict, side: str) -> dict:
+    return (entry.get(side) or {}).get("weights", {}) or {}
+
+
+def moved_off(entry: dict, backend: str) -> bool:
+    return weights(entry, "before").get(backend, 0) > weights(entry, "after").get(backend, 0)
+
+
+def moved_toward(entry: dict, backend: str) -> bool:
+    return weights(entry, "before").get(backend, 0) < weights(entry, "after").get(backend, 0)
+
+
+def first_detection(obs: Observations, backend: str | None) -> float | None:
+    """When the first page-level alert on `backend` (or any, for None) fired since t0."""
+    times = [at for (_, sev, _), (at, a) in obs.first_firing.items()
+             if sev == "page" and obs.t0 is not None and at >= obs.t0
+             and (backend is None or getattr(a, "backend", None) in (backend, None))]
+    return min(times, default=None)
 
 
 def title_problem(title: str | None, e: Expectation) -> str | None:
@@ -115,6 +162,11 @@ class Judge:
         at, detail, problem = method(e, obs)
         if problem:  # observed, and wrong: fails at once
             return self._fail(e, obs, problem, detail=detail, at=at)
+        if e.expect in SETTLED_AT_END:  # nothing wrong so far: met once the deadline or the drill's end is reached
+            if (deadline is not None and now >= deadline) or final:
+                end = min(now, deadline) if deadline is not None else now
+                return Verdict(e.name, e.expect, True, e.within, end, end - obs.t0, detail)
+            return None
         if at is not None:
             if deadline is not None and at > deadline:
                 return self._fail(e, obs, f"{detail} at t0+{duration_text(at - obs.t0)}: later than the {duration_text(e.within)}"
@@ -136,10 +188,11 @@ class Judge:
         slo = self.resolve_slo(e.slo) if e.slo else None
         hits = [(at, a) for (name, sev, _), (at, a) in obs.first_firing.items()
                 if at >= obs.t0 and sev == e.severity and (slo is None or name == slo)
-                and (e.backend is None or a.backend == e.backend) and (e.alert is None or a.alertname == e.alert)]
+                and (e.backend is None or a.backend == e.backend) and (e.alert is None or a.alertname == e.alert)
+                and (e.cause is None or getattr(a, "cause", None) == e.cause)]
         if not hits:
             what = (f"no {e.severity} alert" + (f" {e.alert}" if e.alert else "") + (f" for {slo}" if slo else "")
-                    + (f" on {e.backend}" if e.backend else ""))
+                    + (f" on {e.backend}" if e.backend else "") + (f" with cause {e.cause}" if e.cause else ""))
             return None, f"{what} fired", None
         at, alert = min(hits, key=lambda h: h[0])
         if hasattr(alert, "describe"):  # a quality alert
@@ -153,7 +206,7 @@ class Judge:
         if obs.paged_at is None:
             return None, "nobody was paged", None
         if e.mentions or e.excludes:  # what the page must (not) name, read off the incident's title
-            return obs.paged_at, f"on-call paged: {obs.page_title!r}", title_problem(obs.page_title, e)
+            return obs.paged_at, f"on-call paged: \"{obs.page_title}\"", title_problem(obs.page_title, e)
         return obs.paged_at, "on-call paged (incident opened)", None
 
     def _acknowledged(self, e, obs):
@@ -168,8 +221,7 @@ class Judge:
 
     def _failover_applied(self, e, obs):
         source = e.backend
-        mine = [f for f in obs.failovers if (f.get("before") or {}).get("weights", {}).get(source, 0)
-                > (f.get("after") or {}).get("weights", {}).get(source, 0)]
+        mine = [f for f in obs.failovers if moved_off(f, source)]
         if not mine:
             errors = [msg for _, msg in obs.failover_errors]
             if errors:
@@ -192,6 +244,12 @@ class Judge:
                 f" ({why})" if why else "")
         if e.overrides:
             detail += f", overriding {', '.join(e.overrides)}"
+        detected = first_detection(obs, source)
+        by_method = str(entry.get("actor") or "").startswith("drill method")
+        if not by_method and (detected is None or entry["ts"] < detected):
+            when = "no page-level alert on it had fired" if detected is None else \
+                f"before its first page-level alert (t0+{duration_text(detected - (obs.t0 or detected))})"
+            return entry["ts"], detail, f"the failover from {source} came {when}: nothing mitigates before it is detected"
         return entry["ts"], detail, None
 
     def _ticket(self, e, obs) -> TicketSeen | None:
@@ -207,14 +265,14 @@ class Judge:
             return None, f"no ticket was filed with {e.vendor}{_automation_said(obs)}", None
         if t.filed_at is None:
             return None, "", f"filing the {e.vendor} ticket failed: {t.error}"
-        detail = f"ticket {t.ticket_id} filed in {t.routed_value!r} (opsctl: {t.routed_category or 'unmapped'})"
+        detail = f"ticket {t.ticket_id} filed in \"{t.routed_value}\" (opsctl: {t.routed_category or 'unmapped'})"
         if "drill" not in t.tags:
             return t.filed_at, detail, "the ticket is not tagged as a drill"
         if t.routed_category != e.category:
-            return t.filed_at, detail, (f"it reached {t.routed_value!r}, not the {e.category} category"
-                                        f" (asked for {t.category!r})")
+            return t.filed_at, detail, (f"it reached \"{t.routed_value}\", not the {e.category} category"
+                                        f" (asked for {t.category})")
         if t.status_category is not None and t.status_category != e.category:
-            return t.filed_at, detail, (f"read back, the ticket is in {t.status_value!r}"
+            return t.filed_at, detail, (f"read back, the ticket is in \"{t.status_value}\""
                                         f" (opsctl: {t.status_category}), not {e.category}")
         return t.filed_at, detail, None
 
@@ -226,10 +284,10 @@ class Judge:
             return None, f"no ticket reached {e.vendor}", None
         if t.first_response_at is None:
             return None, f"{e.vendor} did not respond to ticket {t.ticket_id}", None
-        detail = f"{e.vendor} responded; ticket now in {t.status_value!r} (opsctl: {t.status_category or 'unmapped'})"
+        detail = f"{e.vendor} responded; ticket now in \"{t.status_value}\" (opsctl: {t.status_category or 'unmapped'})"
         if e.category and t.status_category != e.category:
             return t.first_response_at, detail, (f"the vendor's triage moved it out of {e.category}:"
-                                                 f" it is in {t.status_value!r} (opsctl: {t.status_category or 'unmapped'})")
+                                                 f" it is in \"{t.status_value}\" (opsctl: {t.status_category or 'unmapped'})")
         return t.first_response_at, detail, None
 
     def _slo_recovered(self, e, obs):
@@ -253,3 +311,60 @@ class Judge:
         if entry.get("outcome") == "refused":
             return entry["ts"], f"refused by {', '.join(refused_by)}", f"refused, but not by {e.guard}"
         return entry["ts"], f"outcome {entry.get('outcome')}", f"the routine change was {entry.get('outcome')}: {e.guard} did not refuse it"
+
+    # -- counts and absences: met only at the end (or the deadline); exceeded, they fail at once --
+
+    def _pages(self, e, obs):
+        keys = sorted({p.dedup_key for p in obs.pages})
+        detail = f"{len(keys)} PagerDuty incident(s)" + (f": {', '.join(keys[:4])}" if keys else "")
+        if len(keys) > e.max:
+            at = sorted(obs.pages, key=lambda p: p.at)[e.max].at if len(obs.pages) > e.max else None
+            return at, detail, f"{len(keys)} PagerDuty incidents opened, at most {e.max} expected"
+        return None, detail, None
+
+    def _tickets(self, e, obs):
+        mine = [t for t in obs.tickets if t.filed_at is not None and (e.vendor is None or t.vendor == e.vendor)]
+        shown = ", ".join(f"{t.ticket_id} ({t.vendor}, {t.routed_category or t.category})" for t in mine[:4])
+        detail = f"{len(mine)} ticket(s)" + (f": {shown}" if shown else "")
+        if len(mine) > e.max:
+            return mine[e.max].filed_at, detail, f"{len(mine)} tickets filed, at most {e.max} expected"
+        wrong = [t for t in mine if e.category is not None and (t.routed_category or t.category) != e.category]
+        if wrong:
+            t = wrong[0]
+            return t.filed_at, detail, f"ticket {t.ticket_id} is in {t.routed_category or t.category}, not {e.category}"
+        return None, detail, None
+
+    def _no_ticket(self, e, obs):
+        mine = [t for t in obs.tickets if e.vendor is None or t.vendor == e.vendor]
+        if mine:
+            t = mine[0]
+            return t.filed_at or t.asked_at, f"ticket {t.ticket_id or '(failed)'} with {t.vendor}", (
+                f"a ticket was asked of {t.vendor} ({t.category}): none expected")
+        return None, "no ticket filed", None
+
+    def _no_flap(self, e, obs):
+        b = e.backend
+        moves = sorted(obs.moves, key=lambda m: m.get("ts", 0))
+        for i, away in enumerate(moves):
+            if not moved_off(away, b):
+                continue
+            for back in moves[i + 1:]:
+                gap = back.get("ts", 0) - away.get("ts", 0)
+                if gap > e.window:
+                    break
+                if moved_toward(back, b):
+                    return back["ts"], f"{len(moves)} traffic move(s)", (
+                        f"traffic moved back toward {b} ({back.get('action')}) {duration_text(gap)} after moving"
+                        f" off it ({away.get('action')}), within the {duration_text(e.window)} window")
+        return None, f"{len(moves)} traffic move(s), none back toward {b} within {duration_text(e.window)}", None
+
+    def _page_names(self, e, obs):
+        if obs.page_error:
+            return None, "", f"the page failed: {obs.page_error}"
+        if obs.paged_at is None:
+            return None, "nobody was paged", None
+        missing = [w for w in e.mentions if w.lower() not in (obs.page_title or "").lower()]
+        detail = f"the page: \"{obs.page_title}\""
+        if missing:
+            return obs.paged_at, detail, f"the page does not name {', '.join(missing)}"
+        return obs.paged_at, detail, None

@@ -130,11 +130,29 @@ class Observer:
     # -- the pager, the audit log, the tickets -----------------------------------------------------
 
     def observe_pager(self) -> None:
+        """Every incident the drill opened (its own page and the automation's: distinct dedup keys),
+        as the pager has it; the first one opened is the page on-call reads."""
+        from opsctl.drills.expectations import PageSeen
+
         run, obs = self.run, self.obs
         if not run.state.data["pages"]:
             return
+        pager = run.env.pager()
+        seen = {p.dedup_key: p for p in obs.pages}
+        for page in run.state.data["pages"]:
+            key = page["dedup_key"]
+            if key in seen and seen[key].title is not None:
+                continue
+            try:
+                incident = pager.get_incident(key)
+            except OpsctlError:
+                continue
+            seen[key] = PageSeen(key, incident.created_at, incident.title)
+        obs.pages = sorted(seen.values(), key=lambda p: p.at)
+        if run.page_key not in seen:
+            return
         try:
-            incident = run.env.pager().get_incident(run.page_key)
+            incident = pager.get_incident(run.page_key)
         except OpsctlError:
             return
         if obs.paged_at is None:
@@ -161,6 +179,7 @@ class Observer:
             since=since)
         entries.reverse()
         self.obs.failovers = [e for e in entries if e.get("action") == "failover" and e.get("outcome") == "applied"]
+        self.obs.moves = [e for e in entries if e.get("outcome") == "applied"]
         self.obs.changes = [e for e in entries if e.get("action") == "set"]
 
     def observe_ticket(self, seen: TicketSeen) -> None:

@@ -151,6 +151,7 @@ class HopSignals(Signals):
     outcomes, and the budget the run spent."""
 
     hops: dict = field(default_factory=dict)  # key -> hops.Hop
+    obs: Observations | None = None  # the same observations the embedded drill judges (chain/observed.py)
     prediction: Prediction | None = None
     attribution: tuple[dict, ...] = ()
     budget: Budget | None = None

@@ -293,7 +293,7 @@ def render_html(d: DrillReport) -> str:
     return "\n".join(parts) + "\n"
 
 
-_CLASS = {"ok": "pass", "PASS": "pass", "REFUSED": "fail", "FAIL": "fail", "skipped": "skip", "not evaluated": "skip"}
+_CLASS = {"ok": "pass", "PASS": "pass", "REFUSED": "fail", "FAIL": "fail", "skipped": "skip", "not evaluated": "skip", "not judged here": "skip"}
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:

@@ -148,8 +148,9 @@ class Verdict(Part):
 
     @property
     def mark(self) -> str:
-        """PASS | FAIL | not evaluated."""
-        return {"pass": "PASS", "fail": "FAIL"}.get(self.result or ("pass" if self.passed else "fail"), "not evaluated")
+        """PASS | FAIL | not evaluated | not judged here."""
+        result = self.result or ("pass" if self.passed else "fail")
+        return {"pass": "PASS", "fail": "FAIL", "not judged here": "not judged here"}.get(result, "not evaluated")
 
 
 class Hop(Part):

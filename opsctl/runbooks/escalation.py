@@ -29,12 +29,16 @@ class TicketRoute:
         return self.severities[situation][1]
 
 
-def ticket_route(cfg: "Config", backend: str, *, auth: bool = False) -> TicketRoute:
+def ticket_route(cfg: "Config", backend: str, *, auth: bool = False, capacity: bool = False) -> TicketRoute:
+    """Where a runbook files the vendor ticket: the serving category, or the auth (`auth`) or the
+    capacity (`capacity`: the vendor's throttling) category of runbooks.tickets."""
     b = cfg.backends[backend]
     vendor = b.vendor or backend
     settings = cfg.runbooks.tickets
-    category = (settings.auth_category or settings.category) if auth else settings.category
-    key = "runbooks.tickets.auth_category" if auth and settings.auth_category else "runbooks.tickets.category"
+    cause = "auth" if auth else "capacity" if capacity else None
+    category = settings.category_for(cause)
+    own = {"auth": settings.auth_category, "capacity": settings.capacity_category}.get(cause or "")
+    key = f"runbooks.tickets.{cause}_category" if own else "runbooks.tickets.category"
     situations = {s: getattr(settings.severity, s) for s in ("outage", "page", "ticket")}
     route = cfg.tickets.vendors.get(vendor)
     if route is None:

@@ -112,8 +112,8 @@ def _check_ticket_routes(cfg: "Config") -> None:
     for name, backend in cfg.backends.items():
         if backend.kind != "vendor":
             continue
-        for auth in (False, True):
-            route = f.ticket_route(cfg, name, auth=auth)
+        for auth, capacity in ((False, False), (True, False), (False, True)):
+            route = f.ticket_route(cfg, name, auth=auth, capacity=capacity)
             if route.channel is not None and route.problem and route.problem not in problems:
                 problems.append(route.problem)
     if problems:

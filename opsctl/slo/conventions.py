@@ -168,21 +168,23 @@ RESERVED_LABELS = (
 # short window, read from the recorded per-cause ratios. Latency, quality and absent-metric alerts
 # carry the fixed cause of their kind.
 
-CAUSES = ("server_error", "timeout", "auth", "latency", "quality", "absent")
+CAUSES = ("server_error", "timeout", "auth", "capacity", "latency", "quality", "absent")
 # Availability causes -> the proxy outcomes (opsctl.metrics.schema.BAD_OUTCOMES) they count.
 CAUSE_OUTCOMES: dict[str, tuple[str, ...]] = {
     "server_error": ("server_error",),
     "timeout": ("timeout",),
-    "auth": ("auth_error", "throttled"),
+    "auth": ("auth_error",),  # 401/403 and token failures
+    "capacity": ("throttled",),  # 429, or 503 with Retry-After: the vendor's provisioned throughput exhausted
 }
 AVAILABILITY_CAUSES = tuple(CAUSE_OUTCOMES)
 # What an availability SLO's alert says when no per-cause ratio answers (an SLI over another metric).
 DEFAULT_AVAILABILITY_CAUSE = "server_error"
-# How titles and summaries name a cause: "databricks: auth failures (401/429) at 22x".
+# How titles and summaries name a cause: "databricks: auth failures (401/403) at 22x".
 CAUSE_TEXT = {
     "server_error": "server errors (5xx)",
     "timeout": "timeouts",
-    "auth": "auth failures (401/429)",
+    "auth": "auth failures (401/403)",
+    "capacity": "throttled (429/503 Retry-After: capacity)",
     "latency": "slow answers (latency)",
     "quality": "quality drift",
     "absent": "metrics absent",

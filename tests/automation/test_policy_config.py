@@ -24,7 +24,8 @@ def test_the_embedded_default_ships_a_policy_for_every_class_and_names_no_ticket
     policies = {p["name"]: p for p in data["automation"]["policies"]}
     assert sorted(policies) == ["failover-on-auth-page", "failover-on-availability-page", "failover-on-latency-page",
                                 "hold-on-quality-page", "page-on-absent-metrics"]
-    assert policies["failover-on-availability-page"]["causes"] == ["server_error", "timeout"]
+    # the vendor's throttling (429, 503 with Retry-After: cause capacity) fails over as an outage does
+    assert policies["failover-on-availability-page"]["causes"] == ["server_error", "timeout", "capacity"]
     assert policies["failover-on-auth-page"]["causes"] == ["auth"]
     for name in ("failover-on-availability-page", "failover-on-auth-page", "failover-on-latency-page"):
         assert policies[name]["actions"]["restore"] is True and "failover" in policies[name]["actions"]
@@ -41,7 +42,8 @@ def test_the_serve_deployment_ships_the_same_policies_as_the_embedded_default():
     (configmap,) = [d for d in yaml.safe_load_all((REPO / "deploy" / "serve" / "configmap.yaml").read_text())]
     deployed = yaml.safe_load(configmap["data"]["opsctl.yaml"])
     assert deployed["automation"]["policies"] == shipped
-    assert deployed["runbooks"]["tickets"] == {"category": "inference", "auth_category": "platform"}
+    assert deployed["runbooks"]["tickets"] == {"category": "inference", "auth_category": "platform",
+                                               "capacity_category": "inference"}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -65,6 +65,39 @@ def _hops(broken: str | None) -> dict:
     return hops
 
 
+def _observations(broken: str | None):
+    """What the components showed, in the Judge's shape (chain/observed.py), matching `_hops`: the
+    fast page at T0+20, PagerDuty's incident at T0+40, the failover at T0+70, the ticket at T0+90
+    (a chain broken at PagerDuty: only the alert)."""
+    from opsctl.drills.chain.observed import ChainAlert
+    from opsctl.drills.expectations import Observations, PageSeen, TicketSeen
+
+    alert = ChainAlert("SloFastBurnPage", "llm-inference-databricks-availability", "databricks", "page", "server_error",
+                       "5m/1m")
+    obs = Observations(t0=T0, method_done=True, first_firing={(alert.slo, "page", "5m/1m:SloFastBurnPage"): (T0 + 20,
+                                                                                                               alert)})
+    if broken is None:
+        obs.pages = [PageSeen("k1", T0 + 40, "[DRILL] SloBurnRatePage databricks: server_error")]
+        obs.paged_at, obs.page_title = T0 + 40, obs.pages[0].title
+        obs.acknowledged_at = T0 + 80
+        obs.failovers = obs.moves = [{"ts": T0 + 70, "action": "failover", "outcome": "applied", "overrides": [],
+                                      "actor": "automation", "before": {"weights": {"databricks": 80, "internal": 20}},
+                                      "after": {"weights": {"databricks": 0, "internal": 100}}}]
+        obs.tickets = [TicketSeen("databricks", "inference", T0 + 90, "LT00001", T0 + 90, "Model Serving", "inference",
+                                  tags=("drill",))]
+    return obs
+
+
+def _judgement(broken: str | None, hops: dict):
+    from opsctl.drills.chain.observed import judge
+    from opsctl.drills.phases import Judgement
+
+    verdicts = tuple(judge(load_scenario(CHAOS / "vendor-outage.yaml"), _observations(broken),
+                           lambda name: f"llm-inference-{name}", T0 + 300))
+    failed = [f"hop {h.key}" for h in hops.values() if h.required and not h.passed]
+    return Judgement(verdicts=verdicts, failed=tuple(failed + [v.name for v in verdicts if not v.passed and v.evaluated]))
+
+
 def _results(broken: str | None, prediction: Prediction | None, budget: Budget | None) -> Results:
     phases = (PhaseResult(phase="preflight", status="ok", started=T0 - 60, ended=T0 - 50),
               PhaseResult(phase="method", status="ok", started=T0 - 50, ended=T0 + 300))
@@ -80,7 +113,7 @@ def _results(broken: str | None, prediction: Prediction | None, budget: Budget |
                                  {"action": "resolve-pages", "status": "failed", "message": "pager gone"}),
                         leftovers=("the drill's incident LP00001",))
     return Results(phases=phases, prepared=Facts(checks=checks, facts=facts), steady=Steady(probes=probes),
-                   signals=signals, rollback=rollback)
+                   signals=signals, judgement=_judgement(broken, signals.hops), rollback=rollback)
 
 
 def _prediction() -> Prediction:

@@ -168,7 +168,9 @@ def test_an_auth_fault_reads_as_the_auth_cause_and_a_5xx_as_server_error():
     from opsctl.drills.prediction import fault_cause
 
     _, plan, _ = _shipped()
-    assert fault_cause(plan, "auth-throttling", {"rate": 0.2, "auth_rate": 0.1}, "vendor") == "auth"
+    assert fault_cause(plan, "auth-throttling", {"rate": 0.1, "auth_rate": 0.2}, "vendor") == "auth"
+    # 429s dominating are the vendor's throttling: cause capacity (shape B), not auth
+    assert fault_cause(plan, "auth-throttling", {"rate": 0.2, "auth_rate": 0.1}, "vendor") == "capacity"
     assert fault_cause(plan, "oauth-token-failure", {"rate": 1.0}, "vendor") == "auth"
     assert fault_cause(plan, "vendor-5xx", {"rate": 0.1}, "vendor") == "server_error"
 

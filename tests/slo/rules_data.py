@@ -252,8 +252,8 @@ def expected_alerts(data: dict[str, d.Traffic], slos: list[Slo], minutes: range)
 
 
 # How a summary names each cause (docs/design.md, "Shapes the open work shares", 1).
-CAUSE_WORDS = {"server_error": "server errors (5xx)", "timeout": "timeouts", "auth": "auth failures (401/429)",
-               "latency": "slow answers (latency)"}
+CAUSE_WORDS = {"server_error": "server errors (5xx)", "timeout": "timeouts", "auth": "auth failures (401/403)",
+               "capacity": "throttled (429/503 Retry-After: capacity)", "latency": "slow answers (latency)"}
 
 
 def cause_of(f: Firing) -> str:

@@ -2,10 +2,11 @@
 rules` against figures worked out from the raw per-step counts (tests/slo/rules_data.py's oracle
 for the burn-rate pairs, the dominant cause and the fast tier computed here from the same counts).
 
-The traffic: databricks at 10 requests/s. From minute 60 to 120 the vendor's auth layer answers 3 in
-100 requests 429 and 1 in 100 401 (4% bad, cause auth); from minute 120 on it answers 6 in 100 with a
-5xx and still 1 in 100 with a 429 (7% bad, cause server_error once a window holds enough of the
-later minutes). The alert keeps its labels while its cause flips: only the annotations change.
+The traffic: databricks at 10 requests/s. From minute 60 to 120 the vendor's auth layer answers 4 in
+100 requests 401 (4% bad, cause auth); from minute 120 on it answers 6 in 100 with a 5xx and still 1
+in 100 with a 401 (7% bad, cause server_error once a window holds enough of the later minutes). A
+429 is the vendor's throttling, cause capacity since shape B (docs/design.md), not auth: the data
+holds only 401s, so the figures below are those of the auth cause alone. The alert keeps its labels while its cause flips: only the annotations change.
 """
 
 from __future__ import annotations
@@ -21,15 +22,14 @@ HOUR = 360  # steps
 NAME = "llm-inference-databricks-availability"
 GOAL = 0.9999
 FAST_FACTOR, FAST_MIN_RATE = 300.0, 1.0  # the shipped alerting.fast defaults (opsctl/config/alerting.py)
-CAUSE_ORDER = ("server_error", "timeout", "auth")  # ties: the first (never met below)
+CAUSE_ORDER = ("server_error", "timeout", "auth", "capacity")  # ties: the first (never met below)
 
 
 def outcomes(steps: int) -> dict[str, np.ndarray]:
     out = {o: np.zeros(steps, dtype=np.int64) for o in ("throttled", "auth_error", "server_error")}
-    out["throttled"][HOUR:2 * HOUR] = 3
-    out["auth_error"][HOUR:2 * HOUR] = 1
+    out["auth_error"][HOUR:2 * HOUR] = 4
     out["server_error"][2 * HOUR:] = 6
-    out["throttled"][2 * HOUR:] = 1
+    out["auth_error"][2 * HOUR:] = 1
     return out
 
 
@@ -49,7 +49,8 @@ def window(values: np.ndarray, ts: np.ndarray, minute: int, seconds: int) -> int
 
 def dominant(bad: dict[str, np.ndarray], ts: np.ndarray, minute: int, seconds: int) -> str:
     counts = {"server_error": window(bad["server_error"], ts, minute, seconds), "timeout": 0,
-              "auth": window(bad["throttled"] + bad["auth_error"], ts, minute, seconds)}
+              "auth": window(bad["auth_error"], ts, minute, seconds),
+              "capacity": window(bad["throttled"], ts, minute, seconds)}
     top = max(counts.values())
     assert list(counts.values()).count(top) == 1, f"a tie at minute {minute}: the test data must avoid one"
     return next(c for c in CAUSE_ORDER if counts[c] == top)

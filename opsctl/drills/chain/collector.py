@@ -42,6 +42,9 @@ class Collector:
     _accepted: list[tuple[float, float]] = field(default_factory=list)  # (poll time, serve's accepted count)
     firing_labels: list[dict] = field(default_factory=list)  # the faulted backend's firing page alerts
     page_rules: list[dict] = field(default_factory=list)  # every page rule that can fire for it (name + labels)
+    # every alert seen firing, any backend or severity: (slo, severity, windows) -> (first firing, ChainAlert)
+    firing_seen: dict = field(default_factory=dict)
+    ticket_records: list[dict] = field(default_factory=list)  # every ticket the desks hold (observed.py reads them)
 
     def __post_init__(self):
         t = self.targets
@@ -79,6 +82,7 @@ class Collector:
                 if rule.get("health") == "err":
                     errors.append(f"{rule.get('name')}: {rule.get('lastError')}")
                 for alert in rule.get("alerts") or []:
+                    self._seen_firing(alert, rule, group)
                     if not self._relevant(alert.get("labels", {})):
                         continue
                     labels = alert["labels"]
@@ -103,6 +107,18 @@ class Collector:
             last += f"; rules failing: {'; '.join(errors[:3])}"
         for key in ("rule-pending", "rule-firing"):
             self.hops[key].last = f"Prometheus: {last}"
+
+    def _seen_firing(self, alert: dict, rule: dict, group: dict) -> None:
+        from opsctl.drills.chain.observed import alert_of
+
+        if alert.get("state") != "firing":
+            return
+        labels = alert.get("labels") or {}
+        key = (labels.get("slo", ""), labels.get("severity", ""),
+               f"{labels.get('long_window', '')}/{labels.get('short_window', '')}:{labels.get('alertname', '')}")
+        if key not in self.firing_seen:
+            at = _fired_at(_rfc3339(alert.get("activeAt")), rule, group)
+            self.firing_seen[key] = (at, alert_of(labels, alert.get("annotations") or {}))
 
     def _burn_1h(self) -> str:
         """The faulted backend's burn rates over 1h from the recorded rules: how far from paging."""
@@ -307,6 +323,14 @@ class Collector:
                     status = desk.status(m.group(1))
                     records.append({"id": status.id, "opsctl_category": status.category,
                                     "category": status.category_value, "created_at": a["at"]})
+        from opsctl.tickets.base import category_name
+
+        vendor_cfg = getattr(desk, "vendor_cfg", None)
+        for t in records:  # the vendor's category value, in opsctl's name (None: unmapped)
+            t.setdefault("vendor", vendor)
+            t["routed_category"] = (category_name(vendor_cfg, t.get("category")) if vendor_cfg is not None
+                                    else t.get("opsctl_category"))
+        self.ticket_records = records
         hop = self.hops["ticket"]
         if records:
             t = records[0]

@@ -63,6 +63,7 @@ class ChainPolling(ChainAnalysis):
         from opsctl.drills.scenario import default_backend
 
         self._set_phase("method")
+        self.method_started = time.time()
         faults: list[dict] = []
         for step in self.scenario.method:
             self._check_stop()

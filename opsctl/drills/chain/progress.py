@@ -58,6 +58,7 @@ class ChainProgress:
         self.timeline: list[dict] = []
         self.phase = "preflight"
         self.t0: float | None = None
+        self.method_started: float | None = None  # the method's start: what the audit log holds since counts
         self.stop_reason: str | None = None
         self.processes: list = []
         self.servers: list = []

@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from opsctl.clock import format_rfc3339
-from opsctl.drills.expectations import title_problem
-from opsctl.drills.report import action_items, duration_text
+from opsctl.drills.report import action_items
 from opsctl.drills.report_burn import Prediction
 from opsctl.drills.report_model import (
     CHAIN_KEYS,
@@ -29,11 +28,6 @@ from opsctl.drills.report_model import (
     Shortened,
     Verdict,
 )
-
-# scenario expectation -> the hop that measures it
-EXPECT_HOP = {"detected": "rule-firing", "paged": "pagerduty", "acknowledged": "acknowledged",
-              "failover-applied": "actuator", "vendor-ticket": "ticket"}
-
 
 if TYPE_CHECKING:
     from opsctl.drills.chain.hops import Hop as ChainHop
@@ -74,32 +68,16 @@ def hop_verdicts(hops: Mapping[str, ChainHop], t0: float | None) -> list[Verdict
     return out
 
 
-def scenario_verdicts(scenario: Scenario, hops: Mapping[str, ChainHop], t0: float | None) -> tuple[list[Verdict],
-                                                                                                      list[str]]:
-    judged, not_rehearsed = [], []
-    for e in scenario.expectations:
-        key = EXPECT_HOP.get(e.expect)
-        if key is None:
-            not_rehearsed.append(f"{e.name} ({e.expect})")
-            continue
-        hop = hops[key]
-        seconds = None if hop.at is None or t0 is None else round(hop.at - t0, 3)
-        passed = hop.passed and (e.within is None or (seconds is not None and seconds <= e.within))
-        if hop.at is None:
-            reason = f"not met: {hop.title} never happened" + (f": {hop.failed}" if hop.failed else "") + \
-                f" (last evidence: {hop.last})"
-        elif hop.failed:
-            reason = hop.failed
-        elif e.expect == "paged" and (e.mentions or e.excludes) and \
-                (problem := title_problem(hop.title_seen, e)):
-            passed, reason = False, f"{problem}: {hop.title_seen!r}"
-        elif not passed:
-            reason = f"met after {duration_text(seconds)}, past its deadline of {duration_text(e.within)}"
-        else:
-            reason = ""
-        judged.append(Verdict(name=e.name, expect=e.expect, passed=passed, within_seconds=e.within,
-                              at=_fmt(hop.at), seconds=seconds, detail=hop.evidence, reason=reason))
-    return judged, not_rehearsed
+def scenario_verdicts(results: Results) -> tuple[list[Verdict], list[str]]:
+    """The scenario's expectations as the drill judged them (chain/observed.py: the embedded drill's
+    Judge on what the components showed), and those the chain cannot judge ("not judged here")."""
+    from opsctl.drills.expectations import NOT_JUDGED
+
+    verdicts = results.judgement.verdicts if results.judgement else ()
+    judged = [Verdict.parse(v.to_dict(_fmt)) for v in verdicts]
+    not_judged = [f"{v.name} ({v.expect}: {v.reason[len(NOT_JUDGED) + 2:]})" for v in verdicts
+                  if v.reason.startswith(NOT_JUDGED)]
+    return judged, not_judged
 
 
 def chain_prediction_measured(pred: Prediction | None, m: Measurements | None) -> Prediction | None:
@@ -127,7 +105,7 @@ def chain_report(drill: ReportedChain, results: Results, outcome: str, exit_code
     rollback = results.rollback or Rollback()
     t0, hops = signals.t0, signals.hops
     verdicts = hop_verdicts(hops, t0)
-    judged, not_rehearsed = scenario_verdicts(sc, hops, t0) if hops else ([], [])
+    judged, not_rehearsed = scenario_verdicts(results)
     broken = [h for h in hops.values() if h.required and not h.passed]
     timeline = sorted(drill.timeline, key=lambda e: e["at"])
     m = None
@@ -148,7 +126,7 @@ def chain_report(drill: ReportedChain, results: Results, outcome: str, exit_code
                      + (first.failed if first.at is not None and first.failed else
                         f"never happened{': ' + first.failed if first.failed else ''}; last evidence: {first.last}"))
     if not_rehearsed:
-        notes.append("not rehearsed by a chain drill (judged by the embedded drill): " + "; ".join(not_rehearsed))
+        notes.append("not judged here (judged by the embedded drill): " + "; ".join(not_rehearsed))
     predicted = signals.prediction
     if predicted is not None:  # what the maths expects not to page
         notes += [text for text in (predicted.no_page, predicted.note) if text]

@@ -110,15 +110,31 @@ class ChainDrill(ChainStartup, ChainPolling):
         return self._hop_signals()
 
     def _hop_signals(self) -> HopSignals:
-        return HopSignals(t0=self.t0, hops=dict(self.collector.hops) if self.collector else {},
+        from opsctl.drills.chain.observed import observations
+
+        obs = observations(self.collector, self.t0, self.method_started) if self.collector else None
+        return HopSignals(t0=self.t0, hops=dict(self.collector.hops) if self.collector else {}, obs=obs,
                           prediction=self.prediction, attribution=tuple(self.attribution),
                           budget=self.budget)
 
     def judge(self, signals: Signals | None, stopped: str | None) -> Judgement:
         """A required hop that did not happen (or happened wrong) fails the drill; the report judges
         the scenario's own expectations on the same hops."""
+        from opsctl.drills.chain.observed import judge
+        from opsctl.drills.expectations import Verdict
+
         hops = signals.hops if isinstance(signals, HopSignals) else {}
-        return Judgement(failed=tuple(f"hop {h.key}" for h in hops.values() if h.required and not h.passed))
+        failed = [f"hop {h.key}" for h in hops.values() if h.required and not h.passed]
+        verdicts: tuple[Verdict, ...] = ()
+        if isinstance(signals, HopSignals) and signals.obs is not None and not stopped:
+            verdicts = tuple(judge(self.scenario, signals.obs, self._slo_name, time.time()))
+            failed += [v.name for v in verdicts if not v.passed and v.evaluated]
+        return Judgement(verdicts=verdicts, failed=tuple(failed))
+
+    def _slo_name(self, name: str) -> str:
+        from opsctl.drills.scenario.fit import resolve_slo
+
+        return resolve_slo(name, [s.name for s in self.slos], self.user_cfg.service) or name
 
     def roll_back(self, order: list[str]) -> Rollback:
         self._rollbacks(order)

@@ -41,7 +41,8 @@ RESPONDER_ACTIONS = ("failover", "file-ticket")
 ROLLBACKS = ("remove-faults", "restore-traffic", "resolve-pages")
 STOP_CONDITIONS = ("budget-spent", "budget-remaining", "real-incident-open", "alert-firing")
 EXPECTATIONS = ("detected", "paged", "acknowledged", "escalated", "failover-applied", "vendor-ticket",
-                "vendor-responded", "slo-recovered", "change-refused")
+                "vendor-responded", "slo-recovered", "change-refused", "pages", "tickets", "no-ticket", "no-flap",
+                "page-names")
 GUARDS = ("bounds", "freeze", "rate", "budget", "capacity")
 
 
@@ -175,6 +176,8 @@ class Expectation:
     alert: str | None = None  # detected: this alert name only (e.g. QualityPromptTokensShift)
     mentions: tuple[str, ...] = ()  # paged: words the page must name
     excludes: tuple[str, ...] = ()  # paged: words it must not name
+    cause: str | None = None  # detected: the alert's `cause` (conventions.CAUSES)
+    max: int | None = None  # pages, tickets: at most this many (PagerDuty incidents, tickets)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from opsctl.drills.scenario.checks import (Bad, Check, checked, duration, flag, integer, names, number,
                                            percent_map, show, text)
+from opsctl.slo.conventions import CAUSES
 from opsctl.drills.scenario.model import (EXPECTATIONS, FAULT_PARAMS, GUARDS, LIVE_SCALE_KINDS, METHOD_ACTIONS,
                                           PROBES, RESPONDER_ACTIONS, SEVERITIES, STATUS_LEVELS, STOP_CONDITIONS,
                                           Activity, Expectation, Fault, LiveRouteFault, LiveScaleFault, Probe,
@@ -328,10 +329,11 @@ class Expect:
 
     def model(self) -> Expectation:
         extra = {k: getattr(self, k) for k in ("slo", "backend", "severity", "vendor", "category", "full", "window",
-                                               "action", "guard", "alert") if hasattr(self, k)}
+                                               "action", "guard", "alert", "cause", "max") if hasattr(self, k)}
         if hasattr(self, "from_"):
             extra["backend"] = self.from_
-        for name, key in (("overrides", "overrides"), ("mentions", "mentions"), ("excludes", "not_mentions")):
+        for name, key in (("overrides", "overrides"), ("mentions", "mentions"), ("excludes", "not_mentions"),
+                          ("mentions", "words")):
             if hasattr(self, key):
                 extra[name] = tuple(getattr(self, key))
         extra = {k: v for k, v in extra.items() if v is not None}
@@ -344,6 +346,7 @@ class Detected(Expect):
     backend: str | None = checked(text(), None)
     severity: str = checked(text("page", "ticket"), "page")
     alert: str | None = checked(text(), None)
+    cause: str | None = checked(text(*CAUSES), None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -384,6 +387,42 @@ class ChangeRefused(Expect):
     guard: str = checked(text(*GUARDS), required=True)
 
 
+@dataclass(frozen=True, kw_only=True)
+class AtMost(Expect):
+    """pages, tickets: at most `max` over the drill (or until `within`)."""
+
+    within: int | None = checked(duration(1), None)
+    max: int = checked(integer(0, 1000), required=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TicketsAtMost(AtMost):
+    vendor: str | None = checked(text(), None)
+    category: str | None = checked(text(), None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoTicket(Expect):
+    within: int | None = checked(duration(1), None)
+    vendor: str | None = checked(text(), None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoFlap(Expect):
+    """No move back toward `backend` within `window` of a move away from it."""
+
+    within: int | None = checked(duration(1), None)
+    backend: str = checked(text(), required=True)
+    window: int = checked(duration(10, 86400), 1800)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PageNames(Expect):
+    within: int | None = checked(duration(1), None)
+    words: list[str] = checked(names(), required=True)
+
+
 EXPECT = {"detected": Detected, "paged": Paged, "acknowledged": Expect, "escalated": Expect,
           "failover-applied": FailoverApplied, "vendor-ticket": VendorTicket, "vendor-responded": VendorResponded,
-          "slo-recovered": SloRecovered, "change-refused": ChangeRefused}
+          "slo-recovered": SloRecovered, "change-refused": ChangeRefused, "pages": AtMost, "tickets": TicketsAtMost,
+          "no-ticket": NoTicket, "no-flap": NoFlap, "page-names": PageNames}

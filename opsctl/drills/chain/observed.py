@@ -1,0 +1,102 @@
+"""What a chain drill observed, in the embedded drill's shape (`expectations.Observations`), read off
+the components themselves: every firing alert Prometheus holds (all its labels and its `cause`
+annotation), every incident the PagerDuty endpoint opened, every traffic entry of the audit log, every
+ticket the desk holds. The scenario's expectations are then judged by the one `Judge` both worlds
+share, on everything they name; what the chain cannot judge is listed as "not judged here"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from opsctl.drills.expectations import Judge, Observations, PageSeen, TicketSeen, Verdict, not_judged
+
+if TYPE_CHECKING:
+    from opsctl.drills.chain.collector import Collector
+    from opsctl.drills.scenario import Expectation, Scenario
+
+# What a local chain drill has no component for: no vendor answers its ticket, the SLOs' recovery is
+# not waited for (the drill ends once the hops settled), the method's traffic changes and manual pages
+# are not played (the chain's automation does them), and escalation needs a pager's policy.
+CANNOT_JUDGE = {
+    "vendor-responded": "the chain's ticket desk has no vendor who answers",
+    "slo-recovered": "a chain drill ends once its hops settled, before the SLOs recover",
+    "change-refused": "a chain drill does not play the method's traffic changes",
+    "escalated": "the chain's PagerDuty endpoint has no escalation policy",
+}
+
+
+@dataclass(frozen=True)
+class ChainAlert:
+    """A firing alert as Prometheus' rules API holds it: the labels the Judge reads, and its cause."""
+
+    alertname: str
+    slo: str
+    backend: str | None
+    severity: str
+    cause: str | None
+    windows: str
+
+    def describe(self) -> str:
+        return (f"{self.alertname} {self.slo} {self.windows} on {self.backend or 'all'}"
+                + (f" (cause {self.cause})" if self.cause else ""))
+
+
+def alert_of(labels: dict, annotations: dict) -> ChainAlert:
+    windows = f"{labels.get('long_window', '')}/{labels.get('short_window', '')}".strip("/")
+    backend = labels.get("backend")
+    return ChainAlert(alertname=labels.get("alertname", ""), slo=labels.get("slo", ""),
+                      backend=None if backend in (None, "all") else backend, severity=labels.get("severity", ""),
+                      cause=annotations.get("cause") or labels.get("cause"), windows=windows)
+
+
+def observations(collector: Collector, t0: float | None, since: float | None) -> Observations:
+    """The chain's observations since the method began (`since`), from the collector's last poll."""
+    obs = Observations(t0=t0, method_done=True)
+    obs.first_firing = dict(collector.firing_seen)
+    incidents: list[dict] = []
+    if collector.sink is not None:
+        _, incidents = collector.sink.snapshot()
+    incidents.sort(key=lambda i: i["created_at"])
+    obs.pages = [PageSeen(i["dedup_key"], i["created_at"], i.get("summary")) for i in incidents]
+    if incidents:
+        first = incidents[0]
+        obs.paged_at, obs.page_title = first["created_at"], first.get("summary")
+        acked = [i for i in incidents if i.get("acknowledged_at") is not None]
+        if acked:
+            obs.acknowledged_at, obs.acknowledged_by = acked[0]["acknowledged_at"], acked[0].get("acknowledged_by")
+    if collector.audit is not None:
+        entries = collector.audit.find(lambda e: e.get("kind") == "traffic" and not e.get("dry_run")
+                                       and e.get("ts", 0) >= (since or 0))
+        entries.sort(key=lambda e: e.get("ts", 0))
+        obs.moves = [e for e in entries if e.get("outcome") == "applied"]
+        obs.failovers = [e for e in obs.moves if e.get("action") == "failover"]
+        obs.changes = [e for e in entries if e.get("action") == "set"]
+    obs.tickets = [_ticket(t) for t in collector.ticket_records]
+    return obs
+
+
+def _ticket(t: dict) -> TicketSeen:
+    return TicketSeen(vendor=t.get("vendor") or "", category=t.get("opsctl_category") or "",
+                      asked_at=t.get("created_at") or 0.0, ticket_id=t.get("id"), filed_at=t.get("created_at"),
+                      routed_value=t.get("category"), routed_category=t.get("routed_category"),
+                      tags=tuple(dict.fromkeys([*(t.get("tags") or ()), *(["drill"] if t.get("drill") else [])])))
+
+
+def judge(scenario: Scenario, obs: Observations, resolve_slo: Callable[[str], str], now: float) -> list[Verdict]:
+    """Every scenario expectation judged on the chain's observations (the embedded drill's Judge)."""
+    judge = Judge(resolve_slo)
+    out = []
+    for e in scenario.expectations:
+        why = cannot_judge(e)
+        if why:
+            out.append(not_judged(e, why))
+            continue
+        verdict = judge.judge(e, obs, now, final=True)
+        if verdict is not None:
+            out.append(verdict)
+    return out
+
+
+def cannot_judge(e: Expectation) -> str | None:
+    return CANNOT_JUDGE.get(e.expect)

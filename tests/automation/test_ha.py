@@ -52,8 +52,11 @@ tickets:
       severities: {{Sev1: "Severity 1", Sev2: "Severity 2", Sev3: "Severity 3", Sev4: "Severity 4"}}
 freezes: []
 """
+    # The hold-down restore these tests count (one "restore" change a failover); the canary restore
+    # is tests/traffic/test_canary_restore.py's.
     automation = f"""\
 hold_down: {hold_down}
+restore: null
 leader_election: {{lease_duration: {LEASE_DURATION}s, renew_deadline: 3s, retry_period: {RETRY}s,
                   ready_only_when_leader: {str(leader_only).lower()}}}
 """

@@ -76,7 +76,7 @@ def test_a_policy_naming_the_wrong_ticket_category_fails_the_drill_with_where_th
     assert result.exit_code == 1
     ticket = verdict(report, "vendor-ticket")
     assert not ticket["passed"]
-    assert "reached 'Workspace / Platform', not the inference category" in ticket["reason"]
+    assert 'reached "Workspace / Platform", not the inference category' in ticket["reason"]
     [filed] = tickets(env.run_dir())
     assert filed["opsctl_category"] == "platform" and "drill" in filed["tags"]
 

@@ -49,6 +49,6 @@ def test_a_drill_and_serve_built_from_one_config_have_the_same_policy_engine(tmp
     assert auth["causes"] == ["auth"] and auth["hold_down_seconds"] == 180
     assert auth["actions"] == ["failover", "page", "ticket", "note", "restore"]
     assert auth["ticket_categories"]["auth"] == "platform" and auth["ticket_categories"]["server_error"] == "inference"
-    assert policies["failover-on-availability-page"]["causes"] == ["server_error", "timeout"]
+    assert policies["failover-on-availability-page"]["causes"] == ["capacity", "server_error", "timeout"]
     assert policies["page-on-absent-metrics"]["actions"] == ["page", "note"]
     assert policies["page-on-absent-metrics"]["ticket_categories"] == {}

@@ -57,14 +57,14 @@ TICKET = {"SloBurnRateTicket"}
 
 @pytest.mark.parametrize("slo, expected", [
     # Sloth's page_alert.disable and ticket_alert.disable: no alert of either (recording rules kept).
-    ("llm-gateway-requests-availability-quiet", set()),
-    ("llm-gateway-requests-availability-tickets", TICKET),
-    ("llm-gateway-k8s-requests-availability", TICKET),  # the CRD's pageAlert.disable
+    ("llm-inference-requests-availability-quiet", set()),
+    ("llm-inference-requests-availability-tickets", TICKET),
+    ("llm-inference-requests-availability", TICKET),  # the CRD's pageAlert.disable
     # Pyrra's burnrates: false, and alerting.disabled with absent: false.
     ("gateway-errors-recorded", set()),
     ("gateway-errors-silent", set()),
     # Formats with no switch keep every alert.
-    ("llm-gateway-openslo-gateway-requests-0", {"SloBurnRatePage"} | TICKET),  # Sloth's good/total: no counts, no fast tier
+    ("llm-inference-gateway-requests-0", {"SloBurnRatePage"} | TICKET),  # Sloth's good/total: no counts, no fast tier
     ("gateway-v2alpha", PAGE | TICKET | {"SloMetricsAbsent"}),
 ])
 def test_the_files_own_alert_switches_are_honoured(valid_rules, slo, expected):
@@ -80,9 +80,9 @@ def test_runbooks_follow_the_switches(tmp_path):
     result = invoke("--config", str(cfg), "runbook", "generate", "--out", str(out))
     assert result.exit_code == 0, result.output
     files = {p.name for p in out.iterdir()}
-    assert "llm-gateway-requests-availability-tickets-ticket.md" in files
-    assert "llm-gateway-requests-availability-tickets-page.md" not in files
-    assert not {f for f in files if f.startswith("llm-gateway-requests-availability-quiet-")}
+    assert "llm-inference-requests-availability-tickets-ticket.md" in files
+    assert "llm-inference-requests-availability-tickets-page.md" not in files
+    assert not {f for f in files if f.startswith("llm-inference-requests-availability-quiet-")}
     assert {"gateway-v2alpha-page.md", "gateway-v2alpha-ticket.md"} <= files
 
 

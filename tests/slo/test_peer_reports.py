@@ -125,7 +125,7 @@ WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 @pytest.mark.parametrize("file, name, sli, goal", [
     # By hand: 99 of every 100 internal requests succeed, 98 of 100 on databricks, every step alike,
     # so every window's SLI is that share and its burn rate (1 - SLI) / (1 - goal).
-    ("openslo-v1alpha-sloth.yml", "llm-gateway-openslo-gateway-requests-0", 0.99, 0.999),
+    ("openslo-v1alpha-sloth.yml", "llm-inference-gateway-requests-0", 0.99, 0.999),
     ("openslo-v2alpha.yaml", "gateway-v2alpha", 0.98, 0.999),
     ("openslo-v1-window-template.yaml", "gateway-window-template", 0.99, 0.995),
 ], ids=["v1alpha", "v2alpha", "v1-window-template"])

@@ -20,7 +20,7 @@ BASE_RECORDS = ["slo:sli_good:increase5m", "slo:sli_valid:increase5m"]
 WINDOW_RECORDS = [f"slo:sli_error:ratio_rate{w}" for w in ("5m", "30m", "1h", "2h", "6h", "1d", "3d")]
 GUARD_RECORDS = [f"slo:sli_valid:rate{w}" for w in ("5m", "30m", "2h", "6h")]
 META_RECORDS = ["slo:objective:ratio", "slo:error_budget:ratio"]
-CAUSE_RECORDS = [f"slo:sli_cause_error:ratio_rate{w}" for w in ("5m", "30m", "2h", "6h") for _ in range(3)]
+CAUSE_RECORDS = [f"slo:sli_cause_error:ratio_rate{w}" for w in ("5m", "30m", "2h", "6h") for _ in range(4)]  # 4 causes
 PERIOD_RECORDS = ["slo:sli_error:ratio_rate28d", "slo:period_error_budget_remaining:ratio"]
 
 EXTRA = r.ALERTING_CONFIG + """\
@@ -57,10 +57,10 @@ def test_rule_file_passes_promtool_check_rules(opsctl, cfg, tmp_path):
     assert check.returncode == 0, check.stdout + check.stderr
     # 9 SLOs x (8 error ratios + 4 guards + 3 budget figures + 4 alerts)
     # 9 SLOs x (15 records + 4 alerts + 2 period records + 1 absent-metrics alert), and the 3
-    # availability SLOs' per-cause ratios (3 causes x the 4 short windows) and fast tier (3 causes
-    # over 1m + 1 alert): 9 x 22 + 3 x (12 + 4) = 246; and the 3 99.9% latency SLOs' fast tier
-    # (1 alert each, no per-cause ratios; the 99% ones get none): 246 + 3 = 249
-    assert "SUCCESS: 249 rules found" in check.stdout
+    # availability SLOs' per-cause ratios (4 causes: server_error, timeout, auth, capacity, x the 4
+    # short windows) and fast tier (4 causes over 1m + 1 alert): 9 x 22 + 3 x (16 + 5) = 261; and the
+    # 3 99.9% latency SLOs' fast tier (1 alert each, no per-cause ratios; the 99% ones get none): 264
+    assert "SUCCESS: 264 rules found" in check.stdout
 
 
 def test_prometheusrule_manifest_groups_pass_promtool_check_rules(opsctl, cfg, tmp_path):
@@ -74,10 +74,10 @@ def test_prometheusrule_manifest_groups_pass_promtool_check_rules(opsctl, cfg, t
     check = promtool_check(extracted)
     assert check.returncode == 0, check.stdout + check.stderr
     # 9 SLOs x (15 records + 4 alerts + 2 period records + 1 absent-metrics alert), and the 3
-    # availability SLOs' per-cause ratios (3 causes x the 4 short windows) and fast tier (3 causes
-    # over 1m + 1 alert): 9 x 22 + 3 x (12 + 4) = 246; and the 3 99.9% latency SLOs' fast tier
-    # (1 alert each, no per-cause ratios; the 99% ones get none): 246 + 3 = 249
-    assert "SUCCESS: 249 rules found" in check.stdout
+    # availability SLOs' per-cause ratios (4 causes: server_error, timeout, auth, capacity, x the 4
+    # short windows) and fast tier (4 causes over 1m + 1 alert): 9 x 22 + 3 x (16 + 5) = 261; and the
+    # 3 99.9% latency SLOs' fast tier (1 alert each, no per-cause ratios; the 99% ones get none): 264
+    assert "SUCCESS: 264 rules found" in check.stdout
 
 
 def test_per_slo_a_group_at_the_configured_interval_with_records_before_alerts_and_a_slower_period_group(opsctl, cfg):
@@ -106,7 +106,7 @@ def test_per_slo_a_group_at_the_configured_interval_with_records_before_alerts_a
             fast = groups[f"opsctl-slo-llm-inference-{n}-fast"]
             assert fast["interval"] == "10s"
             assert [rule.get("record") or rule["alert"] for rule in fast["rules"]] == (
-                ["slo:sli_cause_error:ratio_rate1m"] * 3 + ["SloFastBurnPage"])
+                ["slo:sli_cause_error:ratio_rate1m"] * 4 + ["SloFastBurnPage"])  # 4 causes
 
 
 def test_long_windows_come_from_the_recorded_increases_weighted_by_traffic(opsctl, cfg):
@@ -131,7 +131,7 @@ def test_recording_rules_carry_slo_backend_and_service_labels(opsctl, cfg):
             if "record" in rule:
                 # per-cause ratios add the cause; every series keeps one SLO's labels
                 assert set(rule["labels"]) - {"cause"} == {"slo", "backend", "service"}
-                assert rule["labels"].get("cause", "auth") in ("server_error", "timeout", "auth")
+                assert rule["labels"].get("cause", "auth") in ("server_error", "timeout", "auth", "capacity")
                 assert rule["labels"]["service"] == "llm-inference"
                 seen[rule["labels"]["slo"]] = rule["labels"]["backend"]
     assert seen["llm-inference-service-availability"] == "all"
@@ -236,9 +236,9 @@ def test_out_writes_the_same_rules_as_stdout_and_no_temp_files(opsctl, cfg, tmp_
     target.parent.mkdir()
     result = opsctl("--config", str(cfg), "slo", "rules", "--out", str(target))
     assert result.exit_code == 0, result.output
-    # 9 SLOs x 2 groups + 6 fast groups (3 availability, 3 99.9% latency); 9 x 17 records + 3 x (12 + 3)
-    # per-cause; 9 x 5 + 6 fast alerts
-    assert "24 groups, 198 recording rules, 51 alerting rules" in result.stderr
+    # 9 SLOs x 2 groups + 6 fast groups (3 availability, 3 99.9% latency); 9 x 17 records + 3 x (16 + 4)
+    # per-cause (4 causes); 9 x 5 + 6 fast alerts
+    assert "24 groups, 213 recording rules, 51 alerting rules" in result.stderr
     assert target.read_text() == generate(opsctl, cfg).stdout
     assert [p.name for p in target.parent.iterdir()] == ["rules.yaml"]
     assert target.read_text().startswith("# Generated by `opsctl slo rules`")

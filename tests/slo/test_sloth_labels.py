@@ -145,7 +145,9 @@ def test_a_sloth_files_series_carry_the_labels_sloth_itself_gives_them(tmp_path)
     cfg = write_config(tmp_path, r.ALERTING_CONFIG + "quality: {rules: {enabled: false}}\n", slo_dir=tmp_path / "slos")
     text = cfg.read_text()
     assert "period: 28d}" in text
-    cfg.write_text(text.replace("period: 28d}", "period: 28d, sloth_labels: true}"))
+    # the service comes from the config (docs/design.md shape D): the payments service's config
+    cfg.write_text(text.replace("period: 28d}", "period: 28d, sloth_labels: true}")
+                   .replace("service: llm-inference\n", "service: payments\n", 1))
     out = tmp_path / "rules.yaml"
     result = run_opsctl("--config", str(cfg), "slo", "rules", "--out", str(out))
     assert result.exit_code == 0, result.output

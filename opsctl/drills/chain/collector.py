@@ -109,7 +109,7 @@ class Collector:
             self.hops[key].last = f"Prometheus: {last}"
 
     def _seen_firing(self, alert: dict, rule: dict, group: dict) -> None:
-        from opsctl.drills.chain.observed import alert_of
+        from opsctl.drills.chain.alert_seen import alert_of
 
         if alert.get("state") != "firing":
             return

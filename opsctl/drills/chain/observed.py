@@ -6,7 +6,6 @@ share, on everything they name; what the chain cannot judge is listed as "not ju
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from opsctl.drills.expectations import Judge, Observations, PageSeen, TicketSeen, Verdict, not_judged
@@ -24,30 +23,6 @@ CANNOT_JUDGE = {
     "change-refused": "a chain drill does not play the method's traffic changes",
     "escalated": "the chain's PagerDuty endpoint has no escalation policy",
 }
-
-
-@dataclass(frozen=True)
-class ChainAlert:
-    """A firing alert as Prometheus' rules API holds it: the labels the Judge reads, and its cause."""
-
-    alertname: str
-    slo: str
-    backend: str | None
-    severity: str
-    cause: str | None
-    windows: str
-
-    def describe(self) -> str:
-        return (f"{self.alertname} {self.slo} {self.windows} on {self.backend or 'all'}"
-                + (f" (cause {self.cause})" if self.cause else ""))
-
-
-def alert_of(labels: dict, annotations: dict) -> ChainAlert:
-    windows = f"{labels.get('long_window', '')}/{labels.get('short_window', '')}".strip("/")
-    backend = labels.get("backend")
-    return ChainAlert(alertname=labels.get("alertname", ""), slo=labels.get("slo", ""),
-                      backend=None if backend in (None, "all") else backend, severity=labels.get("severity", ""),
-                      cause=annotations.get("cause") or labels.get("cause"), windows=windows)
 
 
 def observations(collector: Collector, t0: float | None, since: float | None) -> Observations:

@@ -69,7 +69,7 @@ def _observations(broken: str | None):
     """What the components showed, in the Judge's shape (chain/observed.py), matching `_hops`: the
     fast page at T0+20, PagerDuty's incident at T0+40, the failover at T0+70, the ticket at T0+90
     (a chain broken at PagerDuty: only the alert)."""
-    from opsctl.drills.chain.observed import ChainAlert
+    from opsctl.drills.chain.alert_seen import ChainAlert
     from opsctl.drills.expectations import Observations, PageSeen, TicketSeen
 
     alert = ChainAlert("SloFastBurnPage", "llm-inference-databricks-availability", "databricks", "page", "server_error",

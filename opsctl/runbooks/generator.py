@@ -134,6 +134,7 @@ def _site(cfg: "Config") -> dict:
     return {
         "service": cfg.service,
         "config_name": Path(cfg.source_path).name if cfg.source_path != "<built-in>" else "the built-in default config",
+        "builtin_config": cfg.source_path == "<built-in>",
         "period": cv.window_label(cfg.slos.period_seconds),
         "base_url": cfg.runbook_base_url,
         "dashboards": [{"title": k, "url": v} for k, v in cfg.runbooks.dashboards.items()],

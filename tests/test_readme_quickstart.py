@@ -21,7 +21,18 @@ def test_the_quickstart_is_two_lines_and_makes_a_virtual_environment_before_pip(
     assert steps[:2] == ["python3 -m venv .venv", ". .venv/bin/activate"]
     assert any(s.startswith("python3 -m pip install") for s in steps[2:])
     assert steps[-1] == "opsctl drill run chaos/vendor-outage.yaml"
-    assert second in (REPO / ".ci" / "run").read_text(), "the second line is the test command CI runs"
+    assert second.startswith("python3 -m pip install -q -e '.[test]' && python3 -m pytest")
+
+
+def test_ci_runs_exactly_the_quickstarts_lines_read_from_the_readme():
+    """.ci/run reads the Quickstart block with its own awk (the README is the one copy) and runs each
+    line it reads: the same two lines this file reads."""
+    ci = (REPO / ".ci" / "run").read_text()
+    [awk] = [line for line in ci.splitlines() if line.startswith("mapfile -t quickstart < <(awk ")]
+    program = awk.split("awk '", 1)[1].rsplit("' README.md)", 1)[0]
+    read = subprocess.run(["awk", program, "README.md"], cwd=REPO, capture_output=True, text=True, check=True)
+    assert read.stdout.splitlines() == quickstart()
+    assert 'eval "${quickstart[$i]}"' in ci
 
 
 def test_the_venv_step_works_with_this_python(tmp_path):

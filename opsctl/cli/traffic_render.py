@@ -41,12 +41,19 @@ def described(split: "dict | None", order) -> str:
 
 
 def change_text(r: "ChangeResult", order) -> str:
-    lines = [
-        f"{r.outcome:<9} {r.action}: {describe(r.before, order)} -> {describe(r.after, order)}",
-        f"target    {r.target} (version {r.version_before}"
-        + (f" -> {r.version})" if r.version and r.version != r.version_before else ")"),
-    ]
-    if r.requested is not None and r.requested != r.after:
+    if r.before is None and r.after is None and r.version_before is None:
+        # Refused before the split was read (a flag check, e.g. --emergency without --incident):
+        # say what was asked and that nothing was read or changed, not `unset -> unset (version None)`.
+        asked = "" if r.requested is None else f", asked {describe(r.requested, order)}"
+        lines = [f"{r.outcome:<9} {r.action}: nothing changed{asked}", f"target    {r.target} (not read)"]
+    else:
+        lines = [
+            f"{r.outcome:<9} {r.action}: {describe(r.before, order)} -> {describe(r.after, order)}",
+            f"target    {r.target} (version {r.version_before}"
+            + (f" -> {r.version})" if r.version and r.version != r.version_before else ")"),
+        ]
+    if r.requested is not None and r.requested != r.after and not (r.before is None and r.after is None
+                                                                      and r.version_before is None):
         lines.append(f"asked     {describe(r.requested, order)}")
     step = r.degradation
     if step is not None:

@@ -52,6 +52,8 @@ SCENARIOS: tuple[Scenario, ...] = (
              "the vendor answers, but slowly: move part of its share, then all of it if the page burn goes on"),
     Scenario("auth-throttling", "Auth-layer throttling", "vendor",
              "the vendor's auth layer answers 429: fewer requests per second, credentials, a platform ticket"),
+    Scenario("oauth-token-failure", "OAuth token endpoint failing", "vendor",
+             "the proxy cannot refresh its OAuth token for the vendor (auth errors): fail over, a platform ticket"),
     Scenario("internal-capacity-loss", "Loss of internal GPU capacity", "internal",
              "internal GPU pods are lost: move their share to the vendor, restore when the pods are back"),
     Scenario("quality-regression", "Quality regression after a vendor release", "vendor",
@@ -133,6 +135,7 @@ def _site(cfg: "Config") -> dict:
     return {
         "service": cfg.service,
         "config_name": Path(cfg.source_path).name if cfg.source_path != "<built-in>" else "the built-in default config",
+        "builtin_config": cfg.source_path == "<built-in>",
         "period": cv.window_label(cfg.slos.period_seconds),
         "base_url": cfg.runbook_base_url,
         "dashboards": [{"title": k, "url": v} for k, v in cfg.runbooks.dashboards.items()],
@@ -217,7 +220,8 @@ def _alert_runbook(cfg: "Config", site: dict, plan: "SloRulePlan", severity: str
     backend = slo.backend
     kind = cfg.backends[backend].kind if backend in cfg.backends else "all"
     if kind == "vendor":
-        wanted = ["vendor-outage", "auth-throttling"] if slo.kind == "availability" else ["vendor-latency"]
+        wanted = (["vendor-outage", "auth-throttling", "oauth-token-failure"] if slo.kind == "availability"
+                  else ["vendor-latency"])
         wanted.append("quality-regression")
     elif kind == "internal":
         wanted = ["internal-capacity-loss"]

@@ -315,7 +315,9 @@ class Collector:
         records = []
         channel = getattr(desk, "channel", None)
         if channel is not None and getattr(channel, "name", None) == "local":
-            records = channel.tickets()
+            # a local desk here is the drill's own ledger (setup.drill_config points serve's tickets at it,
+            # never at a real desk): every ticket in it is the drill's, whatever serve marked
+            records = [{**t, "drill": True} for t in channel.tickets()]
         else:
             for a in ticket_actions:
                 m = re.search(r"ticket (\S+) \(", a["detail"])

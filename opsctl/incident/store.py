@@ -15,7 +15,7 @@ so at most one incident of a service is open.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 from opsctl.errors import ConflictError, NoDataError
 from opsctl.incident.grouping import DEFAULT_QUIET, document_name, incident_id, joins, may_close, resolved_state
@@ -116,24 +116,16 @@ class StateIncidentStore:
         return incident
 
     def change(self, ident: str, change: Callable[[Incident], Incident | None]) -> Incident:
-        last: ConflictError | None = None
-        for _ in range(ATTEMPTS):
+        def attempt() -> Incident:
             incident, doc = self._doc(ident)
             if incident is None:
                 raise NoDataError(f"incident {ident}: not in {self.state.where}")
             new = change(incident)
             if new is None or new == incident:
                 return incident
-            try:
-                return self._put(new, doc)
-            except ConflictError as exc:
-                from opsctl.fencing import FencedError
+            return self._put(new, doc)
 
-                if isinstance(exc, FencedError):
-                    raise
-                last = exc
-        raise ConflictError(f"incident {ident}: every write met a concurrent one ({last.message if last else ''})",
-                            hint="another replica keeps changing it; the event is retried")
+        return _retried(attempt, f"incident {ident}", "another replica keeps changing it; the event is retried")
 
     def _point(self, index: "Document | None", ident: str | None, *, add: str | None = None) -> None:
         data: dict[str, Any] = dict(index.data) if index else {"version": 1, "recent": []}
@@ -147,18 +139,8 @@ class StateIncidentStore:
         """A firing alert joins the open incident, or opens one (its page's dedup key `page_key`,
         not sent yet); a resolved one updates the open incident that holds it (None: no open
         incident holds it, nothing to do)."""
-        last: ConflictError | None = None
-        for _ in range(ATTEMPTS):
-            try:
-                return self._take(alert, page_key)
-            except ConflictError as exc:
-                from opsctl.fencing import FencedError
-
-                if isinstance(exc, FencedError):
-                    raise
-                last = exc
-        raise ConflictError(f"{self.where}: every write met a concurrent one ({last.message if last else ''})",
-                            hint="another replica keeps changing them; the event is retried")
+        return _retried(lambda: self._take(alert, page_key), self.where,
+                        "another replica keeps changing them; the event is retried")
 
     def _take(self, alert: IncidentAlert, page_key: str) -> Joined | None:
         now = self.now()
@@ -236,3 +218,22 @@ class StateIncidentStore:
 
 
 __all__ = ["INDEX", "IncidentStore", "Joined", "StateIncidentStore"]
+
+
+_T = TypeVar("_T")
+
+
+def _retried(attempt: Callable[[], _T], where: str, hint: str) -> _T:
+    """`attempt` again after a compare-and-swap conflict, at most ATTEMPTS times; a fenced write
+    (a newer leader's term) is never retried."""
+    from opsctl.fencing import FencedError
+
+    last: ConflictError | None = None
+    for _ in range(ATTEMPTS):
+        try:
+            return attempt()
+        except FencedError:
+            raise
+        except ConflictError as exc:
+            last = exc
+    raise ConflictError(f"{where}: every write met a concurrent one ({last.message if last else ''})", hint=hint)

@@ -1,5 +1,5 @@
 """One `Clock` protocol (opsctl/clock.py) for what WallClock and SimClock both offer, used where code
-takes either (docs/design.md, "Shapes the open work shares", 3)."""
+takes either (docs/decisions/0007-one-clock-hook.md)."""
 
 from __future__ import annotations
 

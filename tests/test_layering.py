@@ -6,7 +6,7 @@ goes to the module named (`from opsctl.config import Config` -> opsctl.config, t
 `from opsctl.traffic import record` -> opsctl.traffic.record). The implicit import of a parent
 package is not an edge: a package's `__init__` may re-export its own modules.
 
-The floors, lowest first (docs/design.md, "Where things live"); a module may import its own floor
+The floors, lowest first (docs/design.md, "The rooms"; docs/decisions/0002-floors-and-no-cycles.md); a module may import its own floor
 and the floors below it:
 """
 

@@ -1,4 +1,4 @@
-"""The CLI conventions of docs/design.md ("Shapes the open work shares", item 5) and issue #27:
+"""The CLI conventions of docs/decisions/0009-cli-conventions.md and issue #27:
 where the built-in default keeps its state, exit codes that say what happened, `-o` always the
 format, one default instead of a required flag. Every run goes through the real `main()`."""
 

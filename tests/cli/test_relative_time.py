@@ -1,5 +1,5 @@
 """`--at` (and every TIME option) takes relative times, `now`, `now-7d`, `-7d`, `now-1h30m`, beside
-RFC 3339 with a zone: one parser, opsctl/cli/params.py (issue 35 item 3, docs/design.md shape C)."""
+RFC 3339 with a zone: one parser, opsctl/cli/params.py (issue 35 item 3, docs/decisions/0402-one-instant.md)."""
 
 from __future__ import annotations
 

@@ -21,6 +21,8 @@ def local_minute(ts: float) -> str:
 
 
 def plan_table(planned: PlannedRollout, html_out: str | None) -> str:
+    from opsctl.rollout.calendar import smaller_arm
+
     from opsctl.clock import format_duration
 
     result = planned.schedule
@@ -33,8 +35,10 @@ def plan_table(planned: PlannedRollout, html_out: str | None) -> str:
         lines.append(f"freeze {f.name}: {f.local(f.start)} until {f.local(f.end)}"
                      + (f" ({f.reason})" if f.reason else ""))
     for _, metric, size in planned.sizes:
-        lines.append(f"A/B {metric}: {size.per_arm} trials per arm ({size.days:.1f} days at"
-                     f" {size.daily_trials}/day, {size.share:.0%} share; {size.variance})")
+        small = smaller_arm(size.per_arm, size.share)
+        lines.append(f"A/B {metric}: {size.per_arm} trials per arm with equal arms, {small} in the"
+                     f" {size.share:.0%} arm of unequal ones ({size.days:.1f} days at {size.daily_trials}/day;"
+                     f" {size.variance})")
     lines.append(f"earliest completion: {local_minute(result.end)} UTC")
     if html_out:
         lines.append(f"timeline written to {html_out}")
@@ -60,6 +64,9 @@ def state_text(d: dict) -> str:
     lines = [f"rollout {d['id']}: {d['status']} at step {d['step'] + 1} ({d['phase']})"
              + (f"; paused: {d['paused_because']}" if d.get("paused_because") else "")
              + (f"; held by incident {d['incident']}" if d.get("incident") else "")]
+    if d.get("planned_end") and d["status"] not in ("completed", "aborted"):
+        lines.append(f"planned end: {format_rfc3339(d['planned_end'])} (re-planned when step {d['step'] + 1}"
+                     " was applied, around the freezes)")
     if d.get("term"):
         lines.append(f"written under term {d['term']}")
     for o in d.get("objects", []):

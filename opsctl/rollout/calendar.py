@@ -75,12 +75,15 @@ def first_conflict(calendar: FreezeCalendar, start: float, end: float) -> Freeze
 
 
 def schedule(plan: RolloutPlan, calendar: FreezeCalendar, start: float,
-             durations: dict[int, int] | None = None) -> Schedule:
-    """Place every step; `durations` overrides a step's length by index (e.g. an A/B horizon)."""
+             durations: dict[int, int] | None = None, *, first: int = 0) -> Schedule:
+    """Place every step from `first` (0-based) on; `durations` overrides a step's length by index
+    (step_seconds: the A/B horizons)."""
     steps: list[PlannedStep] = []
     spans: dict[tuple[str, float], FreezeSpan] = {}
     at = start
     for index, (stage, label, share, seconds) in enumerate(step_list(plan)):
+        if index < first:
+            continue
         seconds = (durations or {}).get(index, seconds)
         moved: list[str] = []
         for _ in range(MAX_MOVES):
@@ -111,28 +114,60 @@ def schedule(plan: RolloutPlan, calendar: FreezeCalendar, start: float,
     return Schedule(plan.name, start, tuple(steps), ordered)
 
 
-def ab_horizons(plan: RolloutPlan) -> tuple[dict[int, int], dict[int, list]]:
-    """For each A/B step: its length, the longer of `min_duration` and the fixed horizon the
-    declared metrics need at `daily_trials` (whole days), and the sample sizes behind it."""
+def smaller_arm(per_arm: int, share: float) -> int:
+    """Trials the smaller arm needs when the arms are unequal: the equal-arm `per_arm` n gives the
+    difference a variance of 2 p(1-p)/n; arms n_s and k n_s (k = larger / smaller share) give
+    p(1-p)(1 + 1/k)/n_s, equal when n_s = n (1 + 1/k) / 2 (k = 1: n itself)."""
+    small = min(share, 1 - share)
+    if not 0 < small <= 0.5:
+        raise ValueError("share must be between 0 and 1")
+    k = (1 - small) / small
+    return int(-(-(per_arm * (1 + 1 / k)) // 2))
+
+
+def horizon_days(per_arm: int, share: float, daily_trials: float) -> float:
+    """Days until the smaller arm holds its unequal-arm sample at `daily_trials` trials a day."""
+    return smaller_arm(per_arm, share) / (daily_trials * min(share, 1 - share))
+
+
+def step_seconds(plan: RolloutPlan, measured: dict[int, float] | None = None) -> tuple[dict[int, int], dict[int, list]]:
+    """Every step's length by 0-based index, the one answer of `rollout plan`, `rollout run` and
+    serve's controller: shadow holds, ramp soaks and cost windows as written; an A/B step the longer
+    of `min_duration` and the fixed horizon its metrics need (whole days), the smaller arm sized as
+    the smaller of unequal arms, at `measured[index]` trials a day when the controller has measured
+    them, else the stage's `daily_trials`. Also the sample sizes behind each A/B step."""
     from opsctl.quality.abtest import sample_size
 
     durations: dict[int, int] = {}
     sizes: dict[int, list] = {}
+    ab_stages = iter([s.ab for s in plan.stages if s.ab is not None])
     for index, (stage_kind, _, _, seconds) in enumerate(step_list(plan)):
+        durations[index] = seconds
         if stage_kind != "ab":
             continue
-        stage = [s.ab for s in plan.stages if s.ab is not None][len(sizes)]
+        stage = next(ab_stages)
+        per_day = (measured or {}).get(index, stage.daily_trials)
         found = []
         for metric in stage.metrics:
-            if metric.baseline is None or stage.daily_trials is None:
+            if metric.baseline is None or per_day is None:
                 continue
-            size = sample_size(metric.baseline, metric.margin, alpha=stage.alpha, power=stage.power,
-                               daily_trials=stage.daily_trials, share=stage.share / 100)
-            found.append((metric.name, size))
+            size = sample_size(metric.baseline, metric.margin, alpha=stage.alpha, power=stage.power)
+            days = horizon_days(size.per_arm, stage.share / 100, per_day)
+            found.append((metric.name, SampleSize(size.per_arm, size.baseline, size.margin, size.alpha, size.power,
+                                                  size.delta, size.variance, days, int(per_day),
+                                                  min(stage.share, 100 - stage.share) / 100)))
         sizes[index] = found
         days = max((s.days for _, s in found if s.days is not None), default=0.0)
         durations[index] = max(seconds, int(-(-days // 1)) * 86400)
     return durations, sizes
+
+
+def remaining(plan: RolloutPlan, calendar: FreezeCalendar, at: float, first: int,
+              measured: dict[int, float] | None = None) -> Schedule:
+    """The steps from `first` (0-based) on, placed from `at` as `schedule` places them: what the
+    controller re-plans when it applies a step (and when it measures the A/B's traffic)."""
+    durations, _ = step_seconds(plan, measured)
+    return schedule(plan, calendar, at, durations, first=first)
 
 
 class PlannedRollout(Model):
@@ -143,7 +178,9 @@ class PlannedRollout(Model):
 
     def to_dict(self) -> dict:
         data = self.schedule.to_dict()
-        data["sample_sizes"] = [{"step": i + 1, "metric": name, **size.to_dict()} for i, name, size in self.sizes]
+        data["sample_sizes"] = [{"step": i + 1, "metric": name, **size.to_dict(),
+                                 "smaller_arm": smaller_arm(size.per_arm, size.share or 0.5)}
+                                for i, name, size in self.sizes]
         return data
 
 
@@ -153,6 +190,6 @@ def plan_rollout(plan: RolloutPlan, calendar: FreezeCalendar, start: float | Non
     at = start if start is not None else plan.start_at
     if at is None:
         raise UsageError(f"{plan_file}: the plan has no `start`: give --start TIME")
-    durations, sizes = ab_horizons(plan)
+    durations, sizes = step_seconds(plan)
     result = schedule(plan, calendar, at, durations)
     return PlannedRollout(result, tuple((i, name, size) for i, found in sorted(sizes.items()) for name, size in found))

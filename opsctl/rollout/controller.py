@@ -61,6 +61,7 @@ class RolloutController:
         self.shadow = shadow if shadow is not None else shadow_service(cfg, traffic)
         self.order = list(cfg.backends)
         self.nothing_to_drive = False  # the last tick found no rollout document, or a finished one
+        self._lengths: tuple[object, dict[int, int]] = (None, {})
 
     def _say(self, text: str) -> None:
         if self.progress:
@@ -262,7 +263,8 @@ class RolloutController:
             why = f"a gate cannot be measured: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
             self._event(state, now, "paused", why, status="paused", paused_because=f"refused: {why}")
             return "paused"
-        span = first_conflict(FreezeCalendar(windows), now, now + step.seconds)
+        seconds = self._seconds(plan, step)
+        span = first_conflict(FreezeCalendar(windows), now, now + seconds)
         if span is not None:
             if state.waiting_until != span.end:
                 added = "" if any(w.name == span.name for w in self.cfg.freezes) else " (added since this process started)"
@@ -282,9 +284,12 @@ class RolloutController:
                         status="paused", paused_because=f"refused: {exc.message}", objects=self._standing(state, done))
             return "paused"
         count = len(self._analyses(plan, step))
+        from opsctl.rollout.calendar import remaining
+
+        ahead = remaining(plan, FreezeCalendar(windows), now, step.index)  # the rest, as `rollout plan` places it
         self._event(state, now, "applied", f"{step.label}: {target.describe(self.order)} ({outcome})",
                     ",".join(ids) or None, phase="soak", step_started=now, analyses=[AnalysisCount()] * count,
-                    waiting_until=None, objects=self._standing(state, done))
+                    waiting_until=None, objects=self._standing(state, done), planned_end=ahead.end)
         return "applied"
 
     def _unmeasurable(self, state: RolloutState, plan) -> list[str]:
@@ -293,6 +298,16 @@ class RolloutController:
         from opsctl.rollout.gates import gate_problems
 
         return gate_problems(self.cfg, plan, self._plan_dir(state))
+
+    def _seconds(self, plan, step: PlanStep) -> int:
+        """The step's length as `rollout plan` shows it (calendar.step_seconds: an A/B until its
+        horizon or min_duration, whichever is longer); cached per plan."""
+        from opsctl.rollout.calendar import step_seconds
+
+        key = repr(plan)
+        if self._lengths[0] != key:
+            self._lengths = (key, step_seconds(plan)[0])
+        return self._lengths[1][step.index]
 
     def _plan_dir(self, state: RolloutState) -> str:
         return state.plan_dir or self.cfg.base_dir
@@ -303,7 +318,7 @@ class RolloutController:
 
         analyses = self._analyses(plan, step)
         counts = list(state.analyses) + [AnalysisCount()] * (len(analyses) - len(state.analyses))
-        ends = (state.step_started or now) + step.seconds
+        ends = (state.step_started or now) + self._seconds(plan, step)
         at_end = now >= ends
         due = []
         for i, a in enumerate(analyses):

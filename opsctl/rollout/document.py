@@ -90,6 +90,7 @@ class RolloutState(Model):
     updated_at: float = 0.0
     term: str | None = None
     plan_dir: str = ""  # the plan file's directory at start (absolute): files an analysis names resolve there
+    planned_end: float | None = None  # the rollout's end as re-planned when the current step was applied
 
     def to_dict(self) -> dict:
         from opsctl.model.build import to_dict

@@ -208,8 +208,8 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, plan_dir: str =
 
 def next_event(controller, plan, step, state: "RolloutState", now: float) -> float:
     """The next instant the controller has something to do, so the simulated clock stops there and
-    never past it: a freeze's end the step waits for, the next measurement due, the step's end (its
-    length as the plan shows it); a held rollout looks again at its next interval (or in an hour)."""
+    never past it: a freeze's end the step waits for, the next measurement due, an A/B's next reading
+    of its traffic, the step's end (its length as the plan shows it); a held rollout looks again at its next interval (or in an hour)."""
     from opsctl.rollout.steps import ONCE_AT_END
 
     analyses = controller._analyses(plan, step)
@@ -218,8 +218,10 @@ def next_event(controller, plan, step, state: "RolloutState", now: float) -> flo
         if state.waiting_until and state.waiting_until > now:
             return state.waiting_until
         return now + (min(every) if every else 3600)
-    ends = state.step_started + controller._seconds(plan, step)
+    ends = state.step_started + controller._seconds(plan, step, state)
     due = [ends]
+    if step.kind == "ab":  # the A/B's traffic is read a day into the step and each day after
+        due.append((state.traffic_at if state.traffic_at is not None else state.step_started) + 86400)
     for a, c in zip([a for a in analyses], state.analyses):
         if a.check not in ONCE_AT_END and c.last_at is not None and c.last_at + a.interval.seconds < ends:
             due.append(c.last_at + a.interval.seconds)

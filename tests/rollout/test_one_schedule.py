@@ -141,3 +141,56 @@ def _write(tmp_path):
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(PLAN))
     return path
+
+
+def test_an_ab_step_re_plans_at_the_traffic_it_measures(tmp_path, healthy_store):
+    """The plan says 20,000 trials a day; the arms' counters show 10,000 (9,000 + 1,000) over the
+    A/B gate's one-day window. By hand: 37,270 per arm at 0.32 and 1 point (issue 39's closed form);
+    10/90 arms: the 10% arm needs 37,270 * (1 + 1/9) / 2 = 20,706. At 20,000 a day it fills 2,000 a
+    day: 10.35 -> 11 days; at 10,000 a day 1,000: 20.7 -> 21 days. A day into the step the controller
+    re-plans: the A/B ends at +21d, the rollout (a 1-day ramp step after it) at +22d, and
+    `rollout status` says so."""
+    from opsctl.fencing import Term
+    from opsctl.metrics.gauges import GaugeStore
+    from opsctl.rollout.serve import RolloutRunner
+    from tests.rollout.conftest import END
+
+    metric = {"name": "acceptance", "margin": 0.01, "baseline": 0.32,
+              "successes": 'sum(increase(grammar_suggestions_accepted_total{arm="$arm"}[$window]))',
+              "trials": 'sum(increase(grammar_suggestions_shown_total{arm="$arm"}[$window]))'}
+    plan = {"name": "ab-traffic", "backend": "databricks", "baseline": "internal", "stages": [
+        {"ab": {"share": 10, "min_duration": "7d", "daily_trials": 20000, "metrics": [metric],
+                "analysis": [{"check": "ab-equivalence", "success": "result.verdict == 'equivalent'",
+                              "failure": "result.verdict == 'different'", "args": {"window": "1d"}}]}},
+        {"ramp": {"steps": [{"weight": 50, "soak": "1d"}]}}]}
+    world = World(tmp_path, healthy_store)
+    world.start(plan)
+    runner = RolloutRunner(world.cfg, acting=lambda: True, term=lambda: Term("pod-a", 1), clock=world.clock)
+    assert runner.tick() == "applied"
+    applied = world.store().read()
+    assert applied.planned_end == END + 11 * D + D  # the plan's figure: 11 days, then the ramp's day
+    store = GaugeStore.open(world.cfg.state_path / "metrics.sqlite")
+    try:
+        for k in range(25):  # hourly counter samples over the step's first day
+            at = END + k * H
+            store.write([("grammar_suggestions_shown_total", {"arm": "internal"}, 375.0 * k),
+                         ("grammar_suggestions_shown_total", {"arm": "databricks"}, 1000 * k / 24),
+                         ("grammar_suggestions_accepted_total", {"arm": "internal"}, 120.0 * k),
+                         ("grammar_suggestions_accepted_total", {"arm": "databricks"}, 320 * k / 24)], at)
+    finally:
+        store.close()
+    world.clock.advance(D - 60)
+    assert runner.tick() == "idle"  # not yet a day in
+    world.clock.advance(60)
+    assert runner.tick() == "replanned"
+    state = world.store().read()
+    assert state.measured_trials == {"0": 10000}
+    assert state.planned_end == END + 21 * D + D
+    event = state.history[-1]
+    assert event.what == "replanned" and "10,000 trials a day measured (window; the plan: 20,000)" in event.detail
+    assert f"the step ends {format_rfc3339(END + 21 * D)} (was {format_rfc3339(END + 11 * D)})" in event.detail
+    world.clock.advance(10 * D)  # past the plan's 11 days: the step runs on, its sample not yet there
+    assert runner.tick() in ("idle", "measured")
+    assert world.store().read().step == 0 and world.store().read().phase == "soak"
+    shown = run_opsctl("--config", tmp_path / "opsctl.yaml", "rollout", "status")
+    assert f"planned end: {format_rfc3339(END + 22 * D)}" in shown.stdout

@@ -28,7 +28,12 @@ def plan_table(planned: PlannedRollout, html_out: str | None) -> str:
     result = planned.schedule
     rows = []
     for s in result.steps:
-        note = f"moved after freeze {', '.join(s.moved_after)}" if s.moved_after else ""
+        notes = [f"moved after freeze {', '.join(s.moved_after)}"] if s.moved_after else []
+        if [w for w in s.waited_for if not w.startswith("freeze ")]:
+            notes.append(f"waits for {', '.join(w for w in s.waited_for if not w.startswith('freeze '))}")
+        if s.held:
+            notes.append(f"holds {s.load_held}: {', '.join(s.held_because)}")
+        note = "; ".join(notes)
         rows.append([s.index, s.stage, s.label, local_minute(s.start), local_minute(s.end), format_duration(s.seconds), note])
     lines = [render_table(["#", "STAGE", "STEP", "START (UTC)", "END (UTC)", "LASTS", "NOTE"], rows), ""]
     for f in result.freezes:
@@ -39,6 +44,8 @@ def plan_table(planned: PlannedRollout, html_out: str | None) -> str:
         lines.append(f"A/B {metric}: {size.per_arm} trials per arm with equal arms, {small} in the"
                      f" {size.share:.0%} arm of unequal ones ({size.days:.1f} days at {size.daily_trials}/day;"
                      f" {size.variance})")
+    if planned.hours:
+        lines.append(f"steps start in {planned.hours}")
     lines.append(f"earliest completion: {local_minute(result.end)} UTC")
     if html_out:
         lines.append(f"timeline written to {html_out}")

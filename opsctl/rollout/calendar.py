@@ -8,6 +8,8 @@ instant in, the schedule out.
 
 from __future__ import annotations
 
+import dataclasses
+
 from opsctl.clock import format_rfc3339
 from opsctl.errors import UsageError
 from opsctl.freeze import FreezeCalendar, FreezeSpan
@@ -27,11 +29,33 @@ class PlannedStep(Model):
     start: float
     end: float
     moved_after: tuple[str, ...]  # freezes this step was moved past
+    waited_for: tuple[str, ...] = ()  # why it starts later than the step before ends (freezes, working hours)
+    held: float = 0.0  # after its own time: how long its load stays until the next step starts
+    held_because: tuple[str, ...] = ()  # the next step's waited_for
+
+    @property
+    def load(self) -> str:
+        return {"shadow": f"{self.share}% mirror", "ab": f"{self.share}% of users (A/B)",
+                "ramp": f"{self.share}% of requests", "cost": f"{self.share}% of requests"}[self.stage]
+
+    @property
+    def load_held(self) -> str:
+        """e.g. '100% mirror for 21.5 days' (its own 3 days and 18.5 held), '' when not held."""
+        if not self.held:
+            return ""
+        return f"{self.load} for {days_text(self.seconds + self.held)} ({days_text(self.held)} held)"
 
     def to_dict(self) -> dict:
         return {"index": self.index, "stage": self.stage, "step": self.label, "share": self.share,
                 "duration": self.seconds, "start": format_rfc3339(self.start), "end": format_rfc3339(self.end),
-                "moved_after": list(self.moved_after)}
+                "moved_after": list(self.moved_after), "waited_for": list(self.waited_for), "load": self.load,
+                "held": self.held, "held_until": format_rfc3339(self.end + self.held),
+                "held_because": list(self.held_because), "load_held": self.load_held}
+
+
+def days_text(seconds: float) -> str:
+    days = seconds / 86400
+    return f"{days:.1f} days" if days >= 1 else f"{seconds / 3600:.1f} hours"
 
 
 class Schedule(Model):
@@ -65,6 +89,39 @@ def step_list(plan: RolloutPlan) -> list[tuple[str, str, int, int]]:
     return out
 
 
+def next_opening(plan: RolloutPlan, at: float) -> float:
+    """The first instant at or after `at` inside the plan's working hours (in its timezone); `at`
+    itself without working hours."""
+    from datetime import datetime, timedelta
+
+    from opsctl.freeze import _zone
+    from opsctl.rollout.plan import parse_days, parse_hhmm
+
+    hours = plan.working_hours
+    if hours is None or plan.timezone is None:
+        return at
+    tz = _zone(plan.timezone)
+    days = parse_days(hours.days)
+    opens, closes = parse_hhmm(hours.start, "start"), parse_hhmm(hours.end, "end")
+    local = datetime.fromtimestamp(at, tz)
+    for offset in range(8):
+        day = (local + timedelta(days=offset)).date()
+        if day.weekday() not in days:
+            continue
+        begin = datetime(day.year, day.month, day.day, opens // 60, opens % 60, tzinfo=tz).timestamp()
+        end = datetime(day.year, day.month, day.day, closes // 60, closes % 60, tzinfo=tz).timestamp()
+        if begin <= at < end:
+            return at
+        if begin > at:
+            return begin
+    raise UsageError(f"{plan.name}: working_hours: no working day in a week ({hours.days})")
+
+
+def hours_text(plan: RolloutPlan) -> str:
+    h = plan.working_hours
+    return f"working hours ({h.days} {h.start}-{h.end} {plan.timezone})" if h else ""
+
+
 def first_conflict(calendar: FreezeCalendar, start: float, end: float) -> FreezeSpan | None:
     """The freeze occurrence that [start, end) touches first (in force at start, or starting before end)."""
     active = calendar.active(start)
@@ -86,18 +143,29 @@ def schedule(plan: RolloutPlan, calendar: FreezeCalendar, start: float,
             continue
         seconds = (durations or {}).get(index, seconds)
         moved: list[str] = []
+        waited: list[str] = []
         for _ in range(MAX_MOVES):
             span = first_conflict(calendar, at, at + seconds)
-            if span is None:
-                break
-            spans[(span.name, span.start)] = span
-            moved.append(span.name)
-            at = max(at, span.end)
+            if span is not None:
+                spans[(span.name, span.start)] = span
+                moved.append(span.name)
+                waited.append(f"freeze {span.name}")
+                at = max(at, span.end)
+                continue
+            opened = next_opening(plan, at)
+            if opened > at:
+                waited.append("working hours")
+                at = opened
+                continue
+            break
         else:
             raise UsageError(f"{plan.name}: step {index + 1} ({label}) finds no gap of {seconds}s between"
                              f" freezes after {MAX_MOVES} moves; shorten it or the freezes")
-        steps.append(PlannedStep(index + 1, stage, label, share, seconds, at, at + seconds, tuple(moved)))
+        steps.append(PlannedStep(index + 1, stage, label, share, seconds, at, at + seconds, tuple(moved),
+                                 tuple(dict.fromkeys(waited))))
         at += seconds
+    steps = [dataclasses.replace(step, held=after.start - step.end, held_because=after.waited_for)
+             if after.start > step.end else step for step, after in zip(steps, steps[1:])] + steps[-1:]
     for span in calendar.upcoming(start):  # freezes that fall in a gap of the plan are shown too
         if span.start < at:
             spans.setdefault((span.name, span.start), span)
@@ -175,13 +243,29 @@ class PlannedRollout(Model):
 
     schedule: Schedule
     sizes: tuple[tuple[int, str, SampleSize], ...]  # (the step's 0-based index, the metric, its size)
+    hours: str = ""  # the plan's working hours, said in words ("" without)
 
     def to_dict(self) -> dict:
         data = self.schedule.to_dict()
+        data["working_hours"] = self.hours or None
         data["sample_sizes"] = [{"step": i + 1, "metric": name, **size.to_dict(),
                                  "smaller_arm": smaller_arm(size.per_arm, size.share or 0.5)}
                                 for i, name, size in self.sizes]
         return data
+
+
+def check_complete_by(plan: RolloutPlan, result: Schedule, where: str) -> None:
+    """GuardRefused (exit 4: the freezes and the horizons refuse the deadline) when the schedule ends
+    after the plan's `complete_by`, with the gap and the step that runs past it."""
+    deadline = plan.complete_by_at
+    if deadline is None or result.end <= deadline:
+        return
+    from opsctl.errors import GuardRefused
+
+    late = next(s for s in result.steps if s.end > deadline)
+    raise GuardRefused(f"{where}: complete_by {plan.complete_by}: the schedule ends {format_rfc3339(result.end)},"
+                       f" {days_text(result.end - deadline)} late (step {late.index}, {late.label}, ends"
+                       f" {format_rfc3339(late.end)}); start earlier, shorten the steps or move complete_by")
 
 
 def plan_rollout(plan: RolloutPlan, calendar: FreezeCalendar, start: float | None, plan_file: str) -> PlannedRollout:
@@ -192,4 +276,6 @@ def plan_rollout(plan: RolloutPlan, calendar: FreezeCalendar, start: float | Non
         raise UsageError(f"{plan_file}: the plan has no `start`: give --start TIME")
     durations, sizes = step_seconds(plan)
     result = schedule(plan, calendar, at, durations)
-    return PlannedRollout(result, tuple((i, name, size) for i, found in sorted(sizes.items()) for name, size in found))
+    check_complete_by(plan, result, plan_file)
+    return PlannedRollout(result, tuple((i, name, size) for i, found in sorted(sizes.items()) for name, size in found),
+                          hours_text(plan))

@@ -272,6 +272,16 @@ class RolloutController:
                 self._event(state, now, "waiting", f"{step.label} would run into freeze {span.describe()}{added}:"
                                                    " waits until its end", waiting_until=span.end)
             return "waiting"
+        from opsctl.rollout.calendar import hours_text, next_opening
+
+        opened = next_opening(plan, now)  # the plan's working hours: a step starts only inside them
+        if opened > now:
+            if state.waiting_until != opened:
+                from opsctl.clock import format_rfc3339
+
+                self._event(state, now, "waiting", f"{step.label} waits for {hours_text(plan)}: until"
+                                                   f" {format_rfc3339(opened)}", waiting_until=opened)
+            return "waiting"
         target = self._target(plan, step, state)
         operation = f"{state.id}-s{step.index + 1}" + (f"-r{state.reapply}" if state.reapply else "")
         done: list[ObjectStep] = []

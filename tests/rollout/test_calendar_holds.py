@@ -6,6 +6,7 @@ York, across a Thanksgiving freeze 2027-11-24T00:00Z-11-29 and a winter break 20
 from __future__ import annotations
 
 import json
+import textwrap
 from datetime import datetime, timezone
 
 import pytest
@@ -160,3 +161,29 @@ def test_the_controller_waits_for_working_hours_as_the_plan_does(tmp_path, healt
     assert runner.tick() == "waiting"
     world.clock.advance(60)
     assert runner.tick() == "applied"
+
+
+def test_an_error_in_the_catalogs_defaults_is_reported_under_that_file(tmp_path):
+    """A catalog of two services ("summarize" beside the first): a freeze in `_defaults.yaml` at an
+    ambiguous New York time is reported under `_defaults.yaml`, not the service's file; a bad key in
+    the service's own file stays under the service's file."""
+    services = tmp_path / "services"
+    services.mkdir()
+    (services / "_defaults.yaml").write_text(textwrap.dedent("""\
+        backends:
+          internal: {kind: internal}
+          databricks: {kind: vendor, vendor: databricks}
+        state_dir: ../state
+        freezes:
+          - {name: fold, timezone: America/New_York, start: "2027-11-07T01:30", end: "2027-11-08T00:00"}
+        """))
+    (services / "grammar.yaml").write_text("metrics: {max_data_age: 1d}\n")
+    (services / "summarize.yaml").write_text("metrics: {max_data_age: soon}\n")
+    result = run_opsctl("--catalog", services, "--service", "grammar", "freeze", "status")
+    assert result.exit_code == 2
+    assert f"{services / '_defaults.yaml'}: freezes[0]: start: '2027-11-07T01:30' is ambiguous" in result.output
+    assert f"{services / 'grammar.yaml'}:" not in result.output
+    result = run_opsctl("--catalog", services, "--service", "summarize", "freeze", "status")
+    assert result.exit_code == 2
+    assert f"{services / 'summarize.yaml'}: metrics.max_data_age" in result.output
+    assert f"{services / '_defaults.yaml'}: freezes[0]: start" in result.output

@@ -187,3 +187,17 @@ def test_an_error_in_the_catalogs_defaults_is_reported_under_that_file(tmp_path)
     assert result.exit_code == 2
     assert f"{services / 'summarize.yaml'}: metrics.max_data_age" in result.output
     assert f"{services / '_defaults.yaml'}: freezes[0]: start" in result.output
+
+
+def test_rollout_start_refuses_a_plan_that_cannot_meet_its_complete_by(cfg_file, tmp_path):
+    """Started now, the fixture's eleven steps take at least 48 days (1+1+2+2+3+14+3+7+4+4+7): a
+    complete_by two days from now is refused before anything is read or written, dry run or not."""
+    import time
+
+    from opsctl.clock import format_rfc3339
+
+    plan = _variant(tmp_path, complete_by=format_rfc3339(time.time() + 2 * D))
+    for extra in (["--dry-run"], []):
+        result = run_opsctl("--config", cfg_file, "rollout", "start", plan, *extra)
+        assert result.exit_code == 4, result.output
+        assert f"complete_by {yaml.safe_load(plan.read_text())['complete_by']}: the schedule ends" in result.output

@@ -40,7 +40,7 @@ def plan_table(planned: PlannedRollout, html_out: str | None) -> str:
         lines.append(f"freeze {f.name}: {f.local(f.start)} until {f.local(f.end)}"
                      + (f" ({f.reason})" if f.reason else ""))
     for _, metric, size in planned.sizes:
-        small = smaller_arm(size.per_arm, size.share)
+        small = smaller_arm(size.per_arm, size.share or 0.5)
         lines.append(f"A/B {metric}: {size.per_arm} trials per arm with equal arms, {small} in the"
                      f" {size.share:.0%} arm of unequal ones ({size.days:.1f} days at {size.daily_trials}/day;"
                      f" {size.variance})")

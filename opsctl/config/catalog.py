@@ -168,7 +168,8 @@ def _holds(data: Any, key: str) -> bool:
     return True
 
 
-def _under_their_file(exc: ConfigError, path: Path, own: dict, defaults_path: Path, defaults: dict) -> ConfigError:
+def _under_their_file(exc: ConfigError, path: Path, own: dict[str, Any], defaults_path: Path,
+                      defaults: dict[str, Any]) -> ConfigError:
     """`exc` (the merged config's problems, each under the service's file) with each problem whose key
     only the catalog's `_defaults.yaml` holds reported under that file."""
     prefix = f"{path}: "

@@ -164,7 +164,23 @@ def _local(text: str, tz, what: str) -> datetime:
         raise ValueError(f"{what}: {text!r} is not a local date or date-time such as 2026-11-25T18:00") from exc
     if parsed.tzinfo is not None:
         raise ValueError(f"{what}: {text!r} carries a UTC offset; give a local time and set `timezone` instead")
-    return parsed.replace(tzinfo=tz)
+    return unambiguous(parsed, tz, what, text)
+
+
+def unambiguous(parsed: datetime, tz, what: str, text: str) -> datetime:
+    """`parsed` (naive) in `tz`; ValueError naming `what` when the clocks skip it (a DST gap) or show
+    it twice (a DST fold): no silent choice of one offset."""
+    from datetime import timezone as _utc_zone
+
+    dt = parsed.replace(tzinfo=tz)
+    zone = getattr(tz, "key", str(tz))
+    if dt.astimezone(_utc_zone.utc).astimezone(tz).replace(tzinfo=None) != parsed:
+        raise ValueError(f"{what}: {text!r} does not exist in {zone} (the clocks skip it at the DST change);"
+                         " give a time outside the gap")
+    if dt.utcoffset() != dt.replace(fold=1).utcoffset():
+        raise ValueError(f"{what}: {text!r} is ambiguous in {zone} (it occurs twice as the clocks go back);"
+                         " give a time outside that hour, or the freeze in UTC")
+    return dt
 
 
 class FreezeWindow(Model):

@@ -240,6 +240,12 @@ def start(app, plan_file, dry_run, yes, output):
     from opsctl.rollout.gates import check_gates
 
     check_gates(cfg, the_plan, plan_file)  # every gate measurable (files beside the plan): exit 2
+    from opsctl.freeze import FreezeCalendar
+    from opsctl.rollout.calendar import check_complete_by, schedule, step_seconds
+
+    # started now, the plan must still meet its complete_by (exit 4 with the gap), as `rollout plan` says
+    check_complete_by(the_plan, schedule(the_plan, FreezeCalendar(cfg.freezes), wall_now(), step_seconds(the_plan)[0]),
+                      plan_file)
     current, mirror, objects = starting_point(cfg)  # reads only; with traffic.shadow_actuator, both objects
     if current is None:
         from opsctl.errors import NoDataError

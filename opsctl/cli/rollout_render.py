@@ -21,20 +21,31 @@ def local_minute(ts: float) -> str:
 
 
 def plan_table(planned: PlannedRollout, html_out: str | None) -> str:
+    from opsctl.rollout.calendar import smaller_arm
+
     from opsctl.clock import format_duration
 
     result = planned.schedule
     rows = []
     for s in result.steps:
-        note = f"moved after freeze {', '.join(s.moved_after)}" if s.moved_after else ""
+        notes = [f"moved after freeze {', '.join(s.moved_after)}"] if s.moved_after else []
+        if [w for w in s.waited_for if not w.startswith("freeze ")]:
+            notes.append(f"waits for {', '.join(w for w in s.waited_for if not w.startswith('freeze '))}")
+        if s.held:
+            notes.append(f"holds {s.load_held}: {', '.join(s.held_because)}")
+        note = "; ".join(notes)
         rows.append([s.index, s.stage, s.label, local_minute(s.start), local_minute(s.end), format_duration(s.seconds), note])
     lines = [render_table(["#", "STAGE", "STEP", "START (UTC)", "END (UTC)", "LASTS", "NOTE"], rows), ""]
     for f in result.freezes:
         lines.append(f"freeze {f.name}: {f.local(f.start)} until {f.local(f.end)}"
                      + (f" ({f.reason})" if f.reason else ""))
     for _, metric, size in planned.sizes:
-        lines.append(f"A/B {metric}: {size.per_arm} trials per arm ({size.days:.1f} days at"
-                     f" {size.daily_trials}/day, {size.share:.0%} share; {size.variance})")
+        small = smaller_arm(size.per_arm, size.share or 0.5)
+        lines.append(f"A/B {metric}: {size.per_arm} trials per arm with equal arms, {small} in the"
+                     f" {size.share:.0%} arm of unequal ones ({size.days:.1f} days at {size.daily_trials}/day;"
+                     f" {size.variance})")
+    if planned.hours:
+        lines.append(f"steps start in {planned.hours}")
     lines.append(f"earliest completion: {local_minute(result.end)} UTC")
     if html_out:
         lines.append(f"timeline written to {html_out}")
@@ -60,6 +71,9 @@ def state_text(d: dict) -> str:
     lines = [f"rollout {d['id']}: {d['status']} at step {d['step'] + 1} ({d['phase']})"
              + (f"; paused: {d['paused_because']}" if d.get("paused_because") else "")
              + (f"; held by incident {d['incident']}" if d.get("incident") else "")]
+    if d.get("planned_end") and d["status"] not in ("completed", "aborted"):
+        lines.append(f"planned end: {format_rfc3339(d['planned_end'])} (re-planned when step {d['step'] + 1}"
+                     " was applied, around the freezes)")
     if d.get("term"):
         lines.append(f"written under term {d['term']}")
     for o in d.get("objects", []):

@@ -143,10 +143,47 @@ class Catalog:
         data["source_path"] = str(path)
         data["catalog"] = str(self.dir)
         data["base_dir"] = str(path.resolve().parent)
-        return build(Config, data, str(path))
+        try:
+            return build(Config, data, str(path))
+        except ConfigError as exc:  # a problem in a key only the shared defaults hold: under that file
+            raise _under_their_file(exc, path, own, self.dir / DEFAULTS_FILE, defaults) from None
 
     def load_all(self) -> list[Config]:
         return [self.load(name) for name in self.names]
+
+
+def _holds(data: Any, key: str) -> bool:
+    """Whether the file's `data` holds the key path `key` ('freezes[0]', 'traffic.file.path'): a
+    list is replaced whole, so the file holding the list holds every item."""
+    import re
+
+    node = data
+    for part in key.split("."):
+        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)", part)
+        if m is None or not isinstance(node, dict) or m.group(1) not in node:
+            return False
+        node = node[m.group(1)]
+        if m.group(2):
+            return True
+    return True
+
+
+def _under_their_file(exc: ConfigError, path: Path, own: dict[str, Any], defaults_path: Path,
+                      defaults: dict[str, Any]) -> ConfigError:
+    """`exc` (the merged config's problems, each under the service's file) with each problem whose key
+    only the catalog's `_defaults.yaml` holds reported under that file."""
+    prefix = f"{path}: "
+    moved = []
+    for problem in exc.problems:
+        rest = problem[len(prefix):] if problem.startswith(prefix) else None
+        key = rest.split(":", 1)[0].strip() if rest else ""
+        if rest and key and not _holds(own, key) and _holds(defaults, key):
+            problem = f"{defaults_path}: {rest}"
+        moved.append(problem)
+    if moved == list(exc.problems):
+        return exc
+    where = defaults_path if all(p.startswith(f"{defaults_path}: ") for p in moved) else path
+    return ConfigError(f"{where}: invalid configuration", problems=moved, hint=exc.hint)
 
 
 def _per_service(value: Any, service: str) -> Any:

@@ -102,9 +102,14 @@ def judge_arms(plan: RolloutPlan, stage: AbStage, source: Any, when: float, span
         share = stage.share / 100
         size = sample_size(base, metric.margin, alpha=stage.alpha, power=stage.power,
                            daily_trials=per_day.trials if per_day else None, share=share if per_day else None)
-        result = verdict(s_a, n_a, s_b, n_b, margin=metric.margin, needed=size.per_arm, alpha=stage.alpha)
+        # unequal arms sized as unequal arms (calendar.smaller_arm), as the plan's horizon counts them
+        from opsctl.rollout.calendar import horizon_days, smaller_arm
+
+        needed = smaller_arm(size.per_arm, share)
+        days = horizon_days(size.per_arm, share, per_day.trials) if per_day else None
+        result = verdict(s_a, n_a, s_b, n_b, margin=metric.margin, needed=needed, alpha=stage.alpha)
         results.append(AbMetricResult(metric.name, span, result,
-                                      round(size.days, 2) if size.days is not None else None,
+                                      round(days, 2) if days is not None else None,
                                       per_day.trials if per_day else None,
                                       per_day.basis if per_day else None,
                                       (s_a / n_a if n_a else None, s_b / n_b if n_b else None)))

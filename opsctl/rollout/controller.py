@@ -61,6 +61,7 @@ class RolloutController:
         self.shadow = shadow if shadow is not None else shadow_service(cfg, traffic)
         self.order = list(cfg.backends)
         self.nothing_to_drive = False  # the last tick found no rollout document, or a finished one
+        self._lengths: tuple[object, dict[int, int]] = (None, {})
 
     def _say(self, text: str) -> None:
         if self.progress:
@@ -150,7 +151,7 @@ class RolloutController:
 
     def tick(self) -> str:
         """At most one action; returns what it did (idle, intent, held, waiting, applied, measured,
-        paused, next, completed, aborted)."""
+        replanned, paused, next, completed, aborted)."""
         state = self.store.read()
         self.nothing_to_drive = state is None or state.status in FINISHED
         if state is None or state.status in FINISHED:
@@ -219,7 +220,8 @@ class RolloutController:
                 self._event(state, now, "completed", who, status="completed", handled=handled)
             else:
                 self._event(state, now, "promoted", who, status="running", paused_because="", handled=handled,
-                            step=state.step + 1, phase="apply", analyses=[], reapply=0, step_started=None)
+                            step=state.step + 1, phase="apply", analyses=[], reapply=0, step_started=None,
+                            traffic_at=None)
         else:
             self._abort(state, now, who, handled=handled)
         return "intent"
@@ -262,12 +264,23 @@ class RolloutController:
             why = f"a gate cannot be measured: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
             self._event(state, now, "paused", why, status="paused", paused_because=f"refused: {why}")
             return "paused"
-        span = first_conflict(FreezeCalendar(windows), now, now + step.seconds)
+        seconds = self._seconds(plan, step, state)
+        span = first_conflict(FreezeCalendar(windows), now, now + seconds)
         if span is not None:
             if state.waiting_until != span.end:
                 added = "" if any(w.name == span.name for w in self.cfg.freezes) else " (added since this process started)"
                 self._event(state, now, "waiting", f"{step.label} would run into freeze {span.describe()}{added}:"
                                                    " waits until its end", waiting_until=span.end)
+            return "waiting"
+        from opsctl.rollout.calendar import hours_text, next_opening
+
+        opened = next_opening(plan, now)  # the plan's working hours: a step starts only inside them
+        if opened > now:
+            if state.waiting_until != opened:
+                from opsctl.clock import format_rfc3339
+
+                self._event(state, now, "waiting", f"{step.label} waits for {hours_text(plan)}: until"
+                                                   f" {format_rfc3339(opened)}", waiting_until=opened)
             return "waiting"
         target = self._target(plan, step, state)
         operation = f"{state.id}-s{step.index + 1}" + (f"-r{state.reapply}" if state.reapply else "")
@@ -282,9 +295,13 @@ class RolloutController:
                         status="paused", paused_because=f"refused: {exc.message}", objects=self._standing(state, done))
             return "paused"
         count = len(self._analyses(plan, step))
+        from opsctl.rollout.calendar import remaining
+
+        # the rest, as `rollout plan` places it (at the traffic measured so far)
+        ahead = remaining(plan, FreezeCalendar(windows), now, step.index, _measured(state))
         self._event(state, now, "applied", f"{step.label}: {target.describe(self.order)} ({outcome})",
                     ",".join(ids) or None, phase="soak", step_started=now, analyses=[AnalysisCount()] * count,
-                    waiting_until=None, objects=self._standing(state, done))
+                    waiting_until=None, objects=self._standing(state, done), planned_end=ahead.end)
         return "applied"
 
     def _unmeasurable(self, state: RolloutState, plan) -> list[str]:
@@ -293,6 +310,79 @@ class RolloutController:
         from opsctl.rollout.gates import gate_problems
 
         return gate_problems(self.cfg, plan, self._plan_dir(state))
+
+    def _seconds(self, plan, step: PlanStep, state: RolloutState | None = None) -> int:
+        """The step's length as `rollout plan` shows it (calendar.step_seconds: an A/B until its
+        horizon or min_duration, whichever is longer), at the traffic measured so far; cached."""
+        from opsctl.rollout.calendar import step_seconds
+
+        measured = _measured(state)
+        key = (repr(plan), tuple(sorted(measured.items())))
+        if self._lengths[0] != key:
+            self._lengths = (key, step_seconds(plan, measured)[0])
+        return self._lengths[1][step.index]
+
+    def _calendar(self):
+        """The freezes as the config files hold them now (at start-up's when they no longer load)."""
+        from opsctl.errors import ConfigError
+        from opsctl.freeze import FreezeCalendar
+        from opsctl.traffic.freeze_source import current_freezes
+
+        try:
+            return FreezeCalendar(current_freezes(self.cfg))
+        except ConfigError:
+            return FreezeCalendar(self.cfg.freezes)
+
+    def _traffic(self, state: RolloutState, plan, step: PlanStep, now: float, ends: float) -> str | None:
+        """An A/B step's traffic, measured a day into it, each day after and once at its end: trials a
+        day of both arms over the A/B gate's window (quality.abtest.daily_trials: the window's own from
+        a day on, else scaled by the weekly profile). When the horizon at that traffic moves the step's end
+        (whole days, never under min_duration) the rest is re-planned (`replanned`, with the step's and
+        the rollout's new ends); else the figure is kept (`measured`). None: not due, or no counts."""
+        from opsctl.clock import format_rfc3339
+        from opsctl.errors import OpsctlError
+        from opsctl.quality.abtest import daily_trials, read_arms
+        from opsctl.rollout.ab_check import WithCounters
+        from opsctl.rollout.calendar import remaining
+
+        started = state.step_started if state.step_started is not None else now
+        last = state.traffic_at if state.traffic_at is not None else started
+        if not (now - last >= 86400 or (now >= ends and last < ends)) or now <= started:
+            return None
+        stage = plan.stages[step.stage].body
+        # over the window the A/B gate reads (its args.window, else its interval; 1h without one), at
+        # most the step so far: the counters `rollout run` simulates are there too
+        gate = next((a for a in stage.analysis if a.check == "ab-equivalence"), None)
+        window = (gate.args.window or gate.interval).seconds if gate is not None else 3600
+        seconds = int(min(now - started, window))
+        per_day = None
+        try:
+            counters = WithCounters(self.evidence(now, plan).source())
+            window = counters.window(f"{seconds}s", seconds)
+            for metric in stage.metrics[:1]:  # the arms' trials: the first metric's counters
+                arms = read_arms(counters, metric.successes, metric.trials, (plan.baseline, plan.backend), window, now)
+                per_day = daily_trials(sum(n for _, n in arms.values()), seconds, now)
+        except OpsctlError:
+            per_day = None
+        if per_day is None:  # no counts: the plan's figure stands; looked again in a day
+            self._event(state, now, "measured", f"{step.label}: no trials counted over the step so far;"
+                        " the plan's horizon stands", traffic_at=now)
+            return "measured"
+        before = self._seconds(plan, step, state)
+        measured = {**state.measured_trials, str(step.index): per_day.trials}
+        after = self._seconds(plan, step, dataclasses.replace(state, measured_trials=measured))
+        said = f"{per_day.trials:,} trials a day measured ({per_day.basis}; the plan: " + (
+            f"{stage.daily_trials:,})" if stage.daily_trials else "none)")
+        if after == before:
+            self._event(state, now, "measured", f"{step.label}: {said}; its end stands",
+                        measured_trials=measured, traffic_at=now)
+            return "measured"
+        end = remaining(plan, self._calendar(), started + after, step.index + 1, _measured_of(measured)).end \
+            if step.index + 1 < len(plan_steps(plan)) else started + after
+        self._event(state, now, "replanned", f"{step.label}: {said}: the step ends {format_rfc3339(started + after)}"
+                    f" (was {format_rfc3339(started + before)}); the rollout {format_rfc3339(end)}",
+                    measured_trials=measured, traffic_at=now, planned_end=end)
+        return "replanned"
 
     def _plan_dir(self, state: RolloutState) -> str:
         return state.plan_dir or self.cfg.base_dir
@@ -303,7 +393,11 @@ class RolloutController:
 
         analyses = self._analyses(plan, step)
         counts = list(state.analyses) + [AnalysisCount()] * (len(analyses) - len(state.analyses))
-        ends = (state.step_started or now) + step.seconds
+        ends = (state.step_started or now) + self._seconds(plan, step, state)
+        if step.kind == "ab":
+            replanned = self._traffic(state, plan, step, now, ends)
+            if replanned:
+                return replanned
         at_end = now >= ends
         due = []
         for i, a in enumerate(analyses):
@@ -347,8 +441,17 @@ class RolloutController:
             self._event(state, now, "completed", f"{step.label} held; the rollout is done", status="completed")
             return "completed"
         self._event(state, now, "next", f"{step.label} passed", step=state.step + 1, phase="apply", analyses=[],
-                    reapply=0, step_started=None)
+                    reapply=0, step_started=None, traffic_at=None)
         return "next"
+
+
+def _measured_of(measured: dict[str, int]) -> dict[int, float]:
+    return {int(k): float(v) for k, v in measured.items()}
+
+
+def _measured(state: RolloutState | None) -> dict[int, float]:
+    """The A/B traffic the controller measured, by step index (calendar.step_seconds' `measured`)."""
+    return _measured_of(state.measured_trials) if state is not None else {}
 
 
 def _brief(result: dict) -> str:

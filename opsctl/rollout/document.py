@@ -90,6 +90,11 @@ class RolloutState(Model):
     updated_at: float = 0.0
     term: str | None = None
     plan_dir: str = ""  # the plan file's directory at start (absolute): files an analysis names resolve there
+    planned_end: float | None = None  # the rollout's end as re-planned when the current step was applied
+    # A/B steps' trials a day (both arms) as the controller measured them, by 0-based step index ("1"):
+    # the step's horizon at that traffic (calendar.step_seconds); when the current step's was last read
+    measured_trials: dict[str, int] = field(default_factory=dict)
+    traffic_at: float | None = None
 
     def to_dict(self) -> dict:
         from opsctl.model.build import to_dict

@@ -263,6 +263,43 @@ class Stage(Model):
         return getattr(self, self.kind)
 
 
+DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+def parse_days(text: str) -> tuple[int, ...]:
+    """'Mon-Fri' or 'Mon,Wed,Fri' (or a mix: 'Mon-Wed,Fri') -> weekday numbers (Monday 0)."""
+    out: list[int] = []
+    for part in text.split(","):
+        ends = [p.strip().capitalize()[:3] for p in part.split("-")]
+        if len(ends) > 2 or any(e not in DAYS for e in ends):
+            raise ValueError(f"days: {text!r} is not a list of days such as Mon-Fri or Mon,Wed,Fri")
+        a, b = DAYS.index(ends[0]), DAYS.index(ends[-1])
+        out += list(range(a, b + 1)) if a <= b else list(range(a, 7)) + list(range(0, b + 1))
+    return tuple(sorted(set(out)))
+
+
+def parse_hhmm(text: str, what: str) -> int:
+    """'09:00' -> minutes after midnight."""
+    m = re.fullmatch(r"([01][0-9]|2[0-3]):([0-5][0-9])", text.strip())
+    if m is None:
+        raise ValueError(f"{what}: {text!r} is not a time of day such as 09:00")
+    return int(m.group(1)) * 60 + int(m.group(2))
+
+
+class WorkingHours(Model):
+    """When a step may start, in the plan's `timezone`: e.g. {days: Mon-Fri, start: "09:00", end: "17:00"}.
+    Only starts are held to it; a step runs on past `end`."""
+
+    days: str = "Mon-Fri"
+    start: str = "09:00"
+    end: str = "17:00"
+
+    def __post_init__(self):
+        parse_days(self.days)
+        if parse_hhmm(self.end, "end") <= parse_hhmm(self.start, "start"):
+            raise ValueError("end must be after start")
+
+
 class RolloutPlan(Model):
     name: str
     backend: str  # the backend receiving the traffic (e.g. databricks)
@@ -270,12 +307,21 @@ class RolloutPlan(Model):
     stages: list[Stage]
     start: str | None = None  # RFC 3339, the default for `rollout plan --start`
     description: str = ""
+    timezone: str | None = None  # IANA zone of the plan's local times (working hours); e.g. America/New_York
+    working_hours: WorkingHours | None = None  # steps start only inside these (needs `timezone`)
+    complete_by: str | None = None  # RFC 3339: a plan whose schedule ends later is refused
 
     @property
     def start_at(self) -> float | None:
         from opsctl.clock import parse_rfc3339
 
         return None if self.start is None else parse_rfc3339(self.start, require_zone=True)
+
+    @property
+    def complete_by_at(self) -> float | None:
+        from opsctl.clock import parse_rfc3339
+
+        return None if self.complete_by is None else parse_rfc3339(self.complete_by, require_zone=True)
 
 
 def _problems(plan: RolloutPlan) -> list[str]:
@@ -288,6 +334,20 @@ def _problems(plan: RolloutPlan) -> list[str]:
             plan.start_at
         except ValueError as exc:
             problems.append(f"start: {exc}")
+    if plan.complete_by is not None:
+        try:
+            plan.complete_by_at
+        except ValueError as exc:
+            problems.append(f"complete_by: {exc}")
+    if plan.timezone is not None:
+        from opsctl.freeze import _zone
+
+        try:
+            _zone(plan.timezone)
+        except ValueError as exc:
+            problems.append(f"timezone: {exc}")
+    if plan.working_hours is not None and plan.timezone is None:
+        problems.append("working_hours: needs the plan's `timezone` (e.g. timezone: America/New_York)")
     if not plan.stages:
         problems.append("stages: a plan needs at least one stage")
     weight, steps = 0, 0

@@ -85,7 +85,7 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, plan_dir: str =
     from opsctl.rollout.analyses import Evidence
     from opsctl.rollout.controller import RolloutController
     from opsctl.rollout.document import FINISHED, RolloutStore, start_rollout
-    from opsctl.rollout.steps import ONCE_AT_END, object_steps, plan_steps
+    from opsctl.rollout.steps import object_steps, plan_steps
     from opsctl.state.local import LocalStateStore
     from opsctl.traffic.service import TrafficService
 
@@ -198,22 +198,35 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, plan_dir: str =
         if state.status in FINISHED or state.status == "paused":
             break
         if what in ("idle", "waiting", "held"):
-            # the next measurement due; A/B and cost are measured once, at the step's end (below)
-            every = [a.interval.seconds for a in controller._analyses(plan, steps[state.step])
-                     if a.check not in ONCE_AT_END]
-            wait: float = min(every) if every else float(steps[state.step].seconds)  # to the end, below
-            if what == "waiting" and state.waiting_until:
-                wait = max(wait, state.waiting_until - clock.now())
-            elif state.step_started is not None:
-                ends = state.step_started + steps[state.step].seconds
-                if clock.now() < ends:
-                    wait = min(wait, ends - clock.now()) if ends - clock.now() > 0 else wait
-            clock.advance(max(60.0, wait))
+            clock.advance(max(60.0, next_event(controller, plan, steps[state.step], state, clock.now()) - clock.now()))
     state = _read(store)
     history = [{"at": _rfc(e.at), "step": e.step, "what": e.what, "detail": e.detail} for e in state.history
                if e.what != "measured"]
     return RunResult(state.status, state.step + 1, start, clock.now(), ticks, counted[0],
                      round(time.perf_counter() - started, 3), history, gates)
+
+
+def next_event(controller, plan, step, state: "RolloutState", now: float) -> float:
+    """The next instant the controller has something to do, so the simulated clock stops there and
+    never past it: a freeze's end the step waits for, the next measurement due, an A/B's next reading
+    of its traffic, the step's end (its length as the plan shows it); a held rollout looks again at its next interval (or in an hour)."""
+    from opsctl.rollout.steps import ONCE_AT_END
+
+    analyses = controller._analyses(plan, step)
+    every = [a.interval.seconds for a in analyses if a.check not in ONCE_AT_END]
+    if state.phase == "apply" or state.step_started is None:
+        if state.waiting_until and state.waiting_until > now:
+            return state.waiting_until
+        return now + (min(every) if every else 3600)
+    ends = state.step_started + controller._seconds(plan, step, state)
+    due = [ends]
+    if step.kind == "ab":  # the A/B's traffic is read a day into the step and each day after
+        due.append((state.traffic_at if state.traffic_at is not None else state.step_started) + 86400)
+    for a, c in zip([a for a in analyses], state.analyses):
+        if a.check not in ONCE_AT_END and c.last_at is not None and c.last_at + a.interval.seconds < ends:
+            due.append(c.last_at + a.interval.seconds)
+    later = [t for t in due if t > now]
+    return min(later) if later else now + 60
 
 
 def _gates(plan, step, index: int, counts) -> list[dict]:

@@ -107,7 +107,8 @@ def test_ab_reads_the_arms_from_prometheus_and_waits_for_its_horizon(tmp_path, p
     [row] = json.loads(result.stdout)
     assert row["daily_basis"] == "plan" and row["daily_trials"] == 120_000
     # the closed form for half a point: (1.645 + 1.282)^2 * 2 * .32 * .68 / .005^2 = 149,100 per arm
-    assert row["needed"] == pytest.approx(149_100, rel=0.01)
+    # with equal arms; the arms are 10/90 (k = 9), so the smaller needs 149,100 * (1 + 1/9) / 2 = 82,833
+    assert row["needed"] == pytest.approx(149_100 * (1 + 1 / 9) / 2, rel=0.01)
     assert row["days"] == pytest.approx(row["needed"] / 12_000, abs=0.005)
     table = run_opsctl("--config", cfg, "rollout", "ab", plan(0.005, 120000), "--at", at)
     assert f"the horizon takes {row['days']:g} days at 120,000 trials a day (plan)" in table.stdout

@@ -10,7 +10,7 @@ import pytest
 
 from opsctl.errors import ConfigError, UsageError
 from opsctl.freeze import FreezeCalendar, FreezeWindow
-from opsctl.rollout.calendar import ab_horizons, schedule
+from opsctl.rollout.calendar import schedule, step_seconds
 from opsctl.rollout.plan import Analysis, build_plan, judge, load_plan
 from tests.conftest import REPO, run_opsctl, write_config
 
@@ -34,7 +34,7 @@ def test_shipped_example_crosses_thanksgiving_and_winter_break_and_finishes_in_j
 
     cfg = load_config(str(SHIPPED))
     plan = load_plan(EXAMPLE, backends=list(cfg.backends))
-    durations, _ = ab_horizons(plan)
+    durations, _ = step_seconds(plan)
     result = schedule(plan, FreezeCalendar(cfg.freezes), plan.start_at, durations)
     steps = result.steps
     # By hand: 2026-11-02 09:00 EST = 14:00Z; shadow 1+1+2+2+3 days, A/B 14 days -> 2026-11-25 14:00Z.
@@ -155,15 +155,29 @@ def test_conditions_combine_with_and_or_and_compare_words():
 
 def test_an_ab_step_lasts_as_long_as_its_fixed_horizon_needs():
     # 2 * 0.3 * 0.7 * (z_.95 + z_.9)^2 / 0.005^2 with z_.95 = 1.644854, z_.9 = 1.281552:
-    # 0.42 * 8.56385 / 0.000025 = 143,873 per arm; a 10% arm of 20,000 trials/day takes 72 days.
+    # 0.42 * 8.56385 / 0.000025 = 143,873 per arm with equal arms. The arms are 10/90 (k = 9): the
+    # smaller needs 143,873 * (1 + 1/9) / 2 = 79,929.4 -> 79,930, at 2,000 trials/day: 39.97 -> 40 days
+    # (issue 39 item 2: the equal-arm n in the 10% arm took 72 days, 1.8x what the test needs).
     data = plan_of([{"ab": {"share": 10, "min_duration": "14d", "daily_trials": 20000,
                             "metrics": [{"name": "acc", "successes": "s", "trials": "t", "margin": 0.005,
                                          "baseline": 0.3}]}}])
     plan = build_plan(data, "p.yaml")
-    durations, sizes = ab_horizons(plan)
+    durations, sizes = step_seconds(plan)
     size = sizes[0][0][1]
     assert abs(size.per_arm - 143873) <= 3
-    assert durations[0] == 72 * 86400
+    assert durations[0] == 40 * 86400
+
+
+def test_a_10_90_split_sizes_the_smaller_arm_as_an_unequal_arm():
+    from opsctl.rollout.calendar import horizon_days, smaller_arm
+
+    # issue 39: 37,270 per arm at 0.32 and 1 point (the closed form). For k = 90/10 = 9 the smaller
+    # arm needs n (1 + 1/k) / 2 = 37,270 * 10/9 / 2 = 20,705.56 -> 20,706; equal arms (k = 1): n.
+    assert smaller_arm(37270, 0.10) == 20706
+    assert smaller_arm(37270, 0.90) == 20706
+    assert smaller_arm(37270, 0.50) == 37270
+    # at 20,000 trials a day the 10% arm fills 2,000 a day: 20,706 / 2,000 = 10.353 days
+    assert abs(horizon_days(37270, 0.10, 20000) - 10.353) < 1e-9
 
 
 def test_cli_plan_json_gives_rfc3339_steps_and_writes_a_timeline(tmp_path):

@@ -33,7 +33,7 @@ def plan_table(planned: PlannedRollout, html_out: str | None) -> str:
         lines.append(f"freeze {f.name}: {f.local(f.start)} until {f.local(f.end)}"
                      + (f" ({f.reason})" if f.reason else ""))
     for _, metric, size in planned.sizes:
-        lines.append(f"A/B {metric}: {size.per_arm} trials per arm ({size.days:.1f} days at"
+        lines.append(f"A/B {metric}: {size.per_arm} trials per arm for ±{size.margin * 100:g} points ({size.days:.1f} days at"
                      f" {size.daily_trials}/day, {size.share:.0%} share; {size.variance})")
     lines.append(f"earliest completion: {local_minute(result.end)} UTC")
     if html_out:
@@ -51,6 +51,7 @@ def ab_table(check: AbCheck) -> str:
     return "\n".join(f"{r.metric}: {r.verdict.verdict} ({r.verdict.outcome}): {r.verdict.reason}"
                      + (f"; difference {r.verdict.difference * 100:+.2f} points" if r.verdict.difference is not None
                         else "")
+                     + (f"; margin {r.margin.describe()}" if r.margin else "")
                      + _days_text(r) for r in check.results)
 
 

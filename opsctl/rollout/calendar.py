@@ -115,6 +115,7 @@ def ab_horizons(plan: RolloutPlan) -> tuple[dict[int, int], dict[int, list]]:
     """For each A/B step: its length, the longer of `min_duration` and the fixed horizon the
     declared metrics need at `daily_trials` (whole days), and the sample sizes behind it."""
     from opsctl.quality.abtest import sample_size
+    from opsctl.rollout.margins import ab_margin
 
     durations: dict[int, int] = {}
     sizes: dict[int, list] = {}
@@ -126,7 +127,7 @@ def ab_horizons(plan: RolloutPlan) -> tuple[dict[int, int], dict[int, list]]:
         for metric in stage.metrics:
             if metric.baseline is None or stage.daily_trials is None:
                 continue
-            size = sample_size(metric.baseline, metric.margin, alpha=stage.alpha, power=stage.power,
+            size = sample_size(metric.baseline, ab_margin(metric).value, alpha=stage.alpha, power=stage.power,
                                daily_trials=stage.daily_trials, share=stage.share / 100)
             found.append((metric.name, size))
         sizes[index] = found

@@ -150,3 +150,38 @@ def test_rollout_plan_sizes_the_ab_for_the_margin_drawn_from_the_goal(tmp_path):
     # margin 0.1 x (1 - 0.95) = 0.005; n = (1.645 + 1.2816)^2 * 2 * .32 * .68 / .005^2 = 149,08x per arm;
     # the smaller arm fills at 40,000 a day: 3.7 days
     assert "trials per arm for ±0.5 points (3.7 days at 400000/day" in result.stdout
+
+
+def _ramp_plan(tmp_path, args: str):
+    plan = tmp_path / f"ramp-{abs(hash(args))}.yaml"
+    plan.write_text(textwrap.dedent(f"""\
+        name: ramp-only
+        backend: databricks
+        baseline: internal
+        start: "2026-11-02T09:00:00-05:00"
+        stages:
+          - ramp:
+              steps:
+                - {{weight: 20, soak: 1d}}
+              analysis:
+                - check: latency-judge
+                  success: "result.verdict == 'equivalent'"
+                  failure: "result.verdict == 'worse'"
+                  args: {args}
+        """))
+    return plan
+
+
+def test_a_latency_judge_with_no_slo_to_draw_from_is_refused_before_the_rollout_starts(tmp_path):
+    cfg = write_config(tmp_path)
+    # 2 s is a bucket bound but no shipped SLO has it: no margin to draw, refused by plan and start
+    refused = _ramp_plan(tmp_path, "{threshold: 2}")
+    for command in (("rollout", "plan"), ("rollout", "start", "--dry-run")):
+        result = run_opsctl("--config", cfg, *command, refused)
+        assert result.exit_code == 2, (command, result.output)
+        assert ("stages[0].ramp.analysis[0].args.margin: no latency SLO with a 2s threshold covers databricks"
+                in result.stderr), (command, result.stderr)
+    # the 1 s SLO exists: its margin is drawn; an explicit margin needs no SLO
+    for args in ("{threshold: 1}", "{threshold: 2, margin: 0.001}"):
+        result = run_opsctl("--config", cfg, "rollout", "plan", _ramp_plan(tmp_path, args))
+        assert result.exit_code == 0, (args, result.output)

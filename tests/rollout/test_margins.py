@@ -185,3 +185,18 @@ def test_a_latency_judge_with_no_slo_to_draw_from_is_refused_before_the_rollout_
     for args in ("{threshold: 1}", "{threshold: 2, margin: 0.001}"):
         result = run_opsctl("--config", cfg, "rollout", "plan", _ramp_plan(tmp_path, args))
         assert result.exit_code == 0, (args, result.output)
+
+
+def test_the_rollouts_latency_judge_draws_the_same_margin_and_aborts_on_the_growth(tmp_path):
+    from opsctl.config.loading import load_config_file
+    from opsctl.rollout.analyses import Evidence, latency_judge
+    from opsctl.rollout.plan import load_plan
+
+    cfg = load_config_file(_store(tmp_path, BASE, GROWN))
+    plan = load_plan(_ramp_plan(tmp_path, "{threshold: 1}"), backends=list(cfg.backends))
+    [analysis] = plan.stages[0].ramp.analysis
+    result = latency_judge(analysis, Evidence(cfg, plan, 1_795_000_000))
+    # the figures of test_rollout_latency_draws_its_margin_from_the_slo_and_says_so, over the 1 h interval
+    assert (result["verdict"], result["margin"], result["margin_slo"]) == (
+        "worse", 0.0001, "llm-inference-databricks-latency-1s")
+    assert result["difference"] == pytest.approx(0.0007)

@@ -124,7 +124,12 @@ def _confirmer(yes: bool, dry_run: bool, order, cfg=None):
         else:
             from opsctl.traffic.guards import capacity_preview
 
-            text = prompt_text(what, order, capacity_preview(cfg, what) if cfg is not None else None)
+            preview = None
+            if cfg is not None and what.requested is not None:
+                preview = capacity_preview(cfg, what.action, what.before, what.requested, emergency=what.emergency,
+                                           incident=what.incident, operation_id=what.operation_id,
+                                           reason=what.reason)
+            text = prompt_text(what, order, preview)
         click.echo(text, err=True)
         return click.confirm("Apply?", default=False, err=True)
 

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from opsctl.clock import Clock
     from opsctl.config import Config
     from opsctl.metrics.base import MetricSource
-    from opsctl.traffic.change import ChangeResult
     from opsctl.traffic.record import ChangeRecord
 
 ACTIONS = ("set", "ramp", "failover", "restore", "rollback")
@@ -406,18 +405,18 @@ POLICY_GUARDS = ("bounds", "freeze", "rate", "budget")
 CAPACITY_GUARD = "capacity"
 
 
-def capacity_preview(cfg: "Config", result: "ChangeResult", clock: "Clock | None" = None) -> GuardResult:
-    """The capacity guard on the change `result` describes, read only (GuardContext.preview: no
+def capacity_preview(cfg: "Config", action: str, before: Split | None, after: Split, *, emergency: bool = False,
+                     incident: str | None = None, operation_id: str = "", reason: str = "",
+                     clock: "Clock | None" = None) -> GuardResult:
+    """The capacity guard on the change `before` -> `after`, read only (GuardContext.preview: no
     scaling, not even a server-side dry run): what the confirmation prompt shows beside the four
     policy guards, which the controller checks again, scaling if it must, once confirmed."""
     from opsctl.audit import AuditLog
     from opsctl.clock import WallClock
 
     clock = clock or WallClock()
-    assert result.requested is not None  # asked only once the plan is made
-    ctx = GuardContext(cfg, result.action, result.before, result.requested, result.emergency, result.incident,
-                       clock.now(), result.operation_id, True, AuditLog(cfg.audit_path), result.reason, clock,
-                       preview=True, record=None)
+    ctx = GuardContext(cfg, action, before, after, emergency, incident, clock.now(), operation_id, True,
+                       AuditLog(cfg.audit_path), reason, clock, preview=True)
     try:
         return check_capacity(ctx)
     except OpsctlError as exc:  # a capacity model that cannot be read: said, the real check decides

@@ -3,7 +3,7 @@ drill scenarios, SLO names, incident ids. Each reads the config the command line
 (--config, $OPSCTL_CONFIG, ./opsctl.yaml, the built-in default) and answers nothing rather than
 fail: a completion never prints an error into the user's prompt.
 
-    eval "$(_OPSCTL_COMPLETE=bash_source opsctl)"     # bash (zsh: zsh_source, fish: fish_source)
+    eval "$(_OPSCTL_COMPLETE=bash_source opsctl)"     # bash (zsh: zsh_source; fish: fish_source, see fish_complete.py)
 
 An argument taking a name or a file (a scenario, an SLO) answers the names that match, or a file
 entry when none does or what is typed looks like a path (`names_or_files`): Click's bash script

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -211,6 +212,10 @@ def run() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    if os.environ.get("_OPSCTL_COMPLETE", "").startswith("fish"):  # Click's fish script fails on fish 3.6
+        from opsctl.cli.fish_complete import register
+
+        register()
     try:
         cli.main(args=argv, prog_name="opsctl", standalone_mode=False)
     except OpsctlError as exc:

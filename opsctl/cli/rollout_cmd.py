@@ -121,8 +121,9 @@ def m2(gold, answers, tokenized, output):
 @click.option("--window", default="1h", show_default=True, metavar="DUR", help="Histogram window.")
 @click.option("--threshold", type=float, default=0.5, show_default=True,
               help="Seconds: the judge compares the share of requests slower than this (a bucket bound).")
-@click.option("--margin", type=float, default=0.01, show_default=True,
-              help="Equivalence margin on that share (0.01 = one point).")
+@click.option("--margin", type=float, default=None,
+              help="Equivalence margin on that share (0.01 = one point). Default: a tenth of the error budget"
+                   " of the latency SLO with this threshold (0.0001 for a 99.9% SLO).")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="Level of each one-sided test.")
 @source_options
 @output_option
@@ -134,11 +135,12 @@ def latency(app, baseline, candidate, window, threshold, margin, alpha, promethe
 
     \b
     Example:
-      opsctl rollout latency --baseline internal --candidate databricks --window 2h --margin 0.01
+      opsctl rollout latency --baseline internal --candidate databricks --window 2h --threshold 1
     """
     from opsctl.cli.source_options import open_checked_source, parse_window
     from opsctl.errors import NoDataError, OpsctlError
-    from opsctl.quality.latency_judge import judge, read_histogram
+    from opsctl.quality.latency_judge import judge, read_histogram, share_over
+    from opsctl.rollout.margins import latency_margin
 
     cfg = app.config
     cfg.backend(baseline)
@@ -146,17 +148,25 @@ def latency(app, baseline, candidate, window, threshold, margin, alpha, promethe
     seconds = parse_window(window)
     source, when = open_checked_source(cfg, source_kind, prometheus_url, at)
     scope = cfg.service_matcher  # two services' histograms never sum
-    result = judge(read_histogram(source, baseline, seconds, when, scope),
-                   read_histogram(source, candidate, seconds, when, scope),
-                   threshold=threshold, margin=margin, alpha=alpha)
-    emit(result.to_dict(), output, table=lambda d: (
+    a, b = (read_histogram(source, name, seconds, when, scope) for name in (baseline, candidate))
+    share_over(a, threshold)  # a threshold that is no bucket bound is refused before any margin is sought
+    drawn = latency_margin(_slos_of(cfg) if margin is None else [], candidate, threshold, margin)
+    result = judge(a, b, threshold=threshold, margin=drawn.value, alpha=alpha)
+    emit({**result.to_dict(), **drawn.to_dict()}, output, table=lambda d: (
         f"{d['verdict']} ({d['outcome']}): over {threshold:g}s {candidate} {d['share_b']:.3%} vs {baseline}"
-        f" {d['share_a']:.3%}, difference {d['difference'] * 100:+.2f} points (margin ±{margin * 100:g},"
-        f" se {d['standard_error'] * 100:.2f}; {d['n_b']} vs {d['n_a']} requests)"))
+        f" {d['share_a']:.3%}, difference {d['difference'] * 100:+.3f} points (margin {drawn.describe()},"
+        f" se {d['standard_error'] * 100:.3f}; {d['n_b']} vs {d['n_a']} requests)"))
     if result.verdict == "worse":
         raise OpsctlError(f"{candidate} is slower than {baseline} beyond the margin")
     if result.verdict == "inconclusive":
         raise NoDataError("inconclusive: too few requests to tell; wait for more (pause)")
+
+
+def _slos_of(cfg):
+    """The service's SLOs (the latency judge's margin is drawn from the one with its threshold)."""
+    from opsctl.slo.loading import load_slos
+
+    return load_slos([cfg.slo_dir], cfg.backends, config=cfg)
 
 
 @rollout.command()

@@ -41,7 +41,7 @@ def plan_table(planned: PlannedRollout, html_out: str | None) -> str:
                      + (f" ({f.reason})" if f.reason else ""))
     for _, metric, size in planned.sizes:
         small = smaller_arm(size.per_arm, size.share or 0.5)
-        lines.append(f"A/B {metric}: {size.per_arm} trials per arm with equal arms, {small} in the"
+        lines.append(f"A/B {metric}: {size.per_arm} trials per arm for ±{size.margin * 100:g} points with equal arms, {small} in the"
                      f" {size.share:.0%} arm of unequal ones ({size.days:.1f} days at {size.daily_trials}/day;"
                      f" {size.variance})")
     if planned.hours:
@@ -62,6 +62,7 @@ def ab_table(check: AbCheck) -> str:
     return "\n".join(f"{r.metric}: {r.verdict.verdict} ({r.verdict.outcome}): {r.verdict.reason}"
                      + (f"; difference {r.verdict.difference * 100:+.2f} points" if r.verdict.difference is not None
                         else "")
+                     + (f"; margin {r.margin.describe()}" if r.margin else "")
                      + _days_text(r) for r in check.results)
 
 

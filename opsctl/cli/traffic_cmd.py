@@ -105,8 +105,10 @@ def _require_reason(reason: str, incident: str | None, dry_run: bool) -> None:
         raise UsageError("say why: give --reason TEXT or --incident ID (both are recorded in the audit log)")
 
 
-def _confirmer(yes: bool, dry_run: bool, order):
-    """None when no question is needed; refuses to guess when nobody can answer."""
+def _confirmer(yes: bool, dry_run: bool, order, cfg=None):
+    """None when no question is needed; refuses to guess when nobody can answer. The question shows
+    the four policy guards and, with `cfg`, a read-only preview of the capacity guard (the fifth,
+    which runs, and may scale, only once confirmed), so it lists the guards `--dry-run` shows."""
     from opsctl.errors import UsageError
 
     if yes or dry_run:
@@ -115,9 +117,19 @@ def _confirmer(yes: bool, dry_run: bool, order):
         raise UsageError("this changes live traffic: pass --yes to confirm without a terminal, or --dry-run to preview")
 
     def confirm(what) -> bool:
-        from opsctl.cli.traffic_render import change_text
+        from opsctl.cli.traffic_render import prompt_text
 
-        text = what if isinstance(what, str) else change_text(what, order)
+        if isinstance(what, str):
+            text = what
+        else:
+            from opsctl.traffic.guards import capacity_preview
+
+            preview = None
+            if cfg is not None and what.requested is not None:
+                preview = capacity_preview(cfg, what.action, what.before, what.requested, emergency=what.emergency,
+                                           incident=what.incident, operation_id=what.operation_id,
+                                           reason=what.reason)
+            text = prompt_text(what, order, preview)
         click.echo(text, err=True)
         return click.confirm("Apply?", default=False, err=True)
 
@@ -188,7 +200,7 @@ def set_(app, weights, shadow, dry_run, reason, incident, emergency, yes, output
         _require_reason(reason, incident, dry_run)
         if not dry_run:
             _running_ramp_blocks(app, emergency)
-        return (*parsed, _confirmer(yes, dry_run, list(app.config.backends)))
+        return (*parsed, _confirmer(yes, dry_run, list(app.config.backends), app.config))
 
     assigned, mirrored, confirm = _preflight(service, "set", check, reason=reason, incident=incident,
                                              emergency=emergency)
@@ -260,7 +272,7 @@ def ramp(app, weights, to, step, interval, resume, abort, dry_run, reason, incid
         except ValueError as exc:
             raise UsageError(f"--interval: {exc}") from None
         _require_reason(reason, incident, dry_run)
-        return assigned, seconds, _confirmer(yes, dry_run, order)
+        return assigned, seconds, _confirmer(yes, dry_run, order, app.config)
 
     assigned, seconds, confirm = _preflight(service, "ramp", check, reason=reason, incident=incident,
                                             emergency=emergency)
@@ -297,7 +309,7 @@ def failover(app, source, receivers, dry_run, reason, incident, yes, output):
       opsctl traffic failover --from databricks --incident INC-123 --reason "vendor 5xx" --yes
     """
     service = _service(app, dry_run)
-    confirm = _preflight(service, "failover", lambda: _confirmer(yes, dry_run, list(app.config.backends)),
+    confirm = _preflight(service, "failover", lambda: _confirmer(yes, dry_run, list(app.config.backends), app.config),
                          reason=reason, incident=incident, emergency=True)
     result = service.failover(source, incident, to=receivers, reason=reason, confirm=confirm, check=False)
     from opsctl.cli.traffic_render import change_text
@@ -337,7 +349,7 @@ def restore(app, step, interval, dry_run, reason, incident, emergency, yes, outp
         except ValueError as exc:
             raise UsageError(f"--interval: {exc}") from None
         service.saved_split(incident)  # an unknown incident fails before anything is asked
-        return seconds, _confirmer(yes, dry_run, order)
+        return seconds, _confirmer(yes, dry_run, order, app.config)
 
     seconds, confirm = _preflight(service, "restore", check, reason=reason, incident=incident, emergency=emergency)
     return run_ramp(lambda: service.restore(incident, step=step, interval=seconds, reason=reason,

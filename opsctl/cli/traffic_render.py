@@ -12,6 +12,7 @@ from opsctl.cli.output import emit, render_table
 
 if TYPE_CHECKING:
     from opsctl.traffic.change import ChangeResult
+    from opsctl.traffic.guards import GuardResult
     from opsctl.traffic.ramp import RampOutcome
     from opsctl.traffic.change_entry import ChangeEntry
     from opsctl.traffic.split import Split
@@ -80,6 +81,17 @@ def change_text(r: "ChangeResult", order) -> str:
     if r.message and r.outcome != "refused":
         lines.append(f"note      {r.message}")
     return "\n".join(lines)
+
+
+def prompt_text(r: "ChangeResult", order, preview: "GuardResult | None") -> str:
+    """The confirmation question's text: the change with its policy guards, and the capacity guard
+    previewed read-only (marked `preview`; it runs for real, and may scale, once confirmed)."""
+    if preview is None:
+        return change_text(r, order)
+    from dataclasses import replace
+
+    shown = replace(preview, message=f"{preview.message} (preview, read only: checked again once confirmed)")
+    return change_text(replace(r, guards=[*r.guards, shown]), order)
 
 
 def ramp_text(outcome: "RampOutcome", order) -> str:

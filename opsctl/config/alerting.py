@@ -110,7 +110,8 @@ class AlertingConfig(Model):
 
     # Rule evaluation interval: each group's `interval:` and the in-process `for:` steps.
     evaluation_interval: Duration = Duration("1m")
-    runbook_base_url: str = "https://runbooks.example.com/llm-inference"
+    # `{service}` is replaced by the config's `service:` (Config resolves it), so a rename is one edit
+    runbook_base_url: str = "https://runbooks.example.com/{service}"
     rule_group_prefix: str = "opsctl-slo"
     labels: dict[str, str] = field(default_factory=dict)  # extra labels on every alert, e.g. team
     page: SeverityAlerting = field(default_factory=lambda: SeverityAlerting(Duration("2m"), 1.0))
@@ -129,6 +130,8 @@ class AlertingConfig(Model):
             raise ValueError("evaluation_interval must be a multiple of 10s between 10s and 1h (metrics come every 10s)")
         if not self.runbook_base_url.startswith(("http://", "https://")):
             raise ValueError(f"runbook_base_url must start with http:// or https:// (got {self.runbook_base_url!r})")
+        if re.search(r"\{(?!service\})[^}]*\}", self.runbook_base_url):
+            raise ValueError(f"runbook_base_url: the only placeholder is {{service}} (got {self.runbook_base_url!r})")
         if not re.fullmatch(r"[A-Za-z0-9_.:-]+", self.rule_group_prefix):
             raise ValueError(f"rule_group_prefix must be letters, digits, _ . : -, got {self.rule_group_prefix!r}")
         for name in self.labels:

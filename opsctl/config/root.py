@@ -70,6 +70,7 @@ class Config(Model):
                     f"{section}: {', '.join(unknown)} not a configured backend (known: {', '.join(sorted(self.backends))})"
                 )
         self._check_traffic()
+        self._fill_service_urls()
         self._check_runbooks()
         reference = self.quality.rules.reference
         if reference is not None and reference not in self.backends:
@@ -77,6 +78,16 @@ class Config(Model):
                              f" (known: {', '.join(sorted(self.backends))})")
         self._check_automation()
         self._fill_gpu_replicas()
+
+    def _fill_service_urls(self) -> None:
+        """`{service}` in the runbook URLs is the config's `service:` (decision 0162): the generated
+        rules' runbook_url and the runbooks follow a rename, nothing else to edit."""
+        url = self.alerting.runbook_base_url
+        if "{service}" in url:
+            object.__setattr__(self.alerting, "runbook_base_url", url.replace("{service}", self.service))
+        base = self.runbooks.base_url
+        if base is not None and "{service}" in base:
+            object.__setattr__(self.runbooks, "base_url", base.replace("{service}", self.service))
 
     def _fill_gpu_replicas(self) -> None:
         """A GPU price without its own replica count bills the static capacity model's replicas."""

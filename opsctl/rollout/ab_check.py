@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from opsctl.model import Model, field
 from opsctl.quality.abtest import AbVerdict
+from opsctl.rollout.margins import Margin
 
 if TYPE_CHECKING:
     from opsctl.rollout.plan import AbStage, RolloutPlan
@@ -26,10 +27,12 @@ class AbMetricResult(Model):
     daily_trials: int | None
     daily_basis: str | None  # plan | window | weekly profile (quality.abtest.daily_trials)
     ratios: tuple[float | None, float | None] = (None, None)  # successes / trials per arm (baseline, new)
+    margin: Margin | None = None  # the margin judged against, and where it comes from (rollout.margins)
 
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "window": self.window, **self.verdict.to_dict(), "days": self.days,
-                "daily_trials": self.daily_trials, "daily_basis": self.daily_basis}
+                "daily_trials": self.daily_trials, "daily_basis": self.daily_basis,
+                **(self.margin.to_dict() if self.margin else {})}
 
 
 class AbCheck(Model):
@@ -85,6 +88,7 @@ def judge_arms(plan: RolloutPlan, stage: AbStage, source: Any, when: float, span
     from opsctl.clock import parse_duration
     from opsctl.errors import NoDataError
     from opsctl.quality.abtest import daily_trials, read_arms, sample_size, verdict
+    from opsctl.rollout.margins import ab_margin
 
     seconds = parse_duration(span)
     counters = WithCounters(source)
@@ -100,19 +104,20 @@ def judge_arms(plan: RolloutPlan, stage: AbStage, source: Any, when: float, span
         # the stage's `daily_trials`, else the window's own when it spans a day, else the weekly profile.
         per_day = daily_trials(n_a + n_b, seconds, when, declared=stage.daily_trials)
         share = stage.share / 100
-        size = sample_size(base, metric.margin, alpha=stage.alpha, power=stage.power,
+        margin = ab_margin(metric)
+        size = sample_size(base, margin.value, alpha=stage.alpha, power=stage.power,
                            daily_trials=per_day.trials if per_day else None, share=share if per_day else None)
         # unequal arms sized as unequal arms (calendar.smaller_arm), as the plan's horizon counts them
         from opsctl.rollout.calendar import horizon_days, smaller_arm
 
         needed = smaller_arm(size.per_arm, share)
         days = horizon_days(size.per_arm, share, per_day.trials) if per_day else None
-        result = verdict(s_a, n_a, s_b, n_b, margin=metric.margin, needed=needed, alpha=stage.alpha)
+        result = verdict(s_a, n_a, s_b, n_b, margin=margin.value, needed=needed, alpha=stage.alpha)
         results.append(AbMetricResult(metric.name, span, result,
                                       round(days, 2) if days is not None else None,
                                       per_day.trials if per_day else None,
                                       per_day.basis if per_day else None,
-                                      (s_a / n_a if n_a else None, s_b / n_b if n_b else None)))
+                                      (s_a / n_a if n_a else None, s_b / n_b if n_b else None), margin))
     return AbCheck(results)
 
 

@@ -167,13 +167,26 @@ def consistency(analysis: "Analysis", ev: Evidence) -> dict:
 
 def latency_judge(analysis: "Analysis", ev: Evidence) -> dict:
     from opsctl.quality.latency_judge import judge, read_histogram
+    from opsctl.rollout.margins import latency_margin
 
     window = _window(analysis)
+    threshold = analysis.args.threshold or 0.5
+    # args.margin when given, else a tenth of the budget of the SLO with this threshold (decision 0530)
+    if analysis.args.margin is None:
+        from opsctl.errors import UsageError
+        from opsctl.slo.loading import load_slos
+
+        try:
+            drawn = latency_margin(load_slos([ev.cfg.slo_dir], ev.cfg.backends, config=ev.cfg), ev.plan.backend,
+                                   threshold)
+        except UsageError as exc:
+            return {"error": str(exc)}
+    else:
+        drawn = latency_margin([], ev.plan.backend, threshold, analysis.args.margin)
     a = read_histogram(ev.source(), ev.plan.baseline, window, ev.at, ev.cfg.service_matcher)
     b = read_histogram(ev.source(), ev.plan.backend, window, ev.at, ev.cfg.service_matcher)
-    verdict = judge(a, b, threshold=analysis.args.threshold or 0.5, margin=analysis.args.margin or 0.01,
-                    alpha=analysis.args.alpha or 0.05)
-    return verdict.to_dict()
+    verdict = judge(a, b, threshold=threshold, margin=drawn.value, alpha=analysis.args.alpha or 0.05)
+    return {**verdict.to_dict(), **drawn.to_dict()}
 
 
 def ab_equivalence(analysis: "Analysis", ev: Evidence, stage=None) -> dict:

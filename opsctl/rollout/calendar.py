@@ -205,6 +205,7 @@ def step_seconds(plan: RolloutPlan, measured: dict[int, float] | None = None) ->
     the smaller of unequal arms, at `measured[index]` trials a day when the controller has measured
     them, else the stage's `daily_trials`. Also the sample sizes behind each A/B step."""
     from opsctl.quality.abtest import sample_size
+    from opsctl.rollout.margins import ab_margin
 
     durations: dict[int, int] = {}
     sizes: dict[int, list] = {}
@@ -219,7 +220,7 @@ def step_seconds(plan: RolloutPlan, measured: dict[int, float] | None = None) ->
         for metric in stage.metrics:
             if metric.baseline is None or per_day is None:
                 continue
-            size = sample_size(metric.baseline, metric.margin, alpha=stage.alpha, power=stage.power)
+            size = sample_size(metric.baseline, ab_margin(metric).value, alpha=stage.alpha, power=stage.power)
             days = horizon_days(size.per_arm, stage.share / 100, per_day)
             found.append((metric.name, SampleSize(size.per_arm, size.baseline, size.margin, size.alpha, size.power,
                                                   size.delta, size.variance, days, int(per_day),

@@ -39,6 +39,7 @@ def gate_problems(cfg: "Config", plan: "RolloutPlan", plan_dir: str | Path) -> l
     from opsctl.errors import UsageError
 
     problems: list[str] = []
+    slos = None  # read once, for a latency judge whose margin comes from its SLO
     for i, stage in enumerate(plan.stages):
         where = f"stages[{i}].{stage.kind}"
         body = stage.body
@@ -77,6 +78,16 @@ def gate_problems(cfg: "Config", plan: "RolloutPlan", plan_dir: str | Path) -> l
                 problems.append(f"{at}: ab-equivalence needs {where}.metrics (successes and trials per arm)")
             elif a.check == "quality-rules" and not cfg.quality.rules.enabled:
                 problems.append(f"{at}: quality-rules needs quality.rules.enabled in the config")
+            elif a.check == "latency-judge" and a.args.margin is None:
+                # the margin comes from the latency SLO with the judge's threshold (rollout.margins)
+                from opsctl.rollout.margins import latency_margin
+                from opsctl.slo.loading import load_slos
+
+                slos = slos if slos is not None else load_slos([cfg.slo_dir], cfg.backends, config=cfg)
+                try:
+                    latency_margin(slos, plan.backend, a.args.threshold or 0.5)
+                except UsageError as exc:
+                    problems.append(f"{at}.args.margin: {exc.message}")
     return problems
 
 

@@ -193,12 +193,20 @@ class AbMetric(Model):
     name: str
     successes: str  # e.g. sum(increase(grammar_suggestions_accepted_total{arm="$arm"}[$window]))
     trials: str
-    margin: float  # absolute equivalence margin on the ratio (0.01 = one point)
+    margin: float | None = None  # absolute equivalence margin on the ratio (0.01 = one point), given
     baseline: float | None = None  # today's ratio, for the sample size (else read from the counters)
+    # the SLO goal of the ratio of good trials the metric protects: the margin is then
+    # rollout.margins.MARGIN_FRACTION of its budget 1 - goal (docs/decisions/0530)
+    goal: float | None = None
 
     def __post_init__(self):
-        if not 0 < self.margin < 1:
+        if self.margin is None and self.goal is None:
+            raise ValueError("give margin (an absolute difference of ratios) or goal (the SLO goal of the ratio,"
+                             " the margin then a tenth of its budget)")
+        if self.margin is not None and not 0 < self.margin < 1:
             raise ValueError("margin must be between 0 and 1 (an absolute difference of ratios)")
+        if self.goal is not None and not 0 < self.goal < 1:
+            raise ValueError("goal must be between 0 and 1 (e.g. 0.99)")
         if self.baseline is not None and not 0 < self.baseline < 1:
             raise ValueError("baseline must be between 0 and 1")
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+import re
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from opsctl.clock import format_duration, format_rfc3339
@@ -40,6 +42,7 @@ class SloResult:
     data_since: float | None = None  # where the period's data starts, when it starts inside the period
     long_windows: str | None = None  # recorded | raw, where recorded series were looked for
     long_windows_why: str = ""
+    bucket_hint: str | None = None  # an exact `le` matching no bucket where a numerically equal one has data
 
     @property
     def covered_seconds(self) -> float | None:
@@ -56,6 +59,8 @@ class SloResult:
         if covered is not None and self.data_since is not None and covered < self.period_seconds:
             out.append(f"only {_days(covered)} of the {round(self.period_seconds / 86400)}-day period have data"
                        f" (since {format_rfc3339(self.data_since)}): SLI and budget cover that span alone")
+        if self.bucket_hint:
+            out.append(f"{self.slo.name}: {self.bucket_hint}")
         return out
 
     @property
@@ -250,6 +255,9 @@ def build_report(
     if coverage:
         spanning = recorded.spanning if isinstance(recorded, GroupedRecorded) else set()
         _add_coverage([r for r in results if r.slo.name not in spanning], source, at, period_seconds)
+    for result in results:
+        if any("matched no series" in m for m in result.missing):
+            result.bucket_hint = bucket_label_hint(result.slo, source, at, period_seconds)
     if cross_check:
         from opsctl.slo.generator import check_sli, generator_reports
 
@@ -311,6 +319,35 @@ def _grouped_results(slo: SloDefinition, source: MetricSource, at: float, window
 
 
 LONG_WINDOWS = ("1d", "3d", PERIOD)
+
+_EXACT_LE = re.compile(r'\ble\s*=\s*"([0-9][0-9.eE+-]*)"')
+
+
+def bucket_label_hint(slo: SloDefinition, source: MetricSource, at: float, period_seconds: int) -> str | None:
+    """One line with the fix when a filter's exact `le="2"` matches no bucket but a numerically
+    equal label (`2.0`, as Prometheus' clients write a float bound, or `2` for `2.0`) has data over
+    the period: at most two more queries, asked only for an SLO whose filter matched no series."""
+    for role, key in (("filter_good", "good"), ("filter_valid", "valid")):
+        text = getattr(slo, role)
+        match = _EXACT_LE.search(text) if text else None
+        if text is None or match is None:
+            continue
+        written = match.group(1)
+        try:
+            bound = float(written)
+        except ValueError:
+            continue
+        for form in sorted({repr(bound), format(bound, "g")} - {written}):
+            fixed = text[:match.start()] + f'le="{form}"' + text[match.end():]
+            query = replace(slo, **{role: fixed}).queries(f"{period_seconds}s").get(key)
+            if query is None:
+                continue
+            [value] = source.query_many([query], at)
+            if value is not None and not math.isnan(value):
+                both = "|".join(re.escape(f) for f in sorted({written, form}, key=len))
+                return (f'{role}: le="{written}" matches no bucket, but the bucket is labelled le="{form}":'
+                        f' write le="{form}" (or le=~"{both}") in {slo.file}')
+    return None
 
 
 def _add_coverage(results: list[SloResult], source: MetricSource, at: float, period_seconds: int) -> None:

@@ -162,9 +162,10 @@ class Capacity:
     # -- scaling ----------------------------------------------------------------------------------
 
     def ensure(self, share: int, *, dry_run: bool, reason: str = "",
-               progress: Callable[[str], None] | None = None, wait: bool = True) -> EnsureResult:
+               progress: Callable[[str], None] | None = None, wait: bool = True, preview: bool = False) -> EnsureResult:
         """Make the ready replicas carry `share`% of current traffic, scaling up to max_replicas.
-        With wait=False the scale is asked for and what the replicas ready now carry is reported."""
+        With wait=False the scale is asked for and what the replicas ready now carry is reported.
+        With preview=True only read: what the replicas would carry once scaled as a change would."""
         reading = self.read()
         result = EnsureResult(share, reading.max_share(), reading)
         needed = reading.replicas_for(share)
@@ -177,6 +178,12 @@ class Capacity:
             return result
         if s.source == "static":
             result.notes.append("static capacity: opsctl cannot scale it")
+            return result
+        if preview:  # read-only: what the change would ask for, nothing sent (not even a server-side dry run)
+            if target > reading.desired:
+                result.scaled_from, result.scaled_to = reading.desired, target
+            result.notes.append(f"preview: would scale {self.where} to {target} replicas and wait for them")
+            result.fits = reading.max_share(target)
             return result
         if target > reading.desired:
             result.scaled_from, result.scaled_to = reading.desired, target

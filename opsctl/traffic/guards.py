@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, TYPE_CHECKING, Callable
 
-from opsctl.errors import NoDataError
+from opsctl.errors import NoDataError, OpsctlError
 from opsctl.traffic.slo_health import burn_now, health_problems, slo_results
 from opsctl.traffic.split import Split, split_problems
 from opsctl.traffic.canary import canary_stage
@@ -81,6 +81,7 @@ class GuardContext:
     _at: float | None = None
     data_age: float | None = None  # seconds, once the source is open
     record: "ChangeRecord | None" = None  # the change record stored with the split, as read
+    preview: bool = False  # read only (the confirmation prompt's capacity preview): nothing scaled
 
     @property
     def overriding(self) -> str | None:
@@ -359,11 +360,11 @@ def _internal_capacity(ctx: GuardContext, growing: list[str]) -> GuardResult:
     # A failover does not wait for new replicas: it moves what the ready ones carry now and tops up
     # as they become Ready (TrafficService.failover); other changes wait, up to ready_timeout.
     result = capacity.ensure(share, dry_run=ctx.dry_run, reason=ctx.reason, progress=ctx.progress,
-                             wait=ctx.action not in PARTIAL_ACTIONS)
+                             wait=ctx.action not in PARTIAL_ACTIONS, preview=ctx.preview)
     r = result.reading
     details = {**r.to_dict(), "share": share, "fits": result.fits, "notes": result.notes}
     if result.scaled_to is not None:
-        details["scaled"] = {"from": result.scaled_from, "to": result.scaled_to, "dry_run": ctx.dry_run}
+        details["scaled"] = {"from": result.scaled_from, "to": result.scaled_to, "dry_run": ctx.dry_run or ctx.preview}
     if result.fits is None:
         if ctx.overriding:
             return GuardResult(
@@ -402,6 +403,24 @@ GUARDS: dict[str, Callable[[GuardContext], GuardResult]] = {
 # Cheap guards first; capacity last, and only when they pass, because it may scale the Deployment.
 POLICY_GUARDS = ("bounds", "freeze", "rate", "budget")
 CAPACITY_GUARD = "capacity"
+
+
+def capacity_preview(cfg: "Config", action: str, before: Split | None, after: Split, *, emergency: bool = False,
+                     incident: str | None = None, operation_id: str = "", reason: str = "",
+                     clock: "Clock | None" = None) -> GuardResult:
+    """The capacity guard on the change `before` -> `after`, read only (GuardContext.preview: no
+    scaling, not even a server-side dry run): what the confirmation prompt shows beside the four
+    policy guards, which the controller checks again, scaling if it must, once confirmed."""
+    from opsctl.audit import AuditLog
+    from opsctl.clock import WallClock
+
+    clock = clock or WallClock()
+    ctx = GuardContext(cfg, action, before, after, emergency, incident, clock.now(), operation_id, True,
+                       AuditLog(cfg.audit_path), reason, clock, preview=True)
+    try:
+        return check_capacity(ctx)
+    except OpsctlError as exc:  # a capacity model that cannot be read: said, the real check decides
+        return GuardResult("capacity", False, f"cannot preview: {exc.message}")
 
 
 def guard(name: str) -> Callable[[GuardContext], GuardResult]:

@@ -26,6 +26,16 @@ def test_the_bash_script_is_printed_for_the_documented_eval(tmp_path):
     assert 'eval "$(_OPSCTL_COMPLETE=bash_source opsctl)"' in readme
 
 
+def test_the_fish_script_and_answer_are_one_line_per_completion(tmp_path):
+    # opsctl's fish protocol (opsctl/cli/fish_complete.py): Click 8.4's script does not parse in fish 3.6
+    result = run_opsctl(env={"_OPSCTL_COMPLETE": "fish_source"}, cwd=tmp_path)
+    assert result.exit_code == 0 and "string split -- \\t $completion" in result.stdout, result.stdout
+    assert "_OPSCTL_COMPLETE=fish_source opsctl | source" in (REPO / "README.md").read_text()
+    answer = run_opsctl(env={"_OPSCTL_COMPLETE": "fish_complete", "COMP_WORDS": "opsctl traffic failover --from d",
+                             "COMP_CWORD": "d"}, cwd=tmp_path)
+    assert answer.exit_code == 0 and answer.stdout.splitlines() == ["plain\tdatabricks\t_"], answer.stdout
+
+
 @pytest.mark.parametrize("line, expected", [
     ("opsctl traffic set ", ["internal=", "databricks="]),
     ("opsctl traffic set internal=30 ", ["databricks="]),           # what is given is not offered again

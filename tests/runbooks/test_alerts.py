@@ -8,7 +8,8 @@ import yaml
 
 from tests.conftest import REPO
 
-BASE = "https://runbooks.example.com/llm-inference"  # alerting.runbook_base_url in the shipped opsctl.yaml
+BASE = "https://runbooks.example.com/llm-inference"  # alerting.runbook_base_url in the shipped opsctl.yaml, resolved
+WRITTEN = "https://runbooks.example.com/{service}"  # as the shipped opsctl.yaml writes it (decision 0162)
 SLO_NAMES = sorted(yaml.safe_load(p.read_text())["metadata"]["name"] for p in (REPO / "slos").glob("*.yaml"))
 
 
@@ -84,7 +85,7 @@ def test_list_reports_each_runbook_with_its_alert_url_and_state(opsctl, shipped)
 
 
 def test_the_alerts_base_url_moves_the_links_and_the_runbooks_together(opsctl, shipped):
-    text = shipped.read_text().replace(BASE, "https://wiki.example.org/sre/llm")
+    text = shipped.read_text().replace(WRITTEN, "https://wiki.example.org/sre/llm")
     shipped.write_text(text)
     rules = alert_rules(opsctl, shipped)
     files = generate(opsctl, shipped)
@@ -96,7 +97,7 @@ def test_the_alerts_base_url_moves_the_links_and_the_runbooks_together(opsctl, s
 
 def test_a_runbooks_base_url_other_than_the_alerts_is_refused(opsctl, shipped):
     shipped.write_text(shipped.read_text().replace(
-        "  # base_url: https://runbooks.example.com/llm-inference", "  base_url: https://elsewhere.example.com/rb"))
+        f"  # base_url: {WRITTEN}", "  base_url: https://elsewhere.example.com/rb"))
     result = opsctl("--config", str(shipped), "config", "validate")
     assert result.exit_code == 2
     assert "runbooks.base_url" in result.stderr and "alerting.runbook_base_url" in result.stderr

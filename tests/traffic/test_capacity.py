@@ -162,3 +162,16 @@ def test_a_capacity_check_without_a_capacity_section_is_a_usage_error(make_env):
     assert cfg.capacity is None
     with pytest.raises(UsageError, match="capacity is not configured"):
         Capacity(cfg, lambda: open_source(cfg), lambda: 0.0)
+
+
+def test_a_preview_only_reads_and_says_what_the_change_would_scale(make_env, kube_api):
+    # the confirmation prompt's capacity preview (issue 35 item 5): no write at all, not even the
+    # server-side dry run a --dry-run sends; what the target would carry, as a dry run reports it
+    kube_api.seed(deployment(NS, "vllm", 2))
+    cap = capacity_for(make_env(**kube_settings(kube_api, max_replicas=6)))
+    before = len(kube_api.writes())
+    result = cap.ensure(100, dry_run=False, preview=True)  # 1250 rps -> 13 replicas, capped at 6
+    assert (result.scaled_from, result.scaled_to, result.fits) == (2, 6, 48)  # 600 / 1250
+    assert result.notes == [f"preview: would scale Deployment {NS}/vllm to 6 replicas and wait for them"]
+    assert kube_api.writes()[before:] == []
+    assert kube_api.get("apps", "deployments", NS, "vllm")["spec"]["replicas"] == 2

@@ -134,7 +134,7 @@ class ChainStartup(ChainProgress):
         self.state.data["chain"] = {"urls": self.urls, "config": str(cfg_path)}
         self.state.save()
 
-    def _backfill(self, backends, split, now, peak_rps, seed, offset: int = 0):
+    def _backfill(self, backends, split, now, peak_rps, seed, offset=0):
         import dataclasses
 
         from opsctl.drills.chain.components import backfill

@@ -2,8 +2,10 @@
 
 One `HistoryRun` per finished run (oldest first): its outcome and what it measured (time to
 detect, time to mitigate, and the budget the drill spent: the largest share of any SLO's period
-budget). `trend` compares the newest run with the median of the runs before it, per measure, so a
-slower acknowledgement or a costlier response shows up before it fails a deadline. Rendered as a
+budget). `trend` compares the newest run with the median of the runs before it in the same mode
+(embedded, chain, live: a chain run waits on real components and shortened timings, so it is never
+compared with an embedded one), per measure, so a slower acknowledgement or a costlier response
+shows up before it fails a deadline. Rendered as a
 table (`-o table|json|yaml`) and as a self-contained HTML page with one SVG trend chart a scenario.
 """
 
@@ -88,8 +90,13 @@ def load_history(root: Path, scenario: str | None = None, mode: str | None = Non
 
 
 def trend(runs: list[HistoryRun]) -> dict[str, dict]:
-    """Per measure: the newest value against the median of the earlier runs that measured it."""
-    out = {}
+    """Per measure: the newest value against the median of the earlier runs of the newest run's mode
+    that measured it; under `compared`, that mode, how many runs it has and how many of other modes
+    were left out."""
+    mode = runs[-1].mode if runs else None
+    left_out = len([r for r in runs if r.mode != mode])
+    runs = [r for r in runs if r.mode == mode]
+    out: dict[str, dict] = {}
     for key, _, _, better in MEASURES:
         values = [(r.run_id, getattr(r, key)) for r in runs if getattr(r, key) is not None]
         if not values:
@@ -109,6 +116,7 @@ def trend(runs: list[HistoryRun]) -> dict[str, dict]:
         else:
             direction = "worse"
         out[key] = {"last": last, "before": before, "direction": direction, "runs": len(values)}
+    out["compared"] = {"mode": mode, "runs": len(runs), "left_out": left_out}
     return out
 
 
@@ -119,7 +127,8 @@ def value_text(value: float | None, kind: str) -> str:
 
 
 def trend_text(t: dict[str, dict]) -> str:
-    """`detect 2m00s (same as the median 2m00s of 3 earlier runs) · mitigate ...`"""
+    """`detect 2m00s (same as the median of 3 earlier) · mitigate ... · embedded runs only (2 chain
+    runs left out)`"""
     parts = []
     for key, label, kind, _ in MEASURES:
         x = t[key]
@@ -130,6 +139,10 @@ def trend_text(t: dict[str, dict]) -> str:
                          f" {value_text(x['before'], kind)} of {x['runs'] - 1} earlier)"
                          if x["direction"] != "same" else
                          f"{label} {value_text(x['last'], kind)} (same as the median of {x['runs'] - 1} earlier)")
+    compared = t.get("compared")
+    if compared and compared["left_out"]:
+        parts.append(f"{compared['mode']} runs only ({compared['left_out']} of other modes left out:"
+                     " like is compared with like)")
     return " · ".join(parts)
 
 

@@ -187,8 +187,12 @@ def _runbook(run: ReportedRun) -> str | None:
 # The timeline rows a reader needs (fault on and off, alerts fired and resolved, page, ack, escalation,
 # failover, ticket, vendor, traffic restored, recovered, stop conditions and aborts); the rest
 # (checks, probes, setup, the automation's bookkeeping, expectation verdicts) is in the details.
+# A chain drill's timeline names each event by its hop (chain/hops.py ORDER): every hop is a key
+# event, so the visible timeline has the page, the failover, the acknowledgement and the ticket.
+CHAIN_HOP_KINDS = frozenset({"rule-pending", "rule-firing", "alertmanager", "pagerduty", "serve", "policy",
+                             "actuator", "ticket", "acknowledged"})
 KEY_KINDS = frozenset({"fault", "alert", "page", "ack", "escalate", "failover", "ticket", "vendor", "traffic",
-                       "rollback", "recovered", "refused", "abort", "deadline", "leftover", "budget"})
+                       "rollback", "recovered", "refused", "abort", "deadline", "leftover", "budget"}) | CHAIN_HOP_KINDS
 
 
 def key_events(timeline: tuple[Event, ...]) -> list[Event]:

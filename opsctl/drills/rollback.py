@@ -74,6 +74,7 @@ class Rollbacks:
 
     def _restore_traffic(self) -> str:
         from opsctl.traffic.change import ChangeRequest
+        from opsctl.traffic.guards import drill_rollback_operation
         from opsctl.traffic.split import Split
 
         order = list(self.env.cfg.backends)
@@ -92,9 +93,12 @@ class Rollbacks:
         if current != last:
             return (f"skipped: the split is {current.describe(order) if current else 'unknown'}, not the"
                     f" {last.describe(order)} the drill left; someone else changed it, so it is left alone")
+        # The drill's own restore: it puts back the split the drill found, so no guard refuses it
+        # (a capacity guard refusing it once left a drill's split at 0/100); what each guard would
+        # have said is recorded as the drill's override in the audit entry (decisions/0330).
         result = ctl.apply(ChangeRequest(
             "restore", lambda before: target, reason=f"drill {self.state.run_id} rollback",
-            incident=self.state.incident, emergency=True,
+            incident=self.state.incident, emergency=True, operation_id=drill_rollback_operation(self.state.run_id),
         ))
         self.env.split_changed(result.after)
         return f"{result.outcome}: {last.describe(order)} -> {target.describe(order)}"

@@ -1,7 +1,10 @@
 """`opsctl drill history`'s picture, as inline SVG (no scripts, no external assets), with the
 report pictures' helpers (`drills.svg`).
 
-`trend_chart`: detect, mitigate and budget spent across runs of a scenario.
+`trend_chart`: detect, mitigate and budget spent across runs of a scenario, each run marked with
+its mode (embedded, chain, live): a line joins only runs of one mode, a chain or live run's dot is a
+ring and its bar lighter, and its label names the mode, so a chain run never reads as an
+improvement on an embedded one.
 """
 
 from __future__ import annotations
@@ -12,6 +15,15 @@ from html import escape
 
 from opsctl.drills.svg import FONT, WIDTH, _empty, _round_step, nice_ceiling, percent_text
 from opsctl.drills.text import duration_text
+
+# mode -> (its letter under the run, the line's colour, a dot's fill: None draws a ring, the bar's opacity)
+MODES = {"embedded": ("E", "#1f77b4", None, 1.0), "chain": ("C", "#ff7f0e", "#ffffff", 0.55),
+         "live": ("L", "#6a3d9a", "#ffffff", 0.8)}
+OTHER = ("?", "#777777", "#ffffff", 0.5)
+
+
+def _mode(run: dict) -> tuple[str, str, str | None, float]:
+    return MODES.get(str(run.get("mode")), OTHER)
 
 
 def trend_chart(runs: list[dict]) -> str:
@@ -65,24 +77,35 @@ def trend_chart(runs: list[dict]) -> str:
             bw = min(40.0, slot * 0.6)
             for i, v in enumerate(values):
                 if v is not None:
-                    out.append(f'<rect class="run" x="{x(i) - bw / 2:.1f}" y="{y(v):.1f}" width="{bw:.1f}"'
-                               f' height="{max(y1 - y(v), 0.5):.1f}" fill="#1f77b4"><title>{escape(runs[i]["run_id"])}:'
+                    mode = escape(str(runs[i].get("mode")))
+                    _, line, _, opacity = _mode(runs[i])
+                    out.append(f'<rect class="run" data-mode="{mode}" x="{x(i) - bw / 2:.1f}" y="{y(v):.1f}"'
+                               f' width="{bw:.1f}" height="{max(y1 - y(v), 0.5):.1f}" fill="{line}"'
+                               f' fill-opacity="{opacity:g}"><title>{escape(runs[i]["run_id"])} ({mode}):'
                                f' {percent_text(round(v, 4))}</title></rect>')
         else:
-            pts = [(x(i), y(v)) for i, v in enumerate(values) if v is not None]
-            if len(pts) >= 2:
-                out.append('<polyline points="' + " ".join(f"{a:.1f},{b:.1f}" for a, b in pts)
-                           + '" fill="none" stroke="#1f77b4" stroke-width="2"/>')
+            for mode_name in dict.fromkeys(str(r.get("mode")) for r in runs):  # one line per mode
+                pts = [(x(i), y(v)) for i, v in enumerate(values) if v is not None and str(runs[i].get("mode")) == mode_name]
+                if len(pts) >= 2:
+                    dash = "" if mode_name == "embedded" else ' stroke-dasharray="6 3"'
+                    out.append(f'<polyline data-mode="{escape(mode_name)}" points="'
+                               + " ".join(f"{a:.1f},{b:.1f}" for a, b in pts)
+                               + f'" fill="none" stroke="{MODES.get(mode_name, OTHER)[1]}" stroke-width="2"{dash}/>')
             for i, v in enumerate(values):
                 if v is not None:
                     color = "#2e7d32" if runs[i].get("outcome") == "passed" else "#c62828"
-                    out.append(f'<circle class="run" cx="{x(i):.1f}" cy="{y(v):.1f}" r="4" fill="{color}">'
-                               f'<title>{escape(runs[i]["run_id"])}: {duration_text(v)}</title></circle>')
+                    _, _, fill, _ = _mode(runs[i])
+                    mode = escape(str(runs[i].get("mode")))
+                    shape = (f'fill="{color}"' if fill is None else
+                             f'fill="{fill}" stroke="{color}" stroke-width="2.5"')
+                    out.append(f'<circle class="run" data-mode="{mode}" cx="{x(i):.1f}" cy="{y(v):.1f}" r="4" {shape}>'
+                               f'<title>{escape(runs[i]["run_id"])} ({mode}): {duration_text(v)}</title></circle>')
         for i, r in enumerate(runs):
             if i % every == 0 or i == n - 1:
-                out.append(f'<text x="{x(i):.1f}" y="{y1 + 14}" text-anchor="middle">#{i + 1}'
+                out.append(f'<text x="{x(i):.1f}" y="{y1 + 14}" text-anchor="middle">#{i + 1}{_mode(r)[0]}'
                            f' {escape(str(r.get("started_at", ""))[5:16].replace("T", " "))}</text>')
     out.append(f'<text x="{left}" y="{height - 6}" fill="#555">runs oldest first; a dot is green when the run'
-               ' passed, red when it did not</text>')
+               ' passed, red when it did not; E embedded (filled dot), C chain and L live (a ring, a dashed'
+               ' line of their own): each mode is compared only with itself</text>')
     out.append("</svg>")
     return "\n".join(out)

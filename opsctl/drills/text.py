@@ -54,6 +54,16 @@ def tolerance_text(value) -> str:
     return str(value)
 
 
+def params_text(params) -> str:
+    """A fault's parameters as the timeline says them: `rate=0.1, auth_rate=0.2` (the simulator's
+    `--incident` spelling; never a Python dict); `no parameters` when there are none."""
+    from collections.abc import Mapping
+
+    if not isinstance(params, Mapping):
+        return tolerance_text(params)
+    return ", ".join(f"{k}={tolerance_text(v)}" for k, v in params.items()) or "no parameters"
+
+
 def rel_path(path: object) -> str:
     """A path as short as it can be said: relative to the working directory when under it."""
     import os

@@ -62,6 +62,20 @@ class GuardResult:
         return out
 
 
+DRILL_ROLLBACK = "drill-rollback-"
+
+
+def drill_rollback_operation(run_id: str) -> str:
+    """The operation id of drill `run_id`'s restore-traffic rollback: a restore of the split the
+    drill found, which no guard refuses (bounds aside); each guard it passes that way is recorded
+    as the drill's override (decisions/0330)."""
+    return DRILL_ROLLBACK + run_id
+
+
+def drill_run_rolled_back(operation: str | None) -> str | None:
+    return operation[len(DRILL_ROLLBACK):] or None if operation and operation.startswith(DRILL_ROLLBACK) else None
+
+
 @dataclass
 class GuardContext:
     cfg: "Config"
@@ -84,8 +98,15 @@ class GuardContext:
     preview: bool = False  # read only (the confirmation prompt's capacity preview): nothing scaled
 
     @property
+    def drill_rollback(self) -> str | None:
+        """The drill run whose own rollback this change is (`drill_rollback_operation`), else None."""
+        return drill_run_rolled_back(self.operation_id) if self.action == "restore" else None
+
+    @property
     def overriding(self) -> str | None:
         """Why routine guards may be overridden: None for a routine change."""
+        if self.drill_rollback:
+            return f"rollback of drill {self.drill_rollback}: it restores the split the drill found"
         if self.action == "rollback":
             return "fail-back of a canary restore's move" if canary_stage(self.operation_id) else "rollback of an aborted ramp"
         if self.emergency:
@@ -337,6 +358,8 @@ def _vendor_capacity(ctx: GuardContext, backend: str) -> GuardResult:
                            details=details)
     details["limit"] = {backend: fits}
     short = (f"{backend}'s provisioned throughput carries only {fits}% of current traffic, {share}% asked: {summary}")
+    if ctx.drill_rollback:
+        return GuardResult("capacity", True, f"overridden ({ctx.overriding}): {short}", overridden=True, details=details)
     if ctx.action in PARTIAL_ACTIONS:
         return GuardResult("capacity", True, f"limited: {short}", details=details)
     return GuardResult("capacity", False, short,
@@ -360,7 +383,7 @@ def _internal_capacity(ctx: GuardContext, growing: list[str]) -> GuardResult:
     # A failover does not wait for new replicas: it moves what the ready ones carry now and tops up
     # as they become Ready (TrafficService.failover); other changes wait, up to ready_timeout.
     result = capacity.ensure(share, dry_run=ctx.dry_run, reason=ctx.reason, progress=ctx.progress,
-                             wait=ctx.action not in PARTIAL_ACTIONS, preview=ctx.preview)
+                             wait=ctx.action not in PARTIAL_ACTIONS and not ctx.drill_rollback, preview=ctx.preview)
     r = result.reading
     details = {**r.to_dict(), "share": share, "fits": result.fits, "notes": result.notes}
     if result.scaled_to is not None:
@@ -385,6 +408,8 @@ def _internal_capacity(ctx: GuardContext, growing: list[str]) -> GuardResult:
     details["limit"] = {backend: result.fits}
     short = (f"{backend} can carry only {result.fits}% of current traffic, {share}% asked: {summary};"
              f" at max_replicas {cap.max_replicas} it would carry {r.max_share(cap.max_replicas)}%")
+    if ctx.drill_rollback:
+        return GuardResult("capacity", True, f"overridden ({ctx.overriding}): {short}", overridden=True, details=details)
     if ctx.action in PARTIAL_ACTIONS:
         return GuardResult("capacity", True, f"limited: {short}", details=details)
     return GuardResult(

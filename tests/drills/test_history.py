@@ -186,3 +186,49 @@ def test_an_html_file_that_cannot_be_written_is_one_line_exit_2(two_runs, tmp_pa
     result = env.run("drill", "history", "vendor-outage", "--html", str(blocker / "history.html"))
     assert result.exit_code == 2
     assert f"cannot write {blocker / 'history.html'}" in result.output and "Traceback" not in result.output
+
+
+def _mixed_runs():
+    from opsctl.drills.history import HistoryRun
+
+    def run(i, mode, detect):
+        return HistoryRun(run_id=f"r{i}", scenario="s", title="", mode=mode, started_at=float(i),
+                          outcome="passed", detect=detect, mitigate=detect + 1)
+
+    return [run(0, "embedded", 100.0), run(1, "chain", 30.0), run(2, "embedded", 120.0), run(3, "chain", 33.0),
+            run(4, "embedded", 130.0)]
+
+
+def test_the_trend_compares_like_with_like_a_chain_run_never_against_embedded_ones():
+    from opsctl.drills.history import trend, trend_text
+
+    runs = _mixed_runs()
+    # The newest (embedded, 130) against the median of the earlier embedded ones (100, 120): 110,
+    # worse; with the chain runs (30, 33) in, the median of 100, 30, 120, 33 would be 66.5.
+    t = trend(runs)
+    assert t["detect"] == {"last": 130.0, "before": 110.0, "direction": "worse", "runs": 3}
+    assert t["compared"] == {"mode": "embedded", "runs": 3, "left_out": 2}
+    assert "embedded runs only (2 of other modes left out" in trend_text(t)
+    # The newest chain run (33) against the one chain run before it (30): 10% slower, worse; not
+    # "better" than the embedded runs' 100-120 s.
+    t = trend(runs[:4])
+    assert t["detect"] == {"last": 33.0, "before": 30.0, "direction": "worse", "runs": 2}
+    assert t["compared"] == {"mode": "chain", "runs": 2, "left_out": 2}
+    assert trend(runs[:2])["detect"]["direction"] == "first run"  # the first chain run has nothing like it
+
+
+def test_the_history_chart_marks_each_runs_mode_and_joins_only_runs_of_one_mode():
+    from opsctl.drills.svg_trend import trend_chart
+
+    runs = [r.to_dict() for r in _mixed_runs()]
+    svg = ET.fromstring(trend_chart(runs))
+    dots = [c for c in svg.iter(f"{NS}circle") if c.get("class") == "run"]
+    assert [c.get("data-mode") for c in dots[:5]] == ["embedded", "chain", "embedded", "chain", "embedded"]
+    assert all(c.get("fill") == "#ffffff" for c in dots if c.get("data-mode") == "chain")  # a ring
+    assert all(c.get("fill") != "#ffffff" for c in dots if c.get("data-mode") == "embedded")
+    lines = [p for p in svg.iter(f"{NS}polyline")]
+    # two panels of lines (detect, mitigate), one line per mode in each, each through its mode's runs only
+    assert sorted(p.get("data-mode") for p in lines) == ["chain", "chain", "embedded", "embedded"]
+    assert [len(p.get("points").split()) for p in lines[:2]] == [3, 2]
+    labels = [t.text for t in svg.iter(f"{NS}text") if (t.text or "").startswith("#")]
+    assert [label.split()[0] for label in labels[:5]] == ["#1E", "#2C", "#3E", "#4C", "#5E"]

@@ -46,7 +46,7 @@ class ChainAnalysis(ChainProgress):
         pred = chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], self._split(),
                                 slo=detected, group_wait=self.group_wait,
                                 kinds={n: b.kind for n, b in self.cfg.backends.items()},
-                                load=traffic_load(first["on_at"]), peak_rps=self.scenario.embedded.peak_rps)
+                                load=traffic_load(first.get("scenario_at", first["on_at"])), peak_rps=self.scenario.embedded.peak_rps)
         return self._predict_response(pred, plans, step.fault, first["backend"])
 
     def _predict_response(self, pred: Prediction | None, plans, fault, backend: str) -> Prediction | None:

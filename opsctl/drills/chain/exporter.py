@@ -5,6 +5,10 @@ the 10-second steps up to now with the split the traffic actuator holds now (so 
 the simulated traffic) and the faults the drill has switched on, and adds them to its counters.
 The counters continue the backfilled history: they start at the history's totals, so
 `increase()` sees no reset at the seam.
+
+The load is drawn at the scenario's hour: the simulator is asked for the steps `offset` seconds
+after the wall clock's (`scenario_time`), so a drill whose `start` is a weekday peak draws the
+peak's load whatever the hour it runs at, and the guards see what they see embedded.
 """
 
 from __future__ import annotations
@@ -37,8 +41,10 @@ _SAMPLES = {schema.DURATION: (schema.DURATION_BUCKET, schema.DURATION_COUNT, sch
 class ProxyExporter:
     def __init__(self, backends: Mapping[str, str], *, peak_rps: float, seed: int,
                  split: Callable[[], dict[str, float]], history: Mapping | None = None,
-                 clock: Callable[[], float] = time.time, labels: Mapping[str, str] | None = None):
+                 clock: Callable[[], float] = time.time, labels: Mapping[str, str] | None = None,
+                 offset: int = 0):
         self.backends = dict(backends)
+        self.offset = int(offset) // STEP * STEP  # scenario time - wall time, on the step grid
         self.labels = dict(labels or {})  # the service's (Config.service_labels), on every series
         self.peak_rps = peak_rps
         self.seed = seed
@@ -69,7 +75,7 @@ class ProxyExporter:
             now = self.clock()
             self.faults[fault_id] = incident(kind, backend, dict(params), now)
             record = {"id": fault_id, "kind": kind, "backend": backend, "params": dict(params), "on_at": now,
-                      "off_at": None}
+                      "off_at": None, "scenario_at": self.scenario_time(now)}
             self.fault_log.append(record)
             return dict(record)
 
@@ -94,6 +100,10 @@ class ProxyExporter:
 
     # -- simulation ---------------------------------------------------------------------------
 
+    def scenario_time(self, wall: float) -> float:
+        """The scenario's instant whose load the exporter draws at wall-clock `wall`."""
+        return wall + self.offset
+
     def advance(self) -> None:
         with self._lock:
             self._advance_locked()
@@ -110,11 +120,12 @@ class ProxyExporter:
             if inc.start < end and inc.end > start:
                 import dataclasses
 
-                active.append(dataclasses.replace(inc, start=max(inc.start, start), end=min(inc.end, end)))
+                active.append(dataclasses.replace(inc, start=max(inc.start, start) + self.offset,
+                                                  end=min(inc.end, end) + self.offset))
         split = self.split()
         self._chunks += 1
-        series = simulate(start, end, backends=self.backends, split=split, peak_rps=self.peak_rps,
-                          seed=self.seed + self._chunks, incidents=active)
+        series = simulate(start + self.offset, end + self.offset, backends=self.backends, split=split,
+                          peak_rps=self.peak_rps, seed=self.seed + self._chunks, incidents=active)
         requests: dict[str, dict[str, int]] = {}
         row = {"at": float(end), "split": dict(split), "requests": requests}
         for name, s in series.items():

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from opsctl.drills.chain.analysis import ChainAnalysis
 from opsctl.drills.chain.progress import ACK_CAP, DEFAULT_TIMEOUT, PAUSE_CAP, POLL, STEADY_TIMEOUT, _Stop
+from opsctl.drills.text import params_text
 from opsctl.errors import ConfigError, OpsctlError
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ class ChainPolling(ChainAnalysis):
                 if self.t0 is None:
                     self.t0 = record["on_at"]
                     self.state.data["t0"] = self.t0
-                self._say("fault", f"{step.name}: {fault.kind} on {backend} {fault.params} (breaks the hop:"
+                self._say("fault", f"{step.name}: {fault.kind} on {backend} ({params_text(fault.params)}; breaks the hop:"
                                    f" {record['hop']})", at=record["on_at"])
             elif step.action == "wait":
                 self._sleep(min(step.duration, PAUSE_CAP))

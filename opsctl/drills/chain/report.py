@@ -108,6 +108,12 @@ def chain_report(drill: ReportedChain, results: Results, outcome: str, exit_code
     judged, not_rehearsed = scenario_verdicts(results)
     broken = [h for h in hops.values() if h.required and not h.passed]
     timeline = sorted(drill.timeline, key=lambda e: e["at"])
+    # The rollbacks (the restore among them) on the timeline too, as the embedded drill says them:
+    # they ran just before the report, so at the drill's end (or after its last event).
+    ended = state.data.get("finished_at") or (timeline[-1]["at"] if timeline else None)
+    if ended is not None and not any(e["kind"] == "rollback" for e in timeline):
+        timeline += [{"at": ended, "phase": "rollbacks", "kind": "rollback",
+                      "message": f"{r['action']}: {r['status']}: {r['message']}"} for r in rollback.actions]
     m = None
     if t0 is not None and hops:
         def since(key: str) -> float | None:

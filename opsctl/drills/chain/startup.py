@@ -69,12 +69,17 @@ class ChainStartup(ChainProgress):
         backends = {n: b.kind for n, b in self.cfg.backends.items()}
         env = self.scenario.embedded
         now = time.time()
-        history = self._backfill(backends, split, now, env.peak_rps, env.seed)
+        offset = scenario_offset(env.start, now)
+        history = self._backfill(backends, split, now, env.peak_rps, env.seed, offset)
 
         from opsctl.drills.chain.exporter import ProxyExporter
 
         self.exporter = ProxyExporter(backends, peak_rps=env.peak_rps, seed=env.seed + 1, split=self._split,
-                                      history=history, labels=self.cfg.service_labels)
+                                      history=history, labels=self.cfg.service_labels, offset=offset)
+        shortened.add("environment.embedded.start", f"{_iso(env.start)}, simulated time",
+                      f"{_iso(env.start)}, then the wall clock's pace",
+                      "the exporter draws the load of the scenario's hour from setup on; the method's pauses, the"
+                      " rules' windows and the waits below run on the wall clock")
         exporter_url = self.exporter.start()
         self.servers.append(self.exporter)
         self._say("setup", f"exporter of the proxy's metrics on {exporter_url}/metrics (peak {env.peak_rps:g} rps,"
@@ -129,12 +134,17 @@ class ChainStartup(ChainProgress):
         self.state.data["chain"] = {"urls": self.urls, "config": str(cfg_path)}
         self.state.save()
 
-    def _backfill(self, backends, split, now, peak_rps, seed):
+    def _backfill(self, backends, split, now, peak_rps, seed, offset=0):
+        import dataclasses
+
         from opsctl.drills.chain.components import backfill
         from opsctl.metrics.simulator import STEP, export_openmetrics, simulate
 
         end = int(now) // STEP * STEP
-        series = simulate(end - self.history, end, backends=backends, split=split, peak_rps=peak_rps, seed=seed)
+        # The history of the scenario's hours before its start, stamped on the wall clock's steps.
+        drawn = simulate(end - self.history + offset, end + offset, backends=backends, split=split,
+                         peak_rps=peak_rps, seed=seed)
+        series = {name: dataclasses.replace(s, timestamps=s.timestamps - offset) for name, s in drawn.items()}
         path = self.dir / "history.om"
         samples = export_openmetrics(series, path, labels=self.cfg.service_labels)
         started = time.monotonic()
@@ -163,3 +173,15 @@ def _longest_group_wait(route: dict) -> float:
     waits: list[float] = [parse_duration(str(route["group_wait"]))] if route.get("group_wait") is not None else []
     waits += [_longest_group_wait(child) for child in route.get("routes") or []]
     return max(waits, default=0.0)
+
+
+def scenario_offset(start: float, now: float) -> int:
+    """Seconds from the wall clock's step at `now` to the scenario's `start` step: the exporter
+    draws the load `start` has, whatever the hour the drill runs at."""
+    from opsctl.metrics.schema import STEP_SECONDS
+
+    return int(start) // STEP_SECONDS * STEP_SECONDS - int(now) // STEP_SECONDS * STEP_SECONDS
+
+
+def _iso(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))

@@ -115,7 +115,7 @@ class AlertingConfig(Model):
     rule_group_prefix: str = "opsctl-slo"
     labels: dict[str, str] = field(default_factory=dict)  # extra labels on every alert, e.g. team
     page: SeverityAlerting = field(default_factory=lambda: SeverityAlerting(Duration("2m"), 1.0))
-    ticket: SeverityAlerting = field(default_factory=lambda: SeverityAlerting(Duration("15m"), 0.1))
+    ticket: SeverityAlerting = field(default_factory=lambda: SeverityAlerting(Duration("3m"), 0.1))  # 0410
     fast: FastBurnAlerting = field(default_factory=FastBurnAlerting)
     absent: AbsentAlerting = field(default_factory=AbsentAlerting)
     prometheus_rule: PrometheusRuleMeta = field(default_factory=PrometheusRuleMeta)

@@ -124,8 +124,9 @@ def minute(m: int) -> str:
 
 
 def run_promtool_test(workdir: Path, rules_file: Path, series: list[dict], alert_tests: list[dict],
-                      promql_tests: list[dict] | None = None) -> subprocess.CompletedProcess:
-    """Write a `promtool test rules` file next to the rules and run it; evaluation every minute."""
+                      promql_tests: list[dict] | None = None, interval: str = "10s") -> subprocess.CompletedProcess:
+    """Write a `promtool test rules` file next to the rules and run it; evaluation every minute,
+    a sample of every input series each `interval` (the proxy's 10 s scrape)."""
     promtool = require_binary("promtool")
     groups = [g["name"] for g in (yaml.safe_load(rules_file.read_text()) or {}).get("groups", [])]
     test = {
@@ -136,7 +137,7 @@ def run_promtool_test(workdir: Path, rules_file: Path, series: list[dict], alert
         # order (each SLO's group, then its period group) is the one the expected figures assume.
         **({"group_eval_order": groups} if groups else {}),
         "tests": [{
-            "interval": "10s",
+            "interval": interval,
             "input_series": series,
             "alert_rule_test": alert_tests,
             "promql_expr_test": promql_tests or [],

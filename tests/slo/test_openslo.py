@@ -89,7 +89,7 @@ kind: AlertCondition
 metadata: {{name: ticket-3d}}
 spec:
   severity: ticket
-  condition: {{kind: burnrate, op: gt, threshold: 0.9333, lookbackWindow: 3d, alertAfter: 15m}}
+  condition: {{kind: burnrate, op: gt, threshold: 0.9333, lookbackWindow: 3d, alertAfter: 3m}}
 """,
     "latency.yaml": f"""\
 apiVersion: openslo/v1

@@ -132,7 +132,8 @@ class ChainPolling(ChainAnalysis):
         self._measure_budget(t0)
 
     def _fault_on(self, fault_id: str, fault, backend: str) -> dict:
-        record = self.exporter.fault_on(fault_id, fault.kind, backend, fault.params)
+        record = self.exporter.fault_on(fault_id, fault.kind, backend, fault.params, duration=fault.duration,
+                                        waves=fault.waves)
         self.state.data["faults"].append({**record, "injector": "chain-exporter", "removed_at": None,
                                           "start": record["on_at"], "end": record["on_at"] + fault.duration})
         self.state.save()

@@ -63,6 +63,9 @@ class ChainPolling(ChainAnalysis):
         from opsctl.drills.scenario import default_backend
 
         self._set_phase("method")
+        # the prediction reads the split the scenario starts from, not the one after the method's
+        # (capped) pauses, by when serve may have failed over already (decisions/0313)
+        self.split_at_start = self._split()
         self.method_started = time.time()
         faults: list[dict] = []
         for step in self.scenario.method:

@@ -37,13 +37,16 @@ ERROR_SHARE: dict[str, Callable[[dict[str, Any]], float]] = {
     "vendor-5xx": lambda p: p.get("rate", 0.2),
     "oauth-token-failure": lambda p: p.get("rate", 1.0),
     "auth-throttling": lambda p: p.get("rate", 0.3) + p.get("auth_rate", 0.0),
-    # lost GPU pods: the simulator sheds `rate` of the internal requests, 4/5 as timeouts and 1/5 as
-    # 503s, whatever the load (the rest are queued: `factor` times slower, see latency_burns)
+    # lost GPU pods: the simulator sheds `rate` of the internal requests, `timeout_share` (4/5) as
+    # timeouts and the rest as 503s, whatever the load (the rest are queued: `factor` times slower)
     "gpu-capacity-loss": lambda p: p.get("rate", 0.1),
+    "vendor-throttling": lambda p: p.get("rate", 0.3),  # 503/429 with Retry-After: throttled
+    "vendor-timeout": lambda p: p.get("rate", 0.1),
+    "slow-token-endpoint": lambda p: p.get("auth_rate", 0.1) + p.get("timeout_rate", 0.03),
 }
 # fault kinds that change the latency of the faulted backend's requests (the simulator's log_shift,
 # tail_share/tail_shift or timeouts): latency_burns reads their bad share off the latency model
-LATENCY_FAULTS = ("latency-spike", "latency-tail", "gpu-capacity-loss")
+LATENCY_FAULTS = ("latency-spike", "latency-tail", "gpu-capacity-loss", "vendor-timeout", "slow-token-endpoint")
 def fault_burns(plans: Sequence[SloRulePlan], fault_kind: str, params: dict[str, Any], backend: str,
                 split: dict[str, float]) -> list[FaultBurn]:
     """The burn B each availability SLO sees from a step fault failing a share of `backend`'s requests

@@ -222,7 +222,9 @@ def response_hops(cfg: Config, paging: Paging, plan: SloRulePlan, tiers: Sequenc
     category: str | None = None
     for hop, action in (("mitigate", "failover"), ("ticket", "ticket")):
         taking = next((p for p in candidates if getattr(p.policy.actions, action) is not None), None)
-        if not candidates:
+        if action == "ticket" and backend_kind is not None and backend_kind != "vendor":
+            hops[hop] = (None, "an internal fault: no vendor to file a ticket with")
+        elif not candidates:
             hops[hop] = (None, f"no policy matches {named}: serve does nothing")
         elif taking is None:
             hops[hop] = (None, f"policy {candidates[0].name} takes no {action}")
@@ -287,12 +289,12 @@ def _seconds(window: str | None) -> int | None:
 CHAIN_MARGIN = 180  # seconds past the predicted page: scrapes, serve's actions, the ticket, the on-call's ack
 
 
-def _tiers(burn: FaultBurn, request_rate: float | None) -> list[Tier]:
+def _tiers(burn: FaultBurn, request_rate: float | None, tick: int | None = None) -> list[Tier]:
     """predict()'s tiers for one SLO's burn; with the SLO's expected requests/s, a tier whose
     minimum-traffic guard that rate does not clear never fires, unless its short window counts its
     minimum of bad events (`min_bad_events`): then it fires once both that count and its factor
     are reached, whichever comes later, plus its `for:`."""
-    tiers = predict(burn.plan, burn.burn, None)
+    tiers = predict(burn.plan, burn.burn, tick)
     if request_rate is None:
         return tiers
     by_name = {(a.alertname, a.long, a.short): a for a in burn.plan.alerts}
@@ -302,7 +304,7 @@ def _tiers(burn: FaultBurn, request_rate: float | None) -> list[Tier]:
         if alert is not None and row.predicted_seconds is not None and request_rate < alert.min_request_rate:
             bad_rate = request_rate * burn.bad_share
             if alert.min_bad_events > 0 and bad_rate * alert.short_seconds >= alert.min_bad_events:
-                grid = alert.interval or burn.plan.interval
+                grid = tick or alert.interval or burn.plan.interval
                 counted = math.ceil(alert.min_bad_events / bad_rate / grid) * grid + alert.for_seconds
                 if counted > row.predicted_seconds:
                     row = row.update(predicted_seconds=counted, why=(
@@ -319,7 +321,8 @@ def _tiers(burn: FaultBurn, request_rate: float | None) -> list[Tier]:
 
 def chain_prediction(plans: Sequence[SloRulePlan], fault_kind: str, params: dict[str, Any], backend: str,
                      split: dict[str, float], *, slo: str | None, group_wait: float, kinds: dict[str, str] | None = None,
-                     load: float | None = None, peak_rps: float | None = None) -> Prediction | None:
+                     load: float | None = None, peak_rps: float | None = None,
+                     tick: int | None = None) -> Prediction | None:
     """The chain report's `prediction`, from the fault: the burn of every SLO the fault touches
     (fault_burns for an error share; latency_burns for a slowdown, which needs the backends' `kinds`
     and the traffic `load`), each page tier of the detecting SLO (`slo`, else the SLO predicted to
@@ -342,7 +345,7 @@ def chain_prediction(plans: Sequence[SloRulePlan], fault_kind: str, params: dict
         if peak_rps is not None and load is not None:
             own = b.plan.slo.backend
             rate = peak_rps * load * (1.0 if own in (None, "all") else split.get(own or "", 0.0) / total)
-        tiers = _tiers(b, rate)
+        tiers = _tiers(b, rate, tick)
         times = [t.predicted_seconds for t in tiers if t.predicted_seconds is not None]
         rows.append((b, tiers, min(times) if times else None))
     firing = [(r, r[2]) for r in rows if r[2] is not None]
@@ -383,3 +386,87 @@ def derived_timeout(pred: Prediction | None, default: int) -> tuple[int, str]:
         return default, f"no prediction for this fault: the default {default}s"
     seconds = int(min(3600, max(30, math.ceil(page + CHAIN_MARGIN))))
     return seconds, f"predicted page {page:g}s + margin {CHAIN_MARGIN}s"
+
+
+# -- every fault of a scenario, before the method runs ---------------------------------------------
+
+
+class FaultPage(Model):
+    """One fault's predicted page, from its parameters in the simulator's model (chain_prediction
+    on the rules' own grid or the embedded tick): seconds after the scenario's first fault."""
+
+    fault: int  # its index in Scenario.faults
+    kind: str
+    backend: str
+    onset_seconds: float  # when the method injects it, after the first fault
+    slo: str | None = None  # the SLO predicted to page first for it
+    cause: str | None = None  # the `cause` that page's alert carries (fault_cause)
+    detect_seconds: float | None = None
+    page_seconds: float | None = None
+    ticket_category: str | None = None  # the category that cause files; None: an internal fault files none
+    why: str = ""
+
+
+class FirstPage(Model):
+    """The earliest page over all of a scenario's faults (`first`), and each fault's own."""
+
+    faults: tuple[FaultPage, ...] = ()
+    first: FaultPage | None = None
+
+
+def fault_onsets(scenario: Scenario) -> list[float]:
+    """Each inject-fault step's onset after the first, from the method's pauses and waits as written
+    (not as a chain drill caps them)."""
+    t, onsets = 0.0, []
+    for step in scenario.method:
+        t += step.pause_before
+        if step.action == "inject-fault" and step.fault is not None:
+            onsets.append(t)
+        elif step.action == "wait":
+            t += step.duration
+        t += step.pause_after
+    return [o - onsets[0] for o in onsets] if onsets else []
+
+
+def first_page(cfg: Config, scenario: Scenario, plans: Sequence[SloRulePlan], split: dict[str, float], *,
+               start: float, tick: int | None = None) -> FirstPage:
+    """Every fault of `scenario` predicted from its parameters before the method runs, on the split
+    the scenario starts from (`split`), the load at each fault's onset (`start`: the first fault's
+    instant) and the scenario's peak rate: its first page (detection + the PagerDuty route's
+    group_wait, the fast tier's when it fires first), the cause of that page and the ticket that
+    cause files (runbooks.tickets; none for an internal backend: no vendor to file with). `first`
+    is the earliest page over all faults."""
+    import dataclasses
+
+    from opsctl.drills.fault_model import traffic_load
+    from opsctl.drills.scenario import default_backend
+
+    kinds: dict[str, str] = {n: b.kind for n, b in cfg.backends.items()}
+    rows: list[FaultPage] = []
+    for index, (fault, onset) in enumerate(zip(scenario.faults, fault_onsets(scenario))):
+        backend = fault.backend or default_backend(fault.kind, cfg)
+        if backend is None or backend not in kinds:
+            continue
+        row = FaultPage(fault=index, kind=fault.kind, backend=backend, onset_seconds=onset)
+        pred = chain_prediction(plans, fault.kind, dict(fault.params), backend, split, slo=None, group_wait=0.0,
+                                kinds=kinds, load=traffic_load(start + onset), peak_rps=scenario.embedded.peak_rps,
+                                tick=tick)
+        if pred is None or pred.predicted_detection_seconds is None:
+            rows.append(dataclasses.replace(row, why=pred.no_page if pred is not None and pred.no_page
+                                   else f"{fault.kind} touches no SLO's bad events"))
+            continue
+        firing = [t for t in pred.tiers if t.predicted_seconds is not None]
+        tier = min(firing, key=lambda t: t.predicted_seconds or 0.0)
+        wait = scenario.paging.fast_group_wait if tier.tier == "fast" else scenario.paging.group_wait
+        plan = next(p for p in plans if p.slo.name == pred.slo)
+        cause = fault_cause(plan, fault.kind, dict(fault.params), kinds[backend])
+        internal = kinds[backend] != "vendor"
+        category = None if internal else cfg.runbooks.tickets.category_for(cause)
+        detect = onset + float(pred.predicted_detection_seconds)
+        rows.append(dataclasses.replace(
+            row, slo=pred.slo, cause=cause, detect_seconds=detect, page_seconds=detect + wait, ticket_category=category,
+            why=(f"{tier.alert} {tier.long}/{tier.short} of {pred.slo} fires {pred.predicted_detection_seconds:g}s"
+                 f" after the fault's onset at {onset:g}s, + the PagerDuty route's group_wait {wait:g}s"
+                 + ("; an internal fault: no vendor ticket" if internal else f"; cause {cause} files in {category!r}"))))
+    paged = [r for r in rows if r.page_seconds is not None]
+    return FirstPage(faults=tuple(rows), first=min(paged, key=lambda r: r.page_seconds or 0.0) if paged else None)

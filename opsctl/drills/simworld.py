@@ -81,6 +81,15 @@ class SimWorld:
         self.incidents[key] = replace(incident, end=max(incident.start, min(incident.end, float(at))))
         self._plan = None
 
+    def ready_share(self, backend: str, at: float) -> float:
+        """The share of `backend`'s pods still ready at `at`: each GPU capacity loss acting then
+        (its waves and end, Incident.active_at) takes its `rate` of them."""
+        share = 1.0
+        for incident in self.incidents.values():
+            if incident.backend == backend and incident.kind == "gpu-capacity-loss" and incident.active_at(at):
+                share *= 1.0 - float(getattr(incident, "rate", 0.0))
+        return share
+
     # -- time -------------------------------------------------------------------------------------
 
     def advance(self, to: float) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
 from opsctl.errors import UsageError
@@ -44,6 +44,18 @@ class _StepParams:
         return _StepParams(*(getattr(self, f).copy() for f in self.fields()))
 
 
+def wave_active(elapsed: float, duration: float, on: float = 0.0, off: float = 0.0) -> bool:
+    """Whether a fault that began `elapsed` seconds ago and lasts `duration` acts now: inside
+    (0, duration], and with waves (`on` and `off` both > 0) inside an on period (0, on] of each
+    on + off cycle. The one rule of both drill worlds (the embedded world's simulate() and the
+    chain's exporter draw their steps through Incident.window, which is this)."""
+    if not 0 < elapsed <= duration:
+        return False
+    if on > 0 and off > 0:
+        return ((elapsed - 1e-9) % (on + off)) < on
+    return True
+
+
 @dataclass(frozen=True)
 class Incident:
     """A fault on one backend over [start, end): it touches the steps whose end is in (start, end]."""
@@ -56,6 +68,10 @@ class Incident:
     backend: str
     start: float
     end: float
+    # waves: on for `waves_on` seconds, off for `waves_off`, from `start` (0: always on while it lasts)
+    # keyword-only, so a kind's own parameters keep their positions after (backend, start, end)
+    waves_on: float = field(default=0.0, kw_only=True)
+    waves_off: float = field(default=0.0, kw_only=True)
 
     def apply(self, params: _StepParams, window: "np.ndarray") -> None:
         raise NotImplementedError
@@ -63,10 +79,25 @@ class Incident:
     def options(self) -> dict[str, float]:
         return {}
 
+    def active_at(self, at: float) -> bool:
+        """Whether the fault acts on the step ending at `at` (its start, end and waves)."""
+        return wave_active(at - self.start, self.end - self.start, self.waves_on, self.waves_off)
+
+    def window(self, timestamps: "np.ndarray") -> "np.ndarray":
+        """active_at for every step end in `timestamps` (the mask `apply` changes)."""
+        import numpy as np
+
+        elapsed = timestamps.astype(np.float64) - self.start
+        inside = (elapsed > 0) & (timestamps <= self.end)
+        if self.waves_on > 0 and self.waves_off > 0:
+            inside &= ((elapsed - 1e-9) % (self.waves_on + self.waves_off)) < self.waves_on
+        return inside
+
     def spec(self) -> str:
         from opsctl.clock import format_duration, format_rfc3339
 
-        opts = ",".join([f"backend={self.backend}"] + [f"{k}={v:g}" for k, v in self.options().items()])
+        waves = {"waves_on": self.waves_on, "waves_off": self.waves_off} if self.waves_on and self.waves_off else {}
+        opts = ",".join([f"backend={self.backend}"] + [f"{k}={v:g}" for k, v in {**self.options(), **waves}.items()])
         return f"{self.kind}@{format_rfc3339(self.start)}+{format_duration(int(self.end - self.start))}:{opts}"
 
     def to_dict(self) -> dict:
@@ -127,23 +158,25 @@ class AuthThrottling(Incident):
 @dataclass(frozen=True)
 class GpuCapacityLoss(Incident):
     kind: ClassVar[str] = "gpu-capacity-loss"
-    summary: ClassVar[str] = ("lost GPU pods: `rate` of requests fail (4/5 time out, 1/5 get a 503) and "
-                              "the rest are `factor` times slower")
+    summary: ClassVar[str] = ("lost GPU pods: `rate` of requests fail (`timeout_share` of them time out, the "
+                              "rest get a 503; default 4/5 and 1/5) and the rest are `factor` times slower")
     backend_kinds: ClassVar[tuple[str, ...]] = ("internal",)
     default_backend_kind: ClassVar[str] = "internal"
     TIMEOUT_SHARE: ClassVar[float] = 0.8
     rate: float = 0.1
     factor: float = 2.0
+    timeout_share: float = TIMEOUT_SHARE  # of the failed requests, the share that times out (the rest: 503)
 
     def apply(self, params, window):
         import numpy as np
 
-        params.timeout[window] = np.maximum(params.timeout[window], self.rate * self.TIMEOUT_SHARE)
-        params.server_error[window] = np.maximum(params.server_error[window], self.rate * (1 - self.TIMEOUT_SHARE))
+        params.timeout[window] = np.maximum(params.timeout[window], self.rate * self.timeout_share)
+        params.server_error[window] = np.maximum(params.server_error[window], self.rate * (1 - self.timeout_share))
         params.log_shift[window] += math.log(self.factor)
 
     def options(self):
-        return {"rate": self.rate, "factor": self.factor}
+        return {"rate": self.rate, "factor": self.factor,
+                **({"timeout_share": self.timeout_share} if self.timeout_share != self.TIMEOUT_SHARE else {})}
 
 
 @dataclass(frozen=True)
@@ -183,14 +216,16 @@ Incident SPEC: KIND@START+DURATION[:key=value,...]
             latency-spike      saturation: answered requests `factor` times slower (default 3)
             auth-throttling    429s from the vendor's auth layer on `rate` of requests (default 0.3)
                                and 401s on `auth_rate` of them (default 0)
-            gpu-capacity-loss  internal backend: `rate` of requests fail, 4/5 timeouts and
-                               1/5 503s (default 0.1), the rest `factor` times slower (default 2)
+            gpu-capacity-loss  internal backend: `rate` of requests fail (default 0.1), `timeout_share`
+                               of them time out (default 0.8) and the rest get 503s, the rest
+                               `factor` times slower (default 2)
             quality-regression nothing fails: prompt tokens per request shift by `prompt_shift`
                                (default -1, a dropped BOS token), `rate` of answers change (0.3)
                                and hold `suggestions` x the suggestions (0.5) and `completion`
                                x the completion tokens (1) of an unchanged answer; default: the vendor
   START     RFC 3339 time (2026-11-20T14:00Z) or end-DURATION (before the simulated end)
   DURATION  30s, 5m, 1h30m, 2d; the incident touches the steps ending in (START, START+DURATION]
+  waves_on=, waves_off=  seconds: the fault acts in waves (on, then off, from START)
   backend=  the backend hit (default: the vendor backend; the internal one for gpu-capacity-loss)
 """
 
@@ -265,6 +300,10 @@ def parse_incident(spec: str, backends: Mapping[str, str], *, end: float | None 
             raise fail(f"{key}={text!r} is not a number")
         if key == "rate" and not 0 < number <= 1:
             raise fail(f"rate={text} must be in (0, 1]: a share of requests")
+        if key in ("timeout_share",) and not 0 <= number <= 1:
+            raise fail(f"{key}={text} must be in [0, 1]: a share of the failed requests")
+        if key in ("waves_on", "waves_off") and not 0 <= number <= MAX_INCIDENT_SECONDS:
+            raise fail(f"{key}={text} must be seconds between 0 and 400d")
         if key == "factor" and not 1 <= number <= 100:
             raise fail(f"factor={text} must be between 1 and 100")
         if key == "prompt_shift" and not (-100 <= number <= 100 and number == int(number)):

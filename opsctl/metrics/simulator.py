@@ -150,11 +150,11 @@ def simulate(
                                 _rng(seed, 3, _stream_id(name)))
 
         mine = [i for i in incidents if i.backend == name]
-        if mine:
+        if mine and any(i.window(timestamps).any() for i in mine):
             hit = base.copy()
             touched = np.zeros(n, dtype=bool)
             for incident in mine:
-                window = (timestamps > incident.start) & (timestamps <= incident.end)
+                window = incident.window(timestamps)
                 incident.apply(hit, window)
                 touched |= window
             sub = hit.take(touched)

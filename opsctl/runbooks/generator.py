@@ -54,6 +54,8 @@ SCENARIOS: tuple[Scenario, ...] = (
              "the vendor's auth layer answers 429: fewer requests per second, credentials, a platform ticket"),
     Scenario("oauth-token-failure", "OAuth token endpoint failing", "vendor",
              "the proxy cannot refresh its OAuth token for the vendor (auth errors): fail over, a platform ticket"),
+    Scenario("vendor-throttling", "Vendor throttling: provisioned throughput exhausted", "vendor",
+             "the vendor answers 503/429 with Retry-After (cause capacity): fail over what the pods carry, a capacity ticket"),
     Scenario("internal-capacity-loss", "Loss of internal GPU capacity", "internal",
              "internal GPU pods are lost: move their share to the vendor, restore when the pods are back"),
     Scenario("quality-regression", "Quality regression after a vendor release", "vendor",
@@ -172,6 +174,7 @@ def _site(cfg: "Config") -> dict:
         "ramps": {b: f.ramp_target(cfg, b) for b in cfg.backends},
         "routes": {b: f.ticket_route(cfg, b) for b in vendors},
         "auth_routes": {b: f.ticket_route(cfg, b, auth=True) for b in vendors},
+        "capacity_routes": {b: f.ticket_route(cfg, b, capacity=True) for b in vendors},
         "endpoints": {b: {"base_url": e.base_url, "model": e.model, "auth": e.auth.method,
                           "token_url": e.auth.databricks_oauth.endpoint if e.auth.databricks_oauth else None}
                       for b, e in cfg.endpoints.items()},
@@ -220,7 +223,7 @@ def _alert_runbook(cfg: "Config", site: dict, plan: "SloRulePlan", severity: str
     backend = slo.backend
     kind = cfg.backends[backend].kind if backend in cfg.backends else "all"
     if kind == "vendor":
-        wanted = (["vendor-outage", "auth-throttling", "oauth-token-failure"] if slo.kind == "availability"
+        wanted = (["vendor-outage", "vendor-throttling", "auth-throttling", "oauth-token-failure"] if slo.kind == "availability"
                   else ["vendor-latency"])
         wanted.append("quality-regression")
     elif kind == "internal":

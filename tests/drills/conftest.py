@@ -19,6 +19,23 @@ from tests.conftest import REPO
 
 CHAOS = REPO / "chaos"
 SHIPPED = sorted(p.stem for p in CHAOS.glob("*.yaml"))
+# Shipped scenarios whose honest expectations today's automation cannot meet yet, with the item that
+# makes them pass: their tests are xfail(strict=True), so they show up green (XPASS fails) at merge.
+AWAITING = {
+    "vendor-503-storm": "#36 item 1: the drill's page and the automation's page are two PagerDuty incidents",
+    "slow-token-endpoint": "#36 item 1: the auth and the latency episode each page and file a ticket"
+                           " (2-3 PagerDuty incidents, 2 tickets); one incident owns one page and one ticket",
+    "oom-kill-loop": "#36 items 1 and 5: 3 PagerDuty incidents, and the restore canary passes on an internal"
+                     " backend with no traffic between waves (moves back 5m after the failover)",
+    "both-degraded": "#36 items 1 and 5: 3 PagerDuty incidents, a page naming only internal, and the restore"
+                     " canary passes on internal with no traffic while it still lost a third of its pods",
+}
+
+
+def shipped_params(names=None):
+    """pytest params of the shipped scenarios (or `names`), those AWAITING an item xfail(strict=True)."""
+    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=AWAITING[n])) if n in AWAITING else n
+            for n in (SHIPPED if names is None else names)]
 
 
 class DrillEnv:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.drills.conftest import CHAOS, SHIPPED
+from tests.drills.conftest import AWAITING, CHAOS, SHIPPED
 
 OTHER_SLO = {"databricks-availability": "internal-availability", "internal-availability": "databricks-availability",
              "databricks-latency-1s": "internal-latency-1s", "service-availability": "internal-latency-1s",
@@ -45,8 +45,9 @@ def test_every_shipped_scenario_has_a_named_field_broken_here():
     assert {name for name, *_ in CASES} == set(SHIPPED)
 
 
-@pytest.mark.parametrize("name, index, field, value", CASES,
-                         ids=[f"{n}-{i}-{f}" for n, i, f, _ in CASES])
+@pytest.mark.parametrize("name, index, field, value", [
+    pytest.param(*c, marks=pytest.mark.xfail(strict=True, reason=AWAITING[c[0]])) if c[0] in AWAITING else c
+    for c in CASES], ids=[f"{n}-{i}-{f}" for n, i, f, _ in CASES])
 def test_a_copy_breaking_one_named_field_fails_exactly_that_expectation(drill_env, name, index, field, value):
     broken = {}
 

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from tests.conftest import REPO
-from tests.drills.conftest import CHAOS, SHIPPED, DrillEnv, audit
+from tests.drills.conftest import CHAOS, DrillEnv, audit, shipped_params
 
 PRODUCTION = REPO / "examples" / "production" / "opsctl.yaml"
 
@@ -46,7 +46,7 @@ def test_the_shipped_file_loads_as_is_and_is_sized_as_production():
     assert math.floor(100 * cap.replicas * cap.rps_per_replica / (1 + cap.headroom) / 200000) == 32
 
 
-@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("name", shipped_params())
 def test_every_shipped_scenario_passes_embedded_on_the_production_config(tmp_path, name):
     env = DrillEnv(tmp_path, production_text())
     result = env.run("drill", "run", str(CHAOS / f"{name}.yaml"), "-o", "json")

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.drills.conftest import CHAOS, SHIPPED, DrillEnv, audit, ledger, split_file, store_rows, tickets
+from tests.drills.conftest import CHAOS, SHIPPED, DrillEnv, shipped_params, audit, ledger, split_file, store_rows, tickets
 
 STEP = 10
 WINDOW_DAYS_PERIOD = 28
@@ -61,7 +61,7 @@ def test_the_six_required_scenarios_are_shipped_and_validate(drill_env):
     assert all(r["valid"] for r in json.loads(result.stdout))
 
 
-@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("name", shipped_params())
 def test_each_shipped_scenario_meets_its_expectations_and_leaves_nothing_behind(shipped_runs, name):
     env, result, report, run, cpu = shipped_runs[name]
     assert result.exit_code == 0, result.output

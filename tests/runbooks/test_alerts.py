@@ -72,7 +72,7 @@ def test_list_reports_each_runbook_with_its_alert_url_and_state(opsctl, shipped)
     result = opsctl("--config", str(shipped), "runbook", "list", "-o", "json")
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
-    assert len(rows) == 1 + len(SLO_NAMES) * 2 + 7  # index, page and ticket per SLO, 7 scenarios
+    assert len(rows) == 1 + len(SLO_NAMES) * 2 + 8  # index, page and ticket per SLO, 8 scenarios
     assert {r["state"] for r in rows} == {"current"}
     alerts = [r for r in rows if r["kind"] == "alert"]
     assert {(r["slo"], r["severity"]) for r in alerts} == {(s, v) for s in SLO_NAMES for v in ("page", "ticket")}
@@ -81,7 +81,7 @@ def test_list_reports_each_runbook_with_its_alert_url_and_state(opsctl, shipped)
         assert r["alert"] == {"page": "SloBurnRatePage", "ticket": "SloBurnRateTicket"}[r["severity"]]
     scenarios = {r["scenario"] for r in rows if r["kind"] == "scenario"}
     assert scenarios == {"vendor-outage", "vendor-latency", "auth-throttling", "oauth-token-failure", "internal-capacity-loss",
-                         "quality-regression", "freeze-incident"}
+                         "vendor-throttling", "quality-regression", "freeze-incident"}
 
 
 def test_the_alerts_base_url_moves_the_links_and_the_runbooks_together(opsctl, shipped):

@@ -38,7 +38,7 @@ def test_the_example_catalogs_committed_runbooks_match_each_services_config(opsc
     result = opsctl("--catalog", str(REPO / "examples" / "catalog" / "services"), "runbook", "check", "--all-services")
     assert result.exit_code == 0, result.output
     for service in ("chat", "search"):
-        assert f"examples/catalog/runbooks/{service}: 14 runbooks, all current" in result.stdout
+        assert f"examples/catalog/runbooks/{service}: 15 runbooks, all current" in result.stdout
 
 
 def test_a_fresh_generation_checks_clean(opsctl, shipped):

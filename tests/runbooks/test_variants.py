@@ -17,7 +17,7 @@ def render(config) -> dict[str, str]:
 
 def test_a_minimal_config_still_gets_every_runbook_and_names_what_is_missing(tmp_path):
     files = render(write_config(tmp_path))  # no split, no capacity, no ticket routes, no peak rate
-    assert len(files) == 26  # index, 9 SLOs x (page, ticket), 7 scenarios
+    assert len(files) == 27  # index, 9 SLOs x (page, ticket), 8 scenarios
     outage = files["scenario-vendor-outage.md"]
     assert "no ticket route for vendor 'databricks': add tickets.vendors.databricks" in outage
     assert "opsctl does not model the capacity of internal (no `capacity:` section" in outage

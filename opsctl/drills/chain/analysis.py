@@ -23,6 +23,7 @@ class ChainAnalysis(ChainProgress):
         from opsctl.slo.rule_plan import RuleSettings, plan_rules
 
         step = next(s for s in self.scenario.method if s.action == "inject-fault")
+        split = getattr(self, "split_at_start", None) or self._split()  # the split before the method ran
         try:
             plans = plan_rules(load_slos([self.cfg.slo_dir], self.cfg.backends, config=self.cfg),
                                RuleSettings.from_config(self.cfg))
@@ -39,11 +40,11 @@ class ChainAnalysis(ChainProgress):
         if self.mode != "chain":  # live: real backends and traffic, not the simulator's latency model or rate
             if step.fault.kind in LATENCY_FAULTS:  # a delay or a scaled-down Deployment: not the simulator's
                 return None
-            return chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], self._split(),
+            return chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], split,
                                     slo=detected, group_wait=self.group_wait)
         from opsctl.drills.fault_model import traffic_load
 
-        pred = chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], self._split(),
+        pred = chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], split,
                                 slo=detected, group_wait=self.group_wait,
                                 kinds={n: b.kind for n, b in self.cfg.backends.items()},
                                 load=traffic_load(first.get("scenario_at", first["on_at"])), peak_rps=self.scenario.embedded.peak_rps)

@@ -13,6 +13,8 @@ peak's load whatever the hour it runs at, and the guards see what they see embed
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 import threading
 import time
@@ -67,15 +69,19 @@ class ProxyExporter:
 
     # -- faults -------------------------------------------------------------------------------
 
-    def fault_on(self, fault_id: str, kind: str, backend: str, params: dict) -> dict:
+    def fault_on(self, fault_id: str, kind: str, backend: str, params: dict, *, duration: float = math.inf,
+                 waves: tuple[float, float] = (0.0, 0.0)) -> dict:
+        """Switch a fault on now, for `duration` seconds (its end honoured: steps after it are drawn
+        without it) in `waves` (on, off seconds), as the scenario's Fault.active_at has it."""
         from opsctl.drills.chain.faults import incident
 
         with self._lock:
             self._advance_locked()
             now = self.clock()
-            self.faults[fault_id] = incident(kind, backend, dict(params), now)
+            self.faults[fault_id] = incident(kind, backend, dict(params), now, now + duration, waves=waves)
             record = {"id": fault_id, "kind": kind, "backend": backend, "params": dict(params), "on_at": now,
-                      "off_at": None, "scenario_at": self.scenario_time(now)}
+                      "off_at": None, "ends_at": None if duration == math.inf else now + duration,
+                      "waves": list(waves), "scenario_at": self.scenario_time(now)}
             self.fault_log.append(record)
             return dict(record)
 
@@ -85,9 +91,9 @@ class ProxyExporter:
         with self._lock:
             self._advance_locked()
             current = self.faults.get(fault_id)
-            if current is None or current.end != math.inf:
-                return None
             now = self.clock()
+            if current is None or current.end <= now:
+                return None
             self.faults[fault_id] = dataclasses.replace(current, end=now)
             for record in self.fault_log:
                 if record["id"] == fault_id:
@@ -96,7 +102,9 @@ class ProxyExporter:
         return None
 
     def faults_on(self) -> list[str]:
-        return [f for f, inc in self.faults.items() if inc.end == math.inf]
+        """The faults not yet ended (by fault_off or their own end); a wave's off period counts as on."""
+        now = self.clock()
+        return [f for f, inc in self.faults.items() if inc.end > now]
 
     # -- simulation ---------------------------------------------------------------------------
 
@@ -115,13 +123,10 @@ class ProxyExporter:
         if now_step <= self.last_step:
             return
         start, end = self.last_step, now_step
-        active = []
-        for inc in self.faults.values():
-            if inc.start < end and inc.end > start:
-                import dataclasses
-
-                active.append(dataclasses.replace(inc, start=max(inc.start, start) + self.offset,
-                                                  end=min(inc.end, end) + self.offset))
+        # whole incidents, not clipped to the chunk (each step is drawn by Incident.window, so the
+        # fault's waves keep their phase from its start and its end holds), moved to the scenario's hour
+        active = [dataclasses.replace(inc, start=inc.start + self.offset, end=inc.end + self.offset)
+                  for inc in self.faults.values() if inc.start < end and inc.end > start]
         split = self.split()
         self._chunks += 1
         series = simulate(start + self.offset, end + self.offset, backends=self.backends, split=split,

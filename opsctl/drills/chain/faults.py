@@ -21,6 +21,10 @@ BROKEN_HOP: dict[str, tuple[str, tuple[str, ...]]] = {
     "auth-throttling": ("vendor auth layer (answers 429)", ("throttled",)),
     "oauth-token-failure": ("OAuth token endpoint (no token refresh)", ("auth_error",)),
     "gpu-capacity-loss": ("internal GPU pods (capacity lost)", ("timeout", "server_error")),
+    "vendor-throttling": ("vendor provisioned throughput (answers 503/429 with Retry-After)", ("throttled",)),
+    "vendor-timeout": ("vendor Model Serving endpoint (no answer before the client timeout)", ("timeout",)),
+    "slow-token-endpoint": ("OAuth token endpoint (slow: token refreshes wait, some fail)",
+                            ("auth_error", "timeout", "slower_than_1s")),
 }
 
 
@@ -66,12 +70,85 @@ class LatencyTail(Incident):
         return {"share": self.share, "factor": self.factor}
 
 
-KINDS: dict[str, type[Incident]] = {**INCIDENT_KINDS, OAuthTokenFailure.kind: OAuthTokenFailure,
-                                    LatencyTail.kind: LatencyTail}
+@dataclass(frozen=True)
+class VendorThrottling(Incident):
+    """The vendor's provisioned throughput is exhausted: `rate` of the vendor's requests are answered
+    503 (or 429) with Retry-After. The proxy counts them `throttled` (a fast rejection), so the cause
+    is `capacity` (slo.conventions CAUSE_OUTCOMES) and the ticket goes to
+    runbooks.tickets.capacity_category (decisions/0301, 0310)."""
+
+    kind: ClassVar[str] = "vendor-throttling"
+    summary: ClassVar[str] = "provisioned throughput exhausted: `rate` of requests get 503/429 with Retry-After"
+    backend_kinds: ClassVar[tuple[str, ...]] = ("vendor",)
+    rate: float = 0.3
+
+    def apply(self, params, window):
+        import numpy as np
+
+        params.throttled[window] = np.maximum(params.throttled[window], self.rate)
+
+    def options(self):
+        return {"rate": self.rate}
 
 
-def incident(kind: str, backend: str, params: dict, start: float, end: float = math.inf) -> Incident:
-    return KINDS[kind](backend=backend, start=start, end=end, **params)
+@dataclass(frozen=True)
+class VendorTimeout(Incident):
+    """The vendor stops answering a share of requests: `rate` of them wait the client timeout
+    (sim_draw.TIMEOUT_SECONDS) and fail `timeout`: bad for availability and, landing only in the
+    +Inf bucket, for every latency SLO."""
+
+    kind: ClassVar[str] = "vendor-timeout"
+    summary: ClassVar[str] = "`rate` of requests get no answer before the client timeout"
+    backend_kinds: ClassVar[tuple[str, ...]] = ("vendor",)
+    rate: float = 0.1
+
+    def apply(self, params, window):
+        import numpy as np
+
+        params.timeout[window] = np.maximum(params.timeout[window], self.rate)
+
+    def options(self):
+        return {"rate": self.rate}
+
+
+@dataclass(frozen=True)
+class SlowTokenEndpoint(Incident):
+    """The vendor's OAuth token endpoint answers slowly: `share` of the answered requests wait for a
+    token refresh (`factor` times as long: a latency tail), `auth_rate` of all requests find no
+    valid token in time (401, `auth_error`) and `timeout_rate` wait out the client timeout. With
+    more 401s than timeouts the availability cause is `auth` (the platform's ticket)."""
+
+    kind: ClassVar[str] = "slow-token-endpoint"
+    summary: ClassVar[str] = ("a slow token endpoint: `share` of answers `factor` times slower, `auth_rate` 401s,"
+                              " `timeout_rate` timeouts")
+    backend_kinds: ClassVar[tuple[str, ...]] = ("vendor",)
+    share: float = 0.2
+    factor: float = 8.0
+    auth_rate: float = 0.1
+    timeout_rate: float = 0.03
+
+    def apply(self, params, window):
+        import numpy as np
+
+        params.tail_share[window] = np.maximum(params.tail_share[window], self.share)
+        params.tail_shift[window] = math.log(self.factor)
+        params.auth_error[window] = np.maximum(params.auth_error[window], self.auth_rate)
+        params.timeout[window] = np.maximum(params.timeout[window], self.timeout_rate)
+
+    def options(self):
+        return {"share": self.share, "factor": self.factor, "auth_rate": self.auth_rate,
+                "timeout_rate": self.timeout_rate}
+
+
+KINDS: dict[str, type[Incident]] = {**INCIDENT_KINDS, **{cls.kind: cls for cls in (
+    OAuthTokenFailure, LatencyTail, VendorThrottling, VendorTimeout, SlowTokenEndpoint)}}
+
+
+def incident(kind: str, backend: str, params: dict, start: float, end: float = math.inf,
+             waves: tuple[float, float] = (0.0, 0.0)) -> Incident:
+    """The simulator incident of a scenario fault: `waves` (on, off seconds) as the scenario gives them."""
+    return KINDS[kind](backend=backend, start=start, end=end, waves_on=float(waves[0]), waves_off=float(waves[1]),
+                       **params)
 
 
 def broken_hop(kind: str) -> str:

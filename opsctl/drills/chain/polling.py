@@ -64,6 +64,9 @@ class ChainPolling(ChainAnalysis):
         from opsctl.drills.scenario import default_backend
 
         self._set_phase("method")
+        # the prediction reads the split the scenario starts from, not the one after the method's
+        # (capped) pauses, by when serve may have failed over already (decisions/0313)
+        self.split_at_start = self._split()
         self.method_started = time.time()
         faults: list[dict] = []
         for step in self.scenario.method:
@@ -133,7 +136,8 @@ class ChainPolling(ChainAnalysis):
         self._measure_budget(t0)
 
     def _fault_on(self, fault_id: str, fault, backend: str) -> dict:
-        record = self.exporter.fault_on(fault_id, fault.kind, backend, fault.params)
+        record = self.exporter.fault_on(fault_id, fault.kind, backend, fault.params, duration=fault.duration,
+                                        waves=fault.waves)
         self.state.data["faults"].append({**record, "injector": "chain-exporter", "removed_at": None,
                                           "start": record["on_at"], "end": record["on_at"] + fault.duration})
         self.state.save()

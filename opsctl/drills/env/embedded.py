@@ -53,6 +53,7 @@ class EmbeddedEnvironment(DrillActors):
         self.clock: SimClock = SimClock(self.start if sim_now is None else sim_now)
         horizon = self.start + scenario.max_duration + 3600
         self.cfg = with_drill_freeze(embedded_config(user_cfg, self.run_dir), scenario, self.start, horizon)
+        self._replicas = self.cfg.capacity.replicas if self.cfg.capacity is not None else None  # all pods
         self.world: SimWorld | None = None
         self._store: EmbeddedStore | None = None
         self._pager = None
@@ -112,6 +113,18 @@ class EmbeddedEnvironment(DrillActors):
             self.world.advance(to)
         if to > now:
             self.clock.advance(to - now)
+        self._follow_ready_replicas()
+
+    def _follow_ready_replicas(self) -> None:
+        """The capacity guard counts the pods that are ready now: after a GPU capacity loss the static
+        replicas less the lost share (rounded down), all of them again once it ends (decisions/0312)."""
+        cap = self.cfg.capacity
+        if self.world is None or cap is None or self._replicas is None or cap.backend not in self.world.backends:
+            return
+        ready = int(self._replicas * self.world.ready_share(cap.backend, self.clock.now()) + 1e-9)
+        if ready != cap.replicas:
+            self.cfg = dataclasses.replace(self.cfg, capacity=dataclasses.replace(cap, replicas=ready))
+            self._traffic = None  # rebuilt from the config with the ready count (env/base.py traffic())
 
     def split_changed(self, split) -> None:
         if self.world is not None and split is not None:

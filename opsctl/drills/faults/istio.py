@@ -15,7 +15,8 @@ from opsctl.drills.faults.base import DRILL_ANNOTATION
 from opsctl.errors import ConflictError, OpsctlError, UsageError
 
 GROUP = "networking.istio.io"
-ABORT_STATUS = {"vendor-5xx": 503, "auth-throttling": 429}
+ABORT_STATUS = {"vendor-5xx": 503, "auth-throttling": 429, "vendor-throttling": 503, "oauth-token-failure": 503}
+DELAY_SHARE = {"latency-spike": None, "latency-tail": "share", "vendor-timeout": "rate", "slow-token-endpoint": "share"}
 ATTEMPTS = 5
 
 
@@ -75,8 +76,9 @@ class IstioRouteFault:
                   "virtual_service": live.virtual_service, "route": live.route, "api_version": self.api_version}
         obj = self._get(record)
         index = self._route_index(obj, live.route, self._target(record))
-        if fault.kind in ("latency-spike", "latency-tail"):  # a tail: delay only its share of the requests
-            share = 100.0 if fault.kind == "latency-spike" else round(fault.params["share"] * 100, 4)
+        if fault.kind in DELAY_SHARE:  # a tail or a timeout: delay only its share of the requests
+            key = DELAY_SHARE[fault.kind]
+            share = 100.0 if key is None else round(fault.params[key] * 100, 4)
             spec = {"delay": {"percentage": {"value": float(live.percentage or share)}, "fixedDelay": live.fixed_delay}}
         else:
             percent = live.percentage if live.percentage is not None else round(fault.params["rate"] * 100, 4)

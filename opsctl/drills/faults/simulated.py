@@ -13,13 +13,13 @@ class SimulatedFault(FaultInjector):
 
     def prepare(self, fault, backend: str, at: float) -> dict:
         return {"injector": self.name, "kind": fault.kind, "backend": backend, "params": dict(fault.params),
-                "start": at, "end": at + fault.duration}
+                "start": at, "end": at + fault.duration, "waves": list(fault.waves)}
 
     def apply(self, record: dict) -> str:
-        from opsctl.drills.chain.faults import KINDS
+        from opsctl.drills.chain.faults import incident as make
 
-        cls = KINDS[record["kind"]]
-        incident = cls(backend=record["backend"], start=record["start"], end=record["end"], **record["params"])
+        incident = make(record["kind"], record["backend"], record["params"], record["start"], record["end"],
+                        waves=tuple(record.get("waves") or (0, 0)))
         self.world.add_incident(record["id"], incident)
         return f"simulator incident {incident.spec()}"
 

@@ -19,20 +19,29 @@ PAGE_SEVERITIES = ("critical", "error", "warning", "info")
 STATUS_LEVELS = ("ok", "ticket", "page", "unknown")
 
 # Fault kinds are the simulator's incident kinds; their tunable parameter and range.
-FAULT_PARAMS: dict[str, dict[str, tuple[float, float, float]]] = {
+# A default of None: the parameter is left out unless given (the simulator's incident has its default).
+FAULT_PARAMS: dict[str, dict[str, tuple[float | None, float, float]]] = {
     "vendor-5xx": {"rate": (0.2, 0.0, 1.0)},
     "latency-spike": {"factor": (3.0, 1.0, 100.0)},
     "auth-throttling": {"rate": (0.3, 0.0, 1.0), "auth_rate": (0.0, 0.0, 1.0)},  # 429s, and 401s (auth_error)
     "latency-tail": {"share": (0.05, 0.0, 1.0), "factor": (6.0, 1.0, 100.0)},  # opsctl/drills/chain/faults.py
-    "gpu-capacity-loss": {"rate": (0.1, 0.0, 1.0), "factor": (2.0, 1.0, 100.0)},
+    "gpu-capacity-loss": {"rate": (0.1, 0.0, 1.0), "factor": (2.0, 1.0, 100.0),
+                          "timeout_share": (None, 0.0, 1.0)},  # of the failed: timeouts (the rest 503s); unset: 0.8
     "quality-regression": {"prompt_shift": (-1.0, -100.0, 100.0), "rate": (0.3, 0.0, 1.0),
                            "suggestions": (0.5, 0.0, 10.0), "completion": (1.0, 0.0, 10.0)},
     "oauth-token-failure": {"rate": (1.0, 0.0, 1.0)},  # opsctl/drills/chain/faults.py
+    "vendor-throttling": {"rate": (0.3, 0.0, 1.0)},  # 503/429 with Retry-After: outcome throttled, cause capacity
+    "vendor-timeout": {"rate": (0.1, 0.0, 1.0)},  # no answer before the client timeout
+    "slow-token-endpoint": {"share": (0.2, 0.0, 1.0), "factor": (8.0, 1.0, 100.0), "auth_rate": (0.1, 0.0, 1.0),
+                            "timeout_rate": (0.03, 0.0, 1.0)},
 }
 FAULT_BACKEND_KIND = {"vendor-5xx": "vendor", "latency-spike": None, "latency-tail": None, "auth-throttling": "vendor",
-                      "gpu-capacity-loss": "internal", "quality-regression": "vendor", "oauth-token-failure": "vendor"}
+                      "gpu-capacity-loss": "internal", "quality-regression": "vendor", "oauth-token-failure": "vendor",
+                     "vendor-throttling": "vendor", "vendor-timeout": "vendor", "slow-token-endpoint": "vendor"}
 # Live injection per kind: an Istio fault on the backend's route, or the Deployment scaled down.
-LIVE_ROUTE_KINDS = ("vendor-5xx", "auth-throttling", "latency-spike", "latency-tail", "oauth-token-failure")
+LIVE_ROUTE_KINDS = ("vendor-5xx", "auth-throttling", "latency-spike", "latency-tail", "oauth-token-failure",
+                    "vendor-throttling", "vendor-timeout", "slow-token-endpoint")
+LIVE_DELAY_KINDS = ("latency-spike", "latency-tail", "vendor-timeout", "slow-token-endpoint")  # an Istio delay
 LIVE_SCALE_KINDS = ("gpu-capacity-loss",)
 
 PROBES = ("slo-status", "alerts-firing", "traffic-split", "freeze-active")
@@ -79,10 +88,19 @@ class Fault:
     duration: int
     params: dict[str, float]
     live: LiveRouteFault | LiveScaleFault | None = None
+    waves: tuple[int, int] = (0, 0)  # (on, off) seconds; (0, 0): on for the whole duration
+
+    def active_at(self, elapsed: float) -> bool:
+        """Whether the fault acts `elapsed` seconds after it was injected (its duration and waves):
+        the rule the embedded world and the chain's exporter both draw by (sim_incidents.wave_active)."""
+        from opsctl.metrics.sim_incidents import wave_active
+
+        return wave_active(elapsed, self.duration, *self.waves)
 
     def describe(self) -> str:
         opts = ", ".join(f"{k} {v:g}" for k, v in self.params.items())
-        return f"{self.kind} on {self.backend or '(default backend)'} ({opts}) for {dur(self.duration)}"
+        waves = f", in waves of {dur(self.waves[0])} on, {dur(self.waves[1])} off" if all(self.waves) else ""
+        return f"{self.kind} on {self.backend or '(default backend)'} ({opts}) for {dur(self.duration)}{waves}"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from opsctl.drills.scenario.checks import (Bad, Check, checked, duration, flag, integer, names, number,
                                            percent_map, show, text)
 from opsctl.slo.conventions import CAUSES
-from opsctl.drills.scenario.model import (EXPECTATIONS, FAULT_PARAMS, GUARDS, LIVE_SCALE_KINDS, METHOD_ACTIONS,
+from opsctl.drills.scenario.model import (EXPECTATIONS, FAULT_PARAMS, GUARDS, LIVE_DELAY_KINDS, LIVE_SCALE_KINDS, METHOD_ACTIONS,
                                           PROBES, RESPONDER_ACTIONS, SEVERITIES, STATUS_LEVELS, STOP_CONDITIONS,
                                           Activity, Expectation, Fault, LiveRouteFault, LiveScaleFault, Probe,
                                           StopCondition)
@@ -74,16 +74,44 @@ class LiveScale:
 def live_target(kind: str) -> type:
     if kind in LIVE_SCALE_KINDS:
         return LiveScale
-    return LiveDelay if kind in ("latency-spike", "latency-tail") else LiveRoute
+    return LiveDelay if kind in LIVE_DELAY_KINDS else LiveRoute
+
+
+def waves() -> Check:
+    """`waves: {on: 2m, off: 3m}`: the fault acts for `on`, rests for `off`, and again, until its
+    duration ends; (on, off) seconds, each 10s..1d. YAML 1.1 reads a bare `on`/`off` key as true/false:
+    those keys are read as `on`/`off` (quoting them works too)."""
+    step = duration(10, 86400)
+
+    def convert(value):
+        if not isinstance(value, dict):
+            raise Bad(f"expected a mapping {{on: 2m, off: 3m}}, got {show(value)}")
+        named = {{True: "on", False: "off"}.get(k, k) if isinstance(k, bool) else k: v for k, v in value.items()}
+        unknown = sorted(str(k) for k in named if k not in ("on", "off"))
+        if unknown:
+            raise Bad(f"unknown key {', '.join(unknown)} (known keys here: on, off)")
+        missing = [k for k in ("on", "off") if k not in named]
+        if missing:
+            raise Bad(f"{' and '.join(missing)} missing: give both, e.g. {{on: 2m, off: 3m}}")
+        out = []
+        for key in ("on", "off"):
+            try:
+                out.append(step.convert(named[key]))
+            except Bad as exc:
+                raise Bad(f"{key}: {exc}") from None
+        return (out[0], out[1])
+    return Check(convert, (0, 0))
 
 
 def _fault_class(kind: str) -> type:
     """A fault kind's section: the common keys and the kind's own parameters with their ranges."""
-    params = [(name, float, checked(number(low, high, low_open=name == "rate"), default, key=name))
+    params = [(name, float | None, checked(number(low, high, low_open=name == "rate"), default, key=name))
               for name, (default, low, high) in FAULT_PARAMS[kind].items()]
 
     def model(self) -> Fault:
-        return Fault(self.kind, self.backend, self.duration, {n: getattr(self, n) for n, *_ in params})
+        given = {n: getattr(self, n) for n, *_ in params}
+        return Fault(self.kind, self.backend, self.duration, {n: v for n, v in given.items() if v is not None},
+                     waves=self.waves)
 
     return make_dataclass(
         "Fault_" + kind.replace("-", "_"),
@@ -91,6 +119,7 @@ def _fault_class(kind: str) -> type:
          ("backend", str | None, checked(text(), None)),
          ("duration", int, checked(duration(10, 7 * 86400), required=True)),
          ("live", Any, field(default=None)),  # read by live_target(kind)
+         ("waves", Any, checked(waves(), (0, 0))),  # (on, off) seconds
          *params],
         namespace={"model": model}, frozen=True, kw_only=True)
 

@@ -66,6 +66,9 @@ class FailoverRequest:
     # The leader's term, read before every write attempt (None from it: no longer leading, fenced).
     term: Callable[[], Any] | None = None
     episode: str = ""  # the episode's key: its owner is checked before every write, its operation id names it
+    # The alert behind it pages (severity=page): when the receiving side has no data to judge its
+    # budget by, the move away is taken as the emergency it is, recorded with the override (issue 36 item 6).
+    paging: bool = False
 
 
 @dataclass(frozen=True)

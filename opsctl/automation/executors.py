@@ -90,6 +90,15 @@ class LiveExecutor:
             with self.controller.acting_as(term=request.term, operation_id=operation):
                 result = self.traffic.failover(backend, incident, to=receivers, reason=reason, emergency=emergency,
                                                check=False)
+                if not emergency and not frozen and request.paging and _no_data_on_receivers(result):
+                    # A paging backend's users cannot wait for data on the receiving side: the move
+                    # is the emergency the CLI's --emergency --incident would make it, the override
+                    # recorded in the audit (the controller's) and on the incident (the outcome's data).
+                    emergency, how_why = True, "no data to judge the receiving side's error budget"
+                    result = self.traffic.failover(backend, incident, to=receivers, reason=reason, emergency=True,
+                                                   check=False)
+                else:
+                    how_why = ""
         except (GuardRefused, UsageError) as exc:  # before any attempt: nothing to report but the refusal
             return Outcome("refused", exc.message)
         if isinstance(result.error, (GuardRefused, UsageError)):  # a guard, or bounds: a plan the split cannot take
@@ -105,7 +114,9 @@ class LiveExecutor:
                                    "operation": applied.operation, "outcome": "applied",
                                    "before": applied.before, "after": applied.after})
             return Outcome("noop", f"no user traffic on {backend} to move ({self._describe(result.after)})", data)
-        how = " as an emergency overriding " + ", ".join(frozen) if emergency else ""
+        how = " as an emergency overriding " + ", ".join(frozen or [how_why]) if emergency else ""
+        if how_why:
+            data["emergency"] = how_why
         moved = f"{self._describe(result.before)} -> {self._describe(result.after)}"
         short = (f"; {result.partial.message}" if result.partial is not None
                  else f"; capacity kept some on {backend}: {result.shortfall}" if result.shortfall else "")
@@ -352,6 +363,15 @@ def check_wiring(cfg: "Config") -> None:
 def open_executor(cfg: "Config") -> LiveExecutor:
     check_wiring(cfg)
     return LiveExecutor(cfg)
+
+
+def _no_data_on_receivers(result: "ChangeResult") -> bool:
+    """Whether the only thing that refused the failover is the budget guard's no data on the
+    receiving side (guards.check_budget: "no data to judge ...'s error budget")."""
+    if not isinstance(result.error, GuardRefused):
+        return False
+    refused = [g for g in result.guards if not g.ok]
+    return bool(refused) and all(g.name == "budget" and g.message.startswith("no data to judge") for g in refused)
 
 
 __all__ = ["LiveExecutor", "automation_actor", "check_wiring", "open_executor"]

@@ -36,8 +36,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TYPE_CHECKING, Callable, NoReturn
 
-from opsctl.automation.admission import Answer
-from opsctl.automation.service import AutomationService
+from opsctl.automation.service import Answer, AutomationService
 from opsctl.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -78,7 +78,6 @@ copy_json = cast(_CopyJson, _copy)
 
 ADMIT_BUSY_TIMEOUT = 2.0  # seconds an incoming delivery waits for the write lock before it is answered 503
 DEFAULT_LEASE = 300.0  # longer than any bounded action (pager and ticket calls have 30 s deadlines)
-MAX_ATTEMPTS = 3
 
 
 def event_key(*parts: str) -> str:

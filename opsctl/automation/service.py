@@ -2,7 +2,8 @@
 
     accept_*()   deliveries -> events recorded in the delivery log (new keys only) -> queued  (202)
                  queue cannot take them -> nothing recorded                                   (503)
-    workers      claim an event -> policy engine -> done, or retried later (bounded)
+    workers      claim an event -> policy engine -> done, or retried later (capped backoff, no
+                 attempt limit: until it acts, its incident closes or on-call takes it over)
     maintenance  every half second: restores whose hold-down passed; every second: events nobody
                  is working on (a full queue earlier, a retry that is due, a replica that died)
 
@@ -12,8 +13,10 @@ Lease (leader.py). There every replica records deliveries, and only the leader c
 them; a replica that becomes leader releases what the previous leader held and sweeps what is due.
 
 server.py puts HTTP in front of it; tests and the benchmark drive it through that real server.
-Receiving deliveries (`accept_*`, `Answer`) is admission.py, the base of AutomationService; the
-executor under the leader's term is fenced.py.
+Receiving deliveries (`accept_*`, `Answer`) is here too: an Alertmanager notification or a
+PagerDuty event becomes events recorded in the delivery log (new keys only) and queued; which
+deliveries some policy acts on is known on receipt (no I/O). The executor under the leader's term
+is fenced.py.
 
 Team mode survives its own faults (issue 22): every action runs under the leader's term
 (`FencedExecutor`: the term is re-read before each action; a page, ticket or note is preceded by an
@@ -21,8 +24,8 @@ intent written under the term, so a stale leader's intent write fails and the ac
 happens; failover and restore carry the term and an operation id chosen from the episode before the
 write, so a retry after a lost answer finds its own change). One time base: with shared state the
 service's clock is the API server's (`Date` plus monotonic time), for received_at, leases, sweeps
-and hold-downs alike. A delivery whose actions failed is retried with capped backoff until it acts
-or its alert resolves.
+and hold-downs alike. A delivery whose actions failed is retried with capped backoff until it acts,
+its alert resolves or on-call takes its incident over, in local mode as in team mode.
 """
 
 from __future__ import annotations
@@ -34,22 +37,24 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
 
 from opsctl.automation.actions import Executor
-from opsctl.automation.admission import Admission
 from opsctl.automation.delivery_protocol import Deliveries
 from opsctl.automation.episodes import Busy, EpisodeStore
 from opsctl.automation.fenced import FencedExecutor
-from opsctl.automation.idempotency import MAX_ATTEMPTS, ClaimedEvent, DeliveryLog, NewEvent
+from opsctl.automation.idempotency import ClaimedEvent, DeliveryLog, NewEvent, alert_event_key, webhook_event_key
 from opsctl.automation.metrics import ServeMetrics
-from opsctl.automation.policy import ActionFailed, AlertEvent, Taken
+from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent
+from opsctl.automation.policy import ActionFailed, AlertEvent, Taken, matching
 from opsctl.automation.queue import WorkQueue
 from opsctl.automation.quiet_writes import QuietWrites
 from opsctl.errors import OpsctlError
 from opsctl.fencing import FencedError, Term
 
 if TYPE_CHECKING:
+    from opsctl.automation.delivery_store import SharedDeliveryLog
     from opsctl.automation.shared import SharedEpisodeStore
     from opsctl.config import Config
     from opsctl.incident.store import IncidentStore
@@ -70,7 +75,13 @@ SWEEP_GRACE = 5.0  # an event pending this long with no worker on it is re-queue
 RETENTION = 14 * 86400  # finished events are forgotten after this long
 
 
-class AutomationService(Admission):
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: dict[str, Any]
+
+
+class AutomationService:
     def __init__(self, cfg: "Config", live: Executor, *, clock: Callable[[], float] = time.time,
                  state_file: Path | None = None):
         settings = cfg.automation
@@ -307,15 +318,13 @@ class AutomationService(Admission):
                 log.exception("event %s: unexpected error", key[:12])
             detail = {"error": f"{type(exc).__name__}: {exc}"[:500], "attempts": claimed.attempts}
             with self._settle():
-                if claimed.attempts >= MAX_ATTEMPTS and not self.shared:
-                    self.deliveries.finish(key, detail, failed=True)
-                    self.metrics.events.labels("failed").inc()
-                else:
-                    # Team mode: a delivery that could not act is retried until it acts or its alert
-                    # resolves (a firing copy after the resolve is late and ends as done).
-                    delay = min(RETRY_CAP, 2.0 ** min(claimed.attempts, 8))
-                    self._give_back(key, delay, detail)
-                    self.metrics.events.labels("retried").inc()
+                # Local and team mode alike, no attempt counter (issue 36 item 3): a delivery that
+                # could not act is retried with capped backoff until it acts, its incident closes
+                # (its alert resolved: a firing copy after the resolve is late and ends as done), or
+                # on-call takes the incident over (the engine then only notes, and the event ends).
+                delay = min(RETRY_CAP, 2.0 ** min(claimed.attempts, 8))
+                self._give_back(key, delay, detail)
+                self.metrics.events.labels("retried").inc()
             return
         with self._settle():
             self.deliveries.finish(key, {"actions": [[t.policy, t.action, t.outcome.status] for t in taken]})
@@ -407,3 +416,163 @@ class AutomationService(Admission):
                 self._stop.wait(2.0)
             except Exception:  # keep maintaining; the error is logged and the next round retries
                 log.exception("maintenance round failed")
+
+    # -- deliveries ---------------------------------------------------------------------------
+
+    def urgent(self, message: AlertmanagerMessage) -> bool:
+        """Whether some policy matches an alert of the notification (no I/O: the server asks on
+        receipt, to record it on the urgent lane, never behind alerts nothing acts on)."""
+        return any(matching(self.engine.policies, alert.labels) for alert in message.alerts)
+
+    def accept_alertmanager(self, message: AlertmanagerMessage, received_at: float) -> Answer:
+        events = []
+        for alert in message.alerts:
+            key = alert_event_key(alert.fingerprint, alert.starts_at.canonical, alert.status)
+            payload = {
+                "status": alert.status, "labels": dict(alert.labels), "annotations": dict(alert.annotations),
+                "starts_at": alert.starts_at.canonical, "fingerprint": alert.fingerprint,
+                "group_key": message.group_key, "generator_url": alert.generator_url,
+            }
+            # An alert no policy matches is recorded (for dedupe and the record) but never queued.
+            acts = bool(matching(self.engine.policies, alert.labels))
+            events.append(NewEvent(key, "alertmanager", alert.labels.get("backend") or alert.fingerprint, payload,
+                                   needs_action=acts))
+        return self._admit("alertmanager", events, received_at)
+
+    def accept_pagerduty(self, event: PagerDutyEvent, webhook_id: str, received_at: float) -> Answer:
+        payload = {
+            "event_id": event.id, "event_type": event.event_type, "resource_type": event.resource_type,
+            "occurred_at": event.occurred_at.canonical, "agent": event.agent, "data_id": event.data_id,
+            "incident_key": event.incident_key, "status": event.status, "title": event.title,
+        }
+        # Keyed on the signed event id: a replay under a new X-Webhook-Id is the same event.
+        return self._admit("pagerduty", [NewEvent(webhook_event_key(event.id), "pagerduty",
+                                                  event.data_id or event.id, payload)], received_at)
+
+    def _admit(self, source: str, events: list[NewEvent], received_at: float) -> Answer:
+        if self.shared:  # every replica stamps arrivals on one clock: the API server's
+            try:
+                received_at = self.clock()
+            except OpsctlError:
+                pass
+            if not any(e.needs_action for e in events):
+                # Quiet: while an urgent event here has not acted, held back (bounded) and answered now.
+                if events and self._quiet is not None and self._quiet.hold(events, received_at):
+                    self.metrics.delivery(source, "accepted")
+                    return Answer(202, {"status": "accepted", "events": len(events), "held": len(events),
+                                        "queued": 0})
+            else:
+                with self._hot_lock:  # quiet deliveries wait from its receipt on, not from its queueing
+                    self._arriving += 1
+                try:
+                    return self._record(source, events, received_at)
+                finally:
+                    with self._hot_lock:
+                        self._arriving -= 1
+                    self._nudge_quiet()
+        return self._record(source, events, received_at)
+
+    def _record(self, source: str, events: list[NewEvent], received_at: float) -> Answer:
+        # Shared: deliveries are recorded concurrently (the delivery log group-commits them); local:
+        # one at a time, as SQLite writes are.
+        with (self._accept_lock if not self.shared else contextlib.nullcontext()):
+            claim = False
+            try:
+                unseen = events
+                # Shared: when the queue has room for the whole delivery, the admit's own
+                # compare-and-swap is the duplicate check (no read before it), and the leader, which
+                # queues what it records at once, records it claimed (the worker's claim writes nothing).
+                fast = self.shared and self.queue.room() >= sum(1 for e in events if e.needs_action)
+                if not fast:
+                    unseen = self.deliveries.unseen(events)
+                    if not unseen:
+                        self.metrics.delivery(source, "duplicate")
+                        return Answer(202, {"status": "duplicate", "events": len(events), "new": 0})
+                room, wanted = self.queue.room(), sum(1 for e in unseen if e.needs_action)
+                # A delivery larger than the whole queue is taken when the queue is idle (the sweep
+                # queues what did not fit); otherwise it could never be accepted at all.
+                if room < wanted and room < self.queue.capacity:
+                    self.metrics.delivery(source, "queue_full")
+                    return Answer(503, {"error": "queue full: retry later", "queue_capacity": self.queue.capacity})
+                if self.shared:
+                    claim = fast and wanted > 0 and self.acting()
+                    new = self._shared_log.admit(unseen, received_at, claim=claim)
+                else:
+                    new = self.deliveries.admit(unseen, received_at)
+                if fast and not new:
+                    self.metrics.delivery(source, "duplicate")
+                    return Answer(202, {"status": "duplicate", "events": len(events), "new": 0})
+                idle = sum(1 for e in new if not e.needs_action)
+                new = [e for e in new if e.needs_action]
+            except (sqlite3.OperationalError, OpsctlError) as exc:  # locked, unreachable, or CAS gave up: retry
+                log.warning("delivery log unavailable: %s", str(exc).splitlines()[0][:300])
+                self.metrics.delivery(source, "unavailable")
+                return Answer(503, {"error": "state unavailable: retry later"})
+            if not self.acting():
+                left = new  # recorded in the shared state: the leader's sweep queues it there
+                new = []
+            elif new and not self._offer_hot(new):
+                left = [e for e in new if not self.queue.offer([(e.partition, e.key)])]
+                log.warning("queue full: %d of %d events queued, the sweep queues the rest", len(new) - len(left),
+                            len(new))
+            else:
+                left = []
+            if new and left:
+                self._cool([e.key for e in left])
+            if claim and left:
+                self._release(left)
+        if idle:
+            self.metrics.events.labels("no_policy").inc(idle)
+        self.metrics.delivery(source, "accepted")
+        return Answer(202, {"status": "accepted", "events": len(events), "new": len(new) + idle, "queued": len(new)})
+
+    def _offer_hot(self, events: list[NewEvent]) -> bool:
+        """Queue the admitted events, marked in hand until their first action (or their end)."""
+        with self._hot_lock:
+            self._hot.update(e.key for e in events)
+        if self.queue.offer([(e.partition, e.key) for e in events]):
+            return True
+        self._cool([e.key for e in events])
+        return False
+
+    def _cool(self, keys: Iterable[str]) -> None:
+        with self._hot_lock:
+            self._hot.difference_update(keys)
+
+    def _in_hand(self) -> bool:
+        """Whether actionable events queued or in hand here have taken no action yet: the delivery
+        log holds quiet writes back meanwhile (bounded). A key left over from an event the queue
+        never ran does not count once the queue is empty."""
+        with self._hot_lock:
+            hot = bool(self._hot)
+        return hot and self.queue.depth > 0
+
+    def _urgent_here(self) -> bool:
+        """Urgent work in progress here: an actionable delivery being recorded, or an actionable
+        event queued or in hand that has taken no action yet (quiet_writes.QuietWrites holds
+        quiet deliveries back meanwhile, bounded)."""
+        with self._hot_lock:
+            arriving = self._arriving > 0
+        return arriving or self._in_hand()
+
+    def _nudge_quiet(self) -> None:
+        if self._quiet is not None:
+            self._quiet.nudge()
+
+    def _release(self, events: list[NewEvent]) -> None:
+        """Hand back events admitted claimed that this replica will not work on (pending again at
+        once, for the sweep of whoever leads); if the API server cannot be reached, the claim's
+        lease (or a new leader's take-over) frees them."""
+        for e in events:
+            try:
+                self.deliveries.release(e.key)
+            except OpsctlError as exc:
+                log.warning("event %s: could not hand it back: %s", e.key[:12], str(exc).splitlines()[0][:200])
+
+    @property
+    def _shared_log(self) -> "SharedDeliveryLog":
+        """The delivery log in team mode (self.shared), where the calls only it has are made."""
+        return cast("SharedDeliveryLog", self.deliveries)
+
+
+__all__ = ["Answer", "AutomationService"]

@@ -70,6 +70,9 @@ class IncidentMove(Model):
     status: str
     at: float
     detail: str = ""
+    # Guards an emergency move overrode, as the audit records them (e.g. the budget guard's no data
+    # on the receiving side, for a failover away from a paging backend).
+    overrides: tuple[str, ...] = ()
 
 
 class IncidentIntent(Model):

@@ -67,6 +67,7 @@ def test_the_state_role_allows_the_lease_and_the_state_documents_and_nothing_els
 
     cfg = _config()
     role = _one("Role", "opsctl-serve-state")
+    unnamed_get_update = None
     assert cfg.state.backend == "kubernetes"
     assert role["metadata"]["namespace"] == cfg.state.namespace == "opsctl"  # where the Lease and ConfigMaps live
     named = {}
@@ -76,6 +77,9 @@ def test_the_state_role_allows_the_lease_and_the_state_documents_and_nothing_els
         if rule.get("resourceNames"):
             assert rule["verbs"] == ["get", "update"], rule
             named[rule["resources"][0]] = set(rule["resourceNames"])
+        elif rule["verbs"] == ["get", "update"]:  # the incidents: named when they open (issue 36)
+            assert rule["resources"] == ["configmaps"] and rule["apiGroups"] == [""], rule
+            unnamed_get_update = rule
         else:  # create cannot be limited by name: only create is granted without names
             assert rule["verbs"] == ["create"], rule
     assert named == {
@@ -83,6 +87,10 @@ def test_the_state_role_allows_the_lease_and_the_state_documents_and_nothing_els
         "configmaps": {object_name(cfg.service, doc) for doc in (*DELIVERIES, EPISODES, RAMP)},
     }
     assert {tuple(r["apiGroups"]) for r in role["rules"] if r["resources"] == ["leases"]} == {("coordination.k8s.io",)}
+    # One ConfigMap per incident, named when it opens (opsctl-<service>-incident-<instant>-<hex>):
+    # get and update on the ConfigMaps of opsctl's own namespace, never list, watch or delete.
+    assert unnamed_get_update is not None
+    assert not {v for r in role["rules"] for v in r["verbs"]} & {"list", "watch", "delete", "deletecollection", "patch"}
 
 
 def test_the_role_bindings_bind_the_service_account_of_the_deployment():

@@ -4,8 +4,7 @@ A term is the Lease holder and the Lease's `spec.leaseTransitions` as it stood r
 holder acquired it. Transitions of one Lease only grow, so of two terms the one with the larger
 epoch is newer; resourceVersions stay opaque and are never compared for order. A write that finds a
 newer term stored than its own is refused (`FencedError`): a leader that was paused and woke up
-believing it still leads cannot overwrite what its successor wrote. docs/design.md, "Shapes the open
-work shares", item 2.
+believing it still leads cannot overwrite what its successor wrote. docs/decisions/0006-leader-term-and-fencing.md.
 """
 
 from __future__ import annotations

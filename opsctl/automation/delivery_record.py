@@ -1,4 +1,4 @@
-"""A delivery as a typed record (issue 26 item 1; docs/design.md, "Shapes the open work shares" 6):
+"""A delivery as a typed record (issue 26 item 1; docs/decisions/0010-records-are-typed-and-versioned.md):
 one `Delivery` read back from either delivery log, the SQLite `events` row (`from_row` /
 `columns`, idempotency.py) or its entry in a shared `serve-deliveries-<i>` piece (`from_stored` /
 `stored`, delivery_store.py), and the piece's table of them (`Entries`).

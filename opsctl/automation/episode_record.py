@@ -1,4 +1,4 @@
-"""The episode as a typed record (issue 26 item 1; docs/design.md, "Shapes the open work shares" 6):
+"""The episode as a typed record (issue 26 item 1; docs/decisions/0010-records-are-typed-and-versioned.md):
 one `Episode` read back from either store, the SQLite `episodes` row (`from_row` / `columns`) or
 its entry in the shared `serve-episodes` document (`from_stored` / `stored`); the typed document
 around the shared ones is episodes_document.py, how a stored entry is checked stored_entry.py.

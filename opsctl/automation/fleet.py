@@ -6,7 +6,7 @@
                    label names (default `service`), and to no other
     serve_fleet    the HTTP server (server.build_app) in front of a FleetService, one webhook token
 
-Routing (docs/design.md, "One serve for the fleet"):
+Routing (docs/decisions/0035-one-serve-for-the-fleet.md):
   - an alert whose service label names a catalog service is handed to that service alone, as a
     message of its own alerts (same group key, receiver, status), so its delivery keys, episodes
     and policies are the ones it has when served alone;

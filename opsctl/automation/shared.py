@@ -55,7 +55,7 @@ def _released(e: Episode) -> Episode:
 class SharedEpisodeStore(SharedAccess):
     """The EpisodeStore operations on the shared document; the record of actions also stays local.
 
-    Fenced (docs/design.md, "Shapes the open work shares" 2): with `term` given (the elector's), every
+    Fenced (docs/decisions/0006-leader-term-and-fencing.md): with `term` given (the elector's), every
     write is refused with FencedError when this replica does not lead (term None) or the document
     names a newer term than its own, and stamps the document with its term, so once a successor
     wrote, nothing a paused leader does lands. An episode's fields are written only by the worker

@@ -77,7 +77,7 @@ def _service(app, dry_run: bool):
 
 
 def _clock(cfg):
-    """`OPSCTL_CLOCK=simulated` (a rehearsal and test hook, docs/design.md "One clock hook"): the
+    """`OPSCTL_CLOCK=simulated` (a rehearsal and test hook, docs/decisions/0007-one-clock-hook.md): the
     command's waits (a ramp's soaks) pass at once in simulated time, starting at the wall clock
     (with OPSCTL_CLOCK_OFFSET). Only where nothing real moves: the file actuator, local state."""
     import os

@@ -34,7 +34,7 @@ class FastBurnAlerting(Model):
     valid requests/s over `short`, held for `for_duration` (0s: at the first evaluation). A latency SLO's
     factor is `latency_share` over its budget, when that exceeds its slower page pairs'. The alert is
     SloFastBurnPage, severity page, labels `tier: fast` and the SLO's `category`, so it drives the
-    same policies as the slower pages. docs/design.md gives the time to page of a hard outage."""
+    same policies as the slower pages. docs/decisions/0011-fast-burn-tier-keeps-firing.md gives the time to page of a hard outage."""
 
     enabled: bool = True
     long: Duration = Duration("5m")

@@ -1,4 +1,4 @@
-"""The service catalog: one install, many services (docs/design.md, "Shapes the open work shares" 4).
+"""The service catalog: one install, many services (docs/decisions/0008-the-service-catalog.md).
 
 A catalog is a directory of configs, one per service: `services/<name>.yaml`, the file name equal
 to its `service:` (a file without `service:` takes its name), with an optional

@@ -117,7 +117,7 @@ class TrafficConfig(Model):
     degradation: str | None = None
     # A second object for a rollout's shadow stages: the mesh's mirror share (its own section above,
     # e.g. `istio:`), while `actuator` (e.g. the flagd gate) assigns users for the A/B and ramp stages.
-    # Unset: `actuator` carries both. Only the rollout controller writes it (docs/design.md "Rollouts").
+    # Unset: `actuator` carries both. Only the rollout controller writes it (docs/decisions/0036-rollout-as-one-plan.md).
     shadow_actuator: Literal["file", "configmap", "istio", "gateway-api"] | None = None
 
     def __post_init__(self) -> None:
@@ -129,7 +129,7 @@ class TrafficConfig(Model):
 
 
 class StateConfig(Model):
-    """Where state that more than one actor must agree on lives (see docs/design.md).
+    """Where state that more than one actor must agree on lives (docs/decisions/0033-the-record-lives-on-the-actuated-object.md).
 
     `local`: JSON documents under the state dir (one host; the embedded default). `kubernetes`: one
     ConfigMap per document in `namespace`, written with resourceVersion compare-and-swap, so laptops,

@@ -1,4 +1,4 @@
-"""A drill report as typed records: `DrillReport` and its parts (docs/design.md, "Shapes" 6).
+"""A drill report as typed records: `DrillReport` and its parts (docs/decisions/0010-records-are-typed-and-versioned.md).
 
 A report is built once (`drills.report` for embedded and live runs and an interrupted run's state;
 `drills.chain.report` for a chain drill, written with CHAIN_KEYS), rendered

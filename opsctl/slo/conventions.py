@@ -20,7 +20,7 @@ WINDOWS: dict[str, int] = {
 # the factors of the 28-day table and scales every window, and each pair's `for:`, by
 # period / 28 days, rounded to the minute (never under 1m), as Pyrra does (its Windows(): 7d gives
 # 1m/15m, 8m/1h30m... with 14/7/2/1): a 7-day SLO's ticket then fires at a burn that would spend
-# its budget, not at a quarter of it. docs/design.md, "Windows that scale with the period".
+# its budget, not at a quarter of it. docs/decisions/0014-windows-scale-with-the-period.md.
 REFERENCE_PERIOD = 28 * 86400
 TABLE_PERIODS = (28 * 86400, 30 * 86400)  # periods the table's windows are used as written for
 

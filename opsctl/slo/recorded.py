@@ -61,7 +61,7 @@ class Recorded:
 
         Summed over the window, the base increases recorded every interval count an event of the
         newest j-th interval per_base - j times instead of per_base: the raw counts over those
-        windows, added and divided by per_base, are what the sum lacks (docs/design.md)."""
+        windows, added and divided by per_base, are what the sum lacks (docs/decisions/0020-long-windows-from-recorded-increases.md)."""
         have = self.young.get(slo_name)
         if have is None or have >= seconds + self.per_base * self.interval:
             return []

@@ -30,7 +30,7 @@ def derived_error_ratio_expr(plan: SloRulePlan, seconds: int) -> str:
     sum of good over sum of valid (not an average of ratios). The range is one second short of the
     window so it holds window / interval samples whether or not its start is inclusive; those
     samples telescope to the sum of the raw window's counts at the last base / interval
-    evaluation instants (see docs/design.md)."""
+    evaluation instants (see docs/decisions/0020-long-windows-from-recorded-increases.md)."""
     base = plan.recorded_base[0]
     good = f"sum_over_time({own_record(cv.record_good_increase(base), plan)}[{seconds - 1}s])"
     valid = f"sum_over_time({own_record(cv.record_valid_increase(base), plan)}[{seconds - 1}s])"

@@ -22,8 +22,7 @@ difference of running totals. Evaluating after the newest sample is where the tw
 One rule group per SLO holds its recording rules first and then the alerts reading them: rules in a
 group run in order at one timestamp, so an alert sees the ratios recorded at the same instant.
 
-Every alert has the fixed label `category` and a `cause` annotation (docs/design.md, "Shapes the
-open work shares", 1). An availability SLO over the proxy's request counter records, per cause
+Every alert has the fixed label `category` and a `cause` annotation (docs/decisions/0005-alert-identity-and-causes.md). An availability SLO over the proxy's request counter records, per cause
 and per short window, `slo:sli_cause_error:ratio_rate<w>{cause}` (that cause's bad events over the
 valid ones); its alerts' `cause` and summary are Go templates reading `topk(1, ...)` of them, so
 the labels never change while the words follow the dominant outcome. The fast-burn tier

@@ -1,4 +1,4 @@
-"""Shared state: the one place state that several actors must agree on lives (docs/design.md).
+"""Shared state: the one place state that several actors must agree on lives (docs/decisions/0033-the-record-lives-on-the-actuated-object.md).
 
 `open_state_store(cfg)` picks the backend by name from a registry that fails closed."""
 

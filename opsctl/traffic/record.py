@@ -7,7 +7,7 @@ ones. One write holds both, so no change is ever applied without its record, and
 which counts from this record, sees exactly what was applied: a concurrent writer's compare-and-swap
 fails, and it re-reads, re-plans and re-checks the guard against the newer record.
 
-Fencing and time (docs/design.md, "Shapes the open work shares" 2 and 3): the record keeps `term`,
+Fencing and time (docs/decisions/0006-leader-term-and-fencing.md, 0007-one-clock-hook.md): the record keeps `term`,
 the newest leader term that wrote it (a write under an older term is refused, a person's write keeps
 it), and each entry its writer's `term` and `operation`, chosen before the write, so a retry after a
 lost answer finds its own change. Entry times and the rate window are the API server's time for the

@@ -33,7 +33,7 @@ class OAuthTokenFailure(Incident):
     """The vendor's OAuth token endpoint fails: once the cached token expires the proxy cannot
     refresh it, so `rate` of the vendor's requests are never sent; the proxy answers them 503 and
     records `auth_error`: the backend's auth layer failed it, not the caller and not inference, so
-    the cause is `auth` and the ticket goes where auth throttling's goes (docs/design.md, causes)."""
+    the cause is `auth` and the ticket goes where auth throttling's goes (docs/decisions/0005-alert-identity-and-causes.md)."""
 
     kind: ClassVar[str] = "oauth-token-failure"
     summary: ClassVar[str] = "the OAuth token endpoint fails: `rate` of requests cannot get a token"

@@ -115,3 +115,17 @@ def _pages(cfg) -> list[str]:
 
 
 pages = _safe(_pages)
+
+
+def _automation_incidents(cfg) -> list[str]:
+    """Incident ids of the automation's file store, open ones first. A Kubernetes state backend is
+    not asked: a completion must answer at once, never wait on the network."""
+    if cfg.state.backend != "local":
+        return []
+    from opsctl.automation.engine_factory import incident_store
+
+    listed = sorted(incident_store(cfg).incidents(), key=lambda i: (not i.is_open, -i.opened_at))
+    return [i.id for i in listed]
+
+
+automation_incidents = _safe(_automation_incidents)

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("opsctl.cli.sim_cmd:sim", "Simulate client-side traffic into the embedded store."),
     "serve": ("opsctl.cli.serve_cmd:serve", "Receive Alertmanager/PagerDuty webhooks and act by policy."),
     "page": ("opsctl.cli.page_cmd:page", "Page on-call, follow incidents, on-call and maintenance windows."),
+    "incident": ("opsctl.cli.incident_cmd:incident", "The automation's incidents: list, show, take over."),
     "ticket": ("opsctl.cli.ticket_cmd:ticket", "File vendor support tickets and read them back."),
     "probe": ("opsctl.cli.probe_cmd:probe", "Golden-set consistency probe of the backends' APIs."),
     "quality": ("opsctl.cli.quality_cmd:quality", "Live quality rules on the proxy's counters: rules, alerts."),

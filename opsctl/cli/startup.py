@@ -23,11 +23,12 @@ THRESHOLD = 20_000  # start-up to a loaded config is about 14,000 net allocation
 _saved: tuple[int, ...] | None = None
 
 
-def pause() -> None:
-    """Raise the young generation's threshold until `settled()` (idempotent)."""
+def pause(found: tuple[int, ...] | None = None) -> None:
+    """Raise the young generation's threshold until `settled()` (idempotent); `found`: the
+    thresholds as they were before the caller raised them itself (`python -m opsctl`)."""
     global _saved
     if _saved is None:
-        _saved = gc.get_threshold()
+        _saved = found or gc.get_threshold()
         gc.set_threshold(max(THRESHOLD, _saved[0]), *_saved[1:])
 
 

@@ -203,10 +203,13 @@ def convert(app, files, to, out, force):
               help="The ticket-queue bridge's webhook.")
 @click.option("--secrets-dir", default=RouteTargets.secrets_dir, show_default=True, metavar="DIR",
               help="Where the secret files are mounted in Alertmanager: pagerduty/routing-key, tickets/token, opsctl/token.")
+@click.option("--part", type=choice(["all", "automation"]), default="all", show_default=True,
+              help="all: the whole configuration; automation: the paging route and serve's routes with their"
+                   " receivers, for an Alertmanager that has a config already.")
 @click.option("-o", "--output", "output", type=choice(["yaml", "json"]), default="yaml", show_default=True,
               help="The document as Alertmanager's YAML (with its header) or as JSON.")
 @click.pass_obj
-def routes(app, out, check_file, serve_url, ticket_url, secrets_dir, output):
+def routes(app, out, check_file, serve_url, ticket_url, secrets_dir, part, output):
     """The Alertmanager configuration generated from automation.policies.
 
     Pages go to one route grouped by service whose receiver holds PagerDuty and the opsctl serve
@@ -218,18 +221,20 @@ def routes(app, out, check_file, serve_url, ticket_url, secrets_dir, output):
     Examples:
       opsctl slo routes --out deploy/alertmanager.yml && amtool check-config deploy/alertmanager.yml
       opsctl slo routes --check deploy/alertmanager.yml
+      opsctl slo routes --part automation --out deploy/alertmanager-opsctl-receiver.yml
       opsctl slo routes --serve-url http://127.0.0.1:9095 -o json
     """
     import json
     from pathlib import Path
 
     from opsctl.errors import OpsctlError, UsageError
-    from opsctl.slo.routing import render, routing_document
+    from opsctl.slo.routing import automation_document, render, routing_document
     from opsctl.slo.rules import write_atomic
 
     targets = RouteTargets(serve_url=serve_url, ticket_url=ticket_url, secrets_dir=secrets_dir)
-    text = (json.dumps(routing_document(app.config, targets), indent=2) + "\n" if output == "json"
-            else render(app.config, targets))
+    build = automation_document if part == "automation" else routing_document
+    text = (json.dumps(build(app.config, targets), indent=2) + "\n" if output == "json"
+            else render(app.config, targets, part=part))
     if check_file:
         path = Path(check_file)
         if not path.is_file():

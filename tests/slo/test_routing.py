@@ -11,6 +11,7 @@ import subprocess
 import time
 import urllib.request
 
+import pytest
 import yaml
 
 from opsctl.config import load_config_file
@@ -23,14 +24,15 @@ BUILTIN = REPO / "opsctl" / "defaults" / "opsctl.yaml"
 
 
 def generate(*args: str) -> str:
-    result = run_opsctl(*args, "slo", "routes")
+    result = run_opsctl(*args) if "routes" in args else run_opsctl(*args, "slo", "routes")
     assert result.exit_code == 0, result.stderr
     return result.stdout
 
 
-def test_amtool_check_config_accepts_the_generated_routing(tmp_path):
+@pytest.mark.parametrize("part", ["all", "automation"])
+def test_amtool_check_config_accepts_the_generated_routing(tmp_path, part):
     path = tmp_path / "alertmanager.yml"
-    path.write_text(generate("--config", str(REPO / "opsctl.yaml")))
+    path.write_text(generate("--config", str(REPO / "opsctl.yaml"), "slo", "routes", "--part", part))
     result = subprocess.run([require_binary("amtool"), "check-config", str(path)], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
@@ -39,6 +41,8 @@ def test_amtool_check_config_accepts_the_generated_routing(tmp_path):
 def test_the_committed_routing_is_what_the_shipped_configs_generate():
     assert (REPO / "deploy" / "alertmanager.yml").read_text() == generate("--config", str(REPO / "opsctl.yaml"))
     assert (REPO / "opsctl" / "defaults" / "alertmanager.yaml").read_text() == generate("--config", str(BUILTIN))
+    assert (REPO / "deploy" / "alertmanager-opsctl-receiver.yml").read_text() == generate(
+        "--config", str(REPO / "opsctl.yaml"), "slo", "routes", "--part", "automation")
 
 
 def test_check_names_a_stale_file_and_exits_1(tmp_path):

@@ -213,7 +213,7 @@ def render(cfg: Config, targets: RouteTargets | None = None, *, part: str = "all
     import yaml
 
     document = automation_document(cfg, targets) if part == "automation" else routing_document(cfg, targets)
-    body = yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=120)
+    body: str = yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=120)
     return (AUTOMATION_HEADER if part == "automation" else header()) + body
 
 

@@ -118,7 +118,11 @@ def _pagerduty(targets: RouteTargets) -> dict[str, Any]:
         "routing_key_file": _secret(targets, "pagerduty", "routing-key"),
         "send_resolved": True,
         "severity": "critical",
-        "description": "{{ .CommonAnnotations.summary }}",
+        # A group holds every alert of the service: without a common summary, name them (PagerDuty
+        # refuses an event whose summary is blank).
+        "description": ("{{ with .CommonAnnotations.summary }}{{ . }}{{ else }}{{ .CommonLabels.service }}:"
+                        " {{ .Alerts.Firing | len }} alert(s) firing: {{ range .Alerts.Firing }}"
+                        "{{ .Annotations.summary }}; {{ end }}{{ end }}"),
         "client": "opsctl burn-rate alerts",
         "links": [{"href": "{{ .CommonAnnotations.runbook_url }}", "text": "runbook"}],
         "details": {

@@ -140,7 +140,8 @@ def test_real_alertmanager_group_key_hashes_to_the_incident_dedup_key(tmp_path):
             time.sleep(0.2)
         post(base, [alert("SloBurnRatePage", "page", "llm-inference-databricks-latency-1s", category="latency")])
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(capture.on("/v1/alertmanager")) < 3:
+        while time.monotonic() < deadline and (len(capture.on("/v1/alertmanager")) < 3
+                                               or len(capture.on("/v2/enqueue")) < 3):
             time.sleep(0.2)
         hooks = capture.on("/v1/alertmanager")
         pages = capture.on("/v2/enqueue")
@@ -158,6 +159,11 @@ def test_real_alertmanager_group_key_hashes_to_the_incident_dedup_key(tmp_path):
         assert {p["body"]["dedup_key"] for p in pages} == {
             dedup_key(service_group_key(route_key, s)) for s in ("llm-inference", "other-service")}
         assert {p["body"]["routing_key"] for p in pages} == {"pd-key-0123456789abcdef"}
+        # A group of two alerts with different summaries: PagerDuty refuses a blank summary, so both are named.
+        [both] = [p for p in pages if "latency-1s" in p["body"]["payload"]["summary"]]
+        assert both["body"]["payload"]["summary"] == ("llm-inference: 2 alert(s) firing: "
+                                                      "llm-inference-databricks-availability burning; "
+                                                      "llm-inference-databricks-latency-1s burning; ")
         assert {h["headers"]["Authorization"] for h in hooks} == {"Bearer opsctl-token"}
         later = [h for h in hooks if any(a["labels"]["slo"].endswith("latency-1s") for a in h["body"]["alerts"])]
         assert later and {h["body"]["groupKey"] for h in later} == {service_group_key(route_key, "llm-inference")}

@@ -116,8 +116,8 @@ def validate(app, paths, live, output):
 @click.option("--chain", is_flag=True, help="Send the fault down the real chain: exporter, Prometheus, Alertmanager, "
               "PagerDuty endpoint, opsctl serve, actuator, ticket channel (real binaries, minutes of wall time).")
 @click.option("--routing", metavar="FILE", type=click.Path(dir_okay=False),
-              help="--chain: the Alertmanager config whose routing is rehearsed (default: deploy/alertmanager.yml"
-                   " next to the config).")
+              help="--chain: the Alertmanager config whose routing is rehearsed (default: the routing"
+                   " `opsctl slo routes` generates from the config in use).")
 @click.option("--chain-timeout", metavar="DURATION",
               help="--chain: how long after the fault every hop may take (30s..1h). Default: the page time the"
                    " burn-rate maths predicts from the fault (its error share, or for a latency or capacity fault"

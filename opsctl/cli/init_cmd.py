@@ -43,7 +43,8 @@ def unprefixed(slo_text: str, service: str) -> str:
 @output_option
 @click.pass_obj
 def init(app, directory, force, dry_run, output):
-    """Write a commented opsctl.yaml, its SLOs (slos/) and drill scenarios (chaos/) into DIRECTORY.
+    """Write a commented opsctl.yaml, its SLOs (slos/), drill scenarios (chaos/) and the
+    Alertmanager routing its policies generate (alertmanager.yml, `opsctl slo routes`) into DIRECTORY.
 
     What is written runs as it is on the embedded store: `config validate`, `sim generate`
     then `slo report`, and `drill run vendor-outage` pass. The service is named in one place, the
@@ -74,6 +75,8 @@ def init(app, directory, force, dry_run, output):
             if source.is_file():
                 text = source.read_text("utf-8")
                 files.append((root / sub / source.name, unprefixed(text, service) if sub == "slos" else text))
+    # The Alertmanager routing `opsctl slo routes` generates from that config (shipped as package data).
+    files.append((root / "alertmanager.yml", (DEFAULTS_DIR / "alertmanager.yaml").read_text("utf-8")))
     existing = [str(p) for p, _ in files if p.exists()]
     if existing and not force:
         raise UsageError(f"would overwrite {len(existing)} file(s): {', '.join(existing[:5])}"
@@ -90,7 +93,8 @@ def init(app, directory, force, dry_run, output):
         verb = "would write" if d["dry_run"] else "wrote"
         slos = sum(1 for f in d["files"] if "/slos/" in f or f.startswith("slos/"))
         scenarios = sum(1 for f in d["files"] if f.endswith(".yaml") and ("/chaos/" in f or f.startswith("chaos/")))
-        lines = [f"{verb} {d['config']}, {slos} SLO files and {scenarios} drill scenarios under {d['directory']}"]
+        lines = [f"{verb} {d['config']}, {slos} SLO files, {scenarios} drill scenarios and alertmanager.yml"
+                 f" under {d['directory']}"]
         if not d["dry_run"]:
             lines.append(f"next: opsctl --config {shown} config validate   (or export OPSCTL_CONFIG={shown})")
         return "\n".join(lines)

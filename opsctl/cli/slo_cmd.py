@@ -11,7 +11,7 @@ from opsctl.cli.output import emit, output_option
 from opsctl.cli.params import TIME, choice
 from opsctl.cli.source_options import open_checked_source, source_options
 from opsctl.cli.main import all_services_option
-from opsctl.cli.slo_files_cmd import convert, dashboard, rules
+from opsctl.cli.slo_files_cmd import convert, dashboard, routes, rules
 from opsctl.cli.slo_paths import complete_slo, slo_paths
 from opsctl.cli.slo_render import alerts_table, report_table, validate_table
 
@@ -34,7 +34,7 @@ def slo():
     """
 
 
-for _command in (rules, dashboard, convert):  # the SLOs written as other tools' files: slo_files_cmd.py
+for _command in (rules, dashboard, convert, routes):  # the SLOs written as other tools' files: slo_files_cmd.py
     slo.add_command(_command)
 
 

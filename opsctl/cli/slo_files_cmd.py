@@ -1,5 +1,5 @@
-"""`opsctl slo rules|dashboard|convert`: the SLOs written as other tools' files (Prometheus rules,
-Grafana boards, another SLO format); none reads a metric source. Each body parses, calls the core
+"""`opsctl slo rules|dashboard|convert|routes`: the SLOs written as other tools' files (Prometheus rules,
+Grafana boards, another SLO format, the Alertmanager routing); none reads a metric source. Each body parses, calls the core
 (`opsctl.slo`) and writes; slo_cmd.py adds them to the `slo` group."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import click
 
 from opsctl.cli.params import choice
 from opsctl.cli.slo_paths import complete_slo, slo_paths
+from opsctl.slo.routing import RouteTargets
 
 
 @click.command()
@@ -189,3 +190,61 @@ def convert(app, files, to, out, force):
     for path, doc in targets:
         write_atomic(str(path), render([doc]))
     click.echo(f"wrote {len(targets)} {to} SLO file(s) to {directory}", err=True)
+
+
+@click.command()
+@click.option("--out", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Write to FILE (atomically) instead of standard output.")
+@click.option("--check", "check_file", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Write nothing; exit 1 when FILE differs from what the config generates (CI).")
+@click.option("--serve-url", default=RouteTargets.serve_url, show_default=True, metavar="URL",
+              help="Where Alertmanager reaches opsctl serve (the webhook path /v1/alertmanager is added).")
+@click.option("--ticket-url", default=RouteTargets.ticket_url, show_default=True, metavar="URL",
+              help="The ticket-queue bridge's webhook.")
+@click.option("--secrets-dir", default=RouteTargets.secrets_dir, show_default=True, metavar="DIR",
+              help="Where the secret files are mounted in Alertmanager: pagerduty/routing-key, tickets/token, opsctl/token.")
+@click.option("--part", type=choice(["all", "automation"]), default="all", show_default=True,
+              help="all: the whole configuration; automation: the paging route and serve's routes with their"
+                   " receivers, for an Alertmanager that has a config already.")
+@click.option("-o", "--output", "output", type=choice(["yaml", "json"]), default="yaml", show_default=True,
+              help="The document as Alertmanager's YAML (with its header) or as JSON.")
+@click.pass_obj
+def routes(app, out, check_file, serve_url, ticket_url, secrets_dir, part, output):
+    """The Alertmanager configuration generated from automation.policies.
+
+    Pages go to one route grouped by service whose receiver holds PagerDuty and the opsctl serve
+    webhook, so Alertmanager's page and the automation's share one PagerDuty incident (its dedup
+    key is the group key's sha256); alerts a policy acts on outside it go to serve; tickets and
+    anything else to the ticket queue. Secrets are referenced by file, never inlined.
+
+    \b
+    Examples:
+      opsctl slo routes --out deploy/alertmanager.yml && amtool check-config deploy/alertmanager.yml
+      opsctl slo routes --check deploy/alertmanager.yml
+      opsctl slo routes --part automation --out deploy/alertmanager-opsctl-receiver.yml
+      opsctl slo routes --serve-url http://127.0.0.1:9095 -o json
+    """
+    import json
+    from pathlib import Path
+
+    from opsctl.errors import OpsctlError, UsageError
+    from opsctl.slo.routing import automation_document, render, routing_document
+    from opsctl.slo.rules import write_atomic
+
+    targets = RouteTargets(serve_url=serve_url, ticket_url=ticket_url, secrets_dir=secrets_dir)
+    build = automation_document if part == "automation" else routing_document
+    text = (json.dumps(build(app.config, targets), indent=2) + "\n" if output == "json"
+            else render(app.config, targets, part=part))
+    if check_file:
+        path = Path(check_file)
+        if not path.is_file():
+            raise UsageError(f"--check: {path}: no such file", hint=f"run `opsctl slo routes --out {path}`")
+        if path.read_text(encoding="utf-8") != text:
+            raise OpsctlError(f"{path} differs from what the config generates",
+                              hint=f"run `opsctl slo routes --out {path}` and commit the result")
+        click.echo(f"{path}: current", err=True)
+    elif out:
+        write_atomic(out, text)
+        click.echo(f"wrote {out}", err=True)
+    else:
+        click.echo(text, nl=False)

@@ -210,7 +210,7 @@ def test_the_configmaps_opsctl_yaml_is_a_valid_config():
 def test_the_full_alertmanager_config_sends_to_the_same_service_with_a_token():
     """deploy/alertmanager.yml (the whole routing) and the standalone receiver agree on where opsctl serve is."""
     full = yaml.safe_load((REPO / "deploy" / "alertmanager.yml").read_text())
-    (receiver,) = [r for r in full["receivers"] if r["name"] == "opsctl"]
+    (receiver,) = [r for r in full["receivers"] if r["name"] == "pagerduty-and-opsctl"]
     standalone = yaml.safe_load(RECEIVER.read_text())["receivers"][0]
     assert receiver["webhook_configs"][0]["url"] == standalone["webhook_configs"][0]["url"]
     assert receiver["webhook_configs"][0]["send_resolved"] is True

@@ -33,9 +33,13 @@ def verdict(report, expect):
 
 
 def deployed_group_wait(receiver: str, fast: bool) -> int:
-    """deploy/alertmanager.yml: the group_wait of the route to `receiver` for the fast tier or the others."""
-    route = yaml.safe_load((REPO / "deploy" / "alertmanager.yml").read_text())["route"]
-    routes = [r for r in route["routes"] if r["receiver"] == receiver and ('tier="fast"' in r["matchers"]) == fast]
+    """deploy/alertmanager.yml: the group_wait of the route a page takes to `receiver` (the fast
+    tier's pages and the others' take the one paging route, severity="page", decisions/0230)."""
+    doc = yaml.safe_load((REPO / "deploy" / "alertmanager.yml").read_text())
+    kinds = {r["name"]: ({"pagerduty"} if r.get("pagerduty_configs") else set())
+             | ({"opsctl"} if any(h["url"].endswith("/v1/alertmanager") for h in r.get("webhook_configs") or [])
+                else set()) for r in doc["receivers"]}
+    routes = [r for r in doc["route"]["routes"] if receiver in kinds[r["receiver"]] and 'severity="page"' in r["matchers"]]
     value = routes[0]["group_wait"]
     return int(value[:-1]) * {"s": 1, "m": 60}[value[-1]]
 

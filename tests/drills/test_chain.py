@@ -123,10 +123,11 @@ def test_a_vendor_outage_travels_every_hop_of_the_chain_and_each_is_measured(tmp
 def test_a_route_sending_the_page_nowhere_fails_the_drill_naming_the_pagerduty_hop(drill_env, tmp_path):
     _need_binaries()
 
-    def page_nowhere(data):  # every PagerDuty route (the fast tier's and the others') to a receiver that notifies nobody
-        data["receivers"].append({"name": "nowhere"})
+    def page_nowhere(data):  # the paging route (every page) to a receiver that notifies serve only, not PagerDuty
+        receivers = {r["name"]: r for r in data["receivers"]}
         for route in data["route"]["routes"]:
-            if route["receiver"] == "pagerduty":
+            if receivers[route["receiver"]].get("pagerduty_configs"):
+                data["receivers"].append({"name": "nowhere", "webhook_configs": receivers[route["receiver"]]["webhook_configs"]})
                 route["receiver"] = "nowhere"
 
     scenario = drill_env.scenario("vendor-outage", _fast_outage)
@@ -181,12 +182,15 @@ def test_the_drill_routing_keeps_the_tree_and_points_receivers_at_the_drill(tmp_
     assert tree(am["route"]) == tree(raw["route"])
     assert am["inhibit_rules"] == raw["inhibit_rules"]
     receivers = {r["name"]: r for r in am["receivers"]}
-    assert receivers["pagerduty"]["pagerduty_configs"][0]["url"] == "http://127.0.0.1:1/v2/enqueue"
+    assert receivers["pagerduty-and-opsctl"]["pagerduty_configs"][0]["url"] == "http://127.0.0.1:1/v2/enqueue"
+    assert receivers["pagerduty-and-opsctl"]["webhook_configs"][0]["url"] == "http://127.0.0.1:2/v1/alertmanager"
     assert receivers["opsctl"]["webhook_configs"][0]["url"] == "http://127.0.0.1:2/v1/alertmanager"
     assert receivers["ticket-queue"]["webhook_configs"][0]["url"] == "http://127.0.0.1:3/v1/alerts"
-    # The PagerDuty page route waits 30s as deployed: the drill shortens it (a fast-tier route waits seconds already).
-    [slow] = [i for i, r in enumerate(raw["route"]["routes"]) if r["receiver"] == "pagerduty" and r["group_wait"] == "30s"]
-    assert {s["where"] for s in shortened.items} >= {f"alertmanager route.routes[{slow}].group_wait"}
+    # The root (30s) and the ticket route (5m) wait longer than a drill can: the drill shortens them
+    # (the paging route waits 1s as deployed, decisions/0230).
+    [slow] = [i for i, r in enumerate(raw["route"]["routes"]) if r["group_wait"] == "5m"]
+    assert {s["where"] for s in shortened.items} >= {"alertmanager route.group_wait",
+                                                     f"alertmanager route.routes[{slow}].group_wait"}
     path = tmp_path / "am.yml"
     path.write_text(yaml.safe_dump(am))
     done = subprocess.run([amtool, "check-config", str(path)], capture_output=True, text=True, timeout=60)

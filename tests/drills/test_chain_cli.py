@@ -1,5 +1,5 @@
 """`opsctl drill run --chain` up to the drill itself: `--chain-timeout` parsed and bounded, the
-routing file found (deploy/alertmanager.yml next to the config unless --routing), a dry run's plan
+routing file found (the routing generated from the config unless --routing), a dry run's plan
 shown with exit 4 when its preflight would refuse. Pinned before the body moved into
 opsctl.drills.chain.launch (issue 26 item 4); nothing here starts a process."""
 
@@ -37,11 +37,7 @@ def test_the_chain_timeout_bounds_are_inclusive(drill_env, text):
     assert result.exit_code == 0, result.output
 
 
-def test_without_routing_the_file_next_to_the_config_is_rehearsed_and_must_exist(drill_env):
-    result = drill_env.run("drill", "run", SCENARIO, "--chain")
-    assert result.exit_code == 2, result.output
-    assert result.stderr == (f"error: {drill_env.root / 'deploy' / 'alertmanager.yml'}: no Alertmanager routing to"
-                             " rehearse\n  hint: pass --routing FILE (your Alertmanager config)\n")
+def test_a_given_routing_file_must_exist(drill_env):
     missing = drill_env.root / "nope.yml"
     result = drill_env.run("drill", "run", SCENARIO, "--chain", "--routing", str(missing))
     assert result.exit_code == 2, result.output
@@ -49,14 +45,25 @@ def test_without_routing_the_file_next_to_the_config_is_rehearsed_and_must_exist
     assert drill_env.runs() == []
 
 
-def test_a_dry_run_whose_routing_is_missing_shows_the_plan_and_exits_4(drill_env):
+def test_without_routing_the_routing_generated_from_the_config_is_rehearsed(drill_env):
+    # No deploy/alertmanager.yml next to this config: the routing is generated from its policies.
+    assert not (drill_env.root / "deploy" / "alertmanager.yml").exists()
     result = drill_env.run("drill", "run", SCENARIO, "--chain", "--dry-run", "-o", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    [check] = [c for c in plan["preflight"] if c["name"] == "routing file"]
+    assert check["ok"] is True and "generated from the config's automation.policies" in check["message"]
+    assert drill_env.runs() == []
+
+
+def test_a_dry_run_whose_routing_is_missing_shows_the_plan_and_exits_4(drill_env):
+    missing = drill_env.root / "nope.yml"
+    result = drill_env.run("drill", "run", SCENARIO, "--chain", "--dry-run", "--routing", str(missing), "-o", "json")
     assert result.exit_code == 4, result.output
     plan = json.loads(result.stdout)
     assert sorted(plan) == PLAN_KEYS
     assert plan["mode"] == "chain" and plan["dry_run"] is True and plan["would_refuse"] is True
-    assert result.stderr == (f"error: preflight would refuse this drill: {drill_env.root / 'deploy' / 'alertmanager.yml'}:"
-                             " not found\n")
+    assert result.stderr == f"error: preflight would refuse this drill: {missing}: not found\n"
 
 
 def test_a_dry_run_shows_its_plan_as_text_and_starts_nothing(drill_env):

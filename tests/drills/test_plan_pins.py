@@ -67,7 +67,8 @@ def test_drill_list_and_validate_print_what_the_code_before_printed(tmp_path, ou
 @pytest.mark.parametrize("name, args, code", [
     ("chain", ("--routing", str(REPO / "deploy" / "alertmanager.yml")), 0),
     ("chain-timeout", ("--routing", str(REPO / "deploy" / "alertmanager.yml"), "--chain-timeout", "5m"), 0),
-    ("chain-no-routing", (), 4),  # deploy/alertmanager.yml next to the config: not there, so refused
+    # no --routing: the routing generated from the config's policies (decisions/0230), not a file beside it
+    ("chain-generated-routing", (), 0),
 ])
 def test_a_chain_dry_runs_plan_is_what_the_code_before_printed(tmp_path, name, args, code, output):
     """The chain's plan (drills/chain/plan.py) goes through the same rendering in the CLI."""

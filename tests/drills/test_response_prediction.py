@@ -26,9 +26,17 @@ def _routes() -> dict[tuple[str, bool], int]:
     """(receiver, fast tier?) -> group_wait, off deploy/alertmanager.yml: the first route of each."""
     raw = yaml.safe_load((REPO / "deploy" / "alertmanager.yml").read_text())
     out: dict[tuple[str, bool], int] = {}
+    receivers = {r["name"]: r for r in raw["receivers"]}
     for route in raw["route"]["routes"]:
-        fast = 'tier="fast"' in route.get("matchers", [])
-        out.setdefault((route["receiver"], fast), _seconds(route["group_wait"]))
+        # the paging route (severity="page") takes the fast tier's pages too
+        receiver = receivers[route["receiver"]]
+        kinds = (["pagerduty"] if receiver.get("pagerduty_configs") else []) + (
+            ["opsctl"] if any(h["url"].endswith("/v1/alertmanager") for h in receiver.get("webhook_configs") or [])
+            else [])
+        if route.get("matchers") == ['severity="page"']:
+            for kind in kinds:
+                for fast in (True, False):
+                    out.setdefault((kind, fast), _seconds(route["group_wait"]))
     return out
 
 
@@ -95,7 +103,7 @@ def test_the_mitigate_and_ticket_hops_are_predicted_from_the_route_waits_and_the
         _seconds(paging["group-wait"]) if not fast and "group-wait" in paging else routes[("pagerduty", fast)]
     key = "fast-automation-group-wait" if fast else "automation-group-wait"
     delivery = _seconds(paging[key]) if key in paging else routes[("opsctl", fast)]
-    assert (routes[("opsctl", True)], routes[("opsctl", False)]) == (1, 10)
+    assert (routes[("opsctl", True)], routes[("opsctl", False)]) == (1, 1)
 
     labels = {"severity": "page", "category": "availability", "backend": "databricks"}
     policy = _policy(labels, cause)
@@ -180,13 +188,13 @@ def test_the_route_walk_finds_each_receiver_and_its_group_wait_as_alertmanager_r
 
     route = yaml.safe_load((REPO / "deploy" / "alertmanager.yml").read_text())["route"]
     page = {"severity": "page", "category": "availability", "slo": "s", "backend": "databricks"}
-    # deploy/alertmanager.yml, read by hand: the fast tier's opsctl route (1s, continue) and its
-    # PagerDuty route (5s, no continue: the rest are not tried)
-    assert receivers_for(route, {**page, "tier": "fast"}) == [("opsctl", 1.0), ("pagerduty", 5.0)]
-    # a standard page: PagerDuty (30s, continue), then the automation's catch-all (10s)
-    assert receivers_for(route, page) == [("pagerduty", 30.0), ("opsctl", 10.0)]
-    # a ticket: the ticket queue (5m, continue), then the automation
-    assert receivers_for(route, {**page, "severity": "ticket"}) == [("ticket-queue", 300.0), ("opsctl", 10.0)]
+    # deploy/alertmanager.yml, read by hand: every page, the fast tier's too, on the paging route (1s)
+    assert receivers_for(route, {**page, "tier": "fast"}) == [("pagerduty-and-opsctl", 1.0)]
+    assert receivers_for(route, page) == [("pagerduty-and-opsctl", 1.0)]
+    # a ticket: the ticket queue (5m); an absent-metrics ticket reaches serve (its policy) first (10s)
+    assert receivers_for(route, {**page, "severity": "ticket"}) == [("ticket-queue", 300.0)]
+    assert receivers_for(route, {**page, "severity": "ticket", "category": "absent"}) == [
+        ("opsctl", 10.0), ("ticket-queue", 300.0)]
     # nothing matches: the root's receiver and group_wait
     assert receivers_for(route, {"severity": "info"}) == [("ticket-queue", 30.0)]
     # the older match / match_re maps, != and !~, and a wait a child inherits

@@ -186,7 +186,15 @@ class Collector:
                                             f" {'; '.join(rejected[-1].get('errors') or [])}")
         # Only an incident for the faulted backend's page counts: the service-wide SLO pages too, and its
         # incident can open first (another alert's group), before the backend's own rule fires.
-        opened = sorted((i for i in incidents if _incident_backend(i) in (None, self.targets.backend)),
+        # An incident is a service's (the paging route groups by service, decisions/0230): it is for
+        # the faulted backend when any trigger of its dedup key names that backend (or none names one).
+        named: dict[str, set[str]] = {}
+        for event in events:
+            if event["accepted"] and event["action"] == "trigger":
+                said = _incident_backend(event)
+                named.setdefault(event["dedup_key"], set()).update(said.split() if said else ())
+        opened = sorted((i for i in incidents if not named.get(i["dedup_key"]) or _incident_backend(i) is None
+                         or self.targets.backend in named[i["dedup_key"]]),
                         key=lambda i: i["created_at"])
         others = len(incidents) - len(opened)
         if others:

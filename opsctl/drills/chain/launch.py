@@ -18,10 +18,18 @@ if TYPE_CHECKING:
 MIN_TIMEOUT, MAX_TIMEOUT = 30, 3600
 
 
-def default_routing(cfg: Config) -> Path:
-    """deploy/alertmanager.yml next to the config; for the built-in config, the working directory's."""
-    base = Path(cfg.base_dir) if cfg.source_path != "<built-in>" else Path.cwd()
-    return base / "deploy" / "alertmanager.yml"
+def default_routing(cfg: Config, *, write: bool = True) -> Path:
+    """Without --routing: the routing `opsctl slo routes` generates from the config in use (its
+    automation.policies), written to <state_dir>/drills/alertmanager.yml (not with `write=False`,
+    a dry run's). So a chain drill runs from any directory, the built-in config's too."""
+    from opsctl.slo.routing import render
+    from opsctl.statefile import write_text_atomic
+
+    path = cfg.drills_path / "alertmanager.yml"
+    if write:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, render(cfg), mode=0o644)
+    return path
 
 
 def chain_timeout(text: str | None) -> int | None:
@@ -54,11 +62,11 @@ def launch_chain(scenario: Scenario, cfg: Config, *, live: bool, dry_run: bool, 
     from opsctl.errors import UsageError
 
     seconds = chain_timeout(timeout)
-    routing_path = Path(routing) if routing else default_routing(cfg)
+    routing_path = Path(routing) if routing else default_routing(cfg, write=not (live or dry_run))
     if live or dry_run:
         from opsctl.drills.chain.plan import chain_plan
 
-        plan = chain_plan(scenario, cfg, live=live, routing=routing_path, timeout=seconds)
+        plan = chain_plan(scenario, cfg, live=live, routing=routing_path, timeout=seconds, generated=not routing)
         if dry_run:
             return ChainLaunch(plan=plan)
         from opsctl.drills.chain.live import LiveChainDrill

@@ -89,7 +89,8 @@ def local_checks() -> list[Check]:
     return out
 
 
-def chain_plan(scenario: Scenario, cfg: Config, *, live: bool, routing: Path, timeout: int | None) -> ChainPlan:
+def chain_plan(scenario: Scenario, cfg: Config, *, live: bool, routing: Path, timeout: int | None,
+               generated: bool = False) -> ChainPlan:
     from opsctl.drills.chain.faults import broken_hop
     from opsctl.drills.chain.progress import ACK_CAP, DEFAULT_HISTORY, PAUSE_CAP
     from opsctl.drills.chain.setup import AM_GROUP_WAIT, DRILL_EVALUATION, SCRAPE_INTERVAL
@@ -101,6 +102,8 @@ def chain_plan(scenario: Scenario, cfg: Config, *, live: bool, routing: Path, ti
     fits = Check("the scenario fits the config" + (" and a live drill" if live else ""), not problems,
                  "; ".join(problems) or "ok")
     checks = [fits] + (live_checks(cfg) if live else local_checks() + [
+        Check("routing file", True, f"{routing}: generated from the config's automation.policies (opsctl slo routes)")
+        if generated else
         Check("routing file", routing.is_file(), str(routing) if routing.is_file() else f"{routing}: not found")])
     setup, steps = [], []
     if live:

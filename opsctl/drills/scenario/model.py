@@ -157,10 +157,11 @@ class VendorResponder:
 
 @dataclass(frozen=True)
 class Paging:
-    group_wait: int = checked(duration(0, 3600), 30)  # the PagerDuty route's wait before it pages
-    automation_group_wait: int = checked(duration(0, 3600), 10)  # the opsctl route's (deploy/alertmanager.yml)
-    # The fast-burn tier's own routes (tier="fast"): PagerDuty and the automation after seconds.
-    fast_group_wait: int = checked(duration(0, 3600), 5)
+    # deploy/alertmanager.yml (`opsctl slo routes`): every page, the fast tier's too, takes one route
+    # whose receiver holds PagerDuty and the automation, after its group_wait of 1 s (decisions/0230).
+    group_wait: int = checked(duration(0, 3600), 1)  # the paging route's wait before it pages
+    automation_group_wait: int = checked(duration(0, 3600), 1)  # the same route's, to opsctl serve
+    fast_group_wait: int = checked(duration(0, 3600), 1)
     fast_automation_group_wait: int = checked(duration(0, 3600), 1)
     severity: str = checked(text(*PAGE_SEVERITIES), "critical")
 

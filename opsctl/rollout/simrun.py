@@ -5,7 +5,11 @@ run directory of its own. Evidence is simulated, not scripted: before each measu
 (opsctl.metrics.simulator, its public functions) draws the proxy's client-side metrics for the
 `evidence` window ending at that instant, with the split the rollout has then (live shares, and
 mirrored requests as a backend's own traffic during shadow) and the scenario's incidents, and writes
-them to the run's embedded store; the analyses and the traffic guards read that store.
+them to the run's embedded store; the analyses and the traffic guards read that store, at the
+simulated instant (the guards on a SimClock ask the store for the simulated now, not the wall's:
+a plan starting in 2027 rehearses on 2027's simulated data, docs/decisions/0512). The result's
+`data` (RehearsalData) says where the run's data came from: the store, the simulator's settings,
+the windows drawn and the simulated range they cover, the incidents injected.
 
 The coarsest form that keeps the guards' maths real: only the windows that are measured are
 simulated (an `evidence` window before each measurement, default 1h of 10-second steps), not the

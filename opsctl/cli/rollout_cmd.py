@@ -328,8 +328,11 @@ def run_cmd(app, plan_file, start, journey_file, run_name, out_dir, output):
     """Drive the rollout controller in simulated time on the embedded store (nothing real moves).
 
     Each measurement reads simulated metrics: the proxy's counters drawn for the window before it
-    with the split the rollout has then and the journey's incidents. Exit 1 when a --run ends
-    otherwise than its journey expects."""
+    with the split the rollout has then and the journey's incidents, drawn at the simulated instants
+    into the run's own store (every guard reads it there; the output's `data` says so). Exit 1 when
+    a --run ends otherwise than its journey expects.
+
+    Example: opsctl rollout run rollouts/summarize-migration.yaml --out-dir /tmp/rehearsal"""
     from pathlib import Path
 
     from opsctl.config.loading import parse_yaml, read_text

@@ -96,6 +96,8 @@ def run_table(played: Played) -> str:
     lines = [f"  {e['at']}  step {e['step']:>2}  {e['what']}: {e['detail']}" for e in r.history]
     lines.append(f"{r.status} at step {r.step} on {format_rfc3339(r.end)} (simulated; started"
                  f" {format_rfc3339(r.start)}); {r.measurements} windows simulated in {r.wall_seconds:.1f} s")
+    if r.data is not None:
+        lines.append(r.data.describe())
     if played.problems:
         lines.append("not as the journey expects: " + "; ".join(played.problems))
     return "\n".join(lines)

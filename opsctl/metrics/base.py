@@ -21,8 +21,9 @@ class MetricSource(Protocol):
 
     def query_many(self, exprs: Sequence[str], at: float) -> list[float | None]: ...
 
-    def default_time(self) -> float:
-        """The instant a report evaluates at when none is given (now, or the newest data)."""
+    def default_time(self, now: float | None = None) -> float:
+        """The instant a report evaluates at when none is given (now, or the newest data); `now` is
+        the caller's simulated clock when it has one (None: the wall clock)."""
         ...
 
     def data_start(self, selectors: Sequence[str], at: float, span: int) -> list[float | None]:

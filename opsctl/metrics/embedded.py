@@ -209,15 +209,17 @@ class EmbeddedStore:
             hint="load some with `opsctl sim generate` or `opsctl metrics ingest FILE`",
         )
 
-    def default_time(self) -> float:
+    def default_time(self, now: float | None = None) -> float:
         """The instant every report and guard reads when none is given: now, on the 10 s grid, or the
         newest step before now when the store's data ends earlier (a store loaded from a past file).
-        Data ahead of now (`sim generate --ahead`) is never the instant (docs/decisions/0402)."""
+        Data ahead of now (`sim generate --ahead`) is never the instant (docs/decisions/0402). `now`:
+        the caller's clock when it is simulated (a rehearsal's guards decide at the simulated instant,
+        docs/decisions/0512), else the wall clock."""
         from opsctl.clock import wall_now
 
         if self.time_range() is None:
             raise self._empty()
-        now = float(int(wall_now()) // schema.STEP_SECONDS * schema.STEP_SECONDS)
+        now = float(int(wall_now() if now is None else now) // schema.STEP_SECONDS * schema.STEP_SECONDS)
         newest = self.newest_sample(now)
         return now if newest is None else min(newest, now)
 

@@ -206,8 +206,8 @@ class PrometheusSource:
                 return  # some PromQL-compatible servers lack buildinfo; queries will tell
             raise
 
-    def default_time(self) -> float:
-        return time.time()
+    def default_time(self, now: float | None = None) -> float:
+        return time.time() if now is None else now
 
     def query_many(self, exprs: Sequence[str], at: float) -> list[float | None]:
         if not exprs:

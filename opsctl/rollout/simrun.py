@@ -5,7 +5,11 @@ run directory of its own. Evidence is simulated, not scripted: before each measu
 (opsctl.metrics.simulator, its public functions) draws the proxy's client-side metrics for the
 `evidence` window ending at that instant, with the split the rollout has then (live shares, and
 mirrored requests as a backend's own traffic during shadow) and the scenario's incidents, and writes
-them to the run's embedded store; the analyses and the traffic guards read that store.
+them to the run's embedded store; the analyses and the traffic guards read that store, at the
+simulated instant (the guards on a SimClock ask the store for the simulated now, not the wall's:
+a plan starting in 2027 rehearses on 2027's simulated data, docs/decisions/0512). The result's
+`data` (RehearsalData) says where the run's data came from: the store, the simulator's settings,
+the windows drawn and the simulated range they cover, the incidents injected.
 
 The coarsest form that keeps the guards' maths real: only the windows that are measured are
 simulated (an `evidence` window before each measurement, default 1h of 10-second steps), not the
@@ -39,6 +43,24 @@ class SimIncident(Model):
     options: dict[str, float] = field(default_factory=dict)
 
 
+class RehearsalData(Model):
+    """Where a rehearsal's metrics came from (docs/decisions/0512): drawn by the simulator for the
+    simulated instants into the run's own embedded store, never the config's store or Prometheus."""
+
+    store: str  # the rehearsal-private embedded store (the run directory's metrics.sqlite)
+    drawn_by: str  # the simulator and its settings
+    window: str  # each drawing: the evidence window ending at the instant a guard or analysis reads
+    windows: int  # how many windows were drawn
+    first: str  # the first and last window's end (RFC 3339): the simulated range the data cover
+    last: str
+    incidents: list[str] = field(default_factory=list)  # the injected incidents, as `sim generate --incident`
+
+    def describe(self) -> str:
+        shown = f"; incidents {', '.join(self.incidents)}" if self.incidents else ""
+        return (f"data: {self.windows} windows of {self.window} drawn by {self.drawn_by} at the simulated instants"
+                f" {self.first} .. {self.last} into {self.store} (the rehearsal's own store){shown}")
+
+
 class RunResult(Model):
     status: str
     step: int
@@ -51,6 +73,7 @@ class RunResult(Model):
     # each step's analyses as the step ended (went on, paused, aborted, completed): step (1-based),
     # check, outcome (continue | abort | pause), measured, failed, inconclusive, last (its result)
     gates: list[dict] = field(default_factory=list)
+    data: RehearsalData | None = None  # where the run's metrics came from
 
 
 SPLIT_FILE = "traffic/split.json"  # the assignment object (weights; the mirror too with one object)
@@ -120,6 +143,8 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, plan_dir: str =
     kinds = {name: b.kind for name, b in cfg.backends.items()}
     metrics_path = cfg.state_path / "metrics.sqlite"
     counted = [0]
+    drawn: list[float] = []  # each window's end
+    specs: list[str] = []  # the incidents injected, as drawn
     step_starts: dict[int, float] = {}
 
     def simulate_window(at: float, weights=None, shadow=None) -> None:
@@ -144,6 +169,8 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, plan_dir: str =
                 spec += ":" + ",".join(f"{k}={v}" for k, v in inc.options.items())
             if begin < at:
                 injected.append(simulator.parse_incident(spec, kinds))
+                if spec not in specs:
+                    specs.append(spec)
         lo = at - evidence_seconds
         series = {}
         live = {b: float(weights.get(b, 0)) for b in kinds}
@@ -165,6 +192,7 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, plan_dir: str =
         if state is not None and steps[state.step].kind == "ab" and state.phase == "soak":  # the arms, counted
             write_arm_counters(metrics_path, series, seed=seed)
         counted[0] += 1
+        drawn.append(at)
 
     found = traffic.read().split  # none stored yet without traffic.default_split: the start is the baseline
     simulate_window(start, dict(found.weights) if found else {plan.baseline: 100}, {})  # the start's evidence
@@ -202,8 +230,11 @@ def run(cfg, plan_data: dict, plan, *, start: float, root: Path, plan_dir: str =
     state = _read(store)
     history = [{"at": _rfc(e.at), "step": e.step, "what": e.what, "detail": e.detail} for e in state.history
                if e.what != "measured"]
+    data = RehearsalData(str(metrics_path.resolve()), f"opsctl.metrics.simulator (seed {seed}, peak {peak_rps:g} rps,"
+                         " by instant and time of day, with the rollout's split then)", _duration(evidence_seconds),
+                         counted[0], _rfc(min(drawn)), _rfc(max(drawn)), specs)
     return RunResult(state.status, state.step + 1, start, clock.now(), ticks, counted[0],
-                     round(time.perf_counter() - started, 3), history, gates)
+                     round(time.perf_counter() - started, 3), history, gates, data)
 
 
 def next_event(controller, plan, step, state: "RolloutState", now: float) -> float:
@@ -242,6 +273,12 @@ def _rfc(ts: float) -> str:
     from opsctl.clock import format_rfc3339
 
     return format_rfc3339(ts)
+
+
+def _duration(seconds: float) -> str:
+    from opsctl.clock import format_duration
+
+    return format_duration(int(seconds))
 
 
 def _read(store) -> "RolloutState":

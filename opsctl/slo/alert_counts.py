@@ -136,8 +136,8 @@ class _GroupSource:
     def check(self) -> None:
         self.source.check()
 
-    def default_time(self) -> float:
-        return self.source.default_time()
+    def default_time(self, now: float | None = None) -> float:
+        return self.source.default_time(now)
 
     def data_start(self, selectors: Sequence[str], at: float, span: int) -> list[float | None]:
         return self.source.data_start(selectors, at, span)

@@ -128,8 +128,14 @@ class GuardContext:
         return self._source
 
     def at(self) -> float:
+        """The instant the guards read the metrics at: the source's now, or on a simulated clock (a
+        rehearsal, a drill in simulated time) the simulated instant, never data ahead of it
+        (docs/decisions/0512: a rehearsal of a plan in 2027 reads 2027's simulated data)."""
         if self._at is None:
-            self._at = self.source().default_time()
+            from opsctl.clock import SimClock
+
+            simulated = self.now if isinstance(self.clock, SimClock) else None
+            self._at = self.source().default_time(simulated)
         return self._at
 
 

@@ -140,7 +140,7 @@ def prediction(run: PredictedRun, seen: Observed, measurements: Measurements) ->
     times = [t.predicted_seconds for t in tiers if t.predicted_seconds is not None]
     response = _response(run, plan, tiers, index, onset) if plan is not None else None
     out = Prediction(slo=slo, burn=burn, burn_basis=basis, tiers=tuple(tiers),
-                     predicted_detection_seconds=later(min(times), onset) if times else None,
+                     predicted_detection_seconds=after_first(min(times), onset) if times else None,
                      measured_detection_seconds=measurements.time_to_detect,
                      hops=_hops(seen, t0, slo, measurements, response.hops if response else None),
                      response=response.response if response else None)
@@ -188,8 +188,13 @@ def shifted(pred: Prediction, onset: float) -> Prediction:
 
 def later(value: Number | None, onset: float) -> Number | None:
     """`value` seconds after a fault's onset as seconds after the first fault (`onset` after it):
-    unchanged at 0, whole seconds kept whole."""
-    if value is None or not onset:
+    unchanged at 0, whole seconds kept whole; None stays None."""
+    return None if value is None else after_first(value, onset)
+
+
+def after_first(value: Number, onset: float) -> Number:
+    """later() for a known time."""
+    if not onset:
         return value
     total = value + onset
     return int(total) if float(total).is_integer() and isinstance(value, int) else total
@@ -258,7 +263,7 @@ def response_hops(cfg: Config, paging: Paging, plan: SloRulePlan, tiers: Sequenc
     if not firing:
         return None
     detect, first = min(firing, key=lambda f: f[0])
-    detect = later(detect, onset)
+    detect = after_first(detect, onset)
     fast = first.tier == "fast"
     page_wait = paging.fast_group_wait if fast else paging.group_wait
     delivery_wait = paging.fast_automation_group_wait if fast else paging.automation_group_wait

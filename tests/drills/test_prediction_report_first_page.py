@@ -66,6 +66,9 @@ def test_the_reports_predicted_first_page_is_first_pages_and_within_20_percent_o
         assert report["prediction"]["fault_kind"] == "gpu-capacity-loss"
         assert _hop(report, "ticket")["predicted_seconds"] is None
         assert "fault 2 (gpu-capacity-loss) pages first, 60s after the first fault" in report["prediction"]["note"]
+        markdown = env.run("drill", "report", "latest", "-o", "md").stdout
+        assert ("Predicted from fault 2 (gpu-capacity-loss), the earliest page over all faults, injected 1m00s"
+                " after the first") in markdown
     else:
         assert "fault" not in report["prediction"]  # the first fault pages first: said as before
 

@@ -58,10 +58,11 @@ def test_the_reports_predicted_first_page_is_first_pages_and_within_20_percent_o
         # the internal loss, injected 60 s after the tail, pages first: 60 s + its fast tier (factor
         # 300 over 5m, for 0s) holding 300 x 300 s / B after its onset, under 60 s at the burn in the
         # thousands it measures: the first 60 s tick (alerting.interval) + the fast route's
-        # group_wait 5 s; an internal fault files no ticket
+        # group_wait (the scenario's paging, the shipped routing's by default); an internal fault
+        # files no ticket
         assert (first.fault, first.kind, first.onset_seconds) == (1, "gpu-capacity-loss", 60.0)
         assert report["prediction"]["burn"] > 300 * 300 / 60
-        assert first.page_seconds == 60 + 60 + 5
+        assert first.page_seconds == 60 + 60 + load_scenario(path).paging.fast_group_wait
         assert report["prediction"]["fault"] == 1 and report["prediction"]["onset_seconds"] == 60
         assert report["prediction"]["fault_kind"] == "gpu-capacity-loss"
         assert _hop(report, "ticket")["predicted_seconds"] is None

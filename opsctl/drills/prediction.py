@@ -23,6 +23,11 @@ the action, no matching policy, or a dry run predicts no such hop, and says why.
 The chain drill predicts before anything is measured, from the fault's parameters: the burn B each
 SLO sees from it in the simulator's model (drills/fault_model.py), then the same `predict()`.
 
+Both worlds predict the fault that pages first over all of a scenario's faults (`first_page`,
+from each fault's parameters before the method runs), not simply the first one: its SLO, its burn,
+its cause and ticket, every time after the scenario's first fault (its onset added; the tiers stay
+after its own onset), and the section names it when it is not the first (decisions/0314).
+
 What it builds is the report's typed prediction (report_burn.Prediction and its parts), each part
 written with the keys, in the order, that the report has always held.
 """
@@ -116,8 +121,9 @@ def predict(plan: SloRulePlan, burn: float, tick: int | None) -> list[Tier]:
 
 
 def prediction(run: PredictedRun, seen: Observed, measurements: Measurements) -> Prediction | None:
-    """The report's `prediction` section, from the method's result (`seen`: observe.Observed); None
-    when the drill detected nothing to predict against."""
+    """The report's `prediction` section, from the method's result (`seen`: observe.Observed), for
+    the fault predicted to page first (first_page on the split the drill started from); None when
+    the drill detected nothing to predict against."""
     t0 = seen.obs.t0
     if t0 is None or not seen.plans:
         return None

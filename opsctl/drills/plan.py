@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from opsctl.drills.report import duration_text
 from opsctl.drills.safety import Check, check_real_alerts, check_real_incidents
 from opsctl.drills.scenario import LiveScaleFault, Scenario, default_backend
+from opsctl.drills.text import weights_text
 from opsctl.model import Model
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def dry_run_plan(scenario: Scenario, user_cfg: Config, *, live: bool) -> DryRunP
         elif a.action == "file-ticket":
             text = _ticket_text(a, cfg, live, where)
         elif a.action == "traffic-set":
-            text = f"routine traffic set {a.weights} through {_actuator(cfg, live, where)} (guards apply)"
+            text = f"routine traffic set {weights_text(a.weights)} through {_actuator(cfg, live, where)} (guards apply)"
         elif a.action == "failover":
             text = f"fail over from {a.backend} through {_actuator(cfg, live, where)}"
         pause = f" after {duration_text(a.pause_before)}" if a.pause_before else ""

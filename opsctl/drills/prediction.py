@@ -23,6 +23,11 @@ the action, no matching policy, or a dry run predicts no such hop, and says why.
 The chain drill predicts before anything is measured, from the fault's parameters: the burn B each
 SLO sees from it in the simulator's model (drills/fault_model.py), then the same `predict()`.
 
+Both worlds predict the fault that pages first over all of a scenario's faults (`first_page`,
+from each fault's parameters before the method runs), not simply the first one: its SLO, its burn,
+its cause and ticket, every time after the scenario's first fault (its onset added; the tiers stay
+after its own onset), and the section names it when it is not the first (decisions/0314).
+
 What it builds is the report's typed prediction (report_burn.Prediction and its parts), each part
 written with the keys, in the order, that the report has always held.
 """
@@ -72,15 +77,16 @@ class ResponseHops(Model):
     hops: dict[str, tuple[Number | None, str]]
 
 
-def fault_burn(obs: Observations, slo: str) -> tuple[float | None, str]:
+def fault_burn(obs: Observations, slo: str, onset: float = 0.0) -> tuple[float | None, str]:
     """B for `slo`: the short-window burn of its first page alert whose short window lay inside the
-    fault (`obs`: the method's expectations.Observations)."""
+    fault (`obs`: the method's expectations.Observations; `onset`: the fault's, after the first)."""
     t0 = obs.t0
     found: list[tuple[float, Any]] = []
     for (name, severity, _), (at, alert) in obs.first_firing.items():
         short = getattr(alert, "short_window", None)
         seconds = _seconds(short)
-        if name == slo and severity == "page" and seconds and t0 is not None and at - t0 >= seconds and hasattr(alert, "short_burn_rate"):
+        if (name == slo and severity == "page" and seconds and t0 is not None and at - t0 - onset >= seconds
+                and hasattr(alert, "short_burn_rate")):
             found.append((at, alert))
     if not found:
         return None, "no page alert of the SLO fired with its short window inside the fault"
@@ -115,8 +121,9 @@ def predict(plan: SloRulePlan, burn: float, tick: int | None) -> list[Tier]:
 
 
 def prediction(run: PredictedRun, seen: Observed, measurements: Measurements) -> Prediction | None:
-    """The report's `prediction` section, from the method's result (`seen`: observe.Observed); None
-    when the drill detected nothing to predict against."""
+    """The report's `prediction` section, from the method's result (`seen`: observe.Observed), for
+    the fault predicted to page first (first_page on the split the drill started from); None when
+    the drill detected nothing to predict against."""
     t0 = seen.obs.t0
     if t0 is None or not seen.plans:
         return None
@@ -128,17 +135,75 @@ def prediction(run: PredictedRun, seen: Observed, measurements: Measurements) ->
                           tiers=(), predicted_detection_seconds=None,
                           measured_detection_seconds=measurements.time_to_detect,
                           hops=_hops(seen, t0, slo, measurements))
-    plan: SloRulePlan | None = next((p for p in seen.plans if p.name == slo), None)
-    burn, basis = fault_burn(seen.obs, slo)
     tick = run.env.tick if run.mode == "embedded" else None
+    first = _first_page(run, seen, t0, tick)
+    if first is not None and first.slo is not None and any(p.name == first.slo for p in seen.plans):
+        slo = first.slo  # the SLO of the earliest page over all faults (decisions/0314)
+    index, onset = (first.fault, first.onset_seconds) if first is not None else (0, 0.0)
+    plan: SloRulePlan | None = next((p for p in seen.plans if p.name == slo), None)
+    burn, basis = fault_burn(seen.obs, slo, onset)
     tiers = predict(plan, burn, tick) if plan is not None and burn is not None else []
     times = [t.predicted_seconds for t in tiers if t.predicted_seconds is not None]
-    response = _response(run, plan, tiers) if plan is not None else None
-    return Prediction(slo=slo, burn=burn, burn_basis=basis, tiers=tuple(tiers),
-                      predicted_detection_seconds=min(times) if times else None,
-                      measured_detection_seconds=measurements.time_to_detect,
-                      hops=_hops(seen, t0, slo, measurements, response.hops if response else None),
-                      response=response.response if response else None)
+    response = _response(run, plan, tiers, index, onset) if plan is not None else None
+    out = Prediction(slo=slo, burn=burn, burn_basis=basis, tiers=tuple(tiers),
+                     predicted_detection_seconds=after_first(min(times), onset) if times else None,
+                     measured_detection_seconds=measurements.time_to_detect,
+                     hops=_hops(seen, t0, slo, measurements, response.hops if response else None),
+                     response=response.response if response else None)
+    return with_fault(out, run.scenario, index, onset)
+
+
+def _first_page(run: PredictedRun, seen: Observed, t0: float, tick: int | None) -> FaultPage | None:
+    """first_page's earliest page for the run's scenario, on the split the drill started from (the
+    state's original split; the config's default when the state holds none)."""
+    cfg: Config = run.env.cfg
+    state = getattr(run, "state", None)
+    stored = state.data.get("split", {}).get("original") if state is not None else None
+    split = ({k: float(v) for k, v in stored.items() if isinstance(v, (int, float))} if isinstance(stored, dict)
+             else {})
+    if not split:
+        split = {k: float(v) for k, v in cfg.traffic.default_split.items()}
+    if not split:
+        return None
+    try:
+        return first_page(cfg, run.scenario, seen.plans, split, start=t0, tick=tick).first
+    except OpsctlError:  # a fault the simulator's model cannot say: the first fault, as before
+        return None
+
+
+def with_fault(pred: Prediction, scenario: Scenario, index: int, onset: float) -> Prediction:
+    """`pred` naming the fault it predicts when that is not the scenario's first (`fault`: its
+    index, its kind and backend; `onset_seconds`: after the first fault)."""
+    if index == 0:
+        return pred
+    fault = scenario.faults[index]
+    return pred.update(fault=index, fault_kind=fault.kind, onset_seconds=onset,
+                       note=(pred.note + "; " if pred.note else "")
+                       + f"fault {index + 1} ({fault.kind}) pages first, {onset:g}s after the first fault")
+
+
+def shifted(pred: Prediction, onset: float) -> Prediction:
+    """A chain prediction made for a fault (its times after that fault's onset) with its times after
+    the scenario's first fault: detection, the page and each predicted hop `onset` later."""
+    if not onset:
+        return pred
+    return pred.update(predicted_detection_seconds=later(pred.predicted_detection_seconds, onset),
+                       predicted_page_seconds=later(pred.predicted_page_seconds, onset),
+                       hops=tuple(h.update(predicted_seconds=later(h.predicted_seconds, onset)) for h in pred.hops))
+
+
+def later(value: Number | None, onset: float) -> Number | None:
+    """`value` seconds after a fault's onset as seconds after the first fault (`onset` after it):
+    unchanged at 0, whole seconds kept whole; None stays None."""
+    return None if value is None else after_first(value, onset)
+
+
+def after_first(value: Number, onset: float) -> Number:
+    """later() for a known time."""
+    if not onset:
+        return value
+    total = value + onset
+    return int(total) if float(total).is_integer() and isinstance(value, int) else total
 
 
 def _hops(seen: Observed, t0: float, slo: str, measurements: Measurements,
@@ -157,18 +222,19 @@ def _hops(seen: Observed, t0: float, slo: str, measurements: Measurements,
     return tuple(out)
 
 
-def _response(run: PredictedRun, plan: SloRulePlan, tiers: Sequence[Tier]) -> ResponseHops | None:
+def _response(run: PredictedRun, plan: SloRulePlan, tiers: Sequence[Tier], index: int = 0,
+              onset: float = 0.0) -> ResponseHops | None:
     """response_hops for the embedded or live drill: its config's policies, its scenario's paging
-    and first fault."""
+    and the fault predicted to page first (`index`, injected `onset` seconds after the first)."""
     from opsctl.drills.scenario import default_backend
 
     cfg: Config = run.env.cfg
     faults = run.scenario.faults
-    fault = faults[0] if faults else None
+    fault = faults[index] if index < len(faults) else None
     backend = (fault.backend or default_backend(fault.kind, cfg)) if fault is not None else None
     backend_kind = cfg.backends[backend].kind if backend in cfg.backends else None
     return response_hops(cfg, run.scenario.paging, plan, tiers, fault_kind=fault.kind if fault else None,
-                         params=dict(fault.params) if fault else {}, backend_kind=backend_kind)
+                         params=dict(fault.params) if fault else {}, backend_kind=backend_kind, onset=onset)
 
 
 def fault_cause(plan: SloRulePlan, fault_kind: str | None, params: dict[str, Any], backend_kind: str | None) -> str:
@@ -187,13 +253,14 @@ def fault_cause(plan: SloRulePlan, fault_kind: str | None, params: dict[str, Any
 
 
 def response_hops(cfg: Config, paging: Paging, plan: SloRulePlan, tiers: Sequence[Tier], *, fault_kind: str | None,
-                  params: dict[str, Any], backend_kind: str | None) -> ResponseHops | None:
+                  params: dict[str, Any], backend_kind: str | None, onset: float = 0.0) -> ResponseHops | None:
     """The page, mitigate and ticket hops predicted from the config and the policy once the first
     tier of `tiers` (predict()'s rows for `plan`) fires: the page after the PagerDuty route's
     group_wait; serve's delivery after the opsctl route's (each the fast tier's when the fast tier
     fires first: `paging`'s waits, deploy/alertmanager.yml's by default); then the policy the alert
     reaches, by its labels and its cause as serve matches them, takes its failover and files its
-    ticket as the delivery arrives. None when no tier fires."""
+    ticket as the delivery arrives; every hop `onset` seconds later (the fault's onset after the
+    scenario's first fault: the hops are timed from the first). None when no tier fires."""
     from opsctl.automation.policy import CompiledPolicy, matching
     from opsctl.slo.rule_exprs import alert_labels
     from opsctl.slo.rule_plan import RuleSettings
@@ -202,6 +269,7 @@ def response_hops(cfg: Config, paging: Paging, plan: SloRulePlan, tiers: Sequenc
     if not firing:
         return None
     detect, first = min(firing, key=lambda f: f[0])
+    detect = after_first(detect, onset)
     fast = first.tier == "fast"
     page_wait = paging.fast_group_wait if fast else paging.group_wait
     delivery_wait = paging.fast_automation_group_wait if fast else paging.automation_group_wait
@@ -215,7 +283,8 @@ def response_hops(cfg: Config, paging: Paging, plan: SloRulePlan, tiers: Sequenc
     delivered = detect + delivery_wait
     named = f"{first.alert} {first.long}/{first.short} (cause {cause})"
     hops: dict[str, tuple[Number | None, str]] = {
-        "detect": (detect, f"{first.alert} {first.long}/{first.short} fires first"),
+        "detect": (detect, f"{first.alert} {first.long}/{first.short} fires first"
+                           + (f", its fault injected {onset:g}s after the first" if onset else "")),
         "page": (detect + page_wait, f"detect + {route} PagerDuty route's group_wait {page_wait:g}s"),
     }
     via = f"detect + {route} opsctl route's group_wait {delivery_wait:g}s to serve"
@@ -414,28 +483,30 @@ class FirstPage(Model):
     first: FaultPage | None = None
 
 
-def fault_onsets(scenario: Scenario) -> list[float]:
-    """Each inject-fault step's onset after the first, from the method's pauses and waits as written
-    (not as a chain drill caps them)."""
+def fault_onsets(scenario: Scenario, cap: float | None = None) -> list[float]:
+    """Each inject-fault step's onset after the first, from the method's pauses and waits as written;
+    with `cap` as a chain drill runs them (each pause before a step and each wait at most `cap`
+    seconds, no pause after a step: chain/polling.py)."""
     t, onsets = 0.0, []
     for step in scenario.method:
-        t += step.pause_before
+        t += step.pause_before if cap is None else min(step.pause_before, cap)
         if step.action == "inject-fault" and step.fault is not None:
             onsets.append(t)
         elif step.action == "wait":
-            t += step.duration
-        t += step.pause_after
+            t += step.duration if cap is None else min(step.duration, cap)
+        t += step.pause_after if cap is None else 0.0
     return [o - onsets[0] for o in onsets] if onsets else []
 
 
 def first_page(cfg: Config, scenario: Scenario, plans: Sequence[SloRulePlan], split: dict[str, float], *,
-               start: float, tick: int | None = None) -> FirstPage:
+               start: float, tick: int | None = None, onsets: Sequence[float] | None = None) -> FirstPage:
     """Every fault of `scenario` predicted from its parameters before the method runs, on the split
     the scenario starts from (`split`), the load at each fault's onset (`start`: the first fault's
     instant) and the scenario's peak rate: its first page (detection + the PagerDuty route's
     group_wait, the fast tier's when it fires first), the cause of that page and the ticket that
     cause files (runbooks.tickets; none for an internal backend: no vendor to file with). `first`
-    is the earliest page over all faults."""
+    is the earliest page over all faults. `onsets`: each fault's after the first (fault_onsets'
+    as written by default; a chain drill's capped)."""
     import dataclasses
 
     from opsctl.drills.fault_model import traffic_load
@@ -443,7 +514,7 @@ def first_page(cfg: Config, scenario: Scenario, plans: Sequence[SloRulePlan], sp
 
     kinds: dict[str, str] = {n: b.kind for n, b in cfg.backends.items()}
     rows: list[FaultPage] = []
-    for index, (fault, onset) in enumerate(zip(scenario.faults, fault_onsets(scenario))):
+    for index, (fault, onset) in enumerate(zip(scenario.faults, onsets if onsets is not None else fault_onsets(scenario))):
         backend = fault.backend or default_backend(fault.kind, cfg)
         if backend is None or backend not in kinds:
             continue

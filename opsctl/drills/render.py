@@ -134,8 +134,12 @@ def _prediction_markdown(pred: Prediction) -> list[str]:
     lines = ["## The burn-rate maths' prediction, and what each hop cost", "",
              f"{pred.slo}: the fault burns {burn} ({pred.burn_basis}); predicted detection"
              f" {duration_text(pred.predicted_detection_seconds)}, measured"
-             f" {duration_text(pred.measured_detection_seconds)}.", "",
-             "| alert | windows | factor | for | keeps firing | predicted | how |", "|---|---|---|---|---|---|---|"]
+             f" {duration_text(pred.measured_detection_seconds)}.", ""]
+    if pred.fault is not None:  # a later fault than the first pages first (prediction.first_page)
+        lines += [f"Predicted from fault {pred.fault + 1} ({pred.fault_kind}), the earliest page over all faults,"
+                  f" injected {duration_text(pred.onset_seconds)} after the first: the tiers' times are after its"
+                  " onset, detection and every hop after the first fault.", ""]
+    lines += ["| alert | windows | factor | for | keeps firing | predicted | how |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {t.alert} ({t.tier}) | {t.long}/{t.short} | {t.factor:g}x | {t.for_seconds}s |"
               f" {_keep_text(t.keep_firing_seconds)} | {duration_text(t.predicted_seconds)} | {_md(t.why)} |"
               for t in pred.tiers]

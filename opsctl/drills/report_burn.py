@@ -113,7 +113,7 @@ class Prediction(Part):
     fault's measured burn, a chain drill from the fault (`group_wait_seconds`, `slos`, `no_page`)."""
 
     OPTIONAL = frozenset({"bad_share", "group_wait_seconds", "predicted_page_seconds", "slos", "response",
-                          "no_page", "note"})
+                          "no_page", "note", "fault", "fault_kind", "onset_seconds"})
     slo: str = ""
     burn: Number | None = None
     bad_share: Number | None = None
@@ -128,3 +128,9 @@ class Prediction(Part):
     response: Response | None = None
     no_page: str | None = None
     note: str | None = None
+    # set when a later fault than the scenario's first pages first (prediction.first_page): its
+    # index in the scenario's faults, its kind, its onset after the first fault; every time above
+    # is after the first fault
+    fault: int | None = None
+    fault_kind: str | None = None
+    onset_seconds: Number | None = None

@@ -64,6 +64,16 @@ def params_text(params) -> str:
     return ", ".join(f"{k}={tolerance_text(v)}" for k, v in params.items()) or "no parameters"
 
 
+def weights_text(weights) -> str:
+    """A split's weights as every plan says them: `databricks 70, internal 30` (the traffic-split
+    probe's tolerance spelling; never a Python dict); `no weights` when there are none."""
+    from collections.abc import Mapping
+
+    if not isinstance(weights, Mapping):
+        return tolerance_text(weights)
+    return tolerance_text(dict(weights)) if weights else "no weights"
+
+
 def rel_path(path: object) -> str:
     """A path as short as it can be said: relative to the working directory when under it."""
     import os

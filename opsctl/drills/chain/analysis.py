@@ -1,5 +1,5 @@
-"""What a chain drill works out beside the hops: what the burn-rate maths predicts from the first
-fault (and the response hops through the drill's routing), what the faults did to the requests
+"""What a chain drill works out beside the hops: what the burn-rate maths predicts from the fault
+predicted to page first (and the response hops through the drill's routing), what the faults did to the requests
 (attribution), and the error budget the drill spent."""
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ if TYPE_CHECKING:
 
 class ChainAnalysis(ChainProgress):
     def _predict(self, first: dict) -> Prediction | None:
-        """What the burn-rate maths predicts from the first fault, on the drill's own rules (None if nothing)."""
-        from opsctl.drills.prediction import chain_prediction
+        """What the burn-rate maths predicts on the drill's own rules (None if nothing): for the fault
+        predicted to page first over all the scenario's faults (prediction.first_page, at the onsets
+        the chain gives them: its pauses capped), its times after the first fault (decisions/0314)."""
+        from opsctl.drills.prediction import chain_prediction, shifted, with_fault
         from opsctl.slo.loading import load_slos
         from opsctl.slo.rule_plan import RuleSettings, plan_rules
 
-        step = next(s for s in self.scenario.method if s.action == "inject-fault")
         split = getattr(self, "split_at_start", None) or self._split()  # the split before the method ran
         try:
             plans = plan_rules(load_slos([self.cfg.slo_dir], self.cfg.backends, config=self.cfg),
@@ -30,30 +31,54 @@ class ChainAnalysis(ChainProgress):
         except OpsctlError as exc:
             self._say("prediction", f"none: {exc.message}")
             return None
-        from opsctl.drills.scenario import resolve_slo
+        from opsctl.drills.scenario import default_backend, resolve_slo
 
         detected = next((e.slo for e in self.scenario.expectations if e.expect == "detected" and e.slo), None)
         if detected is not None:
             detected = resolve_slo(detected, [p.slo.name for p in plans], self.cfg.service) or detected
-        from opsctl.drills.fault_model import LATENCY_FAULTS
+        from opsctl.drills.fault_model import LATENCY_FAULTS, traffic_load
 
+        start = first.get("scenario_at", first["on_at"])  # the first fault's instant in the scenario's time
+        index, onset = self._first_paging_fault(plans, split, start)
+        fault = self.scenario.faults[index]
+        backend = first["backend"] if index == 0 else (fault.backend or default_backend(fault.kind, self.cfg) or "")
+        if index:  # the page comes from a later fault than the detecting SLO's expectation may name
+            detected = None
         if self.mode != "chain":  # live: real backends and traffic, not the simulator's latency model or rate
-            if step.fault.kind in LATENCY_FAULTS:  # a delay or a scaled-down Deployment: not the simulator's
+            if fault.kind in LATENCY_FAULTS:  # a delay or a scaled-down Deployment: not the simulator's
                 return None
-            return chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], split,
-                                    slo=detected, group_wait=self.group_wait)
-        from opsctl.drills.fault_model import traffic_load
-
-        pred = chain_prediction(plans, step.fault.kind, dict(step.fault.params), first["backend"], split,
+            pred = chain_prediction(plans, fault.kind, dict(fault.params), backend, split, slo=detected,
+                                    group_wait=self.group_wait)
+            return None if pred is None else with_fault(shifted(pred, onset), self.scenario, index, onset)
+        pred = chain_prediction(plans, fault.kind, dict(fault.params), backend, split,
                                 slo=detected, group_wait=self.group_wait,
                                 kinds={n: b.kind for n, b in self.cfg.backends.items()},
-                                load=traffic_load(first.get("scenario_at", first["on_at"])), peak_rps=self.scenario.embedded.peak_rps)
-        return self._predict_response(pred, plans, step.fault, first["backend"])
+                                load=traffic_load(start + onset), peak_rps=self.scenario.embedded.peak_rps)
+        if pred is None:
+            return None
+        pred = self._predict_response(shifted(pred, onset), plans, fault, backend, onset)
+        return None if pred is None else with_fault(pred, self.scenario, index, onset)
 
-    def _predict_response(self, pred: Prediction | None, plans, fault, backend: str) -> Prediction | None:
+    def _first_paging_fault(self, plans, split: dict[str, float], start: float) -> tuple[int, float]:
+        """The index of the fault predicted to page first (prediction.first_page on the chain's
+        capped onsets, the rules' own grid) and its onset after the first fault; the first fault
+        when none is predicted to page."""
+        from opsctl.drills.chain.progress import PAUSE_CAP
+        from opsctl.drills.prediction import fault_onsets, first_page
+
+        try:
+            pages = first_page(self.cfg, self.scenario, plans, split, start=start,
+                               onsets=fault_onsets(self.scenario, cap=PAUSE_CAP))
+        except OpsctlError:  # a fault the simulator's model cannot say: the first fault, as before
+            return 0, 0.0
+        return (pages.first.fault, pages.first.onset_seconds) if pages.first is not None else (0, 0.0)
+
+    def _predict_response(self, pred: Prediction | None, plans, fault, backend: str,
+                          onset: float = 0.0) -> Prediction | None:
         """The mitigate and ticket hops (prediction.response_hops): the first tier's alert walked
         down the drill's routing tree to serve's receiver (its group_wait, as shortened), then the
-        policy it reaches. The page keeps the prediction's own (the longest group_wait)."""
+        policy it reaches; `onset` later (the fault's, after the first). The page keeps the
+        prediction's own (the longest group_wait)."""
         import dataclasses
 
         from opsctl.drills.chain.routes import receivers_for
@@ -78,7 +103,8 @@ class ChainAnalysis(ChainProgress):
         wait = int(math.ceil(min(waits)))
         paging = dataclasses.replace(self.scenario.paging, automation_group_wait=wait, fast_automation_group_wait=wait)
         response = response_hops(self.cfg, paging, plan, pred.tiers, fault_kind=fault.kind,
-                                 params=dict(fault.params), backend_kind=self.cfg.backends[backend].kind)
+                                 params=dict(fault.params), backend_kind=self.cfg.backends[backend].kind,
+                                 onset=onset)
         if response is None:  # no tier fires: not reached, `firing` above is the same test
             return pred
         hops = tuple(h.update(predicted_seconds=response.hops[h.hop][0], why=response.hops[h.hop][1])

@@ -13,6 +13,7 @@ from opsctl.drills.plan import Plan
 from opsctl.drills.report import duration_text
 from opsctl.drills.safety import Check, check_real_alerts, check_real_incidents
 from opsctl.drills.scenario import default_backend
+from opsctl.drills.text import params_text
 
 if TYPE_CHECKING:
     from opsctl.config import Config
@@ -135,7 +136,7 @@ def chain_plan(scenario: Scenario, cfg: Config, *, live: bool, routing: Path, ti
         where = ("the exporter's simulated traffic" if not live else
                  (f"{f.live.namespace}/{getattr(f.live, 'virtual_service', None) or getattr(f.live, 'deployment', '')}"
                   if f.live else "(no live target)"))
-        steps.append(f"method[{i}]{when}: switch on {f.kind} on {backend} {dict(f.params)} in {where}:"
+        steps.append(f"method[{i}]{when}: switch on {f.kind} on {backend} ({params_text(f.params)}) in {where}:"
                      f" breaks {broken_hop(f.kind)}")
     ack = scenario.on_call.acknowledge_after
     hops = ["Prometheus: the burn-rate rule pending, then firing (alerts and rules API)",

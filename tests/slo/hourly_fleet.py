@@ -162,8 +162,9 @@ def import_blocks(om: Path, data: Path) -> None:
                     "--max-block-duration=744h", str(om), str(data)], check=True, capture_output=True, timeout=1800)
 
 
-def backfill(fleet: Fleet, short_from: int, log=lambda _msg: None) -> tuple[PrometheusServer, dict]:
-    """The three passes; returns the server over all of them (compaction off) and the stats."""
+def backfill(fleet: Fleet, short_from: int, log=lambda _msg: None, *, hourly: bool = True) -> tuple[PrometheusServer, dict]:
+    """The three passes; returns the server over all of them (compaction off) and the stats.
+    `hourly=False`: no hourly increases (rules generated before they existed)."""
     work = fleet.work / "prom"
     data = work / "prom-data"
     data.mkdir(parents=True)
@@ -172,11 +173,11 @@ def backfill(fleet: Fleet, short_from: int, log=lambda _msg: None) -> tuple[Prom
     _cfg, by_service = rules_of(fleet)
     base = [r for _s, (_slos, rules) in by_service.items() for r in rules
             if ":increase" in r[0] and not r[0].endswith("increase1h")]
-    hourly = [r for _s, (_slos, rules) in by_service.items() for r in rules if r[0].endswith("increase1h")]
+    hours = [r for _s, (_slos, rules) in by_service.items() for r in rules if r[0].endswith("increase1h") and hourly]
     ratios = [r for _s, (_slos, rules) in by_service.items() for r in rules if r[0].startswith("slo:sli_error:")]
     start = int(fleet.ts[0])
     stats = {}
-    for name, rules, first in (("base", base, start), ("hourly", hourly, start), ("ratios", ratios, short_from)):
+    for name, rules, first in (("base", base, start), ("hourly", hours, start), ("ratios", ratios, short_from)):
         server = PrometheusServer(work, extra_args=NO_COMPACTION)
         try:
             om = fleet.work / f"{name}.om"

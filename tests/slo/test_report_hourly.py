@@ -82,3 +82,23 @@ def test_long_windows_from_the_hourly_records_equal_the_base_records_and_the_raw
         for window, burn in f.burn_rate.items():
             assert h.burn_rate[window] == pytest.approx(burn, rel=1e-9, abs=1e-12), (name, window)
         assert np.isfinite(h.sli)
+
+
+@pytest.mark.prometheus
+@pytest.mark.slow
+def test_without_the_hourly_records_the_report_reads_the_base_ones(tmp_path):
+    """Rules loaded before the hourly increases existed: no hourly sample at any hour, so the
+    coverage and the windows come from the base records, as before (the same raw counts)."""
+    fleet = make_fleet(tmp_path, services=1, per_service=2, days=7.25, end=AT, period_days=7)
+    server, stats = backfill(fleet, short_from=AT - 900, hourly=False)
+    try:
+        assert stats["hourly"] == 0
+        rows = _report(fleet, server, True)
+    finally:
+        server.stop()
+    for name, row in rows.items():
+        assert row.long_windows == "recorded" and "hourly" not in row.long_windows_why, row.long_windows_why
+        for window, seconds in LONG[7].items():
+            good, valid = _events(fleet, name, seconds, 7 * 86400)
+            assert row.counts[window].valid == pytest.approx(valid, rel=1e-12), (name, window)
+            assert row.counts[window].good == pytest.approx(good, rel=1e-12), (name, window)

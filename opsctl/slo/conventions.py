@@ -251,6 +251,9 @@ def record_valid_increase(window: str) -> str:
 # raw increase() over a day or more touches every sample of every series each evaluation.
 DERIVED_WINDOWS = ("1d", "3d")
 BASE_WINDOW_SECONDS = 300  # the recorded increases cover at least 5m (a multiple of the interval)
+# The hourly increases, recorded every evaluation from the base ones (the fleet report reads the
+# long windows and the period's coverage from them at a 1h step: docs/decisions/0420-*).
+COARSE_WINDOW = ("1h", 3600)
 
 
 def base_window(interval_seconds: int, period_seconds: int | None = None) -> tuple[str, int]:

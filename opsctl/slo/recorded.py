@@ -207,13 +207,49 @@ class GroupedRecorded(Recorded):
     reads: RecordedReads = field(kw_only=True)
     keys: dict[str, tuple[str, str]] = field(default_factory=dict)  # SLO name -> (service, slo)
     spanning: set[str] = field(default_factory=set)  # recorded series reach back over the whole window
+    hourly: set[str] = field(default_factory=set)  # spanning, and the hourly increases at every hour of the span
 
     def sums(self, seconds: int) -> dict[str, str]:
         return {role: f"sum_over_time({self.reads.selector(record)}[{seconds - 1}s])" for role, record in
                 (("good", cv.record_good_increase(self.base)), ("valid", cv.record_valid_increase(self.base)))}
 
+    def hourly_sums(self, seconds: int) -> dict[str, tuple[str, ...]]:
+        """Role -> (the hourly increases at each hour of the window, the base increases after the
+        newest hour, those after the window's oldest hour): the window's events are the first plus
+        (the second minus the third) / per_base (docs/decisions/0420-fleet-read-on-coarse-records.md)."""
+        hour_name, hour = cv.COARSE_WINDOW
+        edge_ms = round(self.reads.at * 1000) % (hour * 1000) - 1  # (newest hour, at]: never its own sample
+        out = {}
+        for role, coarse, fine in (("good", cv.record_good_increase(hour_name), cv.record_good_increase(self.base)),
+                                   ("valid", cv.record_valid_increase(hour_name), cv.record_valid_increase(self.base))):
+            exprs: tuple[str, ...] = (f"sum_over_time({self.reads.selector(coarse)}[{seconds - 1}s:{hour_name}])",)
+            if edge_ms > 0:
+                base = self.reads.selector(fine)
+                exprs += (f"sum_over_time({base}[{edge_ms}ms])", f"sum_over_time({base}[{edge_ms}ms] offset {seconds}s)")
+            out[role] = exprs
+        return out
+
+    def window_exprs(self, seconds: int) -> list[str]:
+        """What `counts` reads for a window: the hourly sums for the SLOs that have them, the fine
+        sums only when some usable SLO lacks them."""
+        exprs: list[str] = []
+        if self.hourly and seconds % cv.COARSE_WINDOW[1] == 0:
+            exprs += [e for q in self.hourly_sums(seconds).values() for e in q]
+            if self.usable <= self.hourly:
+                return exprs
+        return exprs + list(self.sums(seconds).values())
+
     def counts(self, slo_name: str, seconds: int, answers: dict[str, float | None] | None = None) -> budget.WindowCounts:
-        key, q = self.keys[slo_name], self.sums(seconds)
+        key = self.keys[slo_name]
+        if slo_name in self.hourly and seconds % cv.COARSE_WINDOW[1] == 0:
+            found = []
+            for exprs in self.hourly_sums(seconds).values():
+                coarse = _number(self.reads.value(exprs[0], key))
+                edges = [_number(self.reads.value(e, key)) or 0.0 for e in exprs[1:]]  # no sample: no events
+                found.append(None if coarse is None else
+                             coarse + ((edges[0] - edges[1]) / self.per_base if edges else 0.0))
+            return budget.WindowCounts(found[0], found[1])
+        q = self.sums(seconds)
         good, valid = (_number(self.reads.value(q[role], key)) for role in ("good", "valid"))
         return budget.WindowCounts(None if good is None else good / self.per_base,
                                    None if valid is None else valid / self.per_base)
@@ -244,24 +280,42 @@ def _number(value: float | None) -> float | None:
 
 
 def grouped_plan(slos: Sequence[SloDefinition], reads: RecordedReads, service: str, span: int, interval: int,
-                 what: str = "1d, 3d and the period", base: tuple[str, int] | None = None) -> GroupedRecorded | None:
+                 what: str = "1d, 3d and the period", base: tuple[str, int] | None = None,
+                 hourly: bool = True) -> GroupedRecorded | None:
     """`recorded_plan` with the recorded series counted by one grouped query for every SLO (the
-    raw gap check, only for SLOs whose recorded series are short, stays per SLO)."""
+    raw gap check, only for SLOs whose recorded series are short, stays per SLO). `hourly`: where
+    the rules' hourly increases are at every hour of the span, the coverage and the long windows
+    are read from them (span / 1h samples per SLO instead of span / interval); False reads the
+    base increases alone (the bench's old read path)."""
     source, at = reads.source, reads.at
     if not getattr(source, "speaks_promql", False) or not answers_grouped(source):
         return None
     base_name, base_seconds = base or cv.base_window(interval)
     counted = [s for s in slos if s.counts_increases]
     keys = {s.name: slo_key(s, service) for s in slos}
-    probe = f"count_over_time({reads.selector(cv.record_valid_increase(base_name))}[{span - 1}s])"
-    reads.fetch([probe] if counted else [])
-    samples = {s.name: _number(reads.value(probe, keys[s.name])) for s in counted}
+    hour_name, hour = cv.COARSE_WINDOW
+    full: set[str] = set()
+    if hourly and counted and span % hour == 0 and hour % interval == 0 and base_seconds < hour:
+        # The period's coverage from the hourly increases at each hour (span / 1h samples per SLO):
+        # all there, the base ones span it too (recorded by the same rules at the same instants).
+        hours = f"count_over_time({reads.selector(cv.record_valid_increase(hour_name))}[{span - 1}s:{hour_name}])"
+        reads.fetch([hours])
+        full = {s.name for s in counted if (_number(reads.value(hours, keys[s.name])) or 0) >= span // hour}
+    if counted and all(s.name in full for s in counted):
+        samples: dict[str, float | None] = {s.name: float(span // interval) for s in counted}
+    else:
+        probe = f"count_over_time({reads.selector(cv.record_valid_increase(base_name))}[{span - 1}s])"
+        reads.fetch([probe] if counted else [])
+        samples = {s.name: _number(reads.value(probe, keys[s.name])) for s in counted}
     plan = _decide(counted, samples, source, at, span, interval, base_name, what)
     usable, why, short = plan
     spanning = {name for name in usable if name not in short}
     young = {n: have for n, have in short.items() if n in usable}
+    hourly_ones = spanning & full
+    for name in hourly_ones:
+        why[name] += f" (read as the hourly {cv.record_good_increase(hour_name)} and {cv.record_valid_increase(hour_name)})"
     return GroupedRecorded(base_name, base_seconds // interval, usable, why, {n: k[0] for n, k in keys.items()},
-                           young, interval, reads=reads, keys=keys, spanning=spanning)
+                           young, interval, reads=reads, keys=keys, spanning=spanning, hourly=hourly_ones)
 
 
 def _decide(counted: Sequence[SloDefinition], samples: Mapping[str, float | None], source: MetricSource, at: float,

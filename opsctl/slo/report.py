@@ -165,6 +165,7 @@ def build_report(
     service: str | None = None,
     reads: RecordedReads | None = None,
     grouped_reads: bool = True,
+    hourly: bool = True,
 ) -> list[SloResult]:
     """The figures and status are opsctl's. `cross_check=True` also has slo-generator recompute
     each window's SLI from the same counts and fails on a disagreement (its import and one compute
@@ -182,13 +183,14 @@ def build_report(
     windows from the rules' recorded error ratios (the alerts' own figures) where they exist.
     `reads` shares those answers between the services of one fleet report (`fleet_reads`).
     `grouped_reads=False` (the guards) keeps the per-SLO recorded reads and raw short windows, still
-    keyed by (service, slo)."""
+    keyed by (service, slo). `hourly=False` keeps the grouped reads off the rules' hourly increases
+    (docs/decisions/0420-fleet-read-on-coarse-records.md): the bench's old read path."""
     periods = list(dict.fromkeys(slo.period_or(period_seconds) for slo in slos))
     if len(periods) > 1:
         return [r for p in periods for r in build_report(
             [s for s in slos if s.period_or(period_seconds) == p], source, at, p, progress=progress,
             cross_check=cross_check, coverage=coverage, recorded_interval=recorded_interval,
-            service=service, reads=reads, grouped_reads=grouped_reads)]
+            service=service, reads=reads, grouped_reads=grouped_reads, hourly=hourly)]
     period_seconds = periods[0] if periods else period_seconds
     long_windows = (*derived_windows(period_seconds), PERIOD)
     windows = report_windows(period_seconds)
@@ -199,7 +201,7 @@ def build_report(
     if recorded_interval and slos and service is not None and grouped_reads and getattr(source, "speaks_promql", False):
         if reads is None:
             reads = RecordedReads(source, at, sorted({slo_key(s, service)[0] for s in slos}))
-        recorded = grouped_plan(slos, reads, service, period_seconds, recorded_interval, base=base)
+        recorded = grouped_plan(slos, reads, service, period_seconds, recorded_interval, base=base, hourly=hourly)
     elif recorded_interval and slos:
         recorded = recorded_plan(slos, source, at, period_seconds, recorded_interval, base=base, service=service)
     use = recorded.usable if recorded else set()
@@ -208,7 +210,7 @@ def build_report(
         long_seconds = sorted({windows[n] for n in long_windows})
         short_names = [n for n in windows if n not in long_windows]
         if use:
-            recorded.reads.fetch([q for sec in long_seconds for q in recorded.sums(sec).values()]
+            recorded.reads.fetch([q for sec in long_seconds for q in recorded.window_exprs(sec)]
                                  + [recorded.ratio_query(n) for n in short_names])
         for slo in slos:
             if slo.name in use:

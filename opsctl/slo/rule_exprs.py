@@ -45,6 +45,22 @@ def base_increase_exprs(plan: SloRulePlan) -> tuple[str, str]:
     return f"{q['good']} or vector(0)", valid
 
 
+def coarse_increase_exprs(plan: SloRulePlan) -> tuple[str, str] | None:
+    """(good, valid) events over the last hour, from the base increases recorded at this group's
+    instants: their sum over 1h - 1s (3600 / interval samples) over the times each event is in
+    them. Recorded every evaluation, read by the fleet report at a 1h step aligned to the hour, so
+    consecutive hours tile the base samples exactly (docs/decisions/0420-fleet-read-on-coarse-records.md).
+    None where the interval does not divide an hour or the base window is not shorter than one."""
+    base, base_seconds = plan.recorded_base
+    seconds = cv.COARSE_WINDOW[1]
+    if seconds % plan.interval or base_seconds >= seconds:
+        return None
+    per_base = base_seconds // plan.interval
+    good, valid = (f"sum_over_time({own_record(record, plan)}[{seconds - 1}s]) / {per_base}"
+                   for record in (cv.record_good_increase(base), cv.record_valid_increase(base)))
+    return good, valid
+
+
 def valid_rate_expr(plan: SloRulePlan, window: str, seconds: int) -> str | None:
     """Valid events per second, or None when the SLI counts no events (no traffic guard then)."""
     if not plan.slo.counts_increases:

@@ -43,7 +43,7 @@ from opsctl.clock import format_duration
 from opsctl.errors import UsageError
 from opsctl.slo import conventions as cv
 from opsctl.slo.rule_exprs import (absent_annotations, absent_labels, alert_annotations, alert_expr, alert_labels,
-                                   base_increase_exprs, budget_expr, cause_ratio_expr, cause_windows,
+                                   base_increase_exprs, budget_expr, cause_ratio_expr, coarse_increase_exprs, cause_windows,
                                    derived_error_ratio_expr, error_ratio_expr, number, own_record, valid_rate_expr)
 from opsctl.slo.rule_plan import BurnAlert, RuleSettings, SloRulePlan
 
@@ -120,6 +120,11 @@ def _group(plan: SloRulePlan, settings: RuleSettings) -> dict[str, Any]:
         good, valid = base_increase_exprs(plan)
         rules.append({"record": cv.record_good_increase(plan.base[0]), "expr": good, "labels": dict(labels)})
         rules.append({"record": cv.record_valid_increase(plan.base[0]), "expr": valid, "labels": dict(labels)})
+        coarse = coarse_increase_exprs(plan)
+        if coarse is not None:  # after the base records: read at the same instant
+            hour = cv.COARSE_WINDOW[0]
+            rules.append({"record": cv.record_good_increase(hour), "expr": coarse[0], "labels": dict(labels)})
+            rules.append({"record": cv.record_valid_increase(hour), "expr": coarse[1], "labels": dict(labels)})
     fast = {w for a in plan.alerts if a.fast for w in (a.long, a.short)} - {w for a in plan.alerts if not a.fast
                                                                           for w in (a.long, a.short)}
     for window, seconds in plan.windows:

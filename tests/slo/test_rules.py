@@ -17,6 +17,7 @@ from tests.slo import rules_data as r
 
 SLO_NAMES = sorted(p.stem for p in (REPO / "slos").glob("*.yaml"))
 BASE_RECORDS = ["slo:sli_good:increase5m", "slo:sli_valid:increase5m"]
+HOURLY_RECORDS = ["slo:sli_good:increase1h", "slo:sli_valid:increase1h"]  # decision 0420
 WINDOW_RECORDS = [f"slo:sli_error:ratio_rate{w}" for w in ("5m", "30m", "1h", "2h", "6h", "1d", "3d")]
 GUARD_RECORDS = [f"slo:sli_valid:rate{w}" for w in ("5m", "30m", "2h", "6h")]
 META_RECORDS = ["slo:objective:ratio", "slo:error_budget:ratio"]
@@ -59,8 +60,9 @@ def test_rule_file_passes_promtool_check_rules(opsctl, cfg, tmp_path):
     # 9 SLOs x (15 records + 4 alerts + 2 period records + 1 absent-metrics alert), and the 3
     # availability SLOs' per-cause ratios (4 causes: server_error, timeout, auth, capacity, x the 4
     # short windows) and fast tier (4 causes over 1m + 1 alert): 9 x 22 + 3 x (16 + 5) = 261; and the
-    # 3 99.9% latency SLOs' fast tier (1 alert each, no per-cause ratios; the 99% ones get none): 264
-    assert "SUCCESS: 264 rules found" in check.stdout
+    # 3 99.9% latency SLOs' fast tier (1 alert each, no per-cause ratios; the 99% ones get none): 264;
+    # and every SLO's hourly good and valid increases (9 x 2, decision 0420): 282
+    assert "SUCCESS: 282 rules found" in check.stdout
 
 
 def test_prometheusrule_manifest_groups_pass_promtool_check_rules(opsctl, cfg, tmp_path):
@@ -76,8 +78,9 @@ def test_prometheusrule_manifest_groups_pass_promtool_check_rules(opsctl, cfg, t
     # 9 SLOs x (15 records + 4 alerts + 2 period records + 1 absent-metrics alert), and the 3
     # availability SLOs' per-cause ratios (4 causes: server_error, timeout, auth, capacity, x the 4
     # short windows) and fast tier (4 causes over 1m + 1 alert): 9 x 22 + 3 x (16 + 5) = 261; and the
-    # 3 99.9% latency SLOs' fast tier (1 alert each, no per-cause ratios; the 99% ones get none): 264
-    assert "SUCCESS: 264 rules found" in check.stdout
+    # 3 99.9% latency SLOs' fast tier (1 alert each, no per-cause ratios; the 99% ones get none): 264;
+    # and every SLO's hourly good and valid increases (9 x 2, decision 0420): 282
+    assert "SUCCESS: 282 rules found" in check.stdout
 
 
 def test_per_slo_a_group_at_the_configured_interval_with_records_before_alerts_and_a_slower_period_group(opsctl, cfg):
@@ -95,9 +98,9 @@ def test_per_slo_a_group_at_the_configured_interval_with_records_before_alerts_a
         assert group["interval"] == "1m"
         causes = CAUSE_RECORDS if n in available else []
         kinds = ["alert" if "alert" in rule else "record" for rule in group["rules"]]
-        assert kinds == ["record"] * (15 + len(causes)) + ["alert"] * 5
-        assert [rule["record"] for rule in group["rules"][:15 + len(causes)]] == (
-            BASE_RECORDS + WINDOW_RECORDS + GUARD_RECORDS + META_RECORDS + causes)
+        assert kinds == ["record"] * (17 + len(causes)) + ["alert"] * 5
+        assert [rule["record"] for rule in group["rules"][:17 + len(causes)]] == (
+            BASE_RECORDS + HOURLY_RECORDS + WINDOW_RECORDS + GUARD_RECORDS + META_RECORDS + causes)
         assert group["rules"][-1]["alert"] == "SloMetricsAbsent"
         # No alert reads the period's ratio or the budget left: evaluated every 5 minutes.
         assert period["interval"] == "5m"
@@ -119,6 +122,9 @@ def test_long_windows_come_from_the_recorded_increases_weighted_by_traffic(opsct
         f" / sum_over_time(slo:sli_valid:increase5m{{{own}}}[86399s]))")
     assert rules[(period, "slo:sli_error:ratio_rate28d")].startswith("1 - (sum_over_time(slo:sli_good:increase5m")
     assert "[28d]" not in "\n".join(rules.values()) and "[1d]" not in "\n".join(rules.values())
+    # The hourly increases: the base ones over 1h - 1s (60 samples), each event in 5 of them.
+    assert rules[(main, "slo:sli_good:increase1h")] == f"sum_over_time(slo:sli_good:increase5m{{{own}}}[3599s]) / 5"
+    assert rules[(main, "slo:sli_valid:increase1h")] == f"sum_over_time(slo:sli_valid:increase5m{{{own}}}[3599s]) / 5"
     # The base increases aggregate away every label (pod, instance, ...): one series per SLO.
     assert rules[(main, "slo:sli_valid:increase5m")].startswith("sum(increase(llm_proxy_requests_total{")
 
@@ -237,8 +243,8 @@ def test_out_writes_the_same_rules_as_stdout_and_no_temp_files(opsctl, cfg, tmp_
     result = opsctl("--config", str(cfg), "slo", "rules", "--out", str(target))
     assert result.exit_code == 0, result.output
     # 9 SLOs x 2 groups + 6 fast groups (3 availability, 3 99.9% latency); 9 x 17 records + 3 x (16 + 4)
-    # per-cause (4 causes); 9 x 5 + 6 fast alerts
-    assert "24 groups, 213 recording rules, 51 alerting rules" in result.stderr
+    # per-cause (4 causes), and 9 x 2 hourly increases (decision 0420); 9 x 5 + 6 fast alerts
+    assert "24 groups, 231 recording rules, 51 alerting rules" in result.stderr
     assert target.read_text() == generate(opsctl, cfg).stdout
     assert [p.name for p in target.parent.iterdir()] == ["rules.yaml"]
     assert target.read_text().startswith("# Generated by `opsctl slo rules`")

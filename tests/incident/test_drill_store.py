@@ -24,9 +24,9 @@ def outcome(env: DrillEnv) -> tuple[int, dict, list, list]:
     result = env.run("drill", "run", str(env.scenario("vendor-outage")), "-o", "json")
     report = json.loads(result.stdout)
     run = env.run_dir()
-    # The drill's stand-in for Alertmanager's own page names the run (opsctl-drill-<run id>): one per run.
-    pages = sorted("the drill's alert page" if i["dedup_key"].startswith("opsctl-drill-") else i["dedup_key"]
-                   for i in ledger(run)["incidents"])
+    # The drill's stand-in for Alertmanager's own page carries Alertmanager's dedup key: the same
+    # PagerDuty incident as the automation's page.
+    pages = sorted(i["dedup_key"] for i in ledger(run)["incidents"])
     filed = [(t["vendor"], t["opsctl_category"]) for t in tickets(run)]
     return result.exit_code, report, pages, filed
 
@@ -58,6 +58,6 @@ def test_vendor_outage_embedded_on_the_file_store_and_on_the_kubernetes_backend_
         assert not list(team.run_dir().rglob("incident-*.json"))  # not on the file store
     finally:
         api.stop()
-    assert INCIDENT_PAGE in local_pages
+    assert local_pages == [INCIDENT_PAGE], "one outage, one PagerDuty incident"
     assert team_pages == local_pages and team_tickets == local_tickets
     assert len(local_tickets) == 1

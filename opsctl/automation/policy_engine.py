@@ -94,10 +94,10 @@ class PolicyEngine:
     def page_key(self) -> str:
         """The incident's PagerDuty dedup key: Alertmanager's own for the service's group on the
         paging route (sha256 of its group key), so its page and ours are one PagerDuty incident."""
-        from opsctl.incident.grouping import dedup_key, service_group_key
+        from opsctl.incident.grouping import page_key
 
         assert self.incidents is not None
-        return dedup_key(service_group_key(self.settings.incident.paging_route_key, self.incidents.service))
+        return page_key(self.settings.incident.paging_route_key, self.incidents.service)
 
     def join(self, event: AlertEvent) -> "Joined | None":
         """The alert taken into its incident (firing: joined or opened; resolved: marked)."""
@@ -529,6 +529,8 @@ class PolicyEngine:
 
         assert self.incidents is not None
         ticket = incident.ticket(target)
+        if ticket is None and held.episode.ticket == "skipped":
+            return  # decided once for this episode (no vendor behind the target): not again per alert
         if ticket is None:
             cause = most_specific(incident.causes) or event.cause
             outcome = self._ticket(policy, event, held.episode, target, executor, context, dry, taken, failed,

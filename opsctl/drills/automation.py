@@ -103,17 +103,27 @@ class DrillAutomation:
         self.firing: dict[str, tuple[dict, dict, float]] = {}  # fingerprint -> labels, annotations, since
 
     def _start(self) -> PolicyEngine:
-        from opsctl.automation.engine_factory import build_engine, shape
+        from opsctl.automation.engine_factory import build_engine, incident_store, shape
         from opsctl.automation.episodes import EpisodeStore
         from opsctl.automation.fenced import FencedExecutor
 
         run = self.run
         clock = run.env.clock.now
         store = EpisodeStore(run.state.dir / "automation.sqlite", clock=clock)
+        # The incidents in the store serve runs (issue 36 item 7): on the configured state backend
+        # (the kubernetes one: the cluster's API server, or the loopback one a test stands up), else
+        # the file store under the run's state dir, through serve's own builder.
+        cfg = run.env.cfg
+        state = None
+        if cfg.state.backend != "local":
+            from opsctl.state import open_state_store
+
+            state = open_state_store(cfg)
+        incidents = incident_store(cfg, state=state, directory=run.state.dir, clock=clock)
         # Built by serve's own builder (automation/engine_factory.py), and the executor wrapped as a
         # single serve replica wraps it (operation ids chosen before the write).
-        engine = self.engine = build_engine(run.env.cfg, store, FencedExecutor(DrillExecutor(run, self.responders)),
-                                            clock=clock, on_action=self._acted)
+        engine = self.engine = build_engine(cfg, store, FencedExecutor(DrillExecutor(run, self.responders)),
+                                            clock=clock, on_action=self._acted, incidents=incidents)
         self.responders.observer.obs.engine = shape(engine).to_dict()
         names = ", ".join(p.name for p in engine.policies) or "none"
         dry = " (dry run: nothing changes)" if run.env.cfg.automation.dry_run else ""

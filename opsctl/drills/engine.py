@@ -39,7 +39,7 @@ from opsctl.drills.observe import Observer
 from opsctl.drills.phases import Facts, Instrumented, Judgement, Observed, Results, Rollback, Signals, Steady
 from opsctl.drills.preflight import Preflight
 from opsctl.drills.report_model import DrillReport
-from opsctl.drills.responders import Responders
+from opsctl.drills.responders import Responders, drill_page_key
 from opsctl.drills.scenario import Scenario, check_against_config
 from opsctl.errors import ConfigError
 
@@ -92,7 +92,7 @@ class Engine:
                                     config_path=run.user_cfg.source_path)
         self._keep_scenario_copy()
         run.env = open_environment(run.mode, run.user_cfg, run.scenario, run.state.run_id, run.state.dir)
-        run.page_key = f"opsctl-drill-{run.user_cfg.service}-{run.state.run_id}"[:255]
+        run.page_key = drill_page_key(run)
         run.say("phase", f"drill {run.state.run_id}: {run.scenario.title} ({run.mode})")
         restore_signals = self._install_signal_handlers()
         self.lifecycle = Lifecycle(self, declared_rollbacks=tuple(run.scenario.rollbacks))

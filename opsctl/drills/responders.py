@@ -15,6 +15,21 @@ from opsctl.drills.text import duration_text
 from opsctl.errors import OpsctlError
 
 
+def drill_page_key(run: DrillRun) -> str:
+    """The dedup key of the drill's page. Embedded, it stands for the page Alertmanager's PagerDuty
+    receiver sends, so it carries Alertmanager's key for the service's group on the paging route
+    (`incident.grouping.page_key`, the one the automation pages with): one outage, one PagerDuty
+    incident, as in production (issue 36 item 1). Live, the drill's page goes to the real pager and
+    names the run (`opsctl-drill-...`, what `safety.is_drill_incident` recognises), so it never
+    joins a production incident."""
+    from opsctl.incident.grouping import page_key
+
+    cfg = run.user_cfg
+    if run.mode == "embedded":
+        return page_key(cfg.automation.incident.paging_route_key, cfg.service)
+    return f"opsctl-drill-{cfg.service}-{run.state.run_id}"[:255]
+
+
 class Responders:
     def __init__(self, run: DrillRun, observer):
         self.run = run
@@ -50,15 +65,17 @@ class Responders:
             self.observer.obs.paged_at = incident.created_at
             self.observer.obs.page_title = incident.title
         run.say("page", f"paged on-call via {pager.name}: incident {incident.id} {incident.title!r}")
-        self._start()
+        self._start(incident.created_at)
 
-    def _start(self) -> None:
+    def _start(self, paged_at: float | None = None) -> None:
+        """On-call's clock starts when the PagerDuty incident opened and notified them: embedded, the
+        automation's page may have opened it before Alertmanager's (the same dedup key)."""
         run = self.run
         if self.started or not run.scenario.on_call.simulated:
             return
         self.started = True
         oc = run.scenario.on_call
-        now = run.now()
+        now = min(run.now(), paged_at) if paged_at is not None else run.now()
         if oc.acknowledge_after is not None:
             run.schedule(now + oc.acknowledge_after, "primary acknowledges", lambda: self._acknowledge(oc.name))
         if oc.escalate_after is not None:

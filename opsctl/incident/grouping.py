@@ -57,6 +57,13 @@ def service_group_key(route_key: str, service: str, *, label: str = "service") -
     return f'{route_key}:{{{label}="{_escape(service)}"}}'
 
 
+def page_key(route_key: str, service: str) -> str:
+    """The incident's PagerDuty dedup key: the one Alertmanager's PagerDuty receiver sends for the
+    service's group on the paging route (sha256 of `<route key>:{service="NAME"}`). The automation
+    pages with it, and the embedded drill's stand-in for Alertmanager's own page does too."""
+    return dedup_key(service_group_key(route_key, service))
+
+
 def ticket_key(incident: str, vendor: str) -> str:
     return f"{incident}:{vendor}"  # the ticket desks take letters, digits and . _ : -
 
@@ -90,4 +97,4 @@ def resolved_state(incident: Incident) -> str:
 
 
 __all__ = ["DEFAULT_QUIET", "dedup_key", "document_name", "incident_id", "joins", "may_close", "most_specific",
-           "resolved_state", "service_group_key", "ticket_key"]
+           "page_key", "resolved_state", "service_group_key", "ticket_key"]

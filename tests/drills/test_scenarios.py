@@ -211,8 +211,9 @@ def test_responder_times_in_the_report_follow_the_scenarios_delays(shipped_runs,
     assert m["time_to_mitigate"] == m["time_to_detect"] + automation_wait
     assert m["time_to_vendor_routing"] == m["time_to_mitigate"]
     # Alertmanager's page and the automation's are one PagerDuty incident (one dedup key, issue 36):
-    # on-call is paged when it opens, by whichever comes first (the automation's route waits less).
-    assert automation_wait < group_wait
+    # on-call is paged when it opens; PagerDuty and serve share the one paging route's receiver, so
+    # both wait the same (decisions/0230).
+    assert automation_wait == group_wait
     assert m["time_to_page"] == m["time_to_detect"] + min(group_wait, automation_wait)
     assert m["time_to_acknowledge"] == m["time_to_page"] + seconds(on_call["acknowledge-after"])
     # The pager's own record agrees: the incident was created and acknowledged at those times.

@@ -125,15 +125,30 @@ def test_concurrent_changes_lose_nothing(make):
     inc = store.take_alert(alert("a1")).incident
     writers, each = 4, 5
 
+    errors: list[BaseException] = []
+
     def bump():
-        for _ in range(each):
-            store.change(inc.id, lambda i: i.changed(retry={"n": i.retry.get("n", 0) + 1}))
+        from opsctl.errors import ConflictError
+
+        try:
+            for _ in range(each):
+                for _attempt in range(50):  # as the automation does: a change that met 8 concurrent writes is retried
+                    try:
+                        store.change(inc.id, lambda i: i.changed(retry={"n": i.retry.get("n", 0) + 1}))
+                        break
+                    except ConflictError:
+                        continue
+                else:
+                    raise AssertionError("50 rounds of 8 compare-and-swap attempts all met a concurrent write")
+        except BaseException as exc:  # a thread's exception would otherwise only be printed
+            errors.append(exc)
 
     threads = [threading.Thread(target=bump) for _ in range(writers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    assert errors == []
     assert store.get(inc.id).retry == {"n": 20.0}  # 4 writers x 5 increments, none lost to a 409
 
 

@@ -284,7 +284,7 @@ class LiveExecutor:
         result = self.pager.trigger(PageEvent(
             summary=request.summary, source=SOURCE, severity=request.severity, dedup_key=request.dedup_key,
             component=request.context.labels.get("backend"), group=request.context.policy,
-            custom_details=dict(request.details), links=links,
+            custom_details=dict(request.details), links=links, title=request.title,
         ))
         data = {"incident": result.dedup_key or request.dedup_key}
         if result.incident_id:

@@ -89,7 +89,7 @@ class DrillExecutor(LiveExecutor):
         result = self.pager.trigger(PageEvent(
             summary=request.summary[:1000], source="opsctl serve (drill)", severity=request.severity, dedup_key=key,
             component=request.context.labels.get("backend"), group=request.context.policy,
-            custom_details={**dict(request.details), "drill_run": run.state.run_id}, drill=True,
+            custom_details={**dict(request.details), "drill_run": run.state.run_id}, drill=True, title=request.title,
         ))
         return Outcome("applied", result.detail or f"paged: {request.summary}", {"incident": result.dedup_key or key})
 

@@ -21,11 +21,7 @@ CHAOS = REPO / "chaos"
 SHIPPED = sorted(p.stem for p in CHAOS.glob("*.yaml"))
 # Shipped scenarios whose honest expectations today's automation cannot meet yet, with the item that
 # makes them pass: their tests are xfail(strict=True), so they show up green (XPASS fails) at merge.
-AWAITING = {
-    "both-degraded": "#36 item 4: page-names fails: the PagerDuty incident's title stays its first page's"
-                     " (internal only; the databricks latency alert 4m later joins it as a deduplicated trigger and"
-                     " the title does not follow the incident's state)",
-}
+AWAITING: dict[str, str] = {}
 
 
 def shipped_params(names=None):

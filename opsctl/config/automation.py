@@ -145,7 +145,8 @@ class RestoreSettings(Model):
     back, the last 100), each held `step_judge`. A move that burns at `fail_factor` or more (unset:
     the fast tier's page factor, alerting.fast.factor) fails back at once; the next canary waits
     `backoff`, doubled after every failed one, at most `backoff_max`. A backend whose pods opsctl counts
-    waits, besides, until they are all ready and have been for `steady`. Unset: the hold-down restore."""
+    waits, besides, until they are all ready and have been for `steady`; one that declares a probe
+    (`backends.<name>.probe`, a vendor) until its probes over `steady` succeed. Unset: the hold-down restore."""
 
     canary: int = 5  # points of user traffic the canary moves back
     judge: Duration = Duration("5m")  # the canary's own burn is watched this long before the rest comes back
@@ -155,7 +156,8 @@ class RestoreSettings(Model):
     backoff: Duration = Duration("1m")  # wait before the first canary after a failover, and after a failed one
     backoff_max: Duration = Duration("5m")  # the wait doubles per failed canary, up to this
     # A backend whose pods opsctl can count (capacity.backend): no canary until all its desired
-    # replicas are ready and have stayed so this long since one was last seen missing.
+    # replicas are ready and have stayed so this long since one was last seen missing. A backend
+    # with `backends.<name>.probe`: its synthetic probes over this long (at least 1m) must succeed.
     steady: Duration = Duration("5m")
 
     def __post_init__(self) -> None:

@@ -24,12 +24,30 @@ def _promql_quote(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+class BackendProbe(Model):
+    """`backends.<name>.probe`: read the proxy's synthetic probes of this backend
+    (`llm_proxy_probes_total{backend, outcome}`, sent whatever its share) as its readiness for the
+    canary restore (opsctl/traffic/canary_readiness.py, docs/decisions/0270): ready when at least
+    `success` of the probes over `automation.restore.steady` succeeded and at least `min_probes`
+    were sent there; fewer, or none, is unknown (never ready)."""
+
+    success: float = 0.99  # share of the window's probes that must succeed (0.99: 3 of 300 may fail)
+    min_probes: int = 30  # fewer probes in the window than this: unknown, not ready
+
+    def __post_init__(self) -> None:
+        if isinstance(self.success, bool) or not 0 < self.success <= 1:
+            raise ValueError(f"success must be a share in (0, 1], e.g. 0.99 (got {self.success!r})")
+        if isinstance(self.min_probes, bool) or not 1 <= self.min_probes <= 1_000_000:
+            raise ValueError(f"min_probes must be a whole number from 1 to 1000000, e.g. 30 (got {self.min_probes!r})")
+
+
 class Backend(Model):
     """One place the model runs. `kind` is internal (our GPU pods) or vendor (a serving endpoint)."""
 
     kind: Literal["internal", "vendor"]
     description: str = ""
     vendor: str | None = None
+    probe: BackendProbe | None = None  # its synthetic probes as its readiness (a vendor's: it has no pods)
 
 
 class Config(Model):
@@ -141,6 +159,9 @@ class Config(Model):
                 raise ValueError(f"capacity.backend: unknown backend {self.capacity.backend!r} (known: {known})")
             if backend.kind != "internal":
                 raise ValueError(f"capacity.backend: {self.capacity.backend!r} is a vendor backend; capacity models our own pods")
+            if backend.probe is not None:
+                raise ValueError(f"backends.{self.capacity.backend}.probe: its readiness is its pods (capacity.backend);"
+                                 " a probe is read for a backend opsctl does not count the pods of: remove it")
             for name in self.capacity.vendors:
                 if name not in self.backends or self.backends[name].kind != "vendor":
                     raise ValueError(f"capacity.vendors: {name!r} is not a configured vendor backend (known: {known})")

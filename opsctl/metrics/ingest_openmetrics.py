@@ -78,10 +78,11 @@ def _resolve(name: str, labels: dict[str, str], backends: set[str]) -> tuple[str
         return f"{name} sample without a backend label"
     if backend not in backends:
         return f"unknown backend {backend!r} (known: {', '.join(sorted(backends))})"
-    if name == schema.REQUESTS:
+    if name in (schema.REQUESTS, schema.PROBES):
         column = columns.get((("outcome", labels.get("outcome", "")),))
         if column is None:
-            return f"outcome={labels.get('outcome')!r} is not one of {', '.join(schema.OUTCOMES)}"
+            known = schema.OUTCOMES if name == schema.REQUESTS else schema.PROBE_OUTCOMES
+            return f"{name}: outcome={labels.get('outcome')!r} is not one of {', '.join(known)}"
     elif name == schema.DURATION_BUCKET:
         try:
             index = _LE_BY_VALUE.get(float(labels["le"]))

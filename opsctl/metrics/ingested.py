@@ -19,7 +19,7 @@ COLUMN_INDEX = {c: i for i, c in enumerate(schema.VALUE_COLUMNS)}
 MAX_SECONDS = 1e11  # later than year 5000: a timestamp in milliseconds, not seconds
 # The schema's metric names an OpenMetrics file may hold; samples of other metrics are skipped.
 METRICS = (schema.REQUESTS, schema.DURATION_BUCKET, schema.DURATION_COUNT, schema.DURATION_SUM,
-           schema.PROMPT_TOKENS, schema.COMPLETION_TOKENS, schema.SUGGESTIONS)
+           schema.PROMPT_TOKENS, schema.COMPLETION_TOKENS, schema.SUGGESTIONS, schema.PROBES)
 
 
 @dataclass

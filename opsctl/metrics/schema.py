@@ -6,10 +6,17 @@ Every 10 seconds the proxy records, per backend:
   llm_proxy_request_duration_seconds_count / _sum
   llm_proxy_prompt_tokens_total{backend}, llm_proxy_completion_tokens_total{backend}
   llm_proxy_suggestions_total{backend}                  counter; suggestions parsed from answered requests
+  llm_proxy_probes_total{backend, outcome}              counter; the proxy's synthetic probes, outcome in PROBE_OUTCOMES
 
 Suggestions are the proxy's own reading of an answer (how many usable suggestions it held): a model
 that answers slightly differently after a vendor release shows up there first, while every request
 still succeeds. Token counts come from each answer's `usage` fields.
+
+Probes are the proxy's own small requests to every backend, sent whatever share of user traffic the
+backend carries (PROBES_PER_STEP every 10 s: one a second), so a backend that was failed over from
+still says whether it answers (docs/decisions/0270). A probe fails when its answer is an error
+(auth_error, throttled, server_error, as for requests) or does not come within PROBE_TIMEOUT_SECONDS
+(timeout: a probe slower than the 1 s latency objective's threshold is a failed one).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ DURATION_SUM = DURATION + "_sum"
 PROMPT_TOKENS = "llm_proxy_prompt_tokens_total"
 COMPLETION_TOKENS = "llm_proxy_completion_tokens_total"
 SUGGESTIONS = "llm_proxy_suggestions_total"
+PROBES = "llm_proxy_probes_total"
 
 # ok: a 2xx answer. client_error: a 4xx other than 401, 403 and 429, the caller's fault, not counted
 # against availability. auth_error: 401 or 403 answered by a backend (its auth layer refusing our
@@ -31,6 +39,10 @@ SUGGESTIONS = "llm_proxy_suggestions_total"
 # the vendor's auth layer). server_error: 5xx. timeout: no answer.
 OUTCOMES = ("ok", "client_error", "auth_error", "throttled", "server_error", "timeout")
 BAD_OUTCOMES = ("auth_error", "throttled", "server_error", "timeout")
+# A probe's outcomes: a request of the proxy's own is never the caller's fault (no client_error).
+PROBE_OUTCOMES = ("ok", "auth_error", "throttled", "server_error", "timeout")
+PROBES_PER_STEP = 10  # one probe a second to each backend
+PROBE_TIMEOUT_SECONDS = 1.0  # a probe not answered within it is a timeout
 
 # Histogram bucket bounds in seconds, with their OpenMetrics label values ("1.0", not "1").
 BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0)
@@ -63,8 +75,9 @@ def outcome_for_status(status: int | str) -> str:
 # Column layout of one embedded-store row (one backend, one 10-second step).
 REQUEST_COLUMNS = tuple(f"req_{o}" for o in OUTCOMES)
 BUCKET_COLUMNS = tuple(f"le_{i}" for i in range(len(LE_LABELS)))  # cumulative per Prometheus' le
+PROBE_COLUMNS = tuple(f"probe_{o}" for o in PROBE_OUTCOMES)
 VALUE_COLUMNS = REQUEST_COLUMNS + BUCKET_COLUMNS + (
-    "lat_count", "lat_sum", "prompt_tokens", "completion_tokens", "suggestions")
+    "lat_count", "lat_sum", "prompt_tokens", "completion_tokens", "suggestions") + PROBE_COLUMNS
 
 
 def series_columns(metric: str) -> dict[tuple[tuple[str, str], ...], str] | None:
@@ -83,4 +96,6 @@ def series_columns(metric: str) -> dict[tuple[tuple[str, str], ...], str] | None
         return {(): "completion_tokens"}
     if metric == SUGGESTIONS:
         return {(): "suggestions"}
+    if metric == PROBES:
+        return {(("outcome", o),): f"probe_{o}" for o in PROBE_OUTCOMES}
     return None

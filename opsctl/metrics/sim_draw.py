@@ -188,3 +188,42 @@ def _rng(seed: int, *key: int) -> "np.random.Generator":
 
 def _stream_id(name: str) -> int:
     return zlib.crc32(name.encode())
+
+
+def probe_shares(params: _StepParams, mu: "np.ndarray", sigma: float) -> "np.ndarray":
+    """Per step, the chance of each of schema.PROBE_OUTCOMES for one synthetic probe (shape
+    (len(PROBE_OUTCOMES), steps)): the step's error shares as a request meets them (auth_error,
+    throttled, server_error, timeout; a probe is never a client error), and an answer slower than
+    schema.PROBE_TIMEOUT_SECONDS, from the answers' latency (`mu`, the tail's mixture), a timeout."""
+    import numpy as np
+
+    bad = params.client_error + params.throttled + params.server_error + params.timeout + params.auth_error
+    scale = np.where(bad > 1.0, 1.0 / np.maximum(bad, 1e-300), 1.0)
+    auth, throttled = params.auth_error * scale, params.throttled * scale
+    server, timeout = params.server_error * scale, params.timeout * scale
+    answered = np.clip(1.0 - (auth + throttled + server + timeout), 0.0, 1.0)
+    limit = math.log(schema.PROBE_TIMEOUT_SECONDS)
+    t = np.clip(params.tail_share, 0.0, 1.0)
+    slow = (1.0 - t) * _survival((limit - mu) / sigma) + t * _survival((limit - mu - params.tail_shift) / sigma)
+    late = answered * np.clip(slow, 0.0, 1.0)
+    return np.vstack([answered - late, auth, throttled, server, timeout + late])
+
+
+def draw_probes(rng: "np.random.Generator", params: _StepParams, mu: "np.ndarray", sigma: float,
+                per_step: int = schema.PROBES_PER_STEP) -> dict[str, "np.ndarray"]:
+    """The probe columns (schema.PROBE_COLUMNS) of each step: `per_step` probes, each outcome read
+    from one uniform draw against the step's cumulative shares. The draws are fixed per step
+    whatever the shares, so a fault changes the probes of its own steps only (every other step is
+    what it is without the fault), and the other columns never depend on the probes (own stream)."""
+    import numpy as np
+
+    n = mu.size
+    counts = np.zeros((len(schema.PROBE_OUTCOMES), n), dtype=np.int64)
+    for first in range(0, n, DRAW_CHUNK_STEPS):  # a week at a time: memory stays bounded
+        part = slice(first, min(first + DRAW_CHUNK_STEPS, n))
+        bounds = np.cumsum(probe_shares(params.take(part), mu[part], sigma), axis=0)[:-1]  # the last bound is 1
+        uniform = rng.random((part.stop - part.start, per_step))
+        index = (uniform[None, :, :] >= bounds[:, :, None]).sum(axis=0)  # outcome of each probe
+        for k in range(len(schema.PROBE_OUTCOMES)):
+            counts[k, part] = (index == k).sum(axis=1)
+    return {column: counts[k] for k, column in enumerate(schema.PROBE_COLUMNS)}

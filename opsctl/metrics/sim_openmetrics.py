@@ -37,6 +37,7 @@ _FAMILIES = (
     (schema.PROMPT_TOKENS.removesuffix("_total"), "counter", "Prompt tokens sent."),
     (schema.COMPLETION_TOKENS.removesuffix("_total"), "counter", "Completion tokens received."),
     (schema.SUGGESTIONS.removesuffix("_total"), "counter", "Suggestions parsed from answered requests."),
+    (schema.PROBES.removesuffix("_total"), "counter", "Synthetic probes the LLM proxy sent to each backend, by outcome."),
 )
 _FAMILY_SAMPLES = {
     schema.REQUESTS.removesuffix("_total"): (schema.REQUESTS,),
@@ -44,6 +45,7 @@ _FAMILY_SAMPLES = {
     schema.PROMPT_TOKENS.removesuffix("_total"): (schema.PROMPT_TOKENS,),
     schema.COMPLETION_TOKENS.removesuffix("_total"): (schema.COMPLETION_TOKENS,),
     schema.SUGGESTIONS.removesuffix("_total"): (schema.SUGGESTIONS,),
+    schema.PROBES.removesuffix("_total"): (schema.PROBES,),
 }
 
 

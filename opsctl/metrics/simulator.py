@@ -22,6 +22,10 @@ The model, per backend and step (timestamps are step ends on the 10-second grid)
 - Tokens: prompt tokens for every request sent, completion tokens for answered (ok) ones.
 - Suggestions: SUGGESTIONS_PER_ANSWER on average per answered request (Poisson), drawn from a
   random stream of their own, so adding them left every other column as it was.
+- Probes: schema.PROBES_PER_STEP synthetic probes a step to every backend, whatever its share (a
+  backend failed over from still gets them), from a stream of their own: each meets the step's
+  error shares as a request does (a 503 storm, an auth fault, timeouts fail it) and one answered
+  slower than schema.PROBE_TIMEOUT_SECONDS (the latency, its tail included) is a timeout.
 - A quality regression (`quality-regression`) fails nothing: prompt tokens per request shift by a
   constant (a tokenizer that stops prepending the beginning-of-text token: -1), and a share of the
   answers change, holding fewer suggestions and possibly fewer completion tokens.
@@ -59,7 +63,7 @@ from opsctl.metrics.sim_draw import (  # noqa: E402,F401
     COMPLETION_TOKENS_MEAN, COMPLETION_TOKENS_SD, DRAW_CHUNK_STEPS, LAT_SUM_QUANTUM, MU_QUANTUM, PROFILES,
     PROMPT_TOKENS_MEAN, PROMPT_TOKENS_SD, REJECTED_MEDIAN_SECONDS, REJECTED_SIGMA, SUGGESTIONS_PER_ANSWER,
     TIMEOUT_SECONDS, BackendProfile, _draw, _draw_chunked, _lognormal_buckets, _lognormal_buckets_exact, _rng,
-    _stream_id, _survival,
+    _stream_id, _survival, draw_probes, probe_shares,
 )
 from opsctl.metrics.sim_incidents import (  # noqa: E402,F401
     _SPEC, INCIDENT_KINDS, INCIDENT_SPEC_HELP, MAX_INCIDENT_SECONDS, AuthThrottling, GpuCapacityLoss, Incident,
@@ -149,6 +153,7 @@ def simulate(
         columns = _draw_chunked(_rng(seed, 1, _stream_id(name)), lam, base, mu, profile.sigma, rejected,
                                 _rng(seed, 3, _stream_id(name)))
 
+        probed, probe_mu = base, mu  # the probes meet the step's faults as its requests do
         mine = [i for i in incidents if i.backend == name]
         if mine and any(i.window(timestamps).any() for i in mine):
             hit = base.copy()
@@ -164,6 +169,8 @@ def simulate(
             for column, values in redrawn.items():
                 columns[column] = columns[column].copy()
                 columns[column][touched] = values
+            probed, probe_mu = hit, mu + hit.log_shift
+        columns.update(draw_probes(_rng(seed, 5, _stream_id(name)), probed, probe_mu, profile.sigma))
         result[name] = SimSeries(name, timestamps.copy(), {c: columns[c] for c in schema.VALUE_COLUMNS})
         if progress:
             progress(f"simulated {name}: {n:,} steps, {result[name].requests():,} requests")

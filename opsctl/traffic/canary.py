@@ -6,12 +6,14 @@ and applies the move through the traffic front door.
     waiting      the failover is in place; the next canary may start once `next_try` passed and the
                  backend's own fast-tier windows (5m and 1m) are healthy: no burn at `fail_factor`
                  or more where traffic still flows to it (a partial failover), or no traffic at all
-                 (a full one: then only the canary can tell). The slow pages (6h/30m keeps firing
-                 for half an hour on the errors before the failover) are not waited for. A backend
-                 whose readiness is known (`Readiness`: the internal Deployment's ready pods against
-                 its desired replicas) must be whole, and have stayed whole for `steady` since it was
-                 last seen short: no traffic says nothing of a fleet still losing or lacking pods
-                 (an OOM-kill loop between its waves, a third of the GPUs gone).
+                 (a full one). The slow pages (6h/30m keeps firing for half an hour on the errors
+                 before the failover) are not waited for. A backend whose readiness is known must
+                 be ready: its pods (`Readiness` kind pods: the internal Deployment's ready pods
+                 against its desired replicas) whole, and whole for `steady` since they were last
+                 seen short (an OOM-kill loop between its waves, a third of the GPUs gone); its
+                 synthetic probes (kind probe: a vendor's, decision 0270) succeeding at the
+                 configured share over the last `steady`. No traffic says nothing of the backend:
+                 without either, only the canary can tell.
     canary       `canary` points are back, judged for `judge` on the burn of the traffic they carry
                  (the backend's burn over the time since the canary started, at least the fast
                  tier's short window): a burn at `fail_factor` or more fails back at once; at the end
@@ -52,9 +54,12 @@ VERSION = 1
 
 @dataclass(frozen=True)
 class Readiness:
-    """What the backend's own fleet says, beside its traffic: `ready` pods of the `desired` replicas
-    (the Deployment's status in production, the simulated pods in a drill), `known` False when it
-    could not be read (never ready on it). A backend with no such source (a vendor) has none: None."""
+    """What the backend itself says, beside its traffic, `known` False when it could not be read
+    (never ready on it). `kind` pods: `ready` pods of the `desired` replicas (the Deployment's status
+    in production, the simulated pods in a drill). `kind` probe: `ready` of the `desired` synthetic
+    probes the proxy sent it over the last `window` seconds succeeded (`failed`: the others by
+    outcome), ready at a share of `success` or more of at least `minimum` probes; the window is the
+    reading's own steadiness (no further hold, decision 0270). A backend with neither: None."""
 
     backend: str
     ready: int = 0
@@ -62,19 +67,37 @@ class Readiness:
     where: str = ""
     known: bool = True
     error: str = ""
+    kind: Literal["pods", "probe"] = "pods"
+    success: float = 1.0
+    minimum: int = 1
+    window: int = 0
+    failed: str = ""
 
     @property
     def short(self) -> bool:
-        """Fewer pods ready than desired (or none desired: nothing to carry the canary)."""
+        """Pods: fewer ready than desired (or none desired: nothing to carry the canary). Probes:
+        fewer sent than `minimum`, or fewer succeeded than `success` of them."""
+        if self.kind == "probe":
+            return self.desired < max(self.minimum, 1) or self.ready < math.ceil(self.success * self.desired - 1e-9)
         return self.ready < self.desired or self.desired <= 0
 
+    @property
+    def holds(self) -> bool:
+        """Whether the canary waits on it now: unknown, or short."""
+        return not self.known or self.short
+
     @classmethod
-    def unknown(cls, backend: str, where: str, error: str) -> "Readiness":
-        return cls(backend, where=where, known=False, error=error)
+    def unknown(cls, backend: str, where: str, error: str, kind: Literal["pods", "probe"] = "pods") -> "Readiness":
+        return cls(backend, where=where, known=False, error=error, kind=kind)
 
     def describe(self) -> str:
+        what = "probe readiness" if self.kind == "probe" else "readiness"
         if not self.known:
-            return f"{self.backend}'s readiness is unknown ({self.where}: {self.error})"
+            return f"{self.backend}'s {what} is unknown ({self.where}: {self.error})"
+        if self.kind == "probe":
+            failed = f"; failed: {self.failed}" if self.failed else ""
+            return (f"{self.backend}'s probes: {self.ready} of {self.desired} ok over {_window(self.window)}{failed}"
+                    f" (ready at {self.success * 100:.4g}% of {self.minimum} or more; {self.where})")
         return f"{self.backend} has {self.ready} of {self.desired} pods ready ({self.where})"
 
 
@@ -264,7 +287,7 @@ def advance(progress: RestoreProgress, health: BackendHealth, now: float, settin
                                                        f" at or above {_threshold(settings)}")
         return progress, None
     if phase in ("waiting", "failed_back"):
-        if readiness is not None and (not readiness.known or readiness.short):
+        if readiness is not None and readiness.kind == "pods" and readiness.holds:
             progress = replace(progress, unready_at=now)  # seen at every look, the backoff's too
         return _waiting(progress, health, now, settings, readiness)
     return _judging(progress, health, now, settings)
@@ -278,9 +301,10 @@ def _waiting(progress: RestoreProgress, health: BackendHealth, now: float, setti
         return replace(progress, why=f"waiting: {health.describe()}"), None
     if health.fails(settings):
         return replace(progress, why=f"waiting: {health.describe()}, at or above {_threshold(settings)}"), None
-    if readiness is not None and (not readiness.known or readiness.short):
+    if readiness is not None and readiness.holds:
         return replace(progress, why=f"waiting: {readiness.describe()}"), None
-    if readiness is not None and progress.unready_at is not None and now - progress.unready_at < settings.steady:
+    if (readiness is not None and readiness.kind == "pods" and progress.unready_at is not None
+            and now - progress.unready_at < settings.steady):
         steady = _window(now - progress.unready_at)
         return replace(progress, why=f"waiting: {readiness.describe()}, whole for {steady} of the"
                                      f" {_window(settings.steady)} asked"), None

@@ -413,11 +413,12 @@ def test_openmetrics_export_is_cumulative_from_an_explicit_zero(small):
     lines = out.getvalue().splitlines()
     assert lines[-1] == "# EOF"
     assert samples == sum(1 for line in lines if not line.startswith("#"))
-    assert samples == 2 * 22 * 361  # 2 backends x 22 series (6 outcomes, 11 buckets, count, sum, 3 tokens) x (360 steps + the zero)
+    # 2 backends x 27 series (6 outcomes, 11 buckets, count, sum, 3 tokens, 5 probe outcomes) x (360 steps + the zero)
+    assert samples == 2 * 27 * 361
     types = [line for line in lines if line.startswith("# TYPE")]
     assert types == ["# TYPE llm_proxy_requests counter", "# TYPE llm_proxy_request_duration_seconds histogram",
                      "# TYPE llm_proxy_prompt_tokens counter", "# TYPE llm_proxy_completion_tokens counter",
-                     "# TYPE llm_proxy_suggestions counter"]
+                     "# TYPE llm_proxy_suggestions counter", "# TYPE llm_proxy_probes counter"]
     first = int(small["internal"].timestamps[0])
     ok = [line for line in lines if line.startswith('llm_proxy_requests_total{backend="internal",outcome="ok"}')]
     assert ok[0].split()[1:] == ["0", str(first - 10)]
@@ -455,7 +456,7 @@ def test_promtool_backfills_the_export_with_the_same_values(small, tmp_path):
     for line in dump.stdout.splitlines():
         labels, value, ts = line.rsplit(" ", 2)
         series.setdefault(labels, []).append((int(ts), float(value)))
-    assert len(series) == 2 * 22
+    assert len(series) == 2 * 27  # 22 request series and 5 probe outcomes per backend
     first = int(small["databricks"].timestamps[0])
     key = '{__name__="llm_proxy_requests_total", backend="databricks", outcome="server_error"}'
     expected = np.concatenate(([0], np.cumsum(small["databricks"].columns["req_server_error"])))
@@ -463,6 +464,8 @@ def test_promtool_backfills_the_export_with_the_same_values(small, tmp_path):
     assert [v for _, v in series[key]] == pytest.approx(expected.tolist(), rel=1e-6)
     bucket = '{__name__="llm_proxy_request_duration_seconds_bucket", backend="internal", le="1.0"}'
     assert series[bucket][-1][1] == pytest.approx(small["internal"].columns["le_6"].sum(), rel=1e-6)
+    probes = '{__name__="llm_proxy_probes_total", backend="databricks", outcome="server_error"}'
+    assert series[probes][-1][1] == small["databricks"].columns["probe_server_error"].sum() > 0  # the 5xx burst
 
 
 # ---------------------------------------------------------------------------------------------

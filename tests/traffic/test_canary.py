@@ -303,3 +303,108 @@ def test_the_last_unready_look_round_trips_with_the_progress():
     data = progress.to_dict()
     assert data["unready_at"] == 42.0
     assert RestoreProgress.from_dict(data) == progress
+
+
+# -- a vendor's readiness from its synthetic probes (decision 0270) -------------------------------
+
+
+class Prober:
+    """The proxy's probes of a vendor, 10 a step (one a second) whatever its share: `failing` of
+    each step's 10 fail while the vendor fails (steps ending at or before `failing_until`), read
+    over `window` seconds as `canary_readiness.read_probe_readiness` reads them (99% of 30 or more)."""
+
+    def __init__(self, failing_until: float, failing: int = 4, window: int = 300):
+        self.failing_until, self.failing, self.window = failing_until, failing, window
+
+    def at(self, t: float) -> Readiness:
+        ends = [t - STEP * i for i in range(self.window // STEP)]  # the steps ending in (t - window, t]
+        failed = sum(self.failing for end in ends if end <= self.failing_until)
+        sent = 10 * len(ends)
+        return Readiness("databricks", ready=sent - failed, desired=sent, where="probes", kind="probe",
+                         success=0.99, minimum=30, window=self.window,
+                         failed=f"throttled {failed}" if failed else "")
+
+
+def drive_probed(settings: CanarySettings, prober: Prober, backend: Backend, *, until: float, share: int = 80):
+    """A full failover from the vendor at 0; each look reads its traffic's burn and its probes."""
+    progress = RestoreProgress.start(share, 0.0, settings)
+    moves, t = [], 0.0
+    while t < until:
+        t += STEP
+        backend.record(t, progress.back)
+        health = backend.health(windows_to_read(progress, t, settings), t)
+        progress, move = advance(progress, health, t, settings, prober.at(t))
+        if move is not None:
+            moves.append((t, move.kind, move.back))
+        if progress.finished:
+            break
+    return progress, moves
+
+
+def test_a_probe_reading_is_ready_at_99_percent_of_30_probes_or_more_and_unknown_without_probes():
+    def probes(ok: int, sent: int) -> Readiness:
+        return Readiness("databricks", ready=ok, desired=sent, kind="probe", success=0.99, minimum=30, window=300)
+
+    # 99% of 300 is 297: three failures may pass, a fourth holds the canary.
+    assert not probes(297, 300).short and probes(296, 300).short
+    assert not probes(30, 30).short and probes(29, 29).short  # 29 probes are fewer than the 30 asked
+    assert probes(0, 0).short
+    assert Readiness.unknown("databricks", "probes", "no probe of databricks in the last 300s", kind="probe").holds
+    text = probes(120, 300).describe()
+    assert text.startswith("databricks's probes: 120 of 300 ok over 5m") and "ready at 99% of 30 or more" in text
+
+
+def test_a_vendor_whose_probes_fail_gets_no_canary_until_they_have_succeeded_over_the_steady_window():
+    s = shipped()
+    recovered = 1200.0  # the 503 storm (40% of requests and probes) ends 20 minutes after the failover at 0
+    progress, moves = drive_probed(s, Prober(failing_until=recovered), Backend(failing_until=recovered), until=7200.0)
+    # Worked by hand: 4 of each step's 10 probes fail up to the step ending at 1200; a window with one
+    # such step holds 4 failures, more than the 3 of 300 that 99% lets pass, so the canary waits until
+    # the step ending at 1200 has left (t - 300, t]: t = 1500, past the 1m backoff long ago. No
+    # traffic over 5m/1m (a full failover): canary at 1500, judged 5m on its own traffic (no errors
+    # after 1200): 25% of the other 75 points (5 + 19 = 24) at 1800, 50% (5 + 38 = 43) at 1860, all 80
+    # at 1920: 720 s after the recovery. Blind (no probes), the same vendor took 5 canaries and 4
+    # fail-backs (test_a_recovered_backend_is_back_at_its_saved_share_within_15_minutes_of_recovery).
+    assert moves == [(1500, "restore-canary", 5), (1800, "restore-step", 24), (1860, "restore-step", 43),
+                     (1920, "restore", 80)]
+    assert progress.phase == "done" and progress.failures == 0
+    assert moves[-1][0] - recovered == 12 * 60
+    # The window is the probes' own steadiness: no `steady` hold on top (pods wait 5m after the last
+    # short look, the probes' readiness does not), and nothing recorded as the fleet's last short look.
+    assert progress.unready_at is None
+
+
+def test_a_10_percent_probe_failure_holds_the_canary_until_at_most_three_failing_steps_remain_in_the_window():
+    s = shipped()
+    recovered = 1200.0
+    progress, moves = drive_probed(s, Prober(failing_until=recovered, failing=1), Backend(failing_until=recovered),
+                                   until=7200.0)
+    # By hand: 1 of 10 probes fails per failing step; the window (t - 300, t] holds the failing steps
+    # ending in (t - 300, 1200], (1200 - (t - 300)) / 10 of them: at most 3 from t = 1470 (steps
+    # 1180, 1190, 1200: 297 of 300 ok). Canary at 1470, steps at 1770 and 1830, all back at 1890.
+    assert moves == [(1470, "restore-canary", 5), (1770, "restore-step", 24), (1830, "restore-step", 43),
+                     (1890, "restore", 80)]
+    assert progress.failures == 0
+
+
+@pytest.mark.parametrize("recovered", [65.0, 400.0, 1290.0, 3600.0])
+def test_whenever_the_vendor_recovers_its_probes_bring_it_back_within_15_minutes_without_a_failed_canary(recovered):
+    progress, moves = drive_probed(shipped(), Prober(failing_until=recovered), Backend(failing_until=recovered),
+                                   until=recovered + 3600)
+    # By hand: the last failing step ends at L = floor(recovered / 10) x 10; the canary goes once it has
+    # left the 5m window, at L + 300, then 5m of judging and two 1m steps: all back at L + 720.
+    last = math.floor(recovered / STEP) * STEP
+    assert [t for t, _, _ in moves] == [last + 300, last + 600, last + 660, last + 720]
+    assert progress.phase == "done" and progress.failures == 0
+    assert moves[-1][0] - recovered <= 12 * 60
+
+
+def test_without_probe_data_a_vendor_never_gets_a_canary():
+    s = shipped()
+    waiting = RestoreProgress.start(80, 0.0, s)
+    unknown = Readiness.unknown("databricks", "llm_proxy_probes_total in Prometheus at http://prom:9090",
+                                "no probe of databricks in the last 300s", kind="probe")
+    held, move = advance(waiting, BackendHealth(None, windows=(300, 60)), 4000.0, s, unknown)
+    assert move is None and held.phase == "waiting"
+    assert held.why == ("waiting: databricks's probe readiness is unknown (llm_proxy_probes_total in Prometheus at"
+                        " http://prom:9090: no probe of databricks in the last 300s)")

@@ -122,3 +122,88 @@ def test_a_recovered_backend_is_back_at_its_saved_split_through_the_guards_befor
     assert len(steps) == 4 and budget and "canary restore" in budget[0]["message"]
     # The 6h/30m pair still burns over the errors before the failover: 30m after it, not yet resolved.
     assert (moves[-1][0] + 200) < 30 * 60
+
+
+# -- the vendor's synthetic probes as its readiness (decision 0270) --------------------------------
+
+PROBE = "databricks: {kind: vendor, vendor: databricks, probe: {success: 0.99, min_probes: 30}}"
+
+
+class ProbedWorld(World):
+    """The same world, and the proxy's 10 probes a step to the vendor whatever its share, one of
+    them failing (5xx) while it fails, as its requests do."""
+
+    def step(self, split) -> None:
+        super().step(split)
+        t = int(self.clock.now())
+        failed = 1 if t <= self.failing_until else 0
+        store = EmbeddedStore.open(self.path, create=False)
+        try:
+            store.write_steps("databricks", [t], {"probe_ok": [10 - failed], "probe_server_error": [failed]})
+        finally:
+            store.close()
+
+
+def setup_probed(make_env, failing_until: float, *, probes: bool = True):
+    env = make_env(rate="{max_changes: 6, window: 1h}", extra_traffic="")
+    text = env.config.read_text()
+    assert "databricks: {kind: vendor, vendor: databricks}" in text
+    env.config.write_text(text.replace("databricks: {kind: vendor, vendor: databricks}", PROBE) + RESTORE)
+    cfg = load_config(str(env.config))
+    clock = SimClock(END)
+    world = (ProbedWorld if probes else World)(env, clock, failing_until)
+    return env, cfg, clock, world, TrafficService(cfg, clock=clock, hooks=[])
+
+
+def look_until(traffic, settings, world, clock, before, after, until: float, since: float):
+    progress = RestoreProgress.start(80, clock.now(), settings)
+    moves = []
+    while not progress.finished and clock.now() < until:
+        world.step(traffic.read().split)
+        tick = restore_tick(traffic, settings, progress, incident="INC-36", backend="databricks", before=before,
+                            after=after, now=clock.now(), reason="test")
+        if tick.move is not None:
+            assert tick.moved, tick.result.message if tick.result else tick
+            moves.append((clock.now() - since, tick.move.kind))
+        progress = tick.progress
+    return progress, moves
+
+
+@pytest.mark.slow
+def test_a_vendor_whose_probes_still_fail_gets_no_canary_and_its_split_stays_failed_over(make_env):
+    env, cfg, clock, world, traffic = setup_probed(make_env, failing_until=END + 10**6)
+    settings = CanarySettings.from_config(cfg)
+    before, after = fail_over(world, traffic)
+    progress, moves = look_until(traffic, settings, world, clock, before, after, clock.now() + 700, clock.now())
+    # Blind, this vendor took a canary at 300 s and 610 s, each failed back (the test above); with its
+    # probes failing 1 in 10 (30 of the window's 300, more than the 3 that 99% lets pass), none goes.
+    assert moves == [] and traffic.read().split == after
+    assert progress.phase == "waiting" and progress.failures == 0
+    assert progress.why.startswith("waiting: databricks's probes: 270 of 300 ok over 5m; failed: server_error 30")
+
+
+@pytest.mark.slow
+def test_a_recovered_vendor_comes_back_once_its_probes_have_succeeded_over_the_steady_window(make_env):
+    recovered = END + 120 + 200  # 200 s after the failover
+    env, cfg, clock, world, traffic = setup_probed(make_env, failing_until=recovered)
+    settings = CanarySettings.from_config(cfg)
+    before, after = fail_over(world, traffic)
+    progress, moves = look_until(traffic, settings, world, clock, before, after, recovered + 3600, recovered)
+    # By hand: one probe in 10 fails up to the step ending at the recovery; the 5m window holds the
+    # failing steps ending in (t - 300, recovered], at most 3 (297 of 300 ok) from t = recovered + 270:
+    # canary at +270 (its fast windows long clear), judged 5m to +570, 25% at +570, 50% at +630, all at +690.
+    assert moves == [(270, "restore-canary"), (570, "restore-step"), (630, "restore-step"), (690, "restore")]
+    assert traffic.read().split == before and progress.failures == 0
+
+
+@pytest.mark.slow
+def test_a_vendor_declaring_a_probe_with_no_probe_data_is_never_ready(make_env):
+    recovered = END + 120 + 200
+    env, cfg, clock, world, traffic = setup_probed(make_env, failing_until=recovered, probes=False)
+    settings = CanarySettings.from_config(cfg)
+    before, after = fail_over(world, traffic)
+    progress, moves = look_until(traffic, settings, world, clock, before, after, recovered + 900, recovered)
+    # The vendor recovered, but no probe reached the store: unknown, never ready (blind it came back at +100).
+    assert moves == [] and traffic.read().split == after
+    assert progress.why.startswith("waiting: databricks's probe readiness is unknown (llm_proxy_probes_total in"
+                                   " embedded store ") and progress.why.endswith("no probe of databricks in the last 300s)")

@@ -35,6 +35,7 @@ _METRICS = (
     (schema.PROMPT_TOKENS, "counter", "Prompt tokens sent."),
     (schema.COMPLETION_TOKENS, "counter", "Completion tokens received."),
     (schema.SUGGESTIONS, "counter", "Suggestions parsed from answered requests."),
+    (schema.PROBES, "counter", "Synthetic probes the LLM proxy sent to each backend, by outcome."),
 )
 # Answered requests slower than each latency objective's threshold (latency-500ms, latency-1s):
 # the symptoms chain/faults.py names for a uniform slowdown and for a tail.

@@ -69,8 +69,24 @@ def judge(scenario: Scenario, obs: Observations, resolve_slo: Callable[[str], st
             continue
         verdict = judge.judge(e, obs, now, final=True)
         if verdict is not None:
-            out.append(verdict)
+            out.append(_window_seen(e, verdict, obs, now))
     return out
+
+
+def _window_seen(e: Expectation, verdict: Verdict, obs: Observations, now: float) -> Verdict:
+    """A no-flap that passed on less than its window after the last move off its backend is not
+    judged here: the chain ends once its hops settled, so no move back in the minutes it watched says
+    nothing of the rest of the window (a move back it saw fails, whatever the window)."""
+    from opsctl.drills.expectations import moved_off
+    from opsctl.drills.text import duration_text
+
+    if e.expect != "no-flap" or not verdict.passed:
+        return verdict
+    away = [m.get("ts", 0.0) for m in obs.moves if moved_off(m, e.backend)]
+    if not away or now - max(away) >= e.window:
+        return verdict
+    return not_judged(e, f"the chain watched {duration_text(now - max(away))} of the {duration_text(e.window)}"
+                         f" window after traffic moved off {e.backend} (no move back in that time)")
 
 
 def cannot_judge(e: Expectation) -> str | None:

@@ -124,8 +124,10 @@ def chain_plan(scenario: Scenario, cfg: Config, *, live: bool, routing: Path, ti
                   f" at most {AM_GROUP_WAIT}s), Prometheus (rules every {DRILL_EVALUATION}s, `for:` scaled)"
                   " and opsctl serve with the configured policies",
                   "wait until Prometheus scrapes the exporter and no page-level alert is pending or firing"]
+    faulted = False  # the pauses before the first fault are capped, the later ones kept (decisions/0350)
     for i, step in enumerate(scenario.method):
-        pause = min(step.pause_before, PAUSE_CAP) if not live else step.pause_before
+        pause = min(step.pause_before, PAUSE_CAP) if not (live or faulted) else step.pause_before
+        faulted = faulted or step.fault is not None
         when = f" after {duration_text(pause)}" if pause else ""
         if step.fault is None:
             steps.append(f"method[{i}]{when}: {step.action} {step.name} ("

@@ -33,7 +33,7 @@ def quality_refusal(scenario: Scenario, cfg: Config, *, history: float) -> list[
 
     sc = scenario
     quality = [f.kind for f in sc.faults if f.kind == "quality-regression"] or [
-        e.alert for e in sc.expectations if e.expect == "detected" and (e.alert or "").startswith("Quality")]
+        e.alert or "" for e in sc.expectations if e.expect == "detected" and (e.alert or "").startswith("Quality")]
     if not quality:
         return []
     plan = plan_quality(cfg)

@@ -86,7 +86,7 @@ def _window_seen(e: Expectation, verdict: Verdict, obs: Observations, now: float
     from opsctl.drills.expectations import moved_off
     from opsctl.drills.text import duration_text
 
-    if e.expect != "no-flap" or not verdict.passed:
+    if e.expect != "no-flap" or not verdict.passed or e.backend is None:
         return verdict
     away = [m.get("ts", 0.0) for m in obs.moves if moved_off(m, e.backend)]
     if not away or now - max(away) >= e.window:

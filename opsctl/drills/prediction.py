@@ -483,18 +483,18 @@ class FirstPage(Model):
     first: FaultPage | None = None
 
 
-def fault_onsets(scenario: Scenario, cap: float | None = None) -> list[float]:
-    """Each inject-fault step's onset after the first, from the method's pauses and waits as written;
-    with `cap` as a chain drill runs them (each pause before a step and each wait at most `cap`
-    seconds, no pause after a step: chain/polling.py)."""
+def fault_onsets(scenario: Scenario) -> list[float]:
+    """Each inject-fault step's onset after the first, from the method's pauses and waits as written:
+    both worlds run them so after the first fault (a chain drill caps only what comes before it:
+    chain/polling.py, decisions/0350)."""
     t, onsets = 0.0, []
     for step in scenario.method:
-        t += step.pause_before if cap is None else min(step.pause_before, cap)
+        t += step.pause_before
         if step.action == "inject-fault" and step.fault is not None:
             onsets.append(t)
         elif step.action == "wait":
-            t += step.duration if cap is None else min(step.duration, cap)
-        t += step.pause_after if cap is None else 0.0
+            t += step.duration
+        t += step.pause_after
     return [o - onsets[0] for o in onsets] if onsets else []
 
 
@@ -506,7 +506,7 @@ def first_page(cfg: Config, scenario: Scenario, plans: Sequence[SloRulePlan], sp
     group_wait, the fast tier's when it fires first), the cause of that page and the ticket that
     cause files (runbooks.tickets; none for an internal backend: no vendor to file with). `first`
     is the earliest page over all faults. `onsets`: each fault's after the first (fault_onsets'
-    as written by default; a chain drill's capped)."""
+    by default)."""
     import dataclasses
 
     from opsctl.drills.fault_model import traffic_load

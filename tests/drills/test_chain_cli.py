@@ -13,7 +13,7 @@ from tests.conftest import REPO
 
 SCENARIO = str(REPO / "chaos" / "vendor-outage.yaml")
 ROUTING = str(REPO / "deploy" / "alertmanager.yml")
-PLAN_KEYS = ["dry_run", "file", "hops", "method", "mode", "preflight", "rollbacks", "scenario", "setup", "verdict",
+PLAN_KEYS = ["dry_run", "expectations", "file", "hops", "method", "mode", "preflight", "rollbacks", "scenario", "setup", "verdict",
              "would_refuse"]
 
 

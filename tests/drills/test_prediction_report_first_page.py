@@ -105,17 +105,18 @@ def test_the_chains_predict_takes_the_second_fault_when_it_pages_first(tmp_path,
     drill.split_at_start = {"databricks": 80.0, "internal": 20.0}
     onset = parse_rfc3339("2026-11-18T19:00:00Z")
     pred = drill._predict({"backend": "databricks", "on_at": onset})
-    # the chain caps each pause at 10 s (chain/polling.py): the loss comes 10 s after the tail
+    # the chain keeps the pauses after the first fault whole (chain/polling.py, decisions/0350): the
+    # loss comes the scenario's 1m after the tail, as embedded
     plans = plan_rules(load_slos([cfg.slo_dir], cfg.backends, config=cfg), RuleSettings.from_config(cfg))
     _, loss = scenario.faults
     alone = chain_prediction(plans, loss.kind, dict(loss.params), "internal", drill.split_at_start, slo=None,
                              group_wait=2.0, kinds={n: b.kind for n, b in cfg.backends.items()},
-                             load=traffic_load(onset + 10), peak_rps=scenario.embedded.peak_rps)
+                             load=traffic_load(onset + 60), peak_rps=scenario.embedded.peak_rps)
     assert pred is not None and alone is not None and alone.predicted_detection_seconds is not None
-    assert (pred.fault, pred.fault_kind, pred.onset_seconds) == (1, "gpu-capacity-loss", 10)
+    assert (pred.fault, pred.fault_kind, pred.onset_seconds) == (1, "gpu-capacity-loss", 60)
     assert pred.slo == alone.slo == "llm-inference-internal-availability"
-    assert pred.predicted_detection_seconds == alone.predicted_detection_seconds + 10
-    assert pred.predicted_page_seconds == alone.predicted_detection_seconds + 10 + 2.0
+    assert pred.predicted_detection_seconds == alone.predicted_detection_seconds + 60
+    assert pred.predicted_page_seconds == alone.predicted_detection_seconds + 60 + 2.0
     hops = {h.hop: h for h in pred.hops}
     assert hops["page"].predicted_seconds == pred.predicted_page_seconds
     assert hops["ticket"].predicted_seconds is None  # an internal fault: no vendor ticket

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 class ChainAnalysis(ChainProgress):
     def _predict(self, first: dict) -> Prediction | None:
         """What the burn-rate maths predicts on the drill's own rules (None if nothing): for the fault
-        predicted to page first over all the scenario's faults (prediction.first_page, at the onsets
-        the chain gives them: its pauses capped), its times after the first fault (decisions/0314)."""
+        predicted to page first over all the scenario's faults (prediction.first_page, at the
+        scenario's own onsets), its times after the first fault (decisions/0314, 0350)."""
         from opsctl.drills.prediction import chain_prediction, shifted, with_fault
         from opsctl.slo.loading import load_slos
         from opsctl.slo.rule_plan import RuleSettings, plan_rules
@@ -60,17 +60,17 @@ class ChainAnalysis(ChainProgress):
         return None if pred is None else with_fault(pred, self.scenario, index, onset)
 
     def _first_paging_fault(self, plans, split: dict[str, float], start: float) -> tuple[int, float]:
-        """The index of the fault predicted to page first (prediction.first_page on the chain's
-        capped onsets, the rules' own grid) and its onset after the first fault; the first fault
-        when none is predicted to page."""
-        from opsctl.drills.chain.progress import PAUSE_CAP
-        from opsctl.drills.prediction import fault_onsets, first_page
+        """The index of the fault predicted to page first (prediction.first_page on the scenario's
+        own onsets, which the chain keeps after the first fault, the rules' own grid) and its onset
+        after the first fault; the first fault when none is predicted to page. Each fault's
+        predicted page is kept (`fault_pages`): the drill does not settle before the latest."""
+        from opsctl.drills.prediction import first_page
 
         try:
-            pages = first_page(self.cfg, self.scenario, plans, split, start=start,
-                               onsets=fault_onsets(self.scenario, cap=PAUSE_CAP))
+            pages = first_page(self.cfg, self.scenario, plans, split, start=start)
         except OpsctlError:  # a fault the simulator's model cannot say: the first fault, as before
             return 0, 0.0
+        self.fault_pages = [p.page_seconds for p in pages.faults]
         return (pages.first.fault, pages.first.onset_seconds) if pages.first is not None else (0, 0.0)
 
     def _predict_response(self, pred: Prediction | None, plans, fault, backend: str,

@@ -69,7 +69,7 @@ class Collector:
     # -- Prometheus -----------------------------------------------------------------------------
 
     def _relevant(self, labels: dict) -> bool:
-        return labels.get("severity") == "page" and labels.get("backend") == self.targets.backend
+        return labels.get("severity") == "page" and labels.get("backend") in self.targets.watched
 
     def _prometheus(self) -> None:
         data = json.loads(http_get(f"{self.targets.prometheus}/api/v1/rules?type=alert"))["data"]
@@ -85,7 +85,7 @@ class Collector:
         for group in data.get("groups", []):
             for rule in group.get("rules", []):
                 static = {"alertname": rule.get("name", ""), **(rule.get("labels") or {})}
-                if static.get("severity") == "page" and static.get("backend", self.targets.backend) == self.targets.backend:
+                if static.get("severity") == "page" and static.get("backend", self.targets.backend) in self.targets.watched:
                     rules.append(static)
                 if rule.get("health") == "err":
                     errors.append(f"{rule.get('name')}: {rule.get('lastError')}")
@@ -112,7 +112,7 @@ class Collector:
         self.rule_errors = errors
         self.firing_labels = firing or self.firing_labels
         self.page_rules = rules or self.page_rules
-        last = "; ".join(seen[:3]) or (f"no page-level alert for backend {self.targets.backend} pending or firing"
+        last = "; ".join(seen[:3]) or (f"no page-level alert for backend {self._watched()} pending or firing"
                                        + self._burn_1h())
         if errors:
             last += f"; rules failing: {'; '.join(errors[:3])}"
@@ -131,20 +131,23 @@ class Collector:
             at = _fired_at(_rfc3339(alert.get("activeAt")), rule, group)
             self.firing_seen[key] = (at, alert_of(labels, alert.get("annotations") or {}))
 
+    def _watched(self) -> str:
+        return " or ".join(self.targets.watched)
+
     def _burn_1h(self) -> str:
-        """The faulted backend's burn rates over 1h from the recorded rules: how far from paging."""
+        """The faulted backends' burn rates over 1h from the recorded rules: how far from paging."""
         from urllib.parse import quote
 
-        b = self.targets.backend
         out: dict[str, dict[str, float]] = {}
-        for name in BURN_RECORDS:
-            q = quote(burn_query(name, b, self.targets.recorded_scope))
-            try:
-                body = json.loads(http_get(f"{self.targets.prometheus}/api/v1/query?query={q}"))
-            except (OSError, ValueError):
-                return ""
-            for r in body.get("data", {}).get("result", []):
-                out.setdefault(r["metric"].get("slo"), {})[name] = float(r["value"][1])
+        for b in self.targets.watched:
+            for name in BURN_RECORDS:
+                q = quote(burn_query(name, b, self.targets.recorded_scope))
+                try:
+                    body = json.loads(http_get(f"{self.targets.prometheus}/api/v1/query?query={q}"))
+                except (OSError, ValueError):
+                    return ""
+                for r in body.get("data", {}).get("result", []):
+                    out.setdefault(r["metric"].get("slo"), {})[name] = float(r["value"][1])
         burns = sorted(((v["slo:sli_error:ratio_rate1h"] / v["slo:error_budget:ratio"], slo) for slo, v in out.items()
                         if v.get("slo:error_budget:ratio") and "slo:sli_error:ratio_rate1h" in v), reverse=True)
         if not burns:
@@ -181,7 +184,7 @@ class Collector:
                              f" notifies PagerDuty ({', '.join(sorted(known)) or 'no PagerDuty receiver'} would)")
                 self.hops["acknowledged"].failed = "nothing to acknowledge: the page never reached PagerDuty"
         else:
-            self.hops["alertmanager"].last = f"Alertmanager holds no page alert for {self.targets.backend}; {shown}"
+            self.hops["alertmanager"].last = f"Alertmanager holds no page alert for {self._watched()}; {shown}"
         self.hops["pagerduty"].last = f"Alertmanager notifications: {shown}"
         self.hops["serve"].last = f"Alertmanager notifications: {shown}"
 
@@ -195,7 +198,7 @@ class Collector:
         if rejected:
             self.hops["pagerduty"].last += (f"; the PagerDuty endpoint refused {len(rejected)} event(s):"
                                             f" {'; '.join(rejected[-1].get('errors') or [])}")
-        # Only an incident for the faulted backend's page counts: the service-wide SLO pages too, and its
+        # Only an incident for a faulted backend's page counts: the service-wide SLO pages too, and its
         # incident can open first (another alert's group), before the backend's own rule fires.
         # An incident is a service's (the paging route groups by service, decisions/0230): it is for
         # the faulted backend when any trigger of its dedup key names that backend (or none names one).
@@ -205,12 +208,12 @@ class Collector:
                 said = _incident_backend(event)
                 named.setdefault(event["dedup_key"], set()).update(said.split() if said else ())
         opened = sorted((i for i in incidents if not named.get(i["dedup_key"]) or _incident_backend(i) is None
-                         or self.targets.backend in named[i["dedup_key"]]),
+                         or bool(set(self.targets.watched) & named[i["dedup_key"]])),
                         key=lambda i: i["created_at"])
         others = len(incidents) - len(opened)
         if others:
             self.hops["pagerduty"].last = (f"PagerDuty endpoint: {others} incident(s) for other backends"
-                                           f" than {self.targets.backend}")
+                                           f" than {self._watched()}")
         if opened:
             first = opened[0]
             self.hops["pagerduty"].title_seen = self.hops["pagerduty"].title_seen or first["summary"]

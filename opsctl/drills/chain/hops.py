@@ -87,7 +87,7 @@ class Targets:
     alertmanager: str
     serve: str
     serve_log: Path
-    backend: str  # the faulted backend
+    backend: str  # the first fault's backend (named in the evidence lines)
     expect_failover: bool
     ticket_vendor: str | None
     ticket_category: str | None
@@ -97,3 +97,10 @@ class Targets:
     # recorded SLO series (which carry `service`), so another service's burn never shows here.
     scope: str = ""
     recorded_scope: str = ""
+    # every fault's backend, the first's first (decisions/0351): a page, an incident or a burn of any
+    # of them is the drill's; empty: `backend` alone
+    backends: tuple[str, ...] = ()
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return self.backends or (self.backend,)

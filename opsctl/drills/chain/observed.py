@@ -25,8 +25,13 @@ CANNOT_JUDGE = {
 }
 
 
-def observations(collector: Collector, t0: float | None, since: float | None) -> Observations:
-    """The chain's observations since the method began (`since`), from the collector's last poll."""
+def observations(collector: Collector, t0: float | None, since: float | None,
+                 title_of: Callable[[str], str | None] | None = None) -> Observations:
+    """The chain's observations since the method began (`since`), from the collector's last poll.
+    `title_of(dedup_key)`: the title serve's pager gave that incident, if any. The PagerDuty endpoint
+    keeps the summary of Alertmanager's first trigger, as PagerDuty does; serve retitles the incident
+    as it widens (paging/title.py, decisions/0252), through the pager the drill gives it (its local
+    ledger), so that title is what on-call reads (decisions/0353)."""
     obs = Observations(t0=t0, method_done=True)
     obs.first_firing = dict(collector.firing_seen)
     incidents: list[dict] = []
@@ -36,7 +41,8 @@ def observations(collector: Collector, t0: float | None, since: float | None) ->
     obs.pages = [PageSeen(i["dedup_key"], i["created_at"], i.get("summary")) for i in incidents]
     if incidents:
         first = incidents[0]
-        obs.paged_at, obs.page_title = first["created_at"], first.get("summary")
+        retitled = title_of(first["dedup_key"]) if title_of is not None else None
+        obs.paged_at, obs.page_title = first["created_at"], retitled or first.get("summary")
         acked = [i for i in incidents if i.get("acknowledged_at") is not None]
         if acked:
             obs.acknowledged_at, obs.acknowledged_by = acked[0]["acknowledged_at"], acked[0].get("acknowledged_by")
@@ -69,8 +75,24 @@ def judge(scenario: Scenario, obs: Observations, resolve_slo: Callable[[str], st
             continue
         verdict = judge.judge(e, obs, now, final=True)
         if verdict is not None:
-            out.append(verdict)
+            out.append(_window_seen(e, verdict, obs, now))
     return out
+
+
+def _window_seen(e: Expectation, verdict: Verdict, obs: Observations, now: float) -> Verdict:
+    """A no-flap that passed on less than its window after the last move off its backend is not
+    judged here: the chain ends once its hops settled, so no move back in the minutes it watched says
+    nothing of the rest of the window (a move back it saw fails, whatever the window)."""
+    from opsctl.drills.expectations import moved_off
+    from opsctl.drills.text import duration_text
+
+    if e.expect != "no-flap" or not verdict.passed or e.backend is None:
+        return verdict
+    away = [m.get("ts", 0.0) for m in obs.moves if moved_off(m, e.backend)]
+    if not away or now - max(away) >= e.window:
+        return verdict
+    return not_judged(e, f"the chain watched {duration_text(now - max(away))} of the {duration_text(e.window)}"
+                         f" window after traffic moved off {e.backend} (no move back in that time)")
 
 
 def cannot_judge(e: Expectation) -> str | None:

@@ -29,19 +29,20 @@ class ChainPlan(Plan):
     hops: tuple[str, ...]
     verdict: str
     rollbacks: tuple[str, ...]
+    expectations: tuple[str, ...] = ()  # each judged, or "not judged here" and why (chain/fit.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "scenario": self.scenario, "file": self.file, "mode": self.mode, "dry_run": True,
             "preflight": [c.to_dict() for c in self.preflight], "would_refuse": self.would_refuse,
             "setup": list(self.setup), "method": list(self.method), "hops": list(self.hops),
-            "verdict": self.verdict, "rollbacks": list(self.rollbacks),
+            "verdict": self.verdict, "rollbacks": list(self.rollbacks), "expectations": list(self.expectations),
         }
 
     def text(self) -> str:
         lines = [f"dry run of {self.file} ({self.mode}): {self.scenario}", "preflight:"]
         lines += [f"  {'ok' if c.ok else 'REFUSED'}  {c.name}: {c.message}" for c in self.preflight]
-        for section in ("setup", "method", "hops", "rollbacks"):
+        for section in ("setup", "method", "hops", "expectations", "rollbacks"):
             lines.append(section + ":")
             items: tuple[str, ...] = getattr(self, section)
             lines += [f"  - {item}" for item in items] or ["  - none"]
@@ -93,6 +94,7 @@ def local_checks() -> list[Check]:
 def chain_plan(scenario: Scenario, cfg: Config, *, live: bool, routing: Path, timeout: int | None,
                generated: bool = False) -> ChainPlan:
     from opsctl.drills.chain.faults import broken_hop
+    from opsctl.drills.chain.fit import chain_problems, judged_here
     from opsctl.drills.chain.progress import ACK_CAP, DEFAULT_HISTORY, PAUSE_CAP
     from opsctl.drills.chain.setup import AM_GROUP_WAIT, DRILL_EVALUATION, SCRAPE_INTERVAL
 
@@ -102,7 +104,10 @@ def chain_plan(scenario: Scenario, cfg: Config, *, live: bool, routing: Path, ti
     problems = check_against_config(scenario, cfg, [s.name for s in load_slos([cfg.slo_dir], cfg.backends, config=cfg)], live=live)
     fits = Check("the scenario fits the config" + (" and a live drill" if live else ""), not problems,
                  "; ".join(problems) or "ok")
-    checks = [fits] + (live_checks(cfg) if live else local_checks() + [
+    unfit = chain_problems(scenario, cfg, history=DEFAULT_HISTORY) if not live else (
+        [] if scenario.faults else [f"{scenario.path}: a chain drill needs a fault"])
+    runs = Check("the scenario runs as a chain drill", not unfit, "; ".join(unfit) or "ok")
+    checks = [fits, runs] + (live_checks(cfg) if live else local_checks() + [
         Check("routing file", True, f"{routing}: generated from the config's automation.policies (opsctl slo routes)")
         if generated else
         Check("routing file", routing.is_file(), str(routing) if routing.is_file() else f"{routing}: not found")])
@@ -124,8 +129,10 @@ def chain_plan(scenario: Scenario, cfg: Config, *, live: bool, routing: Path, ti
                   f" at most {AM_GROUP_WAIT}s), Prometheus (rules every {DRILL_EVALUATION}s, `for:` scaled)"
                   " and opsctl serve with the configured policies",
                   "wait until Prometheus scrapes the exporter and no page-level alert is pending or firing"]
+    faulted = False  # the pauses before the first fault are capped, the later ones kept (decisions/0350)
     for i, step in enumerate(scenario.method):
-        pause = min(step.pause_before, PAUSE_CAP) if not live else step.pause_before
+        pause = min(step.pause_before, PAUSE_CAP) if not (live or faulted) else step.pause_before
+        faulted = faulted or step.fault is not None
         when = f" after {duration_text(pause)}" if pause else ""
         if step.fault is None:
             steps.append(f"method[{i}]{when}: {step.action} {step.name} ("
@@ -149,7 +156,7 @@ def chain_plan(scenario: Scenario, cfg: Config, *, live: bool, routing: Path, ti
             "the ticket channel: the vendor ticket and its category"]
     return ChainPlan(
         scenario=scenario.title, file=scenario.path, mode="live-chain" if live else "chain", preflight=tuple(checks),
-        setup=tuple(setup), method=tuple(steps), hops=tuple(hops),
+        setup=tuple(setup), method=tuple(steps), hops=tuple(hops), expectations=tuple(judged_here(scenario)),
         verdict=("every required hop within " + (duration_text(timeout) if timeout is not None else
                  "the predicted page time + a 3m margin") + " of the fault, else the drill fails naming"
                 " the first broken hop and its last evidence"),

@@ -5,11 +5,12 @@ the simulated on-call acknowledging the page."""
 from __future__ import annotations
 
 import json
+import math
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from opsctl.drills.chain.analysis import ChainAnalysis
-from opsctl.drills.chain.progress import ACK_CAP, DEFAULT_TIMEOUT, PAUSE_CAP, POLL, STEADY_TIMEOUT, _Stop
+from opsctl.drills.chain.progress import ACK_CAP, DEFAULT_TIMEOUT, PAUSE_CAP, POLL, SETTLE_GRACE, STEADY_TIMEOUT, _Stop
 from opsctl.drills.text import params_text
 from opsctl.errors import ConfigError, OpsctlError
 
@@ -57,50 +58,55 @@ class ChainPolling(ChainAnalysis):
         self._say("probe", "ok: Prometheus scrapes the exporter, the rules evaluate, no page-level alert")
 
     def _method(self) -> None:
-        from opsctl.drills.chain.faults import broken_hop
+        """The method's steps up to the first fault with their pauses capped (nothing is faulted yet:
+        PAUSE_CAP, each cut listed with the shortened timings); from the first fault on, every step at
+        its own time after it, the pauses and waits whole, so the faults keep the scenario's order and
+        phase (decisions/0350): the later steps are the polling loop's, which polls every component
+        in between. Then the loop runs on until every required hop happened and every fault's
+        predicted page had its chance, or the deadline."""
         from opsctl.automation.policy import CompiledPolicy
         from opsctl.drills.chain.hops import Targets
         from opsctl.drills.chain.readings import recorded_service_matcher
-        from opsctl.drills.scenario import default_backend
 
         self._set_phase("method")
         # the prediction reads the split the scenario starts from, not the one after the method's
-        # (capped) pauses, by when serve may have failed over already (decisions/0313)
+        # pauses, by when serve may have failed over already (decisions/0313)
         self.split_at_start = self._split()
         self.method_started = time.time()
-        faults: list[dict] = []
-        for step in self.scenario.method:
+        steps = list(enumerate(self.scenario.method))
+        first: dict | None = None
+        first_index = 0
+        while steps and first is None:
+            first_index, step = steps.pop(0)
+            i = first_index
             self._check_stop()
-            pause = min(step.pause_before, PAUSE_CAP)
+            pause = step.pause_before if self.mode == "live-chain" else min(step.pause_before, PAUSE_CAP)
+            if pause != step.pause_before:
+                self.shortened.add(f"method[{i}].pauses.before", f"{step.pause_before}s", f"{pause}s",
+                                   "before the first fault nothing is faulted: the pause only waits")
             if pause:
                 self._sleep(pause)
-            if step.action == "inject-fault":
-                fault = step.fault
-                backend = fault.backend or default_backend(fault.kind, self.cfg)
-                if backend is None:  # check_against_config names it first
-                    raise ConfigError(f"{self.scenario.path}: {step.name}: no backend to inject {fault.kind} into")
-                record = self._fault_on(f"f{len(faults) + 1}", fault, backend)
-                record.update(name=step.name, hop=broken_hop(fault.kind), duration=fault.duration)
-                faults.append(record)
-                self.fault_records = faults
-                if self.t0 is None:
-                    self.t0 = record["on_at"]
-                    self.state.data["t0"] = self.t0
-                self._say("fault", f"{step.name}: {fault.kind} on {backend} ({params_text(fault.params)}; breaks the hop:"
-                                   f" {record['hop']})", at=record["on_at"])
-            elif step.action == "wait":
-                self._sleep(min(step.duration, PAUSE_CAP))
-            else:
-                self._say("skipped", f"{step.name}: {step.action} is done by the chain itself in a chain drill")
-        first = faults[0]
+            first = self._run_step(i, step)
+            if first is None and step.action == "wait":
+                wait = step.duration if self.mode == "live-chain" else min(step.duration, PAUSE_CAP)
+                self.shortened.add(f"method[{i}].duration", f"{step.duration}s", f"{wait}s",
+                                   "before the first fault nothing is faulted: the wait only waits")
+                self._sleep(wait)
+        if first is None:  # _chain_problems refuses a scenario without a fault
+            raise RuntimeError("the chain drill injected no fault")
+        t0 = first["on_at"]
+        schedule = later_steps(self.scenario, first_index, steps, t0)
         expect = {e.expect: e for e in self.scenario.expectations}
         ticket = expect.get("vendor-ticket")
-        vendor_backend = self.cfg.backends[first["backend"]]
+        backends = self._fault_backends()
+        vendors = [b for b in backends if self.cfg.backends[b].kind == "vendor"]
+        ticket_vendor = ticket.vendor if ticket else (self.cfg.backends[vendors[0]].vendor if vendors
+                                                      else self.cfg.backends[first["backend"]].vendor)
         targets = Targets(
             prometheus=self.urls["prometheus"], alertmanager=self.urls["alertmanager"], serve=self.urls["serve"],
-            serve_log=self.dir / "serve.log", backend=first["backend"],
+            serve_log=self.dir / "serve.log", backend=first["backend"], backends=backends,
             expect_failover="failover-applied" in expect,
-            ticket_vendor=(ticket.vendor if ticket else vendor_backend.vendor),
+            ticket_vendor=ticket_vendor,
             ticket_category=ticket.category if ticket else None,
             pagerduty_receivers=getattr(self, "pagerduty_receivers", None),
             policies=tuple(CompiledPolicy.of(p) for p in self.cfg.automation.policies),
@@ -116,24 +122,66 @@ class ChainPolling(ChainAnalysis):
                                    "the simulated on-call acknowledges sooner so the drill takes minutes")
         self.prediction = self._predict(first)
         if self.timeout is None:  # --chain-timeout not given: from the prediction (drill run --help)
-            from opsctl.drills.prediction import derived_timeout
+            from opsctl.drills.prediction import CHAIN_MARGIN, derived_timeout
 
             self.timeout, why = derived_timeout(self.prediction, DEFAULT_TIMEOUT)
+            last = max((at - t0 for at, _i, _s in schedule), default=0.0)
+            if last + CHAIN_MARGIN > self.timeout:  # every step runs, and its consequences have the margin
+                self.timeout, why = int(math.ceil(last + CHAIN_MARGIN)), \
+                    f"the method's last step {last:g}s after the first fault + margin {CHAIN_MARGIN}s"
             self._say("deadline", f"every hop within {self.timeout}s of the fault ({why})")
-        t0 = self.t0
-        if t0 is None:  # set by the first fault, above
-            raise RuntimeError("the chain drill injected no fault")
         deadline = t0 + self.timeout
+        # not settled before each fault's predicted page (+ a poll and the routes' wait): what a later
+        # fault does is seen too, not only the first fault's hops
+        pages = [p for p in self.fault_pages if p is not None]
+        quiet_until = t0 + max(pages, default=0.0) + SETTLE_GRACE
         from opsctl.drills import method
 
-        stepper = HopPolling(self, collector, ack_after, oc.name, deadline)
-        if method.run(stepper, deadline, max_steps=2 * int(self.timeout / POLL) + 100) == method.SETTLED:
+        stepper = HopPolling(self, collector, ack_after, oc.name, deadline, schedule=schedule, quiet_until=quiet_until)
+        if method.run(stepper, deadline, max_steps=2 * int(self.timeout / POLL) + 100 + 2 * len(schedule)) \
+                == method.SETTLED:
             self._say("settled", "every required hop happened" if not collector.broken() else
                       "every required hop happened or can no longer happen")
         else:
             self._say("deadline", f"{self.timeout}s after the fault: not every hop happened")
+        for _at, index, step in stepper.schedule:  # past the deadline: said, not run
+            self._say("skipped", f"method[{index}] {step.name}: the deadline came first")
         self._attribute()
         self._measure_budget(t0)
+
+    def _run_step(self, index: int, step) -> dict | None:
+        """One method step now: a fault switched on (its record), or a step the chain does itself."""
+        from opsctl.drills.chain.faults import broken_hop
+        from opsctl.drills.scenario import default_backend
+
+        if step.action != "inject-fault":
+            if step.action != "wait":
+                self._say("skipped", f"{step.name}: {step.action} is done by the chain itself in a chain drill")
+            return None
+        fault = step.fault
+        backend = fault.backend or default_backend(fault.kind, self.cfg)
+        if backend is None:  # check_against_config names it first
+            raise ConfigError(f"{self.scenario.path}: {step.name}: no backend to inject {fault.kind} into")
+        record = self._fault_on(f"f{len(self.fault_records) + 1}", fault, backend)
+        record.update(name=step.name, hop=broken_hop(fault.kind), duration=fault.duration)
+        self.fault_records = [*self.fault_records, record]
+        if self.t0 is None:
+            self.t0 = record["on_at"]
+            self.state.data["t0"] = self.t0
+        self._say("fault", f"{step.name}: {fault.kind} on {backend} ({params_text(fault.params)}; breaks the hop:"
+                           f" {record['hop']})", at=record["on_at"])
+        return record
+
+    def _fault_backends(self) -> tuple[str, ...]:
+        """Every fault's backend, in the method's order, each once."""
+        from opsctl.drills.scenario import default_backend
+
+        out: list[str] = []
+        for fault in self.scenario.faults:
+            backend = fault.backend or default_backend(fault.kind, self.cfg)
+            if backend is not None and backend in self.cfg.backends and backend not in out:
+                out.append(backend)
+        return tuple(out)
 
     def _fault_on(self, fault_id: str, fault, backend: str) -> dict:
         record = self.exporter.fault_on(fault_id, fault.kind, backend, fault.params, duration=fault.duration,
@@ -171,28 +219,38 @@ class HopPolling:
     then the stop conditions. Settled once every required hop happened or is known never to (a
     delivery no policy matched: the hops after it cannot happen)."""
 
-    def __init__(self, drill: ChainPolling, collector: Collector, ack_after: float | None, who: str, deadline: float):
+    def __init__(self, drill: ChainPolling, collector: Collector, ack_after: float | None, who: str, deadline: float,
+                 *, schedule: list[tuple[float, int, Any]] | None = None, quiet_until: float = 0.0):
         self.drill = drill
         self.collector = collector
         self.ack_after = ack_after
         self.who = who
         self.deadline = deadline
+        self.schedule = list(schedule or [])  # (wall-clock instant, index, step): the method's later steps
+        self.quiet_until = quiet_until  # not settled before (every fault's predicted page had its chance)
         self._poll_now = True  # the first poll, and the one right after an acknowledgement
 
     def check_stop(self) -> None:
         self.drill._check_stop()
 
     def settled(self) -> bool:
-        return self.collector.settled()
+        return not self.schedule and time.time() >= self.quiet_until and self.collector.settled()
 
     def next_at(self) -> float:
         now = time.time()
-        return now if self._poll_now else min(now + POLL, max(now, self.deadline))
+        if self._poll_now:
+            return now
+        due = [max(now, at) for at, _i, _s in self.schedule[:1]]  # the next step, if sooner than the poll
+        return min([now + POLL, max(now, self.deadline), *due])
 
     def advance(self, until: float) -> None:
         wait = until - time.time()
         if wait > 0:
             self.drill._sleep(wait)
+        while self.schedule and self.schedule[0][0] <= time.time():  # the steps due by now, in order
+            _at, index, step = self.schedule.pop(0)
+            self.drill._run_step(index, step)
+            self._poll_now = True
 
     def observe(self, at: float) -> None:
         collector = self.collector
@@ -207,3 +265,21 @@ class HopPolling:
             self._poll_now = True  # see the acknowledgement at once
             return
         self.drill._stop_conditions()
+
+
+def later_steps(scenario, first_index: int, rest: list, t0: float) -> list[tuple[float, int, Any]]:
+    """The steps after the first fault's (`rest`, with their indices), each at its own instant on the
+    wall clock: the first fault's `pause_after`, then each step's pauses and waits whole, as the
+    scenario has them (prediction.fault_onsets times the faults the same way)."""
+    t = t0 + scenario.method[first_index].pause_after
+    out: list[tuple[float, int, Any]] = []
+    for index, step in rest:
+        t += step.pause_before
+        if step.action == "inject-fault" and step.fault is not None:
+            out.append((t, index, step))
+        elif step.action == "wait":
+            t += step.duration
+        else:
+            out.append((t, index, step))
+        t += step.pause_after
+    return out

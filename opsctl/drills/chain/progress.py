@@ -28,7 +28,8 @@ POLL = 1.0  # seconds between asking every component what happened
 DEFAULT_TIMEOUT = 240  # seconds from the fault for every hop to happen
 DEFAULT_HISTORY = 6 * 3600  # seconds of backfilled baseline: every page window (1h, 6h) has data
 ACK_CAP = 20  # seconds: the simulated on-call's acknowledgement, at most (the scenario's, shortened)
-PAUSE_CAP = 10  # seconds: a method step's pause, at most
+PAUSE_CAP = 10  # seconds: a method step's pause before the first fault, at most (after it: whole)
+SETTLE_GRACE = 20  # seconds after the latest fault's predicted page before the chain may settle
 STEADY_TIMEOUT = 90  # seconds for Prometheus to scrape and evaluate the rules once
 
 
@@ -77,6 +78,7 @@ class ChainProgress:
         self.attribution: list[dict] = []
         self.budget: Budget | None = None
         self.fault_records: list[dict] = []
+        self.fault_pages: list[float | None] = []  # each fault's predicted page, s after the first (analysis.py)
 
 
     # set by the phases (run, _prepare, startup): read only after them

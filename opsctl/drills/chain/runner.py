@@ -49,6 +49,8 @@ class ChainDrill(ChainStartup, ChainPolling):
         problems = check_against_config(self.scenario, self.user_cfg, [s.name for s in self.slos],
                                         live=self.mode == "live-chain")
         problems += self._chain_problems()
+        if len(problems) == 1:  # one line: the file, the reason and the fix
+            raise ConfigError(problems[0])
         if problems:
             raise ConfigError(f"{self.scenario.path}: the scenario cannot run as a chain drill", problems=problems)
         self._prepare()
@@ -112,10 +114,22 @@ class ChainDrill(ChainStartup, ChainPolling):
     def _hop_signals(self) -> HopSignals:
         from opsctl.drills.chain.observed import observations
 
-        obs = observations(self.collector, self.t0, self.method_started) if self.collector else None
+        title_of = self._serve_title if self.mode == "chain" else None
+        obs = observations(self.collector, self.t0, self.method_started, title_of) if self.collector else None
         return HopSignals(t0=self.t0, hops=dict(self.collector.hops) if self.collector else {}, obs=obs,
                           prediction=self.prediction, attribution=tuple(self.attribution),
                           budget=self.budget)
+
+    def _serve_title(self, dedup_key: str) -> str | None:
+        """The title serve's pager holds for the incident of `dedup_key` (the drill's local ledger:
+        setup.drill_config), None when serve paged no such incident."""
+        from opsctl.errors import NoDataError
+        from opsctl.paging.registry import local_pager
+
+        try:
+            return local_pager(self.cfg).get_incident(dedup_key).title
+        except NoDataError:
+            return None
 
     def judge(self, signals: Signals | None, stopped: str | None) -> Judgement:
         """A required hop that did not happen (or happened wrong) fails the drill; the report judges
@@ -160,37 +174,9 @@ class ChainDrill(ChainStartup, ChainPolling):
         self.routing_raw = self._load_routing()
 
     def _chain_problems(self) -> list[str]:
-        from opsctl.drills.chain.faults import KINDS
+        from opsctl.drills.chain.fit import chain_problems
 
-        faults = self.scenario.faults
-        out = [f"{self.scenario.path}: fault kind {f.kind!r} has no chain exporter fault (known: {', '.join(KINDS)})"
-               for f in faults if f.kind not in KINDS]
-        if not faults:
-            out.append(f"{self.scenario.path}: a chain drill needs a fault to send down the chain (method has none)")
-        out += self._quality_refusal()
-        return out
-
-    def _quality_refusal(self) -> list[str]:
-        """A quality scenario is refused, with the reason, rather than left to wait out its timeout:
-        the chain does not yet scale the quality rules' `for:`, backfill as far back as they compare,
-        nor check their minimum traffic against the scenario's rate."""
-        from opsctl.quality.rules import plan_quality
-
-        sc = self.scenario
-        quality = [f.kind for f in sc.faults if f.kind == "quality-regression"] or [
-            e.alert for e in sc.expectations if e.expect == "detected" and (e.alert or "").startswith("Quality")]
-        if not quality:
-            return []
-        plan = plan_quality(self.user_cfg)
-        if plan is None:
-            return [f"{sc.path}: a quality scenario in a chain drill, but quality.rules.enabled is false: nothing would fire"]
-        longest_for = max((a.for_seconds for a in plan.alerts), default=0)
-        needs = max((a.needs_per_side() for a in plan.alerts), default=0.0)  # the noise guard, per window
-        return [f"{sc.path}: a chain drill does not run quality scenarios yet: the quality rules compare with"
-                f" {plan.offset} earlier (the chain backfills {self.history / 3600:g}h), their for: {longest_for}s is not"
-                f" shortened, and the noisiest needs {needs:,.0f} requests per {plan.window} on each side (the scenario"
-                f" sends {sc.embedded.peak_rps:g}/s at peak; the chain's traffic rate is not checked against it): run it"
-                f" embedded (opsctl drill run {sc.path})"]
+        return chain_problems(self.scenario, self.user_cfg, history=self.history)
 
     def _load_routing(self) -> dict:
         from opsctl.config import load_yaml_file

@@ -37,8 +37,11 @@ def _seconds(text: str | None, default: int) -> int:
     return parse_duration(str(text)) if text is not None else default
 
 
-def drill_config(user_cfg, run_dir: Path, *, prometheus_url: str, token_file: Path, shortened: Shortened) -> dict:
-    """The raw YAML of the drill's config (for `opsctl serve` and `opsctl slo rules`)."""
+def drill_config(user_cfg, run_dir: Path, *, prometheus_url: str, token_file: Path, shortened: Shortened,
+                 freeze=None, span: tuple[float, float] | None = None) -> dict:
+    """The raw YAML of the drill's config (for `opsctl serve` and `opsctl slo rules`). `freeze`: the
+    scenario's drill freeze (Scenario.freeze), declared over `span` (wall clock, UTC) as embedded
+    drills declare it over theirs (env/base.with_drill_freeze): stricter guards, never looser."""
     from opsctl.config import BUILTIN_CONFIG, load_yaml_file
 
     source = BUILTIN_CONFIG if user_cfg.source_path == "<built-in>" else Path(user_cfg.source_path)
@@ -75,6 +78,17 @@ def drill_config(user_cfg, run_dir: Path, *, prometheus_url: str, token_file: Pa
     if capacity and capacity.get("source", "static") != "static":
         capacity["source"] = "static"
         capacity["replicas"] = capacity.get("replicas") or capacity.get("max_replicas")
+    if freeze is not None and span is not None:
+        import time
+
+        fmt = "%Y-%m-%dT%H:%M"
+        start, end = span
+        raw["freezes"] = [*(raw.get("freezes") or []), {
+            "name": freeze.name, "timezone": "UTC", "start": time.strftime(fmt, time.gmtime(start // 60 * 60)),
+            "end": time.strftime(fmt, time.gmtime(end // 60 * 60 + 60)), "reason": freeze.reason}]
+        shortened.add(f"freeze {freeze.name}", "over the scenario's simulated drill",
+                      "over the drill's wall-clock span",
+                      "the scenario's drill freeze is declared where serve's guards read the time: the wall clock")
     automation = raw.setdefault("automation", {})
     automation["token"] = {"file": str(token_file)}
     alerting = raw.setdefault("alerting", {})

@@ -50,7 +50,9 @@ class ChainStartup(ChainProgress):
         prom_port, am_port, serve_port = c.free_port(), c.free_port(), c.free_port()
         prom_url, am_url, serve_url = (f"http://127.0.0.1:{p}" for p in (prom_port, am_port, serve_port))
 
-        raw = drill_config(self.user_cfg, self.dir, prometheus_url=prom_url, token_file=serve_token, shortened=shortened)
+        now = time.time()
+        raw = drill_config(self.user_cfg, self.dir, prometheus_url=prom_url, token_file=serve_token, shortened=shortened,
+                           freeze=self.scenario.freeze, span=(now, now + self.scenario.max_duration))
         cfg_path = self.dir / "opsctl.yaml"
         cfg_path.write_text("# The chain drill's config: the user's, pointed at the drill (see the report).\n"
                             + yaml.safe_dump(raw, sort_keys=False))

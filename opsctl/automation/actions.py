@@ -111,6 +111,7 @@ class PageRequest:
     severity: str
     dedup_key: str  # stable per policy and target: repeated alerts fold into one incident
     details: Mapping[str, Any] = field(default_factory=dict)
+    title: str | None = None  # what the incident is now (paging/title.py), set on the open incident
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from opsctl.config import Config
     from opsctl.paging.base import Pager
     from opsctl.tickets.base import TicketProvider
+    from opsctl.traffic.canary import Readiness
     from opsctl.traffic.change import ChangeResult
     from opsctl.traffic.change_entry import ChangeEntry
     from opsctl.traffic.record import ChangeRecord
@@ -227,7 +228,7 @@ class LiveExecutor:
         with self.controller.acting_as(term=request.term):
             tick = restore_tick(self.traffic, settings, progress, incident=incident, backend=backend, before=before,
                                 after=after, now=now, reason=f"opsctl serve, policy {request.context.policy}",
-                                frozen=frozen)
+                                frozen=frozen, readiness=lambda: self.readiness(backend))
         if tick.move is None or tick.result is None:
             return Outcome("noop", tick.progress.why, {"restore": tick.progress})
         result, kind = tick.result, tick.move.kind
@@ -242,6 +243,13 @@ class LiveExecutor:
             return Outcome("noop", f"{kind}: the split already is {self._describe(result.after)}", data)
         return Outcome("applied", f"{kind}: {self._describe(result.before)} -> {self._describe(result.after)}"
                                   f" ({tick.move.why})", data)
+
+    def readiness(self, backend: str) -> "Readiness | None":
+        """The backend's pods, ready of desired, from the capacity source (None: opsctl does not
+        count its pods, a vendor): what holds a canary restore toward a fleet still short of pods."""
+        from opsctl.traffic.canary_readiness import read_readiness
+
+        return read_readiness(self.cfg, backend)
 
     def _describe(self, split: "Split | None") -> str:
         return split.describe(self.order) if split is not None else "unset"
@@ -276,7 +284,7 @@ class LiveExecutor:
         result = self.pager.trigger(PageEvent(
             summary=request.summary, source=SOURCE, severity=request.severity, dedup_key=request.dedup_key,
             component=request.context.labels.get("backend"), group=request.context.policy,
-            custom_details=dict(request.details), links=links,
+            custom_details=dict(request.details), links=links, title=request.title,
         ))
         data = {"incident": result.dedup_key or request.dedup_key}
         if result.incident_id:

@@ -44,6 +44,7 @@ from opsctl.automation.actions import (
     TicketRequest, operation_id,
 )
 from opsctl.automation.policy import ActionFailed, AlertEvent, CompiledPolicy, Taken, matching
+from opsctl.paging.title import incident_title, names_all, widened
 from opsctl.slo import conventions as cv
 
 if TYPE_CHECKING:
@@ -413,6 +414,7 @@ class PolicyEngine:
             news.append(f"{joined.new_backend} degrades too")
         if not news:
             return
+        self._retitle(chosen, event, incident, taken, failed)
         policy = next((p for p in chosen if p.policy.actions.note), None)
         if policy is None:
             return
@@ -426,6 +428,28 @@ class PolicyEngine:
             NoteRequest(self._context(policy, event), incident=key, text=text)), taken, failed)
         if outcome.status in ("applied", "dry_run", "noop"):
             self._intent(incident, intent, "note", outcome)
+
+    def _retitle(self, chosen: list[CompiledPolicy], event: AlertEvent, incident: "Incident", taken: list[Taken],
+                 failed: list[str]) -> None:
+        """A second backend or cause joined: the incident's one page says so (paging/title.py), by a
+        trigger on its dedup key (never a second incident) whose title the pager sets."""
+        policy = next((p for p in chosen if p.policy.actions.page is not None), None)
+        page = incident.page
+        if policy is None or page is None or page.sent_at is None or names_all(page.title, incident.backends,
+                                                                                incident.causes):
+            return
+        summary = self._page_summary(policy, event, event.labels.get("backend", ""), None, incident=incident.id)
+        title = incident_title(summary, incident.backends, incident.causes)
+        if title[:300] == page.title:
+            return
+        executor, dry = self.executor_for(policy)
+        severity = page.severity or "critical"
+        outcome = self._run(policy, event, None, "page", dry, lambda: executor.page(PageRequest(
+            self._context(policy, event), summary=summary, severity=severity, dedup_key=page.dedup_key,
+            details={**self._details(event), "incident": incident.id}, title=title)), taken, failed)
+        if outcome.status in ("applied", "noop", "dry_run") and self.incidents is not None:
+            self.incidents.change(incident.id, lambda i: i.changed(page=dataclasses.replace(
+                i.page, title=title[:300], updated_at=self.clock())) if i.page is not None else None)
 
     def _intent(self, incident: "Incident", key: str, action: str, outcome: Outcome) -> None:
         from opsctl.incident.record import IncidentIntent
@@ -551,15 +575,17 @@ class PolicyEngine:
             first_act_now = act_now and not (stored is not None and stored.failed_sent)
             if not sent or raise_it or first_act_now:
                 summary = self._page_summary(policy, event, target, failover, incident=incident.id)
+                title = (incident_title(summary, incident.backends, incident.causes)
+                         if raise_it or widened(incident.backends, incident.causes) else None)
                 outcome = self._run(policy, event, response, "page", dry, lambda: executor.page(PageRequest(
                     context, summary=summary, severity=severity, dedup_key=key,
                     details={**self._details(event), "incident": incident.id,
-                             **({"failover": failover.to_dict()} if failover else {})},
+                             **({"failover": failover.to_dict()} if failover else {})}, title=title,
                 )), taken, failed)
                 if outcome.status in ("applied", "noop", "dry_run"):
                     now = self.clock()
                     incident = incidents.change(incident.id, lambda i: i.changed(page=IncidentPage(
-                        dedup_key=key, severity=severity, title=summary[:300],
+                        dedup_key=key, severity=severity, title=(title or summary)[:300],
                         sent_at=i.page.sent_at if i.page is not None and i.page.sent_at is not None else now,
                         updated_at=now, failed_sent=bool(i.page is not None and i.page.failed_sent) or act_now,
                         notes=i.page.notes if i.page is not None else 0)))

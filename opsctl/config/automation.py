@@ -144,7 +144,8 @@ class RestoreSettings(Model):
     own burn over the fast tier's windows, then the rest in `steps` (percent of what is still to come
     back, the last 100), each held `step_judge`. A move that burns at `fail_factor` or more (unset:
     the fast tier's page factor, alerting.fast.factor) fails back at once; the next canary waits
-    `backoff`, doubled after every failed one, at most `backoff_max`. Unset: the hold-down restore."""
+    `backoff`, doubled after every failed one, at most `backoff_max`. A backend whose pods opsctl counts
+    waits, besides, until they are all ready and have been for `steady`. Unset: the hold-down restore."""
 
     canary: int = 5  # points of user traffic the canary moves back
     judge: Duration = Duration("5m")  # the canary's own burn is watched this long before the rest comes back
@@ -153,8 +154,13 @@ class RestoreSettings(Model):
     fail_factor: float | None = None  # burn rate that fails a move; unset: alerting.fast.factor
     backoff: Duration = Duration("1m")  # wait before the first canary after a failover, and after a failed one
     backoff_max: Duration = Duration("5m")  # the wait doubles per failed canary, up to this
+    # A backend whose pods opsctl can count (capacity.backend): no canary until all its desired
+    # replicas are ready and have stayed so this long since one was last seen missing.
+    steady: Duration = Duration("5m")
 
     def __post_init__(self) -> None:
+        if _check_automation_duration(self.steady, "steady", 86400) > 3600:
+            raise ValueError("steady must be between 0s and 1h")
         if not 1 <= self.canary <= 50:
             raise ValueError(f"canary must be between 1 and 50 points (got {self.canary})")
         if not 60 <= _check_automation_duration(self.judge, "judge", 3600):

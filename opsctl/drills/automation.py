@@ -59,6 +59,17 @@ class DrillExecutor(LiveExecutor):
     def restore(self, request: "RestoreRequest") -> Outcome:
         return self._written(super().restore(request))
 
+    def readiness(self, backend: str):
+        """The simulated pods as the Deployment's status would count them: the environment's capacity
+        follows the pods ready now (env/embedded.py), of the fleet the drill's config declares."""
+        from opsctl.traffic.canary import Readiness
+
+        now, fleet = self.run.env.cfg.capacity, self.run.user_cfg.capacity
+        if now is None or fleet is None or now.backend != backend or self.run.mode != "embedded":
+            return super().readiness(backend)
+        desired = fleet.replicas if fleet.replicas is not None else fleet.max_replicas  # as embedded_config counts them
+        return Readiness(backend, ready=now.replicas or 0, desired=desired, where="simulated pods")
+
     def _written(self, outcome: Outcome) -> Outcome:
         from opsctl.traffic.split import Split
 
@@ -78,7 +89,7 @@ class DrillExecutor(LiveExecutor):
         result = self.pager.trigger(PageEvent(
             summary=request.summary[:1000], source="opsctl serve (drill)", severity=request.severity, dedup_key=key,
             component=request.context.labels.get("backend"), group=request.context.policy,
-            custom_details={**dict(request.details), "drill_run": run.state.run_id}, drill=True,
+            custom_details={**dict(request.details), "drill_run": run.state.run_id}, drill=True, title=request.title,
         ))
         return Outcome("applied", result.detail or f"paged: {request.summary}", {"incident": result.dedup_key or key})
 

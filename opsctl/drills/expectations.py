@@ -365,6 +365,6 @@ class Judge:
             return None, "nobody was paged", None
         missing = [w for w in e.mentions if w.lower() not in (obs.page_title or "").lower()]
         detail = f"the page: \"{obs.page_title}\""
-        if missing:
-            return obs.paged_at, detail, f"the page does not name {', '.join(missing)}"
+        if missing:  # the title follows the incident: it may name them later; failed at the drill's end
+            return None, f"{detail} does not name {', '.join(missing)}", None
         return obs.paged_at, detail, None

@@ -157,7 +157,7 @@ class Observer:
             return
         if obs.paged_at is None:
             obs.paged_at = incident.created_at
-            obs.page_title = incident.title  # what on-call read
+        obs.page_title = incident.title  # what on-call reads now: the title follows the incident (paging/title.py)
         if obs.acknowledged_at is None and incident.acknowledged_at is not None:
             obs.acknowledged_at = incident.acknowledged_at
             acked = [r for r in incident.responders if r.acknowledged_at is not None]

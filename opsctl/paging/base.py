@@ -41,6 +41,9 @@ class PageEvent:
     custom_details: Mapping[str, Any] = field(default_factory=dict)
     links: tuple[Link, ...] = ()
     drill: bool = False
+    # What the incident is now (paging/title.py): set on the open incident when it differs, since a
+    # deduplicated trigger leaves its title (and urgency) as the first alert's. None: the summary.
+    title: str | None = None
 
     def __post_init__(self):
         if self.severity not in PAGE_SEVERITIES:
@@ -73,14 +76,17 @@ def dedup_key_for(service: str, event: PageEvent) -> str:
 def prepared(service: str, event: PageEvent) -> PageEvent:
     """The event as sent: dedup key filled in, and drills marked in the title and the details."""
     details = dict(event.custom_details)
-    summary = event.summary
+    summary, title = event.summary, event.title
     if event.drill:
         if not summary.startswith(DRILL_PREFIX):
             summary = DRILL_PREFIX + summary
+        if title is not None and not title.startswith(DRILL_PREFIX):
+            title = DRILL_PREFIX + title
         details["drill"] = True
         details.setdefault("tags", [DRILL_TAG])
     details.setdefault("sent_by", "opsctl")
-    return replace(event, summary=summary, custom_details=details, dedup_key=event.dedup_key or dedup_key_for(service, event))
+    return replace(event, summary=summary, title=title, custom_details=details,
+                   dedup_key=event.dedup_key or dedup_key_for(service, event))
 
 
 def prepared_change(change: ChangeEvent) -> ChangeEvent:

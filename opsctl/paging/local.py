@@ -59,11 +59,15 @@ class LocalPager:
                                                   f"severity raised {incident.get('severity')} -> {event.severity}"))
                     incident["severity"] = event.severity
                     detail += f"; severity raised to {event.severity}"
+                if event.title and event.title != incident["title"]:  # what the incident is now (paging/title.py)
+                    incident["log"].append(_entry("title", now, None, f"title changed to {event.title!r}"))
+                    incident["title"] = event.title
+                    detail += "; title updated"
             else:
                 incident = {
                     "id": f"LP{data['next_id']:05d}",
                     "dedup_key": event.dedup_key,
-                    "title": event.summary,
+                    "title": event.title or event.summary,
                     "source": event.source,
                     "severity": event.severity,
                     "component": event.component,

@@ -61,6 +61,8 @@ PERM_EVENTS = ("send events to the service (the routing key must be the Integrat
                "integration on that service)")
 PERM_READ_INCIDENTS = "read incidents and their log entries (a REST API key that can see the service)"
 PERM_ONCALL = "read on-calls and escalation policies"
+PERM_UPDATE_INCIDENT = ("update the service's incidents (a full-access REST API key, and a From user who may edit"
+                        " them: paging.pagerduty.from_email)")
 PERM_MAINTENANCE = ("create and delete maintenance windows on the service (a full-access, not read-only, REST API "
                     "key, and a From user with the Manager role or above on that service)")
 
@@ -107,7 +109,49 @@ class PagerDutyPager:
         client = self._client("events")
         key = self._call(client, "trigger", lambda: client.send_event("trigger", dedup_key=event.dedup_key, **props),
                          permission=PERM_EVENTS, credential=self._where("routing_key"))
-        return self._result("trigger", now, dedup_key=key, summary=event.summary, drill=event.drill)
+        requests = self._take_requests()
+        detail = self._retitle(key or event.dedup_key or "", event) if event.title else None
+        return PageResult(action="trigger", provider=self.name, at=now, dry_run=self.dry_run,
+                          requests=requests + self._take_requests(), dedup_key=key, summary=event.summary,
+                          drill=event.drill, detail=detail)
+
+    def _retitle(self, key: str, event: PageEvent) -> str | None:
+        """Set the open incident's title to `event.title` and raise its urgency to the severity's
+        (REST API v2 `PUT /incidents/{id}`): an Events API trigger on an open incident's dedup key
+        changes neither. Never opens, resolves or re-triggers anything. The page itself went out:
+        a title that could not be set is said in the result's detail, not raised."""
+        from opsctl.paging.title import URGENCY
+
+        s = self.settings
+        if self.dry_run:
+            return "dry run: the open incident's title would be set through the REST API"
+        if s.api_token is None or not s.from_email:
+            return ("title not updated: the incident's title follows its state through the REST API, which needs"
+                    " paging.pagerduty.api_token and from_email")
+        client = self._client("rest")
+        try:
+            body = self._call(client, "find the incident to retitle", lambda: client.jget(
+                "/incidents", params={"incident_key": key, "statuses[]": ["triggered", "acknowledged"], "limit": 25}),
+                permission=PERM_READ_INCIDENTS, credential=self._where("api_token"))
+            found = [i for i in body.get("incidents") or [] if i.get("status") in ("triggered", "acknowledged")
+                     and i.get("incident_key") == key]
+            if not found:
+                return "title not updated: no open incident with this dedup key yet (PagerDuty opens it from the event)"
+            incident = max(found, key=lambda i: parse_rfc3339(i["created_at"]))
+            change: dict[str, Any] = {"type": "incident_reference"}
+            if (incident.get("title") or "") != event.title:
+                change["title"] = event.title
+            if URGENCY.get(event.severity) == "high" and incident.get("urgency") != "high":
+                change["urgency"] = "high"  # raised, never lowered
+            if len(change) == 1:
+                return None
+            self._call(client, "update incident", lambda: client.rput(f"/incidents/{incident['id']}", json=change),
+                       permission=PERM_UPDATE_INCIDENT, credential=self._where("api_token"))
+        except OpsctlError as exc:
+            return f"title not updated: {exc.message}"
+        said = [f"title set to {event.title!r}" if "title" in change else "", "urgency raised to high"
+                if "urgency" in change else ""]
+        return f"incident {incident['id']}: " + "; ".join(x for x in said if x)
 
     def acknowledge(self, dedup_key: str) -> PageResult:
         return self._event_action("acknowledge", dedup_key)

@@ -7,7 +7,11 @@ and applies the move through the traffic front door.
                  backend's own fast-tier windows (5m and 1m) are healthy: no burn at `fail_factor`
                  or more where traffic still flows to it (a partial failover), or no traffic at all
                  (a full one: then only the canary can tell). The slow pages (6h/30m keeps firing
-                 for half an hour on the errors before the failover) are not waited for.
+                 for half an hour on the errors before the failover) are not waited for. A backend
+                 whose readiness is known (`Readiness`: the internal Deployment's ready pods against
+                 its desired replicas) must be whole, and have stayed whole for `steady` since it was
+                 last seen short: no traffic says nothing of a fleet still losing or lacking pods
+                 (an OOM-kill loop between its waves, a third of the GPUs gone).
     canary       `canary` points are back, judged for `judge` on the burn of the traffic they carry
                  (the backend's burn over the time since the canary started, at least the fast
                  tier's short window): a burn at `fail_factor` or more fails back at once; at the end
@@ -47,6 +51,34 @@ VERSION = 1
 
 
 @dataclass(frozen=True)
+class Readiness:
+    """What the backend's own fleet says, beside its traffic: `ready` pods of the `desired` replicas
+    (the Deployment's status in production, the simulated pods in a drill), `known` False when it
+    could not be read (never ready on it). A backend with no such source (a vendor) has none: None."""
+
+    backend: str
+    ready: int = 0
+    desired: int = 0
+    where: str = ""
+    known: bool = True
+    error: str = ""
+
+    @property
+    def short(self) -> bool:
+        """Fewer pods ready than desired (or none desired: nothing to carry the canary)."""
+        return self.ready < self.desired or self.desired <= 0
+
+    @classmethod
+    def unknown(cls, backend: str, where: str, error: str) -> "Readiness":
+        return cls(backend, where=where, known=False, error=error)
+
+    def describe(self) -> str:
+        if not self.known:
+            return f"{self.backend}'s readiness is unknown ({self.where}: {self.error})"
+        return f"{self.backend} has {self.ready} of {self.desired} pods ready ({self.where})"
+
+
+@dataclass(frozen=True)
 class CanarySettings:
     """`automation.restore` with the fast tier's windows and factor resolved, in seconds."""
 
@@ -62,6 +94,7 @@ class CanarySettings:
     # A latency SLO has no fast tier (300x a 1% budget is more than every request): its moves fail
     # at the 1h/5m page pair's factor for the period (13.44x at 28 days).
     latency_fail_factor: float = 13.44
+    steady: int = 300  # a backend with known readiness stays whole this long before a canary starts
 
     @classmethod
     def from_config(cls, cfg: "Config") -> "CanarySettings | None":
@@ -78,7 +111,8 @@ class CanarySettings:
                    fail_factor=float(restore.fail_factor if restore.fail_factor is not None else fast.factor),
                    backoff=restore.backoff.seconds, backoff_max=restore.backoff_max.seconds,
                    fast_long=fast.long.seconds, fast_short=fast.short.seconds,
-                   latency_fail_factor=float(f"{page.factor(cfg.slos.period_seconds):.4g}"))
+                   latency_fail_factor=float(f"{page.factor(cfg.slos.period_seconds):.4g}"),
+                   steady=restore.steady.seconds)
 
     def backoff_after(self, failures: int) -> int:
         """The wait before the next canary: `backoff` after the failover and the first failure,
@@ -150,6 +184,7 @@ class RestoreProgress:
     next_try: float | None = None  # waiting, failed_back: no canary before then
     why: str = ""  # the last judgement, one line
     extra: Mapping[str, Any] | None = None
+    unready_at: float | None = None  # the last look that found the backend short of pods (or unreadable)
 
     @classmethod
     def start(cls, share: int, now: float, settings: CanarySettings) -> "RestoreProgress":
@@ -164,7 +199,8 @@ class RestoreProgress:
     def to_dict(self) -> dict[str, Any]:
         return {**dict(self.extra or {}), "version": VERSION, "phase": self.phase, "share": self.share,
                 "back": self.back, "step": self.step, "since": self.since, "judged_until": self.judged_until,
-                "failures": self.failures, "next_try": self.next_try, "why": self.why}
+                "failures": self.failures, "next_try": self.next_try, "why": self.why,
+                **({"unready_at": self.unready_at} if self.unready_at is not None else {})}
 
     @classmethod
     def from_dict(cls, data: object, where: str = "restore") -> "RestoreProgress":
@@ -197,10 +233,11 @@ class RestoreProgress:
         why = data.get("why", "")
         if not isinstance(why, str):
             raise ValueError(f"{where}.why: expected text, got {type(why).__name__}")
-        known = {"version", "phase", "share", "back", "step", "since", "judged_until", "failures", "next_try", "why"}
+        known = {"version", "phase", "share", "back", "step", "since", "judged_until", "failures", "next_try", "why",
+                 "unready_at"}
         extra = {k: v for k, v in data.items() if k not in known}
         return cls(phase, share, back, count("step"), instant("since"), instant("judged_until"), count("failures"),
-                   instant("next_try"), why, extra or None)
+                   instant("next_try"), why, extra or None, instant("unready_at"))
 
 
 def windows_to_read(progress: RestoreProgress, now: float, settings: CanarySettings) -> tuple[int, ...]:
@@ -214,10 +251,12 @@ def windows_to_read(progress: RestoreProgress, now: float, settings: CanarySetti
     return (int(min(max(now - since, settings.fast_short), max(longest, settings.fast_short))),)
 
 
-def advance(progress: RestoreProgress, health: BackendHealth, now: float,
-            settings: CanarySettings) -> tuple[RestoreProgress, PlannedMove | None]:
+def advance(progress: RestoreProgress, health: BackendHealth, now: float, settings: CanarySettings,
+            readiness: Readiness | None = None) -> tuple[RestoreProgress, PlannedMove | None]:
     """The next progress and the move it takes (None: nothing to move now). The caller applies
-    the move and keeps the returned progress only once the move applied (or was already so)."""
+    the move and keeps the returned progress only once the move applied (or was already so).
+    `readiness`: the backend's fleet (None: it has no such source, a vendor); it holds a canary
+    that has not started yet, never a move already judged on its own traffic."""
     phase = progress.phase
     if phase == "done":  # watched while its incident is open: a burn fails back as a canary's would
         if health.fails(settings):
@@ -225,22 +264,31 @@ def advance(progress: RestoreProgress, health: BackendHealth, now: float,
                                                        f" at or above {_threshold(settings)}")
         return progress, None
     if phase in ("waiting", "failed_back"):
-        return _waiting(progress, health, now, settings)
+        if readiness is not None and (not readiness.known or readiness.short):
+            progress = replace(progress, unready_at=now)  # seen at every look, the backoff's too
+        return _waiting(progress, health, now, settings, readiness)
     return _judging(progress, health, now, settings)
 
 
-def _waiting(progress: RestoreProgress, health: BackendHealth, now: float,
-             settings: CanarySettings) -> tuple[RestoreProgress, PlannedMove | None]:
+def _waiting(progress: RestoreProgress, health: BackendHealth, now: float, settings: CanarySettings,
+             readiness: Readiness | None) -> tuple[RestoreProgress, PlannedMove | None]:
     if progress.next_try is not None and now < progress.next_try:
         return progress, None
     if not health.known:
         return replace(progress, why=f"waiting: {health.describe()}"), None
     if health.fails(settings):
         return replace(progress, why=f"waiting: {health.describe()}, at or above {_threshold(settings)}"), None
+    if readiness is not None and (not readiness.known or readiness.short):
+        return replace(progress, why=f"waiting: {readiness.describe()}"), None
+    if readiness is not None and progress.unready_at is not None and now - progress.unready_at < settings.steady:
+        steady = _window(now - progress.unready_at)
+        return replace(progress, why=f"waiting: {readiness.describe()}, whole for {steady} of the"
+                                     f" {_window(settings.steady)} asked"), None
     if progress.share <= 0:
         return replace(progress, phase="done", since=now, why="nothing was taken from the backend"), None
     points = min(settings.canary, progress.share)
-    why = f"canary: {points} of {progress.share} points back ({health.describe()})"
+    fleet = f"; {readiness.describe()}" if readiness is not None else ""
+    why = f"canary: {points} of {progress.share} points back ({health.describe()}{fleet})"
     moved = replace(progress, phase="canary", back=points, step=0, since=now, judged_until=now + settings.judge,
                     next_try=None, why=why)
     return moved, PlannedMove("restore-canary", points, progress.share, why=why)
@@ -361,5 +409,5 @@ def _window(seconds: float) -> str:
     return f"{seconds // 60}m"
 
 
-__all__ = ["BackendHealth", "CanarySettings", "KINDS", "PHASES", "PlannedMove", "RestoreProgress", "advance",
+__all__ = ["BackendHealth", "CanarySettings", "KINDS", "PHASES", "PlannedMove", "Readiness", "RestoreProgress", "advance",
            "canary_stage", "operation_id", "planned_split", "restore_split", "share_taken", "windows_to_read"]

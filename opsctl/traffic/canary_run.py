@@ -7,12 +7,13 @@ split when none was kept (a restarted `opsctl serve`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from opsctl.traffic.canary import (
-    BackendHealth, CanarySettings, PlannedMove, RestoreProgress, advance, operation_id, restore_split, share_taken,
-    windows_to_read,
+    BackendHealth, CanarySettings, PlannedMove, Readiness, RestoreProgress, advance, operation_id, restore_split,
+    share_taken, windows_to_read,
 )
+from opsctl.traffic.canary_readiness import read_readiness
 from opsctl.traffic.slo_health import read_health
 
 if TYPE_CHECKING:
@@ -62,15 +63,20 @@ def resume(before: "Split", after: "Split", current: "Split | None", backend: st
 
 def restore_tick(traffic: "TrafficService", settings: CanarySettings, progress: RestoreProgress, *, incident: str,
                  backend: str, before: "Split", after: "Split", now: float, reason: str,
-                 health: BackendHealth | None = None, frozen: str = "") -> RestoreTick:
-    """One look at one restore: read the health (unless given), decide, make the move. `frozen`
-    (the freezes in force): only a fail-back moves; a move toward the backend, which the freeze
-    guard would refuse, waits for the freeze's end without being tried."""
+                 health: BackendHealth | None = None, frozen: str = "",
+                 readiness: "Callable[[], Readiness | None] | None" = None) -> RestoreTick:
+    """One look at one restore: read the health (unless given) and the backend's readiness
+    (`readiness`, default `read_readiness` on the traffic's config: the capacity source's pods),
+    decide, make the move. `frozen` (the freezes in force): only a fail-back moves; a move toward
+    the backend, which the freeze guard would refuse, waits for the freeze's end without being tried."""
     from opsctl.traffic.record import find_change
 
     if health is None:
         health = read_health(traffic.cfg, backend, windows_to_read(progress, now, settings), now, settings)
-    planned, move = advance(progress, health, now, settings)
+    fleet = None
+    if progress.phase in ("waiting", "failed_back"):  # only a canary not yet started looks at the fleet
+        fleet = readiness() if readiness is not None else read_readiness(traffic.cfg, backend)
+    planned, move = advance(progress, health, now, settings, fleet)
     if move is None:
         return RestoreTick(planned, health=health)
     if frozen and move.kind != "restore-failback":

@@ -121,6 +121,10 @@ class Capacity:
     def ready_replicas(self) -> int:
         return self._replicas()[0]
 
+    def read_replicas(self) -> tuple[int, int]:
+        """(ready, desired) replicas: the Deployment's status and spec, or the static count twice."""
+        return self._replicas()
+
     def _replicas(self) -> tuple[int, int]:
         """(ready, desired) replicas of the Deployment."""
         s = self.settings

@@ -86,3 +86,26 @@ def test_tab_completes_the_name_in_a_real_bash(bash, typed, completed):
     # the prompt's line is the whole name (tmux drops the space the shell adds after a single match)
     assert any(line.rstrip().endswith(f" {completed}") and line.rstrip()[:-len(completed)].strip() in ("$", "%", "#")
                or line.rstrip().endswith(f"# {completed}") for line in screen.splitlines()), screen
+
+
+@pytest.mark.slow
+def test_tab_completes_an_incident_id_the_automation_wrote(bash, tmp_path):
+    """`opsctl incident show <Tab>` in a real shell offers the id of an incident in the built-in
+    config's state (HOME is tmp_path: $HOME/.local/state/opsctl/<service>), written by the store
+    serve writes with."""
+    from opsctl.automation.engine_factory import incident_store
+    from opsctl.config.loading import BUILTIN_CONFIG, load_config_file
+    from opsctl.incident.record import IncidentAlert
+
+    cfg = load_config_file(BUILTIN_CONFIG)
+    store = incident_store(cfg, directory=tmp_path / ".local" / "state" / "opsctl" / cfg.service)
+    joined = store.take_alert(IncidentAlert(fingerprint="f00d", alertname="SloBurnRatePage",
+                                            starts_at="2026-12-07T03:00:00Z", backend="databricks",
+                                            cause="server_error"))
+    assert joined is not None and joined.opened
+    ident = joined.incident.id
+    tmux, session, type_keys = bash
+    typed = f"opsctl incident show {ident[:6]}"
+    type_keys(typed, "Tab")
+    screen = _wait_for(tmux, session, f"opsctl incident show {ident}")
+    assert any(line.rstrip().endswith(f"opsctl incident show {ident}") for line in screen.splitlines()), screen

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, free_port, require_binary, wait_http
+from tests.conftest import REPO, free_port, require_binary, stop_process, wait_http
 
 CONFIG = REPO / "deploy" / "alertmanager.yml"
 
@@ -193,11 +193,6 @@ def test_real_alertmanager_delivers_pages_tickets_and_automation_copies(tmp_path
         assert delivered == [("page", "llm-inference-databricks-availability")]
         assert all(len(r["body"]["alerts"]) == 1 for r in automation), "one alert per automation notification"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc)
         log.close()
         capture.close()

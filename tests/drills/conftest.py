@@ -21,17 +21,7 @@ CHAOS = REPO / "chaos"
 SHIPPED = sorted(p.stem for p in CHAOS.glob("*.yaml"))
 # Shipped scenarios whose honest expectations today's automation cannot meet yet, with the item that
 # makes them pass: their tests are xfail(strict=True), so they show up green (XPASS fails) at merge.
-AWAITING = {
-    "oom-kill-loop": "#36 item 5: no-flap fails: the restore canary moves 5 points back to internal 4m59s after the"
-                     " failover, its precondition passing on no data ('no traffic over 5m/1m': internal carries none"
-                     " once failed over), while the OOM loop still kills its pods between waves; it fails back"
-                     " 2m later, every wave",
-    "both-degraded": "#36 items 4 and 5: page-names fails: the PagerDuty incident's title stays its first page's"
-                     " (internal only; the databricks latency alert 4m later joins it as a deduplicated trigger and"
-                     " the title does not follow the incident's state); no-flap fails: the restore canary moves back"
-                     " to internal 4m59s after the failover on no data ('no traffic over 5m/1m') while internal"
-                     " still lacks a third of its pods",
-}
+AWAITING: dict[str, str] = {}
 
 
 def shipped_params(names=None):

@@ -270,7 +270,7 @@ def test_the_exporter_continues_the_history_and_switches_faults():
     def ok_total(text: str, backend: str) -> int:
         line = next(line for line in text.splitlines()
                     if line.startswith(f'llm_proxy_requests_total{{backend="{backend}",outcome="ok"}}'))
-        return int(line.rsplit(" ", 1)[1])
+        return int(line.rsplit("} ", 1)[1].split(" ")[0])  # the value, before the sample's timestamp
 
     first = exporter.render()
     assert ok_total(first, "databricks") == int(history["databricks"].columns["req_ok"].sum())
@@ -303,9 +303,9 @@ def test_the_exporter_counts_answers_slower_than_each_latency_threshold_from_its
         out = {}
         for line in text.splitlines():
             if line.startswith('llm_proxy_request_duration_seconds_bucket{backend="databricks",le="'):
-                out[line.split('le="')[1].split('"')[0]] = int(float(line.rsplit(" ", 1)[1]))
+                out[line.split('le="')[1].split('"')[0]] = int(float(line.rsplit("} ", 1)[1].split(" ")[0]))
             elif line.startswith('llm_proxy_request_duration_seconds_count{backend="databricks"}'):
-                out["count"] = int(float(line.rsplit(" ", 1)[1]))
+                out["count"] = int(float(line.rsplit("} ", 1)[1].split(" ")[0]))
         return out
 
     first = histogram(exporter.render())

@@ -162,3 +162,47 @@ def test_a_live_serve_action_series_without_a_status_label_is_counted_by_the_liv
     assert policy.at is not None
     assert policy.evidence == "opsctl serve /metrics: policy availability-only: failover "
     assert collector.hops["serve"].evidence.startswith("opsctl serve accepted 2 new Alertmanager delivery(ies)")
+
+
+class RulesEndpoint(LoopbackServer):
+    """Prometheus' /api/v1/rules?type=alert (its JSON shape) with two page rules firing for databricks:
+    the first in the API's order turned firing later than the second."""
+
+    def __init__(self):
+        super().__init__()
+        fast = {**AVAILABILITY_PAGE, "alertname": "SloFastBurnPage", "long_window": "5m", "short_window": "1m"}
+        self.body = {"status": "success", "data": {"groups": [{
+            "name": "opsctl-slo", "interval": 1.0, "rules": [
+                {"name": "SloFastBurnPage", "type": "alerting", "health": "ok", "duration": 0.0,
+                 "labels": {"severity": "page"}, "lastEvaluation": "2026-12-07T10:00:40Z",
+                 "alerts": [{"labels": fast, "state": "firing", "activeAt": "2026-12-07T10:00:35Z", "value": "320"}]},
+                {"name": "SloBurnRatePage", "type": "alerting", "health": "ok", "duration": 2.0,
+                 "labels": {"severity": "page"}, "lastEvaluation": "2026-12-07T10:00:40Z",
+                 "alerts": [{"labels": AVAILABILITY_PAGE, "state": "firing", "activeAt": "2026-12-07T10:00:30Z",
+                             "value": "25"}]},
+            ]}]}}
+
+    def handle(self, request):
+        import json
+
+        return Response(200, json.dumps(self.body).encode(), {"Content-Type": "application/json"})
+
+
+def test_one_poll_finding_two_page_alerts_firing_takes_the_earliest_instant_not_the_first_listed(tmp_path):
+    """A slow poll (a loaded machine) can find two of the backend's page alerts firing at once: the
+    rule-firing hop is the earlier one's evaluation (10:00:30 pending + for: 2s at a 1 s interval =
+    10:00:32), not the first rule the API lists (10:00:35), so it can never come after the page it
+    caused."""
+    import calendar
+    import dataclasses
+
+    log = tmp_path / "serve.log"
+    log.write_text("")
+    with RulesEndpoint() as rules:
+        collector = collector_for("", log, availability_only())
+        collector.targets = dataclasses.replace(collector.targets, prometheus=rules.url)
+        collector._prometheus()
+    base = calendar.timegm((2026, 12, 7, 10, 0, 0, 0, 0, 0))
+    assert collector.hops["rule-pending"].at == base + 30
+    assert collector.hops["rule-firing"].at == base + 32
+    assert "SloBurnRatePage" in collector.hops["rule-firing"].evidence

@@ -84,7 +84,11 @@ def test_each_shipped_scenario_meets_its_expectations_and_leaves_nothing_behind(
     assert stored is None or stored["weights"] == {"internal": 20, "databricks": 80}
     assert all(e.get("drill") is True for e in audit(run) if e.get("kind") == "traffic")
     events = [e["event"] for e in audit(run) if e.get("kind") == "drill"]
-    faults = ["fault-injected", "fault-removed"] if name != "escalation-only" else []
+    # One injected and one removed per fault of the scenario (both-degraded has two: injected in order,
+    # removed by the remove-faults rollback together).
+    count = sum(1 for step in yaml.safe_load((CHAOS / f"{name}.yaml").read_text())["method"]
+                if step.get("action") == "inject-fault")
+    faults = ["fault-injected"] * count + ["fault-removed"] * count
     assert events == ["drill-started", *faults, "drill-finished"]
     assert all(e["drill"] is True and e["drill_run"] == run.name for e in audit(run) if e.get("kind") == "drill")
     assert all("drill" in t["tags"] and t["subject"].startswith("[DRILL] ") for t in tickets(run))

@@ -34,6 +34,7 @@ class FakePagerDuty(FakeHTTPSServer):
         self.service_id = service_id
         self.incidents: list[dict] = []
         self.change_events: list[dict] = []
+        self.updates: list[dict] = []  # every PUT /incidents/{id} body, unwrapped, with the incident's id
         self.maintenance_windows: dict[str, dict] = {}
         self.oncalls: list[dict] = []
         self._ids = itertools.count(1)
@@ -97,6 +98,8 @@ class FakePagerDuty(FakeHTTPSServer):
                 incident = {
                     "id": f"Q{next(self._ids):06d}ABC", "incident_key": key, "title": payload["summary"],
                     "status": "triggered", "created_at": iso(now), "alerts": [],
+                    # a service whose urgency follows the alert's severity (PagerDuty's dynamic urgency)
+                    "urgency": "high" if payload["severity"] in ("critical", "error") else "low",
                     "html_url": f"{self.url}/incidents/Q", "service": {"id": self.service_id},
                     "log_entries": [{"id": f"R{next(self._ids):06d}", "type": "trigger_log_entry",
                                      "created_at": iso(now), "summary": "Triggered through the API."}],
@@ -152,6 +155,9 @@ class FakePagerDuty(FakeHTTPSServer):
             key = req.q("incident_key")
             if key is not None:
                 found = [i for i in found if i["incident_key"] == key]
+            statuses = req.query.get("statuses[]", [])
+            if statuses:
+                found = [i for i in found if i["status"] in statuses]
             return 200, {"incidents": [self._public(i) for i in found], "limit": 25, "offset": 0, "more": False,
                          "total": None}, {}
         m = re.fullmatch(r"/incidents/([A-Z0-9]+)(/log_entries)?", path)
@@ -165,6 +171,29 @@ class FakePagerDuty(FakeHTTPSServer):
             entries = incident["log_entries"][offset: offset + limit]
             return 200, {"log_entries": entries, "limit": limit, "offset": offset,
                          "more": offset + limit < len(incident["log_entries"]), "total": None}, {}
+        if req.method == "PUT" and m and not m.group(2):  # Update an incident: REST API v2, wrapped in "incident"
+            incident = next((i for i in self.incidents if i["id"] == m.group(1)), None)
+            if incident is None:
+                return 404, {"error": {"message": "Not Found", "code": 2100}}, {}
+            change = (req.json or {}).get("incident")
+            if not isinstance(change, dict) or change.get("type") not in ("incident", "incident_reference"):
+                return 400, {"error": {"message": "Invalid Input Provided", "code": 2001,
+                                       "errors": ["Incident type must be incident or incident_reference."]}}, {}
+            if "urgency" in change and change["urgency"] not in ("high", "low"):
+                return 400, {"error": {"message": "Invalid Input Provided", "code": 2001,
+                                       "errors": ["Urgency must be high or low."]}}, {}
+            if "title" in change and not (isinstance(change["title"], str) and change["title"].strip()):
+                return 400, {"error": {"message": "Invalid Input Provided", "code": 2001,
+                                       "errors": ["Title cannot be empty."]}}, {}
+            self.updates.append({"id": incident["id"], **change})
+            for field in ("title", "urgency"):
+                if field in change and change[field] != incident.get(field):
+                    if field == "urgency":
+                        incident["log_entries"].append({"id": f"R{next(self._ids):06d}",
+                                                        "type": "urgency_change_log_entry", "created_at": iso(time.time()),
+                                                        "summary": f"Urgency changed to {change[field]}."})
+                    incident[field] = change[field]
+            return 200, {"incident": self._public(incident)}, {}
         if req.method == "GET" and path == "/oncalls":
             policies = req.query.get("escalation_policy_ids[]", [])
             found = [o for o in self.oncalls if not policies or o["escalation_policy"]["id"] in policies]

@@ -17,7 +17,7 @@ import yaml
 from opsctl.config import load_config_file
 from opsctl.incident.grouping import dedup_key, service_group_key
 from opsctl.slo.routing import RouteTargets, routing_document
-from tests.conftest import REPO, free_port, require_binary, run_opsctl, wait_http
+from tests.conftest import REPO, free_port, require_binary, run_opsctl, stop_process, wait_http
 from tests.deploy.test_alertmanager import Capture
 
 BUILTIN = REPO / "opsctl" / "defaults" / "opsctl.yaml"
@@ -168,11 +168,6 @@ def test_real_alertmanager_group_key_hashes_to_the_incident_dedup_key(tmp_path):
         later = [h for h in hooks if any(a["labels"]["slo"].endswith("latency-1s") for a in h["body"]["alerts"])]
         assert later and {h["body"]["groupKey"] for h in later} == {service_group_key(route_key, "llm-inference")}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc)
         log.close()
         capture.close()

@@ -4,11 +4,13 @@ settings (opsctl.yaml's automation.restore, the fast tier's 5m/1m windows and 30
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from opsctl.config import BUILTIN_CONFIG, load_config_file
 from opsctl.traffic.canary import (
-    BackendHealth, CanarySettings, RestoreProgress, advance, canary_stage, operation_id, restore_split,
+    BackendHealth, CanarySettings, Readiness, RestoreProgress, advance, canary_stage, operation_id, restore_split,
     windows_to_read,
 )
 from opsctl.traffic.split import Split
@@ -204,3 +206,100 @@ def test_each_move_has_its_own_operation_id_and_the_guards_know_it_for_a_canary_
     again, move2 = advance(failed, BackendHealth(None, windows=(300, 60)), 400.0, s)
     assert move2 is not None and operation_id(move2, "INC-1", "databricks", again) != first  # a new attempt
     assert canary_stage("restore-0123456789abcdef") is None  # a routine restore (the hold-down's)
+
+
+# -- readiness: a fleet that is short of pods, or lost some lately, holds the canary ------------
+
+
+class Fleet:
+    """An internal fleet of 6 pods losing `lost` of them while `losing(t)` (waves of an OOM-kill loop,
+    or one long loss); the restore reads its readiness at every look, as the capacity source counts it."""
+
+    def __init__(self, losing, lost: int = 2, desired: int = 6):
+        self.losing, self.lost, self.desired = losing, lost, desired
+
+    def at(self, t: float) -> Readiness:
+        return Readiness("internal", ready=self.desired - (self.lost if self.losing(t) else 0), desired=self.desired,
+                         where="simulated pods")
+
+
+def drive_fleet(settings: CanarySettings, fleet: Fleet, *, until: float, share: int = 20):
+    """A full failover from internal at 0; no errors once it carries traffic again (the pods that
+    are ready answer): only readiness can hold the canary. Returns the final progress and the moves."""
+    progress = RestoreProgress.start(share, 0.0, settings)
+    backend = Backend(failing_until=-1.0)
+    moves, t = [], 0.0
+    while t < until:
+        t += STEP
+        backend.record(t, progress.back)
+        health = backend.health(windows_to_read(progress, t, settings), t)
+        progress, move = advance(progress, health, t, settings, fleet.at(t))
+        if move is not None:
+            moves.append((t, move.kind, move.back))
+        if progress.finished:
+            break
+    return progress, moves
+
+
+def test_the_shipped_settings_hold_a_canary_until_the_pods_have_been_whole_for_5_minutes():
+    assert shipped().steady == 300
+
+
+def test_no_traffic_is_not_health_while_the_fleet_lacks_a_third_of_its_pods():
+    s = shipped()
+    waiting = RestoreProgress.start(20, 0.0, s)
+    # No traffic over 5m/1m (a full failover), past the backoff: without readiness a canary goes.
+    _, move = advance(waiting, BackendHealth(None, windows=(300, 60)), 400.0, s)
+    assert move is not None and move.kind == "restore-canary"
+    held, move = advance(waiting, BackendHealth(None, windows=(300, 60)), 400.0, s,
+                         Readiness("internal", ready=4, desired=6, where="Deployment llm/vllm"))
+    assert move is None and held.phase == "waiting" and held.unready_at == 400.0
+    assert "internal has 4 of 6 pods ready (Deployment llm/vllm)" in held.why
+    # Unreadable (the API server did not answer): never ready on it.
+    unknown, move = advance(waiting, BackendHealth(None, windows=(300, 60)), 400.0, s,
+                            Readiness.unknown("internal", "Deployment llm/vllm", "timed out"))
+    assert move is None and "readiness is unknown" in unknown.why
+
+
+def test_an_oom_kill_loop_gets_no_canary_between_its_waves_and_one_5_minutes_after_the_last():
+    s = shipped()
+    # Waves: 4 of 6 pods lost for 4m, back for 3m, from 0 to 3600 (the loop stops at 3600).
+    end = 3600.0
+    progress, moves = drive_fleet(s, Fleet(lambda t: t < end and t % 420 < 240), until=end + 3600)
+    # Worked by hand: the last wave starts at 3360 (8 x 420) and ends at 3600; the look at 3600 is
+    # the first whole one (3600 % 420 = 240, not < 240) but t < end fails there too: whole from 3600,
+    # so the last unready look is 3590. Whole for 300 s: the canary at 3890, judged 5m (no errors:
+    # back is 0 errors), 25% of the other 15 points (5 + 4 = 9) at 4190, 50% (5 + 8 = 13) at 4250,
+    # all 20 at 4310: 710 s after the recovery.
+    assert moves == [(3890.0, "restore-canary", 5), (4190.0, "restore-step", 9), (4250.0, "restore-step", 13),
+                     (4310.0, "restore", 20)]
+    assert progress.phase == "done" and progress.failures == 0
+    assert moves[-1][0] - end <= 12 * 60
+
+
+@pytest.mark.parametrize("recovered", [65.0, 400.0, 1290.0, 3600.0])
+def test_whenever_the_pods_come_back_the_saved_share_is_back_within_15_minutes(recovered):
+    # The worst case by hand: 5m whole (steady), 5m judging the canary and two 1m steps: 12m and one look.
+    progress, moves = drive_fleet(shipped(), Fleet(lambda t: t < recovered), until=recovered + 3600)
+    assert progress.phase == "done"
+    # The last look that saw pods missing is the last 10 s look before the recovery; nothing goes back
+    # until 5m after it (the fleet seen whole for 5m).
+    last_short = (math.ceil(recovered / STEP) - 1) * STEP
+    assert moves[0][0] == last_short + 300
+    assert all(t >= last_short + 300 for t, _, _ in moves)
+    assert moves[-1][0] - recovered <= 12 * 60 + STEP
+
+
+def test_a_move_already_made_is_judged_on_its_traffic_not_held_by_readiness():
+    s = shipped()
+    canary = RestoreProgress("canary", 20, back=5, since=0.0, judged_until=300.0)
+    passed, move = advance(canary, BackendHealth(0.5, windows=(300,)), 300.0, s,
+                           Readiness("internal", ready=5, desired=6, where="simulated pods"))
+    assert move is not None and move.kind == "restore-step" and passed.phase == "stepping"
+
+
+def test_the_last_unready_look_round_trips_with_the_progress():
+    progress = RestoreProgress("waiting", 20, next_try=60.0, unready_at=42.0)
+    data = progress.to_dict()
+    assert data["unready_at"] == 42.0
+    assert RestoreProgress.from_dict(data) == progress

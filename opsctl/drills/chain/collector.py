@@ -74,6 +74,14 @@ class Collector:
     def _prometheus(self) -> None:
         data = json.loads(http_get(f"{self.targets.prometheus}/api/v1/rules?type=alert"))["data"]
         errors, seen, firing, rules = [], [], [], []
+        # one poll can find several alerts pending or firing (a slow poll under load): each hop takes
+        # the earliest instant among them, not the first in the API's order
+        earliest: dict[str, tuple[float, str]] = {}
+
+        def candidate(key: str, at: float, evidence: str) -> None:
+            if key not in earliest or at < earliest[key][0]:
+                earliest[key] = (at, evidence)
+
         for group in data.get("groups", []):
             for rule in group.get("rules", []):
                 static = {"alertname": rule.get("name", ""), **(rule.get("labels") or {})}
@@ -91,13 +99,16 @@ class Collector:
                     seen.append(f"{what} {alert.get('state')}")
                     active = _rfc3339(alert.get("activeAt"))
                     if active is not None:
-                        self._reach("rule-pending", active, f"Prometheus: {what} pending since its evaluation at"
-                                    f" {_clock(active)} (burn {_value(alert)})")
+                        candidate("rule-pending", active, f"Prometheus: {what} pending since its evaluation at"
+                                  f" {_clock(active)} (burn {_value(alert)})")
                     if alert.get("state") == "firing":
                         firing.append(dict(labels))
                         at = _fired_at(active, rule, group)
-                        self._reach("rule-firing", at, f"Prometheus: {what} firing (for: {_for(rule)}, at its"
-                                    f" evaluation of {_clock(at)})")
+                        candidate("rule-firing", at, f"Prometheus: {what} firing (for: {_for(rule)}, at its"
+                                  f" evaluation of {_clock(at)})")
+        for key in ("rule-pending", "rule-firing"):
+            if key in earliest:
+                self._reach(key, *earliest[key])
         self.rule_errors = errors
         self.firing_labels = firing or self.firing_labels
         self.page_rules = rules or self.page_rules

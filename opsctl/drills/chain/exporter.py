@@ -4,7 +4,9 @@ Prometheus scrapes `GET /metrics` (text exposition 0.0.4). On every scrape the e
 the 10-second steps up to now with the split the traffic actuator holds now (so a failover moves
 the simulated traffic) and the faults the drill has switched on, and adds them to its counters.
 The counters continue the backfilled history: they start at the history's totals, so
-`increase()` sees no reset at the seam.
+`increase()` sees no reset at the seam. Each step is drawn by itself (its own seed) and every
+sample carries the end of the last step it counts as its timestamp: what Prometheus computes is
+counts over the steps' times, never the scrapes' (decisions/0352).
 
 The load is drawn at the scenario's hour: the simulator is asked for the steps `offset` seconds
 after the wall clock's (`scenario_time`), so a drill whose `start` is a weekday peak draws the
@@ -117,30 +119,34 @@ class ProxyExporter:
             self._advance_locked()
 
     def _advance_locked(self) -> None:
+        """Draw the steps since the last one, each by itself with its own seed (the seed and the
+        step's index on the scenario's grid): what a step holds never depends on when Prometheus
+        scraped, how many steps one scrape covered, or the machine's load (decisions/0352)."""
         from opsctl.metrics.simulator import simulate
 
         now_step = int(self.clock()) // STEP * STEP
         if now_step <= self.last_step:
             return
-        start, end = self.last_step, now_step
-        # whole incidents, not clipped to the chunk (each step is drawn by Incident.window, so the
-        # fault's waves keep their phase from its start and its end holds), moved to the scenario's hour
-        active = [dataclasses.replace(inc, start=inc.start + self.offset, end=inc.end + self.offset)
-                  for inc in self.faults.values() if inc.start < end and inc.end > start]
         split = self.split()
-        self._chunks += 1
-        series = simulate(start + self.offset, end + self.offset, backends=self.backends, split=split,
-                          peak_rps=self.peak_rps, seed=self.seed + self._chunks, incidents=active)
-        requests: dict[str, dict[str, int]] = {}
-        row = {"at": float(end), "split": dict(split), "requests": requests}
-        for name, s in series.items():
-            for column in schema.VALUE_COLUMNS:
-                self.totals[name][column] += float(s.columns[column].sum())
-            requests[name] = {o: int(s.columns[f"req_{o}"].sum()) for o in schema.OUTCOMES}
-            for symptom, bucket in SLOWER_THAN.items():
-                requests[name][symptom] = int(s.columns["lat_count"].sum() - s.columns[bucket].sum())
-        self.steps.append(row)
-        self.last_step = end
+        for end in range(self.last_step + STEP, now_step + STEP, STEP):
+            start = end - STEP
+            # whole incidents, not clipped to the step (each step is drawn by Incident.window, so the
+            # fault's waves keep their phase from its start and its end holds), moved to the scenario's hour
+            active = [dataclasses.replace(inc, start=inc.start + self.offset, end=inc.end + self.offset)
+                      for inc in self.faults.values() if inc.start < end and inc.end > start]
+            self._chunks += 1
+            series = simulate(start + self.offset, end + self.offset, backends=self.backends, split=split,
+                              peak_rps=self.peak_rps, seed=step_seed(self.seed, end + self.offset), incidents=active)
+            requests: dict[str, dict[str, int]] = {}
+            row = {"at": float(end), "split": dict(split), "requests": requests}
+            for name, s in series.items():
+                for column in schema.VALUE_COLUMNS:
+                    self.totals[name][column] += float(s.columns[column].sum())
+                requests[name] = {o: int(s.columns[f"req_{o}"].sum()) for o in schema.OUTCOMES}
+                for symptom, bucket in SLOWER_THAN.items():
+                    requests[name][symptom] = int(s.columns["lat_count"].sum() - s.columns[bucket].sum())
+            self.steps.append(row)
+            self.last_step = end
 
     def outcomes_between(self, start: float, end: float | None = None) -> dict[str, dict[str, int]]:
         """Requests by backend and outcome over the steps ending in (start, end]."""
@@ -158,6 +164,9 @@ class ProxyExporter:
     def render(self) -> str:
         with self._lock:
             self._advance_locked()
+            # every sample stamped with the end of the last step it counts, not the scrape's time: a
+            # rate over a window is then counts over the steps' own times (decisions/0352)
+            stamp = int(self.last_step) * 1000
             lines = []
             for family, kind, help_text in _METRICS:
                 lines.append(f"# HELP {family} {help_text}")
@@ -171,7 +180,7 @@ class ProxyExporter:
                             labels = ",".join(f'{k}="{v}"' for k, v in (*self.labels.items(), ("backend", backend), *own))
                             value = self.totals[backend][column]
                             text = repr(value) if column == "lat_sum" else str(int(value))
-                            lines.append(f"{metric}{{{labels}}} {text}")
+                            lines.append(f"{metric}{{{labels}}} {text} {stamp}")
             return "\n".join(lines) + "\n"
 
     # -- HTTP ---------------------------------------------------------------------------------
@@ -199,3 +208,8 @@ class ProxyExporter:
 
     def stop(self) -> None:
         self._http.stop()
+
+
+def step_seed(seed: int, step_end: float) -> int:
+    """The simulator's seed for the step ending at `step_end` (scenario time): one per step."""
+    return (int(seed) * 1_000_003 + int(step_end) // STEP) % 2**31

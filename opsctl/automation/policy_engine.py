@@ -32,6 +32,7 @@ the leader acts, every write fenced by its term).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time

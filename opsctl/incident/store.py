@@ -107,9 +107,14 @@ class StateIncidentStore:
     # -- writing -----------------------------------------------------------------------------
 
     def _fenced(self, stored: str | None, what: str) -> str | None:
-        from opsctl.fencing import fence
+        from opsctl.fencing import FencedError, fence
 
-        return fence(self.term() if self.term else None, stored, what)
+        if self.term is None:  # one writer (local mode, a drill) or a person: only compare-and-swapped
+            return fence(None, stored, what)
+        term = self.term()
+        if term is None:  # a replica of several that does not lead (any more) writes nothing
+            raise FencedError(f"{what}: this replica no longer leads; it does not write")
+        return fence(term, stored, what)
 
     def _put(self, incident: Incident, doc: "Document | None") -> Incident:
         name = document_name(incident.id, self.service)

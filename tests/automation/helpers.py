@@ -223,6 +223,22 @@ def response_alerts(config_dir: Path) -> int:
     return sum(len(r.get("alerts", [])) for r in responses(config_dir))
 
 
+def kube_incidents(api, namespace: str, service: str = "llm-inference") -> list[dict]:
+    """The incidents `opsctl serve` keeps in team mode: one ConfigMap each
+    (`opsctl-<service>-incident-...`, JSON in `state.json`), read from the loopback API server."""
+    prefix = f"opsctl-{service}-incident-"
+    with api.lock:
+        names = sorted(name for (group, plural, ns, name) in api.objects
+                       if (group, plural, ns) == ("", "configmaps", namespace) and name.startswith(prefix))
+    found = [api.get("", "configmaps", namespace, name) for name in names]
+    return [json.loads(cm["data"]["state.json"]) for cm in found if cm and "state.json" in (cm.get("data") or {})]
+
+
+def kube_responses(api, namespace: str, service: str = "llm-inference") -> list[dict]:
+    """Every team-mode incident's responses (what each policy does about its target), as stored."""
+    return [r for i in kube_incidents(api, namespace, service) for r in i.get("responses", [])]
+
+
 def event_states(config_dir: Path) -> list[str]:
     """The delivery log's event states (pending, running, done, failed), read from its SQLite file."""
     path = state_db(config_dir)

@@ -121,10 +121,12 @@ def test_a_cause_that_flips_while_the_alert_fires_stays_in_the_response_it_opene
     # the same alert (fingerprint, startsAt), re-notified: its short window is now mostly 429s
     again = engine.handle_alert(_event("f2", category="availability", cause="auth"))
     # the same response: no second failover, page or ticket; the incident's ticket and page hear of
-    # the new cause as notes (issue 36 item 1)
+    # the new cause as notes (issue 36 item 1), and the page's title follows the incident (decision
+    # 0252: a trigger on the incident's dedup key whose title names the new cause, never a second page)
     assert [(t.policy, t.action) for t in again] == [("failover-on-availability-page", "cause"),
                                                      ("failover-on-availability-page", "ticket_note"),
                                                      ("failover-on-availability-page", "note"),
+                                                     ("failover-on-availability-page", "page"),
                                                      ("failover-on-availability-page", "note")]
     assert "cause now auth" in again[0].outcome.detail and "same response" in again[0].outcome.detail
     (incident,) = store.incidents(open_only=True)

@@ -481,10 +481,14 @@ class PolicyEngine:
             if cancelled:
                 response = response.changed(state="open", restore_due=None)
             resumed = False
-            if failover and response.failover not in FAILOVER_DONE:
+            away = frozenset(r.target for r in i.open_responses() if r.target != target and r.traffic_moved)
+            # A failover refused because every other backend is already failed away from is not tried
+            # again while that still holds: the same decision, left to a human (recorded once).
+            receivers = set(self.backends) - {target}
+            no_healthy = response.failover == "refused" and bool(receivers) and receivers <= away
+            if failover and response.failover not in FAILOVER_DONE and not no_healthy:
                 resumed = response.failover == "started"
                 response = response.changed(failover="started")
-            away = frozenset(r.target for r in i.open_responses() if r.target != target and r.traffic_moved)
             begun.append(Begun(response, cancelled, resumed, away))
             return i.with_response(response)
 

@@ -9,9 +9,9 @@ connection (as Alertmanager's client keeps them): one page-level availability al
 a policy, each its own delivery and fingerprint, a third of them about databricks and so queued on
 the trigger's worker). Two modes, measured in the same run:
 
-  local   state.backend local, file actuator: deliveries and episodes in SQLite (the baseline)
+  local   state.backend local, file actuator: deliveries in SQLite, a file per incident (the baseline)
   team    state.backend kubernetes on the loopback API server (tests/fakes/kube_api.py): the leader
-          holds the Lease, deliveries and episodes are ConfigMaps written by compare-and-swap, the
+          holds the Lease, deliveries and each incident are ConfigMaps written by compare-and-swap, the
           split is a ConfigMap written with its change record
 
 Measured per round:
@@ -36,7 +36,7 @@ round, so the default is 100.
 One untimed warm-up round runs first in each mode (its first imports, connections and documents).
 Every round checks that the failover it timed applied (the split is 0/100 and the record says
 applied, no refusal), then the trigger resolves, the policy restores (hold-down 0), and the next
-round starts once that restore has ended (its note recorded, the episode let go). `--api-latency S` adds one run of team mode with every API call delayed S seconds
+round starts once that restore has ended (its note recorded, its response closed on the incident). `--api-latency S` adds one run of team mode with every API call delayed S seconds
 (--slow-rounds, each bounded by 60 x S). Writes the section "## serve" in bench/RESULTS.md (others kept).
 
     python bench/bench_serve.py [--rounds 100] [--team-rounds 50] [--api-latency 5] [--no-write]
@@ -63,7 +63,7 @@ sys.path.insert(0, str(REPO))
 from bench.results import write_section  # noqa: E402
 from opsctl.metrics.embedded import EmbeddedStore  # noqa: E402
 from tests.automation.helpers import (  # noqa: E402
-    FAILOVER_POLICY, Serve, alert, audit, bearer, message, request, split, write_serve_config,
+    FAILOVER_POLICY, Serve, alert, audit, bearer, message, request, responses, split, write_serve_config,
 )
 from tests.fakes.kube_api import FakeKubeAPI  # noqa: E402
 from tests.slo import data as d  # noqa: E402
@@ -160,10 +160,10 @@ def failover_row(workdir: Path, round_no: int) -> dict:
 
 def restore_finished(workdir: Path, round_no: int) -> bool:
     """Whether the round's restore has ended: a note recorded after its restore (the restore records
-    its action, closes the episode, then notes it). The next round waits for this, as well as for
-    the split: a trigger arriving while the restore's episode is still leased to the maintenance
+    its action, closes its response on the incident, then notes it). The next round waits for this, as well as for
+    the split: a trigger arriving while the restore's response is still held by the maintenance
     thread finds it busy and is retried 0.1 s later, which times the tail of the last round's
-    restore, not the failover (in team mode that tail is four writes of the episodes document)."""
+    restore, not the failover (in team mode that tail is writes of the incident's document)."""
     import sqlite3
 
     conn = sqlite3.connect(f"file:{workdir / 'state' / 'automation' / 'automation.sqlite'}?mode=ro", uri=True)
@@ -177,14 +177,9 @@ def restore_finished(workdir: Path, round_no: int) -> bool:
         conn.close()
 
 
-def closed_episodes(workdir: Path) -> int:
-    import sqlite3
-
-    conn = sqlite3.connect(f"file:{workdir / 'state' / 'automation' / 'automation.sqlite'}?mode=ro", uri=True)
-    try:
-        return conn.execute("SELECT COUNT(*) FROM episodes WHERE state = 'closed'").fetchone()[0]
-    finally:
-        conn.close()
+def closed_responses(workdir: Path) -> int:
+    """Responses closed on the incidents (a file each under the state dir): one per restored round."""
+    return sum(r.get("state") == "closed" for r in responses(workdir))  # written by atomic rename: read whole
 
 
 class LocalMode:
@@ -214,7 +209,7 @@ class LocalMode:
         return entries[r] if len(entries) > r else None
 
     def closed(self) -> int:
-        return closed_episodes(self.workdir)
+        return closed_responses(self.workdir)
 
 
 class TeamMode(LocalMode):
@@ -262,7 +257,7 @@ class TeamMode(LocalMode):
         return entries[r] if len(entries) > r else None
 
     def closed(self) -> int:
-        """Restores applied (the shared document keeps only the last 30 closed episodes)."""
+        """Restores applied (from the controller's log lines, as the failovers are read)."""
         return sum(1 for entry in self.changes() if entry["action"] == "restore" and entry["outcome"] == "applied")
 
     def holder(self) -> str | None:
@@ -417,7 +412,7 @@ def summarize(results: list[dict], load: tuple[float, float]) -> str:
         f" metrics ending at the start of the run), 2 workers; rounds of {CONCURRENCY} concurrent Alertmanager"
         f" deliveries (1 page-level availability alert that fails over + {CONCURRENCY - 1} ticket-level alerts), then"
         f" resolve and restore; every timed failover checked applied (split 0/100, record `applied`). Local mode"
-        f" (SQLite state, file actuator) is the baseline; team mode keeps deliveries, episodes, the Lease and the split"
+        f" (SQLite state, file actuator) is the baseline; team mode keeps deliveries, incidents, the Lease and the split"
         f" (ConfigMap, with its change record) on the loopback API server (tests/fakes/kube_api.py), compare-and-swap"
         f" on every write. The last column is p99 / the baseline's p99 of the same row, measured in the same run."
         f" {os.cpu_count()} CPUs ({cpu}), 1-minute load average {load[0]:.1f} before and {load[1]:.1f} after (the"

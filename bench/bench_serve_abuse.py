@@ -208,7 +208,7 @@ def run(workdir: Path) -> dict:
                                               severity="ticket"))).encode() for i in range(150)]
             deadline = time.monotonic() + 60
 
-            def acted():  # the trigger's episode: failover, page, then the ticket last
+            def acted():  # the trigger's incident: failover, page, then the ticket last
                 while time.monotonic() < deadline and not state(workdir)["tickets"]:
                     time.sleep(0.05)
 

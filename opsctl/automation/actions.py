@@ -58,14 +58,14 @@ class FailoverRequest:
     backend: str  # move all user traffic away from this backend
     emergency_in_freeze: bool  # during a freeze, make it an emergency tied to `incident`
     incident: str | None  # the incident the policy opened (page), if any
-    # A replica taking over an episode whose failover was started by one that died: an unchanged
+    # A replica taking over a response whose failover was started by one that died: an unchanged
     # split may be that failover's own work (the executor then reports it as applied).
     resumed: bool = False
-    # Chosen before the write (from the episode): a retry after a lost answer finds its own change.
+    # Chosen before the write (from the incident's response): a retry after a lost answer finds its own change.
     operation_id: str = ""
     # The leader's term, read before every write attempt (None from it: no longer leading, fenced).
     term: Callable[[], Any] | None = None
-    episode: str = ""  # the episode's key: its owner is checked before every write, its operation id names it
+    episode: str = ""  # the incident response's key (the per-policy episode's before 0215): its operation id names it
     # The alert behind it pages (severity=page): when the receiving side has no data to judge its
     # budget by, the move away is taken as the emergency it is, recorded with the override (issue 36 item 6).
     paging: bool = False
@@ -77,9 +77,9 @@ class RestoreRequest:
     backend: str  # the backend the automation failed over from, to get its traffic back
     incident: str | None
     saved: Mapping[str, Any] = field(default_factory=dict)  # the failover's Outcome.data (split before/after)
-    operation_id: str = ""  # chosen before the write (from the episode): a retry finds its own change
+    operation_id: str = ""  # chosen before the write (from the response): a retry finds its own change
     # A failover whose result was never recorded (its worker was fenced or died between the split
-    # write and the episode save): the operation ids it was written under. The restore adopts the
+    # write and the incident write): the operation ids it was written under. The restore adopts the
     # failover from the change record by them, or finds nothing to restore when none was applied.
     failover_operations: tuple[str, ...] = ()
     term: Callable[[], Any] | None = None  # the leader's term, read before every write attempt
@@ -88,12 +88,12 @@ class RestoreRequest:
     # look, or a progress not kept); the outcome's data["restore"] is the progress to keep.
     canary: bool = False
     progress: "RestoreProgress | None" = None
-    episode: str = ""  # the episode's key (see FailoverRequest.episode)
+    episode: str = ""  # the incident response's key (see FailoverRequest.episode)
 
 
 def operation_id(action: str, incident: str | None, backend: str, episode: str = "") -> str:
     """The id a failover or restore is written under, the same on every attempt and replica. One
-    incident may fail a backend over more than once (an episode each): the episode's key is part
+    incident may fail a backend over more than once (a response each): the response's key is part
     of it unless the incident's key already ends with it (the per-episode keys before incidents)."""
     import hashlib
 

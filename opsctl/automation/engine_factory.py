@@ -3,10 +3,11 @@
 `opsctl serve` (automation/service.py) and the in-process drill path (drills/automation.py) both
 build their `PolicyEngine` here, from the config: the policies and their causes from
 `automation.policies`, the global dry run, the hold-down and restore retry from `automation`, the
-ticket category by cause from `runbooks.tickets`, and a dry-run executor beside the live one. What
-differs between them is only where the episodes are kept and which executor acts (serve's
-`FencedExecutor` over `LiveExecutor`, the drill's `FencedExecutor` over its `DrillExecutor`, the
-same wrapping as serve's single replica), so the two cannot drift.
+ticket category by cause from `runbooks.tickets`, and a dry-run executor beside the live one, on
+the incident store built by `incident_store` (the only record the engine decides from). What
+differs between them is only which executor acts (serve's `FencedExecutor` over `LiveExecutor`,
+the drill's `FencedExecutor` over its `DrillExecutor`, the same wrapping as serve's single
+replica) and where the record of actions is kept, so the two cannot drift.
 
 `shape()` describes what a built engine will do, as a typed record (`EngineShape`): the policies
 with their matchers, causes, actions and the ticket category each cause files in, the engine's
@@ -27,8 +28,7 @@ if TYPE_CHECKING:
     from opsctl.fencing import Term
     from opsctl.incident.store import IncidentStore
     from opsctl.state.base import StateStore
-    from opsctl.automation.episodes import EpisodeStore
-    from opsctl.automation.shared import SharedEpisodeStore
+    from opsctl.automation.action_log import ActionLog
     from opsctl.automation.policy import Taken
     from opsctl.automation.policy_engine import PolicyEngine
     from opsctl.config import Config
@@ -65,17 +65,17 @@ class EngineShape(Model):
         return shaped
 
 
-def build_engine(cfg: "Config", store: "EpisodeStore | SharedEpisodeStore", live: "Executor", *,
+def build_engine(cfg: "Config", incidents: "IncidentStore", live: "Executor", *,
                  clock: Callable[[], float], on_action: Callable[["Taken"], None] | None = None,
-                 incidents: "IncidentStore | None" = None) -> "PolicyEngine":
-    """The policy engine for `cfg`: `store` keeps the episodes (EpisodeStore or the shared one),
-    `live` acts (already wrapped by the caller's fencing), a DryRunExecutor decides for dry runs,
-    `incidents` keeps the incidents (incident_store)."""
+                 actions: "ActionLog | None" = None) -> "PolicyEngine":
+    """The policy engine for `cfg`: `incidents` keeps the incidents (incident_store), `live` acts
+    (already wrapped by the caller's fencing), a DryRunExecutor decides for dry runs, `actions`
+    keeps the record of actions."""
     from opsctl.automation.actions import DryRunExecutor
     from opsctl.automation.policy_engine import PolicyEngine
 
-    return PolicyEngine(cfg.automation, cfg.backends, store, live, DryRunExecutor(), clock,
-                        on_action=on_action, tickets=cfg.runbooks.tickets, incidents=incidents)
+    return PolicyEngine(cfg.automation, cfg.backends, incidents, live, DryRunExecutor(), clock,
+                        on_action=on_action, tickets=cfg.runbooks.tickets, actions=actions)
 
 
 def incident_store(cfg: "Config", *, state: "StateStore | None" = None, directory: "Path | None" = None,

@@ -18,33 +18,20 @@ class FencedExecutor:
     """The live executor under the leader's term (team mode): the term is read before every action
     (not leading: FencedError, nothing happens); failover and restore carry it to the traffic
     controller (every write attempt re-reads it and is refused once a newer term is recorded) with
-    an operation id chosen from the episode before the write; a page, ticket or note happens only
-    after its intent, keyed by the action's idempotency key from the event, was written under the
-    term in the shared episodes document (a stale leader's intent write is refused)."""
+    an operation id chosen from the incident's response before the write; a page, ticket or note
+    happens only after its intent, keyed by the action's idempotency key, was written under the
+    term on the incident (`PolicyEngine.intend`: a stale leader's intent write is refused)."""
 
     def __init__(self, inner: Executor, term: Callable[[], object] | None = None,
-                 intent: Callable[[str, str, str], None] | None = None, owns: Callable[[str], bool] | None = None):
+                 intent: Callable[[str, str, str], None] | None = None):
         self.inner = inner
         self.name = inner.name
         self.term = term  # None: one replica, nothing to fence (operation ids still chosen before the write)
         self.intent = intent or (lambda action, key, detail: None)
-        self.owns = owns  # whether this worker still holds the episode (by key), re-read before every write
 
-    def _writer(self, incident: str | None, episode: str = "") -> Callable[[], object] | None:
-        """What the controller reads before every write attempt (the first, and each retry after a
-        409): the term, once this worker still owns the episode (its key: given, or the end of the
-        per-episode incident key)."""
-        current = self.term
-        if current is None:
-            return None
-        key = episode or (incident or "").rsplit("-", 1)[-1]
-
-        def term() -> object:
-            if self.owns is not None and key and not self.owns(key):
-                raise FencedError(f"episode {key}: no longer held by this worker; it does not write")
-            return current()
-
-        return term
+    def _writer(self) -> Callable[[], object] | None:
+        """What the controller reads before every write attempt (the first, and each retry after a 409)."""
+        return self.term
 
     def _leading(self, what: str) -> None:
         if self.term is not None and self.term() is None:
@@ -61,7 +48,7 @@ class FencedExecutor:
 
         self._leading("failover")
         return self.inner.failover(replace(
-            request, term=self._writer(request.incident, request.episode),
+            request, term=self._writer(),
             operation_id=request.operation_id or self.operation("failover", request.incident, request.backend,
                                                                 request.episode)))
 
@@ -70,7 +57,7 @@ class FencedExecutor:
 
         self._leading("restore")
         return self.inner.restore(replace(
-            request, term=self._writer(request.incident, request.episode),
+            request, term=self._writer(),
             operation_id=request.operation_id or self.operation("restore", request.incident, request.backend,
                                                                 request.episode)))
 

@@ -1,33 +1,40 @@
 """What each policy does about an alert (`PolicyEngine`); which policies an alert matches is policy.py.
-The engine holds what it acts with (its settings, backends, episode store, executors: live, and dry
-run for a policy or the whole automation in dry run; each policy's hold-down and ticket category;
-the incident's dedup key), how one action is run and recorded (the store's record of actions, the
-`on_action` counter, the log) and the words of what it sends (page and ticket titles, the details):
-one class, one module (issue 36 item 8; it was split over policy_engine.py and policy_actions.py).
+The engine holds what it acts with (its settings, backends, the incident store, executors: live,
+and dry run for a policy or the whole automation in dry run; each policy's hold-down and ticket
+category; the incident's dedup key), how one action is run and recorded (the record of actions,
+the `on_action` counter, the log) and the words of what it sends (page and ticket titles, the
+details): one class, one module (issue 36 item 8).
 
-For a firing alert, a policy's episode (see episodes.py) takes its actions once, in
-this order:
+The incident (opsctl/incident/) is the only record it reads and writes to decide: every alert a
+policy matches joins its incident, and what a policy does about its target there is the
+incident's response (`IncidentResponse`, docs/decisions/0215-responses-on-the-incident.md). For a
+firing alert, a response takes its actions once, in this order:
 
     failover  move all user traffic away from the backend, through the traffic guards; during a
-              freeze it is an emergency tied to the incident only where the policy says so
-    page      open the incident that asks a human to confirm (or act, when the failover was
-              refused); its dedup key is stable per policy and target and names the incident the
-              failover already recorded, so repeated alerts fold into the open incident
-    ticket    file the support ticket with the backend's vendor
+              freeze it is an emergency tied to the incident only where the policy says so. The
+              response says "started" before the move is tried, so a replica taking over from one
+              killed mid-failover adopts what it wrote (its operation id is chosen before the write)
+    page      the incident's one PagerDuty incident (its dedup key is Alertmanager's for the
+              service's group), asking a human to confirm (or act, when the failover was refused)
+    ticket    at most one ticket per vendor per incident
     note      add what was done to the incident
 
-When every matching alert of the episode resolved, a policy with `restore` waits out the hold-down
-and then returns the traffic (`run_due_restores`); an alert firing again inside the hold-down
-cancels the restore. Traffic someone else moved is never "restored" by the automation. A policy in
-dry run (or the global dry run) goes through the same steps with an executor that changes nothing.
-A stored episode of the policy and target that does not read (and is not closed) blocks a second
-one: the refusal is recorded, a human is paged with what to do, and the event is retried.
+When every matching alert of a response resolved, a policy with `restore` waits out the hold-down
+(`restore_due` on the response) and then returns the traffic (`run_due_restores`, from the open
+incident: a restarted serve or a new leader finds it there); an alert firing again inside the
+hold-down cancels the restore. With `automation.restore` set the canary restore runs instead, its
+progress kept in `Incident.restore` by response key. Traffic someone else moved is never
+"restored" by the automation. A policy in dry run (or the global dry run) goes through the same
+steps with an executor that changes nothing. Workers and the restore sweep of one process take a
+response's lock (per policy and target) while they act on it; replicas never act together (only
+the leader acts, every write fenced by its term).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -37,58 +44,61 @@ from opsctl.automation.actions import (
     Context, DryRunExecutor, Executor, FailoverRequest, NoteRequest, Outcome, PageRequest, RestoreRequest, TicketNoteRequest,
     TicketRequest, operation_id,
 )
-from opsctl.automation.episode_protocol import Episodes, episode_key
-from opsctl.automation.episode_record import Episode, EpisodeBlocked
 from opsctl.automation.policy import ActionFailed, AlertEvent, CompiledPolicy, Taken, matching
 from opsctl.paging.title import incident_title, names_all, widened
 from opsctl.slo import conventions as cv
 
 if TYPE_CHECKING:
+    from opsctl.automation.action_log import ActionLog
     from opsctl.config import AutomationConfig, Backend, RunbookTickets
-    from opsctl.incident.record import Incident
+    from opsctl.incident.record import Incident, IncidentResponse
     from opsctl.incident.store import IncidentStore, Joined
 
 log = logging.getLogger("opsctl.automation")
 
 SEVERITY_RANK = ("info", "warning", "error", "critical")
 ACT_NOW = ("refused", "failed")  # failover outcomes that page "act now"
+FAILOVER_DONE = ("applied", "noop", "dry_run")  # a failover in any other state is tried (again)
+LOOK_INTERVAL = 1.0  # seconds: the restore sweep reads the open incident at most this often
 
 
-class Held:
-    """The episode a worker holds while it acts, as its actions change it (each change a new frozen
-    `Episode`), saved when the worker lets go whatever happened in between (`_firing`'s finally)."""
+@dataclass(frozen=True)
+class Begun:
+    """A firing alert taken into its response: the response as written, whether it cancelled a
+    pending restore, whether its failover was started by a replica that died before finishing it,
+    and the targets other open responses moved traffic away from."""
 
-    __slots__ = ("episode",)
-
-    def __init__(self, episode: Episode):
-        self.episode = episode
-
-    def change(self, **fields: Any) -> Episode:
-        self.episode = self.episode.changed(**fields)
-        return self.episode
+    response: "IncidentResponse"
+    cancelled: bool
+    resumed: bool
+    moved_away: frozenset[str]
 
 
 @dataclass
 class PolicyEngine:
     """Acts on alerts (firing: failover, page, ticket, note; resolved: the restore's hold-down) and
-    PagerDuty events, and restores what is due; raises Busy or ActionFailed for a retry."""
+    PagerDuty events, and restores what is due; raises ActionFailed for a retry."""
 
     settings: "AutomationConfig"
     backends: Mapping[str, "Backend"]
-    store: Episodes  # the same operations, local (episodes.EpisodeStore) or on the shared state (shared.py)
+    incidents: "IncidentStore"  # the incidents: an alert's incident owns its page, tickets, moves and responses
     live: Executor
     dry: Executor = field(default_factory=DryRunExecutor)
     clock: Callable[[], float] = time.time
     on_action: Callable[[Taken], None] | None = None
     # runbooks.tickets: the ticket category by cause (None: the defaults, inference for everything)
     tickets: "RunbookTickets | None" = None
-    # The incidents (opsctl/incident/): an alert's incident owns its page, its tickets and its moves.
-    incidents: "IncidentStore | None" = None
+    actions: "ActionLog | None" = None  # the record of actions (an audit; None: not kept)
 
     def __post_init__(self) -> None:
         self.policies = [CompiledPolicy.of(p) for p in self.settings.policies]
         self.by_name = {p.name: p for p in self.policies}
         self._closable_at: float | None = None  # when the open incident may close (checked by the sweep)
+        self._locks: dict[tuple[str, str], threading.RLock] = {}
+        self._locks_lock = threading.Lock()
+        self._looked = float("-inf")  # the restore sweep's last read of the open incident
+        self._canary_book: dict[str, tuple[float, str]] = {}  # response key -> next look, what was last said
+        self._acting = threading.local()  # the incident this thread acts on (for intents written before actions)
 
     # -- the incident ---------------------------------------------------------------------------
 
@@ -97,14 +107,12 @@ class PolicyEngine:
         paging route (sha256 of its group key), so its page and ours are one PagerDuty incident."""
         from opsctl.incident.grouping import page_key
 
-        assert self.incidents is not None
         return page_key(self.settings.incident.paging_route_key, self.incidents.service)
 
     def join(self, event: AlertEvent) -> "Joined | None":
         """The alert taken into its incident (firing: joined or opened; resolved: marked)."""
         from opsctl.incident.record import IncidentAlert
 
-        assert self.incidents is not None
         labels = event.labels
         alert = IncidentAlert(fingerprint=event.fingerprint, alertname=labels.get("alertname", ""),
                               starts_at=event.starts_at, status="firing" if event.status == "firing" else "resolved",
@@ -115,29 +123,55 @@ class PolicyEngine:
             self._closable_at = joined.incident.last_alert_at + self.incidents.quiet
         return joined
 
-    def incident_of(self, key: str | None) -> "Incident | None":
-        """The open incident whose page is `key` (an episode's incident), if any."""
-        if self.incidents is None or not key:
-            return None
-        current = self.incidents.open_incident()
-        return current if current is not None and current.page is not None and current.page.dedup_key == key else None
+    @staticmethod
+    def incident_key(incident: "Incident") -> str:
+        """The incident's page (its dedup key): what every action of the incident names."""
+        return incident.page.dedup_key if incident.page is not None else ""
 
-    def move(self, incident: "Incident | None", kind: str, backend: str, outcome: Outcome) -> None:
-        """A traffic move recorded on its incident: applied ones, and a first refusal or failure."""
+    def intend(self, action: str, key: str, detail: str) -> None:
+        """The intent of a page, ticket or note written on the incident this thread acts on, under
+        the leader's term, before the action (FencedExecutor): a paused leader's write is refused
+        (a new leader rewrote the open incident under its own term) and the action never happens."""
+        from opsctl.incident.record import IncidentIntent
+
+        ident = getattr(self._acting, "incident", None)
+        if not ident:
+            return
+        import hashlib
+
+        at = self.clock()  # always a write (a retry's too): the term is checked on every one
+        name = f"{action}:{key}:{hashlib.sha256(detail.encode()).hexdigest()[:12]}"
+        self.incidents.change(ident, lambda i: i.with_intent(IncidentIntent(key=name, action=action, at=at)))
+
+    def fence(self) -> None:
+        """This replica now leads: the open incident rewritten under its term, and the restore
+        sweep reads it at once (what the previous leader left is carried on from the record)."""
+        self.incidents.fence_open()
+        self._looked = float("-inf")
+        self._canary_book.clear()
+
+    def _lock(self, policy: str, target: str) -> threading.RLock:
+        with self._locks_lock:
+            return self._locks.setdefault((policy, target), threading.RLock())
+
+    def move(self, incident: "Incident", kind: str, backend: str, outcome: Outcome,
+             response: "IncidentResponse | None" = None, **changes: Any) -> "Incident":
+        """A traffic move recorded on its incident (applied ones, and a first refusal or failure),
+        with the response's change in the same write."""
         from opsctl.incident.record import IncidentMove
 
-        if self.incidents is None or incident is None:
-            return
         now = self.clock()
         move = IncidentMove(kind=kind, backend=backend, op_id=str(outcome.data.get("operation") or ""),
                             status=outcome.status, at=now, detail=outcome.detail[:300],
                             overrides=tuple(str(o) for o in outcome.data.get("overrides") or ()))
 
         def change(i: "Incident") -> "Incident | None":
+            new = i.changed(**changes) if changes else i
+            if response is not None:
+                new = new.with_response(response)
             last = next((m for m in reversed(i.moves) if m.kind == kind and m.backend == backend), None)
-            if outcome.status != "applied" and last is not None and last.status == outcome.status:
-                return None  # a retry's same outcome adds nothing
-            new = i.with_move(move)
+            if outcome.status == "applied" or last is None or last.status != outcome.status:
+                new = new.with_move(move)  # a retry's same outcome adds no move
             if kind == "failover" and outcome.status == "applied" and new.state == "open":
                 new = new.changed(state="mitigated")
             if kind == "restore" and not new.moved() and not new.firing():
@@ -147,9 +181,18 @@ class PolicyEngine:
         changed = self.incidents.change(incident.id, change)
         if not changed.firing() and not changed.moved():
             self._closable_at = max(now, changed.last_alert_at + self.incidents.quiet)
+        return changed
+
+    def _respond_with(self, incident: "Incident", response: "IncidentResponse", **changes: Any) -> "Incident":
+        """The response's change written on its incident."""
+        new = response.changed(**changes)
+        written = self.incidents.change(incident.id, lambda i: i.with_response(new))
+        if not written.firing() and not written.moved():
+            self._closable_at = max(self.clock(), written.last_alert_at + self.incidents.quiet)
+        return written
 
     def close_due_incidents(self) -> None:
-        if self.incidents is None or self._closable_at is None or self.clock() < self._closable_at:
+        if self._closable_at is None or self.clock() < self._closable_at:
             return
         self._closable_at = None
         self.incidents.close_due()
@@ -174,22 +217,16 @@ class PolicyEngine:
         return self.settings.hold_down_seconds if own is None else own
 
     @staticmethod
-    def incident_key(policy: str, target: str, episode: Episode) -> str:
-        """The pager's dedup key for the episode, known before paging (the failover is written under it)."""
-        return f"opsctl-automation-{policy}-{target}-{episode.key}"
-
-    def _unrecorded_failover(self, policy: str, episode: Episode) -> tuple[str, ...]:
-        """The operation ids an unrecorded failover may have been written under (the incident it was
-        written for is the episode's, or the dedup key when the page's result was lost too)."""
-        if not episode.failover_unrecorded:
+    def _unrecorded_failover(incident_key: str, response: "IncidentResponse") -> tuple[str, ...]:
+        """The operation id an unrecorded failover was written under (started, outcome never written)."""
+        if not response.failover_unrecorded:
             return ()
-        incidents = dict.fromkeys(i for i in (episode.incident, self.incident_key(policy, episode.target, episode)) if i)
-        return tuple(operation_id("failover", incident, episode.target, episode.key or "") for incident in incidents)
+        return (operation_id("failover", incident_key, response.target, response.key),)
 
     # -- recording ----------------------------------------------------------------------------
 
-    def _run(self, policy: CompiledPolicy, event: AlertEvent | None, episode: Episode | None, action: str, dry: bool,
-             call: Callable[[], Outcome], taken: list[Taken], failed: list[str]) -> Outcome:
+    def _run(self, policy: CompiledPolicy, event: AlertEvent | None, response: "IncidentResponse | None", action: str,
+             dry: bool, call: Callable[[], Outcome], taken: list[Taken], failed: list[str]) -> Outcome:
         started = self.clock()
         try:
             outcome = call()
@@ -197,18 +234,19 @@ class PolicyEngine:
             log.warning("policy %s: %s failed: %s", policy.name, action, _describe(exc))
             outcome = Outcome("failed", _describe(exc))
             failed.append(f"{action}: {outcome.detail}")
-        return self._record(policy, event, episode, action, outcome, dry, taken, started=started)
+        return self._record(policy, event, response, action, outcome, dry, taken, started=started)
 
-    def _record(self, policy: CompiledPolicy, event: AlertEvent | None, episode: Episode | None, action: str,
-                outcome: Outcome, dry: bool, taken: list[Taken], *,
+    def _record(self, policy: CompiledPolicy, event: AlertEvent | None, response: "IncidentResponse | None",
+                action: str, outcome: Outcome, dry: bool, taken: list[Taken], *,
                 started: float | None = None, received_at: float | None = None) -> Outcome:
         finished = self.clock()
         received = received_at if received_at is not None else (event.received_at if event else finished)
-        self.store.record_action(ActionRecord(
-            event_key=event.key if event else None, policy=policy.name, episode=episode.id if episode else None,
-            action=action, status=outcome.status, detail=outcome.detail, dry_run=dry, received_at=received,
-            started_at=started if started is not None else finished, finished_at=finished,
-        ))
+        if self.actions is not None:
+            self.actions.record(ActionRecord(
+                event_key=event.key if event else None, policy=policy.name, episode=response.key if response else None,
+                action=action, status=outcome.status, detail=outcome.detail, dry_run=dry, received_at=received,
+                started_at=started if started is not None else finished, finished_at=finished,
+            ))
         item = Taken(policy.name, action, outcome, dry, max(0.0, finished - received))
         taken.append(item)
         log.info("policy %s: %s %s%s: %s", policy.name, action, outcome.status, " (dry run)" if dry else "",
@@ -257,15 +295,16 @@ class PolicyEngine:
                 "generator_url": event.generator_url, "fingerprint": event.fingerprint}
 
 
-    def _by_cause(self, candidates: list[CompiledPolicy], event: "AlertEvent") -> tuple[list[CompiledPolicy], set[str]]:
+    def _by_cause(self, candidates: list[CompiledPolicy], event: "AlertEvent",
+                  incident: "Incident | None") -> tuple[list[CompiledPolicy], set[str]]:
         """Narrow the label-matching policies by the alert's cause. A policy with `causes` takes the
-        alert when the cause is one of them, unless another such policy's open episode was opened
-        by this very alert (its cause at opening decides); and keeps an alert whose episode it
+        alert when the cause is one of them, unless another such policy's open response was opened
+        by this very alert (its cause at opening decides); and keeps an alert whose response it
         opened though the cause has flipped since. Returns the policies and those kept by opening."""
         narrowed = [p for p in candidates if p.causes]
         if not narrowed or event.status != "firing":
             return candidates, set()
-        opened = self._opened_by(narrowed, event)
+        opened = self._opened_by(narrowed, event, incident)
         cause = event.cause
         if opened:
             chosen = [p for p in candidates if not p.causes or p.name in opened]
@@ -273,38 +312,84 @@ class PolicyEngine:
             chosen = [p for p in candidates if not p.causes or cause in p.causes]
         return chosen, {p.name for p in chosen if p.causes and cause not in p.causes}
 
-    def _opened_by(self, policies: list[CompiledPolicy], event: "AlertEvent") -> set[str]:
-        """The policies whose open episode this alert (fingerprint and startsAt) opened."""
-        keys = {episode_key(p.name, p.target(event.labels), event.fingerprint, event.starts_at): p.name
+    @staticmethod
+    def _opened_by(policies: list[CompiledPolicy], event: "AlertEvent", incident: "Incident | None") -> set[str]:
+        """The policies whose open response this alert (fingerprint and startsAt) opened."""
+        from opsctl.incident.grouping import response_key
+
+        if incident is None:
+            return set()
+        keys = {response_key(p.name, p.target(event.labels), event.fingerprint, event.starts_at): p.name
                 for p in policies}
-        return {keys[e.key] for e in self.store.episodes(open_only=True) if e.key in keys}
+        return {keys[r.key] for r in incident.open_responses() if r.key in keys}
 
     # -- alerts -------------------------------------------------------------------------------
 
     def handle_alert(self, event: AlertEvent) -> list[Taken]:
-        """Act on one alert event. Raises Busy (retry soon) or ActionFailed (retry, bounded)."""
+        """Act on one alert event. Raises ActionFailed (retried until it acts, its incident closes or
+        on-call takes it over)."""
+        from opsctl.incident.record import MalformedIncident
+
         taken: list[Taken] = []
         failed: list[str] = []
-        chosen, flipped = self._by_cause(matching(self.policies, event.labels), event)
-        joined = self.join(event) if chosen and self.incidents is not None else None
-        if joined is not None and joined.incident.takeover is not None:
-            self._taken_over(chosen, event, joined.incident, taken, failed)
-        else:
-            for policy in chosen:
-                if event.status == "firing":
-                    self._firing(policy, event, taken, failed, flipped=policy.name in flipped, joined=joined)
-                else:
-                    self._resolved(policy, event, taken)
-            if joined is not None and event.status == "firing" and not joined.opened:
-                self._joined_notes(chosen, event, joined, taken, failed)
+        candidates = matching(self.policies, event.labels)
+        if not candidates:
+            return taken
+        try:
+            joined = self.join(event)
+        except MalformedIncident as exc:
+            self._blocked(candidates, event, exc, taken, failed)
+            raise ActionFailed("; ".join(failed)) from None
+        if joined is None:  # a resolved alert no open incident holds: nothing to do
+            return taken
+        chosen, flipped = self._by_cause(candidates, event, joined.incident)
+        self._acting.incident = joined.incident.id
+        try:
+            if joined.incident.takeover is not None:
+                self._taken_over(chosen, event, joined.incident, taken, failed)
+            else:
+                for policy in chosen:
+                    if event.status == "firing":
+                        self._firing(policy, event, taken, failed, flipped=policy.name in flipped, joined=joined)
+                    else:
+                        self._resolved(policy, event, joined, taken)
+                if event.status == "firing" and not joined.opened:
+                    self._joined_notes(chosen, event, joined, taken, failed)
+        finally:
+            self._acting.incident = None
         if failed:
             raise ActionFailed("; ".join(failed))
         return taken
+
+    def _blocked(self, chosen: list[CompiledPolicy], event: AlertEvent, exc: Exception, taken: list[Taken],
+                 failed: list[str]) -> None:
+        """The open incident is stored but does not read: it may hold this very outage (its failover,
+        its page), so nothing acts beside it. Never silent: the refusal is recorded (action
+        "incident", refused), a human is paged with what to do when a policy pages, and the event is
+        retried (ActionFailed) until the record reads or is removed."""
+        from opsctl.errors import OpsctlError
+
+        policy = chosen[0]
+        executor, dry = self.executor_for(policy)
+        hint = exc.hint if isinstance(exc, OpsctlError) and exc.hint else ""
+        what = f"{str(exc).splitlines()[0]}{'; ' + hint if hint else ''}"
+        log.error("policy %s: %s", policy.name, what)
+        self._record(policy, event, None, "incident", Outcome("refused", what), dry, taken)
+        page = next((p.policy.actions.page for p in chosen if p.policy.actions.page is not None), None)
+        if page is not None:
+            head = self._page_summary(policy, event, policy.target(event.labels), None)
+            summary = f"{head}: automation BLOCKED: the stored incident does not read ({what}); act now"
+            self._run(policy, event, None, "page", dry, lambda: executor.page(PageRequest(
+                self._context(policy, event), summary=summary[:1024], severity=page.severity,
+                dedup_key=self.page_key(), details={**self._details(event), "blocked": what})), taken, failed)
+        failed.append(f"incident: {what}")
 
     def _taken_over(self, chosen: list[CompiledPolicy], event: AlertEvent, incident: "Incident",
                     taken: list[Taken], failed: list[str]) -> None:
         """On-call took the incident over: nothing acts; the alert is one note on the page."""
         assert incident.takeover is not None
+        if not chosen:
+            return
         policy = chosen[0]
         executor, dry = self.executor_for(policy)
         self._record(policy, event, None, "takeover", Outcome(
@@ -319,7 +404,7 @@ class PolicyEngine:
                       failed: list[str]) -> None:
         """A later alert of an open incident: a new cause or a second backend is one note on its
         page (never a second page), once (its intent is recorded on the incident)."""
-        incident = self.incidents.get(joined.incident.id) if self.incidents is not None else None
+        incident = self.incidents.get(joined.incident.id)
         if incident is None or incident.page is None or incident.page.sent_at is None:
             return
         news = []
@@ -370,147 +455,118 @@ class PolicyEngine:
     def _intent(self, incident: "Incident", key: str, action: str, outcome: Outcome) -> None:
         from opsctl.incident.record import IncidentIntent
 
-        assert self.incidents is not None
         self.incidents.change(incident.id, lambda i: i.with_intent(IncidentIntent(
             key=key, action=action, at=self.clock(), status=outcome.status)))
 
-    def _firing(self, policy: CompiledPolicy, event: AlertEvent, taken: list[Taken], failed: list[str], *,
-                flipped: bool = False, joined: "Joined | None" = None) -> None:
-        target = policy.target(event.labels)
-        try:
-            start = self.store.begin_firing(policy.name, event.fingerprint, target, event.starts_at,
-                                            failover=policy.policy.actions.failover is not None)
-        except EpisodeBlocked as blocked:
-            self._blocked(policy, event, target, blocked, taken, failed)
-            return
-        if start is None:
-            log.info("policy %s: ignoring a late firing copy of %s", policy.name, event.fingerprint)
-            return
-        held = Held(start.episode)
-        episode = start.episode
-        if flipped:  # the same alert, the same episode: the cause it opened with stays the episode's
-            self._record(policy, event, episode, "cause", Outcome(
-                "noop", f"cause now {event.cause} (the episode opened with one of {', '.join(sorted(policy.causes))});"
-                        " same episode"), self.executor_for(policy)[1], taken)
-        try:
-            self._act_on_firing(policy, event, held, target, taken, failed, start.cancelled, start.moved_away,
-                                start.resumed, joined=joined)
-        finally:
-            self.store.save(held.episode)
+    def _begin(self, incident: "Incident", policy: CompiledPolicy, event: AlertEvent, target: str) -> Begun | None:
+        """The firing alert taken into its response (opened if none is open), in one write: a pending
+        restore cancelled, and for a failover policy the failover marked "started" before it is tried.
+        None for a late copy (an older startsAt, or a firing copy after its resolve)."""
+        from opsctl.incident.grouping import response_key
+        from opsctl.incident.record import IncidentResponse
 
-    def _act_on_firing(self, policy: CompiledPolicy, event: AlertEvent, held: "Held", target: str,
-                       taken: list[Taken], failed: list[str], cancelled: bool, moved_away: set[str],
-                       resumed: bool = False, joined: "Joined | None" = None) -> None:
+        failover = policy.policy.actions.failover is not None
+        now = self.clock()
+        key = response_key(policy.name, target, event.fingerprint, event.starts_at)
+        begun: list[Begun] = []
+
+        def change(i: "Incident") -> "Incident | None":
+            begun.clear()
+            current = i.response(policy.name, target) or IncidentResponse(
+                policy=policy.name, target=target, key=key, opened_at=now)
+            response, stale = current.seen(event.fingerprint, event.starts_at, "firing")
+            if stale:
+                return None
+            cancelled = response.state == "restore_pending"
+            if cancelled:
+                response = response.changed(state="open", restore_due=None)
+            resumed = False
+            away = frozenset(r.target for r in i.open_responses() if r.target != target and r.traffic_moved)
+            # A failover refused because every other backend is already failed away from is not tried
+            # again while that still holds: the same decision, left to a human (recorded once).
+            receivers = set(self.backends) - {target}
+            no_healthy = response.failover == "refused" and bool(receivers) and receivers <= away
+            if failover and response.failover not in FAILOVER_DONE and not no_healthy:
+                resumed = response.failover == "started"
+                response = response.changed(failover="started")
+            begun.append(Begun(response, cancelled, resumed, away))
+            return i.with_response(response)
+
+        self.incidents.change(incident.id, change)
+        return begun[0] if begun else None
+
+    def _firing(self, policy: CompiledPolicy, event: AlertEvent, taken: list[Taken], failed: list[str], *,
+                flipped: bool = False, joined: "Joined") -> None:
+        target = policy.target(event.labels)
+        with self._lock(policy.name, target):
+            begun = self._begin(joined.incident, policy, event, target)
+            if begun is None:
+                log.info("policy %s: ignoring a late firing copy of %s", policy.name, event.fingerprint)
+                return
+            if flipped:  # the same alert, the same response: the cause it opened with stays the response's
+                self._record(policy, event, begun.response, "cause", Outcome(
+                    "noop", f"cause now {event.cause} (the response opened with one of"
+                            f" {', '.join(sorted(policy.causes))}); same response"), self.executor_for(policy)[1], taken)
+            self._act_on_firing(policy, event, begun, target, joined, taken, failed)
+
+    def _act_on_firing(self, policy: CompiledPolicy, event: AlertEvent, begun: Begun, target: str, joined: "Joined",
+                       taken: list[Taken], failed: list[str]) -> None:
         """Failover first (seconds count at four nines), then the page that asks a human to confirm it,
-        the vendor ticket, and the note. The incident key is known before paging (it is the pager's
-        dedup key), so the failover already names the incident the page opens."""
+        the vendor ticket, and the note. The incident's dedup key is known before paging, so the
+        failover already names the incident the page opens."""
         actions = policy.policy.actions
         executor, dry = self.executor_for(policy)
         context = self._context(policy, event)
-        episode = held.episode
-        if joined is not None:  # the incident's page is the dedup key every action names
-            page_of = joined.incident.page
-            incident_key = episode.incident or (page_of.dedup_key if page_of is not None else self.page_key())
-            if episode.incident != incident_key:
-                episode = held.change(incident=incident_key)
-        else:
-            incident_key = self.incident_key(policy.name, target, episode)
+        response = begun.response
+        incident = joined.incident
+        incident_key = self.incident_key(incident) or self.page_key()
         done: list[str] = []
-        if cancelled:
+        if begun.cancelled:
             done.append("restore cancelled: the alert fired again inside the hold-down")
         failover: Outcome | None = None
-        if actions.failover is not None and episode.failover == "started":
-            # Marked when the episode was taken (begin_firing): a replica taking over from one killed
-            # mid-failover knows it was started, and adopts what it wrote.
-            failover = self._failover(policy, event, episode, target, executor, context, dry, taken, failed,
-                                      incident=episode.incident or incident_key, moved_away=moved_away,
-                                      resumed=resumed)
+        if actions.failover is not None and response.failover == "started":
+            failover = self._failover(policy, event, response, target, executor, context, dry, taken, failed,
+                                      incident=incident_key, moved_away=begun.moved_away, resumed=begun.resumed)
             if failover.status in ("applied", "dry_run"):
-                episode = held.change(failover=failover.status, owned=True, saved=dict(failover.data))
+                response = response.changed(failover=failover.status, owned=True, saved=dict(failover.data))
             else:
-                episode = held.change(failover=failover.status)
+                response = response.changed(failover=failover.status)
             done.append(f"failover from {target}: {failover.status} ({failover.detail})")
-            if joined is not None:
-                self.move(joined.incident, "failover", target, failover)
-        if joined is not None:
-            self._respond(policy, event, held, target, joined, failover, executor, context, dry, taken, failed, done)
-            return
-        page = actions.page
-        if page is not None and not episode.incident:
-            outcome = self._run(policy, event, episode, "page", dry, lambda: executor.page(PageRequest(
-                context, summary=self._page_summary(policy, event, target, failover), severity=page.severity,
-                dedup_key=incident_key, details={**self._details(event), **(
-                    {"failover": failover.to_dict()} if failover else {})},
-            )), taken, failed)
-            if outcome.status in ("applied", "noop", "dry_run"):
-                episode = held.change(incident=str(outcome.data.get("incident") or incident_key))
-        if actions.ticket is not None and not episode.ticket:
-            outcome = self._ticket(policy, event, episode, target, executor, context, dry, taken, failed)
-            if outcome.status in ("applied", "noop", "dry_run", "skipped"):
-                episode = held.change(ticket=str(outcome.data.get("ticket") or outcome.status))
-            done.append(f"vendor ticket: {outcome.status} ({outcome.detail})")
-        incident = episode.incident
-        if actions.note and incident and done:
-            text = f"opsctl automation, policy {policy.name}: {event.summary()}. " + "; ".join(done)
-            self._run(policy, event, episode, "note", dry, lambda: executor.note(
-                NoteRequest(context, incident=incident, text=text)), taken, failed)
+            incident = self.move(incident, "failover", target, failover, response)
+        self._respond(policy, event, response, target, incident, incident_key, failover, executor, context, dry,
+                      taken, failed, done)
 
-    def _blocked(self, policy: CompiledPolicy, event: AlertEvent, target: str, blocked: EpisodeBlocked,
-                 taken: list[Taken], failed: list[str]) -> None:
-        """The policy's episode for `target` is stored but does not read: it may hold this very
-        incident (its failover, its page), so no second episode opens beside it and nothing is done
-        twice. Never silent either: the refusal is recorded and counted (action "episode", refused),
-        a human is paged with what to do when the policy pages (one incident per entry: its dedup
-        key names it), and the event is retried (ActionFailed) until the entry reads or is removed."""
-        executor, dry = self.executor_for(policy)
-        what = f"{blocked.message}; {blocked.hint}"
-        log.error("policy %s: %s", policy.name, what)
-        self._record(policy, event, None, "episode", Outcome("refused", what), dry, taken)
-        page = policy.policy.actions.page
-        if page is not None:
-            head = self._page_summary(policy, event, target, None)
-            summary = (f"{head}: automation BLOCKED for {target}: stored episode {blocked.ident} does not read;"
-                       f" repair or delete it; act now")
-            self._run(policy, event, None, "page", dry, lambda: executor.page(PageRequest(
-                self._context(policy, event), summary=summary[:1024], severity=page.severity,
-                dedup_key=f"opsctl-automation-{policy.name}-{target}-unreadable-{blocked.ident}",
-                details={**self._details(event), "blocked": what})), taken, failed)
-        failed.append(f"episode: {what}")
-
-
-    def _failover(self, policy: CompiledPolicy, event: AlertEvent, episode: Episode, target: str, executor: Executor,
-                  context: Context, dry: bool, taken: list[Taken], failed: list[str], *,
-                  incident: str, moved_away: set[str], resumed: bool = False) -> Outcome:
+    def _failover(self, policy: CompiledPolicy, event: AlertEvent, response: "IncidentResponse", target: str,
+                  executor: Executor, context: Context, dry: bool, taken: list[Taken], failed: list[str], *,
+                  incident: str, moved_away: frozenset[str], resumed: bool = False) -> Outcome:
         failover = policy.policy.actions.failover
         assert failover is not None  # called only for a policy with a failover action (_act_on_firing)
         if target not in self.backends:
             outcome = Outcome("skipped", f"{target!r} is not a configured backend (known: {', '.join(sorted(self.backends))})")
-            return self._record(policy, event, episode, "failover", outcome, dry, taken)
+            return self._record(policy, event, response, "failover", outcome, dry, taken)
         receivers = set(self.backends) - {target}
         if receivers and receivers <= moved_away:
             away = ", ".join(sorted(moved_away))
             outcome = Outcome("refused", f"traffic is already failed over away from {away}; failing over from"
                                          f" {target} too would leave no healthy backend: a human decides")
-            return self._record(policy, event, episode, "failover", outcome, dry, taken)
-        return self._run(policy, event, episode, "failover", dry, lambda: executor.failover(FailoverRequest(
+            return self._record(policy, event, response, "failover", outcome, dry, taken)
+        return self._run(policy, event, response, "failover", dry, lambda: executor.failover(FailoverRequest(
             context, backend=target, emergency_in_freeze=failover.emergency_in_freeze, incident=incident,
-            resumed=resumed, episode=episode.key or "",
+            resumed=resumed, episode=response.key,
             paging=event.labels.get(cv.LABEL_SEVERITY) == "page",
         )), taken, failed)
 
-    def _respond(self, policy: CompiledPolicy, event: AlertEvent, held: "Held", target: str, joined: "Joined",
-                 failover: Outcome | None, executor: Executor, context: Context, dry: bool, taken: list[Taken],
-                 failed: list[str], done: list[str]) -> None:
+    def _respond(self, policy: CompiledPolicy, event: AlertEvent, response: "IncidentResponse", target: str,
+                 incident: "Incident", key: str, failover: Outcome | None, executor: Executor, context: Context,
+                 dry: bool, taken: list[Taken], failed: list[str], done: list[str]) -> None:
         """The incident's page, ticket and note (one PagerDuty incident, one ticket per vendor):
         the first page opens it; a later one only when its severity rises or the failover needs a
         human for the first time ("act now", once); the rest are notes."""
         from opsctl.incident.record import IncidentPage
 
-        assert self.incidents is not None
         incidents = self.incidents
         actions = policy.policy.actions
-        incident = incidents.get(joined.incident.id) or joined.incident
-        key = held.episode.incident or self.page_key()
+        incident = incidents.get(incident.id) or incident
         page = actions.page
         if page is not None:
             stored = incident.page
@@ -526,7 +582,7 @@ class PolicyEngine:
                 summary = self._page_summary(policy, event, target, failover, incident=incident.id)
                 title = (incident_title(summary, incident.backends, incident.causes)
                          if raise_it or widened(incident.backends, incident.causes) else None)
-                outcome = self._run(policy, event, held.episode, "page", dry, lambda: executor.page(PageRequest(
+                outcome = self._run(policy, event, response, "page", dry, lambda: executor.page(PageRequest(
                     context, summary=summary, severity=severity, dedup_key=key,
                     details={**self._details(event), "incident": incident.id,
                              **({"failover": failover.to_dict()} if failover else {})}, title=title,
@@ -539,46 +595,57 @@ class PolicyEngine:
                         updated_at=now, failed_sent=bool(i.page is not None and i.page.failed_sent) or act_now,
                         notes=i.page.notes if i.page is not None else 0)))
         if actions.ticket is not None:
-            self._incident_ticket(policy, event, held, target, incident, executor, context, dry, taken, failed, done)
+            self._incident_ticket(policy, event, response, target, incident, key, executor, context, dry, taken,
+                                  failed, done)
         if actions.note and key and done:
             text = f"opsctl automation, policy {policy.name}: {event.summary()}. " + "; ".join(done)
-            self._run(policy, event, held.episode, "note", dry, lambda: executor.note(
+            self._run(policy, event, response, "note", dry, lambda: executor.note(
                 NoteRequest(context, incident=key, text=text)), taken, failed)
 
-    def _incident_ticket(self, policy: CompiledPolicy, event: AlertEvent, held: "Held", target: str,
-                         incident: "Incident", executor: Executor, context: Context, dry: bool, taken: list[Taken],
-                         failed: list[str], done: list[str]) -> None:
+    def _incident_ticket(self, policy: CompiledPolicy, event: AlertEvent, response: "IncidentResponse", target: str,
+                         incident: "Incident", key: str, executor: Executor, context: Context, dry: bool,
+                         taken: list[Taken], failed: list[str], done: list[str]) -> None:
         """At most one ticket per vendor per incident, its category from the most specific cause seen
         (auth before capacity before the rest); a later cause adds a note to it."""
+        import dataclasses
+
         from opsctl.incident.grouping import most_specific, ticket_key
         from opsctl.incident.record import IncidentTicket
 
-        assert self.incidents is not None
         ticket = incident.ticket(target)
-        if ticket is None and held.episode.ticket == "skipped":
-            return  # decided once for this episode (no vendor behind the target): not again per alert
+        current = incident.response_by_key(response.key) or response
+        if ticket is None and current.ticket == "skipped":
+            return  # decided once for this response (no vendor behind the target): not again per alert
         if ticket is None:
             cause = most_specific(incident.causes) or event.cause
-            outcome = self._ticket(policy, event, held.episode, target, executor, context, dry, taken, failed,
-                                   cause=cause, key=ticket_key(incident.id, target))
+            outcome = self._ticket(policy, event, response, target, key, executor, context, dry, taken, failed,
+                                   cause=cause, idempotency=ticket_key(incident.id, target))
             if outcome.status in ("applied", "noop", "dry_run"):
                 filed = str(outcome.data.get("ticket") or outcome.status)
                 category = self.ticket_category(policy, cause)
-                self.incidents.change(incident.id, lambda i: None if i.ticket(target) else i.with_ticket(IncidentTicket(
-                    vendor=target, category=category, id=filed, causes=i.causes, filed_at=self.clock())))
-                held.change(ticket=filed)
+                now = self.clock()
+
+                def file(i: "Incident") -> "Incident | None":
+                    mine = i.response_by_key(response.key)
+                    new = i.with_response(mine.changed(ticket=filed)) if mine is not None else i
+                    return new if i.ticket(target) else new.with_ticket(IncidentTicket(
+                        vendor=target, category=category, id=filed, causes=i.causes, filed_at=now))
+
+                self.incidents.change(incident.id, file)
             elif outcome.status == "skipped":
-                held.change(ticket="skipped")
+                def skip(i: "Incident") -> "Incident | None":
+                    mine = i.response_by_key(response.key)
+                    return i.with_response(mine.changed(ticket="skipped")) if mine is not None else None
+
+                self.incidents.change(incident.id, skip)
             done.append(f"vendor ticket: {outcome.status} ({outcome.detail})")
             return
-        if not held.episode.ticket:
-            held.change(ticket=ticket.id)
         new = tuple(c for c in incident.causes if c not in ticket.causes)
         if not new:
             return
         text = (f"opsctl automation, incident {incident.id}: a later cause of the same outage:"
                 f" {', '.join(cv.cause_text(c) for c in new)} ({event.summary()})")
-        outcome = self._run(policy, event, held.episode, "ticket_note", dry, lambda: executor.ticket_note(
+        outcome = self._run(policy, event, response, "ticket_note", dry, lambda: executor.ticket_note(
             TicketNoteRequest(context, backend=target, ticket=ticket.id, text=text,
                               idempotency_key=ticket_key(incident.id, target))), taken, failed)
         if outcome.status in ("applied", "dry_run", "skipped"):
@@ -586,53 +653,75 @@ class PolicyEngine:
                 dataclasses.replace(ticket, causes=ticket.causes + new)) if i.ticket(target) == ticket else None)
             done.append(f"vendor ticket {ticket.id}: note added ({outcome.status})")
 
-    def _ticket(self, policy: CompiledPolicy, event: AlertEvent, episode: Episode, target: str, executor: Executor,
-                context: Context, dry: bool, taken: list[Taken], failed: list[str], *, cause: str | None = None,
-                key: str = "") -> Outcome:
+    def _ticket(self, policy: CompiledPolicy, event: AlertEvent, response: "IncidentResponse", target: str, key: str,
+                executor: Executor, context: Context, dry: bool, taken: list[Taken], failed: list[str], *,
+                cause: str | None, idempotency: str) -> Outcome:
         ticket = policy.policy.actions.ticket
-        assert ticket is not None  # called only for a policy with a ticket action (_act_on_firing)
+        assert ticket is not None  # called only for a policy with a ticket action (_respond)
         backend = self.backends.get(target)
         if backend is None or backend.kind != "vendor" or not backend.vendor:
             outcome = Outcome("skipped", f"{target} is not a vendor backend: no vendor to file a ticket with")
-            return self._record(policy, event, episode, "ticket", outcome, dry, taken)
+            return self._record(policy, event, response, "ticket", outcome, dry, taken)
         description = "\n".join([
             event.summary(),
             f"Alert: {event.labels.get('alertname', '')} since {event.starts_at}",
             *(f"{k}: {v}" for k, v in sorted(event.labels.items())),
             *([f"Source: {event.generator_url}"] if event.generator_url else []),
-            *([f"Incident: {episode.incident}"] if episode.incident else []),
+            *([f"Incident: {key}"] if key else []),
         ])
-        return self._run(policy, event, episode, "ticket", dry, lambda: executor.file_ticket(TicketRequest(
+        return self._run(policy, event, response, "ticket", dry, lambda: executor.file_ticket(TicketRequest(
             context, backend=target, category=self.ticket_category(policy, cause or event.cause),
             severity=ticket.severity, summary=self._ticket_summary(backend.description or target, event),
-            description=description, incident=episode.incident,
-            idempotency_key=key or f"opsctl-automation-{policy.name}-{target}-{episode.key}",
+            description=description, incident=key or None, idempotency_key=idempotency,
         )), taken, failed)
 
-    def _resolved(self, policy: CompiledPolicy, event: AlertEvent, taken: list[Taken]) -> None:
+    def _resolved(self, policy: CompiledPolicy, event: AlertEvent, joined: "Joined", taken: list[Taken]) -> None:
         target = policy.target(event.labels)
         restores = bool(policy.policy.actions.restore)
         why = "traffic was not moved by this automation" if restores else "the policy does not restore"
-        ended = self.store.begin_resolved(policy.name, event.fingerprint, target, event.starts_at, restores=restores,
-                                          hold_down=self.hold_down(policy), because=lambda _: f"alerts resolved; {why}")
-        if ended is None:
+        hold = self.hold_down(policy)
+        ended: list["IncidentResponse"] = []
+        with self._lock(policy.name, target):
+            now = self.clock()
+
+            def change(i: "Incident") -> "Incident | None":
+                ended.clear()
+                current = i.response(policy.name, target)
+                if current is None:
+                    return None
+                response, stale = current.seen(event.fingerprint, event.starts_at, "resolved")
+                if stale:
+                    return None
+                if response.state == "open" and not response.firing():
+                    if restores and response.may_have_moved_traffic:
+                        response = response.changed(state="restore_pending", restore_due=now + hold, restore_refusals=0)
+                    else:
+                        response = response.changed(state="closed", closed_at=now,
+                                                    closed_because=f"alerts resolved; {why}")
+                    ended.append(response)
+                return i.with_response(response)
+
+            written = self.incidents.change(joined.incident.id, change)
+            if not written.firing() and not written.moved():
+                self._closable_at = max(now, written.last_alert_at + self.incidents.quiet)
+        if not ended:
             return
-        episode, state = ended
-        if state == "restore_pending":
-            text = f"every matching alert resolved; traffic returns to {target} after the hold-down ({self.hold_down(policy)}s)"
+        response = ended[0]
+        if response.state == "restore_pending":
+            text = f"every matching alert resolved; traffic returns to {target} after the hold-down ({hold}s)"
         else:
-            text = f"every matching alert resolved; episode closed ({why})"
+            text = f"every matching alert resolved; response closed ({why})"
         executor, dry = self.executor_for(policy)
-        incident = episode.incident
-        if policy.policy.actions.note and incident:
-            self._run(policy, event, episode, "note", dry, lambda: executor.note(NoteRequest(
-                self._context(policy, event), incident=incident,
+        key = self.incident_key(written)
+        if policy.policy.actions.note and key:
+            self._run(policy, event, response, "note", dry, lambda: executor.note(NoteRequest(
+                self._context(policy, event), incident=key,
                 text=f"opsctl automation, policy {policy.name}: {event.summary()}. {text}")), taken, [])
 
     # -- PagerDuty ----------------------------------------------------------------------------
 
     def handle_pagerduty(self, key: str, data: dict[str, Any], received_at: float) -> list[Taken]:
-        """Record a verified PagerDuty event against the episode whose incident it is about.
+        """Record a verified PagerDuty event against the incident it is about (its dedup key or id).
 
         Traffic never moves on a PagerDuty event alone: the alert's resolution drives the restore.
         An acknowledgement is the human confirming the automated failover, and shows in the record."""
@@ -640,128 +729,181 @@ class PolicyEngine:
         keys = [k for k in (data.get("incident_key"), data.get("data_id")) if k]
         if not keys:
             return taken
-        episode = self.store.by_incident(keys)
-        if episode is None:
-            return taken
-        policy = self.by_name.get(episode.policy)
-        if policy is None:
+        current = self.incidents.open_incident()
+        candidates = [current] if current is not None else []
+        incident = next((i for i in candidates + self.incidents.incidents()
+                         if i.id in keys or self.incident_key(i) in keys), None)
+        response = incident.responses[-1] if incident is not None and incident.responses else None
+        policy = self.by_name.get(response.policy) if response is not None else None
+        if incident is None or response is None or policy is None:
             return taken
         who = f" by {data['agent']}" if data.get("agent") else ""
         outcome = Outcome("noop", f"PagerDuty {data.get('event_type')}{who} on incident {data.get('data_id') or keys[0]}"
-                                  f" (episode {episode.id}, {episode.state})")
+                                  f" (incident {incident.id}, {incident.state})")
         event = AlertEvent(key=key, status="pagerduty", labels={}, annotations={}, starts_at="", fingerprint="",
                            group_key="", received_at=received_at)
-        self._record(policy, event, episode, "pagerduty", outcome, self.executor_for(policy)[1], taken)
+        self._record(policy, event, response, "pagerduty", outcome, self.executor_for(policy)[1], taken)
         return taken
 
     # -- restores -----------------------------------------------------------------------------
 
     def run_due_restores(self, limit: int = 10) -> list[Taken]:
-        """Restore every episode whose hold-down has passed; a refused restore is retried later."""
+        """Restore every response of the open incident whose hold-down has passed (a refused restore
+        is retried later), or with `automation.restore` look at each canary restore; the open
+        incident is read at most once per LOOK_INTERVAL."""
         taken: list[Taken] = []
-        if self.settings.restore is not None:  # automation.restore: the canary restore instead of the hold-down
-            self._canary_restores(taken)
+        now = self.clock()
+        if now < self._looked + LOOK_INTERVAL:
             return taken
-        for _ in range(limit):
-            episode = self.store.claim_due_restore()
-            if episode is None:
-                break
-            self._restore(episode, taken)
+        self._looked = now
+        incident = self.incidents.open_incident()
+        if incident is not None:
+            self._acting.incident = incident.id
+            try:
+                if self.settings.restore is not None:  # the canary restore instead of the hold-down
+                    self._canary_restores(incident, taken)
+                else:
+                    due = [r for r in incident.open_responses()
+                           if r.state == "restore_pending" and r.restore_due is not None and r.restore_due <= now]
+                    for response in sorted(due, key=lambda r: r.restore_due or 0.0)[:limit]:
+                        self._restore(incident.id, response.key, taken)
+            finally:
+                self._acting.incident = None
         self.close_due_incidents()
         return taken
 
-    def _canary_restores(self, taken: list[Taken]) -> None:
-        """Every open episode whose failover this automation applied, under a restoring policy, is
+    def _canary_restores(self, incident: "Incident", taken: list[Taken]) -> None:
+        """Every open response whose failover this automation applied, under a restoring policy, is
         looked at every LOOK_EVERY seconds (opsctl/traffic/canary.py decides, canary_run.py moves):
         it starts as soon as the backend's fast windows are healthy, whether or not its alerts still
-        fire. Its progress is kept here, in memory (the incident record's `restore` field keeps it
-        next; after a restart it is rebuilt from the split); the episode closes once its alerts
-        resolved and the saved split is back. Looks that move nothing are not recorded."""
+        fire. Its progress is kept on the incident (`Incident.restore`, by response key), so a
+        restarted serve or a new leader resumes it from the record; the response closes once its
+        alerts resolved and the saved split is back. Looks that move nothing are not recorded."""
+        from opsctl.traffic.canary import RestoreProgress
         from opsctl.traffic.canary_run import LOOK_EVERY
 
-        book: dict[int | str, tuple[Any, float, str]] = self.__dict__.setdefault("_canary_book", {})
         now = self.clock()
-        if now < self.__dict__.get("_canary_swept", float("-inf")) + 1.0:  # serve sweeps every 0.25 s: read once a second
-            return
-        self.__dict__["_canary_swept"] = now
-        for episode in self.store.episodes(open_only=True):
-            policy = self.by_name.get(episode.policy)
-            kept, look, said = book.get(episode.id, (None, 0.0, ""))
-            if policy is None or not policy.policy.actions.restore or not episode.traffic_moved or now < look:
+        for candidate in incident.open_responses():
+            policy = self.by_name.get(candidate.policy)
+            look, said = self._canary_book.get(candidate.key, (0.0, ""))
+            if policy is None or not policy.policy.actions.restore or not candidate.traffic_moved or now < look:
                 continue
-            executor, dry = self.executor_for(policy)
-            context = Context(policy.name, "", {"backend": episode.target}, f"canary restore of {episode.target}",
-                              f"restore-{episode.id}")
-            try:
-                outcome = executor.restore(RestoreRequest(context, backend=episode.target, incident=episode.incident,
-                                                          saved=episode.saved, canary=True, progress=kept))
-            except Exception as exc:  # a conflict, a transient API failure: the next look tries again
-                log.exception("episode %s: canary restore failed", episode.id)
-                outcome = Outcome("failed", _describe(exc))
-            kept = outcome.data.get("restore", kept)
-            say = f"{outcome.status}:{outcome.data.get('move', '')}"  # a move refused again is not said again
-            book[episode.id] = (kept, now + LOOK_EVERY, say if outcome.status != "applied" else "")
-            if outcome.status == "applied" or (say != said and ("move" in outcome.data or outcome.status != "noop")):
-                self._record(policy, None, episode, "restore", outcome, dry, taken, started=now)
-                incident = episode.incident  # one note when it ends (every move is a change event already)
-                ended = outcome.status == "skipped" or (outcome.status == "applied" and kept is not None and kept.finished)
-                if policy.policy.actions.note and incident and ended:
-                    self._run(policy, None, episode, "note", dry, lambda: executor.note(NoteRequest(
-                        context, incident=incident, text=f"opsctl automation, policy {policy.name}: canary restore"
-                        f" of {episode.target}: {outcome.status} ({outcome.detail})")), taken, [])
-            done = kept is not None and kept.finished and episode.state != "open"
-            if outcome.status in ("dry_run", "skipped") or done:
-                self.store.close_episode(episode, f"restore {outcome.status}: {outcome.detail}")
-                book.pop(episode.id, None)
+            with self._lock(candidate.policy, candidate.target):
+                current = self.incidents.get(incident.id)
+                response = current.response_by_key(candidate.key) if current is not None else None
+                if current is None or response is None or not response.is_open:
+                    continue
+                stored = (current.restore or {}).get(response.key)
+                kept: RestoreProgress | None = None
+                if stored is not None:
+                    try:
+                        kept = RestoreProgress.from_dict(stored, f"incident {current.id}: restore.{response.key}")
+                    except ValueError as exc:  # rebuilt from the split as it is (canary_run.resume)
+                        log.warning("%s; rebuilt from the split", exc)
+                executor, dry = self.executor_for(policy)
+                key = self.incident_key(current)
+                context = Context(policy.name, "", {"backend": response.target},
+                                  f"canary restore of {response.target}", f"restore-{response.key}")
+                try:
+                    outcome = executor.restore(RestoreRequest(context, backend=response.target, incident=key or None,
+                                                              saved=response.saved, canary=True, progress=kept,
+                                                              episode=response.key))
+                except Exception as exc:  # a conflict, a transient API failure: the next look tries again
+                    log.exception("response %s: canary restore failed", response.key)
+                    outcome = Outcome("failed", _describe(exc))
+                progress = outcome.data.get("restore", kept)
+                say = f"{outcome.status}:{outcome.data.get('move', '')}"  # a move refused again is not said again
+                self._canary_book[response.key] = (now + LOOK_EVERY, say if outcome.status != "applied" else "")
+                if outcome.status == "applied" or (say != said and ("move" in outcome.data or outcome.status != "noop")):
+                    self._record(policy, None, response, "restore", outcome, dry, taken, started=now)
+                    ended = outcome.status == "skipped" or (outcome.status == "applied" and progress is not None
+                                                            and progress.finished)
+                    if policy.policy.actions.note and key and ended:  # one note when it ends
+                        self._run(policy, None, response, "note", dry, lambda: executor.note(NoteRequest(
+                            context, incident=key, text=f"opsctl automation, policy {policy.name}: canary restore"
+                            f" of {response.target}: {outcome.status} ({outcome.detail})")), taken, [])
+                finished = progress is not None and progress.finished
+                book = dict(current.restore or {})
+                if outcome.status in ("dry_run", "skipped") or (finished and response.state != "open"):
+                    book.pop(response.key, None)
+                    self._canary_book.pop(response.key, None)
+                    closed = response.changed(state="closed", closed_at=self.clock(), restore_due=None,
+                                              closed_because=f"restore {outcome.status}: {outcome.detail}"[:500])
+                    if outcome.status == "dry_run":
+                        self.incidents.change(current.id, lambda i: i.with_response(closed).changed(restore=book or None))
+                    else:
+                        self.move(current, "restore", response.target, outcome, closed, restore=book or None)
+                elif progress is not None and (stored is None or progress.to_dict() != stored):
+                    book[response.key] = progress.to_dict()
+                    self.incidents.change(current.id, lambda i: i.changed(restore={**(i.restore or {}),
+                                                                                   response.key: book[response.key]}))
 
-    def _restore(self, episode: Episode, taken: list[Taken]) -> None:
-        policy = self.by_name.get(episode.policy)
-        store = self.store
-        if policy is None:
-            store.close_episode(episode, "policy no longer configured; restore left to a human")
-            log.warning("episode %s: policy %s is gone; traffic left as it is", episode.id, episode.policy)
+    def _restore(self, ident: str, key: str, taken: list[Taken]) -> None:
+        incident = self.incidents.get(ident)
+        found = incident.response_by_key(key) if incident is not None else None
+        if incident is None or found is None:
             return
-        incident = self.incident_of(episode.incident)
-        if incident is not None and incident.takeover is not None:
-            store.close_episode(episode, f"incident {incident.id} taken over by {incident.takeover.by}: restore left to them")
+        with self._lock(found.policy, found.target):
+            incident = self.incidents.get(ident)  # again, under the response's lock
+            response = incident.response_by_key(key) if incident is not None else None
+            now = self.clock()
+            if incident is None or response is None or response.state != "restore_pending" or (
+                    response.restore_due is not None and response.restore_due > now):
+                return
+            self._restore_held(incident, response, taken)
+
+    def _restore_held(self, incident: "Incident", response: "IncidentResponse", taken: list[Taken]) -> None:
+        policy = self.by_name.get(response.policy)
+        if policy is None:
+            self._respond_with(incident, response, state="closed", closed_at=self.clock(), restore_due=None,
+                               closed_because="policy no longer configured; restore left to a human")
+            log.warning("response %s: policy %s is gone; traffic left as it is", response.key, response.policy)
+            return
+        if incident.takeover is not None:
+            self._respond_with(incident, response, state="closed", closed_at=self.clock(), restore_due=None,
+                               closed_because=f"incident {incident.id} taken over by {incident.takeover.by}:"
+                                              " restore left to them")
             return
         executor, dry = self.executor_for(policy)
-        context = Context(policy.name, "", {"backend": episode.target}, f"restore {episode.target} after hold-down",
-                          f"restore-{episode.id}")
+        key = self.incident_key(incident)
+        context = Context(policy.name, "", {"backend": response.target}, f"restore {response.target} after hold-down",
+                          f"restore-{response.key}")
         started = self.clock()
         retry: float = self.settings.restore_retry_seconds
         try:
             outcome = executor.restore(RestoreRequest(
-                context, backend=episode.target, incident=episode.incident, saved=episode.saved,
-                failover_operations=self._unrecorded_failover(policy.name, episode),
-                hold_down=float(self.hold_down(policy)), episode=episode.key or ""))
+                context, backend=response.target, incident=key or None, saved=response.saved,
+                failover_operations=self._unrecorded_failover(key, response),
+                hold_down=float(self.hold_down(policy)), episode=response.key))
         except Exception as exc:  # a failed restore is retried after restore_retry
-            log.exception("episode %s: restore failed", episode.id)
+            log.exception("response %s: restore failed", response.key)
             outcome = Outcome("failed", _describe(exc))
             if _passing(exc):  # a conflict or a transient API failure: worth another try soon, not in a minute
                 retry = min(retry, TRANSIENT_RESTORE_RETRY)
         held_for = outcome.data.get("retry_in") if outcome.status == "refused" else None
         if isinstance(held_for, (int, float)):  # held until a known instant (the re-failover backoff)
             retry = min(retry, float(held_for))
-        self._record(policy, None, episode, "restore", outcome, dry, taken, started=started,
-                     received_at=episode.restore_due)
-        if incident is not None and outcome.status in ("applied", "noop", "skipped", "refused", "failed"):
-            self.move(incident, "restore", episode.target, outcome)
+        self._record(policy, None, response, "restore", outcome, dry, taken, started=started,
+                     received_at=response.restore_due)
         if outcome.status in ("applied", "noop", "dry_run", "skipped"):
-            store.end_restore(episode, closed_because=f"restore {outcome.status}: {outcome.detail}")
+            ended = response.changed(state="closed", closed_at=self.clock(), restore_due=None,
+                                     closed_because=f"restore {outcome.status}: {outcome.detail}"[:500])
         else:
-            store.end_restore(episode, closed_because=None, retry_at=self.clock() + retry)
+            ended = response.changed(restore_due=self.clock() + retry, restore_refusals=response.restore_refusals + 1)
+        if outcome.status == "dry_run":
+            self._respond_with(incident, ended)
+        else:
+            self.move(incident, "restore", response.target, outcome, ended)
         # One note per restore step: its first unsuccessful try (refused or failed, retried after)
         # and its end; the retries between add none (under chaos they would multiply).
         unsuccessful = outcome.status in ("refused", "failed")
-        incident_key = episode.incident
-        if policy.policy.actions.note and incident_key and (not unsuccessful or not episode.restore_refusals):
-            text = f"opsctl automation, policy {policy.name}: restore traffic to {episode.target}: {outcome.status} ({outcome.detail})"
+        if policy.policy.actions.note and key and (not unsuccessful or not response.restore_refusals):
+            text = f"opsctl automation, policy {policy.name}: restore traffic to {response.target}: {outcome.status} ({outcome.detail})"
             if outcome.status in ("refused", "failed"):
                 text += (f"; retrying every {self.settings.restore_retry}" if retry == self.settings.restore_retry_seconds
                          else f"; retrying in {retry:.0f}s")
-            self._run(policy, None, episode, "note", dry, lambda: executor.note(
-                NoteRequest(context, incident=incident_key, text=text)), taken, [])
+            self._run(policy, None, response, "note", dry, lambda: executor.note(
+                NoteRequest(context, incident=key, text=text)), taken, [])
 
 
 def _rank(severity: str | None) -> int:

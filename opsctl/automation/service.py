@@ -7,9 +7,10 @@
     maintenance  every half second: restores whose hold-down passed; every second: events nobody
                  is working on (a full queue earlier, a retry that is due, a replica that died)
 
-Where deliveries and episodes live follows `state.backend`: local SQLite under the state dir (one
-replica, the embedded default), or the shared state store (shared.py) with a leader elected on a
-Lease (leader.py). There every replica records deliveries, and only the leader claims and acts on
+Where deliveries live follows `state.backend`: local SQLite under the state dir (one replica, the
+embedded default), or the shared state store (delivery_store.py) with a leader elected on a Lease
+(leader.py); the incidents (what the policy engine decides from) are a file each under the state
+dir, or a ConfigMap each. There every replica records deliveries, and only the leader claims and acts on
 them; a replica that becomes leader releases what the previous leader held and sweeps what is due.
 
 server.py puts HTTP in front of it; tests and the benchmark drive it through that real server.
@@ -21,8 +22,9 @@ is fenced.py.
 Team mode survives its own faults (issue 22): every action runs under the leader's term
 (`FencedExecutor`: the term is re-read before each action; a page, ticket or note is preceded by an
 intent written under the term, so a stale leader's intent write fails and the action never
-happens; failover and restore carry the term and an operation id chosen from the episode before the
-write, so a retry after a lost answer finds its own change). One time base: with shared state the
+happens; failover and restore carry the term and an operation id chosen from the incident's
+response before the write, so a retry after a lost answer finds its own change; a new leader's
+first write rewrites the open incident under its term). One time base: with shared state the
 service's clock is the API server's (`Date` plus monotonic time), for received_at, leases, sweeps
 and hold-downs alike. A delivery whose actions failed is retried with capped backoff until it acts,
 its alert resolves or on-call takes its incident over, in local mode as in team mode.
@@ -42,7 +44,6 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
 
 from opsctl.automation.actions import Executor
 from opsctl.automation.delivery_protocol import Deliveries
-from opsctl.automation.episodes import Busy, EpisodeStore
 from opsctl.automation.fenced import FencedExecutor
 from opsctl.automation.idempotency import ClaimedEvent, DeliveryLog, NewEvent, alert_event_key, webhook_event_key
 from opsctl.automation.metrics import ServeMetrics
@@ -55,21 +56,13 @@ from opsctl.fencing import FencedError, Term
 
 if TYPE_CHECKING:
     from opsctl.automation.delivery_store import SharedDeliveryLog
-    from opsctl.automation.shared import SharedEpisodeStore
     from opsctl.config import Config
     from opsctl.incident.store import IncidentStore
 
 log = logging.getLogger("opsctl.automation")
 
 STATE_FILE = "automation/automation.sqlite"
-BUSY_RETRY = 0.1  # seconds before an event whose episode was busy is tried again
-# An episode held by another thread of this replica (the maintenance thread finishing a restore: its
-# record, end and note) is waited for in the worker, still claimed and in hand, up to
-# HELD_HERE_TRIES x HELD_HERE_WAIT seconds, before the event is handed back as for any busy episode
-# (issue 22: handing it back cost two piece writes, the 0.1 s retry, and the quiet writes held back
-# for it went out in its window).
-HELD_HERE_WAIT = 0.02
-HELD_HERE_TRIES = 25
+FENCED_RETRY = 0.1  # seconds before an event a fenced worker handed back is pending again
 RETRY_CAP = 30.0  # seconds: the longest wait between tries of a delivery that could not act yet
 SWEEP_GRACE = 5.0  # an event pending this long with no worker on it is re-queued
 RETENTION = 14 * 86400  # finished events are forgotten after this long
@@ -95,11 +88,9 @@ class AutomationService:
         self.deliveries: Deliveries  # DeliveryLog (SQLite) or SharedDeliveryLog (team mode)
         self._arriving = 0
         self._quiet: QuietWrites | None = None
-        self.episodes: EpisodeStore | SharedEpisodeStore
         self.incidents: IncidentStore  # the incidents (opsctl/incident/): a file each, or a ConfigMap each
         if self.shared:
             from opsctl.automation.delivery_store import FRESH, SharedDeliveryLog
-            from opsctl.automation.shared import SharedEpisodeStore
             from opsctl.state import open_state_store
 
             store = open_state_store(cfg)
@@ -121,10 +112,8 @@ class AutomationService:
                                                 acting=self._in_hand)
             self._quiet = QuietWrites(self.deliveries, self._urgent_here,
                                       recorded=lambda new: self.metrics.events.labels("no_policy").inc(new))
-            self.episodes = SharedEpisodeStore(store, local_path=path, clock=clock, owner=owner,
-                                               term=self.term if self.elector is not None else None)
-            if self.elector is not None:
-                live = FencedExecutor(live, self.term, self.episodes.record_intent, self.episodes.owns)
+            if self.elector is not None:  # intents written on the incident under the term before each action
+                live = FencedExecutor(live, self.term, lambda action, key, detail: self.engine.intend(action, key, detail))
             else:
                 live = FencedExecutor(live)
             from opsctl.automation.engine_factory import incident_store
@@ -135,7 +124,6 @@ class AutomationService:
             from opsctl.automation.engine_factory import incident_store
 
             self.deliveries = DeliveryLog(path, clock=clock)
-            self.episodes = EpisodeStore(path, clock=clock)
             live = FencedExecutor(live)  # one replica: no term, but operation ids chosen before the write
             self.incidents = incident_store(cfg, clock=clock)  # a file per incident under the state dir
         self.queue = WorkQueue(settings.queue_size, settings.workers, self.process)
@@ -154,12 +142,14 @@ class AutomationService:
                                     waiting=self.waiting)
         if self._quiet is not None:
             self._quiet.watch(self.metrics)
+        from opsctl.automation.action_log import ActionLog
         from opsctl.automation.engine_factory import build_engine
 
-        self.engine = build_engine(cfg, self.episodes, live, clock=clock, on_action=self._count,  # as drills build it
-                                   incidents=self.incidents)
+        self.actions = ActionLog(path)  # the record of actions (an audit, beside the delivery log)
+        self.engine = build_engine(cfg, self.incidents, live, clock=clock, on_action=self._count,  # as drills build it
+                                   actions=self.actions)
         self._accept_lock = threading.Lock()
-        self._owed: dict[str, tuple[str | None, float, dict[str, Any], bool]] = {}  # events (and episode holds) to hand back once the API server answers
+        self._owed: dict[str, tuple[float, dict[str, Any], bool]] = {}  # events to hand back once the API server answers
         self._owed_lock = threading.Lock()
         self._stop = threading.Event()
         self._sweep_now = threading.Event()
@@ -170,12 +160,12 @@ class AutomationService:
 
     def start(self) -> None:
         try:
-            released = self.deliveries.recover() + self.episodes.recover()
+            released = self.deliveries.recover()
         except OpsctlError as exc:  # the shared state is unreachable: start, not Ready until it is back
             log.warning("start-up: cannot read the shared state yet: %s", str(exc).splitlines()[0][:300])
             released = 0
         if released:
-            log.warning("start-up: released %d events and episodes a previous process on this host held", released)
+            log.warning("start-up: released %d events a previous process on this host held", released)
         self.queue.start()
         self._maintenance.start()
         if self.elector is not None:
@@ -247,12 +237,13 @@ class AutomationService:
             return
         # The previous leader stopped acting before its Lease could expire: what it held is ours now.
         try:
-            released = self.deliveries.recover(all_others=True) + self.episodes.recover(all_others=True)
+            released = self.deliveries.recover(all_others=True)
+            self.engine.fence()  # the open incident under this term: the previous leader's writes are refused
         except OpsctlError as exc:
-            log.warning("new leader: could not release what the previous leader held: %s", exc)
+            log.warning("new leader: could not take over what the previous leader held: %s", exc)
             return
         if released:
-            log.warning("new leader: took over %d events and episodes the previous leader held", released)
+            log.warning("new leader: took over %d events the previous leader held", released)
         self._sweep_now.set()
 
     def ready(self) -> tuple[bool, str]:
@@ -299,18 +290,10 @@ class AutomationService:
             return
         try:
             taken = self._handle(key, claimed)
-        except Busy:  # another worker or replica holds the episode (e.g. restoring it): try again shortly
-            with self._settle():
-                self.deliveries.retry_later(key, BUSY_RETRY, {"busy": True}, count=False)
-                self.metrics.events.labels("retried").inc()
-            timer = threading.Timer(BUSY_RETRY, self.queue.offer, args=([(claimed.partition, key)],))
-            timer.daemon = True
-            timer.start()
-            return
         except FencedError as exc:  # not leading (any more): whoever leads next takes the event up
             log.warning("event %s: fenced: %s", key[:12], str(exc).splitlines()[0][:300])
             with self._settle():
-                self._give_back(key, BUSY_RETRY, {"fenced": True}, count=False)
+                self._give_back(key, FENCED_RETRY, {"fenced": True}, count=False)
                 self.metrics.events.labels("fenced").inc()
             return
         except Exception as exc:  # ActionFailed, or a bug: retried with capped backoff
@@ -331,43 +314,28 @@ class AutomationService:
             self.metrics.events.labels("done").inc()
 
     def _handle(self, key: str, claimed: ClaimedEvent) -> list[Taken]:
-        """Act on a claimed event. Busy (nothing written, nothing done) from another thread of this
-        replica is waited out here, bounded; from another replica, or past the bound, it is raised."""
-        held_here = self.episodes.held_here  # never, for the local store: one process
-        for attempt in range(HELD_HERE_TRIES + 1):
-            try:
-                if claimed.source == "alertmanager":
-                    return self.engine.handle_alert(AlertEvent.from_payload(key, claimed.payload, claimed.received_at))
-                return self.engine.handle_pagerduty(key, claimed.payload, claimed.received_at)
-            except Busy as exc:
-                if attempt >= HELD_HERE_TRIES or not held_here(exc.holder) or not self.acting():
-                    raise
-                time.sleep(HELD_HERE_WAIT)  # a sibling thread's bounded steps (record, end, note)
-        raise AssertionError("unreachable")
+        """Act on a claimed event (a worker and the restore sweep take a response's lock in the engine)."""
+        if claimed.source == "alertmanager":
+            return self.engine.handle_alert(AlertEvent.from_payload(key, claimed.payload, claimed.received_at))
+        return self.engine.handle_pagerduty(key, claimed.payload, claimed.received_at)
 
     def _give_back(self, key: str, delay: float, detail: dict[str, Any], *, count: bool = True) -> None:
-        """Hand an event that could not act back to the delivery log (pending again after `delay`)
-        with the episodes this worker still holds (its save may have failed with the API server
-        away). Both are owner-checked, so nothing a successor took is touched. When the API server
-        cannot be reached even for that, the maintenance thread keeps trying every round, so the
-        event waits for the outage, never for its 300 s claim lease."""
-        holder = self.episodes.holder()  # None: nothing to hand back (the local store)
+        """Hand an event that could not act back to the delivery log (pending again after `delay`),
+        owner-checked, so nothing a successor took is touched. When the API server cannot be
+        reached even for that, the maintenance thread keeps trying every round, so the event waits
+        for the outage, never for its 300 s claim lease."""
         try:
-            if holder is not None:
-                self.episodes.let_go(holder)
             self.deliveries.retry_later(key, delay, detail, count=count)
         except OpsctlError as exc:
             log.warning("event %s: could not hand it back yet (retried): %s", key[:12], str(exc).splitlines()[0][:200])
             with self._owed_lock:
-                self._owed[key] = (holder, delay, detail, count)
+                self._owed[key] = (delay, detail, count)
 
     def _settle_owed(self) -> None:
         with self._owed_lock:
             owed = dict(self._owed)
-        for key, (holder, delay, detail, count) in owed.items():
+        for key, (delay, detail, count) in owed.items():
             try:
-                if holder is not None:
-                    self.episodes.let_go(holder)
                 self.deliveries.retry_later(key, delay, detail, count=count)
             except OpsctlError:
                 return  # still away: next round

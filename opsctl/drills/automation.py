@@ -114,13 +114,12 @@ class DrillAutomation:
         self.firing: dict[str, tuple[dict, dict, float]] = {}  # fingerprint -> labels, annotations, since
 
     def _start(self) -> PolicyEngine:
+        from opsctl.automation.action_log import ActionLog
         from opsctl.automation.engine_factory import build_engine, incident_store, shape
-        from opsctl.automation.episodes import EpisodeStore
         from opsctl.automation.fenced import FencedExecutor
 
         run = self.run
         clock = run.env.clock.now
-        store = EpisodeStore(run.state.dir / "automation.sqlite", clock=clock)
         # The incidents in the store serve runs (issue 36 item 7): on the configured state backend
         # (the kubernetes one: the cluster's API server, or the loopback one a test stands up), else
         # the file store under the run's state dir, through serve's own builder.
@@ -133,8 +132,9 @@ class DrillAutomation:
         incidents = incident_store(cfg, state=state, directory=run.state.dir, clock=clock)
         # Built by serve's own builder (automation/engine_factory.py), and the executor wrapped as a
         # single serve replica wraps it (operation ids chosen before the write).
-        engine = self.engine = build_engine(cfg, store, FencedExecutor(DrillExecutor(run, self.responders)),
-                                            clock=clock, on_action=self._acted, incidents=incidents)
+        engine = self.engine = build_engine(cfg, incidents, FencedExecutor(DrillExecutor(run, self.responders)),
+                                            clock=clock, on_action=self._acted,
+                                            actions=ActionLog(run.state.dir / "automation.sqlite"))
         self.responders.observer.obs.engine = shape(engine).to_dict()
         names = ", ".join(p.name for p in engine.policies) or "none"
         dry = " (dry run: nothing changes)" if run.env.cfg.automation.dry_run else ""
@@ -169,7 +169,6 @@ class DrillAutomation:
         engine.run_due_restores()  # as serve sweeps them; each restore is on the timeline (_acted)
 
     def _deliver(self, fp: str, status: str, item: tuple[dict, dict, float], attempt: int) -> None:
-        from opsctl.automation.episodes import Busy
         from opsctl.automation.policy import ActionFailed, AlertEvent, matching
         from opsctl.clock import format_rfc3339
 
@@ -193,7 +192,7 @@ class DrillAutomation:
             return
         try:
             engine.handle_alert(event)
-        except (Busy, ActionFailed) as exc:
+        except ActionFailed as exc:
             if attempt + 1 >= RETRIES:
                 run.say("automation", f"gave up on {event.summary()} after {RETRIES} attempts: {exc}")
                 return

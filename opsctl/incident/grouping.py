@@ -64,6 +64,12 @@ def page_key(route_key: str, service: str) -> str:
     return dedup_key(service_group_key(route_key, service))
 
 
+def response_key(policy: str, target: str, fingerprint: str, starts_at: str) -> str:
+    """A response's name from the alert that opened it, the same on every replica (never a counter):
+    operation ids derive from it (as the per-policy episode's key did, with the same derivation)."""
+    return hashlib.sha256("\x1f".join(("episode", policy, target, fingerprint, starts_at)).encode()).hexdigest()[:20]
+
+
 def ticket_key(incident: str, vendor: str) -> str:
     return f"{incident}:{vendor}"  # the ticket desks take letters, digits and . _ : -
 
@@ -97,4 +103,4 @@ def resolved_state(incident: Incident) -> str:
 
 
 __all__ = ["DEFAULT_QUIET", "dedup_key", "document_name", "incident_id", "joins", "may_close", "most_specific",
-           "page_key", "resolved_state", "service_group_key", "ticket_key"]
+           "page_key", "resolved_state", "response_key", "service_group_key", "ticket_key"]

@@ -1,8 +1,10 @@
 """The incident as a typed record (`Incident`) and its parts, read from and written to one state
 document per incident.
 
-Frozen: a change is a new record (`Incident.changed`). Versioned (`version`, 1 so far); keys a
-newer writer added are kept in `extra` and written back as read. A stored document that does not
+Frozen: a change is a new record (`Incident.changed`). Versioned (`version`): 2 adds `responses`
+(what each policy does about its target in this incident: docs/decisions/0215-responses-on-the-incident.md);
+a version 1 document reads as one with no responses. Keys a newer writer added are kept in `extra`
+and written back as read. A stored document that does not
 read as the model is refused with one line naming it (`MalformedIncident`, exit 3), never acted on.
 """
 
@@ -16,6 +18,8 @@ from opsctl.model import Model, build, field, to_dict
 
 STATES = ("open", "mitigated", "restoring", "resolved", "closed")
 MOVE_KINDS = ("failover", "top-up", "degrade", "restore-canary", "restore-step", "restore")
+RESPONSE_STATES = ("open", "restore_pending", "closed")
+VERSION = 2
 
 
 class MalformedIncident(NoDataError):
@@ -92,6 +96,74 @@ class IncidentTakeover(Model):
     reason: str = ""
 
 
+class ResponseAlert(Model):
+    """One alert a policy acts on, as its response last saw it: a late or replayed copy of an
+    earlier firing (an older startsAt, or a firing copy after the resolve) changes nothing."""
+
+    fingerprint: str
+    starts_at: str  # canonical RFC 3339 (sorts as text)
+    status: str = "firing"  # firing | resolved
+
+
+class IncidentResponse(Model):
+    """What one policy does about one target (the backend it fails over from) in this incident:
+    the record the per-policy episode was (docs/decisions/0215-responses-on-the-incident.md).
+
+    It opens with the first matching alert that fires, holds whether it moved traffic (`failover`,
+    "started" written before the failover is tried, so a successor knows it may have moved; `owned`,
+    `saved`: the split before and after), the ticket it decided, and once every matching alert
+    resolved waits out the hold-down (`restore_due`) before the restore; closed when the traffic is
+    back or there was nothing to return. At most one open response per policy and target."""
+
+    policy: str
+    target: str
+    key: str  # from the opening alert (episode_key): operation ids and ticket keys derive from it
+    opened_at: float
+    state: str = "open"  # RESPONSE_STATES
+    alerts: tuple[ResponseAlert, ...] = ()
+    failover: str | None = None  # the failover's outcome ("started" while under way); None before one
+    owned: bool = False  # this automation moved the traffic (so it may restore it)
+    saved: dict[str, Any] = field(default_factory=dict)  # what the failover returned (split before/after)
+    ticket: str | None = None  # the ticket's id, or the outcome that settled it ("skipped")
+    restore_due: float | None = None
+    restore_refusals: int = 0  # unsuccessful tries of the current restore step
+    closed_at: float | None = None
+    closed_because: str | None = None
+
+    def changed(self, **fields: Any) -> "IncidentResponse":
+        return dataclasses.replace(self, **fields)
+
+    @property
+    def is_open(self) -> bool:
+        return self.state != "closed"
+
+    @property
+    def traffic_moved(self) -> bool:
+        return self.failover in ("applied", "dry_run") and self.owned
+
+    @property
+    def failover_unrecorded(self) -> bool:
+        """Its failover was started but its outcome never written (the replica was fenced or died
+        between the split write and the incident write): the traffic may have moved."""
+        return self.failover == "started"
+
+    @property
+    def may_have_moved_traffic(self) -> bool:
+        return self.traffic_moved or self.failover_unrecorded
+
+    def firing(self) -> tuple[ResponseAlert, ...]:
+        return tuple(a for a in self.alerts if a.status == "firing")
+
+    def seen(self, fingerprint: str, starts_at: str, status: str) -> tuple["IncidentResponse", bool]:
+        """This response with the alert's state taken in, and whether the copy was late (stale)."""
+        known = next((a for a in self.alerts if a.fingerprint == fingerprint), None)
+        if known is not None and (known.starts_at > starts_at
+                                  or (known.starts_at == starts_at and known.status == "resolved")):
+            return self, True
+        alert = ResponseAlert(fingerprint=fingerprint, starts_at=starts_at, status=status)
+        return self.changed(alerts=tuple(a for a in self.alerts if a.fingerprint != fingerprint) + (alert,)), False
+
+
 class Incident(Model):
     """One outage of one service: its alerts, causes, page, tickets and traffic moves."""
 
@@ -111,8 +183,11 @@ class Incident(Model):
     intents: tuple[IncidentIntent, ...] = ()
     takeover: IncidentTakeover | None = None
     retry: dict[str, float] = field(default_factory=dict)  # action -> next attempt (no attempt counter)
-    restore: dict[str, Any] | None = None  # the canary restore's progress (traffic/canary.RestoreProgress's data)
-    version: int = 1
+    # The canary restores' progress, by response key (each traffic/canary.RestoreProgress's data), so
+    # a restarted serve or a new leader resumes a canary from the record, not from memory.
+    restore: dict[str, Any] | None = None
+    responses: tuple[IncidentResponse, ...] = ()  # per policy and target (version 2)
+    version: int = VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 
     def changed(self, **fields: Any) -> "Incident":
@@ -151,9 +226,30 @@ class Incident(Model):
     def with_move(self, move: IncidentMove) -> "Incident":
         return self.changed(moves=self.moves + (move,))
 
+    def response(self, policy: str, target: str) -> IncidentResponse | None:
+        """The open response of `policy` about `target`, if any."""
+        return next((r for r in self.responses if r.policy == policy and r.target == target and r.is_open), None)
+
+    def response_by_key(self, key: str) -> IncidentResponse | None:
+        return next((r for r in reversed(self.responses) if r.key == key), None)
+
+    def with_response(self, response: IncidentResponse) -> "Incident":
+        """`response` stored in place of the one with its key (or added)."""
+        if any(r.key == response.key for r in self.responses):
+            responses = tuple(response if r.key == response.key else r for r in self.responses)
+        else:
+            responses = self.responses + (response,)
+        return self.changed(responses=responses, version=max(self.version, VERSION))
+
+    def open_responses(self) -> tuple[IncidentResponse, ...]:
+        return tuple(r for r in self.responses if r.is_open)
+
     def moved(self) -> bool:
         """Whether it moved traffic that is not returned yet: an applied failover, top-up or
-        degradation since the last restore that ended (applied, nothing to do, or left to a human)."""
+        degradation since the last restore that ended (applied, nothing to do, or left to a human),
+        or a response whose failover may have moved it and is not closed yet."""
+        if any(r.is_open and r.may_have_moved_traffic for r in self.responses):
+            return True
         moved = False
         for m in self.moves:
             if m.kind in ("failover", "top-up", "degrade") and m.status == "applied":
@@ -173,6 +269,7 @@ class Incident(Model):
     def from_data(cls, data: dict[str, Any], where: str) -> "Incident":
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         extra = {k: v for k, v in data.items() if k not in known}
+
         try:
             return build(cls, {**{k: v for k, v in data.items() if k in known}, "extra": extra}, where)
         except ConfigError as exc:
@@ -181,5 +278,6 @@ class Incident(Model):
                                     hint="repair or delete it; the automation does not act on it meanwhile") from exc
 
 
-__all__ = ["MOVE_KINDS", "STATES", "Incident", "IncidentAlert", "IncidentIntent", "IncidentMove", "IncidentPage",
-           "IncidentTakeover", "IncidentTicket", "MalformedIncident"]
+__all__ = ["MOVE_KINDS", "RESPONSE_STATES", "STATES", "VERSION", "Incident", "IncidentAlert", "IncidentIntent",
+           "IncidentMove", "IncidentPage", "IncidentResponse", "IncidentTakeover", "IncidentTicket", "MalformedIncident",
+           "ResponseAlert"]

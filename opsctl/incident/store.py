@@ -3,7 +3,8 @@ its one implementation on a state store (`opsctl.state`): the file store under t
 local mode and drills (file.py), one ConfigMap per incident in team mode (kubernetes.py).
 
 Documents: `incident-<instant>-<hex>` per incident (the `Incident` record), and `incidents`, the
-service's index (`open`: the open incident's id, `recent`: the last ids). Every write is
+service's index (`open`: the open incident's id, `recent`: the last ids, `resolved`: the alerts
+known resolved that no open incident holds, so a late firing copy of one opens nothing). Every write is
 compare-and-swap on the version read and fenced by the writer's term (`opsctl.fencing`): a write
 under a term older than the one stored on the document is refused (`FencedError`, exit 5). A write
 whose answer was lost is recognised by its write id (the kubernetes state store). Opening is
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 INDEX = "incidents"
 RECENT = 50  # ids the index remembers
+RESOLVED = 500  # resolved alerts (fingerprint@startsAt) the index remembers beyond an open incident
 ATTEMPTS = 8  # compare-and-swap rounds before a write gives up (ConflictError, retried by the caller)
 
 
@@ -55,6 +57,7 @@ class IncidentStore(Protocol):
     def change(self, ident: str, change: Callable[[Incident], Incident | None]) -> Incident: ...
     def close_due(self) -> list[Incident]: ...
     def take_over(self, ident: str, *, by: str, reason: str = "") -> Incident: ...
+    def fence_open(self) -> Incident | None: ...
 
 
 class StateIncidentStore:
@@ -104,9 +107,14 @@ class StateIncidentStore:
     # -- writing -----------------------------------------------------------------------------
 
     def _fenced(self, stored: str | None, what: str) -> str | None:
-        from opsctl.fencing import fence
+        from opsctl.fencing import FencedError, fence
 
-        return fence(self.term() if self.term else None, stored, what)
+        if self.term is None:  # one writer (local mode, a drill) or a person: only compare-and-swapped
+            return fence(None, stored, what)
+        term = self.term()
+        if term is None:  # a replica of several that does not lead (any more) writes nothing
+            raise FencedError(f"{what}: this replica no longer leads; it does not write")
+        return fence(term, stored, what)
 
     def _put(self, incident: Incident, doc: "Document | None") -> Incident:
         name = document_name(incident.id, self.service)
@@ -127,13 +135,22 @@ class StateIncidentStore:
 
         return _retried(attempt, f"incident {ident}", "another replica keeps changing it; the event is retried")
 
-    def _point(self, index: "Document | None", ident: str | None, *, add: str | None = None) -> None:
+    def _point(self, index: "Document | None", ident: str | None, *, add: str | None = None,
+               resolved: tuple[str, ...] = ()) -> None:
         data: dict[str, Any] = dict(index.data) if index else {"version": 1, "recent": []}
         data["term"] = self._fenced(data.get("term"), INDEX)
         data["open"] = ident
         if add is not None:
             data["recent"] = [x for x in data.get("recent", []) if x != add][-(RECENT - 1):] + [add]
+        if resolved:
+            known = [x for x in data.get("resolved", []) if x not in resolved]
+            data["resolved"] = (known + list(resolved))[-RESOLVED:]
         self.state.put(INDEX, data, version=index.version if index else None)
+
+    @staticmethod
+    def _resolved_before(index: "Document | None", alert: IncidentAlert) -> bool:
+        known = index.data.get("resolved", []) if index else []
+        return isinstance(known, list) and f"{alert.fingerprint}@{alert.starts_at}" in known
 
     def take_alert(self, alert: IncidentAlert, *, page_key: str = "") -> Joined | None:
         """A firing alert joins the open incident, or opens one (its page's dedup key `page_key`,
@@ -149,6 +166,9 @@ class StateIncidentStore:
         current, doc = self._doc(open_id) if isinstance(open_id, str) and open_id else (None, None)
         if alert.status != "firing":
             if current is None or not current.is_open or current.alert(alert.fingerprint, alert.starts_at) is None:
+                if not self._resolved_before(index, alert):  # remembered: a late firing copy opens nothing
+                    self._point(index, open_id if isinstance(open_id, str) and open_id else None,
+                                resolved=(f"{alert.fingerprint}@{alert.starts_at}",))
                 return None
             known = current.alert(alert.fingerprint, alert.starts_at)
             new = current.with_alert(alert, now)
@@ -157,8 +177,12 @@ class StateIncidentStore:
             if new == current:
                 return Joined(current, opened=False, new_alert=False)
             return Joined(self._put(new, doc), opened=False, new_alert=known is None or known.status != alert.status)
+        if self._resolved_before(index, alert):
+            return None  # resolved is final for one startsAt: a late firing copy
         if current is not None and joins(current, now, self.quiet):
             known = current.alert(alert.fingerprint, alert.starts_at)
+            if known is not None and known.status == "resolved":  # resolved is final for one startsAt: a late copy
+                return Joined(current, opened=False, new_alert=False)
             new = current.with_alert(alert, now)
             reopened = current.state in ("resolved", "restoring") and (known is None or known.status != "firing")
             if reopened:
@@ -202,12 +226,28 @@ class StateIncidentStore:
             if not done.is_open:
                 index = self._index()
                 if index is not None and index.data.get("open") == done.id:
-                    try:
-                        self._point(index, None)
+                    try:  # its resolved alerts remembered: a late firing copy of one opens nothing
+                        self._point(index, None, resolved=tuple(f"{a.fingerprint}@{a.starts_at}" for a in done.alerts
+                                                                if a.status == "resolved"))
                     except ConflictError:
                         pass  # someone opened another meanwhile: it stays
                 closed.append(done)
         return closed
+
+    def fence_open(self) -> Incident | None:
+        """A new leader's first write: the open incident and the index rewritten under its term, so
+        a paused predecessor's next write to either is refused (FencedError) before it acts."""
+        def attempt() -> Incident | None:
+            index = self._index()
+            ident = index.data.get("open") if index else None
+            incident, doc = self._doc(ident) if isinstance(ident, str) and ident else (None, None)
+            if index is not None:
+                self._point(index, ident if isinstance(ident, str) else None)
+            if incident is None or not incident.is_open:
+                return None
+            return self._put(incident, doc)
+
+        return _retried(attempt, self.where, "another replica keeps changing them; retried at the next election")
 
     def take_over(self, ident: str, *, by: str, reason: str = "") -> Incident:
         """On-call takes the incident over: the automation stops acting on it (notes only). A

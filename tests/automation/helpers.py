@@ -95,13 +95,6 @@ def pd_event(event_id: str = "01EVENT", event_type: str = "incident.acknowledged
     }}
 
 
-def incident_key(policy: str, target: str, fingerprint: str, starts_at: str) -> str:
-    """The incident (pager dedup key) an episode opened by this alert names: from the event itself,
-    computed here from its parts (startsAt in its canonical nanosecond UTC form)."""
-    episode = hashlib.sha256("\x1f".join(["episode", policy, target, fingerprint, starts_at]).encode()).hexdigest()[:20]
-    return f"opsctl-automation-{policy}-{target}-{episode}"
-
-
 def page_key(service: str = "llm-inference", route: str = '{}/{severity="page"}') -> str:
     """The PagerDuty dedup key of a service's incident: Alertmanager's own for the service's group
     on the paging route (sha256 of the group key `<route key>:{service="NAME"}`), computed here
@@ -210,10 +203,40 @@ def table_counts(config_dir: Path) -> dict[str, int]:
         return {}
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
     try:
-        return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
-                for t in ("events", "episodes", "actions", "alert_state")}
+        return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("events", "actions")}
     finally:
         conn.close()
+
+
+def incident_records(config_dir: Path) -> list[dict]:
+    """The incidents `opsctl serve` keeps in local mode: a file each under the state dir."""
+    return [json.loads(p.read_text())["data"] for p in sorted((config_dir / "state" / "incidents").glob("incident-*.json"))]
+
+
+def responses(config_dir: Path) -> list[dict]:
+    """Every incident's responses (what each policy does about its target), as stored."""
+    return [r for i in incident_records(config_dir) for r in i.get("responses", [])]
+
+
+def response_alerts(config_dir: Path) -> int:
+    """The alert states the responses hold (one per policy and fingerprint)."""
+    return sum(len(r.get("alerts", [])) for r in responses(config_dir))
+
+
+def kube_incidents(api, namespace: str, service: str = "llm-inference") -> list[dict]:
+    """The incidents `opsctl serve` keeps in team mode: one ConfigMap each
+    (`opsctl-<service>-incident-...`, JSON in `state.json`), read from the loopback API server."""
+    prefix = f"opsctl-{service}-incident-"
+    with api.lock:
+        names = sorted(name for (group, plural, ns, name) in api.objects
+                       if (group, plural, ns) == ("", "configmaps", namespace) and name.startswith(prefix))
+    found = [api.get("", "configmaps", namespace, name) for name in names]
+    return [json.loads(cm["data"]["state.json"]) for cm in found if cm and "state.json" in (cm.get("data") or {})]
+
+
+def kube_responses(api, namespace: str, service: str = "llm-inference") -> list[dict]:
+    """Every team-mode incident's responses (what each policy does about its target), as stored."""
+    return [r for i in kube_incidents(api, namespace, service) for r in i.get("responses", [])]
 
 
 def event_states(config_dir: Path) -> list[str]:

@@ -1,6 +1,6 @@
 """The chaos-shares row of issue 22 as a test: two `opsctl serve` replicas on the loopback API with
-seeded faults on every call (15% delayed, 6% dropped, 5% each of 500, 409 and 429) over 4 episodes:
-every episode pages, tickets and restores exactly once. Delays are the issue's 2-10 s scaled by 0.2
+seeded faults on every call (15% delayed, 6% dropped, 5% each of 500, 409 and 429) over 4 outages
+of one incident: each fails over and restores exactly once, and the incident pages and tickets once. Delays are the issue's 2-10 s scaled by 0.2
 (0.4-2 s), as the lease sizes of ha_config (4 s / 3 s / 1 s) are the shipped 20/15/2 scaled by 0.2."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import json
 
 import pytest
 
-from tests.automation.helpers import alert, bearer, message, request, wait_for
+from tests.automation.helpers import alert, bearer, kube_responses, message, request, wait_for
 from tests.automation.helpers import Serve
-from tests.automation.test_ha import NS, SPLIT_CM, changes, ha_config, holder, ledger_items, role, shared, split
+from tests.automation.test_ha import NS, SPLIT_CM, changes, ha_config, holder, ledger_items, role, split
 from tests.fakes.kube_api import FakeKubeAPI, Fault
 
 pytestmark = pytest.mark.slow
 
-EPISODES = 4
+OUTAGES = 4
 SEED = 22
 
 
@@ -57,7 +57,7 @@ def deliver(server: Serve, payload: dict) -> int:
     raise AssertionError("the delivery was never accepted")
 
 
-def test_every_episode_pages_tickets_and_restores_once_under_the_chaos_shares(tmp_path, api, healthy_store):
+def test_every_outage_fails_over_and_restores_once_under_the_chaos_shares(tmp_path, api, healthy_store):
     dirs = [tmp_path / "a", tmp_path / "b"]
     servers = []
     try:
@@ -67,24 +67,24 @@ def test_every_episode_pages_tickets_and_restores_once_under_the_chaos_shares(tm
         wait_for(lambda: "follower" in role(servers[1]), what="serve-b to follow")
         for fault in chaos():
             api.inject(fault)
-        for n in range(EPISODES):
+        for n in range(OUTAGES):
             fingerprint = f"c4a05{n:011x}"
             assert deliver(servers[n % 2], message(alert(fingerprint=fingerprint))) == 202
             wait_for(lambda: split(api) == {"databricks": 0, "internal": 100}, timeout=LIVENESS, interval=0.5,
-                     what=f"episode {n}'s failover")
-            # The four episodes start inside one correlation window (automation.incident.quiet, 15m):
+                     what=f"outage {n}'s failover")
+            # The four outages start inside one correlation window (automation.incident.quiet, 15m):
             # one incident (issue 36), so its one ticket, filed by the first, stays the only one.
             wait_for(lambda: len(ledger_items(dirs, "tickets/ledger.json", "tickets")) == 1, timeout=LIVENESS,
-                     interval=0.5, what=f"episode {n}'s incident ticket")
+                     interval=0.5, what=f"outage {n}'s incident ticket")
             assert deliver(servers[(n + 1) % 2], message(alert(fingerprint=fingerprint, status="resolved"))) == 202
             wait_for(lambda: split(api) == {"databricks": 80, "internal": 20}, timeout=LIVENESS, interval=0.5,
-                     what=f"episode {n}'s restore")
-            wait_for(lambda: sum(e["state"] == "closed" for e in shared(api, "serve-episodes")["episodes"].values())
-                     == n + 1, timeout=LIVENESS, interval=0.5, what=f"episode {n} closed")
+                     what=f"outage {n}'s restore")
+            wait_for(lambda: sum(r["state"] == "closed" for r in kube_responses(api, NS)) == n + 1,
+                     timeout=LIVENESS, interval=0.5, what=f"outage {n}'s response closed")
         fired = [f.fired for f in api.faults]
         api.clear_faults()
         assert all(fired), fired  # every kind of fault happened
-        assert [c["action"] for c in changes(api)] == ["failover", "restore"] * EPISODES
+        assert [c["action"] for c in changes(api)] == ["failover", "restore"] * OUTAGES
         # one incident: one PagerDuty incident and one ticket, exactly, under the chaos shares
         assert len(ledger_items(dirs, "paging/ledger.json", "incidents")) == 1
         assert len(ledger_items(dirs, "tickets/ledger.json", "tickets")) == 1

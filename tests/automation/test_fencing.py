@@ -22,7 +22,7 @@ import pytest
 
 from opsctl.automation.action_record import ActionRecord
 from tests.automation.fault_proxy import FaultProxy, writes_to
-from tests.automation.helpers import FAILOVER_POLICY, alert, incident_key, message, wait_for, write_serve_config
+from tests.automation.helpers import FAILOVER_POLICY, alert, kube_responses, message, wait_for, write_serve_config
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.conftest import split_configmap
 
@@ -161,15 +161,15 @@ def changes(api) -> list[str]:
     return [c["action"] for c in record(api).get("changes", [])]
 
 
-def saved_episode(api) -> dict:
-    """The one episode, once its worker saved it and let go (the save follows the last action)."""
-    return wait_for(lambda: next((e for e in episodes(api) if e.get("owner") is None and e.get("failover") != "started"),
-                                 None), timeout=30, what="the episode saved")
+def saved_response(api) -> dict:
+    """The one response (what the policy does about databricks in the incident), once its failover's
+    outcome is written on the incident (the write follows the failover)."""
+    return wait_for(lambda: next((r for r in responses(api) if r.get("failover") not in (None, "started")), None),
+                    timeout=30, what="the response saved")
 
 
-def episodes(api) -> list[dict]:
-    cm = api.get("", "configmaps", NS, "opsctl-llm-inference-serve-episodes")
-    return list(json.loads(cm["data"]["state.json"])["episodes"].values()) if cm else []
+def responses(api) -> list[dict]:
+    return kube_responses(api, NS)
 
 
 def lease_epoch(api) -> int:
@@ -202,7 +202,7 @@ def test_a_paused_leader_whose_failover_write_was_in_flight_is_fenced_and_acts_n
     assert a.proxy.arrived.wait(30), "the leader never wrote the split"
     take_over_while_paused(a, b)
     # The follower, now leader, finishes the episode: failover, page, ticket and note, once.
-    wait_for(lambda: b.tickets() and b.notes(), timeout=30, what="serve-b to finish the episode")
+    wait_for(lambda: b.tickets() and b.notes(), timeout=30, what="serve-b to finish the incident")
     assert split(api) == FAILED_OVER
 
     a.proxy.resume()
@@ -214,10 +214,10 @@ def test_a_paused_leader_whose_failover_write_was_in_flight_is_fenced_and_acts_n
     assert a.events("fenced") == 1
     assert record(api)["term"] == f"serve-b@{lease_epoch(api)}"
     assert len(b.pages()) == 1 and len(b.tickets()) == 1 and len(b.notes()) == 1
-    episode = saved_episode(api)
-    assert len(episodes(api)) == 1 and episode["owned"] is True and episode["failover"] == "applied"
+    response = saved_response(api)
+    assert len(responses(api)) == 1 and response["owned"] is True and response["failover"] == "applied"
 
-    # The resolve restores: the episode is B's, and its saved split is the one B's failover wrote.
+    # The resolve restores: the response is B's, and its saved split is the one B's failover wrote.
     assert b.post(RESOLVED).body["status"] == "accepted"
     wait_for(lambda: split(api) == NORMAL, timeout=30, what="the restore")
     assert changes(api) == ["failover", "restore"]
@@ -227,7 +227,7 @@ def test_a_paused_leader_whose_failover_write_was_in_flight_is_fenced_and_acts_n
 def test_a_leader_paused_during_its_restore_cannot_undo_the_new_leaders_later_failover(api, replicas):
     a, b = leader_then_follower(replicas)
     assert a.post(FIRING).body["status"] == "accepted"
-    wait_for(lambda: a.tickets() and a.notes(), timeout=30, what="serve-a's failover episode")
+    wait_for(lambda: a.tickets() and a.notes(), timeout=30, what="serve-a's failover")
     assert split(api) == FAILED_OVER
 
     a.proxy.hold(writes_to(f"/configmaps/{SPLIT_CM}"))  # its restore write will hang in flight
@@ -240,8 +240,8 @@ def test_a_leader_paused_during_its_restore_cannot_undo_the_new_leaders_later_fa
     assert b.post(later).body["status"] == "accepted"
     wait_for(lambda: split(api) == FAILED_OVER, timeout=30, what="serve-b's second failover")
     # The new alert joins the open incident (inside its correlation window): one ticket per vendor
-    # per incident (issue 36), so serve-b notes the new episode's failover rather than filing again.
-    wait_for(lambda: b.notes(), timeout=30, what="serve-b's note for the new episode")
+    # per incident (issue 36), so serve-b notes the new response's failover rather than filing again.
+    wait_for(lambda: b.notes(), timeout=30, what="serve-b's note for the new response")
     assert not b.tickets()
     assert changes(api) == ["failover", "restore", "failover"]
 
@@ -254,7 +254,7 @@ def test_a_leader_paused_during_its_restore_cannot_undo_the_new_leaders_later_fa
 
 
 def a_restores(a: Replica) -> list[ActionRecord]:
-    return [r for r in a.service.episodes.actions(action="restore")]
+    return [r for r in a.service.actions.actions(action="restore")]
 
 
 # -- item 2: read your own write --------------------------------------------------------------------
@@ -264,11 +264,11 @@ def test_a_failover_whose_answer_was_lost_is_recognised_owned_and_restored(api, 
     a, _b = leader_then_follower(replicas)
     a.proxy.lose_answer(writes_to(f"/configmaps/{SPLIT_CM}"))  # applied, answer dropped
     assert a.post(FIRING).body["status"] == "accepted"
-    wait_for(lambda: a.tickets() and a.notes(), timeout=30, what="the episode's actions")
+    wait_for(lambda: a.tickets() and a.notes(), timeout=30, what="the incident's actions")
     assert a.proxy.lost, "the proxy dropped no answer"
     assert split(api) == FAILED_OVER
-    episode = saved_episode(api)
-    assert len(episodes(api)) == 1 and episode["failover"] == "applied" and episode["owned"] is True
+    response = saved_response(api)
+    assert len(responses(api)) == 1 and response["failover"] == "applied" and response["owned"] is True
     # On-call is asked to confirm the failover, never told it failed.
     (title,) = a.page_titles()
     assert "FAILED" not in title and "failed over away from databricks automatically" in title
@@ -314,7 +314,7 @@ def test_an_api_outage_mid_failover_delays_the_failover_by_the_outage_only(api, 
     assert changes(api) == ["failover"] and len(a.pages()) == 1
 
 
-def test_the_api_server_killed_mid_failover_and_back_with_its_state_delays_the_episode_by_the_outage_only(
+def test_the_api_server_killed_mid_failover_and_back_with_its_state_delays_the_incident_by_the_outage_only(
         tmp_path, healthy_store):
     api = FakeKubeAPI(state=tmp_path / "etcd.json").start()
     api.seed({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": SPLIT_CM, "namespace": NS},
@@ -332,7 +332,7 @@ def test_the_api_server_killed_mid_failover_and_back_with_its_state_delays_the_e
         assert a.proxy.unreachable >= 1
         api.up()  # back, with every acknowledged write (the state file)
         wait_for(lambda: split(api) == FAILED_OVER, timeout=30, what="the failover after the restart")
-        wait_for(lambda: a.tickets() and a.notes(), timeout=30, what="the rest of the episode")
+        wait_for(lambda: a.tickets() and a.notes(), timeout=30, what="the rest of the incident")
         assert changes(api) == ["failover"]
         assert len(a.pages()) == 1 and len(a.tickets()) == 1
         (title,) = a.page_titles()
@@ -343,7 +343,7 @@ def test_the_api_server_killed_mid_failover_and_back_with_its_state_delays_the_e
         api.stop()
 
 
-def test_an_outage_past_the_retry_deadline_delays_the_episode_by_the_outage_not_by_a_300s_lease(
+def test_an_outage_past_the_retry_deadline_delays_the_incident_by_the_outage_not_by_a_300s_lease(
         tmp_path, healthy_store):
     api = FakeKubeAPI(state=tmp_path / "etcd.json").start()
     api.seed({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": SPLIT_CM, "namespace": NS},
@@ -351,19 +351,19 @@ def test_an_outage_past_the_retry_deadline_delays_the_episode_by_the_outage_not_
     a = None
     try:
         a = Replica(tmp_path / "serve-a", api, healthy_store, "serve-a")
-        a.service.episodes.store.kube.retry_deadline = 2.0  # every call gives up 2 s into an outage
+        a.service.incidents.state.kube.retry_deadline = 2.0  # every call gives up 2 s into an outage
         wait_for(a.leads, what="serve-a to lead")
         api.inject(verb="patch", resource="configmaps", name=SPLIT_CM, hold=True, times=1)
         assert a.post(FIRING).body["status"] == "accepted"
         wait_for(lambda: api.held() == 1, timeout=30, what="the failover write in flight")
         api.down()
-        # The failover gave up, and neither the event nor the episode could be handed back.
-        wait_for(lambda: [r for r in a.service.episodes.actions(action="failover") if r.status == "failed"],
+        # The failover gave up, and neither the event nor the incident could be handed back.
+        wait_for(lambda: [r for r in a.service.actions.actions(action="failover") if r.status == "failed"],
                  timeout=30, what="the failover to give up")
         wait_for(lambda: not a.leads(), timeout=30, what="serve-a to step down during the outage")
         api.up()
         wait_for(lambda: split(api) == FAILED_OVER, timeout=40, what="the failover once the API server is back")
-        wait_for(lambda: a.tickets() and a.notes(), timeout=30, what="the rest of the episode")
+        wait_for(lambda: a.tickets() and a.notes(), timeout=30, what="the rest of the incident")
         # One page: the failover really failed once (its write was dropped unapplied), so the page may
         # say so if it went out as the API server came back; either way it is not repeated.
         assert changes(api) == ["failover"] and len(a.pages()) == 1 and len(a.tickets()) == 1

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.automation.helpers import (
-    PD_SECRET_NEW, TOKEN, alert, bearer, page_key, message, pd_event, request, signed, wait_for,
+    PD_SECRET_NEW, kube_responses, TOKEN, alert, bearer, page_key, message, pd_event, request, signed, wait_for,
 )
 from tests.conftest import REPO, free_port, stop_process, wait_http
 from tests.fakes.kube_api import FakeKubeAPI, Fault
@@ -160,9 +160,9 @@ def deliveries(api, service: str) -> dict:
     return events
 
 
-def episodes(api, service: str) -> dict:
-    cm = api.get("", "configmaps", NS, f"opsctl-{service}-serve-episodes")
-    return json.loads(cm["data"]["state.json"]) if cm else {"alerts": {}}
+def response_alerts(api, service: str) -> list[str]:
+    """`policy/fingerprint` of every alert the service's incidents' responses hold."""
+    return sorted(f"{r['policy']}/{a['fingerprint']}" for r in kube_responses(api, NS, service) for a in r["alerts"])
 
 
 def pages(tmp_path: Path, service: str) -> list[dict]:
@@ -197,7 +197,7 @@ def test_one_serve_routes_each_services_alert_to_its_own_policies_and_split(flee
         wait_for(lambda s=service: [e["state"] for e in deliveries(api, s).values()] == ["done"],
                  what=f"{service}'s one delivery done")
         policy = {"search": "search-failover", "chat": "chat-page-only", "embed": "embed-failover"}[service]
-        assert sorted(episodes(api, service)["alerts"]) == [f"{policy}/{fingerprint}"]
+        assert response_alerts(api, service) == [f"{policy}/{fingerprint}"]
     # Each service's pages name its own policy; the failovers' records name theirs.
     assert len(pages(tmp_path, "search")) == 1 and len(pages(tmp_path, "embed")) == 1
     records = {s: json.loads(api.get("", "configmaps", NS, f"{s}-split")["metadata"]["annotations"]
@@ -207,7 +207,7 @@ def test_one_serve_routes_each_services_alert_to_its_own_policies_and_split(flee
     assert "embed-failover" in records["embed"][0]["reason"]
 
     # A PagerDuty acknowledgement names an incident, not a service: every service records it, and only
-    # search, whose episode the incident is, notes it against that episode.
+    # search, whose incident it is, notes it against that incident's response.
     incident = page_key("search")  # the incident's page: Alertmanager's dedup key (issue 36)
     body = json.dumps(pd_event(event_id="01FLEET", incident_key=incident)).encode()
     acked = request(f"{fleet.url}/v1/pagerduty", body, headers=signed(body, PD_SECRET_NEW))
@@ -217,7 +217,7 @@ def test_one_serve_routes_each_services_alert_to_its_own_policies_and_split(flee
                          for s in SPLITS), what="the PagerDuty event handled by every service")
     wait_for(lambda: fleet.metrics().get('opsctl_automation_actions_total{action="pagerduty",'
                                          'policy="search-failover",service="search",status="noop"}') == 1,
-             what="search's episode noting the acknowledgement")
+             what="search's response noting the acknowledgement")
 
     # /metrics: each service's series carry its name.
     samples = fleet.metrics()
@@ -286,7 +286,7 @@ def test_an_alert_naming_no_service_of_the_catalog_is_answered_counted_and_never
     assert samples['opsctl_fleet_alerts_unrouted_total{reason="missing_label"}'] == 1
     # Nothing of them was recorded or done by any service.
     assert {s: len(deliveries(api, s)) for s in SPLITS} == {"search": 0, "chat": 0, "embed": 1}
-    assert sorted(episodes(api, "embed")["alerts"]) == ["embed-failover/b3"]
+    assert response_alerts(api, "embed") == ["embed-failover/b3"]
     assert split(api, "search") == SPLITS["search"] and split(api, "chat") == SPLITS["chat"]
     assert pages(tmp_path, "search") == [] and pages(tmp_path, "chat") == []
     log = fleet.log_text()

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.automation.helpers import (
-    FAILOVER_POLICY, Serve, alert, page_key, message, request, wait_for, write_serve_config,
+    FAILOVER_POLICY, Serve, alert, kube_incidents, kube_responses, page_key, message, request, wait_for,
+    write_serve_config,
 )
 from tests.conftest import run_opsctl, split_configmap
 
@@ -127,9 +128,9 @@ def test_firing_to_one_replica_retry_and_resolve_to_the_other_act_once_and_resto
 
         assert b.post_alertmanager(RESOLVED).json()["status"] == "accepted"  # recorded by the follower
         wait_for(lambda: split(api) == {"databricks": 80, "internal": 20}, timeout=30, what="the restore")
-        episodes = wait_for(lambda: [e for e in shared(api, "serve-episodes")["episodes"].values()
-                                     if e["state"] == "closed"], what="the episode closed")
-        assert len(episodes) == 1 and episodes[0]["incident"] == INCIDENT
+        closed = wait_for(lambda: [r for r in kube_responses(api, NS) if r["state"] == "closed"],
+                          what="the response closed")
+        assert len(closed) == 1 and [i["page"]["dedup_key"] for i in kube_incidents(api, NS)] == [INCIDENT]
 
         assert [c["action"] for c in changes(api)] == ["failover", "restore"]
         assert len(ledger_items([a_dir, b_dir], "paging/ledger.json", "incidents")) == 1
@@ -159,7 +160,7 @@ def gate_split_writes(api) -> tuple[threading.Event, threading.Event]:
     return arrived, release
 
 
-def test_a_leader_killed_mid_failover_is_taken_over_within_the_lease_and_the_episode_completes_once(
+def test_a_leader_killed_mid_failover_is_taken_over_within_the_lease_and_the_incident_completes_once(
         tmp_path, api, healthy_store):
     a_dir, b_dir = tmp_path / "a", tmp_path / "b"
     a = Serve(ha_config(a_dir, api.url, healthy_store), env={"POD_NAME": "serve-a"})
@@ -172,8 +173,8 @@ def test_a_leader_killed_mid_failover_is_taken_over_within_the_lease_and_the_epi
 
         assert a.post_alertmanager(FIRING).json()["status"] == "accepted"
         assert arrived.wait(30), "the leader never wrote the split"
-        episode = next(iter(shared(api, "serve-episodes")["episodes"].values()))
-        assert episode["failover"] == "started"  # written before acting
+        (response,) = kube_responses(api, NS)
+        assert response["failover"] == "started"  # written on the incident before acting
         os.kill(a.proc.pid, signal.SIGKILL)
         killed = time.monotonic()
         a.proc.wait(10)
@@ -184,18 +185,17 @@ def test_a_leader_killed_mid_failover_is_taken_over_within_the_lease_and_the_epi
         # The Lease expires lease_duration after the follower last saw it renewed; it looks every retry_period.
         print(f"takeover {took:.2f}s after the SIGKILL")
         assert took <= LEASE_DURATION + 2 * RETRY + 3, took  # + scheduling slack on a loaded machine
-        wait_for(lambda: ledger_items([b_dir], "tickets/ledger.json", "tickets"), what="B to finish the episode")
+        wait_for(lambda: ledger_items([b_dir], "tickets/ledger.json", "tickets"), what="B to finish the incident")
         assert split(api) == {"databricks": 0, "internal": 100}
 
         assert b.post_alertmanager(RESOLVED).json()["status"] == "accepted"
         wait_for(lambda: split(api) == {"databricks": 80, "internal": 20}, timeout=30, what="the restore")
-        wait_for(lambda: [e for e in shared(api, "serve-episodes")["episodes"].values() if e["state"] == "closed"],
-                 what="the episode closed")
+        wait_for(lambda: [r for r in kube_responses(api, NS) if r["state"] == "closed"], what="the response closed")
         assert [c["action"] for c in changes(api)] == ["failover", "restore"]  # the failover once
         assert len(ledger_items([a_dir, b_dir], "paging/ledger.json", "incidents")) == 1
         assert len(ledger_items([a_dir, b_dir], "tickets/ledger.json", "tickets")) == 1
-        (episode,) = shared(api, "serve-episodes")["episodes"].values()
-        assert episode["failover"] == "applied" and episode["owned"] is True
+        (response,) = kube_responses(api, NS)
+        assert response["failover"] == "applied" and response["owned"] is True
     finally:
         if b is not None:
             b.stop()

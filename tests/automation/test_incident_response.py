@@ -1,5 +1,5 @@
 """The incident as the unit of response (issue 36 items 1 and 4), in-process on the real engine,
-episode store, incident file store, live executor, file actuator and the local pager and ticket
+incident file store, live executor, file actuator and the local pager and ticket
 ledgers: an outage whose auth alert is followed 14 minutes later by a latency alert on the same
 vendor is one PagerDuty incident (Alertmanager's own dedup key), one platform ticket and a note
 for the second cause; a partial failover's page says what moved, what is stuck, why and what to
@@ -44,7 +44,6 @@ def build(tmp_path, healthy_store, *, extra: str = LIVE_EXTRA):
     import shutil
 
     from opsctl.automation.engine_factory import build_engine, incident_store
-    from opsctl.automation.episodes import EpisodeStore
     from opsctl.automation.executors import LiveExecutor
     from opsctl.automation.fenced import FencedExecutor
     from opsctl.clock import SimClock
@@ -56,8 +55,7 @@ def build(tmp_path, healthy_store, *, extra: str = LIVE_EXTRA):
                                               automation_extra="hold_down: 60s\n"))
     clock = SimClock(time.time())
     incidents = incident_store(cfg, clock=clock.now)
-    engine = build_engine(cfg, EpisodeStore(tmp_path / "serve.sqlite", clock=clock.now),
-                          FencedExecutor(LiveExecutor(cfg)), clock=clock.now, incidents=incidents)
+    engine = build_engine(cfg, incidents, FencedExecutor(LiveExecutor(cfg)), clock=clock.now)
     return engine, incidents, clock
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.automation.helpers import (
     FAILOVER_POLICY, Serve, actions, alert, audit, event_states, page_key, ledger, message, recorded_split, split,
-    table_counts, wait_for, write_live_config,
+    response_alerts, table_counts, wait_for, write_live_config,
 )
 
 FIRING = message(alert(fingerprint="a1"))  # startsAt 2026-11-29T12:00:00.5Z
@@ -118,7 +118,7 @@ def test_two_replicas_sharing_the_state_act_once(tmp_path, healthy_store):
         for t in threads:
             t.join(30)
         assert replies == [202] * 4
-        wait_for(lambda: table_counts(tmp_path)["alert_state"] == 2 and actions(tmp_path, "note"), what="both alerts")
+        wait_for(lambda: response_alerts(tmp_path) == 2 and actions(tmp_path, "note"), what="both alerts")
         wait_for(lambda: sum(s.metrics().get('opsctl_automation_events_total{result="done"}', 0) for s in replicas) == 2,
                  what="both events done")
         assert [e["outcome"] for e in audit(tmp_path) if e["action"] == "failover"] == ["applied"]
@@ -177,7 +177,7 @@ def test_an_alert_firing_again_inside_the_hold_down_cancels_the_restore(tmp_path
         server.post_alertmanager(FIRING)
         wait_for(lambda: recorded_split(tmp_path) == {"databricks": 0, "internal": 100}, what="the failover")
         server.post_alertmanager(RESOLVED)
-        wait_for(lambda: table_counts(tmp_path)["alert_state"] == 1 and actions(tmp_path, "note")[1:], what="resolution")
+        wait_for(lambda: response_alerts(tmp_path) == 1 and actions(tmp_path, "note")[1:], what="resolution")
         refired = message(alert(fingerprint="a1", starts_at="2026-11-29T12:20:00Z"))  # a new firing: new startsAt
         server.post_alertmanager(refired)
         wait_for(lambda: len(actions(tmp_path, "note")) == 3, what="the note about the cancelled restore")

@@ -48,18 +48,18 @@ def test_the_serve_deployment_ships_the_same_policies_as_the_embedded_default():
 
 # ---------------------------------------------------------------------------------------------
 # The shipped policies, driven by alerts as opsctl's rules write them (labels and annotations), in
-# the real policy engine and episode store, with the executor that changes nothing (dry run): it
+# the real policy engine and incident file store, with the executor that changes nothing (dry run): it
 # says what it would do, the ticket's category included.
 
 
 def _engine(tmp_path):
     from opsctl.automation.actions import DryRunExecutor
-    from opsctl.automation.episodes import EpisodeStore
     from opsctl.automation.policy_engine import PolicyEngine
     from opsctl.config import BUILTIN_CONFIG, load_config_file
+    from opsctl.incident.file import file_incident_store
 
     cfg = load_config_file(BUILTIN_CONFIG)
-    store = EpisodeStore(tmp_path / "automation.sqlite", clock=lambda: 1000.0)
+    store = file_incident_store(tmp_path, service=cfg.service, clock=lambda: 1000.0)
     return PolicyEngine(cfg.automation, cfg.backends, store, DryRunExecutor(), tickets=cfg.runbooks.tickets,
                         clock=lambda: 1000.0), store
 
@@ -114,15 +114,23 @@ def test_absent_metrics_page_and_move_no_traffic(tmp_path):
     assert [(t.policy, t.action) for t in taken] == [("page-on-absent-metrics", "page")]
 
 
-def test_a_cause_that_flips_while_the_alert_fires_stays_in_the_episode_it_opened(tmp_path):
+def test_a_cause_that_flips_while_the_alert_fires_stays_in_the_response_it_opened(tmp_path):
     engine, store = _engine(tmp_path)
     first = engine.handle_alert(_event("f1", category="availability", cause="server_error"))
     assert {t.policy for t in first} == {"failover-on-availability-page"}
     # the same alert (fingerprint, startsAt), re-notified: its short window is now mostly 429s
     again = engine.handle_alert(_event("f2", category="availability", cause="auth"))
-    assert [(t.policy, t.action) for t in again] == [("failover-on-availability-page", "cause")]
-    assert "cause now auth" in again[0].outcome.detail and "same episode" in again[0].outcome.detail
-    assert [e.policy for e in store.episodes(open_only=True)] == ["failover-on-availability-page"]
+    # the same response: no second failover, page or ticket; the incident's ticket and page hear of
+    # the new cause as notes (issue 36 item 1), and the page's title follows the incident (decision
+    # 0252: a trigger on the incident's dedup key whose title names the new cause, never a second page)
+    assert [(t.policy, t.action) for t in again] == [("failover-on-availability-page", "cause"),
+                                                     ("failover-on-availability-page", "ticket_note"),
+                                                     ("failover-on-availability-page", "note"),
+                                                     ("failover-on-availability-page", "page"),
+                                                     ("failover-on-availability-page", "note")]
+    assert "cause now auth" in again[0].outcome.detail and "same response" in again[0].outcome.detail
+    (incident,) = store.incidents(open_only=True)
+    assert [r.policy for r in incident.open_responses()] == ["failover-on-availability-page"]
     # a different alert opening with the auth cause goes to the auth policy
     other = engine.handle_alert(_event("f3", category="availability", cause="auth", fingerprint="99aa11bb22cc33dd",
                                        long_window="6h", short_window="30m"))
@@ -131,13 +139,13 @@ def test_a_cause_that_flips_while_the_alert_fires_stays_in_the_episode_it_opened
 
 def test_a_policy_naming_a_category_keeps_it_whatever_the_cause(tmp_path):
     from opsctl.automation.actions import DryRunExecutor
-    from opsctl.automation.episodes import EpisodeStore
     from opsctl.automation.policy_engine import PolicyEngine
     from opsctl.config import load_config_file
+    from opsctl.incident.file import file_incident_store
 
     config = write_serve_config(tmp_path, policies=FAILOVER_POLICY.replace("ticket: {}", "ticket: {category: account}"))
     cfg = load_config_file(config)
-    engine = PolicyEngine(cfg.automation, cfg.backends, EpisodeStore(tmp_path / "a.sqlite", clock=lambda: 1.0),
+    engine = PolicyEngine(cfg.automation, cfg.backends, file_incident_store(tmp_path / "s", service=cfg.service),
                           DryRunExecutor(), tickets=cfg.runbooks.tickets)
     taken = engine.handle_alert(_event("k1", category="availability", cause="auth"))
     assert " account ticket about databricks" in [t for t in taken if t.action == "ticket"][0].outcome.detail

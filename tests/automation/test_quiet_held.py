@@ -1,7 +1,7 @@
 """Quiet deliveries held back while an urgent event acts (issue 22 items 3 and 9), counted on the
 loopback Kubernetes API (tests/fakes/kube_api.py records every request; never timed).
 
-The trigger's episode write is held in flight (a slow API server, without a clock): quiet
+The trigger's incident write is held in flight (a slow API server, without a clock): quiet
 deliveries arriving meanwhile are answered, but nothing of theirs is written until the trigger has
 acted, so the calls between the trigger's receipt and its failover's start are the trigger's own.
 Before, they waited one second (group_commit.HOLD_OFF) and were written in the trigger's window:
@@ -23,7 +23,7 @@ from tests.conftest import split_configmap, wait_until
 
 pytestmark = pytest.mark.slow
 
-EPISODES = "opsctl-llm-inference-serve-episodes"
+INCIDENTS = "opsctl-llm-inference-incidents"  # the service's incident index: the trigger opens its incident there
 QUIET = 12
 
 
@@ -69,11 +69,17 @@ def service(tmp_path, kube_api, healthy_store):
     from opsctl.config.loading import load_config_file
 
     kube_api.seed(split_configmap(SPLIT_CM, NS, {"databricks": 80, "internal": 20}))
+    # The service's incident index exists (as after its first incident), so the trigger's opening of
+    # its incident ends in a replace of the index by name: the write the tests hold in flight.
+    kube_api.seed({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": INCIDENTS, "namespace": NS},
+                   "data": {"state.json": json.dumps({"version": 1, "recent": []})}})
     cfg = load_config_file(replica_config(tmp_path, kube_api.url, healthy_store, "serve-a"))
     svc = AutomationService(cfg, LiveExecutor(cfg))
     svc.start()
     try:
         wait_until(svc.acting, what="the replica to lead")
+        wait_until(lambda: "term" in json.loads(kube_api.get("", "configmaps", NS, INCIDENTS)["data"]["state.json"]),
+                   what="the new leader's fence of the index")  # its own write, before any test holds one
         yield svc
     finally:
         kube_api.clear_faults()
@@ -95,11 +101,11 @@ def test_quiet_deliveries_write_nothing_in_the_triggers_window_and_are_all_recor
     quiet = quiet_messages()
     assert len({document(key_of(b)) for b in quiet} - {trigger_piece}) >= 3  # other pieces than the trigger's
     service._quiet.bound = 600  # the bound is its own test below: here only the trigger's acting ends the hold
-    hold = kube_api.inject(verb="update", resource="configmaps", name=EPISODES, hold=True, times=1)
+    hold = kube_api.inject(verb="update", resource="configmaps", name=INCIDENTS, hold=True, times=1)
     before = len(kube_api.requests)
     answer = service.accept_alertmanager(AlertmanagerMessage.parse(trigger), 0.0)
     assert answer.status == 202 and answer.body["queued"] == 1
-    wait_until(lambda: kube_api.held() == 1, what="the trigger's episode write held in flight")
+    wait_until(lambda: kube_api.held() == 1, what="the trigger's incident write held in flight")
 
     answers, senders = send_quiet(service, quiet)
     for sender in senders:
@@ -110,7 +116,7 @@ def test_quiet_deliveries_write_nothing_in_the_triggers_window_and_are_all_recor
     assert the_triggers_own(piece_writes(kube_api.requests[before:]), trigger_piece)
     assert f"opsctl_serve_quiet_held {float(QUIET)}" in service.metrics.render()[0].decode()
 
-    kube_api.release()  # the trigger's episode write is answered: it goes on to its failover
+    kube_api.release()  # the trigger's incident write is answered: it goes on to its failover
     wait_until(lambda: hold.fired == 1 and json.loads(kube_api.get("", "configmaps", NS, SPLIT_CM)["data"][
         "split.json"])["weights"] == {"databricks": 0, "internal": 100}, what="the failover applied")
     wait_until(lambda: all((stored(kube_api, key_of(b)) or {}).get("state") == "done" for b in quiet),
@@ -134,10 +140,10 @@ def test_a_held_quiet_delivery_is_written_once_its_bound_passed_while_the_trigge
         kube_api, service):
     trigger = message(alert(fingerprint="7a11e5000000cafe"))
     service._quiet.bound = 0.5
-    kube_api.inject(verb="update", resource="configmaps", name=EPISODES, hold=True, times=1)
+    kube_api.inject(verb="update", resource="configmaps", name=INCIDENTS, hold=True, times=1)
     answer = service.accept_alertmanager(AlertmanagerMessage.parse(trigger), 0.0)
     assert answer.status == 202 and answer.body["queued"] == 1
-    wait_until(lambda: kube_api.held() == 1, what="the trigger's episode write held in flight")
+    wait_until(lambda: kube_api.held() == 1, what="the trigger's incident write held in flight")
     quiet = quiet_messages()[:3]
     answers, senders = send_quiet(service, quiet)
     for sender in senders:
@@ -153,9 +159,9 @@ def test_a_held_quiet_delivery_is_written_once_its_bound_passed_while_the_trigge
 def test_what_is_held_is_written_when_the_service_stops(kube_api, service):
     trigger = message(alert(fingerprint="7a11e5000000f00d"))
     service._quiet.bound = 600
-    kube_api.inject(verb="update", resource="configmaps", name=EPISODES, hold=True, times=1)
+    kube_api.inject(verb="update", resource="configmaps", name=INCIDENTS, hold=True, times=1)
     service.accept_alertmanager(AlertmanagerMessage.parse(trigger), 0.0)
-    wait_until(lambda: kube_api.held() == 1, what="the trigger's episode write held in flight")
+    wait_until(lambda: kube_api.held() == 1, what="the trigger's incident write held in flight")
     quiet = quiet_messages()[:2]
     answers, senders = send_quiet(service, quiet)
     for sender in senders:

@@ -1,11 +1,12 @@
 """A failover whose result was never recorded: its worker wrote the split, then was fenced (a lost
-Lease renewal under chaos) or died before it saved the episode, and the alert resolved before any
-retry of the firing event. The episode still says `failover: started`; the resolve must not take
+Lease renewal under chaos) or died before it wrote the outcome on the incident, and the alert resolved before any
+retry of the firing event. The incident's response still says `failover: started`; the resolve must not take
 that for "traffic was not moved": the restore adopts the failover from the change record by its
 operation id, and finds nothing to restore when the failover was never written.
 
-In-process, on the real engine, episode store, live executor and file actuator (the split file
-the grammar service reads); the dying worker is the same calls a worker makes before its save."""
+In-process, on the real engine, incident file store, live executor and file actuator (the split
+file the grammar service reads); the dying worker is the same calls a worker makes before it writes
+the failover's outcome (docs/decisions/0215-responses-on-the-incident.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 
 import pytest
 
-from tests.automation.helpers import alert, incident_key, split, write_live_config
+from tests.automation.helpers import alert, split, write_live_config
 
 STARTS = "2026-11-29T12:00:00.5Z"
 STARTS_CANONICAL = "2026-11-29T12:00:00.500000000Z"
@@ -23,8 +24,7 @@ FAILED_OVER = {"databricks": 0, "internal": 100}
 
 @pytest.fixture
 def setup(tmp_path, healthy_store):
-    from opsctl.automation.engine_factory import build_engine
-    from opsctl.automation.episodes import EpisodeStore
+    from opsctl.automation.engine_factory import build_engine, incident_store
     from opsctl.automation.executors import LiveExecutor
     from opsctl.automation.fenced import FencedExecutor
     from opsctl.clock import SimClock
@@ -34,8 +34,8 @@ def setup(tmp_path, healthy_store):
     clock = SimClock(time.time())
     live = FencedExecutor(LiveExecutor(cfg))
 
-    def replica(owner: str):
-        store = EpisodeStore(tmp_path / "serve.sqlite", clock=clock.now, owner=owner, lease=60)
+    def replica():
+        store = incident_store(cfg, clock=clock.now)  # the file store under the state dir, as serve's
         return store, build_engine(cfg, store, live, clock=clock.now)
 
     return tmp_path, clock, live, replica
@@ -50,27 +50,31 @@ def event(status: str):
     return AlertEvent.from_payload(f"key-{status}", payload, time.time())
 
 
-def dying_worker(store, live, *, writes_split: bool):
-    """What a worker does up to its episode save: take the episode (failover marked started) and,
-    if `writes_split`, fail over under the episode's incident; then it is gone."""
+def dying_worker(engine, live, *, writes_split: bool):
+    """What a worker does up to the write of its failover's outcome: the alert joins its incident,
+    its response is taken (failover marked started) and, if `writes_split`, it fails over under the
+    incident's dedup key and the response's key; then it is gone."""
     from opsctl.automation.actions import Context, FailoverRequest
 
-    start = store.begin_firing("availability", "u1", "databricks", STARTS_CANONICAL, failover=True)
-    assert start.episode.failover == "started"
+    firing = event("firing")
+    joined = engine.join(firing)
+    policy = engine.by_name["availability"]
+    begun = engine._begin(joined.incident, policy, firing, "databricks")
+    assert begun.response.failover == "started"
     if writes_split:
-        incident = incident_key("availability", "databricks", "u1", STARTS_CANONICAL)
         context = Context("availability", "SloBurnRatePage", {"backend": "databricks"}, "burning", "key-firing")
         outcome = live.failover(FailoverRequest(context, backend="databricks", emergency_in_freeze=False,
-                                                incident=incident))
+                                                incident=engine.page_key(), episode=begun.response.key))
         assert outcome.status == "applied"
-    return start.episode
+    return begun.response
 
 
 def resolve_and_restore(replica, clock):
-    store, engine = replica("replica-b:1")
+    store, engine = replica()  # a new process: nothing of the first one but the incident on disk
     engine.handle_alert(event("resolved"))
-    (episode,) = store.episodes(open_only=True)
-    assert episode.state == "restore_pending"  # not closed as "traffic was not moved by this automation"
+    (incident,) = store.incidents(open_only=True)
+    (response,) = incident.open_responses()
+    assert response.state == "restore_pending"  # not closed as "traffic was not moved by this automation"
     clock.advance(61)  # the hold-down
     (taken,) = [t for t in engine.run_due_restores() if t.action == "restore"]
     return store, taken
@@ -78,24 +82,26 @@ def resolve_and_restore(replica, clock):
 
 def test_a_written_but_unrecorded_failover_is_restored_after_the_resolve(setup):
     directory, clock, live, replica = setup
-    store, _ = replica("replica-a:1")
-    dying_worker(store, live, writes_split=True)
+    _, engine = replica()
+    dying_worker(engine, live, writes_split=True)
     assert split(directory) == FAILED_OVER
-    clock.advance(61)  # the dead worker's lease on the episode ends
+    clock.advance(61)
 
     store, taken = resolve_and_restore(replica, clock)
     assert taken.outcome.status == "applied", taken.outcome.detail
     assert split(directory) == NORMAL
-    assert store.episodes(open_only=True) == []
+    (incident,) = store.incidents()
+    assert incident.open_responses() == ()
 
 
 def test_an_unrecorded_failover_that_never_wrote_the_split_has_nothing_to_restore(setup):
     directory, clock, live, replica = setup
-    store, _ = replica("replica-a:1")
-    dying_worker(store, live, writes_split=False)
+    _, engine = replica()
+    dying_worker(engine, live, writes_split=False)
     clock.advance(61)
 
     store, taken = resolve_and_restore(replica, clock)
     assert taken.outcome.status == "noop" and "never written" in taken.outcome.detail
     assert split(directory) is None  # never written: the configured default, untouched
-    assert store.episodes(open_only=True) == []
+    (incident,) = store.incidents()
+    assert incident.open_responses() == ()

@@ -32,6 +32,7 @@ the leader acts, every write fenced by its term).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -45,6 +46,7 @@ from opsctl.automation.actions import (
     TicketRequest, operation_id,
 )
 from opsctl.automation.policy import ActionFailed, AlertEvent, CompiledPolicy, Taken, matching
+from opsctl.automation.response_lock import ResponseLocks
 from opsctl.paging.title import incident_title, names_all, widened
 from opsctl.slo import conventions as cv
 
@@ -89,13 +91,13 @@ class PolicyEngine:
     # runbooks.tickets: the ticket category by cause (None: the defaults, inference for everything)
     tickets: "RunbookTickets | None" = None
     actions: "ActionLog | None" = None  # the record of actions (an audit; None: not kept)
+    # one response acted on at a time: across the processes of one host in local mode (response_lock.py)
+    locks: ResponseLocks = field(default_factory=ResponseLocks)
 
     def __post_init__(self) -> None:
         self.policies = [CompiledPolicy.of(p) for p in self.settings.policies]
         self.by_name = {p.name: p for p in self.policies}
         self._closable_at: float | None = None  # when the open incident may close (checked by the sweep)
-        self._locks: dict[tuple[str, str], threading.RLock] = {}
-        self._locks_lock = threading.Lock()
         self._looked = float("-inf")  # the restore sweep's last read of the open incident
         self._canary_book: dict[str, tuple[float, str]] = {}  # response key -> next look, what was last said
         self._acting = threading.local()  # the incident this thread acts on (for intents written before actions)
@@ -150,9 +152,8 @@ class PolicyEngine:
         self._looked = float("-inf")
         self._canary_book.clear()
 
-    def _lock(self, policy: str, target: str) -> threading.RLock:
-        with self._locks_lock:
-            return self._locks.setdefault((policy, target), threading.RLock())
+    def _lock(self, policy: str, target: str) -> "contextlib.AbstractContextManager[None]":
+        return self.locks.hold(policy, target)
 
     def move(self, incident: "Incident", kind: str, backend: str, outcome: Outcome,
              response: "IncidentResponse | None" = None, **changes: Any) -> "Incident":

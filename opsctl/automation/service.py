@@ -147,7 +147,7 @@ class AutomationService:
 
         self.actions = ActionLog(path)  # the record of actions (an audit, beside the delivery log)
         self.engine = build_engine(cfg, self.incidents, live, clock=clock, on_action=self._count,  # as drills build it
-                                   actions=self.actions)
+                                   actions=self.actions, lock_dir=None if self.shared else path.parent / "locks")
         self._accept_lock = threading.Lock()
         self._owed: dict[str, tuple[float, dict[str, Any], bool]] = {}  # events to hand back once the API server answers
         self._owed_lock = threading.Lock()

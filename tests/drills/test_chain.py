@@ -67,8 +67,9 @@ def test_a_vendor_outage_travels_every_hop_of_the_chain_and_each_is_measured(tmp
     # Causality, from each component's own clock: the rule fires before anyone is paged or acts,
     # the page precedes its acknowledgement by at least the on-call's 5 s.
     t = {k: h["at"] for k, h in hops.items()}
-    assert t["fault"] <= t["rule-pending"] <= t["rule-firing"]
-    assert t["rule-firing"] <= t["pagerduty"] and t["rule-firing"] <= t["actuator"]
+    said = {k: (h["at"], h.get("evidence")) for k, h in hops.items()}  # each hop's own evidence, if one fails
+    assert t["fault"] <= t["rule-pending"] <= t["rule-firing"], said
+    assert t["rule-firing"] <= t["pagerduty"] and t["rule-firing"] <= t["actuator"], said
     assert t["acknowledged"] - t["pagerduty"] >= 5
     # The measurements are the hops' times from the fault.
     m = report["measurements"]

@@ -206,3 +206,55 @@ def test_one_poll_finding_two_page_alerts_firing_takes_the_earliest_instant_not_
     assert collector.hops["rule-pending"].at == base + 30
     assert collector.hops["rule-firing"].at == base + 32
     assert "SloBurnRatePage" in collector.hops["rule-firing"].evidence
+
+
+class ResetAlertEndpoint(RulesEndpoint):
+    """Prometheus after the fast tier's alert fired (10:00:20, `for: 0`), paged, and went inactive
+    before the collector's first poll: the rules API shows only the 1h/5m alert (pending 10:00:30,
+    for: 2s), while the ALERTS series still holds the fast alert's firing sample."""
+
+    def __init__(self):
+        super().__init__()
+        self.body["data"]["groups"][0]["rules"][0]["alerts"] = []
+        self.ranges: list[str] = []
+
+    def handle(self, request):
+        import json
+        from urllib.parse import parse_qs, urlsplit
+
+        url = urlsplit(request.path)
+        if url.path == "/api/v1/query_range":
+            self.ranges.append(parse_qs(url.query)["query"][0])
+            fast = {"__name__": "ALERTS", "alertstate": "firing", **AVAILABILITY_PAGE, "alertname": "SloFastBurnPage",
+                    "long_window": "5m", "short_window": "1m"}
+            firing = '{alertstate="firing"' in self.ranges[-1]
+            result = [{"metric": fast, "values": [[1796637625.0, "1796637620"], [1796637630.0, "1796637620"]]}] \
+                if firing else []
+            return Response(200, json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}})
+                            .encode(), {"Content-Type": "application/json"})
+        return super().handle(request)
+
+
+def test_an_alert_that_fired_and_reset_before_the_first_poll_is_read_from_prometheus_history(tmp_path):
+    """stop 42's CI and session 13's: rule-firing came 2.9 s and 6.4 s after the page it caused. A
+    late poll no longer sees the alert that fired first; its ALERTS series does: the hop is that
+    evaluation (10:00:20), not the 1h/5m alert's firing (10:00:32), and pending is no later."""
+    import calendar
+    import dataclasses
+
+    base = calendar.timegm((2026, 12, 7, 10, 0, 0, 0, 0, 0))
+    assert base + 20 == 1796637620  # the sample the fake holds, written by hand above
+    log = tmp_path / "serve.log"
+    log.write_text("")
+    with ResetAlertEndpoint() as prometheus:
+        collector = collector_for("", log, availability_only())
+        collector.targets = dataclasses.replace(collector.targets, prometheus=prometheus.url)
+        collector.hops["fault"].reach(base + 10, "fault switched on")
+        collector._prometheus()
+        collector._prometheus()  # reached: Prometheus' history is not asked again
+    assert collector.hops["rule-firing"].at == base + 20
+    assert collector.hops["rule-pending"].at == base + 20
+    assert "SloFastBurnPage" in collector.hops["rule-firing"].evidence
+    assert "ALERTS series" in collector.hops["rule-firing"].evidence
+    assert len(prometheus.ranges) == 2  # one per state, first poll only
+    assert all('severity="page",backend=~"databricks"' in q for q in prometheus.ranges)

@@ -106,6 +106,12 @@ class Collector:
                         at = _fired_at(active, rule, group)
                         candidate("rule-firing", at, f"Prometheus: {what} firing (for: {_for(rule)}, at its"
                                   f" evaluation of {_clock(at)})")
+        for state, key in (("pending", "rule-pending"), ("firing", "rule-firing")):
+            if self.hops[key].at is None:
+                for found in self._history(state):
+                    candidate(key, *found)
+                    if state == "firing":  # an alert with `for: 0` is never pending: it was due at once
+                        candidate("rule-pending", *found)
         for key in ("rule-pending", "rule-firing"):
             if key in earliest:
                 self._reach(key, *earliest[key])
@@ -118,6 +124,34 @@ class Collector:
             last += f"; rules failing: {'; '.join(errors[:3])}"
         for key in ("rule-pending", "rule-firing"):
             self.hops[key].last = f"Prometheus: {last}"
+
+    def _history(self, state: str) -> list[tuple[float, str]]:
+        """The first evaluation at which a watched page alert was `state`, from Prometheus' own
+        `ALERTS` series since the fault: a poll that comes late (a loaded machine) may no longer see
+        the alert that fired first (its expression dipped, its activeAt reset), while the page it
+        caused is already out. At most one range query per state and poll, until the hop is reached."""
+        from urllib.parse import urlencode
+
+        fault = self.hops["fault"].at
+        if fault is None:
+            return []
+        now = time.time()
+        watched = "|".join(re.escape(b) for b in self.targets.watched)
+        query = f'timestamp(ALERTS{{alertstate="{state}",severity="page",backend=~"{watched}"}})'
+        step = 5.0  # finer than the drill's 10 s evaluation: every evaluation's sample is seen
+        start = max(fault - step, now - 10_000 * step)  # under Prometheus' 11,000 points per series
+        url = (f"{self.targets.prometheus}/api/v1/query_range?"
+               + urlencode({"query": query, "start": f"{start:.3f}", "end": f"{now:.3f}", "step": f"{step:g}"}))
+        found: list[tuple[float, str]] = []
+        for series in json.loads(http_get(url))["data"].get("result", []):
+            stamps = [float(v) for _, v in series.get("values", []) if float(v) >= fault]
+            if stamps:
+                labels = series.get("metric", {})
+                at = min(stamps)
+                found.append((at, f"Prometheus: {labels.get('alertname')} {labels.get('slo')}"
+                                  f" {labels.get('long_window')}/{labels.get('short_window')} {state} at its"
+                                  f" evaluation of {_clock(at)} (its ALERTS series)"))
+        return found
 
     def _seen_firing(self, alert: dict, rule: dict, group: dict) -> None:
         from opsctl.drills.chain.alert_seen import alert_of

@@ -67,15 +67,18 @@ class EngineShape(Model):
 
 def build_engine(cfg: "Config", incidents: "IncidentStore", live: "Executor", *,
                  clock: Callable[[], float], on_action: Callable[["Taken"], None] | None = None,
-                 actions: "ActionLog | None" = None) -> "PolicyEngine":
+                 actions: "ActionLog | None" = None, lock_dir: "Path | None" = None) -> "PolicyEngine":
     """The policy engine for `cfg`: `incidents` keeps the incidents (incident_store), `live` acts
     (already wrapped by the caller's fencing), a DryRunExecutor decides for dry runs, `actions`
-    keeps the record of actions."""
+    keeps the record of actions; `lock_dir` (local mode) holds the file locks that keep one response
+    to one process of the host (response_lock.py)."""
     from opsctl.automation.actions import DryRunExecutor
     from opsctl.automation.policy_engine import PolicyEngine
+    from opsctl.automation.response_lock import ResponseLocks
 
     return PolicyEngine(cfg.automation, cfg.backends, incidents, live, DryRunExecutor(), clock,
-                        on_action=on_action, tickets=cfg.runbooks.tickets, actions=actions)
+                        on_action=on_action, tickets=cfg.runbooks.tickets, actions=actions,
+                        locks=ResponseLocks(lock_dir))
 
 
 def incident_store(cfg: "Config", *, state: "StateStore | None" = None, directory: "Path | None" = None,

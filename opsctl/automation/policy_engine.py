@@ -32,6 +32,7 @@ the leader acts, every write fenced by its term).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -45,6 +46,7 @@ from opsctl.automation.actions import (
     TicketRequest, operation_id,
 )
 from opsctl.automation.policy import ActionFailed, AlertEvent, CompiledPolicy, Taken, matching
+from opsctl.automation.response_lock import ResponseLocks
 from opsctl.paging.title import incident_title, names_all, widened
 from opsctl.slo import conventions as cv
 
@@ -116,17 +118,19 @@ class PolicyEngine:
     # runbooks.tickets: the ticket category by cause (None: the defaults, inference for everything)
     tickets: "RunbookTickets | None" = None
     actions: "ActionLog | None" = None  # the record of actions (an audit; None: not kept)
+    # one response acted on at a time: across the processes of one host in local mode (response_lock.py)
+    locks: ResponseLocks = field(default_factory=ResponseLocks)
 
     def __post_init__(self) -> None:
         self.policies = [CompiledPolicy.of(p) for p in self.settings.policies]
         self.by_name = {p.name: p for p in self.policies}
         self._closable_at: float | None = None  # when the open incident may close (checked by the sweep)
-        self._locks: dict[tuple[str, str], threading.RLock] = {}
-        self._locks_lock = threading.Lock()
         self._looked = float("-inf")  # the restore sweep's last read of the open incident
         self._canary_book: dict[str, tuple[float, str]] = {}  # response key -> next look, what was last said
         self._acting = threading.local()  # the incident this thread acts on (for intents written before actions)
         self._admitting = threading.Lock()
+        self._holds = threading.local()  # the response locks an admit holds until its write (ExitStack)
+        self._book = threading.Lock()  # guards _next_try
         self._next_try: dict[str, tuple[int, float]] = {}  # policy/target -> (tries that could not act, next)
 
     # -- the incident ---------------------------------------------------------------------------
@@ -164,10 +168,9 @@ class PolicyEngine:
             """A response's state changes (a restore cancelled, a hold-down begun): not while a worker
             or the restore sweep acts on it (they hold its lock); the write is then retried on what
             they wrote (its compare-and-swap fails)."""
-            lock = self._lock(policy, target)
-            if lock not in held:
-                lock.acquire()
-                held.append(lock)
+            if (policy, target) not in held:
+                self._holds.stack.enter_context(self._lock(policy, target))
+                held.add((policy, target))
 
         def respond(incident: "Incident", joined: list["Joined | None"]) -> "Incident | None":
             decided.clear()
@@ -179,15 +182,16 @@ class PolicyEngine:
                 decided.append(decision)
             return incident
 
-        held: list[threading.RLock] = []
-        try:
-            # One admit at a time in this process (only the replica that acts admits): concurrent
-            # copies of a notification meet here, not in compare-and-swap conflicts and merged openings.
-            with self._admitting:
-                taken = self.incidents.take_alerts(alerts, page_key=self.page_key(), then=respond)
-        finally:
-            for lock in held:
-                lock.release()
+        held: set[tuple[str, str]] = set()
+        with contextlib.ExitStack() as holds:
+            self._holds.stack = holds
+            try:
+                # One admit at a time in this process: concurrent copies of a notification meet here,
+                # not in compare-and-swap conflicts and merged openings.
+                with self._admitting:
+                    taken = self.incidents.take_alerts(alerts, page_key=self.page_key(), then=respond)
+            finally:
+                self._holds.stack = None
         items = []
         for (event, candidates), one, (chosen, flipped, cancelled, ended, late) in zip(matched, taken.joined, decided):
             if one is None:
@@ -277,12 +281,11 @@ class PolicyEngine:
         self.incidents.fence_open()
         self._looked = float("-inf")
         self._canary_book.clear()
-        with self._locks_lock:
+        with self._book:
             self._next_try.clear()  # a new leader tries what is owed at once
 
-    def _lock(self, policy: str, target: str) -> threading.RLock:
-        with self._locks_lock:
-            return self._locks.setdefault((policy, target), threading.RLock())
+    def _lock(self, policy: str, target: str) -> "contextlib.AbstractContextManager[None]":
+        return self.locks.hold(policy, target)
 
     def move(self, incident: "Incident", kind: str, backend: str, outcome: Outcome,
              response: "IncidentResponse | None" = None, **changes: Any) -> "Incident":
@@ -516,7 +519,7 @@ class PolicyEngine:
         if event.status != "firing":
             return
         now = self.clock()
-        with self._locks_lock:
+        with self._book:
             for policy in chosen:
                 name = f"{policy.name}/{policy.target(event.labels)}"
                 if not failed:
@@ -531,7 +534,7 @@ class PolicyEngine:
 
     def waiting(self) -> int:
         """Responses whose last try could not act, waiting for the next (the waiting gauge)."""
-        with self._locks_lock:
+        with self._book:
             return len(self._next_try)
 
     def owed(self, incident: "Incident", response: "IncidentResponse") -> bool:
@@ -552,10 +555,12 @@ class PolicyEngine:
         return actions.ticket is not None and vendor and incident.ticket(response.target) is None \
             and response.ticket != "skipped"
 
-    def resumable(self, busy: Callable[[str], bool] = lambda name: False) -> list["Admitted"]:
+    def resumable(self, busy: Callable[[str], bool] = lambda name: False, *, grace: float = 0.0) -> list["Admitted"]:
         """The open incident's responses that owe an action and are due for a try, as alerts to act
         on again (the record is the retry queue: a worker's queue lost in a crash, a leader that
-        stood down, a try that could not act). `busy(name)`: a response in hand here (policy/target)."""
+        stood down, a try that could not act). `busy(name)`: a response in hand here (policy/target);
+        `grace`: a response never tried here whose incident took an alert within that many seconds is
+        left to the worker (maybe another process's) that admitted it."""
         from opsctl.incident.store import Joined
 
         incident = self.incidents.open_incident()
@@ -565,8 +570,9 @@ class PolicyEngine:
         found = []
         for response in incident.open_responses():
             name = f"{response.policy}/{response.target}"
-            with self._locks_lock:
-                due = self._next_try.get(name, (0, 0.0))[1] <= now
+            with self._book:
+                tried = self._next_try.get(name)
+            due = tried[1] <= now if tried is not None else incident.last_alert_at <= now - grace
             if not due or busy(name) or not self.owed(incident, response):
                 continue
             last = response.firing()[-1]

@@ -19,11 +19,11 @@ a try that could not act) is found again on the record by the maintenance thread
 could not act is tried again with capped backoff until it acts, its alerts resolve or on-call takes
 the incident over, in local mode as in team mode.
 
-Where the incidents live follows `state.backend`: a file each under the state dir (one replica
-per state dir acts: the holder of `automation/serve.lock`, local_lead.py), or one ConfigMap each
-with a leader elected on a Lease (leader.py). Only the replica that acts admits a matching alert:
-the others answer it 503 (Retry-After), the sender resends, and the shipped deployment routes to
-the leader alone (`ready_only_when_leader`). Every action runs under the leader's term
+Where the incidents live follows `state.backend`: a file each under the state dir (processes of one
+host sharing it act on a response one at a time: response_lock.py, decision 0231), or one
+ConfigMap each with a leader elected on a Lease (leader.py). With a leader only it admits a
+matching alert: a follower answers it 503 (Retry-After) and the sender's resend, spread over the
+replicas by the Service, reaches the leader. Every action runs under the leader's term
 (`FencedExecutor`: the term is re-read before each action; a page, ticket or note is preceded by an
 intent written on the incident under the term; failover and restore carry the term and an operation
 id chosen from the incident's response before the write; a new leader's first write rewrites the
@@ -59,8 +59,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("opsctl.automation")
 
 STATE_FILE = "automation/automation.sqlite"  # the record of actions (an audit: action_log.py)
-LOCK_FILE = "automation/serve.lock"  # local mode: the serve that holds it acts (local_lead.py)
 RESUME_EVERY = 1.0  # seconds: the open incident is read for owed actions at most this often
+RESUME_GRACE = 5.0  # seconds an alert just admitted is left to the worker that admitted it
 NOT_LEADING = {"Retry-After": "1"}
 
 
@@ -86,12 +86,10 @@ class AutomationService:
         path = state_file or cfg.state_path / STATE_FILE
         from opsctl.automation.election import open_elector
         from opsctl.automation.engine_factory import incident_store
-        from opsctl.automation.local_lead import LocalLead
 
         self.elector = open_elector(cfg, on_change=self._leadership)  # None: local state
         self.shared = cfg.state.backend != "local"
         self.incidents: IncidentStore  # the incidents (opsctl/incident/): a file each, or a ConfigMap each
-        self.lead: LocalLead | None = None
         if self.shared:
             from opsctl.state import open_state_store
 
@@ -106,8 +104,6 @@ class AutomationService:
             self.incidents = incident_store(cfg, state=store, term=self.term if self.elector is not None else None,
                                             clock=clock)
         else:
-            # One serve acts per state dir: another one sharing it follows until the holder is gone.
-            self.lead = LocalLead(path.parent / Path(LOCK_FILE).name, on_change=self._leadership)
             live = FencedExecutor(live)  # one replica: no term, but operation ids chosen before the write
             self.incidents = incident_store(cfg, clock=clock)  # a file per incident under the state dir
         self.queue = WorkQueue(settings.queue_size, settings.workers, self.process)
@@ -121,8 +117,10 @@ class AutomationService:
         from opsctl.automation.engine_factory import build_engine
 
         self.actions = ActionLog(path)  # the record of actions (an audit, never read to decide)
+        # Local mode: processes of one host sharing the state dir act on a response one at a time
+        # (response_lock.py, decision 0231); team mode: only the leader acts.
         self.engine = build_engine(cfg, self.incidents, live, clock=clock, on_action=self._count,  # as drills build it
-                                   actions=self.actions)
+                                   actions=self.actions, lock_dir=None if self.shared else path.parent / "locks")
         self._stop = threading.Event()
         self._resume_now = threading.Event()
         self._maintenance = threading.Thread(target=self._maintain, name="opsctl-maintenance", daemon=True)
@@ -135,8 +133,6 @@ class AutomationService:
         self._maintenance.start()
         if self.elector is not None:
             self.elector.start()
-        if self.lead is not None:
-            self.lead.start()
         self._resume_now.set()  # what a previous process left owed is on the record: looked at at once
         from opsctl.rollout.serve import start_in_serve  # the rollout, ticked while this replica leads
 
@@ -154,23 +150,17 @@ class AutomationService:
             self._maintenance.join(timeout)
         if self.elector is not None:
             self.elector.stop(release=True)
-        if self.lead is not None:
-            self.lead.stop()
         self.started = False
 
     def term(self) -> Term | None:
         """The term this replica acts under: the elector's (None when not leading), else local@0."""
         from opsctl.fencing import LOCAL_TERM
 
-        if self.elector is not None:
-            return self.elector.term
-        return LOCAL_TERM if self.lead is None or self.lead.is_leader else None
+        return LOCAL_TERM if self.elector is None else self.elector.term
 
     def acting(self) -> bool:
-        """Whether this replica acts: the holder of the Lease, or locally of the state dir's lock."""
-        if self.elector is not None:
-            return self.elector.is_leader
-        return self.lead is None or self.lead.is_leader
+        """Whether this replica acts: always when it is the only one (local state), else while it leads."""
+        return self.elector is None or self.elector.is_leader
 
     def waiting(self) -> int:
         """Responses waiting for a retry (their last try could not act); 0 on a replica that does
@@ -198,7 +188,7 @@ class AutomationService:
             return False, f"state unavailable: {str(exc).splitlines()[0][:200]}"
         if self.queue.room() <= 0:
             return False, "queue full"
-        elector = self.elector or self.lead
+        elector = self.elector
         if elector is not None:
             role = "leader" if elector.is_leader else f"follower (leader: {elector.holder or 'none'})"
             if not elector.is_leader and self.cfg.automation.leader_election.ready_only_when_leader:
@@ -271,10 +261,11 @@ class AutomationService:
             try:
                 self.engine.run_due_restores()
                 now = time.monotonic()
-                if now - last_resume >= RESUME_EVERY or self._resume_now.is_set():
+                at_once = self._resume_now.is_set()  # started, or became leader: nobody else is on it
+                if now - last_resume >= RESUME_EVERY or at_once:
                     self._resume_now.clear()
                     last_resume = now
-                    for item in self.engine.resumable(self._in_hand):
+                    for item in self.engine.resumable(self._in_hand, grace=0.0 if at_once else RESUME_GRACE):
                         if self.queue.room() <= 0 or not self._offer(item):
                             break
             except OpsctlError as exc:  # the shared state is unreachable: /readyz says so; retried next round

@@ -247,8 +247,20 @@ class StateIncidentStore:
                 current = Incident(id=ident, service=self.service, opened_at=now, last_alert_at=now,
                                    page=page).with_alert(alert, now)
                 fresh_doc, stored, doc = True, None, None
-            else:  # another replica created it (the same alert at the same instant): joined
+            else:  # another replica created it (the same alert at the same instant): joined, the
+                # index pointed at it if that replica has not yet
                 current, stored, doc, fresh_doc = existing, existing, existing_doc, False
+                opened = ident
+                held = existing.alert(alert.fingerprint, alert.starts_at)
+                if held == alert:
+                    joined.append(Joined(current, opened=False, new_alert=False))
+                    continue
+                current = existing.with_alert(alert, now)
+                joined.append(Joined(current, opened=False, new_alert=True,
+                                     new_cause=alert.cause if alert.cause and alert.cause not in existing.causes else None,
+                                     new_backend=(alert.backend if alert.backend and alert.backend not in existing.backends
+                                                  else None)))
+                continue
             opened = ident
             joined.append(Joined(current, opened=True, new_alert=True, new_cause=alert.cause or None,
                                  new_backend=alert.backend or None))

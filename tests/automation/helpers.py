@@ -220,8 +220,9 @@ def incident_records(config_dir: Path) -> list[dict]:
 
 
 def responses(config_dir: Path) -> list[dict]:
-    """Every incident's responses (what each policy does about its target), as stored."""
-    return [r for i in incident_records(config_dir) for r in i.get("responses", [])]
+    """Every incident's responses (what each policy does about its target), as stored; an incident
+    merged into the one another process opened at the same moment never existed for anyone else."""
+    return [r for i in incident_records(config_dir) if not i.get("merged") for r in i.get("responses", [])]
 
 
 def response_alerts(config_dir: Path) -> int:

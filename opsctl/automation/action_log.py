@@ -10,6 +10,8 @@ episode's key before it moved onto the incident: the same derivation, so old row
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 from pathlib import Path
 
 from opsctl.automation.action_record import _ACTION_COLUMNS, ActionRecord
@@ -33,12 +35,45 @@ CREATE INDEX IF NOT EXISTS actions_by_policy ON actions (policy, action);
 """
 
 
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection for one thread: WAL, a busy timeout, autocommit."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=10.0, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=10000")
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+class Database:
+    """One SQLite file, one connection per thread, writes of this process serialised on a lock."""
+
+    def __init__(self, path: Path, schema: str):
+        self.path = Path(path)
+        self._local = threading.local()
+        self.write_lock = threading.RLock()
+        with self.write_lock:
+            self.conn.executescript(schema)
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path)
+            self._local.conn = conn
+        return conn
+
+    def write(self, sql: str, args: tuple[object, ...] = ()) -> sqlite3.Cursor:
+        """One write statement in its own (autocommit) transaction."""
+        with self.write_lock:
+            return self.conn.execute(sql, args)
+
+
 class ActionLog:
     """The `actions` table of one SQLite file (one connection per thread, writes serialised)."""
 
     def __init__(self, path: Path):
-        from opsctl.automation.idempotency import Database
-
         self.db = Database(Path(path), SCHEMA)
 
     def record(self, record: ActionRecord) -> None:

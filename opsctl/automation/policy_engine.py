@@ -62,6 +62,33 @@ SEVERITY_RANK = ("info", "warning", "error", "critical")
 ACT_NOW = ("refused", "failed")  # failover outcomes that page "act now"
 FAILOVER_DONE = ("applied", "noop", "dry_run")  # a failover in any other state is tried (again)
 LOOK_INTERVAL = 1.0  # seconds: the restore sweep reads the open incident at most this often
+PAGE_EVENTS = 20  # PagerDuty event ids an incident's page remembers (a replay of one writes nothing)
+RETRY_CAP = 30.0  # seconds: the longest wait between tries of a response that could not act yet
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """One alert taken into its incident on receipt (`PolicyEngine.admit`), for a worker to act on:
+    the alert, the incident as written, the policies its labels match and those chosen by its
+    cause, and what the write decided (restores cancelled, responses ended, late copies)."""
+
+    event: AlertEvent
+    joined: "Joined"
+    candidates: tuple[str, ...]
+    chosen: tuple[str, ...]
+    flipped: frozenset[str]
+    cancelled: frozenset[str]
+    ended: tuple["IncidentResponse", ...]
+    late: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What a notification's admit wrote: its alerts some policy matches, and whether anything
+    was new (False: every alert already held in that state, a resend: nothing written)."""
+
+    items: tuple[Admitted, ...]
+    wrote: bool
 
 
 @dataclass(frozen=True)
@@ -101,6 +128,10 @@ class PolicyEngine:
         self._looked = float("-inf")  # the restore sweep's last read of the open incident
         self._canary_book: dict[str, tuple[float, str]] = {}  # response key -> next look, what was last said
         self._acting = threading.local()  # the incident this thread acts on (for intents written before actions)
+        self._admitting = threading.Lock()
+        self._holds = threading.local()  # the response locks an admit holds until its write (ExitStack)
+        self._book = threading.Lock()  # guards _next_try
+        self._next_try: dict[str, tuple[int, float]] = {}  # policy/target -> (tries that could not act, next)
 
     # -- the incident ---------------------------------------------------------------------------
 
@@ -111,19 +142,118 @@ class PolicyEngine:
 
         return page_key(self.settings.incident.paging_route_key, self.incidents.service)
 
-    def join(self, event: AlertEvent) -> "Joined | None":
-        """The alert taken into its incident (firing: joined or opened; resolved: marked)."""
+    def admit(self, events: list[AlertEvent]) -> "Admission":
+        """The alerts some policy matches taken into their incident and its responses, in one
+        compare-and-swap write under the leader's term (`IncidentStore.take_alerts`): the intent the
+        answer to Alertmanager waits for (docs/decisions/0216-deliveries-not-persisted.md). A firing
+        alert joins (or opens) the incident and each chosen policy's response (a pending restore
+        cancelled); a resolve starts the response's hold-down or closes it. The actions follow
+        (`act`). Raises what the store raises (unreachable, a conflict that kept coming back, a
+        malformed stored incident): nothing was written, and the sender resends."""
         from opsctl.incident.record import IncidentAlert
 
-        labels = event.labels
-        alert = IncidentAlert(fingerprint=event.fingerprint, alertname=labels.get("alertname", ""),
-                              starts_at=event.starts_at, status="firing" if event.status == "firing" else "resolved",
-                              slo=labels.get("slo", ""), backend=labels.get("backend", ""),
-                              severity=labels.get("severity", ""), cause=event.cause or "")
-        joined = self.incidents.take_alert(alert, page_key=self.page_key())
-        if joined is not None and not joined.incident.firing():
-            self._closable_at = joined.incident.last_alert_at + self.incidents.quiet
-        return joined
+        matched = [(e, matching(self.policies, e.labels)) for e in events]
+        matched = [(e, c) for e, c in matched if c]
+        if not matched:
+            return Admission((), False)
+        alerts = [IncidentAlert(fingerprint=e.fingerprint, alertname=e.labels.get("alertname", ""),
+                                starts_at=e.starts_at, status="firing" if e.status == "firing" else "resolved",
+                                slo=e.labels.get("slo", ""), backend=e.labels.get("backend", ""),
+                                severity=e.labels.get("severity", ""), cause=e.cause or "")
+                  for e, _ in matched]
+        decided: list[tuple[tuple[str, ...], frozenset[str], frozenset[str], tuple["IncidentResponse", ...],
+                            frozenset[str]]] = []
+
+        def hold(policy: str, target: str) -> None:
+            """A response's state changes (a restore cancelled, a hold-down begun): not while a worker
+            or the restore sweep acts on it (they hold its lock); the write is then retried on what
+            they wrote (its compare-and-swap fails)."""
+            if (policy, target) not in held:
+                self._holds.stack.enter_context(self._lock(policy, target))
+                held.add((policy, target))
+
+        def respond(incident: "Incident", joined: list["Joined | None"]) -> "Incident | None":
+            decided.clear()
+            for (event, candidates), one in zip(matched, joined):
+                if one is None or incident.takeover is not None:
+                    decided.append(((), frozenset(), frozenset(), (), frozenset()))
+                    continue
+                incident, decision = self._take_in(incident, event, candidates, hold)
+                decided.append(decision)
+            return incident
+
+        held: set[tuple[str, str]] = set()
+        with contextlib.ExitStack() as holds:
+            self._holds.stack = holds
+            try:
+                # One admit at a time in this process: concurrent copies of a notification meet here,
+                # not in compare-and-swap conflicts and merged openings.
+                with self._admitting:
+                    taken = self.incidents.take_alerts(alerts, page_key=self.page_key(), then=respond)
+            finally:
+                self._holds.stack = None
+        items = []
+        for (event, candidates), one, (chosen, flipped, cancelled, ended, late) in zip(matched, taken.joined, decided):
+            if one is None:
+                continue
+            items.append(Admitted(event, one, tuple(p.name for p in candidates), chosen, flipped, cancelled, ended,
+                                  late))
+        if items and not items[-1].joined.incident.firing():
+            self._closable_at = items[-1].joined.incident.last_alert_at + self.incidents.quiet
+        return Admission(tuple(items), taken.wrote)
+
+    def _take_in(self, incident: "Incident", event: AlertEvent, candidates: list[CompiledPolicy],
+                 hold: Callable[[str, str], None]) -> tuple[
+            "Incident", tuple[tuple[str, ...], frozenset[str], frozenset[str], tuple["IncidentResponse", ...],
+                              frozenset[str]]]:
+        """One alert taken into the responses of the policies it concerns (`admit`, in its write):
+        (the incident, (chosen policies, those kept by opening, restores cancelled, responses ended,
+        policies for which the copy was late))."""
+        from opsctl.incident.grouping import response_key
+        from opsctl.incident.record import IncidentResponse
+
+        chosen, flipped = self._by_cause(candidates, event, incident)
+        now = self.clock()
+        cancelled: set[str] = set()
+        late: set[str] = set()
+        ended: list["IncidentResponse"] = []
+        for policy in chosen:
+            target = policy.target(event.labels)
+            current = incident.response(policy.name, target)
+            if event.status == "firing":
+                key = response_key(policy.name, target, event.fingerprint, event.starts_at)
+                if current is None and incident.response_by_key(key) is not None:
+                    late.add(policy.name)  # the response this alert opened is closed: a late copy
+                    continue
+                current = current or IncidentResponse(policy=policy.name, target=target, key=key, opened_at=now)
+                response, stale = current.seen(event.fingerprint, event.starts_at, "firing")
+                if stale:
+                    late.add(policy.name)
+                    continue
+                if response.state == "restore_pending":
+                    hold(policy.name, target)
+                    response = response.changed(state="open", restore_due=None)
+                    cancelled.add(policy.name)
+                incident = incident.with_response(response)
+                continue
+            if current is None:
+                continue
+            response, stale = current.seen(event.fingerprint, event.starts_at, "resolved")
+            if stale:
+                continue
+            if response.state == "open" and not response.firing():
+                hold(policy.name, target)
+                restores = bool(policy.policy.actions.restore)
+                if restores and response.may_have_moved_traffic:
+                    response = response.changed(state="restore_pending", restore_due=now + self.hold_down(policy),
+                                                restore_refusals=0)
+                else:
+                    why = "traffic was not moved by this automation" if restores else "the policy does not restore"
+                    response = response.changed(state="closed", closed_at=now, closed_because=f"alerts resolved; {why}")
+                ended.append(response)
+            incident = incident.with_response(response)
+        return incident, (tuple(p.name for p in chosen), frozenset(flipped), frozenset(cancelled), tuple(ended),
+                          frozenset(late))
 
     @staticmethod
     def incident_key(incident: "Incident") -> str:
@@ -151,6 +281,8 @@ class PolicyEngine:
         self.incidents.fence_open()
         self._looked = float("-inf")
         self._canary_book.clear()
+        with self._book:
+            self._next_try.clear()  # a new leader tries what is owed at once
 
     def _lock(self, policy: str, target: str) -> "contextlib.AbstractContextManager[None]":
         return self.locks.hold(policy, target)
@@ -169,7 +301,7 @@ class PolicyEngine:
         def change(i: "Incident") -> "Incident | None":
             new = i.changed(**changes) if changes else i
             if response is not None:
-                new = new.with_response(response)
+                new = _with_admitted(new, response)
             last = next((m for m in reversed(i.moves) if m.kind == kind and m.backend == backend), None)
             if outcome.status == "applied" or last is None or last.status != outcome.status:
                 new = new.with_move(move)  # a retry's same outcome adds no move
@@ -187,7 +319,7 @@ class PolicyEngine:
     def _respond_with(self, incident: "Incident", response: "IncidentResponse", **changes: Any) -> "Incident":
         """The response's change written on its incident."""
         new = response.changed(**changes)
-        written = self.incidents.change(incident.id, lambda i: i.with_response(new))
+        written = self.incidents.change(incident.id, lambda i: _with_admitted(i, new))
         if not written.firing() and not written.moved():
             self._closable_at = max(self.clock(), written.last_alert_at + self.incidents.quiet)
         return written
@@ -327,40 +459,140 @@ class PolicyEngine:
     # -- alerts -------------------------------------------------------------------------------
 
     def handle_alert(self, event: AlertEvent) -> list[Taken]:
-        """Act on one alert event. Raises ActionFailed (retried until it acts, its incident closes or
-        on-call takes it over)."""
+        """Admit one alert and act on it at once (drills and tests; serve admits on receipt and acts
+        on a worker). Raises ActionFailed (retried until it acts, its incident closes or on-call
+        takes it over)."""
         from opsctl.incident.record import MalformedIncident
 
-        taken: list[Taken] = []
-        failed: list[str] = []
-        candidates = matching(self.policies, event.labels)
-        if not candidates:
-            return taken
         try:
-            joined = self.join(event)
+            admission = self.admit([event])
         except MalformedIncident as exc:
-            self._blocked(candidates, event, exc, taken, failed)
-            raise ActionFailed("; ".join(failed)) from None
-        if joined is None:  # a resolved alert no open incident holds: nothing to do
+            taken: list[Taken] = []
+            self.blocked(event, exc, taken)
             return taken
-        chosen, flipped = self._by_cause(candidates, event, joined.incident)
-        self._acting.incident = joined.incident.id
-        try:
-            if joined.incident.takeover is not None:
-                self._taken_over(chosen, event, joined.incident, taken, failed)
-            else:
-                for policy in chosen:
-                    if event.status == "firing":
-                        self._firing(policy, event, taken, failed, flipped=policy.name in flipped, joined=joined)
-                    else:
-                        self._resolved(policy, event, joined, taken)
-                if event.status == "firing" and not joined.opened:
-                    self._joined_notes(chosen, event, joined, taken, failed)
-        finally:
-            self._acting.incident = None
+        taken = []
+        failed: list[str] = []
+        for item in admission.items:
+            taken += self.act(item, failed)
         if failed:
             raise ActionFailed("; ".join(failed))
         return taken
+
+    def act(self, item: "Admitted", failed: list[str] | None = None) -> list[Taken]:
+        """Take the actions of one admitted alert (its responses already hold it): failover, page,
+        ticket and notes for a firing alert, the note of a response it ended for a resolve. What
+        could not act goes to `failed` (raised as ActionFailed when not given); the responses it
+        concerns are then tried again from the record (`owed`), with capped backoff."""
+        taken: list[Taken] = []
+        errors: list[str] = [] if failed is None else failed
+        before = len(errors)
+        event, joined = item.event, item.joined
+        chosen = [self.by_name[n] for n in item.chosen if n in self.by_name]
+        self._acting.incident = joined.incident.id
+        try:
+            if joined.incident.takeover is not None:
+                self._taken_over([self.by_name[n] for n in item.candidates if n in self.by_name], event,
+                                 joined.incident, taken, errors)
+            else:
+                for policy in chosen:
+                    if event.status != "firing":
+                        ended = next((r for r in item.ended if r.policy == policy.name), None)
+                        if ended is not None:
+                            self._resolved(policy, event, ended, joined, taken)
+                    elif policy.name in item.late:
+                        log.info("policy %s: ignoring a late firing copy of %s", policy.name, event.fingerprint)
+                    else:
+                        self._firing(policy, event, taken, errors, flipped=policy.name in item.flipped, joined=joined,
+                                     cancelled=policy.name in item.cancelled)
+                if event.status == "firing" and not joined.opened:
+                    self._joined_notes(chosen, event, joined, taken, errors)
+        finally:
+            self._acting.incident = None
+        self._tried(joined.incident, chosen, event, failed=len(errors) > before)
+        if failed is None and errors:
+            raise ActionFailed("; ".join(errors))
+        return taken
+
+    def _tried(self, incident: "Incident", chosen: list[CompiledPolicy], event: AlertEvent, *, failed: bool) -> None:
+        """The next try of the responses a firing alert concerns: none while they act, else after a
+        capped backoff (no attempt counter: until it acts, the alerts resolve or on-call takes over)."""
+        if event.status != "firing":
+            return
+        now = self.clock()
+        with self._book:
+            for policy in chosen:
+                name = f"{policy.name}/{policy.target(event.labels)}"
+                if not failed:
+                    self._next_try.pop(name, None)
+                    continue
+                tries, _ = self._next_try.get(name, (0, 0.0))
+                self._next_try[name] = (tries + 1, now + min(RETRY_CAP, 2.0 ** min(tries + 1, 8)))
+
+    def names(self, item: "Admitted") -> list[str]:
+        """The responses (policy/target) an admitted alert concerns, as the retry book names them."""
+        return [f"{n}/{self.by_name[n].target(item.event.labels)}" for n in item.chosen if n in self.by_name]
+
+    def waiting(self) -> int:
+        """Responses whose last try could not act, waiting for the next (the waiting gauge)."""
+        with self._book:
+            return len(self._next_try)
+
+    def owed(self, incident: "Incident", response: "IncidentResponse") -> bool:
+        """Whether an open response of a firing alert still owes an action the record shows was not
+        taken: its failover not done (never tried, started and never recorded, or failed), the
+        incident's page not sent, or the vendor ticket not filed. A guard's refusal is retried by
+        the alerts that join (as the CLI's operator would try again), not here."""
+        policy = self.by_name.get(response.policy)
+        if policy is None or incident.takeover is not None or response.state != "open" or not response.firing():
+            return False
+        actions = policy.policy.actions
+        if actions.failover is not None and response.failover in (None, "started", "failed"):
+            return True
+        if actions.page is not None and (incident.page is None or incident.page.sent_at is None):
+            return True
+        backend = self.backends.get(response.target)
+        vendor = backend is not None and backend.kind == "vendor" and bool(backend.vendor)
+        return actions.ticket is not None and vendor and incident.ticket(response.target) is None \
+            and response.ticket != "skipped"
+
+    def resumable(self, busy: Callable[[str], bool] = lambda name: False, *, grace: float = 0.0) -> list["Admitted"]:
+        """The open incident's responses that owe an action and are due for a try, as alerts to act
+        on again (the record is the retry queue: a worker's queue lost in a crash, a leader that
+        stood down, a try that could not act). `busy(name)`: a response in hand here (policy/target);
+        `grace`: a response never tried here whose incident took an alert within that many seconds is
+        left to the worker (maybe another process's) that admitted it."""
+        from opsctl.incident.store import Joined
+
+        incident = self.incidents.open_incident()
+        if incident is None:
+            return []
+        now = self.clock()
+        found = []
+        for response in incident.open_responses():
+            name = f"{response.policy}/{response.target}"
+            with self._book:
+                tried = self._next_try.get(name)
+            due = tried[1] <= now if tried is not None else incident.last_alert_at <= now - grace
+            if not due or busy(name) or not self.owed(incident, response):
+                continue
+            last = response.firing()[-1]
+            held = incident.alert(last.fingerprint, last.starts_at)
+            labels = {k: v for k, v in (("alertname", held.alertname if held else ""),
+                                        ("severity", held.severity if held else ""),
+                                        ("slo", held.slo if held else ""), ("backend", response.target),
+                                        ("service", self.incidents.service)) if v}
+            event = AlertEvent(key=f"resume:{response.key}", status="firing", labels=labels,
+                               annotations={"cause": held.cause} if held is not None and held.cause else {},
+                               starts_at=last.starts_at, fingerprint=last.fingerprint, group_key="", received_at=now)
+            found.append(Admitted(event, Joined(incident, opened=False, new_alert=False), (response.policy,),
+                                  (response.policy,), frozenset(), frozenset(), (), frozenset()))
+        return found
+
+    def blocked(self, event: AlertEvent, exc: Exception, taken: list[Taken]) -> None:
+        """The stored incident does not read: the refusal recorded and a human paged (`_blocked`)."""
+        candidates = matching(self.policies, event.labels)
+        if candidates:
+            self._blocked(candidates, event, exc, taken, [])
 
     def _blocked(self, chosen: list[CompiledPolicy], event: AlertEvent, exc: Exception, taken: list[Taken],
                  failed: list[str]) -> None:
@@ -473,6 +705,8 @@ class PolicyEngine:
 
         def change(i: "Incident") -> "Incident | None":
             begun.clear()
+            if i.response(policy.name, target) is None and i.response_by_key(key) is not None:
+                return None  # the response this alert opened is closed already: a late copy
             current = i.response(policy.name, target) or IncidentResponse(
                 policy=policy.name, target=target, key=key, opened_at=now)
             response, stale = current.seen(event.fingerprint, event.starts_at, "firing")
@@ -497,10 +731,12 @@ class PolicyEngine:
         return begun[0] if begun else None
 
     def _firing(self, policy: CompiledPolicy, event: AlertEvent, taken: list[Taken], failed: list[str], *,
-                flipped: bool = False, joined: "Joined") -> None:
+                flipped: bool = False, joined: "Joined", cancelled: bool = False) -> None:
         target = policy.target(event.labels)
         with self._lock(policy.name, target):
             begun = self._begin(joined.incident, policy, event, target)
+            if begun is not None and cancelled:  # admit cancelled it, in the alert's own write
+                begun = dataclasses.replace(begun, cancelled=True)
             if begun is None:
                 log.info("policy %s: ignoring a late firing copy of %s", policy.name, event.fingerprint)
                 return
@@ -676,44 +912,21 @@ class PolicyEngine:
             description=description, incident=key or None, idempotency_key=idempotency,
         )), taken, failed)
 
-    def _resolved(self, policy: CompiledPolicy, event: AlertEvent, joined: "Joined", taken: list[Taken]) -> None:
-        target = policy.target(event.labels)
+    def _resolved(self, policy: CompiledPolicy, event: AlertEvent, response: "IncidentResponse", joined: "Joined",
+                  taken: list[Taken]) -> None:
+        """The note of a response this resolve ended (admit wrote it: the hold-down, or closed)."""
+        target = response.target
         restores = bool(policy.policy.actions.restore)
         why = "traffic was not moved by this automation" if restores else "the policy does not restore"
-        hold = self.hold_down(policy)
-        ended: list["IncidentResponse"] = []
-        with self._lock(policy.name, target):
-            now = self.clock()
-
-            def change(i: "Incident") -> "Incident | None":
-                ended.clear()
-                current = i.response(policy.name, target)
-                if current is None:
-                    return None
-                response, stale = current.seen(event.fingerprint, event.starts_at, "resolved")
-                if stale:
-                    return None
-                if response.state == "open" and not response.firing():
-                    if restores and response.may_have_moved_traffic:
-                        response = response.changed(state="restore_pending", restore_due=now + hold, restore_refusals=0)
-                    else:
-                        response = response.changed(state="closed", closed_at=now,
-                                                    closed_because=f"alerts resolved; {why}")
-                    ended.append(response)
-                return i.with_response(response)
-
-            written = self.incidents.change(joined.incident.id, change)
-            if not written.firing() and not written.moved():
-                self._closable_at = max(now, written.last_alert_at + self.incidents.quiet)
-        if not ended:
-            return
-        response = ended[0]
+        if not joined.incident.firing() and not joined.incident.moved():
+            self._closable_at = max(self.clock(), joined.incident.last_alert_at + self.incidents.quiet)
         if response.state == "restore_pending":
-            text = f"every matching alert resolved; traffic returns to {target} after the hold-down ({hold}s)"
+            text = (f"every matching alert resolved; traffic returns to {target} after the hold-down"
+                    f" ({self.hold_down(policy)}s)")
         else:
             text = f"every matching alert resolved; response closed ({why})"
         executor, dry = self.executor_for(policy)
-        key = self.incident_key(written)
+        key = self.incident_key(joined.incident)
         if policy.policy.actions.note and key:
             self._run(policy, event, response, "note", dry, lambda: executor.note(NoteRequest(
                 self._context(policy, event), incident=key,
@@ -721,30 +934,50 @@ class PolicyEngine:
 
     # -- PagerDuty ----------------------------------------------------------------------------
 
-    def handle_pagerduty(self, key: str, data: dict[str, Any], received_at: float) -> list[Taken]:
-        """Record a verified PagerDuty event against the incident it is about (its dedup key or id).
+    def handle_pagerduty(self, event_id: str, data: dict[str, Any], received_at: float) -> tuple[str, list[Taken]]:
+        """A verified PagerDuty event taken in by the incident it is about (its dedup key or id):
+        written on the incident's page (who acknowledged it and when; the signed event id, so a
+        replay writes nothing), by one compare-and-swap under the leader's term, before it is
+        answered. Returns "accepted", "duplicate" (its id is on the page already) or "unknown" (no
+        incident of this service: nothing written).
 
         Traffic never moves on a PagerDuty event alone: the alert's resolution drives the restore.
         An acknowledgement is the human confirming the automated failover, and shows in the record."""
         taken: list[Taken] = []
         keys = [k for k in (data.get("incident_key"), data.get("data_id")) if k]
         if not keys:
-            return taken
+            return "unknown", taken
         current = self.incidents.open_incident()
         candidates = [current] if current is not None else []
         incident = next((i for i in candidates + self.incidents.incidents()
                          if i.id in keys or self.incident_key(i) in keys), None)
-        response = incident.responses[-1] if incident is not None and incident.responses else None
+        if incident is None or incident.page is None:
+            return "unknown", taken
+        if event_id in incident.page.events:
+            return "duplicate", taken
+        acked = data.get("event_type") == "incident.acknowledged"
+        who = str(data.get("agent") or "")
+
+        def take(i: "Incident") -> "Incident | None":
+            page = i.page
+            if page is None or event_id in page.events:
+                return None
+            return i.changed(page=dataclasses.replace(
+                page, events=(page.events + (event_id,))[-PAGE_EVENTS:],
+                acknowledged_by=who if acked else page.acknowledged_by,
+                acknowledged_at=received_at if acked and page.acknowledged_at is None else page.acknowledged_at))
+
+        incident = self.incidents.change(incident.id, take)
+        response = incident.responses[-1] if incident.responses else None
         policy = self.by_name.get(response.policy) if response is not None else None
-        if incident is None or response is None or policy is None:
-            return taken
-        who = f" by {data['agent']}" if data.get("agent") else ""
-        outcome = Outcome("noop", f"PagerDuty {data.get('event_type')}{who} on incident {data.get('data_id') or keys[0]}"
-                                  f" (incident {incident.id}, {incident.state})")
-        event = AlertEvent(key=key, status="pagerduty", labels={}, annotations={}, starts_at="", fingerprint="",
-                           group_key="", received_at=received_at)
-        self._record(policy, event, response, "pagerduty", outcome, self.executor_for(policy)[1], taken)
-        return taken
+        if response is not None and policy is not None:
+            by = f" by {who}" if who else ""
+            outcome = Outcome("noop", f"PagerDuty {data.get('event_type')}{by} on incident {data.get('data_id') or keys[0]}"
+                                      f" (incident {incident.id}, {incident.state})")
+            event = AlertEvent(key=f"pagerduty:{event_id}", status="pagerduty", labels={}, annotations={}, starts_at="",
+                               fingerprint="", group_key="", received_at=received_at)
+            self._record(policy, event, response, "pagerduty", outcome, self.executor_for(policy)[1], taken)
+        return "accepted", taken
 
     # -- restores -----------------------------------------------------------------------------
 
@@ -831,7 +1064,7 @@ class PolicyEngine:
                     closed = response.changed(state="closed", closed_at=self.clock(), restore_due=None,
                                               closed_because=f"restore {outcome.status}: {outcome.detail}"[:500])
                     if outcome.status == "dry_run":
-                        self.incidents.change(current.id, lambda i: i.with_response(closed).changed(restore=book or None))
+                        self.incidents.change(current.id, lambda i: _with_admitted(i, closed).changed(restore=book or None))
                     else:
                         self.move(current, "restore", response.target, outcome, closed, restore=book or None)
                 elif progress is not None and (stored is None or progress.to_dict() != stored):
@@ -907,6 +1140,14 @@ class PolicyEngine:
                 NoteRequest(context, incident=key, text=text)), taken, [])
 
 
+def _with_admitted(incident: "Incident", response: "IncidentResponse") -> "Incident":
+    """`response` as a worker or the restore sweep changed it, written with the alerts the stored
+    one holds: those are admit's (written on receipt, without the response's lock, while it only
+    adds an alert to an open response)."""
+    stored = incident.response_by_key(response.key)
+    return incident.with_response(response.changed(alerts=stored.alerts) if stored is not None else response)
+
+
 def _rank(severity: str | None) -> int:
     return SEVERITY_RANK.index(severity) if severity in SEVERITY_RANK else -1
 
@@ -952,4 +1193,4 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:500]
 
 
-__all__ = ["PolicyEngine", "TRANSIENT_RESTORE_RETRY", "partial_text"]
+__all__ = ["Admission", "Admitted", "PolicyEngine", "RETRY_CAP", "TRANSIENT_RESTORE_RETRY", "partial_text"]

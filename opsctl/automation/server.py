@@ -21,15 +21,14 @@ senders retry), so memory stays about
 MAX_BODY_READS x body_limit whatever the number of connections. Log messages have control
 characters escaped, so a CR/LF in a payload cannot forge a log line.
 
-Accepted deliveries are answered 202 once recorded and queued; the actions run afterwards.
-Recording goes to the shared state (the API server in kubernetes mode), so it runs on threads of
-its own, never on the event loop: a slow API server delays the deliveries' answers, not /healthz,
-/readyz or /metrics. Two lanes (issue 22, the trigger path): a delivery with an event some policy
-matches (matched on receipt, no I/O) and every PagerDuty event go to the urgent lane
-(URGENT_RECORDERS threads), the rest (recorded for dedupe and the record only) to the quiet lane
-(RECORDERS threads), so an actionable delivery never waits for a thread behind a burst of alerts
-nothing acts on. Each lane holds at most MAX_RECORDING deliveries being or waiting to be recorded;
-past that a delivery is 503 at once (senders retry) instead of piling up.
+A notification whose alerts no policy matches is answered 202 on the event loop: it is written
+nowhere, so it costs no I/O (docs/decisions/0216-deliveries-not-persisted.md). One with an alert a
+policy matches, and every PagerDuty event, is answered once its incident is written (one
+compare-and-swap on the state store, the API server in kubernetes mode), on a thread of the
+recording pool (RECORDERS threads), never on the event loop: a slow API server delays those
+answers, not /healthz, /readyz or /metrics. At most MAX_RECORDING deliveries are being or waiting
+to be written; past that a delivery is 503 at once (senders retry) instead of piling up. The
+actions run afterwards, on the service's workers.
 """
 
 from __future__ import annotations
@@ -49,11 +48,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from opsctl.automation.auth import PagerDutySignatures, TokenAuth, Verdict
-from opsctl.automation.heap import settle_heap
 from opsctl.automation.payloads import AlertmanagerMessage, PagerDutyEvent, PayloadError
 from opsctl.automation.readiness import Readiness
 from opsctl.automation.request_body import MAX_BODY_READS, Rejected, parse_json, read_body, require_json
-from opsctl.automation.settle import Settle
 
 if TYPE_CHECKING:
     from opsctl.automation.service import AutomationService
@@ -62,37 +59,32 @@ if TYPE_CHECKING:
 log = logging.getLogger("opsctl.automation")
 
 CHALLENGE = 'Bearer realm="opsctl", Basic realm="opsctl"'
-RECORDERS = 16  # threads recording deliveries no policy acts on (the quiet lane, off the event loop)
-URGENT_RECORDERS = 4  # threads recording deliveries with an event to act on (the urgent lane)
-MAX_RECORDING = 64  # deliveries being or waiting to be recorded, per lane; more are 503 at once
+RECORDERS = 4  # threads writing the incidents of deliveries a policy acts on (off the event loop)
+MAX_RECORDING = 64  # deliveries being or waiting to be written; more are 503 at once
 
 
 def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDutySignatures | None,
               body_limit: int, read_timeout: float = 10.0, max_event_age: float = 3600.0) -> Starlette:
     metrics = service.metrics
     reads = asyncio.Semaphore(MAX_BODY_READS)
-    lanes = {"quiet": ThreadPoolExecutor(RECORDERS, thread_name_prefix="opsctl-record"),
-             "urgent": ThreadPoolExecutor(URGENT_RECORDERS, thread_name_prefix="opsctl-record-urgent")}
-    recording = {"quiet": 0, "urgent": 0}  # touched on the event loop only
-    settle = Settle()
+    pool = ThreadPoolExecutor(RECORDERS, thread_name_prefix="opsctl-record")
+    recording = [0]  # touched on the event loop only
     readiness = Readiness(service.ready)
     metrics.watch("opsctl_serve_recording", "Deliveries being recorded or waiting to be (off the event loop).",
-                  lambda: sum(recording.values()))
+                  lambda: recording[0])
     metrics.watch("opsctl_serve_ready", "1 when the last background readiness check passed (shared state"
                   " reachable, queue not full).", lambda: readiness.reachable)
 
-    async def record(lane: str, accept: Callable[..., Any], *args: Any) -> Any:
-        """Run `accept` (which records in the delivery log, maybe on the API server) on a thread of
-        `lane`: the event loop goes on serving probes and other requests meanwhile."""
-        if recording[lane] >= MAX_RECORDING:
-            raise Rejected(503, "busy", "too many deliveries waiting to be recorded: retry later", {"Retry-After": "1"})
-        recording[lane] += 1
+    async def record(accept: Callable[..., Any], *args: Any) -> Any:
+        """Run `accept` (which writes the incident, maybe on the API server) on a recording thread:
+        the event loop goes on serving probes and other requests meanwhile."""
+        if recording[0] >= MAX_RECORDING:
+            raise Rejected(503, "busy", "too many deliveries waiting to be written: retry later", {"Retry-After": "1"})
+        recording[0] += 1
         try:
-            if lane == "quiet":
-                await settle.wait()  # the burst received first (Settle), then recorded
-            return await asyncio.get_running_loop().run_in_executor(lanes[lane], accept, *args)
+            return await asyncio.get_running_loop().run_in_executor(pool, accept, *args)
         finally:
-            recording[lane] -= 1
+            recording[0] -= 1
 
     def refused(source: str, exc: Rejected) -> Response:
         metrics.delivery(source, exc.result)
@@ -114,11 +106,13 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
                 message = AlertmanagerMessage.parse(data)
             except PayloadError as exc:
                 raise Rejected(400, "bad_request", str(exc)) from None
-            lane = "urgent" if service.urgent(message) else "quiet"  # policies matched on receipt
-            answer = await record(lane, service.accept_alertmanager, message, received)
+            if service.urgent(message):  # a policy matches: answered once its incident is written
+                answer = await record(service.accept_alertmanager, message, received)
+            else:  # no policy matches: no I/O, answered here
+                answer = service.accept_alertmanager(message, received)
         except Rejected as exc:
             return refused("alertmanager", exc)
-        return JSONResponse(answer.body, status_code=answer.status)
+        return JSONResponse(answer.body, status_code=answer.status, headers=answer.headers or None)
 
     async def pagerduty_webhook(request: Request) -> Response:
         received = time.time()
@@ -146,10 +140,10 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
             if age > max_event_age or age < -300:  # a replay of an old signed body, or a clock gone wrong
                 raise Rejected(400, "stale", f"event {event.id} occurred {age:.0f}s ago, outside the"
                                             f" {max_event_age:.0f}s this endpoint accepts")
-            answer = await record("urgent", service.accept_pagerduty, event, webhook_id, received)
+            answer = await record(service.accept_pagerduty, event, webhook_id, received)
         except Rejected as exc:
             return refused("pagerduty", exc)
-        return JSONResponse(answer.body, status_code=answer.status)
+        return JSONResponse(answer.body, status_code=answer.status, headers=answer.headers or None)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -170,8 +164,6 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
             log.info("opsctl serve: started, %d policies", len(service.engine.policies))
         except Exception:
             log.exception("opsctl serve: start-up failed")
-        frozen = settle_heap()  # the start-up heap frozen out of the collector's passes, fewer young passes
-        log.debug("opsctl serve: %d start-up objects frozen out of the collector's passes", frozen)
         readiness.refresh_soon()
 
     @contextlib.asynccontextmanager
@@ -186,8 +178,7 @@ def build_app(service: "AutomationService", token: TokenAuth, pagerduty: PagerDu
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, starter.join, 60.0)
             await loop.run_in_executor(None, service.stop)
-            for pool in lanes.values():
-                pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=False, cancel_futures=True)
 
     routes = [
         Route("/v1/alertmanager", alertmanager, methods=["POST"]),

@@ -53,6 +53,11 @@ class IncidentPage(Model):
     updated_at: float | None = None
     failed_sent: bool = False  # the one "FAILED; act now" page went out: later failures only add notes
     notes: int = 0
+    # PagerDuty's webhooks v3 about this page (docs/decisions/0216-deliveries-not-persisted.md): who
+    # acknowledged it and when, and the signed ids of the last events taken in (a replay writes nothing).
+    acknowledged_by: str = ""
+    acknowledged_at: float | None = None
+    events: tuple[str, ...] = ()
 
 
 class IncidentTicket(Model):
@@ -157,6 +162,8 @@ class IncidentResponse(Model):
     def seen(self, fingerprint: str, starts_at: str, status: str) -> tuple["IncidentResponse", bool]:
         """This response with the alert's state taken in, and whether the copy was late (stale)."""
         known = next((a for a in self.alerts if a.fingerprint == fingerprint), None)
+        if known is not None and known.starts_at == starts_at and known.status == status:
+            return self, False  # a copy of what it holds: nothing to change
         if known is not None and (known.starts_at > starts_at
                                   or (known.starts_at == starts_at and known.status == "resolved")):
             return self, True
@@ -211,6 +218,9 @@ class Incident(Model):
 
     def with_alert(self, alert: IncidentAlert, at: float) -> "Incident":
         """The alert taken in (or its status updated): its backend and cause joined, in order."""
+        known = self.alert(alert.fingerprint, alert.starts_at)
+        if known == alert:
+            return self  # a resend of what it holds changes nothing (its window counts from the first)
         alerts = tuple(a for a in self.alerts if a.key != alert.key) + (alert,)
         backends = self.backends + ((alert.backend,) if alert.backend and alert.backend not in self.backends else ())
         causes = self.causes + ((alert.cause,) if alert.cause and alert.cause not in self.causes else ())

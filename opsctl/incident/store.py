@@ -15,8 +15,9 @@ so at most one incident of a service is open.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, TypeVar
 
 from opsctl.errors import ConflictError, NoDataError
 from opsctl.incident.grouping import DEFAULT_QUIET, document_name, incident_id, joins, may_close, resolved_state
@@ -44,6 +45,19 @@ class Joined:
     reopened: bool = False
 
 
+@dataclass(frozen=True)
+class Taken:
+    """A notification's alerts taken into their incident: each alert's `Joined` (None: nothing to
+    do, a resolve no open incident holds or a late firing copy) and whether anything was written."""
+
+    joined: tuple[Joined | None, ...]
+    wrote: bool
+
+
+# Changes the incident in the same write as the alerts (the responses taking them in); None: no change.
+Then = Callable[[Incident, list[Joined | None]], Incident | None]
+
+
 class IncidentStore(Protocol):
     where: str
     service: str
@@ -54,10 +68,13 @@ class IncidentStore(Protocol):
     def open_incident(self) -> Incident | None: ...
     def incidents(self, *, open_only: bool = False) -> list[Incident]: ...
     def take_alert(self, alert: IncidentAlert, *, page_key: str = "") -> Joined | None: ...
+    def take_alerts(self, alerts: Sequence[IncidentAlert], *, page_key: str = "",
+                    then: Then | None = None) -> Taken: ...
     def change(self, ident: str, change: Callable[[Incident], Incident | None]) -> Incident: ...
     def close_due(self) -> list[Incident]: ...
     def take_over(self, ident: str, *, by: str, reason: str = "") -> Incident: ...
     def fence_open(self) -> Incident | None: ...
+    def check(self) -> None: ...
 
 
 class StateIncidentStore:
@@ -91,6 +108,10 @@ class StateIncidentStore:
         if doc is not None and not isinstance(doc.data.get("recent", []), list):
             raise NoDataError(f"{self.state.where}: {INDEX}: 'recent' is not a list", hint="repair or delete it")
         return doc
+
+    def check(self) -> None:
+        """Raises when the store cannot be read (readiness): one read of the index."""
+        self._index()
 
     def open_incident(self) -> Incident | None:
         index = self._index()
@@ -147,73 +168,130 @@ class StateIncidentStore:
             data["resolved"] = (known + list(resolved))[-RESOLVED:]
         self.state.put(INDEX, data, version=index.version if index else None)
 
-    @staticmethod
-    def _resolved_before(index: "Document | None", alert: IncidentAlert) -> bool:
-        known = index.data.get("resolved", []) if index else []
-        return isinstance(known, list) and f"{alert.fingerprint}@{alert.starts_at}" in known
-
     def take_alert(self, alert: IncidentAlert, *, page_key: str = "") -> Joined | None:
         """A firing alert joins the open incident, or opens one (its page's dedup key `page_key`,
         not sent yet); a resolved one updates the open incident that holds it (None: no open
         incident holds it, nothing to do)."""
-        return _retried(lambda: self._take(alert, page_key), self.where,
+        return self.take_alerts([alert], page_key=page_key).joined[0]
+
+    def take_alerts(self, alerts: Sequence[IncidentAlert], *, page_key: str = "",
+                    then: "Then | None" = None) -> Taken:
+        """Every alert of a notification taken as `take_alert` takes one, in order, and written
+        together: one compare-and-swap write of the incident (and of the index when it opens or a
+        resolve no open incident holds is remembered). `then(incident, joined)` changes the incident
+        in the same write (the policies' responses taking the alerts in). A copy that changes nothing
+        writes nothing (`Taken.wrote` False)."""
+        return _retried(lambda: self._take(list(alerts), page_key, then), self.where,
                         "another replica keeps changing them; the event is retried")
 
-    def _take(self, alert: IncidentAlert, page_key: str) -> Joined | None:
+    def _take(self, alerts: list[IncidentAlert], page_key: str, then: "Then | None") -> Taken:
         now = self.now()
         index = self._index()
-        open_id = index.data.get("open") if index else None
-        current, doc = self._doc(open_id) if isinstance(open_id, str) and open_id else (None, None)
-        if alert.status != "firing":
-            if current is None or not current.is_open or current.alert(alert.fingerprint, alert.starts_at) is None:
-                if not self._resolved_before(index, alert):  # remembered: a late firing copy opens nothing
-                    self._point(index, open_id if isinstance(open_id, str) and open_id else None,
-                                resolved=(f"{alert.fingerprint}@{alert.starts_at}",))
-                return None
-            known = current.alert(alert.fingerprint, alert.starts_at)
-            new = current.with_alert(alert, now)
-            if not new.firing() and new.state in ("open", "mitigated"):
-                new = new.changed(state=resolved_state(new))
-            if new == current:
-                return Joined(current, opened=False, new_alert=False)
-            return Joined(self._put(new, doc), opened=False, new_alert=known is None or known.status != alert.status)
-        if self._resolved_before(index, alert):
-            return None  # resolved is final for one startsAt: a late firing copy
-        if current is not None and joins(current, now, self.quiet):
-            known = current.alert(alert.fingerprint, alert.starts_at)
-            if known is not None and known.status == "resolved":  # resolved is final for one startsAt: a late copy
-                return Joined(current, opened=False, new_alert=False)
-            new = current.with_alert(alert, now)
-            reopened = current.state in ("resolved", "restoring") and (known is None or known.status != "firing")
-            if reopened:
-                new = new.changed(state="open")
-            if new == current:
-                return Joined(current, opened=False, new_alert=False)
-            return Joined(self._put(new, doc), opened=False, new_alert=known is None or known.status != "firing",
-                          new_cause=alert.cause if alert.cause and alert.cause not in current.causes else None,
-                          new_backend=alert.backend if alert.backend and alert.backend not in current.backends else None,
-                          reopened=reopened)
-        if current is not None and current.is_open:  # resolved and quiet past the window: it closes first
-            self._put(current.changed(state="closed", closed_at=now), doc)
-        ident = incident_id(self.service, now, alert.fingerprint, alert.starts_at)
-        page = IncidentPage(dedup_key=page_key) if page_key else None
-        fresh = Incident(id=ident, service=self.service, opened_at=now, last_alert_at=now,
-                         page=page).with_alert(alert, now)
-        existing, existing_doc = self._doc(ident)
-        if existing is None:
-            fresh = self._put(fresh, None)  # a create: 409 when another replica created it (same alert)
-        else:
-            fresh = existing
-        try:
-            self._point(index, ident, add=ident)
-        except ConflictError:
-            # Another replica opened one meanwhile: this one never existed for anyone else.
+        raw_open = index.data.get("open") if index else None
+        open_id = raw_open if isinstance(raw_open, str) and raw_open else None
+        current, doc = self._doc(open_id) if open_id else (None, None)
+        stored = current  # as read (None: nothing to replace at `doc`)
+        known = index.data.get("resolved", []) if index else []
+        resolved_before = set(known) if isinstance(known, list) else set()
+        remember: list[str] = []  # resolves no open incident holds: the index remembers them
+        closing: Incident | None = None  # the open incident, resolved and quiet past the window
+        closing_doc: "Document | None" = None
+        opened: str | None = None  # the id this batch opened (or found another replica had created)
+        fresh_doc = False  # `current` is a new document (a create)
+        joined: list[Joined | None] = []
+        for alert in alerts:
+            ref = f"{alert.fingerprint}@{alert.starts_at}"
+            if alert.status != "firing":
+                held = current.alert(alert.fingerprint, alert.starts_at) if current is not None else None
+                if current is None or not current.is_open or held is None:
+                    if ref not in resolved_before:  # remembered: a late firing copy opens nothing
+                        remember.append(ref)
+                        resolved_before.add(ref)
+                    joined.append(None)
+                    continue
+                new = current.with_alert(alert, now)
+                if not new.firing() and new.state in ("open", "mitigated"):
+                    new = new.changed(state=resolved_state(new))
+                if new == current:
+                    joined.append(Joined(current, opened=False, new_alert=False))
+                    continue
+                current = new
+                joined.append(Joined(new, opened=False, new_alert=held.status != alert.status))
+                continue
+            if ref in resolved_before:
+                joined.append(None)  # resolved is final for one startsAt: a late firing copy
+                continue
+            if current is not None and (opened is not None or joins(current, now, self.quiet)):
+                held = current.alert(alert.fingerprint, alert.starts_at)
+                if held is not None and held.status == "resolved":  # resolved is final for one startsAt
+                    joined.append(Joined(current, opened=False, new_alert=False))
+                    continue
+                new = current.with_alert(alert, now)
+                reopened = current.state in ("resolved", "restoring") and (held is None or held.status != "firing")
+                if reopened:
+                    new = new.changed(state="open")
+                if new == current:
+                    joined.append(Joined(current, opened=False, new_alert=False))
+                    continue
+                joined.append(Joined(new, opened=False, new_alert=held is None or held.status != "firing",
+                                     new_cause=alert.cause if alert.cause and alert.cause not in current.causes else None,
+                                     new_backend=(alert.backend if alert.backend and alert.backend not in current.backends
+                                                  else None), reopened=reopened))
+                current = new
+                continue
+            if current is not None and current.is_open:  # resolved and quiet past the window: it closes first
+                closing, closing_doc = current.changed(state="closed", closed_at=now), doc
+            ident = incident_id(self.service, now, alert.fingerprint, alert.starts_at)
+            existing, existing_doc = self._doc(ident)
             if existing is None:
-                self.change(ident, lambda i: i.changed(state="closed", closed_at=now,
-                                                       extra={**i.extra, "merged": True}))
-            raise
-        return Joined(fresh, opened=True, new_alert=True, new_cause=alert.cause or None,
-                      new_backend=alert.backend or None)
+                page = IncidentPage(dedup_key=page_key) if page_key else None
+                current = Incident(id=ident, service=self.service, opened_at=now, last_alert_at=now,
+                                   page=page).with_alert(alert, now)
+                fresh_doc, stored, doc = True, None, None
+            else:  # another replica created it (the same alert at the same instant): joined, the
+                # index pointed at it if that replica has not yet
+                current, stored, doc, fresh_doc = existing, existing, existing_doc, False
+                opened = ident
+                held = existing.alert(alert.fingerprint, alert.starts_at)
+                if held == alert:
+                    joined.append(Joined(current, opened=False, new_alert=False))
+                    continue
+                current = existing.with_alert(alert, now)
+                joined.append(Joined(current, opened=False, new_alert=True,
+                                     new_cause=alert.cause if alert.cause and alert.cause not in existing.causes else None,
+                                     new_backend=(alert.backend if alert.backend and alert.backend not in existing.backends
+                                                  else None)))
+                continue
+            opened = ident
+            joined.append(Joined(current, opened=True, new_alert=True, new_cause=alert.cause or None,
+                                 new_backend=alert.backend or None))
+        if then is not None and current is not None:
+            changed = then(current, joined)
+            if changed is not None:
+                current = changed
+        wrote = False
+        if closing is not None:
+            self._put(closing, closing_doc)
+            wrote = True
+        written = current
+        if current is not None and (fresh_doc or current != stored):
+            written = self._put(current, None if fresh_doc else doc)  # a create: 409 when another replica made it
+            wrote = True
+        if opened is not None or remember:
+            try:
+                self._point(index, opened or open_id, add=opened, resolved=tuple(remember))
+            except ConflictError:
+                # Another replica opened one meanwhile: this one never existed for anyone else,
+                # unless the other found this very document and pointed the index at it first.
+                now_open = (self._index() or index)
+                if opened is not None and fresh_doc and (now_open is None or now_open.data.get("open") != opened):
+                    self.change(opened, lambda i: i.changed(state="closed", closed_at=now,
+                                                            extra={**i.extra, "merged": True}))
+                raise
+            wrote = True
+        if written is not None:
+            joined = [dataclasses.replace(j, incident=written) if j is not None else None for j in joined]
+        return Taken(tuple(joined), wrote)
 
     def close_due(self) -> list[Incident]:
         """Close the open incident whose alerts all resolved, traffic restored, window passed."""
@@ -257,7 +335,7 @@ class StateIncidentStore:
             takeover=IncidentTakeover(by=by, at=now, reason=reason)))
 
 
-__all__ = ["INDEX", "IncidentStore", "Joined", "StateIncidentStore"]
+__all__ = ["INDEX", "IncidentStore", "Joined", "StateIncidentStore", "Taken", "Then"]
 
 
 _T = TypeVar("_T")

@@ -198,12 +198,18 @@ def actions(config_dir: Path, action: str | None = None) -> list[dict]:
 
 
 def table_counts(config_dir: Path) -> dict[str, int]:
+    """What `serve` keeps of its deliveries and actions (decision 0216: deliveries are not
+    persisted): `events`, the alert states its incidents hold plus the PagerDuty events their pages
+    took in (a merged incident, which no one else ever saw, not counted); `actions`, the rows of its
+    record of actions."""
+    held = [i for i in incident_records(config_dir) if not i.get("merged")]
+    events = sum(len(i.get("alerts", [])) + len((i.get("page") or {}).get("events", [])) for i in held)
     path = state_db(config_dir)
     if not path.exists():
-        return {}
+        return {"events": events, "actions": 0}
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
     try:
-        return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("events", "actions")}
+        return {"events": events, "actions": conn.execute("SELECT COUNT(*) FROM actions").fetchone()[0]}
     finally:
         conn.close()
 
@@ -214,8 +220,9 @@ def incident_records(config_dir: Path) -> list[dict]:
 
 
 def responses(config_dir: Path) -> list[dict]:
-    """Every incident's responses (what each policy does about its target), as stored."""
-    return [r for i in incident_records(config_dir) for r in i.get("responses", [])]
+    """Every incident's responses (what each policy does about its target), as stored; an incident
+    merged into the one another process opened at the same moment never existed for anyone else."""
+    return [r for i in incident_records(config_dir) if not i.get("merged") for r in i.get("responses", [])]
 
 
 def response_alerts(config_dir: Path) -> int:
@@ -237,18 +244,6 @@ def kube_incidents(api, namespace: str, service: str = "llm-inference") -> list[
 def kube_responses(api, namespace: str, service: str = "llm-inference") -> list[dict]:
     """Every team-mode incident's responses (what each policy does about its target), as stored."""
     return [r for i in kube_incidents(api, namespace, service) for r in i.get("responses", [])]
-
-
-def event_states(config_dir: Path) -> list[str]:
-    """The delivery log's event states (pending, running, done, failed), read from its SQLite file."""
-    path = state_db(config_dir)
-    if not path.exists():
-        return []
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
-    try:
-        return [r[0] for r in conn.execute("SELECT state FROM events ORDER BY received_at")]
-    finally:
-        conn.close()
 
 
 def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):

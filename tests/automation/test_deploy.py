@@ -60,7 +60,6 @@ def test_the_role_has_no_wildcards_and_names_every_object_it_may_touch():
 
 
 def test_the_state_role_allows_the_lease_and_the_state_documents_and_nothing_else():
-    from opsctl.automation.delivery_pieces import DOCUMENTS as DELIVERIES
     from opsctl.state.kubernetes import object_name
     from opsctl.traffic.rampstate import DOC as RAMP
 
@@ -83,7 +82,7 @@ def test_the_state_role_allows_the_lease_and_the_state_documents_and_nothing_els
             assert rule["verbs"] == ["create"], rule
     assert named == {
         "leases": {cfg.automation.leader_election.lease_name},
-        "configmaps": {object_name(cfg.service, doc) for doc in (*DELIVERIES, RAMP)},
+        "configmaps": {object_name(cfg.service, doc) for doc in (RAMP,)},
     }
     assert {tuple(r["apiGroups"]) for r in role["rules"] if r["resources"] == ["leases"]} == {("coordination.k8s.io",)}
     # One ConfigMap per incident, named when it opens (opsctl-<service>-incident-<instant>-<hex>):

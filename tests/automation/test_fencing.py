@@ -282,21 +282,19 @@ def test_a_failover_whose_answer_was_lost_is_recognised_owned_and_restored(api, 
 # -- item 3: no stall -------------------------------------------------------------------------------
 
 
-def test_a_claim_whose_answer_was_lost_is_acted_on_at_once_not_after_its_lease(api, replicas):
+def test_an_intent_whose_answer_was_lost_is_acted_on_at_once_not_after_a_lease(api, replicas):
+    """The claim a delivery log took is gone (decision 0216): the write the answer waits for is the
+    incident's, and its answer can be lost as the claim's was. The write landed; the store
+    recognises it as its own (its write id) and the alert is answered and acted on at once."""
     a, _b = leader_then_follower(replicas)
-    # The leader records the delivery already claimed: the claim is the admit's write. The pieces
-    # exist (as after the first deliveries), so that write is a replace of the key's piece.
-    for i in range(8):
-        api.seed({"apiVersion": "v1", "kind": "ConfigMap",
-                  "metadata": {"name": f"opsctl-llm-inference-serve-deliveries-{i}", "namespace": NS},
-                  "data": {"state.json": json.dumps({"events": {}})}})
-    a.proxy.lose_answer(lambda method, path: method == "PUT" and "/configmaps/opsctl-llm-inference-serve-deliveries" in path)
+    a.proxy.lose_answer(lambda method, path: method == "POST" and "/configmaps" in path)  # the incident's create
     assert a.post(FIRING).body["status"] == "accepted"
-    wait_for(lambda: split(api) == FAILED_OVER, timeout=30, what="the failover after a lost claim answer")
+    wait_for(lambda: split(api) == FAILED_OVER, timeout=30, what="the failover after a lost answer of the intent")
     (lost,) = a.proxy.lost
-    assert lost.startswith("PUT /api/v1/namespaces/llm/configmaps/opsctl-llm-inference-serve-deliveries")
+    assert lost.startswith("POST /api/v1/namespaces/llm/configmaps")
     wait_for(lambda: a.tickets(), timeout=30, what="the ticket")
     assert len(a.pages()) == 1 and changes(api) == ["failover"]
+    assert len(responses(api)) == 1
 
 
 def test_an_api_outage_mid_failover_delays_the_failover_by_the_outage_only(api, replicas):
@@ -376,9 +374,9 @@ def test_an_outage_past_the_retry_deadline_delays_the_incident_by_the_outage_not
 # -- item 5: one time base --------------------------------------------------------------------------
 
 
-def test_a_leader_whose_clock_is_90s_slow_acts_on_a_delivery_the_follower_recorded(tmp_path, api, healthy_store):
-    """The leader runs under faketime 90 s behind: it must act on the follower's record at once, not
-    when its own clock reaches the follower's."""
+def test_a_leader_whose_clock_is_90s_slow_acts_at_once_on_the_resend_the_follower_refused(tmp_path, api, healthy_store):
+    """The leader runs under faketime 90 s behind: it must act on the alert at once, not when its own
+    clock reaches the API server's (hold-downs, stamps and sweeps all read the API server's)."""
     from tests.automation.helpers import Serve
     from tests.conftest import require_binary
 
@@ -390,9 +388,20 @@ def test_a_leader_whose_clock_is_90s_slow_acts_on_a_delivery_the_follower_record
         wait_for(lambda: (api.get("coordination.k8s.io", "leases", NS, "opsctl-serve") or {}).get("spec", {})
                  .get("holderIdentity") == "serve-slow", timeout=30, what="the slow replica to lead")
         follower = Serve(replica_config(follower_dir, api.url, healthy_store, "serve-follower"))
-        assert follower.post_alertmanager(FIRING).json()["status"] == "accepted"
+        # The follower does not write the incident (decision 0216): it answers 503, and Alertmanager's
+        # resend reaches the leader, whose clock runs 90 s behind: the API server's clock decides.
+        refused = follower.post_alertmanager(FIRING)
+        assert refused.status == 503 and refused.headers.get("retry-after") == "1"
+        from tests.automation.helpers import TOKEN, request
+
+        body = json.dumps(FIRING).encode()
+        reply = request(f"http://127.0.0.1:{slow.port}/v1/alertmanager", body,
+                        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+        assert reply.status == 202 and reply.json()["status"] == "accepted"
         wait_for(lambda: split(api) == FAILED_OVER, timeout=30, what="the slow leader's failover")
         assert changes(api) == ["failover"]
+        (response,) = responses(api)
+        assert response["failover"] in ("started", "applied")
     finally:
         if follower is not None:
             follower.stop()

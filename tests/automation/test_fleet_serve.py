@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.automation.helpers import (
-    PD_SECRET_NEW, kube_responses, TOKEN, alert, bearer, page_key, message, pd_event, request, signed, wait_for,
+    PD_SECRET_NEW, kube_incidents, kube_responses, TOKEN, alert, bearer, page_key, message, pd_event, request, signed, wait_for,
 )
 from tests.conftest import REPO, free_port, stop_process, wait_http
 from tests.fakes.kube_api import FakeKubeAPI, Fault
@@ -150,14 +150,14 @@ def holder(api, service: str) -> str | None:
     return (lease or {}).get("spec", {}).get("holderIdentity")
 
 
-def deliveries(api, service: str) -> dict:
-    """Every event the service's shared delivery log holds (its 8 pieces)."""
-    events = {}
-    for i in range(8):
-        cm = api.get("", "configmaps", NS, f"opsctl-{service}-serve-deliveries-{i}")
-        if cm:
-            events.update(json.loads(cm["data"]["state.json"]).get("events", {}))
-    return events
+def held(api, service: str) -> list[str]:
+    """The fingerprints of the alerts the service's incidents hold (deliveries are not kept: 0216)."""
+    return sorted(a["fingerprint"] for i in kube_incidents(api, NS, service) for a in i.get("alerts", []))
+
+
+def page_events(api, service: str) -> list[str]:
+    """The PagerDuty event ids the service's incidents' pages took in."""
+    return [e for i in kube_incidents(api, NS, service) for e in (i.get("page") or {}).get("events", [])]
 
 
 def response_alerts(api, service: str) -> list[str]:
@@ -194,8 +194,9 @@ def test_one_serve_routes_each_services_alert_to_its_own_policies_and_split(flee
     # chat's policy pages only: its split is as it was. Each service's log holds its own alert alone.
     assert split(api, "chat") == SPLITS["chat"]
     for service, fingerprint in (("search", "f1"), ("chat", "f2"), ("embed", "f3")):
-        wait_for(lambda s=service: [e["state"] for e in deliveries(api, s).values()] == ["done"],
-                 what=f"{service}'s one delivery done")
+        wait_for(lambda s=service: fleet.metrics().get(f'opsctl_automation_events_total{{result="done",service="{s}"}}')
+                 == 1, what=f"{service}'s one alert done")
+        assert held(api, service) == [fingerprint]
         policy = {"search": "search-failover", "chat": "chat-page-only", "embed": "embed-failover"}[service]
         assert response_alerts(api, service) == [f"{policy}/{fingerprint}"]
     # Each service's pages name its own policy; the failovers' records name theirs.
@@ -206,15 +207,14 @@ def test_one_serve_routes_each_services_alert_to_its_own_policies_and_split(flee
     assert "search-failover" in records["search"][0]["reason"]
     assert "embed-failover" in records["embed"][0]["reason"]
 
-    # A PagerDuty acknowledgement names an incident, not a service: every service records it, and only
-    # search, whose incident it is, notes it against that incident's response.
+    # A PagerDuty acknowledgement names an incident, not a service: every service is asked, and only
+    # search, whose incident it is, takes it in (on its page) and notes it against its response.
     incident = page_key("search")  # the incident's page: Alertmanager's dedup key (issue 36)
     body = json.dumps(pd_event(event_id="01FLEET", incident_key=incident)).encode()
     acked = request(f"{fleet.url}/v1/pagerduty", body, headers=signed(body, PD_SECRET_NEW))
     assert acked.status == 202, acked.body
     assert sorted(acked.json()["services"]) == ["chat", "embed", "search"]
-    wait_for(lambda: all(len(deliveries(api, s)) == 2 and {e["state"] for e in deliveries(api, s).values()} == {"done"}
-                         for s in SPLITS), what="the PagerDuty event handled by every service")
+    assert {s: page_events(api, s) for s in SPLITS} == {"search": ["01FLEET"], "chat": [], "embed": []}
     wait_for(lambda: fleet.metrics().get('opsctl_automation_actions_total{action="pagerduty",'
                                          'policy="search-failover",service="search",status="noop"}') == 1,
              what="search's response noting the acknowledgement")
@@ -285,7 +285,7 @@ def test_an_alert_naming_no_service_of_the_catalog_is_answered_counted_and_never
     assert samples['opsctl_fleet_alerts_unrouted_total{reason="unknown_service"}'] == 2
     assert samples['opsctl_fleet_alerts_unrouted_total{reason="missing_label"}'] == 1
     # Nothing of them was recorded or done by any service.
-    assert {s: len(deliveries(api, s)) for s in SPLITS} == {"search": 0, "chat": 0, "embed": 1}
+    assert {s: held(api, s) for s in SPLITS} == {"search": [], "chat": [], "embed": ["b3"]}
     assert response_alerts(api, "embed") == ["embed-failover/b3"]
     assert split(api, "search") == SPLITS["search"] and split(api, "chat") == SPLITS["chat"]
     assert pages(tmp_path, "search") == [] and pages(tmp_path, "chat") == []

@@ -61,7 +61,6 @@ def test_each_service_has_its_own_lease_and_split(services):
 
 
 def test_the_roles_name_exactly_every_services_objects_and_nothing_more(rendered, services):
-    from opsctl.automation.delivery_pieces import DOCUMENTS as DELIVERIES
     from opsctl.state.kubernetes import object_name
     from opsctl.traffic.rampstate import DOC as RAMP
 
@@ -86,7 +85,7 @@ def test_the_roles_name_exactly_every_services_objects_and_nothing_more(rendered
     assert state.pop("incident configmaps") == {"(any, in this namespace)"}
     assert state == {
         "leases": {c.automation.leader_election.lease_name for c in services},
-        "configmaps": {object_name(c.service, doc) for c in services for doc in (*DELIVERIES, RAMP)},
+        "configmaps": {object_name(c.service, doc) for c in services for doc in (RAMP,)},
     }
     traffic = named(one(rendered, "Role", "opsctl-traffic"))
     assert traffic["virtualservices"] == {c.traffic.istio.name for c in services}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.automation.helpers import (
-    FAILOVER_POLICY, Serve, alert, kube_incidents, kube_responses, page_key, message, request, wait_for,
+    FAILOVER_POLICY, TOKEN, Serve, alert, kube_incidents, kube_responses, page_key, message, request, wait_for,
     write_serve_config,
 )
 from tests.conftest import run_opsctl, split_configmap
@@ -117,7 +117,11 @@ def test_firing_to_one_replica_retry_and_resolve_to_the_other_act_once_and_resto
 
         assert a.post_alertmanager(FIRING).json()["status"] == "accepted"
         wait_for(lambda: split(api) == {"databricks": 0, "internal": 100}, what="the failover")
-        assert b.post_alertmanager(FIRING).json()["status"] == "duplicate"  # Alertmanager's retry, to B
+        # Alertmanager's retry, to B: a follower writes no incident (decision 0216), so it answers 503
+        # and the resend reaching the leader finds the alert in its incident: a duplicate.
+        refused = b.post_alertmanager(FIRING)
+        assert refused.status == 503 and refused.headers.get("retry-after") == "1"
+        assert a.post_alertmanager(FIRING).json()["status"] == "duplicate"
         wait_for(lambda: ledger_items([a_dir, b_dir], "tickets/ledger.json", "tickets"), what="the ticket")
 
         # The on-call's laptop (a third state dir) sees what the automation did.
@@ -126,7 +130,8 @@ def test_firing_to_one_replica_retry_and_resolve_to_the_other_act_once_and_resto
         assert history.exit_code == 0, history.stderr
         assert [e["incident"] for e in json.loads(history.stdout) if e["action"] == "failover"] == [INCIDENT]
 
-        assert b.post_alertmanager(RESOLVED).json()["status"] == "accepted"  # recorded by the follower
+        assert b.post_alertmanager(RESOLVED).status == 503  # to the follower: resent ...
+        assert a.post_alertmanager(RESOLVED).json()["status"] == "accepted"  # ... and written by the leader
         wait_for(lambda: split(api) == {"databricks": 80, "internal": 20}, timeout=30, what="the restore")
         closed = wait_for(lambda: [r for r in kube_responses(api, NS) if r["state"] == "closed"],
                           what="the response closed")
@@ -135,10 +140,13 @@ def test_firing_to_one_replica_retry_and_resolve_to_the_other_act_once_and_resto
         assert [c["action"] for c in changes(api)] == ["failover", "restore"]
         assert len(ledger_items([a_dir, b_dir], "paging/ledger.json", "incidents")) == 1
         assert len(ledger_items([a_dir, b_dir], "tickets/ledger.json", "tickets")) == 1
-        # Only the leader acted; the follower only recorded.
-        done = {k: e for i in range(8) for k, e in shared(api, f"serve-deliveries-{i}").get("events", {}).items()}
-        assert sorted(e["state"] for e in done.values()) == ["done", "done"]
-        assert all(e["owner"].startswith("serve-a:") for e in done.values())
+        # Only the leader acted, and no delivery was kept anywhere: the incident is the record.
+        assert not ledger_items([b_dir], "paging/ledger.json", "incidents")
+        assert not ledger_items([b_dir], "tickets/ledger.json", "tickets")
+        with api.lock:
+            assert not [name for (_, plural, _, name) in api.objects if plural == "configmaps" and "deliver" in name]
+        (incident,) = kube_incidents(api, NS)
+        assert [(a["fingerprint"], a["status"]) for a in incident["alerts"]] == [("b7", "resolved")]
     finally:
         if b is not None:
             b.stop()
@@ -222,3 +230,55 @@ def test_sigterm_releases_the_lease_so_the_follower_takes_over_at_once(tmp_path,
         if b is not None:
             b.stop()
         a.stop()
+
+
+def test_fifty_copies_of_one_notification_to_three_replicas_fail_over_page_and_ticket_once(
+        tmp_path, api, healthy_store):
+    """Alertmanager's copies of one notification (its retries, its HA peers) spread by the Service
+    over three replicas: a follower writes nothing and answers 503 (decision 0216), each resend goes
+    to the next replica, and every copy ends answered 2xx by the leader; the incident holds the alert
+    once, and the split, the page and the ticket happen once."""
+    dirs = [tmp_path / n for n in ("a", "b", "c")]
+    servers: list[Serve] = []
+    try:
+        servers.append(Serve(ha_config(dirs[0], api.url, healthy_store), env={"POD_NAME": "serve-a"}))
+        wait_for(lambda: holder(api) == "serve-a", what="serve-a to lead")
+        for d, name in zip(dirs[1:], ("serve-b", "serve-c")):
+            servers.append(Serve(ha_config(d, api.url, healthy_store), env={"POD_NAME": name}))
+            wait_for(lambda s=servers[-1]: "follower" in role(s), what=f"{name} to follow")
+        body = json.dumps(FIRING).encode()
+        answers: list[tuple[int, str]] = []
+        refused = [0]
+        lock = threading.Lock()
+
+        def copy(i: int) -> None:
+            for attempt in range(12):  # bounded, as Alertmanager's retries within a group interval
+                reply = request(f"{servers[(i + attempt) % 3].url}/v1/alertmanager", body,
+                                headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+                if reply.status < 500:
+                    with lock:
+                        answers.append((reply.status, reply.json()["status"]))
+                    return
+                with lock:
+                    refused[0] += 1
+
+        threads = [threading.Thread(target=copy, args=(i,)) for i in range(50)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert len(answers) == 50 and {s for s, _ in answers} == {202}
+        assert sorted(set(s for _, s in answers)) == ["accepted", "duplicate"]
+        assert sum(s == "accepted" for _, s in answers) == 1  # the one copy that wrote the alert
+        assert refused[0] >= 1  # the followers answered their copies 503, written nowhere
+        wait_for(lambda: split(api) == {"databricks": 0, "internal": 100}, what="the failover")
+        wait_for(lambda: ledger_items(dirs, "tickets/ledger.json", "tickets"), what="the ticket")
+        (incident,) = kube_incidents(api, NS)
+        assert [a["fingerprint"] for a in incident["alerts"]] == ["b7"]
+        assert [c["action"] for c in changes(api)] == ["failover"]
+        assert len(ledger_items(dirs, "paging/ledger.json", "incidents")) == 1
+        assert len(ledger_items(dirs, "tickets/ledger.json", "tickets")) == 1
+        assert not ledger_items(dirs[1:], "paging/ledger.json", "incidents")  # only the leader acted
+    finally:
+        for server in reversed(servers):
+            server.stop()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.automation.helpers import (
-    FAILOVER_POLICY, Serve, actions, alert, audit, event_states, page_key, ledger, message, recorded_split, split,
+    FAILOVER_POLICY, Serve, actions, alert, audit, page_key, ledger, message, recorded_split, split,
     response_alerts, table_counts, wait_for, write_live_config,
 )
 
@@ -153,8 +153,8 @@ def test_a_full_queue_answers_503_and_records_nothing_until_there_is_room(tmp_pa
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # the actuator is slow: its write waits for this lock
         assert server.post_alertmanager(FIRING).status == 202
-        wait_for(lambda: event_states(tmp_path) == ["running"], what="the worker to take the event")
-        # and to reach the actuator's lock (the failover is its first action): it has the lock file open
+        # The worker takes the alert and reaches the actuator's lock (the failover is its first
+        # action): it has the lock file open
         wait_for(lambda: holds_open(server.proc.pid, lock_path), what="the worker to reach the actuator's lock")
         assert split(tmp_path) is None and actions(tmp_path) == []
         other = message(alert(fingerprint="b9", slo="internal-availability", backend="internal"))
@@ -279,7 +279,7 @@ def test_a_replica_killed_mid_failover_is_taken_over_at_restart(tmp_path, health
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # the failover hangs in the actuator's write...
         assert first.post_alertmanager(FIRING).status == 202
-        wait_for(lambda: event_states(tmp_path) == ["running"], what="the worker to take the event")
+        wait_for(lambda: holds_open(first.proc.pid, lock_path), what="the worker to reach the actuator's lock")
         os.kill(first.proc.pid, signal.SIGKILL)  # ... when the process dies
         first.proc.wait(10)
         fcntl.flock(fd, fcntl.LOCK_UN)
@@ -291,7 +291,9 @@ def test_a_replica_killed_mid_failover_is_taken_over_at_restart(tmp_path, health
         started = time.monotonic()
         wait_for(lambda: recorded_split(tmp_path) == {"databricks": 0, "internal": 100}, timeout=20, what="the takeover")
         assert time.monotonic() - started < 10  # not the 300 s lease
-        wait_for(lambda: event_states(tmp_path) == ["done"], what="the event's remaining actions")
+        # The incident's remaining actions, from the record (decision 0216: no delivery log).
+        wait_for(lambda: actions(tmp_path, "ticket") and actions(tmp_path, "note"), what="the remaining actions")
+        assert len(ledger(tmp_path, "paging/ledger.json")["incidents"]) == 1
         assert [e["outcome"] for e in audit(tmp_path) if e["action"] == "failover"] == ["applied"]
     finally:
         second.stop()

@@ -49,7 +49,9 @@ def test_a_failover_away_from_a_paging_backend_with_no_data_on_the_receiving_sid
         (move,) = [m for m in incident_moves(tmp_path) if m["kind"] == "failover"]
         assert move["status"] == "applied" and "budget" in move["overrides"]
         assert "emergency" in move["detail"]
-        (incident,) = ledger(tmp_path, "paging/ledger.json")["incidents"]
+        # The page follows the move's write (failover first, then the page that asks to confirm it).
+        (incident,) = wait_for(lambda: ledger(tmp_path, "paging/ledger.json").get("incidents"), timeout=20,
+                               what="the page")
         assert "REFUSED" not in incident["title"]
     finally:
         server.stop()

@@ -11,7 +11,7 @@ import pytest
 
 from tests.automation.helpers import (
     FAILOVER_POLICY, PD_SECRET_NEW, PD_SECRET_OLD, TOKEN, Serve, actions, alert, basic, bearer, message, pd_event,
-    incident_records, request, response_alerts, signed, table_counts, wait_for, write_serve_config,
+    incident_records, page_key, request, response_alerts, signed, table_counts, wait_for, write_serve_config,
 )
 from tests.conftest import run_opsctl
 
@@ -212,11 +212,12 @@ def test_a_late_firing_copy_after_the_resolution_changes_nothing(tmp_path):
     try:
         firing = message(alert(fingerprint="c1"))
         resolved = message(alert(fingerprint="c1", status="resolved"))
-        assert server.post_alertmanager(resolved).status == 202
-        wait_for(lambda: server.metrics().get('opsctl_automation_events_total{result="done"}') == 1,
-                 what="resolution handled")
-        assert server.post_alertmanager(firing).status == 202  # delivered late (retried by a peer)
-        wait_for(lambda: server.metrics().get('opsctl_automation_events_total{result="done"}') == 2, what="2 events")
+        # Answered once written (decision 0216): the resolve is remembered by the incidents' index,
+        # and the late copy finds it there, so nothing is queued for a worker.
+        first = server.post_alertmanager(resolved)
+        assert first.status == 202 and first.json()["queued"] == 0
+        late = server.post_alertmanager(firing)  # delivered late (retried by a peer)
+        assert late.status == 202 and late.json()["queued"] == 0
         assert actions(tmp_path) == []
         assert incident_records(tmp_path) == []  # the late copy opened no incident
     finally:
@@ -225,7 +226,16 @@ def test_a_late_firing_copy_after_the_resolution_changes_nothing(tmp_path):
 
 def test_pagerduty_webhooks_are_verified_and_deduplicated(served):
     server, directory = served
-    body = json.dumps(pd_event("01ROT", incident_key="opsctl-automation-availability-databricks")).encode()
+    # An event about no incident of this service is answered and written nowhere (decision 0216).
+    stray = json.dumps(pd_event("01STRAY", incident_key="opsctl-automation-availability-databricks")).encode()
+    before = table_counts(directory)["events"]
+    reply = server.post_pagerduty(stray, signed(stray, PD_SECRET_NEW, webhook_id="wh-s"))
+    assert reply.status == 202 and reply.json()["incident"] is False
+    assert table_counts(directory)["events"] == before
+    # The events of the incident's page: it is taken in by the page, once.
+    assert server.post_alertmanager(message(alert(fingerprint="dd01"))).status == 202
+    wait_for(lambda: incident_records(directory), what="the incident")
+    body = json.dumps(pd_event("01ROT", incident_key=page_key())).encode()
     before = table_counts(directory)["events"]
     unsigned = {"Content-Type": "application/json", "X-Webhook-Id": "wh-a"}
     assert server.post_pagerduty(body, unsigned).status == 401

@@ -57,7 +57,8 @@ def dying_worker(engine, live, *, writes_split: bool):
     from opsctl.automation.actions import Context, FailoverRequest
 
     firing = event("firing")
-    joined = engine.join(firing)
+    (admitted,) = engine.admit([firing]).items  # what the answer to Alertmanager waits for
+    joined = admitted.joined
     policy = engine.by_name["availability"]
     begun = engine._begin(joined.incident, policy, firing, "databricks")
     assert begun.response.failover == "started"

@@ -71,39 +71,3 @@ def test_team_mode_a_delivery_the_api_server_refuses_to_act_on_shows_as_waiting_
         if a is not None:
             a.stop()
         api.stop()
-
-
-@pytest.mark.parametrize("kind", ["local", "shared"])
-def test_both_delivery_logs_count_a_delivery_handed_back_after_a_failed_try_as_waiting(tmp_path, kind):
-    """Recorded (never tried) is not waiting; handed back after a try is, and so is its retry in
-    flight (the gauge reaching 0 there, before the retry acted, raced the done counter); done is not; a busy
-    hand-back that used no attempt is not either. The shared log's sweep read counts the same."""
-    from opsctl.automation.delivery_store import SharedDeliveryLog
-    from opsctl.automation.idempotency import DeliveryLog, NewEvent
-    from opsctl.clock import SimClock
-    from opsctl.state.local import LocalStateStore
-
-    clock = SimClock(1000)
-    if kind == "local":
-        log = DeliveryLog(tmp_path / "d.sqlite", clock=clock.now, owner="serve-a:1")
-    else:
-        log = SharedDeliveryLog(LocalStateStore(tmp_path / "shared"), clock=clock.now, owner="serve-a:1")
-    log.admit([NewEvent(k, "alertmanager", k, {"labels": {}}) for k in ("k1", "k2", "k3")])
-    assert log.waiting() == 0
-    for key in ("k1", "k2"):
-        assert log.claim(key) is not None
-        log.retry_later(key, 2.0, {"error": "ActionFailed"})
-    assert log.claim("k3") is not None
-    log.retry_later("k3", 0.1, {"busy": True}, count=False)  # no attempt used: not a try that failed
-    assert log.waiting() == 2
-    if kind == "shared":
-        log.due(older_than=0, limit=10)
-        assert log.last_waiting == 2
-    clock.advance(3)
-    assert log.claim("k1") is not None
-    assert log.waiting() == 2  # being retried is still waiting: it drops only once the retry acts
-    if kind == "shared":
-        log.due(older_than=0, limit=10)
-        assert log.last_waiting == 2
-    log.finish("k1", {"actions": []})
-    assert log.waiting() == 1

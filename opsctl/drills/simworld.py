@@ -15,7 +15,7 @@ the same instant with the same seed, traffic noise is continuous across those ch
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from opsctl.metrics import schema
 
@@ -82,13 +82,8 @@ class SimWorld:
         self._plan = None
 
     def ready_share(self, backend: str, at: float) -> float:
-        """The share of `backend`'s pods still ready at `at`: each GPU capacity loss acting then
-        (its waves and end, Incident.active_at) takes its `rate` of them."""
-        share = 1.0
-        for incident in self.incidents.values():
-            if incident.backend == backend and incident.kind == "gpu-capacity-loss" and incident.active_at(at):
-                share *= 1.0 - float(getattr(incident, "rate", 0.0))
-        return share
+        """The share of `backend`'s pods still ready at `at` (`ready_share` below)."""
+        return ready_share(self.incidents.values(), backend, at)
 
     # -- time -------------------------------------------------------------------------------------
 
@@ -120,6 +115,23 @@ class SimWorld:
                                   peak_rps=self.peak_rps, seed=self.seed, incidents=incidents)
             self.simulations += 1
         return self._plan
+
+
+def ready_share(incidents: Iterable["Incident"], backend: str, at: float) -> float:
+    """The share of `backend`'s pods still ready at `at`: each GPU capacity loss acting then (its
+    waves and end, Incident.active_at) takes its `rate` of them. The one rule of both drill worlds:
+    the embedded capacity follows it (decisions/0312), the chain's loopback Deployment serves it
+    (decisions/0355)."""
+    share = 1.0
+    for incident in incidents:
+        if incident.backend == backend and incident.kind == "gpu-capacity-loss" and incident.active_at(at):
+            share *= 1.0 - float(getattr(incident, "rate", 0.0))
+    return share
+
+
+def ready_pods(replicas: int, share: float) -> int:
+    """The pods ready of `replicas` when `share` of them are: rounded down (a pod is ready or not)."""
+    return int(replicas * share + 1e-9)
 
 
 def open_drill_store(path: Path, labels: Mapping[str, str] | None = None) -> "EmbeddedStore":

@@ -109,6 +109,17 @@ class ProxyExporter:
         now = self.clock()
         return [f for f, inc in self.faults.items() if inc.end > now]
 
+    def ready_share(self, backend: str, at: float | None = None) -> float:
+        """The share of `backend`'s pods ready at wall-clock `at` (default now) by the faults the
+        exporter draws (simworld.ready_share: each GPU capacity loss acting then, its waves and end
+        included): what the chain's loopback Deployment reports as ready (decisions/0355)."""
+        from opsctl.drills.simworld import ready_share
+
+        when = self.clock() if at is None else at
+        with self._lock:
+            incidents = list(self.faults.values())
+        return ready_share(incidents, backend, when)
+
     # -- simulation ---------------------------------------------------------------------------
 
     def scenario_time(self, wall: float) -> float:

@@ -51,7 +51,7 @@ def quality_refusal(scenario: Scenario, cfg: Config, *, history: float) -> list[
 def judged_here(scenario: Scenario) -> list[str]:
     """Each expectation as the chain will judge it, in the scenario's order: `judged: NAME (KIND)`,
     or `not judged here: NAME (KIND): why` for a kind no local chain component can show. A no-flap
-    whose window outlasts what the chain watches is decided at the end (observed._window_seen)."""
+    window is watched whole once the hops settled (polling._watch_no_flap, decisions/0356)."""
     from opsctl.drills.chain.observed import cannot_judge
     from opsctl.drills.text import duration_text
 
@@ -61,8 +61,9 @@ def judged_here(scenario: Scenario) -> list[str]:
         if why:
             out.append(f"not judged here: {e.name} ({e.expect}): {why}")
         elif e.expect == "no-flap":
-            out.append(f"judged: {e.name} ({e.expect}; a move back fails it; no move back is not judged here"
-                       f" unless the chain watched the whole {duration_text(e.window)} after the move off)")
+            out.append(f"judged: {e.name} ({e.expect}; the chain watches the traffic for the whole"
+                       f" {duration_text(e.window)} after the move off, up to the scenario's max-duration; a move"
+                       " back fails it)")
         else:
             out.append(f"judged: {e.name} ({e.expect})")
     return out

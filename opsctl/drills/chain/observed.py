@@ -95,5 +95,27 @@ def _window_seen(e: Expectation, verdict: Verdict, obs: Observations, now: float
                          f" window after traffic moved off {e.backend} (no move back in that time)")
 
 
+def flap_watch_until(scenario: Scenario, moves: list[dict]) -> float | None:
+    """The instant until which the chain keeps watching the traffic so that every no-flap
+    expectation is judged on its whole window (decisions/0356): the last move off its backend plus
+    its window. None when nothing is left to watch: no move off yet, or a move back already seen
+    within a window (the expectation has failed; watching longer cannot change it)."""
+    from opsctl.drills.expectations import moved_off, moved_toward
+
+    until: float | None = None
+    for e in scenario.expectations:
+        if e.expect != "no-flap" or e.backend is None:
+            continue
+        ordered = sorted(moves, key=lambda m: m.get("ts", 0.0))
+        away = [m.get("ts", 0.0) for m in ordered if moved_off(m, e.backend)]
+        if not away:
+            continue
+        back = [m.get("ts", 0.0) for m in ordered if moved_toward(m, e.backend)]
+        if any(a < b <= a + e.window for a in away for b in back):
+            continue
+        until = max(until or 0.0, max(away) + e.window)
+    return until
+
+
 def cannot_judge(e: Expectation) -> str | None:
     return CANNOT_JUDGE.get(e.expect)

@@ -142,12 +142,43 @@ class ChainPolling(ChainAnalysis):
                 == method.SETTLED:
             self._say("settled", "every required hop happened" if not collector.broken() else
                       "every required hop happened or can no longer happen")
+            self._watch_no_flap(collector)
         else:
             self._say("deadline", f"{self.timeout}s after the fault: not every hop happened")
         for _at, index, step in stepper.schedule:  # past the deadline: said, not run
             self._say("skipped", f"method[{index}] {step.name}: the deadline came first")
         self._attribute()
         self._measure_budget(t0)
+
+    def _watch_no_flap(self, collector: Collector) -> None:
+        """After the hops settled, keep watching the traffic until every no-flap expectation's
+        window after the last move off its backend has passed (observed.flap_watch_until), a move
+        back has failed it, or the scenario's max-duration since the method began: its verdict is
+        then judged on the whole window, not "not judged here" (decisions/0356)."""
+        from opsctl.drills.chain.observed import flap_watch_until, observations
+        from opsctl.drills.text import duration_text
+
+        limit = (self.method_started or time.time()) + self.scenario.max_duration
+        said: float | None = None
+        while True:
+            self._check_stop()
+            collector.poll()
+            until = flap_watch_until(self.scenario, observations(collector, self.t0, self.method_started).moves)
+            now = time.time()
+            if until is None or now >= until:
+                if said is not None:
+                    self._say("watched", "no-flap: the whole window watched" if until is not None else
+                              "no-flap: traffic moved back within the window")
+                return
+            if now >= limit:
+                self._say("watched", f"no-flap: the scenario's max-duration {duration_text(self.scenario.max_duration)}"
+                                     " came before the end of the window")
+                return
+            if said != until:
+                said = until
+                self._say("watch", f"no-flap: watching the traffic until {_clock(until)} ({duration_text(until - now)}"
+                                   " more: the window after the last move off the backend)")
+            self._sleep(min(WATCH_POLL, until - now, limit - now))
 
     def _run_step(self, index: int, step) -> dict | None:
         """One method step now: a fault switched on (its record), or a step the chain does itself."""
@@ -265,6 +296,13 @@ class HopPolling:
             self._poll_now = True  # see the acknowledgement at once
             return
         self.drill._stop_conditions()
+
+
+WATCH_POLL = 5.0  # seconds between looks at the traffic while a no-flap window is watched
+
+
+def _clock(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(at))
 
 
 def later_steps(scenario, first_index: int, rest: list, t0: float) -> list[tuple[float, int, Any]]:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from opsctl.drills.chain.bridge import WebhookRecorder
     from opsctl.drills.chain.exporter import ProxyExporter
     from opsctl.drills.chain.collector import Collector
+    from opsctl.drills.chain.kubeapi import SimulatedDeployment
     from opsctl.drills.chain.pdsink import PagerDutySink
     from opsctl.drills.chain.setup import Shortened
     from opsctl.drills.report_burn import Budget, Prediction
@@ -66,6 +67,7 @@ class ChainProgress:
         # set as the drill reaches them (the properties below say when one is read before)
         self._exporter: ProxyExporter | None = None
         self._sink: PagerDutySink | None = None
+        self.pods: SimulatedDeployment | None = None  # the simulated internal Deployment's API (setup)
         self._state: RunState | None = None
         self.collector: Collector | None = None  # made once the first fault is on
         self.checks: list = []  # the preflight checks that ran (a live chain drill's)

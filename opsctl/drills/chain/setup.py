@@ -37,11 +37,78 @@ def _seconds(text: str | None, default: int) -> int:
     return parse_duration(str(text)) if text is not None else default
 
 
+@dataclass(frozen=True)
+class Fleet:
+    """The internal Deployment a chain drill simulates (chain/kubeapi.py) for the user's `capacity`:
+    its namespace and name, the pods it has (`replicas`, else `max_replicas`, as embedded drills
+    count them), and the kubeconfig that reaches the loopback API serving it."""
+
+    backend: str
+    namespace: str
+    deployment: str
+    replicas: int
+    kubeconfig: Path | None = None
+
+
+def drill_fleet(user_cfg) -> Fleet | None:
+    """The simulated Deployment for `user_cfg.capacity` (None without a capacity section)."""
+    cap = user_cfg.capacity
+    if cap is None:
+        return None
+    replicas = cap.replicas if cap.replicas is not None else cap.max_replicas
+    return Fleet(cap.backend, cap.namespace or user_cfg.traffic.kubernetes.namespace, cap.deployment or "vllm",
+                 int(replicas))
+
+
+def _serve_the_fleet(raw: dict, capacity: dict, fleet: Fleet, shortened: Shortened) -> None:
+    """serve reads the simulated Deployment through the real client (decisions/0355): capacity
+    source kubernetes, its connection the drill's kubeconfig, the fleet never scaled."""
+    was = capacity.get("source", "kubernetes")
+    where = f"Deployment {fleet.namespace}/{fleet.deployment}"
+    shortened.add("capacity.source", f"{was}" + (f" ({capacity.get('replicas')} replicas)" if was == "static" else
+                                                  f" ({where})"),
+                  f"kubernetes: the chain's simulated {where} on loopback ({fleet.replicas} pods)",
+                  "the capacity guard and the canary restore read the pods the drill's faults leave ready, as"
+                  " embedded drills count them (decisions/0355)")
+    gpu = (((raw.get("cost") or {}).get("backends") or {}).get(fleet.backend) or {}).get("gpu")
+    if isinstance(gpu, dict) and gpu.get("replicas") is None and gpu.get("replicas_query") is None and was == "static":
+        # billing counted capacity.replicas (config/root.py): the same pods, now said where it is read
+        shortened.add(f"cost.backends.{fleet.backend}.gpu.replicas", f"capacity.replicas ({capacity.get('replicas')})",
+                      str(capacity.get("replicas")), "billing counts the same pods once capacity.source is kubernetes")
+        gpu["replicas"] = capacity.get("replicas")
+    capacity.update(source="kubernetes", namespace=fleet.namespace, deployment=fleet.deployment)
+    capacity.pop("replicas", None)
+    if capacity.get("autoscaler", "none") != "none":
+        shortened.add("capacity.autoscaler", str(capacity["autoscaler"]), "none",
+                      "the simulated fleet has no autoscaler: its pods are the fleet the config declares")
+        capacity["autoscaler"] = "none"
+        capacity.pop("autoscaler_name", None)
+    if int(capacity.get("max_replicas", 1)) != fleet.replicas:
+        shortened.add("capacity.max_replicas", str(capacity.get("max_replicas", 1)), str(fleet.replicas),
+                      "the simulated fleet never scales (its API refuses writes): no scale is asked for")
+        capacity["max_replicas"] = fleet.replicas
+    traffic = raw.setdefault("traffic", {})
+    connection = traffic.get("kubernetes") or {}
+    was_at = connection.get("host") or connection.get("kubeconfig") or "$KUBECONFIG / ~/.kube/config / in-cluster"
+    shortened.add("traffic.kubernetes", str(was_at), f"the drill's kubeconfig {fleet.kubeconfig}",
+                  "serve's Kubernetes client reaches the loopback API of the simulated Deployment, never a cluster")
+    traffic["kubernetes"] = {"kubeconfig": str(fleet.kubeconfig), "namespace": fleet.namespace,
+                             "timeout": connection.get("timeout", 10)}
+    state = raw.setdefault("state", {})
+    if state.get("backend", "local") != "local":
+        shortened.add("state.backend", str(state["backend"]), "local",
+                      "the drill's state is its run directory's, never the cluster's")
+        state["backend"] = "local"
+        state.pop("kubernetes", None)
+
+
 def drill_config(user_cfg, run_dir: Path, *, prometheus_url: str, token_file: Path, shortened: Shortened,
-                 freeze=None, span: tuple[float, float] | None = None) -> dict:
+                 freeze=None, span: tuple[float, float] | None = None, fleet: Fleet | None = None) -> dict:
     """The raw YAML of the drill's config (for `opsctl serve` and `opsctl slo rules`). `freeze`: the
     scenario's drill freeze (Scenario.freeze), declared over `span` (wall clock, UTC) as embedded
-    drills declare it over theirs (env/base.with_drill_freeze): stricter guards, never looser."""
+    drills declare it over theirs (env/base.with_drill_freeze): stricter guards, never looser.
+    `fleet` (with its kubeconfig): serve reads the internal pods from the chain's loopback
+    Deployment (decisions/0355); without it the capacity is static (all pods ready)."""
     from opsctl.config import BUILTIN_CONFIG, load_yaml_file
 
     source = BUILTIN_CONFIG if user_cfg.source_path == "<built-in>" else Path(user_cfg.source_path)
@@ -75,7 +142,9 @@ def drill_config(user_cfg, run_dir: Path, *, prometheus_url: str, token_file: Pa
     traffic["actuator"] = "file"
     traffic["file"] = {"path": "traffic/split.json"}
     capacity = raw.get("capacity")
-    if capacity and capacity.get("source", "static") != "static":
+    if capacity and fleet is not None:
+        _serve_the_fleet(raw, capacity, fleet, shortened)
+    elif capacity and capacity.get("source", "static") != "static":
         capacity["source"] = "static"
         capacity["replicas"] = capacity.get("replicas") or capacity.get("max_replicas")
     if freeze is not None and span is not None:

@@ -5,6 +5,7 @@ started and ready."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import time
@@ -30,7 +31,8 @@ class ChainStartup(ChainProgress):
         from opsctl.drills.chain import components as c
         from opsctl.drills.chain.bridge import WebhookRecorder
         from opsctl.drills.chain.pdsink import PagerDutySink, new_routing_key
-        from opsctl.drills.chain.setup import SCRAPE_INTERVAL, DRILL_EVALUATION, Shortened, drill_config, drill_routing
+        from opsctl.drills.chain.setup import (SCRAPE_INTERVAL, DRILL_EVALUATION, Shortened, drill_config,
+                                              drill_fleet, drill_routing)
 
         self._set_phase("setup")
         shortened = Shortened()
@@ -47,12 +49,17 @@ class ChainStartup(ChainProgress):
         bridge_url = bridge.start()
         self.servers.append(bridge)
         self.bridge = bridge
-        prom_port, am_port, serve_port = c.free_port(), c.free_port(), c.free_port()
+        prom_port, am_port, serve_port, kube_port = c.free_port(), c.free_port(), c.free_port(), c.free_port()
         prom_url, am_url, serve_url = (f"http://127.0.0.1:{p}" for p in (prom_port, am_port, serve_port))
 
+        # The internal Deployment, simulated: serve reads its pods from a loopback Kubernetes API
+        # (chain/kubeapi.py), started once the exporter whose faults it counts exists (decisions/0355).
+        fleet = drill_fleet(self.user_cfg)
+        if fleet is not None:
+            fleet = dataclasses.replace(fleet, kubeconfig=self.dir / "secrets" / "kubeconfig")
         now = time.time()
         raw = drill_config(self.user_cfg, self.dir, prometheus_url=prom_url, token_file=serve_token, shortened=shortened,
-                           freeze=self.scenario.freeze, span=(now, now + self.scenario.max_duration))
+                           freeze=self.scenario.freeze, span=(now, now + self.scenario.max_duration), fleet=fleet)
         cfg_path = self.dir / "opsctl.yaml"
         cfg_path.write_text("# The chain drill's config: the user's, pointed at the drill (see the report).\n"
                             + yaml.safe_dump(raw, sort_keys=False))
@@ -86,6 +93,8 @@ class ChainStartup(ChainProgress):
         self.servers.append(self.exporter)
         self._say("setup", f"exporter of the proxy's metrics on {exporter_url}/metrics (peak {env.peak_rps:g} rps,"
                            f" split {_split_text(split)})")
+        if fleet is not None:
+            self.pods = self._serve_the_fleet(fleet, kube_port)
 
         am_raw, notes = drill_routing(self.routing_raw, pagerduty_url=self.sink.url, routing_key_file=routing_key_file,
                                       serve_url=serve_url, serve_token_file=serve_token, bridge_url=bridge_url,
@@ -135,6 +144,22 @@ class ChainStartup(ChainProgress):
                       "routing_notes": notes}
         self.state.data["chain"] = {"urls": self.urls, "config": str(cfg_path)}
         self.state.save()
+
+    def _serve_the_fleet(self, fleet, port: int):
+        """Start the loopback Kubernetes API of the simulated Deployment on `port` (the one the
+        drill's kubeconfig names) and write that kubeconfig (it holds the API's token: 0600)."""
+        from opsctl.drills.chain.kubeapi import SimulatedDeployment
+
+        exporter = self.exporter
+        pods = SimulatedDeployment(fleet.namespace, fleet.deployment, fleet.replicas,
+                                   lambda at: exporter.ready_share(fleet.backend, at))
+        url = pods.start(port=port)
+        self.servers.append(pods)
+        pods.write_kubeconfig(fleet.kubeconfig, url)
+        self._say("setup", f"Deployment {fleet.namespace}/{fleet.deployment} ({fleet.replicas} simulated pods, ready"
+                           f" as the faults leave them) on the loopback Kubernetes API {url}; serve's kubeconfig"
+                           f" {fleet.kubeconfig.name}")
+        return pods
 
     def _backfill(self, backends, split, now, peak_rps, seed, offset=0):
         import dataclasses

@@ -121,7 +121,9 @@ class EmbeddedEnvironment(DrillActors):
         cap = self.cfg.capacity
         if self.world is None or cap is None or self._replicas is None or cap.backend not in self.world.backends:
             return
-        ready = int(self._replicas * self.world.ready_share(cap.backend, self.clock.now()) + 1e-9)
+        from opsctl.drills.simworld import ready_pods
+
+        ready = ready_pods(self._replicas, self.world.ready_share(cap.backend, self.clock.now()))
         if ready != cap.replicas:
             self.cfg = dataclasses.replace(self.cfg, capacity=dataclasses.replace(cap, replicas=ready))
             self._traffic = None  # rebuilt from the config with the ready count (env/base.py traffic())

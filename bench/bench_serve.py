@@ -9,17 +9,21 @@ connection (as Alertmanager's client keeps them): one page-level availability al
 a policy, each its own delivery and fingerprint, a third of them about databricks and so queued on
 the trigger's worker). Two modes, measured in the same run:
 
-  local   state.backend local, file actuator: deliveries in SQLite, a file per incident (the baseline)
+  local   state.backend local, file actuator: a file per incident (the baseline)
   team    state.backend kubernetes on the loopback API server (tests/fakes/kube_api.py): the leader
-          holds the Lease, deliveries and each incident are ConfigMaps written by compare-and-swap, the
-          split is a ConfigMap written with its change record
+          holds the Lease, each incident is a ConfigMap written by compare-and-swap, the split is a
+          ConfigMap written with its change record
+
+Deliveries are not persisted (docs/decisions/0216-deliveries-not-persisted.md): the 49 alerts no
+policy matches are answered without a write, the trigger once its incident is written.
 
 Measured per round:
 
   delivery -> split      from just before the trigger's POST to the split's write (local: the audit
                          entry written right after the atomic file write; team: the applied change's
                          JSON log line, written right after the ConfigMap's compare-and-swap)
-  answer                 each of the 50 POSTs' round trip (202 = recorded and queued); and the burst's
+  answer                 each of the 50 POSTs' round trip (202: the trigger's incident written and queued,
+                         the others matched nothing and wrote nothing); and the burst's
                          rate, 50 / (last answer - first send), in deliveries/s
   per hop                sent -> received (team mode: a recorder thread takes the delivery up),
                          received -> answered (the trigger's 202 back at its sender: recorded and
@@ -356,7 +360,7 @@ def run(mode_class, rounds: int, workdir: Path, *, api_latency: float = 0.0, rou
                 for q in mode.api.requests[calls_before:]:
                     if row["received_at"] <= q.at <= row["started_at"]:
                         doc = q.path.rsplit("/", 1)[-1].replace("opsctl-llm-inference-", "")
-                        doc = "serve-deliveries-<i>" if doc.startswith("serve-deliveries-") else doc
+                        doc = "incident-<id>" if doc.startswith("incident-") else doc
                         window[f"{q.method} {doc}"] = window.get(f"{q.method} {doc}", 0) + 1
                 in_window.append(window)
             resolved = message(alert(fingerprint=f"ff{r:06x}", starts_at=starts, status="resolved"),

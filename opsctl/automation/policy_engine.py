@@ -7,8 +7,12 @@ details): one class, one module (issue 36 item 8).
 
 The incident (opsctl/incident/) is the only record it reads and writes to decide: every alert a
 policy matches joins its incident, and what a policy does about its target there is the
-incident's response (`IncidentResponse`, docs/decisions/0215-responses-on-the-incident.md). For a
-firing alert, a response takes its actions once, in this order:
+incident's response (`IncidentResponse`, docs/decisions/0215-responses-on-the-incident.md). Two
+steps (docs/decisions/0216-deliveries-not-persisted.md): `admit` takes a notification's matching
+alerts into their incident and responses in one compare-and-swap write (what the answer to
+Alertmanager waits for), `act` takes the actions afterwards, on a worker; what the record shows is
+still owed (`owed`, `resumable`) is acted on again. For a firing alert, a response takes its
+actions once, in this order:
 
     failover  move all user traffic away from the backend, through the traffic guards; during a
               freeze it is an emergency tied to the incident only where the policy says so. The
@@ -25,9 +29,10 @@ incident: a restarted serve or a new leader finds it there); an alert firing aga
 hold-down cancels the restore. With `automation.restore` set the canary restore runs instead, its
 progress kept in `Incident.restore` by response key. Traffic someone else moved is never
 "restored" by the automation. A policy in dry run (or the global dry run) goes through the same
-steps with an executor that changes nothing. Workers and the restore sweep of one process take a
-response's lock (per policy and target) while they act on it; replicas never act together (only
-the leader acts, every write fenced by its term).
+steps with an executor that changes nothing. Workers and the restore sweep take a response's lock
+(per policy and target; across the host's processes in local mode, response_lock.py) while they act
+on it, and an admit takes it for a write that changes the response's state; replicas never act
+together in team mode (only the leader acts, every write fenced by its term).
 """
 
 from __future__ import annotations
